@@ -1,0 +1,1 @@
+"""Attribution: kernel taxonomy, step detection, per-step phase breakdown, collectives."""

@@ -1,0 +1,1 @@
+"""Capture: NVTX hooks, server and program orchestration under Nsight Systems, workload driver."""

@@ -1,0 +1,1 @@
+"""Model: throughput (accept_len / cycle time), verify cost, hardware, ranked what-ifs."""

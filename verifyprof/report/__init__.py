@@ -1,0 +1,1 @@
+"""Report: console tables, files (JSON/CSV/Parquet, written atomically), HTML."""

@@ -1,0 +1,1 @@
+"""The project's own speculative-decoding workload (needs the ``torch`` extra)."""
