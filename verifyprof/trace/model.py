@@ -23,6 +23,7 @@ Missing values: -1 in integer id columns, NaN in float columns, "" in strings.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,8 @@ class StringTable:
 
     def matching(self, pattern: str) -> np.ndarray:
         """Boolean mask over ids whose string matches ``pattern`` (``re.search``)."""
-        return pd.Series(self.values, dtype=object).str.contains(pattern, regex=True).to_numpy(bool)
+        compiled = re.compile(pattern)
+        return np.fromiter((compiled.search(v) is not None for v in self.values), dtype=bool, count=len(self.values))
 
 
 @dataclass

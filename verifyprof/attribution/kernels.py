@@ -1,0 +1,64 @@
+"""Top kernels by GPU time with their phase: the view for checking and fixing taxonomy rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from verifyprof.attribution import phases
+from verifyprof.attribution.steps import assign_ops, find_steps, gpu_ops, link_calls
+from verifyprof.attribution.taxonomy import Taxonomy
+from verifyprof.errors import TraceError
+from verifyprof.trace.model import Trace
+
+
+@dataclass
+class KernelTable:
+    table: pd.DataFrame  # name, phase, count, total_ns, mean_ns, share; sorted by total_ns
+    total_ns: int
+    taxonomy: str
+    scope: str
+
+    def to_json(self, top: int | None = None) -> dict[str, Any]:
+        rows = self.table if top is None else self.table.head(top)
+        return {
+            "taxonomy": self.taxonomy,
+            "scope": self.scope,
+            "total_kernel_ns": self.total_ns,
+            "distinct_kernels": int(len(self.table)),
+            "kernels": [
+                {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+                for row in rows.to_dict("records")
+            ],
+            "by_phase": {
+                str(k): int(v) for k, v in self.table.groupby("phase")["total_ns"].sum().sort_values(ascending=False).items()
+            },
+        }
+
+
+def kernel_table(trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None) -> KernelTable:
+    ops = gpu_ops(trace, taxonomy)
+    kernels = ops[ops["is_kernel"].to_numpy()]
+    if kernels.empty:
+        raise TraceError("no kernels in the trace", trace.source[0] if trace.source else None)
+    scope = "whole trace"
+    if step_regex is not None:
+        linked = link_calls(trace, ops)
+        pairs = assign_ops(find_steps(trace, step_regex), linked)
+        inside = np.unique(pairs["op"].to_numpy())
+        kernels = ops.iloc[inside]
+        kernels = kernels[kernels["is_kernel"].to_numpy()]
+        scope = f"kernels launched inside ranges matching {step_regex!r}"
+    duration = kernels["end"].to_numpy() - kernels["start"].to_numpy()
+    frame = pd.DataFrame({"name_id": kernels["name_id"].to_numpy(), "phase": kernels["phase"].to_numpy(), "ns": duration})
+    table = frame.groupby("name_id", sort=False).agg(phase=("phase", "first"), count=("ns", "size"), total_ns=("ns", "sum")).reset_index()
+    table["name"] = trace.strings.lookup(table["name_id"].to_numpy())
+    table["phase"] = np.asarray(phases.ALL, dtype=object)[table["phase"].to_numpy()]
+    table["mean_ns"] = (table["total_ns"] / table["count"]).round().astype(np.int64)
+    total = int(table["total_ns"].sum())
+    table["share"] = (table["total_ns"] / total).round(6) if total else 0.0
+    table = table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return KernelTable(table[["name", "phase", "count", "total_ns", "mean_ns", "share"]], total, taxonomy.source, scope)

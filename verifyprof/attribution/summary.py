@@ -1,0 +1,84 @@
+"""Statistics across steps: per step name, mean / p50 / p90 of wall time and of every phase,
+the median step, and per-rank means. This is the ``summary`` of the breakdown JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from verifyprof.attribution import phases
+from verifyprof.attribution.sweep import TOTAL_PHASES
+from verifyprof.ranges import PHASE_RANGES
+
+COMM_COLUMNS = ("comm_calls", "comm_wait_ns", "comm_transfer_ns")
+
+
+def _stats(values: np.ndarray) -> dict[str, int]:
+    if len(values) == 0:
+        return {"mean": 0, "p50": 0, "p90": 0}
+    p50, p90 = np.percentile(values, [50, 90])
+    return {"mean": int(round(float(values.mean()))), "p50": int(round(p50)), "p90": int(round(p90))}
+
+
+def _group_order(names: list[str]) -> list[str]:
+    known = [n for n in PHASE_RANGES if n in names]
+    return known + sorted(n for n in names if n not in known)
+
+
+def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None) -> dict[str, Any]:
+    groups = []
+    for name in _group_order(rows["name"].unique().tolist()):  # a handful of step names
+        group = rows[rows["name"].to_numpy() == name]
+        groups.append(_group_summary(name, group))
+    summary: dict[str, Any] = {"unit": "ns", "groups": groups}
+    if collectives is not None:
+        from verifyprof.attribution.comm import summarize_calls
+
+        summary["collectives"] = summarize_calls(collectives)
+    return summary
+
+
+def _group_summary(name: str, group: pd.DataFrame) -> dict[str, Any]:
+    wall = group["wall_ns"].to_numpy()
+    mean_wall = float(wall.mean()) if len(wall) else 0.0
+    phase_stats = {}
+    for phase in phases.ALL:
+        values = group[phase].to_numpy()
+        stats = _stats(values)
+        stats["share"] = round(float(values.mean()) / mean_wall, 6) if mean_wall > 0 else 0.0
+        phase_stats[phase] = stats
+    median_pos = int(np.argmin(np.abs(wall - np.median(wall)))) if len(wall) else 0
+    median = group.iloc[median_pos]
+    by_rank = {}
+    for rank, rank_rows in group.groupby("rank", sort=True):
+        by_rank[str(int(rank))] = {
+            "steps": int(len(rank_rows)),
+            "wall_ns": _stats(rank_rows["wall_ns"].to_numpy()),
+            "phases": {p: int(round(float(rank_rows[p].mean()))) for p in phases.ALL},
+        }
+    out: dict[str, Any] = {
+        "name": name,
+        "steps": int(group["step"].nunique()),
+        "rows": int(len(group)),
+        "devices": sorted(int(d) for d in group["device"].unique()),
+        "modes": {str(k): int(v) for k, v in group["mode"].value_counts().items()},
+        "wall_ns": _stats(wall),
+        "gpu_span_ns": _stats(group["gpu_span_ns"].to_numpy()),
+        "kernels": _stats(group["kernels"].to_numpy()),
+        "launches": _stats(group["launches"].to_numpy()),
+        "phases": phase_stats,
+        "totals": {p: _stats(group[f"total_{p}"].to_numpy()) for p in TOTAL_PHASES},
+        "median_step": {
+            "index": int(median["step"]),
+            "device": int(median["device"]),
+            "rank": int(median["rank"]),
+            "wall_ns": int(median["wall_ns"]),
+            "phases": {p: int(median[p]) for p in phases.ALL},
+        },
+        "by_rank": by_rank,
+    }
+    if all(c in group.columns for c in COMM_COLUMNS):
+        out["comm"] = {c: _stats(group[c].to_numpy()) for c in COMM_COLUMNS}
+    return out

@@ -1,0 +1,108 @@
+"""Rich tables for the terminal. Reads the same dicts as the JSON output, so what a user sees
+and what a script parses never disagree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from verifyprof.attribution import phases
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:.1f}" if whole else "-"
+
+
+def print_breakdown(result: Any, console: Console | None = None, show_zero: bool = False) -> None:
+    console = console or Console()
+    data = result.to_json() if hasattr(result, "to_json") else result
+    trace = data["trace"]
+    paths = ", ".join(trace["path"])
+    console.print(f"[bold]{paths}[/bold]  ({trace['format']}, {trace['kernels']} kernels, devices {[d['device'] for d in trace['devices']]}, ranks {trace['ranks'] or '-'})")
+    for warning in trace.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    if trace.get("unlinked_ops"):
+        console.print(f"[yellow]note:[/yellow] {trace['unlinked_ops']} GPU ops have no launching API call in the trace and belong to no step")
+    for group in data["summary"]["groups"]:
+        _print_group(console, group, show_zero)
+    collectives = data["summary"].get("collectives")
+    if collectives:
+        table = Table(title="Collectives across ranks (per call)", title_justify="left")
+        for col in ("collective", "calls", "devices", "transfer p50 ms", "wait p50 ms", "spread p50 ms", "spread p90 ms"):
+            table.add_column(col, justify="right" if col != "collective" else "left")
+        for family, stats in collectives.items():
+            table.add_row(family, str(stats["calls"]), str(stats["devices"]), _ms(stats["transfer_ns_p50"]), _ms(stats["wait_ns_p50"]), _ms(stats["spread_ns_p50"]), _ms(stats["spread_ns_p90"]))
+        console.print(table)
+
+
+def _print_group(console: Console, group: dict[str, Any], show_zero: bool) -> None:
+    median = group["median_step"]
+    wall = group["wall_ns"]
+    modes = ", ".join(f"{k} {v}" for k, v in group["modes"].items())
+    title = (
+        f"{group['name']}: {group['steps']} steps on devices {group['devices']} ({modes}); "
+        f"wall mean {_ms(wall['mean'])} / p50 {_ms(wall['p50'])} / p90 {_ms(wall['p90'])} ms; "
+        f"median step #{median['index']} (device {median['device']}) {_ms(median['wall_ns'])} ms"
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("phase")
+    table.add_column("median step ms", justify="right")
+    table.add_column("%", justify="right")
+    table.add_column("mean ms", justify="right")
+    table.add_column("p50 ms", justify="right")
+    table.add_column("p90 ms", justify="right")
+    by_rank = group.get("by_rank", {})
+    ranks = [r for r in by_rank if r != "-1"]
+    if len(ranks) > 1:
+        for rank in ranks:
+            table.add_column(f"rank {rank} mean", justify="right")
+    for phase in phases.ALL:
+        stats = group["phases"][phase]
+        if not show_zero and stats["mean"] == 0 and median["phases"][phase] == 0:
+            continue
+        row = [phase, _ms(median["phases"][phase]), _pct(median["phases"][phase], median["wall_ns"]), _ms(stats["mean"]), _ms(stats["p50"]), _ms(stats["p90"])]
+        if len(ranks) > 1:
+            row += [_ms(by_rank[r]["phases"][phase]) for r in ranks]
+        table.add_row(*row)
+    table.add_section()
+    total_row = ["wall", _ms(median["wall_ns"]), "100.0", _ms(wall["mean"]), _ms(wall["p50"]), _ms(wall["p90"])]
+    if len(ranks) > 1:
+        total_row += [_ms(by_rank[r]["wall_ns"]["mean"]) for r in ranks]
+    table.add_row(*total_row, style="bold")
+    console.print(table)
+    totals = group.get("totals", {})
+    hidden = [
+        f"{p} {_ms(totals[p]['mean'])} ms total, {_ms(totals[p]['mean'] - group['phases'][p]['mean'])} hidden behind compute"
+        for p in totals
+        if totals[p]["mean"] > 0
+    ]
+    if hidden:
+        console.print("  " + "; ".join(hidden))
+    if "comm" in group:
+        comm = group["comm"]
+        console.print(
+            f"  collectives: {comm['comm_calls']['mean']} calls/step, wait for slowest rank {_ms(comm['comm_wait_ns']['mean'])} ms, "
+            f"transfer {_ms(comm['comm_transfer_ns']['mean'])} ms (means per step)"
+        )
+
+
+def print_kernels(table: Any, top: int, console: Console | None = None) -> None:
+    console = console or Console()
+    data = table.to_json(top)
+    out = Table(title=f"Top {min(top, data['distinct_kernels'])} of {data['distinct_kernels']} kernels ({data['scope']}; taxonomy {data['taxonomy']})", title_justify="left")
+    for col in ("#", "phase", "share %", "total ms", "count", "mean us", "kernel"):
+        out.add_column(col, justify="left" if col in ("phase", "kernel") else "right", overflow="fold")
+    for i, row in enumerate(data["kernels"], start=1):
+        style = "yellow" if row["phase"] == "other" else None
+        out.add_row(str(i), row["phase"], f"{100 * row['share']:.1f}", _ms(row["total_ns"]), str(row["count"]), f"{row['mean_ns'] / 1e3:.1f}", row["name"][:160], style=style)
+    console.print(out)
+    by_phase = ", ".join(f"{k} {_pct(v, data['total_kernel_ns'])}%" for k, v in data["by_phase"].items())
+    console.print(f"kernel time by phase: {by_phase}")
+    if "other" in data["by_phase"]:
+        console.print("[yellow]kernels in 'other' matched no taxonomy rule: add a rule with --taxonomy FILE (see verifyprof/data/taxonomy.toml)[/yellow]")

@@ -1,0 +1,85 @@
+"""Output files, written atomically (temp file in the same directory, then rename): a crash or
+Ctrl-C never leaves a half-written report where a good one was."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+import pandas as pd
+
+from verifyprof.errors import VerifyprofError
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temp path beside ``path``; on success it replaces ``path`` in one rename."""
+    path = Path(path)
+    if path.exists() and path.is_dir():
+        raise VerifyprofError("is a directory, expected a file to write", path)
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise VerifyprofError(f"cannot write: {exc.strerror}", path) from None
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def dumps(data: Any) -> bytes:
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+def write_json(path: Path, data: Any) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(dumps(data) + b"\n")
+
+
+def print_json(data: Any, stream: IO[str] | None = None) -> None:
+    (stream or sys.stdout).write(dumps(data).decode() + "\n")
+
+
+def step_frame(result: Any) -> pd.DataFrame:
+    """Per-step rows for CSV/Parquet: scalar columns plus one ``<phase>_ns`` column per phase."""
+    from verifyprof.attribution import phases
+    from verifyprof.attribution.sweep import TOTAL_PHASES
+
+    rows = result.steps
+    scalar = ["step", "name", "text", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode"]
+    out = rows[scalar].rename(columns={"step": "index"}).copy()
+    for phase in phases.ALL:
+        out[f"{phase}_ns"] = rows[phase].to_numpy()
+    for phase in TOTAL_PHASES:
+        out[f"total_{phase}_ns"] = rows[f"total_{phase}"].to_numpy()
+    for col in ("comm_calls", "comm_wait_ns", "comm_transfer_ns"):
+        if col in rows.columns:
+            out[col] = rows[col].to_numpy()
+    return out
+
+
+def write_steps_csv(result: Any, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        step_frame(result).to_csv(tmp, index=False)
+
+
+def write_steps_parquet(result: Any, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        step_frame(result).to_parquet(tmp, index=False)
