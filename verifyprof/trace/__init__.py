@@ -2,7 +2,8 @@
 
 ``load_trace`` sniffs the input (by content, not only by suffix) and dispatches:
 
-* nsys SQLite export (``.sqlite``): :mod:`verifyprof.trace.nsys_sqlite`
+* nsys SQLite export (``.sqlite``, or gzipped ``.sqlite.gz``, decompressed once into the user
+  cache): :mod:`verifyprof.trace.nsys_sqlite`
 * Nsight Systems report (``.nsys-rep``): exported once to SQLite by :mod:`verifyprof.trace.nsys_rep`
 * PyTorch profiler / Kineto JSON (``.json``, ``.json.gz``), one file, a directory of per-rank
   files, or a glob: :mod:`verifyprof.trace.kineto`
@@ -40,11 +41,24 @@ def sniff(path: Path) -> str:
         return "nsys-sqlite"
     if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
         return "nsys-rep"
-    if head.startswith(GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b"["):
+    if head.startswith(GZIP_MAGIC):
+        return "nsys-sqlite-gz" if _gzip_head(path).startswith(SQLITE_MAGIC) else "kineto"
+    if head.lstrip()[:1] in (b"{", b"["):
         return "kineto"
     raise TraceError(
         "not a trace: expected an nsys SQLite export, a .nsys-rep, or PyTorch-profiler JSON(.gz)", path
     )
+
+
+def _gzip_head(path: Path) -> bytes:
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as handle:
+            return handle.read(16)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceError(f"corrupt or truncated gzip: {exc}", path) from None
 
 
 def expand(spec: str | Path) -> list[Path]:
@@ -75,6 +89,13 @@ def load_trace(spec: str | Path) -> Trace:
             from verifyprof.trace.nsys_sqlite import read_nsys_sqlite
 
             return read_nsys_sqlite(path)
+        if kind == "nsys-sqlite-gz":
+            from verifyprof.trace.cache import gunzipped
+            from verifyprof.trace.nsys_sqlite import read_nsys_sqlite
+
+            trace = read_nsys_sqlite(gunzipped(path, ".sqlite"))
+            trace.source = [path]
+            return trace
         if kind == "nsys-rep":
             from verifyprof.trace.nsys_rep import sqlite_for_report
             from verifyprof.trace.nsys_sqlite import read_nsys_sqlite
