@@ -1,0 +1,91 @@
+"""Find and read the model stage's data files: built-in ones, a user directory, or a given path.
+
+Hardware specs and model configs are TOML, not code, so users describe their own box or model
+without touching verifyprof: put ``NAME.toml`` in ``$VERIFYPROF_DATA_DIR/<kind>/`` (default
+``~/.config/verifyprof/<kind>/``), or pass the file's path. User files shadow built-in ones.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from verifyprof.errors import VerifyprofError
+
+BUILTIN = Path(__file__).resolve().parent.parent / "data"
+
+
+def user_dir() -> Path:
+    env = os.environ.get("VERIFYPROF_DATA_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".config" / "verifyprof"
+
+
+def search_dirs(kind: str) -> list[Path]:
+    """Where ``kind`` ("hardware" | "models") files are looked up, first match wins."""
+    return [user_dir() / kind, BUILTIN / kind]
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise VerifyprofError("no such file", path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise VerifyprofError(f"not valid TOML: {exc}", path) from None
+    except OSError as exc:
+        raise VerifyprofError(f"cannot read: {exc.strerror}", path) from None
+
+
+def catalogue(kind: str, skip: tuple[str, ...] = ()) -> dict[str, Path]:
+    """Every lookup key (file stem, ``name``, ``aliases``; lower-case) -> file, user files first."""
+    found: dict[str, Path] = {}
+    for directory in reversed(search_dirs(kind)):  # built-in first, user entries overwrite
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.glob("*.toml")):
+            if path.stem in skip:
+                continue
+            keys = {path.stem.lower()}
+            try:
+                data = read_toml(path)
+            except VerifyprofError:
+                data = {}  # reported when this file is actually asked for
+            if isinstance(data.get("name"), str):
+                keys.add(data["name"].lower())
+            keys.update(a.lower() for a in data.get("aliases", []) if isinstance(a, str))
+            for key in keys:
+                found[key] = path
+    return found
+
+
+def resolve(kind: str, spec: str | Path, skip: tuple[str, ...] = ()) -> Path:
+    """A path to an existing file, or a name / alias of a known one."""
+    text = str(spec)
+    path = Path(text).expanduser()
+    if path.suffix == ".toml" or os.sep in text or path.is_file():
+        if not path.is_file():
+            raise VerifyprofError(f"no such {kind} file", path)
+        return path
+    known = catalogue(kind, skip)
+    hit = known.get(text.lower())
+    if hit is None:
+        stems = sorted({p.stem for p in known.values()})
+        raise VerifyprofError(
+            f"unknown {kind} {text!r}: known are {', '.join(stems)} (or give a TOML file; user files go in {user_dir() / kind})"
+        )
+    return hit
+
+
+def require(data: dict[str, Any], key: str, path: Path, kind: type | tuple[type, ...] = (int, float)) -> Any:
+    """A field that must be present, with a one-line error naming the file and the field."""
+    node: Any = data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise VerifyprofError(f"missing field {key!r}", path)
+        node = node[part]
+    if not isinstance(node, kind) or isinstance(node, bool) and kind is not bool:
+        raise VerifyprofError(f"field {key!r} has the wrong type ({type(node).__name__})", path)
+    return node

@@ -1,0 +1,337 @@
+"""Inputs of ``whatif --from``: a breakdown JSON (or a trace, broken down here) and a capture manifest.
+
+The model reads the breakdown's ``steps`` (schema ``verifyprof.breakdown/1``, docs/ARCHITECTURE.md)
+and reduces them to one :class:`VerifyProfile`: the mean verify step of the critical device (the
+slowest one: under tensor parallelism every rank waits for it), with the draft / accept /
+draft-extend time per cycle and the decode baseline when the trace holds those ranges too.
+Means, not medians: tokens/s over a run is total tokens over total time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verifyprof.errors import NoStepsError, VerifyprofError
+from verifyprof.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, SGLANG_VERIFY_PATTERN, SPEC_STEP, VERIFY
+
+SCHEMA_PREFIX = "verifyprof.breakdown/"
+_SCHEMA_HEAD = re.compile(rb'"schema"\s*:\s*"verifyprof\.breakdown/')
+NS_PER_MS = 1e6
+
+
+def load_breakdown(source: str | Path, step_regex: str | None = None) -> dict[str, Any]:
+    """A breakdown JSON as a dict: read it, or break a trace down (nsys / Kineto) first."""
+    path = Path(str(source))
+    if path.is_file() and _is_breakdown_json(path):
+        try:
+            data = json.loads(path.read_bytes())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise VerifyprofError(f"not valid JSON: {exc}", path) from None
+        return check_breakdown(data, path)
+    from verifyprof.attribution.breakdown import breakdown
+    from verifyprof.ranges import DEFAULT_STEP_REGEX
+    from verifyprof.trace import load_trace
+
+    result = breakdown(load_trace(source), step_regex=step_regex or DEFAULT_STEP_REGEX)
+    return check_breakdown(result.to_json(), path)
+
+
+def _is_breakdown_json(path: Path) -> bool:
+    with path.open("rb") as handle:
+        head = handle.read(4096)
+    if head.startswith(b"\x1f\x8b"):
+        return False  # gzipped JSON is a Kineto trace; breakdowns are written plain
+    return bool(_SCHEMA_HEAD.search(head)) or (path.suffix == ".json" and b'"steps"' in head and b'"traceEvents"' not in head)
+
+
+def check_breakdown(data: Any, path: Path | None = None) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise VerifyprofError("not a breakdown: expected a JSON object", path)
+    schema = data.get("schema")
+    if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
+        raise VerifyprofError(f"not a verifyprof breakdown (schema {schema!r}, expected {SCHEMA_PREFIX}1)", path)
+    steps = data.get("steps")
+    if not isinstance(steps, list):
+        raise VerifyprofError("breakdown has no 'steps' list", path)
+    if not steps:
+        raise NoStepsError("breakdown has no steps: nothing to model (check --range of `verifyprof breakdown`)", path)
+    for i, step in enumerate(steps[:1]):
+        for key in ("name", "wall_ns", "phases"):
+            if key not in step:
+                raise VerifyprofError(f"breakdown step {i} lacks {key!r}", path)
+    return data
+
+
+@dataclass
+class StepGroup:
+    """The mean of one group of steps on one device."""
+
+    name: str
+    device: int
+    rank: int
+    steps: int
+    mode: str
+    wall_ms: float
+    phases_ms: dict[str, float]
+    totals_ms: dict[str, float]
+    kernels: float
+    launches: float
+    graph_launches: float
+    comm_calls: float | None
+    comm_wait_ms: float | None
+    attrs: dict[str, str]
+
+
+@dataclass
+class VerifyProfile:
+    verify: StepGroup
+    width: int | None  # tokens per request in the verify forward (k + 1 for a chain)
+    batch: int | None
+    devices: int
+    draft_ms: float | None = None  # per cycle
+    accept_ms: float | None = None
+    draft_extend_ms: float | None = None
+    cycle_ms: float | None = None  # spec_step wall, when the trace has it
+    decode_ms: float | None = None
+    accept_len: float | None = None
+    other_widths: dict[int, float] = field(default_factory=dict)  # measured verify ms at other widths
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+
+
+def _is_verify(name: str) -> bool:
+    return name == VERIFY or re.search(SGLANG_VERIFY_PATTERN, name) is not None
+
+
+def _int_attr(attrs: dict[str, str], *keys: str) -> int | None:
+    for key in keys:
+        if key in attrs:
+            try:
+                return int(float(attrs[key]))
+            except ValueError:
+                continue
+    return None
+
+
+def _mean_group(name: str, device: int, rows: list[dict[str, Any]]) -> StepGroup:
+    phase_names = list(rows[0]["phases"])
+    phases = np.array([[r["phases"].get(p, 0) for p in phase_names] for r in rows], dtype=float).mean(axis=0)
+    total_names = list(rows[0].get("totals", {}))
+    totals = np.array([[r.get("totals", {}).get(t, 0) for t in total_names] for r in rows], dtype=float).reshape(len(rows), -1).mean(axis=0)
+    modes = [r.get("mode", "none") for r in rows]
+    comm = [r["comm"] for r in rows if isinstance(r.get("comm"), dict)]
+    return StepGroup(
+        name=name,
+        device=device,
+        rank=int(rows[0].get("rank", -1)),
+        steps=len(rows),
+        mode=max(set(modes), key=modes.count),
+        wall_ms=float(np.mean([r["wall_ns"] for r in rows])) / NS_PER_MS,
+        phases_ms={p: float(v) / NS_PER_MS for p, v in zip(phase_names, phases)},
+        totals_ms={t: float(v) / NS_PER_MS for t, v in zip(total_names, totals)},
+        kernels=float(np.mean([r.get("kernels", 0) for r in rows])),
+        launches=float(np.mean([r.get("launches", 0) for r in rows])),
+        graph_launches=float(np.mean([r.get("graph_launches", 0) for r in rows])),
+        comm_calls=float(np.mean([c.get("comm_calls", 0) for c in comm])) if comm else None,
+        comm_wait_ms=float(np.mean([c.get("comm_wait_ns", 0) for c in comm])) / NS_PER_MS if comm else None,
+        attrs=dict(rows[0].get("attrs") or {}),
+    )
+
+
+def verify_profile(
+    data: dict[str, Any],
+    step_name: str | None = None,
+    width: int | None = None,
+    mode: str | None = None,
+) -> VerifyProfile:
+    """Reduce a breakdown to the verify step the model works on.
+
+    ``step_name`` picks the step group (default: ``verifyprof.verify`` or SGLang's TARGET_VERIFY);
+    ``width`` the verify width when the trace holds several (default: the most frequent);
+    ``mode`` ("eager" | "graph") when it holds both (default: the most frequent).
+    """
+    path = (data.get("trace", {}).get("path") or [""])[0]
+    steps = [s for s in data["steps"] if int(s.get("device", -1)) >= 0 or s.get("wall_ns", 0) > 0]
+    names = sorted({s["name"] for s in steps})
+    if step_name is not None:
+        chosen = [s for s in steps if s["name"] == step_name]
+        if not chosen:
+            raise NoStepsError(f"no steps named {step_name!r} in the breakdown (it has: {', '.join(names)})", path or None)
+    else:
+        chosen = [s for s in steps if _is_verify(s["name"])]
+        if not chosen:
+            raise NoStepsError(
+                f"breakdown has no verify steps ({VERIFY} or TARGET_VERIFY); it has: {', '.join(names)} "
+                "(pick one with --step NAME)",
+                path or None,
+            )
+    notes: list[str] = []
+    chosen = [s for s in chosen if int(s.get("device", -1)) >= 0] or chosen
+
+    def width_of(step: dict[str, Any]) -> int | None:
+        return _int_attr(step.get("attrs") or {}, "tokens", "width", "num_tokens")
+
+    def batch_of(step: dict[str, Any]) -> int | None:
+        return _int_attr(step.get("attrs") or {}, "bs", "batch")
+
+    modes = [s.get("mode", "none") for s in chosen]
+    if mode is None:
+        mode = max(set(modes), key=modes.count)
+        if len(set(modes)) > 1:
+            notes.append(f"verify steps run in several modes {sorted(set(modes))}: modelling the most frequent, {mode}")
+    in_mode = [s for s in chosen if s.get("mode", "none") == mode]
+    if not in_mode:
+        raise NoStepsError(f"no verify steps in {mode} mode (the breakdown has {sorted(set(modes))})", path or None)
+
+    widths = [width_of(s) for s in in_mode]
+    known = [w for w in widths if w is not None]
+    if width is None and known:
+        width = max(set(known), key=known.count)
+    main = [s for s, w in zip(in_mode, widths) if w == width] if width is not None and known else in_mode
+    if not main:
+        raise NoStepsError(f"no verify steps of width {width} (the breakdown has widths {sorted(set(known))})", path or None)
+    batch_values = [b for b in (batch_of(s) for s in main) if b is not None]
+    batch = max(set(batch_values), key=batch_values.count) if batch_values else None
+
+    by_device: dict[int, list[dict[str, Any]]] = {}
+    for step in main:
+        by_device.setdefault(int(step.get("device", -1)), []).append(step)
+    groups = {dev: _mean_group(main[0]["name"], dev, rows) for dev, rows in by_device.items()}
+    critical = max(groups.values(), key=lambda g: g.wall_ms)
+    if len(groups) > 1:
+        notes.append(
+            f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the slowest "
+            f"({critical.wall_ms:.3f} ms vs fastest {min(g.wall_ms for g in groups.values()):.3f} ms)"
+        )
+
+    other_widths: dict[int, float] = {}
+    for w in sorted(set(known) - {width}):
+        rows = [s for s, sw in zip(in_mode, widths) if sw == w and int(s.get("device", -1)) == critical.device]
+        if rows:
+            other_widths[w] = float(np.mean([r["wall_ns"] for r in rows])) / NS_PER_MS
+
+    n_cycles = critical.steps
+
+    def per_cycle(name: str) -> float | None:
+        rows = [s for s in steps if s["name"] == name and int(s.get("device", -1)) in (critical.device, -1)]
+        return sum(r["wall_ns"] for r in rows) / n_cycles / NS_PER_MS if rows else None
+
+    def mean_of(name: str) -> float | None:
+        rows = [s for s in steps if s["name"] == name and int(s.get("device", -1)) in (critical.device, -1)]
+        return float(np.mean([r["wall_ns"] for r in rows])) / NS_PER_MS if rows else None
+
+    accept_len = None
+    accepted = [_float_attr(s.get("attrs") or {}, "accept_len", "accepted") for s in steps if s["name"] in (SPEC_STEP, ACCEPT)]
+    accepted = [a for a in accepted if a is not None]
+    if accepted:
+        accept_len = float(np.mean(accepted))
+    profile = VerifyProfile(
+        verify=critical,
+        width=width,
+        batch=batch,
+        devices=len(groups),
+        draft_ms=per_cycle(DRAFT),
+        accept_ms=per_cycle(ACCEPT),
+        draft_extend_ms=per_cycle(DRAFT_EXTEND),
+        cycle_ms=mean_of(SPEC_STEP),
+        decode_ms=mean_of(DECODE),
+        accept_len=accept_len,
+        other_widths=other_widths,
+        notes=notes,
+        source=str(path),
+    )
+    return profile
+
+
+def _float_attr(attrs: dict[str, str], *keys: str) -> float | None:
+    for key in keys:
+        if key in attrs:
+            try:
+                return float(attrs[key])
+            except ValueError:
+                continue
+    return None
+
+
+# ---- capture manifest ---------------------------------------------------------------------
+
+ACCEPT_KEYS = ("accept_len", "accept_length", "avg_accept_len", "mean_accept_len", "spec_accept_length")
+BASELINE_TPS_KEYS = ("baseline_tokens_per_s", "baseline_tps", "baseline_tok_s")
+DECODE_MS_KEYS = ("decode_ms", "baseline_decode_ms")
+TPS_KEYS = ("tokens_per_s", "tok_s", "output_tokens_per_s")
+SURVIVAL_KEYS = ("survival", "accept_survival")
+NUM_DRAFT_KEYS = ("num_draft", "num_draft_tokens", "speculative_num_steps")
+
+
+@dataclass
+class Manifest:
+    path: Path
+    accept_len: float | None = None
+    baseline_tps: float | None = None
+    decode_ms: float | None = None
+    tokens_per_s: float | None = None
+    survival: tuple[float, ...] | None = None
+    num_draft: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _find(data: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
+    """First value under any of ``keys``, searching nested objects breadth-first (a few levels)."""
+    if not isinstance(data, dict) or depth > 3:
+        return None
+    for key in keys:
+        if key in data and data[key] is not None and not isinstance(data[key], dict):
+            return data[key]
+    for value in data.values():
+        found = _find(value, keys, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def read_manifest(path: str | Path) -> Manifest:
+    """Accept length, baseline and survival recorded beside a capture (``manifest.json``)."""
+    path = Path(path)
+    try:
+        raw_bytes = path.read_bytes()
+        if raw_bytes[:2] == b"\x1f\x8b":
+            raw_bytes = gzip.decompress(raw_bytes)
+        data = json.loads(raw_bytes)
+    except FileNotFoundError:
+        raise VerifyprofError("no such file", path) from None
+    except (OSError, EOFError) as exc:
+        raise VerifyprofError(f"cannot read manifest: {exc}", path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise VerifyprofError(f"manifest is not valid JSON: {exc}", path) from None
+    if not isinstance(data, dict):
+        raise VerifyprofError("manifest must be a JSON object", path)
+
+    def number(keys: tuple[str, ...]) -> float | None:
+        value = _find(data, keys)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise VerifyprofError(f"manifest field {keys[0]!r} is not a number: {value!r}", path)
+        return float(value)
+
+    survival = _find(data, SURVIVAL_KEYS)
+    if survival is not None and not (isinstance(survival, list) and all(isinstance(v, (int, float)) for v in survival)):
+        raise VerifyprofError(f"manifest field 'survival' must be a list of numbers, got {survival!r}", path)
+    num_draft = number(NUM_DRAFT_KEYS)
+    return Manifest(
+        path=path,
+        accept_len=number(ACCEPT_KEYS),
+        baseline_tps=number(BASELINE_TPS_KEYS),
+        decode_ms=number(DECODE_MS_KEYS),
+        tokens_per_s=number(TPS_KEYS),
+        survival=tuple(float(v) for v in survival) if survival else None,
+        num_draft=int(num_draft) if num_draft is not None else None,
+        raw=data,
+    )

@@ -1,0 +1,110 @@
+"""Verify cost vs width: the MoE expert union D(n) and t(n) scaled from one measured verify.
+
+Verify at small width is memory-bound: weights are read once whatever the number of tokens, so
+dense GEMMs cost about the same at width 2 or 8 until n x batch nears the ridge point (peak
+FLOPs / bandwidth). MoE breaks that: n tokens touch D(n) = E(1 - (1 - k/E)^n) distinct experts
+per layer (REFERENCE 6.6), and each touched expert's weights are read. ``t(n)`` here starts from a
+*measured* verify (the breakdown's phases at width n0) and rescales each phase by the ratio of
+its roofline time at n and n0, so kernel inefficiency measured at n0 carries over (Sequoia: t(n)
+is measured; we extrapolate it only where the trace has no other width).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from verifyprof.model.checks import check_count, check_nonnegative
+
+if TYPE_CHECKING:
+    from verifyprof.model.hardware import Hardware
+    from verifyprof.model.model_config import ModelConfig
+
+
+def expert_union(tokens: float, experts: int, top_k: int) -> float:
+    """Expected distinct experts per MoE layer touched by ``tokens`` tokens routing top-k of E uniformly."""
+    check_nonnegative("tokens", tokens)
+    check_count("experts", experts)
+    check_count("top-k", top_k)
+    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    bytes: float
+    flops: float
+
+    def seconds(self, bandwidth_bps: float, flops_per_s: float) -> float:
+        return max(self.bytes / bandwidth_bps, self.flops / flops_per_s)
+
+
+@dataclass
+class WidthScaling:
+    """Per-phase time at width n relative to the measured width n0, with the reason for each."""
+
+    factors: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+
+
+def phase_rooflines(
+    model: "ModelConfig", tokens: float, tp: int = 1, context: float = 0.0
+) -> dict[str, Roofline]:
+    """Bytes and FLOPs per phase of one forward over ``tokens`` tokens (batch x width), per GPU."""
+    act = model.activation_bytes_per_token() * tokens
+    return {
+        "gemm_dense": Roofline(model.dense_bytes(tp) + act, model.dense_flops(tokens, tp)),
+        "gemm_moe": Roofline(model.routed_bytes(tokens, tp) + act, model.routed_flops(tokens, tp)),
+        "attention": Roofline(model.kv_bytes_per_token(tp) * context + act, model.attention_flops(tokens, context, tp)),
+    }
+
+
+def width_scaling(
+    tokens_from: float,
+    tokens_to: float,
+    model: "ModelConfig | None",
+    hardware: "Hardware | None",
+    tp: int = 1,
+    context: float = 0.0,
+    allreduce_us: "callable | None" = None,
+) -> WidthScaling:
+    """How each phase's time changes from ``tokens_from`` to ``tokens_to`` tokens per forward.
+
+    Without a model config every phase is assumed width-independent (memory-bound, same kernels);
+    with one, GEMM and attention phases scale by their roofline ratio (needs hardware for the
+    FLOPs side; bytes-only otherwise) and allreduce by the latency model's ratio.
+    """
+    factors: dict[str, float] = {}
+    notes: list[str] = []
+    if model is None:
+        notes.append("no model config: every phase taken as width-independent (memory-bound verify, same kernels)")
+    else:
+        a = phase_rooflines(model, tokens_from, tp, context)
+        b = phase_rooflines(model, tokens_to, tp, context)
+        if hardware is not None:
+            bw = hardware.bandwidth_tbps * 1e12
+            peak = {"gemm_dense": model.dense_dtype, "gemm_moe": model.expert_dtype, "attention": model.kv_dtype}
+            for phase in a:
+                flops = hardware.peak_tflops(peak[phase]) * 1e12
+                ta, tb = a[phase].seconds(bw, flops), b[phase].seconds(bw, flops)
+                factors[phase] = tb / ta if ta > 0 else 1.0
+            notes.append(f"GEMM/attention phases scaled by their roofline time (bytes / {hardware.bandwidth_tbps:g} TB/s vs FLOPs / peak on {hardware.name})")
+        else:
+            for phase in a:
+                factors[phase] = b[phase].bytes / a[phase].bytes if a[phase].bytes > 0 else 1.0
+            notes.append("no hardware given: GEMM/attention phases scaled by bytes read only (memory-bound)")
+        if model.moe is not None:
+            notes.append(
+                f"MoE expert union D(n) = E(1-(1-k/E)^n), E={model.moe.experts}, k={model.moe.top_k}: "
+                f"D({tokens_from:g})={model.expert_union(tokens_from):.1f} -> D({tokens_to:g})={model.expert_union(tokens_to):.1f} "
+                "(uniform independent routing: a pessimistic bound)"
+            )
+        if context == 0 and "attention" in factors:
+            factors["attention"] = 1.0
+            notes.append("attention taken as width-independent (no --context given)")
+        if allreduce_us is not None:
+            hidden_bytes = model.activation_bytes_per_token()
+            t0, t1 = allreduce_us(tokens_from * hidden_bytes), allreduce_us(tokens_to * hidden_bytes)
+            if t0 > 0:
+                factors["allreduce"] = t1 / t0
+    notes.append("norms, elementwise, sampling, spec kernels, copies, launch gaps and host waits unchanged (same kernel count)")
+    return WidthScaling(factors, notes)

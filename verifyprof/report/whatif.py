@@ -1,0 +1,83 @@
+"""Rich output of ``verifyprof whatif``. Reads the same dicts as ``--json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _num(value: Any, fmt: str = ".3f", unit: str = "") -> str:
+    return "-" if value is None else f"{value:{fmt}}{unit}"
+
+
+def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    lev = result.get("leviathan")
+    if lev:
+        table = Table(title="Leviathan et al. 2023 (i.i.d. acceptance)", title_justify="left", show_header=False)
+        table.add_row("alpha / drafts", f"{lev['alpha']:g} / {lev['num_draft']}")
+        table.add_row("expected tokens per cycle (Eq. 1)", f"{lev['expected_tokens']:.3f}")
+        if "walltime_improvement" in lev:
+            table.add_row(f"walltime improvement at c={lev['draft_cost_ratio']:g} (Thm 3.8)", f"{lev['walltime_improvement']:.3f}x")
+            table.add_row("operations factor (Thm 3.11, c-hat = c)", f"{lev['operations_factor']:.3f}x")
+            table.add_row("optimal drafts", f"{lev['optimal_num_draft']} ({lev['optimal_walltime_improvement']:.3f}x)")
+        console.print(table)
+    survival = result.get("survival")
+    if survival:
+        table = Table(title="Accept length by number of drafts (1 + s1 + ... + sk)", title_justify="left")
+        table.add_column("drafts", justify="right")
+        table.add_column("accept length", justify="right")
+        for k, tau in enumerate(survival["accept_len_by_num_draft"], start=1):
+            table.add_row(str(k), f"{tau:.3f}")
+        console.print(table)
+    if "cycle_ms" not in result:
+        return
+    table = Table(title="Speculative cycle", title_justify="left", show_header=False)
+    table.add_row("accept length", f"{result['accept_len']:.3f}  ({result['accept_len_source']})")
+    table.add_row("cycle = draft + verify + overhead", f"{result['cycle_ms']:.3f} ms = {result['draft_ms']:.3f} + {result['verify_ms']:.3f} + {result['overhead_ms']:.3f}")
+    table.add_row("tokens/s per request", f"{result['tokens_per_s']:.1f}")
+    if result["batch"] > 1:
+        table.add_row(f"tokens/s for batch {result['batch']}", f"{result['batch_tokens_per_s']:.1f}")
+    if result.get("speedup") is not None:
+        table.add_row("baseline decode", f"{result['decode_ms']:.3f} ms/step ({result['baseline_tokens_per_s']:.1f} tok/s)")
+        table.add_row("speedup", f"{result['speedup']:.3f}x ({100 * (result['speedup'] - 1):+.1f}%)")
+        table.add_row("cycle cost in decode steps", f"{result['cycle_cost_decode_steps']:.3f}")
+        table.add_row("break-even verify time", f"{result['break_even_verify_ms']:.3f} ms")
+        table.add_row("break-even accept length", f"{result['break_even_accept_len']:.3f}")
+    else:
+        table.add_row("speedup", "- (give --baseline-tps or --decode-ms)")
+    console.print(table)
+
+
+def print_ranking(result: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    cur = result["current"]
+    console.print(
+        f"[bold]current[/bold]: verify {cur['verify_ms']:.3f} ms ({cur['mode']}, width {cur['width'] or '-'}, "
+        f"{cur['verify_steps']} steps, device {cur['device']}), cycle {cur['cycle_ms']:.3f} ms, accept length "
+        f"{cur['accept_len']:.3f} -> [bold]{cur['tokens_per_s']:.1f} tok/s[/bold] per request"
+        + (f", speedup {cur['speedup']:.2f}x" if cur.get("speedup") is not None else "")
+    )
+    for note in cur.get("notes", []):
+        console.print(f"  [dim]{note}[/dim]")
+    table = Table(title="Candidates, best first", title_justify="left", show_lines=True)
+    for col in ("#", "candidate", "verify ms", "cycle ms", "accept", "tok/s", "gain", "assumptions"):
+        table.add_column(col, justify="right" if col not in ("candidate", "assumptions") else "left")
+    for i, cand in enumerate(result["candidates"], start=1):
+        table.add_row(
+            str(i),
+            cand["name"],
+            f"{cand['verify_ms']:.3f}",
+            f"{cand['cycle_ms']:.3f}",
+            f"{cand['accept_len']:.2f}",
+            f"{cand['tokens_per_s']:.1f}",
+            f"{100 * cand['gain']:+.1f}%",
+            "\n".join(f"- {a}" for a in cand["assumptions"]),
+        )
+    console.print(table)
+    if result.get("skipped"):
+        console.print("[dim]not applicable:[/dim]")
+        for skip in result["skipped"]:
+            console.print(f"  [dim]{skip['name']}: {skip['reason']}[/dim]")
