@@ -75,6 +75,53 @@ def kernels(
 # --- whatif (model stage) and capture (capture stage) register their commands below. ---
 
 
+@app.command()
+def whatif(
+    verify_ms: Annotated[Optional[float], typer.Option("--verify-ms", help="verify step time (ms)")] = None,
+    accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="mean accepted tokens per cycle, bonus included")] = None,
+    alpha: Annotated[Optional[float], typer.Option("--alpha", help="i.i.d. acceptance rate (Leviathan Eq. 1), with --num-draft")] = None,
+    num_draft: Annotated[Optional[int], typer.Option("--num-draft", help="draft tokens per cycle (K)")] = None,
+    survival: Annotated[Optional[str], typer.Option("--survival", help="s1,s2,...: P(first i drafts all accepted)")] = None,
+    draft_cost_ratio: Annotated[Optional[float], typer.Option("--draft-cost-ratio", help="c = draft step / target step (Thm 3.8, optimal K)")] = None,
+    draft_ms: Annotated[Optional[float], typer.Option("--draft-ms", help="draft time per cycle (ms)")] = None,
+    overhead_ms: Annotated[Optional[float], typer.Option("--overhead-ms", help="other time per cycle (ms)")] = None,
+    batch: Annotated[Optional[int], typer.Option("--batch", help="requests per step (throughput for the batch)")] = None,
+    baseline_tps: Annotated[Optional[float], typer.Option("--baseline-tps", help="plain decode tokens/s per request")] = None,
+    decode_ms: Annotated[Optional[float], typer.Option("--decode-ms", help="plain decode step time (ms)")] = None,
+    source: Annotated[Optional[str], typer.Option("--from", help="breakdown JSON (verifyprof breakdown --json) or a trace")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length, baseline)")] = None,
+    step: Annotated[Optional[str], typer.Option("--step", help="step name to model (default: the verify steps)")] = None,
+    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    width: Annotated[Optional[int], typer.Option("--width", help="verify width to model when the trace has several")] = None,
+    mode: Annotated[Optional[str], typer.Option("--mode", help="eager or graph, when the trace has both")] = None,
+    hardware: Annotated[Optional[str], typer.Option("--hardware", help="hardware name (h200, h100, rtx-pro-6000, ...) or TOML file")] = None,
+    link: Annotated[Optional[str], typer.Option("--link", help="override the GPU link: pcie_gen4, pcie_gen5, nvlink4, nvlink5")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="model config name (kimi-k2, deepseek-v3, workload) or TOML file")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size")] = None,
+    context: Annotated[Optional[float], typer.Option("--context", help="context length (tokens) for the attention floor")] = None,
+    drafter_gain: Annotated[float, typer.Option("--drafter-gain", help="accept-length gain assumed by better_drafter")] = 0.5,
+    candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="only these candidates (repeatable)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a breakdown."""
+    from verifyprof.model.whatif import WhatifOptions, from_breakdown, plain_numbers
+    from verifyprof.report import files, whatif as show
+
+    options = WhatifOptions(
+        verify_ms=verify_ms, accept_len=accept_len, alpha=alpha, num_draft=num_draft, survival=survival,
+        draft_cost_ratio=draft_cost_ratio, draft_ms=draft_ms, overhead_ms=overhead_ms, batch=batch,
+        baseline_tps=baseline_tps, decode_ms=decode_ms, source=source, manifest=manifest, step=step,
+        step_range=step_range, width=width, mode=mode, hardware=hardware, link=link, model=model, tp=tp,
+        context=context, drafter_gain=drafter_gain, candidates=candidate or [],
+    )
+    if source is None:
+        result = plain_numbers(options)
+        files.print_json(result) if as_json else show.print_plain(result)
+    else:
+        ranking = from_breakdown(options).to_json()
+        files.print_json(ranking) if as_json else show.print_ranking(ranking)
+
+
 def main() -> None:
     try:
         app()
