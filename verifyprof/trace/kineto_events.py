@@ -1,0 +1,306 @@
+"""One decoded Kineto file -> numpy columns per event table, in the file's own ids and clock.
+
+Events are split by ``cat`` once (a factorisation over the category strings), then each needed
+category is gathered and its fields pulled out column-wise (``map`` over the rows, no per-event
+Python code). ``python_function``, ``cpu_op``, flows and the rest are never touched beyond
+their category. Times become int64 ns once: ``start = round(ts * 1000)``, ``end = start +
+round(dur * 1000)``, so durations are exact to the file's ns resolution.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from verifyprof.errors import TraceError
+from verifyprof.trace.kineto_decode import KinetoFile, Rows
+from verifyprof.trace.model import API_KIND_DRIVER, API_KIND_RUNTIME, COPY_KIND_MEMCPY, COPY_KIND_MEMSET, NO_ID
+
+# ``cat`` (lower-cased; very old Kineto capitalised them) -> the role it plays here.
+ROLES: dict[str, str] = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_runtime": "runtime",
+    "runtime": "runtime",
+    "cuda_driver": "driver",
+    "driver": "driver",
+    "user_annotation": "annotation",
+    "gpu_user_annotation": "gpu_annotation",
+}
+
+
+@dataclass
+class Names:
+    """Per-row codes into ``uniques`` (-1: no name); interned into the trace's table later."""
+
+    codes: np.ndarray
+    uniques: list[str]
+
+    @classmethod
+    def of(cls, values: list) -> Names:
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+        return cls(codes.astype(np.int32, copy=False), [u if isinstance(u, str) else str(u) for u in uniques])
+
+    @classmethod
+    def empty(cls) -> Names:
+        return cls(np.empty(0, dtype=np.int32), [])
+
+    def take(self, keep: np.ndarray) -> Names:
+        return Names(self.codes[keep], self.uniques)
+
+
+@dataclass
+class Table:
+    """Columns of one event table (all the same length) and the rows' names."""
+
+    columns: dict[str, np.ndarray]
+    names: Names
+
+    def __len__(self) -> int:
+        return len(self.names.codes)
+
+    @classmethod
+    def empty(cls, columns: tuple[str, ...]) -> Table:
+        return cls({c: np.empty(0, dtype=np.int64) for c in columns}, Names.empty())
+
+
+@dataclass
+class FileEvents:
+    """What one file contributes, before it is merged into a :class:`Trace`."""
+
+    kernels: Table
+    copies: Table  # memcpy then memset rows; column ``kind``
+    api: Table  # runtime then driver rows; column ``kind``
+    annotations: Table  # CPU user_annotation
+    gpu_annotations: Table
+    process_names: dict[int, str] = field(default_factory=dict)
+    process_labels: dict[int, str] = field(default_factory=dict)
+    categories: dict[str, int] = field(default_factory=dict)  # event count per cat, for meta
+    events: int = 0
+
+    @property
+    def gpu_rows(self) -> int:
+        return len(self.kernels) + len(self.copies) + len(self.gpu_annotations)
+
+    def host_pids(self) -> np.ndarray:
+        """OS pids of the host processes: those that made runtime calls or annotations."""
+        pids = np.concatenate([self.api.columns["pid"], self.annotations.columns["pid"]])
+        return np.unique(pids[pids != NO_ID])
+
+    def main_pid(self) -> int:
+        """The process that drives this file's GPU work: most runtime calls, else annotations."""
+        for table in (self.api, self.annotations):
+            pids = table.columns["pid"]
+            pids = pids[pids != NO_ID]
+            if len(pids):
+                values, counts = np.unique(pids, return_counts=True)
+                return int(values[np.argmax(counts)])
+        cpu = [pid for pid, label in self.process_labels.items() if label.strip().upper() == "CPU"]
+        return cpu[0] if len(cpu) == 1 else NO_ID
+
+
+def numbers(values: list) -> np.ndarray:
+    """float64 column; NaN where a value is absent or not a number."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        # Only malformed files get here (a list or text where a number belongs).
+        return np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in values])
+
+
+def ids(values: list) -> np.ndarray:
+    """int64 id column, exact for integers; -1 where absent or not a number."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        as_float = numbers(values)
+        out = np.full(len(values), NO_ID, dtype=np.int64)
+        ok = np.isfinite(as_float)
+        out[ok] = as_float[ok].astype(np.int64)
+        return out
+
+
+def _time_columns(rows: Rows, events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """start, end (int64 ns, file clock) and the mask of events that have a timestamp."""
+    ts = numbers(rows.column(events, "ts"))
+    dur = numbers(rows.column(events, "dur"))
+    ok = np.isfinite(ts)
+    if not ok.all():
+        ts = np.where(ok, ts, 0.0)
+    start = np.rint(ts * 1000.0).astype(np.int64)
+    length = np.rint(np.nan_to_num(dur, nan=0.0) * 1000.0)
+    end = start + np.maximum(length, 0.0).astype(np.int64)
+    return start, end, ok
+
+
+def _masked(table: Table, keep: np.ndarray) -> Table:
+    if keep.all():
+        return table
+    return Table({c: v[keep] for c, v in table.columns.items()}, table.names.take(keep))
+
+
+def _gpu_ops(rows: Rows, events: list, with_bytes: bool) -> Table:
+    """Kernels, copies: on a GPU track, whose pid is the device and tid the stream."""
+    start, end, ok = _time_columns(rows, events)
+    args = rows.args(events)
+    device = ids(rows.column(args, "device"))
+    stream = ids(rows.column(args, "stream"))
+    if (device == NO_ID).any():
+        device = np.where(device == NO_ID, ids(rows.column(events, "pid")), device)
+    if (stream == NO_ID).any():
+        stream = np.where(stream == NO_ID, ids(rows.column(events, "tid")), stream)
+    columns = {
+        "start": start,
+        "end": end,
+        "device": device,
+        "stream": stream,
+        "correlation": ids(rows.column(args, "correlation")),
+    }
+    if with_bytes:
+        columns["bytes"] = ids(rows.column(args, "bytes"))
+    return _masked(Table(columns, Names.of(rows.column(events, "name"))), ok)
+
+
+def _host_spans(rows: Rows, events: list, arg: str) -> Table:
+    """Runtime/driver calls and CPU annotations: a host pid/tid and one id from ``args``."""
+    start, end, ok = _time_columns(rows, events)
+    columns = {
+        "start": start,
+        "end": end,
+        "pid": ids(rows.column(events, "pid")),
+        "tid": ids(rows.column(events, "tid")),
+        arg: ids(rows.column(rows.args(events), arg)),
+    }
+    return _masked(Table(columns, Names.of(rows.column(events, "name"))), ok)
+
+
+def _gpu_spans(rows: Rows, events: list) -> Table:
+    start, end, ok = _time_columns(rows, events)
+    args = rows.args(events)
+    device = ids(rows.column(args, "device"))
+    if (device == NO_ID).any():
+        device = np.where(device == NO_ID, ids(rows.column(events, "pid")), device)
+    columns = {
+        "start": start,
+        "end": end,
+        "device": device,
+        "stream": ids(rows.column(events, "tid")),
+        "external_id": ids(rows.column(args, "external_id")),
+    }
+    return _masked(Table(columns, Names.of(rows.column(events, "name"))), ok)
+
+
+def _concat(tables: list[Table], kinds: list[int]) -> Table:
+    """Stack tables of one shape, tagging each part's rows with its ``kind``."""
+    uniques: list[str] = []
+    codes = []
+    for table in tables:  # re-base each part's name codes onto one uniques list
+        offset = len(uniques)
+        uniques += table.names.uniques
+        codes.append(np.where(table.names.codes >= 0, table.names.codes + offset, -1).astype(np.int32))
+    columns = {c: np.concatenate([t.columns[c] for t in tables]) for c in tables[0].columns}
+    columns["kind"] = np.concatenate([np.full(len(t), k, dtype=np.int8) for t, k in zip(tables, kinds)])
+    return Table(columns, Names(np.concatenate(codes), uniques))
+
+
+class _Groups:
+    """The file's events split by category, gathered lazily per role."""
+
+    def __init__(self, decoded: KinetoFile):
+        self.rows = decoded.rows
+        self.events = decoded.events
+        cats = self.rows.column(self.events, "cat")
+        self.codes, uniques = pd.factorize(np.asarray(cats, dtype=object))
+        self.uniques = list(uniques)
+        counts = np.bincount(self.codes[self.codes >= 0], minlength=len(self.uniques))
+        self.categories = {str(u): int(n) for u, n in zip(self.uniques, counts)}
+
+    def _take(self, mask: np.ndarray) -> list:
+        return list(map(self.events.__getitem__, np.flatnonzero(mask).tolist()))
+
+    def role(self, role: str) -> list:
+        """Complete (``ph: X``) events whose category plays ``role``."""
+        wanted = [j for j, u in enumerate(self.uniques) if isinstance(u, str) and ROLES.get(u.lower()) == role]
+        if not wanted:
+            return []
+        mask = self.codes == wanted[0] if len(wanted) == 1 else np.isin(self.codes, wanted)
+        events = self._take(mask)
+        phases = self.rows.column(events, "ph")
+        if phases.count("X") != len(phases):
+            keep = np.asarray(phases, dtype=object) == "X"
+            events = list(map(events.__getitem__, np.flatnonzero(keep).tolist()))
+        return events
+
+    def metadata(self) -> list:
+        """``ph: M`` events (they carry no ``cat``)."""
+        events = self._take(self.codes < 0)
+        phases = self.rows.column(events, "ph")
+        return [e for e, ph in zip(events, phases) if ph == "M"]  # a few dozen rows
+
+
+def _metadata(rows: Rows, events: list) -> tuple[dict[int, str], dict[int, str]]:
+    names: dict[int, str] = {}
+    labels: dict[int, str] = {}
+    if not events:
+        return names, labels
+    kinds = rows.column(events, "name")
+    pids = rows.column(events, "pid")
+    args = rows.args(events)
+    values = rows.column(args, "name")
+    label_values = rows.column(args, "labels")
+    for kind, pid, value, label in zip(kinds, pids, values, label_values):
+        if not isinstance(pid, int):
+            continue
+        if kind == "process_name" and isinstance(value, str):
+            names.setdefault(pid, value)
+        elif kind == "process_labels" and isinstance(label, str):
+            labels.setdefault(pid, label)
+    return names, labels
+
+
+API_COLUMNS = ("start", "end", "pid", "tid", "correlation")
+
+
+def extract(decoded: KinetoFile) -> FileEvents:
+    """The tables one file contributes. Raises TraceError for events that are not objects."""
+    try:
+        return _extract(decoded)
+    except (AttributeError, TypeError) as exc:
+        raise TraceError(f"malformed trace events: {exc}", decoded.path) from None
+
+
+def _extract(decoded: KinetoFile) -> FileEvents:
+    rows = decoded.rows
+    groups = _Groups(decoded)
+    kernels = _gpu_ops(rows, groups.role("kernel"), with_bytes=False)
+    memcpy = _gpu_ops(rows, groups.role("memcpy"), with_bytes=True)
+    memset = _gpu_ops(rows, groups.role("memset"), with_bytes=True)
+    runtime = _host_spans(rows, groups.role("runtime"), "correlation")
+    driver = _host_spans(rows, groups.role("driver"), "correlation")
+    annotations = _host_spans(rows, groups.role("annotation"), "external_id")
+    gpu_annotations = _gpu_spans(rows, groups.role("gpu_annotation"))
+    process_names, process_labels = _metadata(rows, groups.metadata())
+    return FileEvents(
+        kernels=kernels,
+        copies=_concat([memcpy, memset], [COPY_KIND_MEMCPY, COPY_KIND_MEMSET]),
+        api=_concat([runtime, driver], [API_KIND_RUNTIME, API_KIND_DRIVER]),
+        annotations=annotations,
+        gpu_annotations=gpu_annotations,
+        process_names=process_names,
+        process_labels=process_labels,
+        categories=groups.categories,
+        events=len(decoded.events),
+    )
+
+
+def category_counts(files: list[FileEvents]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for f in files:
+        total.update(f.categories)
+    return dict(total)
