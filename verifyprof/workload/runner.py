@@ -1,0 +1,306 @@
+"""Run the workload: warm up, then the measured speculative, baseline-decode and width-sweep
+steps inside one cudaProfilerStart/Stop window, under verifyprof's NVTX ranges, timed per phase
+with CUDA events. Returns the summary that ``__main__`` writes.
+
+Range layout (payload = step index; attributes in the range text):
+
+* ``verifyprof.spec_step bs=B tokens=k+1 graph=G`` around each iteration, containing in order
+  ``verifyprof.draft bs=B tokens=k graph=G``, ``verifyprof.verify bs=B tokens=k+1 graph=G``,
+  ``verifyprof.accept bs=B tokens=k+1``, ``verifyprof.draft_extend bs=B tokens=k+1 graph=G``;
+* ``verifyprof.decode bs=B tokens=1 graph=G`` around each baseline step;
+* ``verifyprof.verify bs=B tokens=n graph=G sweep=1`` around each verify of the width sweep.
+
+Each iteration ends with the host reading the accept lengths (a sync inside ``accept``, as a
+non-overlapped server does), so the host never runs more than one step ahead; each baseline step
+reads its token the same way, and each sweep forward is followed by a sync outside its range.
+CUDA events bracket each phase's range from outside, so a phase's time is GPU time from the
+end of the previous phase to the end of its own work, launch gaps included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from verifyprof.capture.nvtx import nvtx_range
+from verifyprof.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, PREFILL, SPEC_STEP, VERIFY
+from verifyprof.workload.accept import accepted_drafts, solve_alpha, survival_curve
+from verifyprof.workload.config import ModelConfig, RunConfig
+from verifyprof.workload.graphs import PhaseGraphs
+from verifyprof.workload.model import DecoderLM
+from verifyprof.workload.spec import SpecState
+from verifyprof.workload.tp import TP
+
+SPEC_PHASES = ("draft", "verify", "accept", "draft_extend")
+
+
+@contextlib.contextmanager
+def _no_range(name: str, payload: int | float | None = None, **attrs: object) -> Iterator[None]:
+    yield
+
+
+class Clock:
+    """Timestamps on the GPU stream (CUDA events) or, on the CPU, the host clock."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def mark(self) -> Any:
+        if not self.cuda:
+            return time.perf_counter_ns()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def ms(self, a: Any, b: Any) -> float:
+        return a.elapsed_time(b) if self.cuda else (b - a) / 1e6
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+    n = len(ordered)
+
+    def pct(q: float) -> float:
+        pos = q * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+    return {"n": n, "mean": sum(ordered) / n, "median": pct(0.5), "p90": pct(0.9),
+            "min": ordered[0], "max": ordered[-1]}
+
+
+def max_len_for(run: RunConfig) -> int:
+    """Cache slots enough for the longest run from the prefill point (runs reset to it)."""
+    k1 = run.num_draft + 1
+    advance = max(max(run.steps, run.warmup) * k1, run.decode_steps, run.warmup, 2)
+    widest = max((*run.widths, k1))
+    return -(-(run.context + advance + 2 + widest + 8) // 64) * 64
+
+
+class Workload:
+    def __init__(self, target_cfg: ModelConfig, draft_cfg: ModelConfig, run: RunConfig, *,
+                 device: torch.device, dtype: torch.dtype, tp: TP | None = None):
+        run.validate()
+        if "graph" in run.modes and device.type != "cuda":
+            raise ValueError("graph mode needs a CUDA device")
+        if target_cfg.vocab != draft_cfg.vocab:
+            raise ValueError("target and draft must share the vocabulary")
+        self.run_cfg, self.device, self.dtype, self.tp = run, device, dtype, tp or TP()
+        self.target_cfg, self.draft_cfg = target_cfg, draft_cfg
+        self.range = nvtx_range if run.ranges else _no_range
+        self.clock = Clock(device)
+        self.target = DecoderLM(target_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl)
+        self.draft = DecoderLM(draft_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl)
+        if "graph" in run.modes and target_cfg.moe_experts and self.target.moe_impl != "grouped_mm":
+            raise ValueError("MoE graph mode needs torch._grouped_mm (moe_impl grouped_mm); "
+                             f"it is unavailable or wrong for {device.type}/{dtype} here")
+        self.max_len = max_len_for(run)
+        self.state = SpecState(self.target, self.draft, batch=run.batch, num_draft=run.num_draft,
+                               max_len=self.max_len, max_width=max(run.widths, default=1))
+        gen = torch.Generator().manual_seed(run.seed)
+        context = torch.randint(0, target_cfg.vocab, (run.batch, run.context), generator=gen).to(device)
+        with self.range(PREFILL, bs=run.batch, tokens=run.context):
+            self.state.prefill(context)
+        self.graphs = PhaseGraphs(self.state, run.widths, with_decode=run.decode_steps > 0) \
+            if "graph" in run.modes else None
+        self.simulated = run.accept_len is not None
+
+    # -- one step of each kind ---------------------------------------------------------------
+
+    def spec_step(self, index: int, graph: bool) -> tuple[list[Any], list[int]]:
+        s, k, bs, g = self.state, self.run_cfg.num_draft, self.run_cfg.batch, int(graph)
+        graphs = self.graphs
+        marks = []
+        with self.range(SPEC_STEP, payload=index, bs=bs, tokens=k + 1, graph=g):
+            marks.append(self.clock.mark())
+            with self.range(DRAFT, payload=index, bs=bs, tokens=k, graph=g):
+                s.draft_begin()
+                for _ in range(k):
+                    graphs.draft_step.replay() if graph else s.draft_step()
+            marks.append(self.clock.mark())
+            with self.range(VERIFY, payload=index, bs=bs, tokens=k + 1, graph=g):
+                logits = graphs.verify.replay() if graph else s.verify()
+            marks.append(self.clock.mark())
+            with self.range(ACCEPT, payload=index, bs=bs, tokens=k + 1):
+                if self.simulated:
+                    s.sim_accepted.copy_(self._sim_table[index])
+                accept_lens = s.accept(logits, self.simulated).tolist()  # the host sync of the step
+            marks.append(self.clock.mark())
+            with self.range(DRAFT_EXTEND, payload=index, bs=bs, tokens=k + 1, graph=g):
+                graphs.draft_extend.replay() if graph else s.draft_extend()
+            marks.append(self.clock.mark())
+        return marks, accept_lens
+
+    def decode_step(self, index: int, graph: bool) -> list[Any]:
+        marks = [self.clock.mark()]
+        with self.range(DECODE, payload=index, bs=self.run_cfg.batch, tokens=1, graph=int(graph)):
+            token = self.graphs.decode.replay() if graph else self.state.decode()
+            token.tolist()
+        marks.append(self.clock.mark())
+        return marks
+
+    def sweep_step(self, index: int, width: int, graph: bool) -> list[Any]:
+        marks = [self.clock.mark()]
+        with self.range(VERIFY, payload=index, bs=self.run_cfg.batch, tokens=width, graph=int(graph), sweep=1):
+            self.graphs.sweep[width].replay() if graph else self.state.verify_width(width)
+        marks.append(self.clock.mark())
+        self._sync()
+        return marks
+
+    # -- runs -----------------------------------------------------------------------------------
+
+    def run_spec(self, mode: str, steps: int, seed: int) -> dict[str, Any]:
+        run, graph = self.run_cfg, mode == "graph"
+        if self.simulated:
+            table = accepted_drafts(run.accept_len, run.num_draft, steps, run.batch, seed=seed,
+                                    method=run.accept_method)
+            self._sim_table = table.to(self.device)
+        self.state.reset()
+        self._sync()
+        records = [self.spec_step(i, graph) for i in range(steps)]
+        self._sync()
+        phase_ms = {p: [self.clock.ms(m[i], m[i + 1]) for m, _ in records] for i, p in enumerate(SPEC_PHASES)}
+        step_ms = [self.clock.ms(m[0], m[-1]) for m, _ in records]
+        elapsed = self.clock.ms(records[0][0][0], records[-1][0][-1])
+        accept_lens = [a for _, lens in records for a in lens]
+        tokens = sum(accept_lens)
+        out = {
+            "kind": "spec", "mode": mode, "graph": graph, "bs": run.batch, "num_draft": run.num_draft,
+            "verify_tokens": run.num_draft + 1, "steps": steps,
+            "accept": "simulated" if self.simulated else "greedy",
+            "accept_len_target": run.accept_len,
+            "accept_len": tokens / len(accept_lens),
+            "tokens": tokens, "elapsed_ms": elapsed,
+            "tokens_per_s": tokens / elapsed * 1e3,
+            "tokens_per_s_per_request": tokens / run.batch / elapsed * 1e3,
+            "step_ms": stats(step_ms),
+            **{f"{p}_ms": stats(v) for p, v in phase_ms.items()},
+            "tokens_head": self._tokens_head(),
+            "per_step": {"accept_len": [lens for _, lens in records], "step_ms": step_ms,
+                         **{f"{p}_ms": v for p, v in phase_ms.items()}},
+        }
+        return out
+
+    def run_decode(self, mode: str, steps: int) -> dict[str, Any]:
+        graph = mode == "graph"
+        self.state.reset()
+        self._sync()
+        records = [self.decode_step(i, graph) for i in range(steps)]
+        self._sync()
+        decode_ms = [self.clock.ms(a, b) for a, b in records]
+        elapsed = self.clock.ms(records[0][0], records[-1][-1])
+        tokens = steps * self.run_cfg.batch
+        return {"kind": "decode", "mode": mode, "graph": graph, "bs": self.run_cfg.batch, "steps": steps,
+                "tokens": tokens, "elapsed_ms": elapsed, "tokens_per_s": tokens / elapsed * 1e3,
+                "tokens_per_s_per_request": steps / elapsed * 1e3,
+                "decode_ms": stats(decode_ms), "tokens_head": self._tokens_head(),
+                "per_step": {"decode_ms": decode_ms}}
+
+    def run_sweep(self, mode: str, steps: int) -> list[dict[str, Any]]:
+        graph, out = mode == "graph", []
+        self.state.reset()
+        for width in self.run_cfg.widths:
+            self._sync()
+            ms = [self.clock.ms(a, b) for a, b in (self.sweep_step(i, width, graph) for i in range(steps))]
+            out.append({"kind": "verify_sweep", "mode": mode, "graph": graph, "bs": self.run_cfg.batch,
+                        "width": width, "tokens": width * self.run_cfg.batch, "steps": steps,
+                        "verify_ms": stats(ms), "per_step": {"verify_ms": ms}})
+        return out
+
+    def run_all(self) -> list[dict[str, Any]]:
+        """Warm every run up, then measure them all inside one profiler capture window."""
+        run = self.run_cfg
+        with torch.inference_mode():
+            for mode in run.modes:
+                if run.warmup:
+                    self.run_spec(mode, run.warmup, seed=run.seed + 1)
+                    if run.decode_steps:
+                        self.run_decode(mode, min(run.warmup, run.decode_steps))
+                    if run.sweep_steps:
+                        self.run_sweep(mode, min(run.warmup, 2) or 1)
+            self.tp.barrier()
+            self._sync()
+            self._profiler(start=True)
+            try:
+                results = []
+                for mode in run.modes:
+                    results.append(self.run_spec(mode, run.steps, seed=run.seed))
+                    if run.decode_steps:
+                        results.append(self.run_decode(mode, run.decode_steps))
+                    if run.sweep_steps:
+                        results.extend(self.run_sweep(mode, run.sweep_steps))
+                self._sync()
+            finally:
+                self._profiler(start=False)
+        _add_speedups(results)
+        return results
+
+    def _tokens_head(self, count: int = 32) -> list[list[int]]:
+        """The first tokens each sequence emitted: eager and graph runs (and greedy speculation
+        and plain decoding) of the same seed must agree on them."""
+        return [row[:count] for row in self.state.emitted()]
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _profiler(self, start: bool) -> None:
+        if self.device.type == "cuda":
+            cudart = torch.cuda.cudart()
+            (cudart.cudaProfilerStart if start else cudart.cudaProfilerStop)()
+
+    def describe(self) -> dict[str, Any]:
+        run = self.run_cfg
+        acceptance = None
+        if self.simulated:
+            acceptance = {"method": run.accept_method, "seed": run.seed,
+                          "alpha": solve_alpha(run.accept_len, run.num_draft) if run.accept_method == "geometric" else None,
+                          "survival": survival_curve(run.accept_len, run.num_draft, run.accept_method)}
+        return {"run": run.to_json(), "target": self.target_cfg.to_json(), "draft": self.draft_cfg.to_json(),
+                "dtype": str(self.dtype).removeprefix("torch."), "device": self.device.type,
+                "tp": self.tp.world, "rank": self.tp.rank, "max_len": self.max_len,
+                "moe_impl": self.target.moe_impl, "simulated_acceptance": acceptance}
+
+
+def _add_speedups(results: list[dict[str, Any]]) -> None:
+    """Spec tok/s over baseline-decode tok/s of the same mode, and graph-over-eager verify time."""
+    decode = {r["mode"]: r for r in results if r["kind"] == "decode"}
+    spec = {r["mode"]: r for r in results if r["kind"] == "spec"}
+    for mode, r in spec.items():
+        if mode in decode:
+            r["speedup_vs_decode"] = r["tokens_per_s"] / decode[mode]["tokens_per_s"]
+            if r["accept"] == "greedy":  # lossless speculation: the same tokens as plain decoding
+                r["greedy_matches_decode"] = all(
+                    s[:n] == d[:n] for s, d in zip(r["tokens_head"], decode[mode]["tokens_head"])
+                    for n in [min(len(s), len(d))])
+    if "eager" in spec and "graph" in spec:
+        spec["graph"]["verify_ms_eager_over_graph"] = (spec["eager"]["verify_ms"]["median"]
+                                                       / spec["graph"]["verify_ms"]["median"])
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    import platform
+
+    env: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                           "cuda": torch.version.cuda, "host": platform.node()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env |= {"gpu": props.name, "gpu_count": torch.cuda.device_count(),
+                "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
+                "memory_gib": round(props.total_memory / 2**30, 1)}
+        try:
+            env["cuda_driver_api"] = torch._C._cuda_getDriverVersion()
+        except Exception:
+            pass
+        try:
+            env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:
+            pass
+    return env
