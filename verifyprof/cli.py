@@ -75,6 +75,46 @@ def kernels(
 # --- whatif (model stage) and capture (capture stage) register their commands below. ---
 
 
+@app.command(context_settings={"allow_interspersed_args": False})
+def capture(
+    program: Annotated[Optional[list[str]], typer.Argument(help="an offline program to run instead of a server: -- python script.py ...", show_default=False)] = None,
+    server_cmd: Annotated[Optional[str], typer.Option("--server-cmd", help="server command line, e.g. \"python -m sglang.launch_server --model-path ...\"")] = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="server port (default: --port of --server-cmd, else 30000)")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="new output directory (default: verifyprof-capture-<time>)")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="nsys, torch (SGLang's own torch-profiler traces; server only) or none")] = "nsys",
+    requests: Annotated[int, typer.Option("--requests", help="measured requests")] = 16,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="requests in flight at once")] = 1,
+    input_len: Annotated[Optional[int], typer.Option("--input-len", help="approximate prompt tokens (built-in prompts grown or cut)")] = None,
+    output_len: Annotated[int, typer.Option("--output-len", help="tokens generated per request (EOS ignored)")] = 256,
+    prompts: Annotated[Optional[Path], typer.Option("--prompts", help="JSONL prompts: {\"prompt\": ..., \"max_new_tokens\": ...} per line")] = None,
+    warmup: Annotated[int, typer.Option("--warmup", help="requests before the capture starts")] = 2,
+    temperature: Annotated[float, typer.Option("--temperature", help="sampling temperature (0: greedy)")] = 0.0,
+    health_timeout: Annotated[float, typer.Option("--health-timeout", help="seconds to wait for /health")] = 600.0,
+    hooks: Annotated[Optional[str], typer.Option("--hooks", help="hook presets, comma-separated (default: sglang for a server, none for a program)")] = None,
+    hook: Annotated[Optional[list[str]], typer.Option("--hook", help="extra hook module:qualname=phase (repeatable)")] = None,
+    num_steps: Annotated[Optional[int], typer.Option("--num-steps", help="profile only this many forward steps (SGLang num_steps)")] = None,
+    osrt: Annotated[bool, typer.Option("--osrt", help="nsys: also trace OS runtime calls")] = False,
+    capture_all: Annotated[bool, typer.Option("--capture-all", help="program: profile all of it, not just cudaProfilerStart..Stop")] = False,
+    stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="seconds after SIGINT before SIGTERM (then SIGKILL)")] = 60.0,
+) -> None:
+    """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
+    write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
+    import time as _time
+
+    from verifyprof.capture.run import CaptureOptions, capture as run_capture, summary_lines
+
+    options = CaptureOptions(
+        out=out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"),
+        server_cmd=server_cmd, program=list(program or []), backend=backend, port=port,
+        requests=requests, concurrency=concurrency, input_len=input_len, output_len=output_len,
+        prompts=prompts, warmup=warmup, temperature=temperature, health_timeout=health_timeout,
+        hooks=None if hooks is None else [h.strip() for h in hooks.split(",")], hook_targets=list(hook or []),
+        num_steps=num_steps, osrt=osrt, capture_all=capture_all, stop_timeout=stop_timeout, argv=list(sys.argv),
+    )
+    for line in summary_lines(run_capture(options)):
+        print(line)
+
+
 @app.command()
 def whatif(
     verify_ms: Annotated[Optional[float], typer.Option("--verify-ms", help="verify step time (ms)")] = None,

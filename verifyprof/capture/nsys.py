@@ -1,0 +1,131 @@
+"""Nsight Systems: find it, build the ``nsys profile`` command, export the report to SQLite.
+
+Everything here that can be decided without running nsys (which binary, the exact arguments,
+what a missing report means) is a pure function, so it is tested on machines without nsys.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from verifyprof.errors import ToolMissingError, VerifyprofError
+
+NSYS_ENV = "VERIFYPROF_NSYS"
+REPORT_STEM = "capture"  # <out>/capture.nsys-rep, <out>/capture.sqlite
+
+# Where installers put nsys when it is not on the PATH (newest version wins within a pattern).
+_SEARCH = (
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/usr/local/cuda/bin/nsys",
+    "/usr/local/cuda/nsight-systems-*/bin/nsys",
+)
+
+HOW_TO_GET = (
+    "install Nsight Systems (https://developer.nvidia.com/nsight-systems, or the nsight-systems "
+    "package of the CUDA repositories), put nsys on the PATH or set VERIFYPROF_NSYS=/path/to/nsys; "
+    "or capture with --backend torch (SGLang's own PyTorch-profiler traces)"
+)
+
+
+def find_nsys(env: Mapping[str, str] | None = None) -> Path:
+    """The nsys binary: ``$VERIFYPROF_NSYS``, else the PATH, else the usual install places."""
+    env = os.environ if env is None else env
+    chosen = env.get(NSYS_ENV)
+    if chosen:
+        path = Path(chosen).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise ToolMissingError(f"{NSYS_ENV} is set but is not an executable file", path)
+        return path
+    found = shutil.which("nsys", path=env.get("PATH"))
+    if found:
+        return Path(found)
+    for pattern in _SEARCH:
+        for candidate in sorted(glob.glob(pattern), reverse=True):
+            if os.access(candidate, os.X_OK):
+                return Path(candidate)
+    raise ToolMissingError(f"nsys (Nsight Systems) not found on the PATH: {HOW_TO_GET}")
+
+
+def nsys_version(nsys: Path, timeout: float = 30.0) -> str | None:
+    """``nsys --version`` output (``NVIDIA Nsight Systems version 2025.3.1...``), or None."""
+    try:
+        out = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[-1] if text else None
+
+
+def profile_command(
+    nsys: Path | str,
+    app: Sequence[str],
+    output: Path,
+    *,
+    osrt: bool = False,
+    capture_range: bool = True,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """``nsys profile ... -o OUTPUT -- APP``: CUDA + NVTX, no CPU sampling, every child process,
+    each kernel of a CUDA graph as its own row, collection only between cudaProfilerStart/Stop
+    (``capture_range``, what SGLang's ``CUDA_PROFILER`` activity calls)."""
+    trace = "cuda,nvtx,osrt" if osrt else "cuda,nvtx"
+    cmd = [
+        str(nsys), "profile",
+        "-t", trace,
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--trace-fork-before-exec=true",
+        "--cuda-graph-trace=node",
+    ]
+    if capture_range:
+        cmd += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    cmd += [*extra, "-o", str(output), "-f", "true", *app]
+    return cmd
+
+
+def report_path(output: Path) -> Path:
+    """Where ``nsys profile -o OUTPUT`` writes its report."""
+    return output.with_name(output.name + ".nsys-rep")
+
+
+def export_command(nsys: Path | str, report: Path, sqlite: Path) -> list[str]:
+    return [str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)]
+
+
+def explain_missing_report(output: Path) -> str:
+    """Why ``nsys profile -o OUTPUT`` left no report, from what it did leave."""
+    qdstrm = output.with_name(output.name + ".qdstrm")
+    if qdstrm.exists():
+        return (
+            f"nsys left only {qdstrm.name}: its importer (QdstrmImporter) failed, usually for lack of "
+            "libdw.so.1/libelf.so.1; the raw stream is kept"
+        )
+    return (
+        "nsys wrote no report: the capture range never opened (no cudaProfilerStart: did the server get "
+        "/start_profile with CUDA_PROFILER and run a step on the GPU?) or nsys was killed before writing it"
+    )
+
+
+def export_sqlite(nsys: Path, report: Path, sqlite: Path, log: Path, timeout: float = 3600.0) -> Path:
+    """Export ``report`` to ``sqlite`` atomically (a partial export never takes the final name)."""
+    partial = sqlite.with_name(f".{sqlite.stem}.partial.sqlite")
+    partial.unlink(missing_ok=True)
+    with open(log, "ab") as out:
+        try:
+            proc = subprocess.run(
+                export_command(nsys, report, partial), stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, timeout=timeout, check=False,
+            )
+        except subprocess.TimeoutExpired as err:
+            partial.unlink(missing_ok=True)
+            raise VerifyprofError(f"nsys export did not finish in {timeout:g} s (log: {log})", report) from err
+    if proc.returncode != 0 or not partial.exists():
+        partial.unlink(missing_ok=True)
+        raise VerifyprofError(f"nsys export --type sqlite failed with code {proc.returncode} (log: {log})", report)
+    os.replace(partial, sqlite)
+    return sqlite

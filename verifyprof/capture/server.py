@@ -1,0 +1,444 @@
+"""Run a server (or program) in its own process group and stop all of it, children included.
+
+SGLang spawns scheduler/TP processes; nsys adds its own. Stopping only the process we started
+leaves GPU-holding orphans behind, so a :class:`ManagedProcess` starts its command as a session
+leader, keeps track of every descendant it has seen (even ones that left the group), and stops
+them all with SIGINT, then SIGTERM, then SIGKILL. Where the leader is a profiler that must write
+its report after the application exits (nsys), the application is stopped first and the leader is
+given its own, longer grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from verifyprof.errors import VerifyprofError
+
+LOG_TAIL_LINES = 30
+RUN_MARKER = "VERIFYPROF_RUN_ID"  # set in the environment of everything a ManagedProcess starts
+_PR_SET_PDEATHSIG = 1
+
+
+class CaptureError(VerifyprofError):
+    """The capture failed at run time (server died, never became healthy, program failed)."""
+
+    exit_code = 1
+
+
+class PortInUseError(VerifyprofError):
+    """The server's port is taken before we start it: the request would go to someone else."""
+
+
+# --------------------------------------------------------------------------------------------
+# ports and logs
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True if something listens on ``host:port`` (or the port cannot be bound there).
+
+    Binding with SO_REUSEADDR ignores sockets lingering in TIME_WAIT (a server we just stopped)
+    but still fails on a live listener; a connect catches listeners on another address.
+    """
+    bind_host = "0.0.0.0" if host in ("", "0.0.0.0", "localhost") else host
+    family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((bind_host, port))
+        except OSError as err:
+            if err.errno in (errno.EADDRINUSE, errno.EACCES):
+                return True
+            raise
+    connect_host = "127.0.0.1" if bind_host == "0.0.0.0" else bind_host
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((connect_host, port)) == 0
+
+
+def check_port_free(port: int, host: str = "127.0.0.1") -> None:
+    if port_in_use(port, host):
+        raise PortInUseError(
+            f"port {port} is already in use on {host}: stop whatever listens there "
+            f"(`ss -ltnp 'sport = :{port}'` shows it) or pass another --port"
+        )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS just considered free (for tests and defaults)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 64 * 1024) -> str:
+    """The last ``lines`` lines of a (possibly huge, possibly still growing) log file."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace").replace("\r", "\n")
+    kept = [line for line in text.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
+
+
+def with_log_tail(message: str, log: Path | None, lines: int = LOG_TAIL_LINES) -> str:
+    if log is None:
+        return message
+    tail = log_tail(log, lines)
+    if not tail:
+        return f"{message} (log {log} is empty)"
+    return f"{message}\n--- last {len(tail.splitlines())} lines of {log} ---\n{tail}\n--- end of {log} ---"
+
+
+# --------------------------------------------------------------------------------------------
+# Linux process-lifetime helpers (no-ops elsewhere)
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover
+        return None
+
+
+_LIBC = _libc()
+
+
+def _child_setup() -> None:
+    """Between fork and exec: die with us, and be interruptible even if we were started with
+    SIGINT ignored (``cmd &`` in a script ignores it, and exec keeps ignored signals ignored)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        _LIBC.signal(int(signal.SIGINT), 0)  # SIG_DFL
+        _LIBC.signal(int(signal.SIGTERM), 0)
+
+
+# --------------------------------------------------------------------------------------------
+# the managed process
+
+
+@dataclass
+class StopReport:
+    """How the stop went: which signals were needed and what was still there at the end."""
+
+    signals: list[str] = field(default_factory=list)
+    leftover: list[int] = field(default_factory=list)
+    exit_code: int | None = None
+
+    @property
+    def stopped_by(self) -> str:
+        return self.signals[-1] if self.signals else "exited"
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Running and not a zombie; reaps our own zombie children on the way."""
+    try:
+        if not proc.is_running():
+            return False
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(proc.pid, os.WNOHANG)
+            return False
+        return True
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _signal_name(sig: int) -> str:
+    return signal.Signals(sig).name
+
+
+class ManagedProcess:
+    """A command started as the leader of its own session and process group.
+
+    Output goes to ``log`` (a file) or, with ``echo``, through a pipe that is copied to the log
+    and to ``echo``. ``tracked()`` is refreshed by :meth:`poll`; call it regularly while waiting so
+    that short-lived intermediate parents do not hide their children from :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        log: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        echo: IO[str] | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.log = Path(log)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log, "ab", buffering=0)  # noqa: SIM115 - closed in stop()
+        self._echo_thread: threading.Thread | None = None
+        self.run_id = uuid.uuid4().hex
+        child_env = dict(os.environ if env is None else env)
+        child_env[RUN_MARKER] = self.run_id
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if echo is not None else self._log_file,
+                stderr=subprocess.STDOUT,
+                env=child_env,
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=_child_setup if _LIBC is not None else None,
+            )
+        except FileNotFoundError as err:
+            self._log_file.close()
+            raise VerifyprofError(f"cannot run {self.argv[0]!r}: command not found") from err
+        except PermissionError as err:
+            self._log_file.close()
+            raise VerifyprofError(f"cannot run {self.argv[0]!r}: permission denied") from err
+        self.pid = self.popen.pid
+        self.pgid = self.pid
+        self.started_at = time.time()
+        self._known: dict[int, psutil.Process] = {}
+        with contextlib.suppress(psutil.NoSuchProcess):
+            self._known[self.pid] = psutil.Process(self.pid)
+        if echo is not None:
+            self._echo_thread = threading.Thread(target=self._copy_output, args=(echo,), daemon=True)
+            self._echo_thread.start()
+
+    def _copy_output(self, echo: IO[str]) -> None:
+        assert self.popen.stdout is not None
+        for chunk in iter(lambda: self.popen.stdout.readline(), b""):
+            with contextlib.suppress(OSError, ValueError):
+                self._log_file.write(chunk)
+            with contextlib.suppress(Exception):
+                echo.write(chunk.decode("utf-8", errors="replace"))
+                echo.flush()
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def poll(self) -> int | None:
+        """Refresh the set of known descendants; the leader's exit code if it has exited."""
+        self._track()
+        return self.popen.poll()
+
+    def _track(self) -> None:
+        for proc in list(self._known.values()):
+            try:
+                children = proc.children(recursive=True)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            for child in children:
+                self._known.setdefault(child.pid, child)
+
+    def _scan(self) -> list[psutil.Process]:
+        """Processes in our group or carrying our run marker (children that left the group)."""
+        found = []
+        for proc in psutil.process_iter():
+            if proc.pid == os.getpid():
+                continue
+            try:
+                if os.getpgid(proc.pid) == self.pgid or proc.environ().get(RUN_MARKER) == self.run_id:
+                    found.append(proc)
+            except (OSError, psutil.Error):
+                continue
+        return found
+
+    def tracked(self) -> list[psutil.Process]:
+        """Every process of this run still alive: known descendants, group members, marked ones."""
+        self._track()
+        procs = {p.pid: p for p in self._known.values()}
+        for proc in self._scan():
+            procs.setdefault(proc.pid, proc)
+        return [p for p in procs.values() if _alive(p)]
+
+    def wait(self, timeout: float | None = None, *, interval: float = 0.2) -> int | None:
+        """Wait for the leader to exit (tracking descendants meanwhile); its code or None."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            code = self.poll()
+            if code is not None:
+                return code
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(interval)
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def _send(self, procs: list[psutil.Process], sig: int, *, group: bool) -> None:
+        """Signal ``procs`` once each: the group with one killpg, the ones outside it one by one
+        (a second SIGINT makes many servers, uvicorn's included, skip their clean shutdown)."""
+        if group:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, sig)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error, OSError):
+                if group and os.getpgid(proc.pid) == self.pgid:
+                    continue
+                proc.send_signal(sig)
+
+    def _wait_gone(self, procs: list[psutil.Process], timeout: float, hurry: threading.Event | None) -> list[psutil.Process]:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.popen.poll()  # reap the leader
+            remaining = [p for p in procs if _alive(p)]
+            if not remaining or time.monotonic() >= deadline or (hurry is not None and hurry.is_set()):
+                return remaining
+            time.sleep(0.05)
+
+    def stop(
+        self,
+        *,
+        int_timeout: float = 30.0,
+        term_timeout: float = 10.0,
+        kill_timeout: float = 5.0,
+        leader_grace: float | None = None,
+        hurry: threading.Event | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> StopReport:
+        """Stop everything: SIGINT, then SIGTERM, then SIGKILL, each after its timeout.
+
+        ``leader_grace`` (nsys): the first SIGINT goes to the whole group, as a terminal's Ctrl-C
+        would, but escalation hits only the application; the leader then gets ``leader_grace``
+        seconds to finish its report before it is escalated in turn. ``hurry`` (set by a second
+        Ctrl-C) cuts the current wait short.
+        """
+        report = StopReport()
+        spare = leader_grace is not None
+
+        def app(procs: list[psutil.Process]) -> list[psutil.Process]:
+            return [p for p in procs if not (spare and p.pid == self.pid)]
+
+        def say(text: str) -> None:
+            if on_phase is not None:
+                on_phase(text)
+
+        procs = self.tracked()
+        if procs:
+            self._send(procs, signal.SIGINT, group=True)
+            report.signals.append("SIGINT")
+            say(f"sent SIGINT to {len(procs)} process(es)")
+            self._wait_gone(app(procs), int_timeout, hurry)
+        for sig, timeout in ((signal.SIGTERM, term_timeout), (signal.SIGKILL, kill_timeout)):
+            remaining = app(self.tracked())
+            if not remaining:
+                break
+            self._send(remaining, sig, group=not spare)
+            report.signals.append(_signal_name(sig))
+            say(f"{len(remaining)} process(es) still running: sent {_signal_name(sig)}")
+            self._wait_gone(remaining, timeout, hurry if sig != signal.SIGKILL else None)
+        if spare:
+            remaining = self.tracked()
+            if remaining:
+                say("waiting for the profiler to write its report")
+                remaining = self._wait_gone(remaining, leader_grace, hurry)
+            for sig, timeout in ((signal.SIGTERM, term_timeout), (signal.SIGKILL, kill_timeout)):
+                remaining = self.tracked()
+                if not remaining:
+                    break
+                self._send(remaining, sig, group=True)
+                report.signals.append(_signal_name(sig))
+                say(f"profiler still running: sent {_signal_name(sig)}")
+                self._wait_gone(remaining, timeout, None)
+        # Anything that survived SIGKILL (D state, another user's process) is reported, not hidden.
+        report.leftover = [p.pid for p in self.tracked()]
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=1.0)
+        report.exit_code = self.popen.poll()
+        self._close()
+        return report
+
+    def _close(self) -> None:
+        if self._echo_thread is not None:
+            self._echo_thread.join(timeout=2.0)
+        with contextlib.suppress(OSError):
+            self._log_file.close()
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tracked():
+            self.stop(int_timeout=5.0, term_timeout=5.0)
+        else:
+            self._close()
+
+
+# --------------------------------------------------------------------------------------------
+# health
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    """GET without proxies (a proxy must never see requests to a local server)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read() if err.fp is not None else b""
+
+
+def wait_healthy(
+    base_url: str,
+    server: ManagedProcess,
+    *,
+    timeout: float,
+    interval: float = 0.5,
+    path: str = "/health",
+    on_wait: Callable[[float], None] | None = None,
+) -> float:
+    """Poll ``/health`` until it answers 200; seconds it took.
+
+    Raises :class:`CaptureError` with the tail of the server log if the server exits first or
+    the timeout passes.
+    """
+    start = time.monotonic()
+    last = "no answer yet"
+    while True:
+        code = server.poll()
+        if code is not None:
+            raise CaptureError(with_log_tail(f"server exited with code {code} before it became healthy", server.log))
+        try:
+            status, _ = http_get(base_url + path, timeout=min(5.0, max(interval, 1.0)))
+            if status == 200:
+                return time.monotonic() - start
+            last = f"HTTP {status}"
+        except (OSError, urllib.error.URLError) as err:
+            last = type(getattr(err, "reason", err)).__name__
+        elapsed = time.monotonic() - start
+        if elapsed >= timeout:
+            raise CaptureError(
+                with_log_tail(
+                    f"server not healthy after {timeout:g} s (GET {base_url}{path}: {last}); "
+                    "raise --health-timeout if it is still loading",
+                    server.log,
+                )
+            )
+        if on_wait is not None:
+            on_wait(elapsed)
+        time.sleep(interval)
