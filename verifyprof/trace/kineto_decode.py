@@ -201,7 +201,7 @@ def _decode_dicts(path: Path, data: bytes) -> KinetoFile:
     else:
         raise _not_a_trace(path, f"the JSON document is a {type(doc).__name__}, not an object")
     if not all(type(e) is dict for e in events):
-        raise _not_a_trace(path, "'traceEvents' holds values that are not objects")
+        raise _not_a_trace(path, "the event list holds values that are not JSON objects")
     return KinetoFile(path, events, Rows(structs=False), header, len(data))
 
 
