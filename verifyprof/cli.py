@@ -132,7 +132,8 @@ def whatif(
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length, baseline)")] = None,
     step: Annotated[Optional[str], typer.Option("--step", help="step name to model (default: the verify steps)")] = None,
     step_range: RangeOpt = DEFAULT_STEP_REGEX,
-    width: Annotated[Optional[int], typer.Option("--width", help="verify width to model when the trace has several")] = None,
+    whole_trace: Annotated[bool, typer.Option("--whole-trace", help="model the whole trace as one step (a trace given to --from)")] = False,
+    width: Annotated[Optional[int], typer.Option("--width", help="verify tokens per request: which width to model, or the width when the trace does not say")] = None,
     mode: Annotated[Optional[str], typer.Option("--mode", help="eager or graph, when the trace has both")] = None,
     hardware: Annotated[Optional[str], typer.Option("--hardware", help="hardware name (h200, h100, rtx-pro-6000, ...) or TOML file")] = None,
     link: Annotated[Optional[str], typer.Option("--link", help="override the GPU link: pcie_gen4, pcie_gen5, nvlink4, nvlink5")] = None,
@@ -151,7 +152,7 @@ def whatif(
         verify_ms=verify_ms, accept_len=accept_len, alpha=alpha, num_draft=num_draft, survival=survival,
         draft_cost_ratio=draft_cost_ratio, draft_ms=draft_ms, overhead_ms=overhead_ms, batch=batch,
         baseline_tps=baseline_tps, decode_ms=decode_ms, source=source, manifest=manifest, step=step,
-        step_range=step_range, width=width, mode=mode, hardware=hardware, link=link, model=model, tp=tp,
+        step_range=step_range, whole_trace=whole_trace, width=width, mode=mode, hardware=hardware, link=link, model=model, tp=tp,
         context=context, drafter_gain=drafter_gain, candidates=candidate or [],
     )
     if source is None:

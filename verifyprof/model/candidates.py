@@ -152,6 +152,8 @@ def cuda_graph_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candid
 
 
 def _allreduce_calls(v, s: Scenario) -> tuple[float, str]:
+    if v.counts.get("allreduce"):
+        return v.counts["allreduce"], f"{v.counts['allreduce']:.0f} allreduce kernels per verify counted in the trace"
     if s.model is not None:
         return float(s.model.allreduces_per_forward), f"{s.model.allreduces_per_forward} allreduces per forward (2 per layer + embedding, {s.model.name})"
     if v.comm_calls:
@@ -266,14 +268,18 @@ def draft_tokens(profile: VerifyProfile, s: Scenario, now: Cycle, more: bool) ->
     survival, survival_note = _survival(profile, s, k)
     options = range(k + 1, k + 1 + MAX_EXTRA_DRAFTS) if more else range(1, k)
     best: Candidate | None = None
+    n0 = profile.width or k + 1
     for k2 in options:
-        width = k2 + 1
+        # a chain verifies k+1 tokens; a tree (width != k+1) is taken to shrink or grow in proportion
+        width = k2 + 1 if n0 == k + 1 else max(1, round(n0 * (k2 + 1) / (k + 1)))
         verify, notes = verify_at_width(profile, s, width)
         tau = survival.accept_len(k2)
         draft = s.draft_ms * k2 / k
         cycle = now.with_(verify_ms=verify, accept_len=tau, draft_ms=draft)
         assumptions = [
-            f"chain drafting: {k2} drafts verified as {width} tokens per request (now {k} as {k + 1})",
+            f"chain drafting: {k2} drafts verified as {width} tokens per request (now {k} as {k + 1})"
+            if n0 == k + 1
+            else f"verify width {n0} for {k} drafts (a tree): {k2} drafts taken to verify {width} tokens, in proportion",
             f"accept length {tau:.3f} at {k2} drafts from the {survival_note}"
             + (" (extrapolated past the measured positions)" if survival.is_extrapolated(k2) else ""),
             f"draft time scales with the number of draft steps: {s.draft_ms:.3f} -> {draft:.3f} ms",

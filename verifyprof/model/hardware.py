@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.errors import VerifyprofError
-from verifyprof.model.allreduce import MeasuredTable, nccl_allreduce_us, oneshot_us
+from verifyprof.model.allreduce import MeasuredTable, nccl_allreduce_us, oneshot_us, twoshot_us
 from verifyprof.model.datafiles import read_toml, require, resolve, search_dirs
 
 LINKS_FILE = "links"
@@ -82,10 +82,16 @@ class Hardware:
             return AllreduceEstimate(
                 choice.us, f"NCCL tuning model, {choice.algo}/{choice.proto} over {self.link.name} (tuning.cc constants)"
             )
-        us = oneshot_us(nbytes, gpus, self.link.barrier_us, self.link.peer_read_gbps)
+        one = oneshot_us(nbytes, gpus, self.link.barrier_us, self.link.peer_read_gbps)
+        two = twoshot_us(nbytes, gpus, self.link.barrier_us, self.link.bw_gbps)
+        if one <= two:
+            return AllreduceEstimate(
+                one,
+                f"one-shot model: 2 x {self.link.barrier_us:g} us barrier + (n-1) x bytes / {self.link.peer_read_gbps:g} GB/s over {self.link.name}",
+            )
         return AllreduceEstimate(
-            us,
-            f"one-shot model 2 x {self.link.barrier_us:g} us barrier + (n-1) x bytes / {self.link.peer_read_gbps:g} GB/s over {self.link.name}",
+            two,
+            f"two-shot model: 3 x {self.link.barrier_us:g} us barrier + 2(n-1)/n x bytes / {self.link.bw_gbps:g} GB/s over {self.link.name}",
         )
 
 

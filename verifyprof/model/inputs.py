@@ -22,11 +22,12 @@ from verifyprof.errors import NoStepsError, VerifyprofError
 from verifyprof.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, SGLANG_VERIFY_PATTERN, SPEC_STEP, VERIFY
 
 SCHEMA_PREFIX = "verifyprof.breakdown/"
+WHOLE_TRACE = "whole_trace"  # the step name of ``breakdown --whole-trace``
 _SCHEMA_HEAD = re.compile(rb'"schema"\s*:\s*"verifyprof\.breakdown/')
 NS_PER_MS = 1e6
 
 
-def load_breakdown(source: str | Path, step_regex: str | None = None) -> dict[str, Any]:
+def load_breakdown(source: str | Path, step_regex: str | None = None, whole_trace: bool = False) -> dict[str, Any]:
     """A breakdown JSON as a dict: read it, or break a trace down (nsys / Kineto) first."""
     path = Path(str(source))
     if path.is_file() and _is_breakdown_json(path):
@@ -39,7 +40,7 @@ def load_breakdown(source: str | Path, step_regex: str | None = None) -> dict[st
     from verifyprof.ranges import DEFAULT_STEP_REGEX
     from verifyprof.trace import load_trace
 
-    result = breakdown(load_trace(source), step_regex=step_regex or DEFAULT_STEP_REGEX)
+    result = breakdown(load_trace(source), step_regex=step_regex or DEFAULT_STEP_REGEX, whole_trace=whole_trace)
     return check_breakdown(result.to_json(), path)
 
 
@@ -86,6 +87,7 @@ class StepGroup:
     graph_launches: float
     comm_calls: float | None
     comm_wait_ms: float | None
+    counts: dict[str, float]  # kernels per phase, when the breakdown records them
     attrs: dict[str, str]
 
 
@@ -141,6 +143,7 @@ def _mean_group(name: str, device: int, rows: list[dict[str, Any]]) -> StepGroup
         graph_launches=float(np.mean([r.get("graph_launches", 0) for r in rows])),
         comm_calls=float(np.mean([c.get("comm_calls", 0) for c in comm])) if comm else None,
         comm_wait_ms=float(np.mean([c.get("comm_wait_ns", 0) for c in comm])) / NS_PER_MS if comm else None,
+        counts={p: float(np.mean([(r.get("counts") or {}).get(p, 0) for r in rows])) for p in (rows[0].get("counts") or {})},
         attrs=dict(rows[0].get("attrs") or {}),
     )
 
@@ -150,54 +153,65 @@ def verify_profile(
     step_name: str | None = None,
     width: int | None = None,
     mode: str | None = None,
+    sweep: bool = False,
 ) -> VerifyProfile:
     """Reduce a breakdown to the verify step the model works on.
 
     ``step_name`` picks the step group (default: ``verifyprof.verify`` or SGLang's TARGET_VERIFY);
     ``width`` the verify width when the trace holds several (default: the most frequent);
-    ``mode`` ("eager" | "graph") when it holds both (default: the most frequent).
+    ``mode`` ("eager" | "graph") when it holds both (default: the most frequent). Verify steps of
+    a width sweep (attribute ``sweep=1``, the workload's t(n) measurement) are kept apart: they
+    give t(n) at other widths, and with ``sweep=True`` they are the steps modelled.
     """
     path = (data.get("trace", {}).get("path") or [""])[0]
-    steps = [s for s in data["steps"] if int(s.get("device", -1)) >= 0 or s.get("wall_ns", 0) > 0]
+    where = path or None
+    steps = data["steps"]
     names = sorted({s["name"] for s in steps})
+    notes: list[str] = []
     if step_name is not None:
         chosen = [s for s in steps if s["name"] == step_name]
         if not chosen:
-            raise NoStepsError(f"no steps named {step_name!r} in the breakdown (it has: {', '.join(names)})", path or None)
+            raise NoStepsError(f"no steps named {step_name!r} in the breakdown (it has: {', '.join(names)})", where)
     else:
         chosen = [s for s in steps if _is_verify(s["name"])]
+        if not chosen and names == [WHOLE_TRACE]:
+            chosen = list(steps)
+            notes.append("whole-trace breakdown: the whole trace is modelled as one verify step")
         if not chosen:
             raise NoStepsError(
                 f"breakdown has no verify steps ({VERIFY} or TARGET_VERIFY); it has: {', '.join(names)} "
                 "(pick one with --step NAME)",
-                path or None,
+                where,
             )
-    notes: list[str] = []
     chosen = [s for s in chosen if int(s.get("device", -1)) >= 0] or chosen
+    is_sweep = [_attrs(s).get("sweep") == "1" for s in chosen]
+    if sweep:
+        pool = [s for s, sw in zip(chosen, is_sweep) if sw]
+        if not pool:
+            raise NoStepsError("breakdown has no width-sweep verify steps (sweep=1)", where)
+    else:
+        pool = [s for s, sw in zip(chosen, is_sweep) if not sw] or chosen
+    sweeps = [s for s, sw in zip(chosen, is_sweep) if sw]
 
-    def width_of(step: dict[str, Any]) -> int | None:
-        return _int_attr(step.get("attrs") or {}, "tokens", "width", "num_tokens")
-
-    def batch_of(step: dict[str, Any]) -> int | None:
-        return _int_attr(step.get("attrs") or {}, "bs", "batch")
-
-    modes = [s.get("mode", "none") for s in chosen]
+    modes = [s.get("mode", "none") for s in pool]
     if mode is None:
         mode = max(set(modes), key=modes.count)
         if len(set(modes)) > 1:
-            notes.append(f"verify steps run in several modes {sorted(set(modes))}: modelling the most frequent, {mode}")
-    in_mode = [s for s in chosen if s.get("mode", "none") == mode]
+            notes.append(f"verify steps run in several modes {sorted(set(modes))}: modelling the most frequent, {mode} (pick with --mode)")
+    in_mode = [s for s in pool if s.get("mode", "none") == mode]
     if not in_mode:
-        raise NoStepsError(f"no verify steps in {mode} mode (the breakdown has {sorted(set(modes))})", path or None)
+        raise NoStepsError(f"no verify steps in {mode} mode (the breakdown has {sorted(set(modes))})", where)
 
-    widths = [width_of(s) for s in in_mode]
+    widths = [_width(s) for s in in_mode]
     known = [w for w in widths if w is not None]
     if width is None and known:
         width = max(set(known), key=known.count)
+        if len(set(known)) > 1:
+            notes.append(f"verify steps of several widths {sorted(set(known))}: modelling the most frequent, {width} (pick with --width)")
     main = [s for s, w in zip(in_mode, widths) if w == width] if width is not None and known else in_mode
     if not main:
-        raise NoStepsError(f"no verify steps of width {width} (the breakdown has widths {sorted(set(known))})", path or None)
-    batch_values = [b for b in (batch_of(s) for s in main) if b is not None]
+        raise NoStepsError(f"no verify steps of width {width} (the breakdown has widths {sorted(set(known))})", where)
+    batch_values = [b for b in (_int_attr(_attrs(s), "bs", "batch") for s in main) if b is not None]
     batch = max(set(batch_values), key=batch_values.count) if batch_values else None
 
     by_device: dict[int, list[dict[str, Any]]] = {}
@@ -210,29 +224,45 @@ def verify_profile(
             f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the slowest "
             f"({critical.wall_ms:.3f} ms vs fastest {min(g.wall_ms for g in groups.values()):.3f} ms)"
         )
+    on_device = lambda s: int(s.get("device", -1)) in (critical.device, -1)  # noqa: E731
 
     other_widths: dict[int, float] = {}
-    for w in sorted(set(known) - {width}):
-        rows = [s for s, sw in zip(in_mode, widths) if sw == w and int(s.get("device", -1)) == critical.device]
-        if rows:
-            other_widths[w] = float(np.mean([r["wall_ns"] for r in rows])) / NS_PER_MS
+    width_pool = [s for s in (sweeps if sweeps else in_mode) if s.get("mode") == mode and on_device(s)]
+    for w in sorted({_width(s) for s in width_pool} - {None, width}):
+        rows = [s for s in width_pool if _width(s) == w]
+        other_widths[w] = float(np.mean([r["wall_ns"] for r in rows])) / NS_PER_MS
 
+    # The cycle around the modelled verify steps: spec_step ranges containing them, and the
+    # draft / accept / draft-extend ranges inside those (by start time, on the same device).
+    specs = [s for s in steps if s["name"] == SPEC_STEP and on_device(s)]
+    cycle = _containing(specs, [s for s in main if s.get("device") == critical.device])
     n_cycles = critical.steps
+    if cycle:
+        inside = lambda s: any(c["start_ns"] <= s["start_ns"] < c["end_ns"] for c in cycle)  # noqa: E731
+        # a handful of cycles x a handful of phase ranges: plain Python is fine here
+        members = [s for s in steps if s["name"] in (DRAFT, ACCEPT, DRAFT_EXTEND) and on_device(s) and inside(s)]
+        n_cycles = len(cycle)
+    else:
+        graph_attr = _attrs(main[0]).get("graph")
+        members = [
+            s for s in steps
+            if s["name"] in (DRAFT, ACCEPT, DRAFT_EXTEND) and on_device(s)
+            and (graph_attr is None or _attrs(s).get("graph") in (None, graph_attr))
+        ]
 
     def per_cycle(name: str) -> float | None:
-        rows = [s for s in steps if s["name"] == name and int(s.get("device", -1)) in (critical.device, -1)]
+        rows = [s for s in members if s["name"] == name]
         return sum(r["wall_ns"] for r in rows) / n_cycles / NS_PER_MS if rows else None
 
-    def mean_of(name: str) -> float | None:
-        rows = [s for s in steps if s["name"] == name and int(s.get("device", -1)) in (critical.device, -1)]
-        return float(np.mean([r["wall_ns"] for r in rows])) / NS_PER_MS if rows else None
-
-    accept_len = None
-    accepted = [_float_attr(s.get("attrs") or {}, "accept_len", "accepted") for s in steps if s["name"] in (SPEC_STEP, ACCEPT)]
+    graph_attr = _attrs(main[0]).get("graph")
+    decodes = [
+        s for s in steps
+        if s["name"] == DECODE and on_device(s)
+        and (_attrs(s).get("graph") == graph_attr if graph_attr is not None else s.get("mode") == mode)
+    ]
+    accepted = [_float_attr(_attrs(s), "accept_len") for s in (cycle or [])]
     accepted = [a for a in accepted if a is not None]
-    if accepted:
-        accept_len = float(np.mean(accepted))
-    profile = VerifyProfile(
+    return VerifyProfile(
         verify=critical,
         width=width,
         batch=batch,
@@ -240,14 +270,34 @@ def verify_profile(
         draft_ms=per_cycle(DRAFT),
         accept_ms=per_cycle(ACCEPT),
         draft_extend_ms=per_cycle(DRAFT_EXTEND),
-        cycle_ms=mean_of(SPEC_STEP),
-        decode_ms=mean_of(DECODE),
-        accept_len=accept_len,
+        cycle_ms=float(np.mean([c["wall_ns"] for c in cycle])) / NS_PER_MS if cycle else None,
+        decode_ms=float(np.mean([d["wall_ns"] for d in decodes])) / NS_PER_MS if decodes else None,
+        accept_len=float(np.mean(accepted)) if accepted else None,
         other_widths=other_widths,
         notes=notes,
         source=str(path),
     )
-    return profile
+
+
+def _attrs(step: dict[str, Any]) -> dict[str, str]:
+    return step.get("attrs") or {}
+
+
+def _width(step: dict[str, Any]) -> int | None:
+    return _int_attr(_attrs(step), "tokens", "width", "num_tokens")
+
+
+def _containing(outer: list[dict[str, Any]], inner: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``outer`` steps whose window contains the start of some ``inner`` step."""
+    if not outer or not inner:
+        return []
+    outer = sorted(outer, key=lambda s: s["start_ns"])
+    starts = np.array([s["start_ns"] for s in outer], dtype=np.int64)
+    ends = np.array([s["end_ns"] for s in outer], dtype=np.int64)
+    points = np.array([s["start_ns"] for s in inner], dtype=np.int64)
+    slot = np.searchsorted(starts, points, side="right") - 1
+    ok = (slot >= 0) & (points < ends[np.clip(slot, 0, None)])
+    return [outer[i] for i in sorted(set(slot[ok].tolist()))]
 
 
 def _float_attr(attrs: dict[str, str], *keys: str) -> float | None:
@@ -296,8 +346,14 @@ def _find(data: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
     return None
 
 
-def read_manifest(path: str | Path) -> Manifest:
-    """Accept length, baseline and survival recorded beside a capture (``manifest.json``)."""
+def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
+    """Accept length, baseline and survival recorded beside a capture.
+
+    Understands ``verifyprof capture``'s ``manifest.json`` (schema ``verifyprof.capture/1``:
+    ``results.accept_len``, ``results.tokens_per_s``), the workload's summary
+    (``verifyprof.workload/1``: the spec and decode runs of ``mode``, the simulated survival
+    curve) and, for other JSON, the first of the known key names found in nested objects.
+    """
     path = Path(path)
     try:
         raw_bytes = path.read_bytes()
@@ -312,6 +368,12 @@ def read_manifest(path: str | Path) -> Manifest:
         raise VerifyprofError(f"manifest is not valid JSON: {exc}", path) from None
     if not isinstance(data, dict):
         raise VerifyprofError("manifest must be a JSON object", path)
+    schema = str(data.get("schema", ""))
+    if schema.startswith("verifyprof.workload/"):
+        return _workload_summary(data, path, mode)
+    if schema.startswith("verifyprof.capture/"):
+        results = data.get("results") or {}
+        data = {"results": results}  # options and workload settings are requests, not measurements
 
     def number(keys: tuple[str, ...]) -> float | None:
         value = _find(data, keys)
@@ -333,5 +395,26 @@ def read_manifest(path: str | Path) -> Manifest:
         tokens_per_s=number(TPS_KEYS),
         survival=tuple(float(v) for v in survival) if survival else None,
         num_draft=int(num_draft) if num_draft is not None else None,
+        raw=data,
+    )
+
+
+def _workload_summary(data: dict[str, Any], path: Path, mode: str | None) -> Manifest:
+    runs = [r for r in data.get("runs", []) if isinstance(r, dict)]
+    modes = [r.get("mode") for r in runs if r.get("kind") == "spec"]
+    if mode is None or mode not in modes:
+        mode = modes[0] if modes else None
+    spec = next((r for r in runs if r.get("kind") == "spec" and r.get("mode") == mode), None)
+    decode = next((r for r in runs if r.get("kind") == "decode" and r.get("mode") == mode), None)
+    config = data.get("config") or {}
+    acceptance = config.get("simulated_acceptance") or {}
+    survival = acceptance.get("survival")
+    return Manifest(
+        path=path,
+        accept_len=float(spec["accept_len"]) if spec and spec.get("accept_len") is not None else None,
+        decode_ms=float(decode["decode_ms"]["mean"]) if decode and decode.get("decode_ms", {}).get("n") else None,
+        tokens_per_s=float(spec["tokens_per_s_per_request"]) if spec and spec.get("tokens_per_s_per_request") else None,
+        survival=tuple(float(v) for v in survival) if survival else None,
+        num_draft=int(config.get("run", {}).get("num_draft")) if config.get("run", {}).get("num_draft") else None,
         raw=data,
     )

@@ -40,6 +40,7 @@ class WhatifOptions:
     manifest: Path | None = None
     step: str | None = None
     step_range: str | None = None
+    whole_trace: bool = False
     width: int | None = None
     mode: str | None = None
     hardware: str | None = None
@@ -176,9 +177,9 @@ def from_breakdown(o: WhatifOptions) -> Ranking:
     """``whatif --from BREAKDOWN|TRACE``: the current cycle and every candidate, ranked."""
     _check_options(o)
     assert o.source is not None
-    data = load_breakdown(o.source, o.step_range)
+    data = load_breakdown(o.source, o.step_range, o.whole_trace)
     profile = verify_profile(data, step_name=o.step, width=o.width, mode=o.mode)
-    manifest = read_manifest(o.manifest) if o.manifest else None
+    manifest = read_manifest(o.manifest, mode=profile.verify.mode) if o.manifest else None
     notes: list[str] = []
     acc = acceptance(o, manifest, profile)
     if acc.accept_len is None:

@@ -62,10 +62,13 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
     )
     for note in cur.get("notes", []):
         console.print(f"  [dim]{note}[/dim]")
-    table = Table(title="Candidates, best first", title_justify="left", show_lines=True)
-    for col in ("#", "candidate", "verify ms", "cycle ms", "accept", "tok/s", "gain", "assumptions"):
-        table.add_column(col, justify="right" if col not in ("candidate", "assumptions") else "left")
+    table = Table(title="Candidates, best first (predicted)", title_justify="left")
+    for col in ("#", "candidate", "verify ms", "cycle ms", "accept", "tok/s", "gain"):
+        table.add_column(col, justify="left" if col == "candidate" else "right")
+    table.add_row("", "current (measured)", f"{cur['verify_ms']:.3f}", f"{cur['cycle_ms']:.3f}", f"{cur['accept_len']:.2f}",
+                  f"{cur['tokens_per_s']:.1f}", "", style="dim")
     for i, cand in enumerate(result["candidates"], start=1):
+        gain = 100 * cand["gain"]
         table.add_row(
             str(i),
             cand["name"],
@@ -73,10 +76,14 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
             f"{cand['cycle_ms']:.3f}",
             f"{cand['accept_len']:.2f}",
             f"{cand['tokens_per_s']:.1f}",
-            f"{100 * cand['gain']:+.1f}%",
-            "\n".join(f"- {a}" for a in cand["assumptions"]),
+            f"[{'green' if gain > 0 else 'red'}]{gain:+.1f}%[/]",
         )
     console.print(table)
+    console.print("[bold]Assumptions[/bold]")
+    for i, cand in enumerate(result["candidates"], start=1):
+        console.print(f"{i}. [bold]{cand['name']}[/bold]")
+        for assumption in cand["assumptions"]:
+            console.print(f"   - {assumption}", highlight=False)
     if result.get("skipped"):
         console.print("[dim]not applicable:[/dim]")
         for skip in result["skipped"]:
