@@ -1,0 +1,214 @@
+"""verifyprof's NVTX hooks: put calls of a host program inside verifyprof ranges without editing it.
+
+Public API:
+
+* ``wrap(fn, phase, when=..., attrs=...)`` / ``@hook(phase)``: a callable inside a range.
+* ``patch("module:Class.method", phase, ...)``: the same, in place, now or when the module is
+  imported; idempotent; a missing target warns once and is skipped.
+* ``install(spec)``: presets (``sglang``, ``hf-assisted``, ``workload`` or a TOML path) and user
+  targets (``module:qualname=phase``) from a spec string, by default ``$VERIFYPROF_HOOKS``.
+* ``status()``: what was patched, what is pending (module not imported) and what is missing.
+* ``injection_env(presets, extra_hooks)``: the environment that installs the hooks in every
+  process a server spawns (sitecustomize on ``PYTHONPATH`` and SGLang's plugin entry point).
+
+Ranges bracket whole calls from the host side, so hooking a function that launches or replays a
+CUDA graph (``execute``/``replay``) covers its replayed kernels; never hook code that runs inside
+graph capture (a range pushed there is recorded once at capture and never on replay).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from verifyprof.capture import targets as _targets
+from verifyprof.capture.extractors import EXTRACTORS, PREDICATES, Call
+from verifyprof.capture.presets import (
+    HookEntry,
+    load_preset,
+    parse_user_hook,
+    phase_range,
+    resolve_spec,
+    split_spec,
+)
+from verifyprof.capture.targets import HookStatus, HookWarning, Target
+from verifyprof.capture.wrappers import Rule, active_ranges, wrap_function
+from verifyprof.errors import VerifyprofError
+
+__all__ = [
+    "ENV_HOOKS",
+    "ENV_REPORT",
+    "Call",
+    "HookStatus",
+    "HookWarning",
+    "hook",
+    "injection_env",
+    "install",
+    "install_from_env",
+    "patch",
+    "status",
+    "uninstall",
+    "wrap",
+    "active_ranges",
+]
+
+ENV_HOOKS = "VERIFYPROF_HOOKS"  # hooks spec; the injected sitecustomize/plugin do nothing without it
+ENV_REPORT = "VERIFYPROF_HOOKS_REPORT"  # directory: each process writes hooks-<pid>.json there
+INJECT_DIR = Path(__file__).resolve().parent / "inject"
+SGLANG_PLUGIN_NAME = "verifyprof"  # entry-point name in the group sglang.srt.plugins
+
+Attrs = Mapping[str, object] | Callable[[Call], Mapping[str, object]] | None
+
+
+def _attrs_fn(attrs: Attrs) -> Callable[[Call], Mapping[str, object]] | None:
+    if attrs is None or callable(attrs):
+        return attrs
+    fixed = dict(attrs)
+    return lambda call: fixed
+
+
+def _rule(phase: str, when: Callable[[Call], bool] | None, attrs: Attrs, label: str) -> Rule:
+    try:
+        return Rule(phase_range(phase), when, _attrs_fn(attrs), label=label)
+    except ValueError as exc:
+        raise VerifyprofError(str(exc)) from None
+
+
+def wrap(
+    fn: Callable,
+    phase: str,
+    *,
+    when: Callable[[Call], bool] | None = None,
+    attrs: Attrs = None,
+) -> Callable:
+    """``fn`` inside a range of ``phase`` (``verify`` or ``verifyprof.verify``) when ``when(call)`` holds.
+
+    ``attrs`` (a mapping, or a function of the :class:`Call`) become ``key=value`` in the range
+    text; the NVTX payload is the range's index among this function's calls. Wrapping a wrapper
+    adds a rule to it rather than nesting: ``wrap(wrap(f, "verify"), "verify") is`` the same wrapper.
+    """
+    return wrap_function(fn, _rule(phase, when, attrs, label=getattr(fn, "__qualname__", "")))
+
+
+def hook(phase: str, *, when: Callable[[Call], bool] | None = None, attrs: Attrs = None) -> Callable:
+    """Decorator form of :func:`wrap`: ``@hook("verify")``."""
+    return lambda fn: wrap(fn, phase, when=when, attrs=attrs)
+
+
+def patch(
+    target: str,
+    phase: str,
+    *,
+    when: Callable[[Call], bool] | None = None,
+    attrs: Attrs = None,
+    bindings: Iterable[str] = (),
+) -> HookStatus:
+    """Hooks ``module:qualname`` in place (now, or when ``module`` is imported); warns once if missing."""
+    try:
+        parsed = Target.parse(target)
+    except ValueError as exc:
+        raise VerifyprofError(str(exc)) from None
+    return _targets.request(parsed, _rule(phase, when, attrs, label=target), bindings, warn_missing=True)
+
+
+def _entry_rule(entry: HookEntry) -> Rule:
+    when = PREDICATES[entry.when].fn if entry.when else None
+    attrs = EXTRACTORS[entry.attrs].fn if entry.attrs else None
+    return Rule(entry.range_name, when, attrs, entry.mode == "self_forward", entry.source)
+
+
+def install_entries(entries: Iterable[HookEntry]) -> list[HookStatus]:
+    for entry in entries:
+        rule = _entry_rule(entry)
+        for alt in entry.alternatives:
+            _targets.request(alt.target, rule, [b.module for b in alt.bindings], warn_missing=entry.user)
+    return status()
+
+
+def install(spec: str | Iterable[str] | None = None) -> list[HookStatus]:
+    """Installs the hooks named by ``spec`` (default ``$VERIFYPROF_HOOKS``); returns :func:`status`.
+
+    ``spec``: ``"sglang"``, ``"sglang,workload,mymod:Cls.meth=verify"``, or a list of such items.
+    Raises VerifyprofError for an unknown preset or a malformed user hook.
+    """
+    if spec is None:
+        spec = os.environ.get(ENV_HOOKS, "")
+    if not isinstance(spec, str):
+        spec = ",".join(spec)
+    statuses = install_entries(resolve_spec(spec))
+    report_dir = os.environ.get(ENV_REPORT)
+    if report_dir:
+        _targets.add_listener(lambda: _write_report(Path(report_dir)))
+        _write_report(Path(report_dir))
+    return statuses
+
+
+def install_from_env() -> list[HookStatus] | None:
+    """The injected entry points' call: installs ``$VERIFYPROF_HOOKS`` if set, never raises."""
+    spec = os.environ.get(ENV_HOOKS, "").strip()
+    if not spec:
+        return None
+    try:
+        return install(spec)
+    except Exception as exc:  # a bad spec must not stop the server; capture validated it already
+        warnings.warn(f"verifyprof: hooks not installed: {exc}", HookWarning, stacklevel=2)
+        return None
+
+
+def status() -> list[HookStatus]:
+    """Every requested target: ``patched``, ``pending`` (module not imported yet), ``missing``, ``unsupported``."""
+    return _targets.statuses()
+
+
+def uninstall() -> None:
+    """Restores every patched original and stops patching on import."""
+    _targets.restore_all()
+
+
+def _write_report(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"hooks-{os.getpid()}.json"
+        tmp = path.with_name(path.name + ".tmp")
+        report = {"pid": os.getpid(), "argv": sys.argv[:3], "hooks": [s.to_json() for s in status()]}
+        tmp.write_text(json.dumps(report, indent=1))
+        os.replace(tmp, path)
+    except Exception:
+        pass
+
+
+def injection_env(
+    presets: Iterable[str] = (),
+    extra_hooks: Iterable[str] = (),
+    *,
+    report_dir: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Variables to merge into a server's environment so every process it spawns installs the hooks.
+
+    Validates the presets and user hooks first (VerifyprofError with one line). Puts verifyprof's
+    ``sitecustomize`` first on ``PYTHONPATH`` (it chains to any other one) and, if the server
+    restricts SGLang plugins with ``SGLANG_PLUGINS``, adds verifyprof's to the list.
+    """
+    environ = os.environ if environ is None else environ
+    items = [p.strip() for p in presets if p.strip()]
+    for item in items:
+        load_preset(item)
+    hooks = [h.strip() for h in extra_hooks if h.strip()]
+    for item in hooks:
+        parse_user_hook(item)
+    spec = ",".join(items + hooks)
+    env = {ENV_HOOKS: spec}
+    path = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(INJECT_DIR)]
+    env["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR)] + path)
+    plugins = environ.get("SGLANG_PLUGINS", "").strip()
+    if plugins and SGLANG_PLUGIN_NAME not in split_spec(plugins):
+        env["SGLANG_PLUGINS"] = f"{plugins},{SGLANG_PLUGIN_NAME}"
+    if report_dir is not None:
+        env[ENV_REPORT] = str(report_dir)
+    return env

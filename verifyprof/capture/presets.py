@@ -1,0 +1,195 @@
+"""Hook presets (TOML files in ``verifyprof/data/hooks/``) and user hook specs, parsed and validated.
+
+A preset is a list of ``[[hook]]`` entries. Each entry is one bracket (a phase, an optional
+predicate and attribute extractor named from :mod:`verifyprof.capture.extractors`) and lists its
+``targets``: the functions across versions and algorithms that implement it, each with optional
+``since``/``until`` versions of the preset's ``package`` (``until`` exclusive) and ``bindings``
+(modules holding a ``from X import name`` copy of a module-level function). At run time every
+target is feature-detected (names absent from the installed version are skipped silently);
+the versions are claims checked by the tests against the packages' real source.
+
+The hooks spec (``VERIFYPROF_HOOKS``, ``--hook``) is a comma-separated list of preset names,
+preset file paths, and user targets ``module:qualname=phase``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from verifyprof.capture.extractors import EXTRACTORS, PREDICATES
+from verifyprof.capture.targets import Target
+from verifyprof.errors import VerifyprofError
+from verifyprof.ranges import BY_PHASE, PHASE_RANGES
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "hooks"
+MODES = ("call", "self_forward")
+
+
+@dataclass(frozen=True)
+class Binding:
+    module: str
+    since: str | None = None
+    until: str | None = None
+
+
+@dataclass(frozen=True)
+class Alternative:
+    target: Target
+    since: str | None = None
+    until: str | None = None
+    bindings: tuple[Binding, ...] = ()
+
+
+@dataclass(frozen=True)
+class HookEntry:
+    range_name: str  # verifyprof.verify, ...
+    alternatives: tuple[Alternative, ...]
+    when: str | None = None  # a name in extractors.PREDICATES
+    attrs: str | None = None  # a name in extractors.EXTRACTORS
+    mode: str = "call"
+    source: str = ""  # "sglang.toml hook 3", "user hook mymod:f=verify"
+    user: bool = False  # named explicitly by the user: warn when missing
+
+    @property
+    def phase(self) -> str:
+        return self.range_name.removeprefix("verifyprof.")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    package: str | None
+    description: str
+    entries: tuple[HookEntry, ...]
+    path: Path
+
+
+def phase_range(phase: str) -> str:
+    """``verify`` or ``verifyprof.verify`` -> ``verifyprof.verify``; ValueError for anything else."""
+    if phase in PHASE_RANGES:
+        return phase
+    if phase in BY_PHASE:
+        return BY_PHASE[phase]
+    raise ValueError(f"unknown phase {phase!r} (phases: {', '.join(BY_PHASE)})")
+
+
+def builtin_presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def load_preset(name_or_path: str | Path) -> Preset:
+    """A built-in preset by name (``sglang``) or a preset file; VerifyprofError naming the problem."""
+    path = Path(name_or_path)
+    if not (path.suffix == ".toml" or len(path.parts) > 1):
+        path = PRESET_DIR / f"{name_or_path}.toml"
+        if not path.is_file():
+            raise VerifyprofError(f"unknown hook preset {name_or_path!r} (built-in: {', '.join(builtin_presets())})")
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise VerifyprofError("hook preset file not found", path) from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise VerifyprofError(f"not a valid hook preset (TOML): {exc}", path) from None
+    try:
+        return _preset(data, path)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise VerifyprofError(f"bad hook preset: {exc}", path) from None
+
+
+def _preset(data: dict, path: Path) -> Preset:
+    hooks = data.get("hook")
+    if not isinstance(hooks, list) or not hooks:
+        raise ValueError("no [[hook]] entries")
+    entries = tuple(_entry(hook, f"{path.name} hook {i + 1}") for i, hook in enumerate(hooks))
+    return Preset(str(data.get("name", path.stem)), data.get("package"), str(data.get("description", "")), entries, path)
+
+
+def _entry(hook: dict, where: str) -> HookEntry:
+    try:
+        range_name = phase_range(str(hook["phase"]))
+    except KeyError:
+        raise ValueError(f"{where}: no phase") from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    when, attrs, mode = hook.get("when"), hook.get("attrs"), hook.get("mode", "call")
+    if when is not None and when not in PREDICATES:
+        raise ValueError(f"{where}: unknown predicate {when!r} (known: {', '.join(sorted(PREDICATES))})")
+    if attrs is not None and attrs not in EXTRACTORS:
+        raise ValueError(f"{where}: unknown attrs extractor {attrs!r} (known: {', '.join(sorted(EXTRACTORS))})")
+    if mode not in MODES:
+        raise ValueError(f"{where}: mode must be one of {', '.join(MODES)}, not {mode!r}")
+    targets = hook.get("targets")
+    if not isinstance(targets, list) or not targets:
+        raise ValueError(f"{where}: no targets")
+    alternatives = []
+    for item in targets:
+        item = {"target": item} if isinstance(item, str) else item
+        try:
+            target = Target.parse(item["target"])
+        except KeyError:
+            raise ValueError(f"{where}: a target without 'target'") from None
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        bindings = tuple(
+            Binding(b) if isinstance(b, str) else Binding(b["module"], b.get("since"), b.get("until"))
+            for b in item.get("bindings", ())
+        )
+        alternatives.append(Alternative(target, item.get("since"), item.get("until"), bindings))
+    return HookEntry(range_name, tuple(alternatives), when, attrs, mode, where)
+
+
+def parse_user_hook(spec: str) -> HookEntry:
+    """``module:qualname=phase`` -> a hook entry; VerifyprofError with one clear line otherwise."""
+    text = spec.strip()
+    target_text, sep, phase = text.rpartition("=")
+    if not sep or not target_text:
+        raise VerifyprofError(f"bad hook {spec!r}: expected module:qualname=phase, e.g. mypkg.model:Model.forward=verify")
+    try:
+        range_name = phase_range(phase.strip())
+        target = Target.parse(target_text)
+    except ValueError as exc:
+        raise VerifyprofError(f"bad hook {spec!r}: {exc}") from None
+    return HookEntry(range_name, (Alternative(target),), source=f"user hook {text}", user=True)
+
+
+def split_spec(spec: str) -> list[str]:
+    return [item.strip() for item in spec.split(",") if item.strip()]
+
+
+def resolve_spec(spec: str) -> list[HookEntry]:
+    """Every hook entry named by a hooks spec (presets expanded), in order."""
+    entries: list[HookEntry] = []
+    for item in split_spec(spec):
+        if "=" in item or ":" in item:
+            entries.append(parse_user_hook(item))
+        else:
+            entries.extend(load_preset(item).entries)
+    return entries
+
+
+# --- versions (for since/until claims; release versions like 0.5.6.post2, 5.17.0, 1.0rc1) ---
+
+_VERSION = re.compile(r"^(\d+(?:\.\d+)*)(?:\.?(a|b|rc|dev)(\d*))?(?:\.?post(\d+))?")
+
+
+def version_key(version: str) -> tuple:
+    match = _VERSION.match(version.strip())
+    if match is None:
+        raise ValueError(f"not a version: {version!r}")
+    release = tuple(int(x) for x in match.group(1).split("."))
+    release += (0,) * (6 - len(release))
+    pre = {"dev": 0, "a": 1, "b": 2, "rc": 3, None: 4}[match.group(2)]
+    return release + (pre, int(match.group(3) or 0), int(match.group(4) or 0))
+
+
+def claimed(version: str, since: str | None, until: str | None) -> bool:
+    """Whether a preset claims a name exists in ``version`` (``since`` inclusive, ``until`` exclusive)."""
+    key = version_key(version)
+    if since is not None and key < version_key(since):
+        return False
+    if until is not None and key >= version_key(until):
+        return False
+    return True

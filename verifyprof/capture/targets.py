@@ -1,0 +1,374 @@
+"""Dotted targets (``module:Class.method``) patched in place, now or when their module is imported.
+
+Importing a target's module to patch it would change the host program (and SGLang's modules are
+heavy), so a target whose module is not imported yet is patched by a ``sys.meta_path`` finder
+right after the module executes, before any ``from module import name`` elsewhere can copy the
+original. Targets whose module is already imported are patched at once, and then the stale
+copies bound by ``from X import Y`` in other modules (listed ``bindings``, plus any module of
+the same top-level package holding the very same object) are replaced too.
+
+Nothing here raises into the host program: a target that cannot be found is recorded as missing
+(with one warning when the user named it explicitly) and skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import inspect
+import re
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifyprof.capture.wrappers import Rule, hooked, wrap_function
+
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+class HookWarning(RuntimeWarning):
+    """A hook target could not be patched; the host program runs on without that range."""
+
+
+@dataclass(frozen=True)
+class Target:
+    module: str
+    qualname: str
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        """``package.module:Class.method`` or ``package.module:function``; ValueError says what is wrong."""
+        module, sep, qualname = text.strip().partition(":")
+        if not sep:
+            raise ValueError(f"target {text!r} has no ':' between module and name (e.g. pkg.mod:Class.method)")
+        if not _DOTTED.match(module):
+            raise ValueError(f"target {text!r}: {module!r} is not a dotted module name")
+        if not _DOTTED.match(qualname):
+            raise ValueError(f"target {text!r}: {qualname!r} is not a dotted attribute name")
+        return cls(module, qualname)
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.qualname}"
+
+
+@dataclass(frozen=True)
+class HookStatus:
+    """One target as the current process sees it (``verifyprof hooks check``-style report)."""
+
+    target: str
+    ranges: tuple[str, ...]  # range names its rules can open
+    state: str  # "patched" | "pending" (module not imported yet) | "missing" | "unsupported"
+    detail: str = ""
+    bindings: tuple[str, ...] = ()  # other modules whose copy of the function was replaced
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "target": self.target,
+            "ranges": list(self.ranges),
+            "state": self.state,
+            "detail": self.detail,
+            "bindings": list(self.bindings),
+        }
+
+
+@dataclass
+class _Patch:
+    target: Target
+    rules: list[Rule] = field(default_factory=list)
+    bindings: list[str] = field(default_factory=list)
+    warn_missing: bool = False
+    state: str = "pending"
+    detail: str = ""
+    owner: Any = None  # the module or class whose attribute was replaced
+    raw: Any = None  # the attribute as it was in owner.__dict__ (None: inherited, we shadowed it)
+    shadowed: bool = False
+    function: Any = None  # the original function (unwrapped from staticmethod/classmethod)
+    wrapper: Any = None
+    rebound: list[tuple[Any, str, Any]] = field(default_factory=list)  # (module, name, original)
+
+
+_lock = threading.RLock()
+_patches: dict[Target, _Patch] = {}
+_warned: set[str] = set()
+_listeners: list[Callable[[], None]] = []
+
+
+def add_listener(callback: Callable[[], None]) -> None:
+    """``callback()`` after every change of a target's state (used to keep a report file current)."""
+    with _lock:
+        if callback not in _listeners:
+            _listeners.append(callback)
+
+
+def _notify() -> None:
+    for callback in list(_listeners):
+        try:
+            callback()
+        except Exception:
+            pass
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(message, HookWarning, stacklevel=3)
+
+
+def request(target: Target, rule: Rule, bindings: Iterable[str] = (), warn_missing: bool = False) -> HookStatus:
+    """Hooks ``target`` with ``rule`` now, or when its module is imported. Idempotent."""
+    with _lock:
+        patch = _patches.get(target)
+        if patch is None:
+            patch = _patches[target] = _Patch(target)
+        patch.warn_missing = patch.warn_missing or warn_missing
+        new_rule = rule not in patch.rules
+        if new_rule:
+            patch.rules.append(rule)
+        for name in bindings:
+            if name not in patch.bindings:
+                patch.bindings.append(name)
+        if patch.state == "patched":
+            if new_rule:
+                hooked(patch.wrapper).add_rule(rule)
+            _rebind(patch, patch.bindings)
+        elif target.module in sys.modules:
+            _apply(patch, sys.modules[target.module], scan_package=True)
+        else:
+            _ensure_finder()
+            if warn_missing and importlib.util.find_spec(target.module.partition(".")[0]) is None:
+                patch.state, patch.detail = "missing", f"module {target.module} is not importable"
+                _warn_once(str(target), f"verifyprof: hook target {target} not found ({patch.detail}); skipped")
+        _notify()
+        return _status(patch)
+
+
+def _resolve(module: Any, qualname: str) -> tuple[Any, str, Any, bool]:
+    """(owner, attribute, raw attribute, inherited) for ``qualname`` in ``module``."""
+    parts = qualname.split(".")
+    owner = module
+    for part in parts[:-1]:
+        owner = getattr(owner, part)
+    name = parts[-1]
+    if isinstance(owner, type):
+        if name in owner.__dict__:
+            return owner, name, owner.__dict__[name], False
+        return owner, name, inspect.getattr_static(owner, name), True
+    return owner, name, getattr(owner, name), False
+
+
+def _apply(patch: _Patch, module: Any, scan_package: bool) -> None:
+    target = patch.target
+    try:
+        owner, name, raw, inherited = _resolve(module, target.qualname)
+    except AttributeError as exc:
+        patch.state, patch.detail = "missing", f"{exc}"
+        if patch.warn_missing:
+            _warn_once(str(target), f"verifyprof: hook target {target} not found ({exc}); skipped")
+        return
+    in_class = isinstance(owner, type)
+    kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
+    function = raw.__func__ if kind is not None else raw
+    problem = None
+    if isinstance(function, type) or not callable(function):
+        problem = "is not a function or method"
+    elif inspect.iscoroutinefunction(function) or inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function):
+        problem = "is a coroutine or generator function: a range around its call would measure nothing"
+    if problem is not None:
+        patch.state, patch.detail = "unsupported", f"{target} {problem}"
+        _warn_once(str(target), f"verifyprof: hook target {patch.detail}; skipped")
+        return
+    state = hooked(function)
+    if state is not None and state.wrapper is function:  # already a verifyprof wrapper: add rules
+        for rule in patch.rules:
+            state.add_rule(rule)
+        patch.state, patch.wrapper = "patched", function
+        patch.function = state.original
+        return
+    wrapper = function
+    for rule in patch.rules:
+        wrapper = wrap_function(wrapper, rule)
+    if kind is not None:
+        new = kind(wrapper)
+    elif in_class and not inspect.isfunction(function):
+        new = staticmethod(wrapper)  # a builtin stored on a class does not bind self; keep it so
+    else:
+        new = wrapper
+    try:
+        setattr(owner, name, new)
+    except (AttributeError, TypeError) as exc:
+        patch.state, patch.detail = "unsupported", f"cannot set {target}: {exc}"
+        _warn_once(str(target), f"verifyprof: hook target {patch.detail}; skipped")
+        return
+    patch.owner, patch.raw, patch.shadowed = owner, raw, inherited
+    patch.function, patch.wrapper = function, wrapper
+    patch.state, patch.detail = "patched", ""
+    if not in_class:
+        _rebind(patch, patch.bindings)
+        if scan_package:
+            prefix = target.module.partition(".")[0]
+            _rebind(patch, [m for m in list(sys.modules) if m == prefix or m.startswith(prefix + ".")])
+
+
+def _rebind(patch: _Patch, module_names: Iterable[str]) -> None:
+    """Replaces copies of the original function bound under the same name in other modules."""
+    if patch.state != "patched" or isinstance(patch.owner, type):
+        return
+    name = patch.target.qualname.rpartition(".")[2]
+    for module_name in module_names:
+        module = sys.modules.get(module_name)
+        if module is None or module is patch.owner:
+            if module is None and module_name in patch.bindings:
+                _ensure_finder()
+            continue
+        try:
+            if getattr(module, name, None) is patch.function:
+                setattr(module, name, patch.wrapper)
+                patch.rebound.append((module, name, patch.function))
+        except Exception:
+            continue
+
+
+def _on_imported(module_name: str, module: Any) -> None:
+    """Called by the finder right after ``module_name`` executed."""
+    with _lock:
+        changed = False
+        for patch in list(_patches.values()):
+            if patch.target.module == module_name and patch.state == "pending":
+                _apply(patch, module, scan_package=False)
+                changed = True
+            elif module_name in patch.bindings and patch.state == "patched":
+                _rebind(patch, [module_name])
+                changed = True
+        if changed:
+            _notify()
+
+
+def _watched() -> set[str]:
+    names = set()
+    for patch in _patches.values():
+        if patch.state == "pending":
+            names.add(patch.target.module)
+        names.update(patch.bindings)
+    return names
+
+
+class _LoaderProxy:
+    def __init__(self, loader: Any, exec_module: Callable[[Any], None]):
+        self._loader = loader
+        self.exec_module = exec_module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: asks the other finders, then patches the module after it executes."""
+
+    def __init__(self) -> None:
+        self._busy = threading.local()
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if getattr(self._busy, "on", False):
+            return None
+        with _lock:
+            if fullname not in _watched():
+                return None
+        self._busy.on = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        except Exception:
+            return None
+        finally:
+            self._busy.on = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        _patch_after_exec(spec)
+        return spec
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def _patch_after_exec(spec: Any) -> None:
+    loader = spec.loader
+    original_exec = loader.exec_module
+    name = spec.name
+    own_attribute = not isinstance(loader, type)
+
+    def exec_module(module: Any) -> None:
+        try:
+            original_exec(module)
+        finally:
+            if own_attribute:
+                loader.__dict__.pop("exec_module", None)
+        try:
+            _on_imported(name, module)
+        except Exception:
+            pass
+
+    if own_attribute:
+        try:
+            loader.exec_module = exec_module
+            return
+        except (AttributeError, TypeError):
+            own_attribute = False
+    spec.loader = _LoaderProxy(loader, exec_module)
+
+
+_finder: _PatchOnImport | None = None
+
+
+def _ensure_finder() -> None:
+    global _finder
+    if _finder is None:
+        _finder = _PatchOnImport()
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
+
+
+def _status(patch: _Patch) -> HookStatus:
+    ranges = tuple(dict.fromkeys(rule.range_name for rule in patch.rules))
+    rebound = tuple(sorted({module.__name__ for module, _, _ in patch.rebound}))
+    return HookStatus(str(patch.target), ranges, patch.state, patch.detail, rebound)
+
+
+def statuses() -> list[HookStatus]:
+    with _lock:
+        return [_status(p) for p in _patches.values()]
+
+
+def restore_all() -> None:
+    """Puts every original back and forgets all targets (tests; a clean uninstall)."""
+    global _finder
+    with _lock:
+        for patch in reversed(list(_patches.values())):
+            if patch.state != "patched" or patch.owner is None:
+                continue
+            name = patch.target.qualname.rpartition(".")[2]
+            try:
+                if patch.shadowed:
+                    delattr(patch.owner, name)
+                else:
+                    setattr(patch.owner, name, patch.raw)
+            except Exception:
+                pass
+            for module, attr, original in patch.rebound:
+                try:
+                    setattr(module, attr, original)
+                except Exception:
+                    pass
+        _patches.clear()
+        _warned.clear()
+        _listeners.clear()
+        if _finder is not None and _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)

@@ -1,0 +1,200 @@
+"""Wrappers that put a call (or the forwards of a module during a call) inside a verifyprof range.
+
+One wrapper per hooked function, holding an ordered list of rules: the first rule whose
+predicate holds names the range (``ModelRunner.forward`` is ``verify`` in TARGET_VERIFY mode,
+``decode`` in DECODE mode, nothing otherwise). A range never opens inside an open range of the
+same name on the same thread, so a subclass calling ``super()`` of a hooked method, or a hooked
+helper called from a hooked step, gives one range, the outermost.
+
+Wrappers never break the host program: predicates and extractors that raise are ignored, and
+the wrapped function is called exactly once with the original arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from verifyprof.capture import nvtx
+from verifyprof.capture.extractors import Call
+from verifyprof.ranges import SPEC_STEP, range_text
+
+MARK = "__verifyprof_hook__"  # attribute on every wrapper: its HookedFunction
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``range_name`` around a call when ``when(call)`` holds, attributes from ``attrs(call)``."""
+
+    range_name: str
+    when: Callable[[Call], bool] | None = None
+    attrs: Callable[[Call], dict[str, object]] | None = None
+    self_forward: bool = False  # range each forward of the receiver module during the call instead
+    label: str = ""  # where the rule came from (preset entry or user spec), for reports
+
+
+class _Active(threading.local):
+    def __init__(self) -> None:
+        self.names: list[str] = []  # open verifyprof ranges on this thread, innermost last
+
+
+_active = _Active()
+
+
+def active_ranges() -> tuple[str, ...]:
+    """The verifyprof ranges open on this thread, outermost first (for tests and diagnostics)."""
+    return tuple(_active.names)
+
+
+def _parameter_index(fn: Callable) -> dict[str, int]:
+    try:
+        params = inspect.signature(fn, follow_wrapped=False).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return {p.name: i for i, p in enumerate(params) if p.kind in kinds}
+
+
+class HookedFunction:
+    """The state behind one wrapper: the original, its rules, and how often each range opened."""
+
+    def __init__(self, original: Callable):
+        self.original = original
+        self.rules: list[Rule] = []
+        self.index = _parameter_index(original)
+        self.calls = 0  # ranges opened (after predicates), the payload of the next range
+        self.wrapper = self._make_wrapper()
+
+    def add_rule(self, rule: Rule) -> bool:
+        """Adds ``rule`` unless an equal one is there; False when it was (idempotent patching)."""
+        if rule in self.rules:
+            return False
+        self.rules.append(rule)
+        return True
+
+    def _choose(self, call: Call) -> Rule | None:
+        for rule in self.rules:
+            if rule.when is None:
+                return rule
+            try:
+                if rule.when(call):
+                    return rule
+            except Exception:
+                continue
+        return None
+
+    def _make_wrapper(self) -> Callable:
+        fn = self.original
+        active = _active
+        state = self
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            call = Call(args, kwargs, state.index)
+            rule = state._choose(call)
+            if rule is None:
+                return fn(*args, **kwargs)
+            if rule.self_forward:
+                with _forwards_in_range(args[0] if args else None, rule):
+                    return fn(*args, **kwargs)
+            names = active.names
+            name = rule.range_name
+            if name in names:
+                return fn(*args, **kwargs)
+            text = name
+            if rule.attrs is not None:
+                try:
+                    text = range_text(name, **rule.attrs(call))
+                except Exception:
+                    pass
+            token = nvtx.push(text, state.calls)
+            state.calls += 1
+            names.append(name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                names.pop()
+                nvtx.pop(token)
+
+        setattr(wrapper, MARK, self)
+        return wrapper
+
+
+def hooked(fn: Any) -> HookedFunction | None:
+    """The :class:`HookedFunction` behind ``fn`` if it is a verifyprof wrapper."""
+    return getattr(fn, MARK, None) if callable(fn) else None
+
+
+def wrap_function(fn: Callable, rule: Rule) -> Callable:
+    """``fn`` wrapped with ``rule``; wrapping a wrapper adds the rule to it instead of nesting."""
+    state = hooked(fn)
+    if state is None:
+        state = HookedFunction(fn)
+    state.add_rule(rule)
+    return state.wrapper
+
+
+class _forwards_in_range:
+    """During one call, every forward of ``module`` opens ``rule``'s range (transformers' target
+    forward inside assisted decoding), except forwards nested in another verifyprof range other
+    than a spec step (the assistant's own forwards while drafting)."""
+
+    def __init__(self, module: Any, rule: Rule):
+        self.module = module
+        self.rule = rule
+        self.handles: list[Any] = []
+        self.tokens: list[tuple[bool, Any]] = []  # (opened a range, nvtx token) per running forward
+        self.index: dict[str, int] = {}
+
+    def __enter__(self) -> None:
+        register_pre = getattr(self.module, "register_forward_pre_hook", None)
+        register_post = getattr(self.module, "register_forward_hook", None)
+        if register_pre is None or register_post is None:
+            return
+        try:
+            self.index = _parameter_index(self.module.forward)
+            self.index.pop("self", None)
+            self.handles.append(register_pre(self._pre, with_kwargs=True))
+            self.handles.append(register_post(self._post, always_call=True))
+        except Exception:
+            self.__exit__()
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self.handles:
+            try:
+                handle.remove()
+            except Exception:
+                pass
+        self.handles.clear()
+        while self.tokens:  # a forward that never returned (only if the post hook could not run)
+            self._post(None, None, None)
+
+    def _pre(self, module: Any, args: tuple, kwargs: dict) -> None:
+        names = _active.names
+        name = self.rule.range_name
+        if names and (name in names or names[-1] != SPEC_STEP):
+            self.tokens.append((False, None))
+            return
+        text = name
+        if self.rule.attrs is not None:
+            try:
+                text = range_text(name, **self.rule.attrs(Call(args, kwargs, self.index)))
+            except Exception:
+                pass
+        self.tokens.append((True, nvtx.push(text)))
+        names.append(name)
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        if not self.tokens:
+            return
+        opened, token = self.tokens.pop()
+        if not opened:
+            return
+        names = _active.names
+        if names:
+            names.pop()
+        nvtx.pop(token)
