@@ -372,6 +372,9 @@ def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
     if schema.startswith("verifyprof.workload/"):
         return _workload_summary(data, path, mode)
     if schema.startswith("verifyprof.capture/"):
+        inner = data.get("workload_summary")
+        if isinstance(inner, dict) and str(inner.get("schema", "")).startswith("verifyprof.workload/"):
+            return _workload_summary(inner, path, mode)  # traces/capture_workload.sh manifests
         results = data.get("results") or {}
         data = {"results": results}  # options and workload settings are requests, not measurements
 

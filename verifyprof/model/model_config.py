@@ -205,3 +205,30 @@ def _model(data: dict[str, Any], path: Path) -> ModelConfig:
         gated_mlp=bool(data.get("gated_mlp", True)),
         source=str(data.get("source", "")),
     )
+
+
+def model_from_workload(config: dict[str, Any], path: Path, dtype: str = "bf16") -> ModelConfig:
+    """The model config of a workload run, from its summary's ``config.target`` (``verifyprof/workload``)."""
+    try:
+        moe = None
+        if int(config.get("moe_experts", 0)):
+            moe = Moe(experts=int(config["moe_experts"]), top_k=int(config["moe_topk"]), intermediate=int(config["moe_intermediate"]))
+        heads = int(config["heads"])
+        return ModelConfig(
+            name=f"workload {config['layers']}x{config['hidden']}" + (f" moe{moe.experts}/top{moe.top_k}" if moe else ""),
+            path=path,
+            layers=int(config["layers"]),
+            hidden=int(config["hidden"]),
+            vocab=int(config["vocab"]),
+            intermediate=int(config["intermediate"]),
+            attention=Attention(kind="gqa", heads=heads, kv_heads=int(config.get("kv_heads", heads)),
+                                head_dim=int(config.get("head_dim", int(config["hidden"]) // heads))),
+            moe=moe,
+            dense_dtype=dtype,
+            expert_dtype=dtype,
+            kv_dtype=dtype,
+            activation_dtype=dtype,
+            source="workload summary",
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise VerifyprofError(f"workload summary: config.target lacks or mangles {exc}", path) from None
