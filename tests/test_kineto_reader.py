@@ -253,6 +253,21 @@ def test_processes_map_each_rank_to_its_device():
     assert set(trace.kernels["pid"]) == {2910249}
 
 
+def test_gpu_ops_belong_to_the_process_whose_call_launched_them(tmp_path):
+    doc = json.loads(json.dumps(plain(A100)))
+    worker_tid, worker_pid = 2919752, 4242  # pretend the autograd thread's calls came from another process
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cuda_runtime" and e.get("tid") == worker_tid:
+            e["pid"] = worker_pid
+    moved = {e["args"]["correlation"] for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime" and e["pid"] == worker_pid}
+    trace = read_kineto([write_trace(tmp_path / "two_procs.json", doc)])
+    from_worker = trace.kernels["correlation"].isin(moved).to_numpy()
+    assert from_worker.any() and (~from_worker).any()
+    assert set(trace.kernels.loc[from_worker, "pid"]) == {worker_pid}
+    assert set(trace.kernels.loc[~from_worker, "pid"]) == {2910249}
+    assert sorted(trace.processes["host_pid"]) == [worker_pid, 2910249]
+
+
 def test_single_file_keeps_its_own_timestamps_and_records_the_epoch_base():
     trace = read(A100)
     first = min(ns(e["ts"]) for e in plain_events(A100, "kernel"))

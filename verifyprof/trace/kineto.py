@@ -308,9 +308,11 @@ def nesting_depth(groups: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
 
 
 def _group_ids(*columns: np.ndarray) -> np.ndarray:
-    if len(columns) == 1:
-        return columns[0]
-    return pd.MultiIndex.from_arrays(columns).factorize()[0].astype(np.int64)
+    """One id per distinct combination of the columns' values."""
+    if len(columns[0]) == 0:
+        return np.empty(0, dtype=np.int64)
+    inverse = np.unique(np.column_stack(columns), axis=0, return_inverse=True)[1]
+    return inverse.reshape(-1).astype(np.int64)
 
 
 def _frame(parts: list[dict[str, np.ndarray]], columns: dict[str, str]) -> pd.DataFrame:

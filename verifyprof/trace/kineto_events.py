@@ -47,10 +47,6 @@ class Names:
         codes, uniques = pd.factorize(np.asarray(values, dtype=object))
         return cls(codes.astype(np.int32, copy=False), [u if isinstance(u, str) else str(u) for u in uniques])
 
-    @classmethod
-    def empty(cls) -> Names:
-        return cls(np.empty(0, dtype=np.int32), [])
-
     def take(self, keep: np.ndarray) -> Names:
         return Names(self.codes[keep], self.uniques)
 
@@ -64,10 +60,6 @@ class Table:
 
     def __len__(self) -> int:
         return len(self.names.codes)
-
-    @classmethod
-    def empty(cls, columns: tuple[str, ...]) -> Table:
-        return cls({c: np.empty(0, dtype=np.int64) for c in columns}, Names.empty())
 
 
 @dataclass
@@ -262,9 +254,6 @@ def _metadata(rows: Rows, events: list) -> tuple[dict[int, str], dict[int, str]]
         elif kind == "process_labels" and isinstance(label, str):
             labels.setdefault(pid, label)
     return names, labels
-
-
-API_COLUMNS = ("start", "end", "pid", "tid", "correlation")
 
 
 def extract(decoded: KinetoFile) -> FileEvents:
