@@ -369,8 +369,15 @@ def _builders() -> list[tuple[str, Callable[[VerifyProfile, Scenario, Cycle], Ca
 CANDIDATE_NAMES = tuple(name for name, _ in _builders())
 
 
-def rank_candidates(profile: VerifyProfile, scenario: Scenario, only: list[str] | None = None) -> Ranking:
-    """Every applicable candidate, best predicted tokens/s first; the rest with their reasons."""
+def rank_candidates(profile: VerifyProfile | dict[str, Any], scenario: Scenario, only: list[str] | None = None) -> Ranking:
+    """Every applicable candidate, best predicted tokens/s first; the rest with their reasons.
+
+    ``profile`` is a :class:`VerifyProfile` or a breakdown JSON dict (reduced with its defaults).
+    """
+    if isinstance(profile, dict):
+        from verifyprof.model.inputs import check_breakdown, verify_profile
+
+        profile = verify_profile(check_breakdown(profile))
     if only:
         unknown = [n for n in only if n not in CANDIDATE_NAMES]
         if unknown:
