@@ -475,3 +475,27 @@ def test_bad_file_among_rank_files_is_named(tmp_path):
     with pytest.raises(TraceError) as excinfo:
         load_trace(tmp_path)
     assert_one_line_error(excinfo, bad, "truncated gzip")
+
+
+# ---- the benchmark's input -----------------------------------------------------------------
+
+
+def test_benchmark_generator_tiles_the_real_trace_with_fresh_ids(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_kineto_trace", Path(__file__).resolve().parents[1] / "bench/gen_kineto_trace.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    info = gen.generate(B200, tmp_path / "tiled.json.gz", target_mb=30, use_gzip=True)
+    copies = info["copies"]
+    trace = read_kineto([tmp_path / "tiled.json.gz"])
+    trace.validate()
+    assert copies >= 2 and len(trace.kernels) == copies * 768
+    assert trace.meta["python_function_events"] == copies * 15230
+    launches = trace.api[trace.api["correlation"] >= 0]
+    assert not launches.duplicated(["pid", "correlation"]).any()
+    linked = trace.kernels.merge(launches[["pid", "correlation"]], on=["pid", "correlation"])
+    assert len(linked) == len(trace.kernels)
+    one = read(B200).kernels
+    period = int(trace.kernels["start"].iloc[768] - one["start"].iloc[0])
+    assert period > int(one["end"].max() - one["start"].min())  # copies follow each other
