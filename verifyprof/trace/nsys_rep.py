@@ -2,8 +2,9 @@
 
 A ``.nsys-rep`` is NVIDIA's own format; only ``nsys export`` reads it. The export is written
 to ``.verifyprof-cache/<report name>.sqlite`` beside the report, or, when that directory is
-not writable, to ``$XDG_CACHE_HOME/verifyprof/`` (``~/.cache/verifyprof``) under a name
-carrying a hash of the report's path. A JSON sidecar records the report's size and mtime_ns;
+not writable, to the user cache (:func:`verifyprof.trace.cache.cache_dir`: ``$VERIFYPROF_CACHE``,
+``$XDG_CACHE_HOME/verifyprof`` or ``~/.cache/verifyprof``) under a name carrying a hash of the
+report's path. A JSON sidecar records the report's size and mtime_ns;
 the export is reused while they match. ``nsys`` writes to a temporary name that is renamed
 into place only when it succeeded, so an interrupted export never looks like a cached one.
 The report itself is only read.
@@ -76,10 +77,11 @@ def export_hint(report: Path) -> str:
 
 
 def _cache_candidates(report: Path) -> list[Path]:
+    from verifyprof.trace.cache import cache_dir
+
     beside = report.resolve().parent / CACHE_DIR / f"{report.name}.sqlite"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verifyprof"
     digest = hashlib.sha1(str(report.resolve()).encode()).hexdigest()[:12]
-    return [beside, base / f"{report.stem}-{digest}.sqlite"]
+    return [beside, cache_dir() / f"{report.stem}-{digest}.sqlite"]
 
 
 def _sidecar(target: Path) -> Path:

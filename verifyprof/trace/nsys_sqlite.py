@@ -433,9 +433,14 @@ def _reader(uri: str, query: str, batch_rows: int):
 
     con = adbc.connect(uri)
     cur = con.cursor()
-    cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
-    cur.execute(query)
-    return con, cur, cur.fetch_record_batch()
+    try:
+        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
+        cur.execute(query)
+        return con, cur, cur.fetch_record_batch()
+    except BaseException:
+        cur.close()
+        con.close()
+        raise
 
 
 def _with_retry(work):

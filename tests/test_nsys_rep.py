@@ -1,0 +1,211 @@
+""".nsys-rep handling: export once with nsys, cache beside the report while it is unchanged.
+
+Without nsys the error names the file and the command to run elsewhere. The cache behaviour is
+exercised through the real subprocess path with a stand-in ``nsys`` executable that writes a
+real public export (this machine has no Nsight Systems); with real nsys and a captured report
+in ``traces/``, the last test runs the real export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from verifyprof.errors import ToolMissingError, TraceError
+from verifyprof.trace import load_trace
+from verifyprof.trace.nsys_rep import CACHE_DIR, NSYS_ENV, sqlite_for_report
+from verifyprof.trace.nsys_sqlite import read_nsys_sqlite
+
+REPO = Path(__file__).resolve().parents[1]
+PUBLIC = Path(__file__).resolve().parents[2] / "shared/traces/public"
+EXPORT = PUBLIC / "nsys/nsysai_mock_rtx3080_nsys2026.1.sqlite"
+needs_public = pytest.mark.skipif(not EXPORT.is_file(), reason=f"public traces not found at {PUBLIC}")
+
+STAND_IN = textwrap.dedent(
+    """\
+    #!{python}
+    # Stand-in for `nsys export --type sqlite ... -o OUT REPORT`: writes a real export, logs the call.
+    import os, shutil, sys
+    args = sys.argv[1:]
+    with open(os.environ["STAND_IN_LOG"], "a") as log:
+        log.write(" ".join(args) + "\\n")
+    if os.environ.get("STAND_IN_FAIL"):
+        print("ERROR: report file is corrupted", file=sys.stderr)
+        sys.exit(1)
+    assert args[:3] == ["export", "--type", "sqlite"], args
+    out = args[args.index("-o") + 1]
+    shutil.copyfile(os.environ["STAND_IN_EXPORT"], out)
+    """
+)
+
+
+def fingerprint(path: Path) -> tuple[str, int]:
+    return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
+
+
+@pytest.fixture
+def report(tmp_path: Path) -> Path:
+    """A report file (its bytes are never read by verifyprof itself, only by nsys)."""
+    path = tmp_path / "run" / "capture.nsys-rep"
+    path.parent.mkdir()
+    path.write_bytes(b"\x00NSYS-REP stand-in report\x00" * 64)
+    return path
+
+
+@pytest.fixture
+def no_nsys(monkeypatch, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv(NSYS_ENV, raising=False)
+
+
+@pytest.fixture
+def stand_in(monkeypatch, tmp_path: Path) -> Path:
+    """A stand-in nsys on VERIFYPROF_NSYS; returns its call log."""
+    binary = tmp_path / "bin" / "nsys"
+    binary.parent.mkdir()
+    binary.write_text(STAND_IN.format(python=sys.executable))
+    binary.chmod(0o755)
+    log = tmp_path / "nsys-calls.log"
+    log.write_text("")
+    monkeypatch.setenv(NSYS_ENV, str(binary))
+    monkeypatch.setenv("STAND_IN_LOG", str(log))
+    monkeypatch.setenv("STAND_IN_EXPORT", str(EXPORT))
+    monkeypatch.setenv("VERIFYPROF_CACHE", str(tmp_path / "user-cache"))
+    return log
+
+
+def calls(log: Path) -> int:
+    return len(log.read_text().splitlines())
+
+
+# --- no nsys ---------------------------------------------------------------------------------
+
+
+def test_report_without_nsys_names_the_file_and_the_export_command(report, no_nsys):
+    before = fingerprint(report)
+    with pytest.raises(ToolMissingError) as info:
+        sqlite_for_report(report)
+    message = str(info.value)
+    assert message.startswith(f"{report}: ") and "\n" not in message
+    assert "nsys" in message and "not on PATH" in message
+    assert f"nsys export --type sqlite -o {report.with_suffix('.sqlite')} {report}" in message
+    assert fingerprint(report) == before
+    assert not (report.parent / CACHE_DIR).exists()
+
+
+def test_report_with_a_bad_verifyprof_nsys_says_so(report, monkeypatch, tmp_path):
+    monkeypatch.setenv(NSYS_ENV, str(tmp_path / "nowhere" / "nsys"))
+    with pytest.raises(ToolMissingError, match=f"{NSYS_ENV}=.*is not an executable nsys.*nsys export --type sqlite"):
+        sqlite_for_report(report)
+
+
+def test_load_trace_on_a_report_without_nsys_raises_tool_missing(report, no_nsys):
+    with pytest.raises(ToolMissingError):
+        load_trace(report)
+
+
+def test_cli_report_without_nsys_exits_2_with_one_line(report, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != NSYS_ENV}
+    env["PATH"] = str(tmp_path)  # no nsys here
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    before = fingerprint(report)
+    done = subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(report)], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert str(report) in lines[0] and "nsys export --type sqlite -o" in lines[0]
+    assert fingerprint(report) == before
+
+
+def test_missing_report_is_a_trace_error(tmp_path):
+    with pytest.raises(TraceError, match="no such file"):
+        sqlite_for_report(tmp_path / "absent.nsys-rep")
+
+
+# --- the export cache (stand-in nsys) ------------------------------------------------------------------
+
+
+@needs_public
+def test_first_use_exports_beside_the_report(report, stand_in):
+    before = fingerprint(report)
+    sqlite = sqlite_for_report(report)
+    assert sqlite == report.parent / CACHE_DIR / "capture.nsys-rep.sqlite"
+    assert calls(stand_in) == 1
+    assert len(read_nsys_sqlite(sqlite).kernels) == 2  # the real export the stand-in wrote
+    assert fingerprint(report) == before
+
+
+@needs_public
+def test_export_is_reused_while_the_report_is_unchanged(report, stand_in):
+    first = sqlite_for_report(report)
+    second = sqlite_for_report(report)
+    assert first == second and calls(stand_in) == 1
+
+
+@needs_public
+def test_changed_report_is_exported_again(report, stand_in):
+    sqlite_for_report(report)
+    stat = report.stat()
+    os.utime(report, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    sqlite_for_report(report)
+    assert calls(stand_in) == 2
+
+
+@needs_public
+def test_cache_without_its_sidecar_is_not_trusted(report, stand_in):
+    sqlite = sqlite_for_report(report)
+    sqlite.with_name(sqlite.name + ".json").unlink()
+    sqlite_for_report(report)
+    assert calls(stand_in) == 2
+
+
+@needs_public
+def test_unwritable_report_directory_falls_back_to_the_user_cache(report, stand_in, tmp_path):
+    (report.parent / CACHE_DIR).write_text("a file where the cache directory would go")
+    sqlite = sqlite_for_report(report)
+    assert sqlite.parent == tmp_path / "user-cache"
+    assert sqlite.name.startswith("capture-") and sqlite.suffix == ".sqlite"
+    assert sqlite_for_report(report) == sqlite and calls(stand_in) == 1
+
+
+@needs_public
+def test_failed_export_leaves_no_cache_and_says_why(report, stand_in, monkeypatch):
+    monkeypatch.setenv("STAND_IN_FAIL", "1")
+    with pytest.raises(TraceError, match=r"nsys export failed \(ERROR: report file is corrupted\)"):
+        sqlite_for_report(report)
+    leftovers = list((report.parent / CACHE_DIR).iterdir())
+    assert leftovers == []
+
+
+@needs_public
+def test_load_trace_reads_a_report_through_its_export(report, stand_in):
+    trace = load_trace(report)
+    assert trace.source == [report] and len(trace.kernels) == 2
+
+
+# --- real nsys, where there is one -----------------------------------------------------------------------
+
+
+REAL_REPORTS = sorted(REPO.glob("traces/**/*.nsys-rep"))
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None or not REAL_REPORTS, reason="needs nsys on PATH and a .nsys-rep under traces/")
+def test_real_nsys_exports_a_captured_report(tmp_path, monkeypatch):
+    monkeypatch.delenv(NSYS_ENV, raising=False)
+    report = tmp_path / REAL_REPORTS[0].name
+    shutil.copyfile(REAL_REPORTS[0], report)
+    sqlite = sqlite_for_report(report)
+    trace = read_nsys_sqlite(sqlite)
+    trace.validate()
+    assert len(trace.kernels) > 0
+    assert sqlite_for_report(report) == sqlite
