@@ -3,7 +3,7 @@
 import pytest
 
 from verifyprof.errors import VerifyprofError
-from verifyprof.model.throughput import Cycle, decode_ms_from
+from verifyprof.model.throughput import Cycle, decode_ms_from, implied_cycle_cost
 
 BASELINE_82 = decode_ms_from(baseline_tps=82)
 
@@ -66,3 +66,27 @@ def test_bad_cycle_inputs_are_rejected(field, value, message):
 def test_baseline_given_twice_must_agree():
     with pytest.raises(VerifyprofError, match="give one of them"):
         decode_ms_from(baseline_tps=82, decode_ms=20)
+
+
+# ---- REFERENCE 7: published (tau, speedup) pairs on the cycle-cost scale --------------------
+
+
+def test_case_b_deepseek_mtp_cycle_costs_1_03_to_1_06_decode_steps():
+    assert (round(implied_cycle_cost(1.85, 1.8), 2), round(implied_cycle_cost(1.90, 1.8), 2)) == (1.03, 1.06)
+
+
+def test_case_c_eagle3_llama_8b_cycle_is_2_6_decode_steps_16_4_ms():
+    cost = implied_cycle_cost(6.1, 373.25 / 158.34)
+    assert round(cost, 1) == 2.6
+    assert cost * 1e3 / 158.34 == pytest.approx(16.4, abs=0.1)
+
+
+def test_case_e_qwen_mtp2_survival_speedup_implies_1_66_decode_steps():
+    assert implied_cycle_cost(1 + 0.85 + 0.67, 130.0 / 85.8) == pytest.approx(1.66, abs=0.01)
+
+
+def test_case_h_better_drafter_at_eagle2_cycle_cost_predicts_eagle3_within_6_percent():
+    cost = implied_cycle_cost(4.83, 4.26)  # EAGLE-2, Vicuna-13B: 1.13 decode steps per cycle
+    predicted = 6.65 / cost  # EAGLE-3's tau at the same cycle
+    assert round(cost, 2) == 1.13
+    assert predicted / 5.58 - 1 == pytest.approx(0.047, abs=0.005)  # the residual: 5.87x predicted, 5.58x measured

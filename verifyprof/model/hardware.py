@@ -83,16 +83,19 @@ class Hardware:
                 choice.us, f"NCCL tuning model, {choice.algo}/{choice.proto} over {self.link.name} (tuning.cc constants)"
             )
         one = oneshot_us(nbytes, gpus, self.link.barrier_us, self.link.peer_read_gbps)
+        one_note = f"one-shot model: 2 x {self.link.barrier_us:g} us barrier + (n-1) x bytes / {self.link.peer_read_gbps:g} GB/s over {self.link.name}"
+        if self.link.kind != "nvlink" or _prefers_oneshot(nbytes, gpus):
+            return AllreduceEstimate(one, one_note + ("" if self.link.kind == "nvlink" else " (PCIe patches are one-shot)"))
         two = twoshot_us(nbytes, gpus, self.link.barrier_us, self.link.bw_gbps)
-        if one <= two:
-            return AllreduceEstimate(
-                one,
-                f"one-shot model: 2 x {self.link.barrier_us:g} us barrier + (n-1) x bytes / {self.link.peer_read_gbps:g} GB/s over {self.link.name}",
-            )
         return AllreduceEstimate(
             two,
-            f"two-shot model: 3 x {self.link.barrier_us:g} us barrier + 2(n-1)/n x bytes / {self.link.bw_gbps:g} GB/s over {self.link.name}",
+            f"two-shot model (vLLM/SGLang pick it at this size): 3 x {self.link.barrier_us:g} us barrier + 2(n-1)/n x bytes / {self.link.bw_gbps:g} GB/s over {self.link.name}",
         )
+
+
+def _prefers_oneshot(nbytes: float, gpus: int) -> bool:
+    """vLLM/SGLang custom-AR selection over full NVLink (REFERENCE 6.7)."""
+    return gpus == 2 or (gpus <= 4 and nbytes < 512 * 1024) or (gpus <= 8 and nbytes < 256 * 1024)
 
 
 def load_links() -> dict[str, Link]:

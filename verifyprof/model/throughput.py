@@ -120,3 +120,10 @@ def decode_ms_from(baseline_tps: float | None = None, decode_ms: float | None = 
     if baseline_tps is not None:
         return 1e3 / baseline_tps
     return decode_ms
+
+
+def implied_cycle_cost(accept_len: float, speedup: float) -> float:
+    """T_iter / T_decode implied by a published (accept length, speedup) pair: tau / S (REFERENCE 6.1)."""
+    check_accept_len(accept_len)
+    check_positive("speedup", speedup)
+    return accept_len / speedup
