@@ -83,6 +83,8 @@ def _check_options(o: WhatifOptions) -> None:
     if o.context is not None:
         check_nonnegative("--context", o.context)
     check_nonnegative("--drafter-gain", o.drafter_gain)
+    if o.mode is not None and o.mode not in ("eager", "graph"):
+        raise VerifyprofError(f"--mode must be eager or graph, got {o.mode!r}")
     given = [name for name, value in (("--accept-len", o.accept_len), ("--alpha", o.alpha), ("--survival", o.survival)) if value is not None]
     if len(given) > 1:
         raise VerifyprofError(f"give one of --accept-len, --alpha/--num-draft, --survival (got {' and '.join(given)})")
