@@ -474,6 +474,10 @@ class _Run:
                 with contextlib.suppress(Exception):
                     self.console.print("verifyprof: stopping the profile so that what was captured is written")
                     self._stop_profile(timeout=60)
+            if self.results and not self.summary:  # a partial run: summarise what finished
+                alive = self.proc is not None and self.proc.alive() and not hurry.is_set()
+                with contextlib.suppress(Exception):
+                    self.summary = driver.summarize(self.results, driver.server_accept_length(self.base_url, timeout=5) if alive else None)
             if self.proc is not None:
                 leader_grace = self.opts.report_timeout if self.nsys is not None else None
                 with self.console.status("stopping the target and all its processes") as status:
@@ -531,7 +535,7 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     """Run one capture. Raises ``VerifyprofError`` (bad input, exit 2), ``CaptureError`` (the
     run failed, exit 1) or ``KeyboardInterrupt`` (Ctrl-C / SIGTERM); in every case the target is
     stopped and the manifest written before it returns or raises."""
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, soft_wrap=True)
     validate(opts)
     with _sigterm_as_interrupt():
         run = _Run(opts, console)
@@ -549,7 +553,7 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
             run.status, run.error, failure = "interrupted", f"interrupted ({'SIGTERM' if isinstance(err, Terminated) else 'Ctrl-C'})", err
         except driver.ServerGone as err:
             done = len(run.results)
-            code = run.proc.poll() if run.proc else None
+            code = run.proc.wait(timeout=3.0) if run.proc else None  # a dying server may close its socket first
             how = f"exited with code {code}" if code is not None else f"stopped answering ({err})"
             run.status, failure = "failed", err
             run.error = with_log_tail(f"server {how} after {done}/{opts.requests} requests", run.log, LOG_TAIL_LINES)
