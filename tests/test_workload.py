@@ -133,6 +133,41 @@ def test_workload_accepts_the_simulated_count_each_step():
     assert [len(row) for row in result["tokens_head"]] == [min(32, sum(col)) for col in zip(*expected)]
 
 
+class ReplayedOnCPU:
+    """Stands in for a CUDA graph on the CPU: replay() reruns the function and writes into the
+    tensors of the first ("captured") call, as a real replay writes into its static outputs."""
+
+    def __init__(self, fn, *, before=None, warmup=2, pool=None):
+        self.fn = fn
+        if before is not None:
+            before()
+        self.output = fn()
+
+    def replay(self):
+        out = self.fn()
+        if isinstance(out, torch.Tensor):
+            self.output.copy_(out)
+        return self.output
+
+
+@torch.inference_mode()
+def test_graph_mode_orchestration_emits_the_same_tokens_as_eager(monkeypatch):
+    from verifyprof.workload import graphs
+
+    monkeypatch.setattr(graphs, "Graph", ReplayedOnCPU)
+    run = RunConfig(steps=10, warmup=0, decode_steps=6, widths=(2, 5), sweep_steps=1, accept_len=2.4, context=16,
+                    batch=2)
+    workload = Workload(TINY, TINY_DRAFT, run, device=CPU, dtype=torch.float32)
+    eager = [workload.run_spec("eager", 10, seed=0), workload.run_decode("eager", 6)]
+    workload.graphs = graphs.PhaseGraphs(workload.state, run.widths)
+    graph = [workload.run_spec("graph", 10, seed=0), workload.run_decode("graph", 6)]
+    for e, g in zip(eager, graph):
+        assert g["graph"] and not e["graph"]
+        assert g["tokens_head"] == e["tokens_head"] and g["tokens"] == e["tokens"]
+    assert graph[0]["per_step"]["accept_len"] == eager[0]["per_step"]["accept_len"]
+    assert [r["width"] for r in workload.run_sweep("graph", 1)] == [2, 5]
+
+
 def _range_names(prof) -> list[str]:
     events = [e for e in prof.events() if e.name.startswith("verifyprof.")]
     return [e.name for e in sorted(events, key=lambda e: e.time_range.start)]
@@ -259,3 +294,31 @@ def test_tensor_parallel_2_ranks_on_gloo_emit_the_single_process_tokens(tmp_path
     assert (tp2["config"]["tp"], tp2_rank1["config"]["rank"]) == (2, 1)
     for summary in (tp2, tp2_rank1):
         assert [r["tokens_head"] for r in summary["runs"]] == [r["tokens_head"] for r in tp1["runs"]]
+
+
+def test_trace_manifest_carries_the_commands_results_and_summary(tmp_path):
+    from verifyprof.workload import manifest
+
+    directory = tmp_path / "workload-dense-eager"
+    directory.mkdir()
+    run_main(directory, "--steps", "3", "--decode-steps", "2", "--widths", "1", "--sweep-steps", "1")
+    (directory / "trace.sqlite.gz").write_bytes(b"\x1f\x8b" + b"\0" * 100)
+    profiler = ["nsys", "profile", "-o", "trace"]
+    target = [sys.executable, "-m", "verifyprof.workload", "--steps", "3"]
+    assert manifest.main([str(directory), "--target-from", "4", "--", *profiler, *target]) == 0
+    doc = json.loads((directory / "manifest.json").read_text())
+    assert doc["schema"] == "verifyprof.capture/1" and doc["name"] == "workload-dense-eager"
+    assert doc["command"]["profiler"] == profiler + target and doc["command"]["target"] == target
+    spec = doc["workload_summary"]["runs"][0]
+    assert doc["results"]["accept_len"] == spec["accept_len"] and doc["results"]["tokens_per_s"] == spec["tokens_per_s"]
+    assert doc["traces"] == [{"path": "trace.sqlite.gz", "kind": "nsys-sqlite", "bytes": 102}]
+    assert doc["versions"]["torch"] == torch.__version__ and doc["warnings"] == []
+
+
+def test_trace_manifest_fails_when_a_gzipped_export_exceeds_16_mib(tmp_path, capsys):
+    from verifyprof.workload import manifest
+
+    with open(tmp_path / "trace.sqlite.gz", "wb") as f:
+        f.truncate(manifest.MAX_GZ_BYTES + 1)
+    assert manifest.main([str(tmp_path)]) == 1
+    assert "over 16 MiB" in capsys.readouterr().err

@@ -38,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="eager", help="eager, graph, or both as eager,graph (measured in one run)")
     p.add_argument("--steps", type=int, default=40, help="measured speculative iterations per mode")
     p.add_argument("--warmup", type=int, default=5, help="unmeasured iterations per run before the capture window")
-    p.add_argument("--decode-steps", type=int, default=None, help="baseline decode steps per mode (default: --steps; 0 skips)")
+    p.add_argument("--decode-steps", type=int, default=None,
+                   help="baseline decode steps per mode (default: --steps; 0 skips)")
     p.add_argument("--num-draft", type=int, default=3, help="draft tokens k per iteration (verify width k+1)")
     p.add_argument("--accept-len", default="2.0",
                    help="simulated mean accept length incl. the bonus token, or 'greedy' to match drafts for real")
@@ -93,7 +94,8 @@ def report_lines(results: list[dict[str, Any]]) -> list[str]:
     lines = []
     for r in results:
         if r["kind"] == "spec":
-            lines.append(f"spec   {r['mode']:5s} accept_len {r['accept_len']:.2f}  verify {r['verify_ms']['median']:.3f} ms"
+            lines.append(f"spec   {r['mode']:5s} accept_len {r['accept_len']:.2f}"
+                         f"  verify {r['verify_ms']['median']:.3f} ms"
                          f"  draft {r['draft_ms']['median']:.3f} ms  step {r['step_ms']['median']:.3f} ms"
                          f"  {r['tokens_per_s']:.1f} tok/s" + (f"  x{r['speedup_vs_decode']:.2f} vs decode"
                                                              if "speedup_vs_decode" in r else ""))

@@ -96,13 +96,13 @@ class Workload:
         self.target_cfg, self.draft_cfg = target_cfg, draft_cfg
         self.range = nvtx_range if run.ranges else _no_range
         self.clock = Clock(device)
-        self.target = DecoderLM(target_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl)
-        self.draft = DecoderLM(draft_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl)
-        if "graph" in run.modes and target_cfg.moe_experts and self.target.moe_impl != "grouped_mm":
+        self.target_model = DecoderLM(target_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl)
+        self.draft_model = DecoderLM(draft_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl)
+        if "graph" in run.modes and target_cfg.moe_experts and self.target_model.moe_impl != "grouped_mm":
             raise ValueError("MoE graph mode needs torch._grouped_mm (moe_impl grouped_mm); "
                              f"it is unavailable or wrong for {device.type}/{dtype} here")
         self.max_len = max_len_for(run)
-        self.state = SpecState(self.target, self.draft, batch=run.batch, num_draft=run.num_draft,
+        self.state = SpecState(self.target_model, self.draft_model, batch=run.batch, num_draft=run.num_draft,
                                max_len=self.max_len, max_width=max(run.widths, default=1))
         gen = torch.Generator().manual_seed(run.seed)
         context = torch.randint(0, target_cfg.vocab, (run.batch, run.context), generator=gen).to(device)
@@ -114,27 +114,41 @@ class Workload:
 
     # -- one step of each kind ---------------------------------------------------------------
 
+    # One method per phase, so that capture hooks (``module:Workload.verify=verify``) can wrap
+    # them in both modes when the workload's own ranges are off (``--no-ranges``).
+
+    def draft(self, graph: bool) -> None:
+        self.state.draft_begin()
+        for _ in range(self.run_cfg.num_draft):
+            self.graphs.draft_step.replay() if graph else self.state.draft_step()
+
+    def verify(self, graph: bool) -> torch.Tensor:
+        return self.graphs.verify.replay() if graph else self.state.verify()
+
+    def accept(self, logits: torch.Tensor, index: int) -> list[int]:
+        if self.simulated:
+            self.state.sim_accepted.copy_(self._sim_table[index])
+        return self.state.accept(logits, self.simulated).tolist()  # the host sync of the iteration
+
+    def draft_extend(self, graph: bool) -> None:
+        self.graphs.draft_extend.replay() if graph else self.state.draft_extend()
+
     def spec_step(self, index: int, graph: bool) -> tuple[list[Any], list[int]]:
-        s, k, bs, g = self.state, self.run_cfg.num_draft, self.run_cfg.batch, int(graph)
-        graphs = self.graphs
+        k, bs, g = self.run_cfg.num_draft, self.run_cfg.batch, int(graph)
         marks = []
         with self.range(SPEC_STEP, payload=index, bs=bs, tokens=k + 1, graph=g):
             marks.append(self.clock.mark())
             with self.range(DRAFT, payload=index, bs=bs, tokens=k, graph=g):
-                s.draft_begin()
-                for _ in range(k):
-                    graphs.draft_step.replay() if graph else s.draft_step()
+                self.draft(graph)
             marks.append(self.clock.mark())
             with self.range(VERIFY, payload=index, bs=bs, tokens=k + 1, graph=g):
-                logits = graphs.verify.replay() if graph else s.verify()
+                logits = self.verify(graph)
             marks.append(self.clock.mark())
             with self.range(ACCEPT, payload=index, bs=bs, tokens=k + 1):
-                if self.simulated:
-                    s.sim_accepted.copy_(self._sim_table[index])
-                accept_lens = s.accept(logits, self.simulated).tolist()  # the host sync of the step
+                accept_lens = self.accept(logits, index)
             marks.append(self.clock.mark())
             with self.range(DRAFT_EXTEND, payload=index, bs=bs, tokens=k + 1, graph=g):
-                graphs.draft_extend.replay() if graph else s.draft_extend()
+                self.draft_extend(graph)
             marks.append(self.clock.mark())
         return marks, accept_lens
 
@@ -260,13 +274,14 @@ class Workload:
         run = self.run_cfg
         acceptance = None
         if self.simulated:
+            geometric = run.accept_method == "geometric"
             acceptance = {"method": run.accept_method, "seed": run.seed,
-                          "alpha": solve_alpha(run.accept_len, run.num_draft) if run.accept_method == "geometric" else None,
+                          "alpha": solve_alpha(run.accept_len, run.num_draft) if geometric else None,
                           "survival": survival_curve(run.accept_len, run.num_draft, run.accept_method)}
         return {"run": run.to_json(), "target": self.target_cfg.to_json(), "draft": self.draft_cfg.to_json(),
                 "dtype": str(self.dtype).removeprefix("torch."), "device": self.device.type,
                 "tp": self.tp.world, "rank": self.tp.rank, "max_len": self.max_len,
-                "moe_impl": self.target.moe_impl, "simulated_acceptance": acceptance}
+                "moe_impl": self.target_model.moe_impl, "simulated_acceptance": acceptance}
 
 
 def _add_speedups(results: list[dict[str, Any]]) -> None:
@@ -288,8 +303,12 @@ def _add_speedups(results: list[dict[str, Any]]) -> None:
 def environment(device: torch.device) -> dict[str, Any]:
     import platform
 
+    import importlib.util
+
     env: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
-                           "cuda": torch.version.cuda, "host": platform.node()}
+                           "cuda": torch.version.cuda, "host": platform.node(),
+                           # without the nvtx package ranges go to NVTX's default domain, without payload
+                           "nvtx_backend": "nvtx" if importlib.util.find_spec("nvtx") else "torch.cuda.nvtx"}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         env |= {"gpu": props.name, "gpu_count": torch.cuda.device_count(),
