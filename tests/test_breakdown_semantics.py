@@ -43,14 +43,29 @@ def test_overlapping_compute_hides_allreduce_which_counts_only_where_exposed():
     assert row["total_allreduce"] == 600  # overlapped or not
 
 
-def test_idle_inside_the_launch_span_is_launch_gap_and_outside_is_host_wait():
-    b = TraceBuilder().range(VERIFY, 0, 1000)
-    b.kernel("nvjet_tst_x", 200, 300, b.launch(100, 110))
-    b.kernel("nvjet_tst_x", 400, 500, b.launch(350, 360))
+US = 1000
+
+
+def test_idle_while_an_op_is_being_launched_or_queued_is_launch_gap_else_host_wait():
+    b = TraceBuilder().range(VERIFY, 0, 1000 * US)
+    b.kernel("nvjet_tst_x", 200 * US, 300 * US, b.launch(100 * US, 110 * US))
+    b.kernel("nvjet_tst_x", 400 * US, 500 * US, b.launch(350 * US, 360 * US))
     row = only_row(breakdown(b.build()))
-    # launch span: first call start 100 .. max(last call end 360, last kernel start 400)
-    assert row["launch_gap"] == (200 - 100) + (400 - 300)
-    assert row["host_wait"] == (100 - 0) + (1000 - 500)
+    # launch intervals [call start, kernel start): [100, 200) and [350, 400) us
+    assert row["launch_gap"] == (100 + 50) * US
+    # the host was elsewhere: before the first launch, 300-350 us (a pause longer than the
+    # 50 us bridge), and after the last kernel
+    assert row["host_wait"] == (100 + 50 + 500) * US
+
+
+def test_back_to_back_eager_launches_slower_than_their_kernels_are_all_launch_gap():
+    b = TraceBuilder().range(VERIFY, 0, 60 * US)
+    for i in range(6):  # a launch every 10 us, each kernel runs 4 us, 5 us after its call starts
+        b.kernel("nvjet_tst_x", (10 * i + 5) * US, (10 * i + 9) * US, b.launch(10 * i * US, (10 * i + 3) * US))
+    row = only_row(breakdown(b.build()))
+    assert row["gemm_dense"] == 24 * US
+    assert row["host_wait"] == 1 * US  # only after the last kernel ends (59 -> 60)
+    assert row["launch_gap"] == (60 - 24 - 1) * US
 
 
 def test_nested_ranges_each_get_the_kernels_launched_inside_them():

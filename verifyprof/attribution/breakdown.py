@@ -18,7 +18,7 @@ import pandas as pd
 from verifyprof.attribution import phases
 from verifyprof.attribution.steps import assign_ops, find_steps, gpu_ops, link_calls, whole_trace_steps
 from verifyprof.attribution.summary import COMM_COLUMNS, summarize
-from verifyprof.attribution.sweep import TOTAL_PHASES, Windows, sweep
+from verifyprof.attribution.sweep import TOTAL_PHASES, Ops, Windows, sweep
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.errors import TraceError
 from verifyprof.ranges import DEFAULT_STEP_REGEX
@@ -26,6 +26,7 @@ from verifyprof.trace.model import Trace
 
 SCHEMA = "verifyprof.breakdown/1"
 _NEVER = np.iinfo(np.int64).max
+LAUNCH_BRIDGE_NS = 50_000  # host pauses between launches shorter than this are launch overhead
 
 
 @dataclass
@@ -123,9 +124,8 @@ def step_rows(trace: Trace, steps: pd.DataFrame, ops: pd.DataFrame, pairs: pd.Da
             "phase": ops["phase"].to_numpy()[op_idx],
             "is_kernel": ops["is_kernel"].to_numpy()[op_idx],
             "call": ops["call"].to_numpy()[op_idx],
-            # Unlinked ops (call -1) must not widen the launch span: sentinels lose min/max.
-            "call_start": np.where(ops["call"].to_numpy()[op_idx] >= 0, ops["call_start"].to_numpy()[op_idx], _NEVER),
-            "call_end": np.where(ops["call"].to_numpy()[op_idx] >= 0, ops["call_end"].to_numpy()[op_idx], -_NEVER),
+            "call_start": ops["call_start"].to_numpy()[op_idx],
+            "call_end": ops["call_end"].to_numpy()[op_idx],
             "graph_launch": ops["graph_launch"].to_numpy()[op_idx],
         }
     )
@@ -133,11 +133,8 @@ def step_rows(trace: Trace, steps: pd.DataFrame, ops: pd.DataFrame, pairs: pd.Da
     keys = grouped.agg(
         first=("start", "min"),
         last=("end", "max"),
-        last_start=("start", "max"),
         kernels=("is_kernel", "sum"),
         graph_kernels=("graph_launch", "sum"),
-        ls=("call_start", "min"),
-        le=("call_end", "max"),
     ).reset_index()
     calls = member.loc[member["call"].to_numpy() >= 0, ["step", "device", "call", "graph_launch"]].drop_duplicates(["step", "device", "call"])
     call_counts = calls.groupby(["step", "device"]).agg(launches=("call", "size"), graph_launches=("graph_launch", "sum")).reset_index()
@@ -151,8 +148,8 @@ def step_rows(trace: Trace, steps: pd.DataFrame, ops: pd.DataFrame, pairs: pd.Da
     if len(idle_steps):
         zeros = np.zeros(len(idle_steps), dtype=np.int64)
         empty = pd.DataFrame(
-            {"step": idle_steps, "device": zeros - 1, "first": zeros, "last": zeros, "last_start": zeros, "kernels": zeros,
-             "graph_kernels": zeros, "ls": zeros + _NEVER, "le": zeros - _NEVER, "launches": zeros,
+            {"step": idle_steps, "device": zeros - 1, "first": zeros, "last": zeros, "kernels": zeros,
+             "graph_kernels": zeros, "launches": zeros,
              "graph_launches": zeros, "has_ops": np.zeros(len(idle_steps), dtype=bool)}
         ).astype(keys.dtypes.to_dict())
         keys = pd.concat([keys, empty], ignore_index=True)
@@ -165,21 +162,12 @@ def step_rows(trace: Trace, steps: pd.DataFrame, ops: pd.DataFrame, pairs: pd.Da
     last = keys["last"].to_numpy(dtype=np.int64)
     ws = np.where(has_ops, np.minimum(range_start, first), range_start)
     we = np.where(has_ops, np.maximum(range_end, last), range_end)
-    ls = keys["ls"].to_numpy(dtype=np.int64)
-    le = keys["le"].to_numpy(dtype=np.int64)
-    launched = ls != _NEVER
-    # Ops already issued but not yet started also wait on launch latency, not on the host.
-    le = np.maximum(le, keys["last_start"].to_numpy(dtype=np.int64))
-    ls = np.where(launched, np.clip(ls, ws, we), ws)
-    le = np.where(launched, np.clip(le, ws, we), ws)
-
     window_of = pd.MultiIndex.from_frame(keys[["step", "device"]]).get_indexer(pd.MultiIndex.from_frame(member[["step", "device"]]))
+    window_of = window_of.astype(np.int64)
     result = sweep(
-        Windows(ws=ws, we=we, ls=ls, le=le),
-        window_of.astype(np.int64),
-        member["start"].to_numpy(),
-        member["end"].to_numpy(),
-        member["phase"].to_numpy(),
+        Windows(ws=ws, we=we),
+        Ops(window_of, member["start"].to_numpy(), member["end"].to_numpy(), member["phase"].to_numpy()),
+        launch_intervals(member, window_of, ws, we),
     )
 
     kernels = keys["kernels"].to_numpy(dtype=np.int64)
@@ -210,6 +198,42 @@ def step_rows(trace: Trace, steps: pd.DataFrame, ops: pd.DataFrame, pairs: pd.Da
     for t, name in enumerate(TOTAL_PHASES):
         rows[f"total_{name}"] = result.total_ns[:, t]
     return rows
+
+
+def launch_intervals(member: pd.DataFrame, window: np.ndarray, ws: np.ndarray, we: np.ndarray, bridge_ns: int = LAUNCH_BRIDGE_NS) -> Ops:
+    """When the host was issuing a window's work: the GPU idle then is a launch gap.
+
+    Two kinds of interval: each op's ``[launch call start, op start)`` (being issued, or queued
+    behind earlier work), and the host time between two consecutive launch calls of the window
+    when shorter than ``bridge_ns`` (the Python between eager launches of one forward, which a
+    CUDA graph removes). A longer pause means the host was doing something else: host wait.
+    """
+    linked = member["call"].to_numpy() >= 0
+    call_start = member["call_start"].to_numpy()[linked]
+    op_start = member["start"].to_numpy()[linked]
+    op_window = window[linked]
+    queued = call_start < op_start
+    starts = [np.maximum(call_start[queued], ws[op_window[queued]])]
+    ends = [op_start[queued]]
+    windows = [op_window[queued]]
+
+    calls = pd.DataFrame({"window": op_window, "call": member["call"].to_numpy()[linked], "start": call_start, "end": member["call_end"].to_numpy()[linked]})
+    calls = calls.drop_duplicates(["window", "call"]).sort_values(["window", "start"], kind="stable")
+    w, s, e = calls["window"].to_numpy(), calls["start"].to_numpy(), calls["end"].to_numpy()
+    prev_end = calls.groupby("window", sort=False)["end"].cummax().to_numpy()  # calls may nest (driver in runtime)
+    gap = s[1:] - prev_end[:-1]
+    bridge = (w[1:] == w[:-1]) & (gap > 0) & (gap < bridge_ns)
+    starts.append(prev_end[:-1][bridge])
+    ends.append(s[1:][bridge])
+    windows.append(w[1:][bridge])
+    # the calls themselves: the host is inside the launch API
+    starts.append(np.maximum(s, ws[w]))
+    ends.append(e)
+    windows.append(w)
+    start, end, win = np.concatenate(starts), np.concatenate(ends), np.concatenate(windows)
+    start, end = np.maximum(start, ws[win]), np.minimum(end, we[win])
+    keep = end > start
+    return Ops(win[keep].astype(np.int64), start[keep], end[keep], np.zeros(int(keep.sum()), np.int8))
 
 
 def _ranks(trace: Trace, devices: np.ndarray, pids: np.ndarray) -> np.ndarray:

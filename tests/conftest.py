@@ -1,0 +1,25 @@
+"""Shared fixtures: where the public real traces and the project's own traces live."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PUBLIC = REPO.parent / "shared" / "traces" / "public"
+OWN_TRACES = REPO / "traces"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (tracebuilder, ...)
+
+
+def public_traces(kind: str) -> list[Path]:
+    folder = PUBLIC / kind
+    return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+
+
+@pytest.fixture(scope="session")
+def public_dir() -> Path:
+    if not PUBLIC.is_dir():
+        pytest.fail(f"public traces missing at {PUBLIC} (expected ../shared/traces/public beside the repo)")
+    return PUBLIC
