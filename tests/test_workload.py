@@ -251,6 +251,8 @@ def test_moe_workload_runs_end_to_end(tmp_path):
     (["--mode", "graph"], "graph mode needs a CUDA device"),
     (["--mode", "fast"], "unknown mode"),
     (["--heads", "3"], "not divisible"),
+    pytest.param(["--device", "cuda"], "CUDA is not available",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, message, tmp_path, capsys):
     assert main([*TINY_ARGS, *args, "--out", str(tmp_path / "s.json")]) == 2

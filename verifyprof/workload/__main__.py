@@ -123,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     from verifyprof.workload.runner import Workload, environment
     from verifyprof.workload.tp import init_tp, local_device, shutdown_tp
 
-    device = local_device(args.device)
+    try:
+        device = local_device(args.device)
+    except (ValueError, RuntimeError) as err:
+        print(f"verifyprof.workload: {err}", file=sys.stderr)
+        return 2
     dtype = {"auto": torch.bfloat16 if device.type == "cuda" else torch.float32, "bfloat16": torch.bfloat16,
              "float16": torch.float16, "float32": torch.float32}[args.dtype]
     tp = init_tp(device)
@@ -134,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             print(f"verifyprof.workload: {err}", file=sys.stderr)
             return 2
-        results = workload.run_all()
+        try:
+            results = workload.run_all()
+        finally:
+            workload.close()
         summary = {"schema": SCHEMA, "command": [sys.executable, "-m", "verifyprof.workload", *(argv or sys.argv[1:])],
                    "config": workload.describe(), "env": environment(device), "runs": results}
         if args.out is not None:

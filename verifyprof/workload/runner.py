@@ -261,6 +261,11 @@ class Workload:
         and plain decoding) of the same seed must agree on them."""
         return [row[:count] for row in self.state.emitted()]
 
+    def close(self) -> None:
+        """Drop the graphs (and with them their NCCL work) before the process group goes."""
+        self._sync()
+        self.graphs = None
+
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

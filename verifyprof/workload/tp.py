@@ -83,6 +83,8 @@ def local_device(requested: str) -> torch.device:
     """The device for this process: ``cuda:LOCAL_RANK`` under torchrun, ``cpu`` without CUDA."""
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {requested!r} requested but CUDA is not available")
     if requested == "cuda":
         index = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(index)
