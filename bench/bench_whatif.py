@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from verifyprof.errors import VerifyprofError  # noqa: E402
-from verifyprof.model.candidates import Scenario, cuda_graph_verify, current_cycle, verify_at_width  # noqa: E402
+from verifyprof.model.candidates import Scenario, cuda_graph_verify, current_cycle, idle_split_ms, verify_at_width  # noqa: E402
 from verifyprof.model.hardware import Hardware, load_hardware  # noqa: E402
 from verifyprof.model.inputs import VerifyProfile, load_breakdown, verify_profile  # noqa: E402
 from verifyprof.model.model_config import ModelConfig, model_from_workload  # noqa: E402
@@ -205,11 +205,12 @@ def graph_rows(inputs: Inputs, hardware: Hardware, sweep: bool, width: int | Non
         v = graph.verify
         rows.append(Row(f"cuda_graph_verify, {where}", predicted, v.wall_ms, "graph trace, breakdown wall (mean)"))
         idle = v.phases_ms.get("launch_gap", 0.0) + v.phases_ms.get("host_wait", 0.0)
-        node_us = max(v.phases_ms.get("launch_gap", 0.0) - hardware.launch.graph_launch_us / 1e3, 0.0) / max(v.kernels, 1) * 1e3
+        interior, _ = idle_split_ms(v)
+        node_us = interior / max(v.kernels, 1) * 1e3
         rows[-1].note = (f"eager: {eager.verify.wall_ms:.3f} ms = launch gap {eager.verify.phases_ms.get('launch_gap', 0):.3f} + host wait "
                          f"{eager.verify.phases_ms.get('host_wait', 0):.3f} + busy; graph: busy {v.wall_ms - idle:.3f}, idle {idle:.3f} ms; "
-                         f"graph launch gap = {node_us:.2f} us per node over {v.kernels:.0f} kernels beyond a "
-                         f"{hardware.launch.graph_launch_us:g} us launch (the model assumes {hardware.launch.graph_node_us:g} us)")
+                         f"the graph's idle between its first and last kernel = {node_us:.2f} us per node over {v.kernels:.0f} kernels "
+                         f"(the model assumes {hardware.launch.graph_node_us:g} us)")
     return rows
 
 

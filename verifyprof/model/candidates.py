@@ -125,6 +125,18 @@ def current_cycle(profile: VerifyProfile, scenario: Scenario) -> Cycle:
 # ---- the candidates ------------------------------------------------------------------------
 
 
+def idle_split_ms(v) -> tuple[float, float]:
+    """(interior, edges) of a step's GPU idle time: between its first and last op, and outside them.
+
+    Interior idle in an eager step is the host issuing kernels one by one (launch calls and the
+    Python between them); a graph issues them all at once. Idle at the edges (input preparation,
+    the first launch's latency) happens with a graph too.
+    """
+    idle = v.phases_ms.get("launch_gap", 0.0) + v.phases_ms.get("host_wait", 0.0)
+    edges = min(max(v.wall_ms - v.gpu_span_ms, 0.0), idle)
+    return idle - edges, edges
+
+
 def cuda_graph_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
     v = profile.verify
     if v.mode == "graph":
@@ -133,21 +145,26 @@ def cuda_graph_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candid
         raise Skip("verify launched no kernels")
     launch = s.hardware.launch if s.hardware else None
     graph_us = launch.graph_launch_us if launch else 8.0
+    kernel_us = launch.kernel_launch_us if launch else 5.0
     node_us = launch.graph_node_us if launch else 1.0
     where = f"hardware file {s.hardware.name}" if s.hardware else "defaults (no --hardware)"
-    gap = v.phases_ms.get("launch_gap", 0.0)
-    added = _ms(graph_us + v.kernels * node_us)
-    verify = v.wall_ms - gap + added
+    interior, edges = idle_split_ms(v)
+    added = _ms(max(graph_us - kernel_us, 0.0) + v.kernels * node_us)
+    verify = v.wall_ms - interior + added
     return Candidate(
         "cuda_graph_verify",
         now.with_(verify_ms=verify),
         now.tokens_per_s,
         [
-            f"the measured launch gap ({gap:.3f} ms: GPU idle while the {v.launches:.0f} launches were being issued) disappears",
-            f"a graph launch stays: {graph_us:g} us, plus {node_us:g} us of GPU-side gap per kernel node x {v.kernels:.0f} kernels ({where})",
-            "kernel, copy and host-wait times are the same inside the graph; the verify can be captured (static shapes: SGLang's can_run_graph true at this batch and width)",
+            f"GPU idle between the verify's first and last kernel disappears: {interior:.3f} ms (launch gap "
+            f"{v.phases_ms.get('launch_gap', 0.0):.3f} + host time between the {v.launches:.0f} launches, less the edges)",
+            f"idle before the first / after the last kernel stays ({edges:.3f} ms: input preparation, first launch); "
+            f"a graph launch costs {graph_us:g} us instead of a kernel launch's {kernel_us:g} us",
+            f"each of the {v.kernels:.0f} kernel nodes adds {node_us:g} us of GPU-side gap ({where})",
+            "kernel, copy and communication times are the same inside the graph; the verify can be captured "
+            "(static shapes: SGLang's can_run_graph true at this batch and width)",
         ],
-        {"removed_ms": gap, "added_ms": added},
+        {"removed_ms": interior, "added_ms": added},
     )
 
 
@@ -208,8 +225,8 @@ def custom_allreduce(profile: VerifyProfile, s: Scenario, now: Cycle, fused: boo
             per_launch_us = s.hardware.launch.graph_node_us
             launch_note = f"{per_launch_us:g} us graph-node gap"
         else:
-            per_launch_us = v.phases_ms.get("launch_gap", 0.0) / max(v.kernels, 1.0) * 1e3
-            launch_note = f"{per_launch_us:.2f} us, the measured launch gap per kernel"
+            per_launch_us = idle_split_ms(v)[0] / max(v.kernels, 1.0) * 1e3
+            launch_note = f"{per_launch_us:.2f} us, the measured host-issue idle per kernel"
         removed_norm = norm * share
         removed_launch = _ms(calls * per_launch_us)
         verify -= removed_norm + removed_launch
