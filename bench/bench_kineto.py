@@ -2,7 +2,8 @@
 
     python bench/bench_kineto.py            # generates bench/out/kineto_large.json (150 MB) if missing
 
-Measures, each in a fresh subprocess on the same file (OS page cache warmed first):
+Measures, each in a fresh subprocess on the same file (OS page cache warmed first), the
+contenders taking turns round by round so that load on a shared machine hits all alike:
 
 * ``json.loads``: read the file (gunzip if .gz) and ``json.loads`` it, the plain way (GC on,
   as a user would write it); also, for context, with the GC off and with ``orjson``.
@@ -160,11 +161,20 @@ def ensure_hta() -> Path:
     return python
 
 
-def median_run(python: Path, args: list[str], repeat: int) -> dict:
-    runs = [run_child(python, args) for _ in range(repeat)]
-    best = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
-    best["all_seconds"] = [round(r["seconds"], 3) for r in runs]
-    return best
+def interleaved(contenders: dict[str, tuple[Path, list[str], int]]) -> dict[str, dict]:
+    """Run the contenders round-robin (so load on a shared machine hits all alike); medians."""
+    runs: dict[str, list[dict]] = {name: [] for name in contenders}
+    rounds = max(repeat for _, _, repeat in contenders.values())
+    for round_index in range(rounds):
+        for name, (python, args, repeat) in contenders.items():
+            if round_index < repeat:
+                print(f"  round {round_index + 1}/{rounds}: {name}", flush=True)
+                runs[name].append(run_child(python, args))
+    results = {}
+    for name, rs in runs.items():
+        median = sorted(rs, key=lambda r: r["seconds"])[len(rs) // 2]
+        results[name] = {**median, "all_seconds": [round(r["seconds"], 3) for r in rs]}
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,18 +192,20 @@ def main(argv: list[str] | None = None) -> int:
     trace.read_bytes()  # warm the page cache for every contender alike
     me = Path(sys.executable)
 
-    results: dict[str, dict] = {}
-    results["json.loads"] = median_run(me, ["json", str(trace), "plain"], args.repeat)
-    results["json.loads (gc off)"] = median_run(me, ["json", str(trace), "nogc"], args.repeat)
-    results["orjson.loads (gc off)"] = median_run(me, ["json", str(trace), "orjson"], args.repeat)
-    results["verifyprof"] = median_run(me, ["verifyprof", str(trace)], args.repeat)
+    contenders = {
+        "json.loads": (me, ["json", str(trace), "plain"], args.repeat),
+        "json.loads (gc off)": (me, ["json", str(trace), "nogc"], args.repeat),
+        "orjson.loads (gc off)": (me, ["json", str(trace), "orjson"], args.repeat),
+        "verifyprof": (me, ["verifyprof", str(trace)], args.repeat),
+    }
     if not args.skip_hta:
         hta_dir = OUT / "hta_trace_dir"
         hta_dir.mkdir(exist_ok=True)
         for stale in hta_dir.iterdir():
             stale.unlink()
         (hta_dir / trace.name).symlink_to(trace)
-        results["HTA"] = median_run(ensure_hta(), ["hta", str(hta_dir)], args.hta_repeat)
+        contenders["HTA"] = (ensure_hta(), ["hta", str(hta_dir)], args.hta_repeat)
+    results = interleaved(contenders)
 
     ours = results["verifyprof"]
     plain = results["json.loads"]["seconds"]
@@ -213,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         if ours["with_breakdown"]:
             print(f"cross-check, whole trace: HTA span {hta['total_us'] / 1e3:.3f} ms, idle {hta['idle_us'] / 1e3:.3f} ms; "
                   f"verifyprof wall {ours['wall_ns'] / 1e6:.3f} ms, idle {ours['idle_ns'] / 1e6:.3f} ms "
-                  "(HTA rounds op times to whole us)")
+                  "(HTA shrinks every op to whole us: ceil(start), floor(end))")
     print()
     print(f"verifyprof / json.loads            = {ratios['verifyprof / json.loads']:.2f}x   (target <= 1.5x)")
     print(f"verifyprof / json.loads (gc off)   = {ratios['verifyprof / json.loads (gc off)']:.2f}x   (stricter baseline, for context)")
