@@ -10,7 +10,8 @@
 # (commands, GPU, driver, torch, CUDA, nsys versions, results), and the logs of every step.
 # OUTDIR/reference/ holds summaries of eager+graph runs in one process without nsys, with and
 # without NVTX ranges. Set KEEP_REP=1 to also copy the .nsys-rep files; PYTHON to pick the interpreter;
-# WORKLOAD_ARGS to append arguments to every workload command (e.g. "--preset tiny --device cpu" for a dry run).
+# WORKLOAD_ARGS to append arguments to every workload command (e.g. "--preset tiny --device cpu" for a dry run);
+# ONLY to run a subset, e.g. ONLY=dense or ONLY=moe,reference (names containing one of the words).
 # Exit status: 0 when every required trace was captured and each gzipped SQLite is under 16 MiB.
 set -uo pipefail
 
@@ -40,8 +41,15 @@ DENSE=(--steps 40 --decode-steps 30 --sweep-steps 8)
 MOE=(--moe-experts 64 --moe-topk 4 --moe-intermediate 1024 --steps 30 --decode-steps 20 --sweep-steps 6)
 read -r -a EXTRA <<<"${WORKLOAD_ARGS:-}"
 
+selected() {  # ONLY="dense-eager,reference" limits the run to names containing one of the words
+    [ -z "${ONLY:-}" ] && return 0
+    local word; for word in ${ONLY//,/ }; do [[ $1 == *"$word"* ]] && return 0; done
+    return 1
+}
+
 capture() {  # capture NAME required|optional WORKLOAD-ARGS...
     local name=$1 need=$2; shift 2
+    selected "$name" || return 0
     local dir="$WORK/$name" target
     mkdir -p "$dir"
     if [ "$TP" -gt 1 ]; then
@@ -81,8 +89,9 @@ else
     capture workload-moe-graph optional --mode graph "${COMMON[@]}" "${MOE[@]}"
 
     # Without nsys: eager and graph measured in one process, with and without the NVTX ranges.
-    mkdir -p "$OUT/reference"
     for variant in ranges noranges; do
+        selected "reference-$variant" || continue
+        mkdir -p "$OUT/reference"
         flags=(); [ $variant = noranges ] && flags=(--no-ranges)
         echo "[$(date +%T)] reference-$variant: running"
         "$PY" -m verifyprof.workload --mode eager,graph "${COMMON[@]}" "${DENSE[@]}" "${flags[@]}" "${EXTRA[@]}" \
