@@ -315,6 +315,18 @@ def _group_ids(*columns: np.ndarray) -> np.ndarray:
     return inverse.reshape(-1).astype(np.int64)
 
 
+def _range_depths(ranges: pd.DataFrame) -> np.ndarray:
+    """CPU annotations nest per thread; GPU annotations per (process, device, stream)."""
+    col = {c: ranges[c].to_numpy() for c in ("kind", "start", "end", "pid", "tid", "device", "stream")}
+    depth = np.zeros(len(ranges), dtype=np.int16)
+    host = col["kind"] == RANGE_KIND_ANNOTATION
+    depth[host] = nesting_depth(col["tid"][host], col["start"][host], col["end"][host])
+    gpu = ~host
+    streams = _group_ids(col["pid"][gpu], col["device"][gpu], col["stream"][gpu])
+    depth[gpu] = nesting_depth(streams, col["start"][gpu], col["end"][gpu])
+    return depth
+
+
 def _frame(parts: list[dict[str, np.ndarray]], columns: dict[str, str]) -> pd.DataFrame:
     if not parts:
         return conform(pd.DataFrame({c: np.empty(0, dtype=dt) for c, dt in columns.items()}), columns)
@@ -438,13 +450,7 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
     copies = _frame([_copies(f, strings) for f in files], COPY_COLUMNS)
     api = _frame([_api(f, strings) for f in files], API_COLUMNS)
     ranges = _frame([part for f in files for part in _ranges(f, strings)], RANGE_COLUMNS)
-    host = ranges["kind"].to_numpy() == RANGE_KIND_ANNOTATION
-    depth = np.zeros(len(ranges), dtype=np.int16)
-    depth[host] = nesting_depth(ranges["tid"].to_numpy()[host], ranges["start"].to_numpy()[host], ranges["end"].to_numpy()[host])
-    on_gpu = ~host
-    keys = _group_ids(ranges["pid"].to_numpy()[on_gpu], ranges["device"].to_numpy()[on_gpu], ranges["stream"].to_numpy()[on_gpu])
-    depth[on_gpu] = nesting_depth(keys, ranges["start"].to_numpy()[on_gpu], ranges["end"].to_numpy()[on_gpu])
-    ranges["depth"] = depth
+    ranges["depth"] = _range_depths(ranges)
 
     unlinked = int((kernels["correlation"].to_numpy() == NO_ID).sum())
     if unlinked:
