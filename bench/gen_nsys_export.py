@@ -17,7 +17,7 @@ fetches every runtime row pays for it. Host and GPU timelines are consistent: a 
 no earlier than its launch returns and no earlier than the previous kernel on its stream ends;
 each step ends with a ``cudaStreamSynchronize``.
 
-    python bench/gen_nsys_export.py --kernels 1000000 --ranks 2 -o bench/out/nsys_1M_2r.sqlite
+    python bench/gen_nsys_export.py --kernels 1000000 --ranks 2   # -> bench/out/nsys_1000000_2r.sqlite
 
 Rows are built with numpy and written with ADBC bulk ingest (Arrow), one rank at a time.
 """
@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from verifyprof import ranges  # noqa: E402
+from verifyprof import ranges
 
 SCHEMA_VERSION = "3.25.0"
 
@@ -243,15 +243,19 @@ def segmented_running_max(values: np.ndarray, segment: np.ndarray) -> np.ndarray
     return np.maximum.accumulate(values + shift) - shift
 
 
-def gen_rank(rank: int, ranks: int, steps: int, tmpl: dict[bool, Template], strings: Strings,
-             rng: np.random.Generator, t0: int, graph_fraction: float) -> dict[str, pa.Table]:
-    """All rows of one rank: kernels, runtime, memcpy, sync, NVTX."""
+def gen_rank(rank: int, tmpl: dict[bool, Template], strings: Strings, rng: np.random.Generator,
+             graph_mode: np.ndarray, offset: np.ndarray | None) -> dict:
+    """All rows of one rank: kernels, runtime, memcpy, sync, NVTX.
+
+    Called twice with the same ``rng`` state: first with ``offset=None`` for the length of each
+    step on this rank (its final sync's return, relative to the step's start), then with the
+    step start times shared by all ranks (tensor-parallel ranks start every step together)."""
+    steps = len(graph_mode)
     pid = 31_000 + 977 * rank
     gpid = global_pid(pid)
     gtid = gpid | pid  # main thread: tid == pid
     device = rank
     stream = 7
-    graph_mode = rng.random(steps) < graph_fraction
     parts = [tmpl[bool(g)] for g in graph_mode]
     n_ops = np.array([len(p.kind) for p in parts])
     step = np.repeat(np.arange(steps), n_ops)
@@ -296,8 +300,8 @@ def gen_rank(rank: int, ranks: int, steps: int, tmpl: dict[bool, Template], stri
     sync_idx = first + n_ops - 1
     sync_start = host_rel_start[sync_idx]
     sync_end = np.maximum(sync_start + 2_000, last_gpu_end + 1_500)
-    step_len = sync_end + rng.integers(20_000, 120_000, steps)
-    offset = t0 + np.r_[0, np.cumsum(step_len)[:-1]]
+    if offset is None:
+        return {"step_end": sync_end}
     host_rel_end[sync_idx] = sync_end
     h_start = host_rel_start + offset[step]
     h_end = host_rel_end + offset[step]
@@ -324,7 +328,7 @@ def gen_rank(rank: int, ranks: int, steps: int, tmpl: dict[bool, Template], stri
     kk = kernel[k_idx]
     graph_id = 100 + rank
     kg = in_graph[k_idx]
-    const = lambda v: np.full(nk, v, np.int64)  # noqa: E731
+    const = lambda v: np.full(nk, v, np.int64)
     kernels = pa.table({
         "start": g_start[k_sel], "end": g_end[k_sel], "deviceId": const(device), "contextId": const(1 + rank),
         "greenContextId": pa.nulls(nk, pa.int64()), "streamId": const(stream), "correlationId": corr_all[k_idx],
@@ -440,9 +444,14 @@ def generate(out: Path, kernels: int, ranks: int, layers: int = 16, draft_tokens
     con.commit()
     con.close()
     t0 = 60_000_000_000  # capture clock ns, like a 60 s old session
+    graph_mode = rng.random(steps) < graph_fraction  # the same on every rank, as in tensor parallelism
+    rank_rng = lambda rank: np.random.default_rng([seed, rank + 1])
+    step_end = np.max([gen_rank(r, tmpl, strings, rank_rng(r), graph_mode, None)["step_end"] for r in range(ranks)], axis=0)
+    step_len = step_end + rng.integers(20_000, 120_000, steps)  # the scheduler's CPU time between steps
+    offset = t0 + np.r_[0, np.cumsum(step_len)[:-1]]
     metas = []
     for rank in range(ranks):
-        tables = gen_rank(rank, ranks, steps, tmpl, strings, rng, t0 + rank * 3_000, graph_fraction)
+        tables = gen_rank(rank, tmpl, strings, rank_rng(rank), graph_mode, offset + rank * 3_000)
         metas.append(tables.pop("_meta"))
         for name, data in tables.items():
             ingest(tmp, name, data)
@@ -489,7 +498,7 @@ def generate(out: Path, kernels: int, ranks: int, layers: int = 16, draft_tokens
     con.close()
     os.replace(tmp, out)
     return {"path": str(out), "kernels": sum(m["kernels"] for m in metas), "ranks": ranks, "steps_per_rank": steps,
-            "graph_steps": [m["graph_steps"] for m in metas], "bytes": out.stat().st_size}
+            "graph_steps": metas[0]["graph_steps"], "bytes": out.stat().st_size}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -509,7 +518,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def default_path(kernels: int, ranks: int) -> Path:
-    return Path(__file__).resolve().parent / "out" / f"nsys_{kernels}k_{ranks}r.sqlite".replace(f"{kernels}k", f"{kernels}")
+    return Path(__file__).resolve().parent / "out" / f"nsys_{kernels}_{ranks}r.sqlite"
 
 
 if __name__ == "__main__":

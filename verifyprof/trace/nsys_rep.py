@@ -105,7 +105,7 @@ def _export(nsys: str, report: Path, target: Path) -> None:
     tmp = target.with_name(f".{target.stem}.tmp{os.getpid()}.sqlite")
     command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp), str(report)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0 or not tmp.is_file():
             detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
             why = detail[-1] if detail else f"exit code {done.returncode}"

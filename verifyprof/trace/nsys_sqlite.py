@@ -38,7 +38,9 @@ import os
 import re
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
+from typing import Self
 from urllib.parse import quote
 
 import numpy as np
@@ -118,7 +120,7 @@ class _Export:
         self.uri = f"file:{quote(str(path.resolve()))}?mode=ro"
         self.con: sqlite3.Connection | None = None
 
-    def __enter__(self) -> _Export:
+    def __enter__(self) -> Self:
         _check_header(self.path)
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
@@ -161,7 +163,7 @@ class _Export:
         if not tasks:
             return
         threads = max(1, min(len(tasks), os.cpu_count() or 1, _MAX_THREADS))
-        run = lambda task: task[0].run(self.uri, task[1])  # noqa: E731
+        run = lambda task: task[0].run(self.uri, task[1])
         try:
             if threads == 1:
                 for task in tasks:
@@ -169,7 +171,7 @@ class _Export:
             else:
                 with ThreadPoolExecutor(threads) as pool:
                     list(pool.map(run, tasks))
-        except Exception as exc:  # ADBC surfaces SQLite corruption as driver errors of several types
+        except Exception as exc:  # noqa: BLE001 - ADBC surfaces SQLite corruption as driver errors of several types
             raise TraceError(f"corrupt or truncated SQLite export ({_one_line(exc)})", self.path) from None
 
     def sliced(self, table: str, select: str, where: str = "") -> list[tuple[str, int]]:
@@ -186,7 +188,7 @@ class _Export:
         bounds = np.linspace(lo, hi + 1, parts + 1).astype(np.int64)
         return [
             (f'SELECT {select} FROM "{table}" WHERE rowid >= {a} AND rowid < {b}{cond}', int(b - a))
-            for a, b in zip(bounds[:-1], bounds[1:])
+            for a, b in pairwise(bounds.tolist())
         ]
 
     # --- the read ---------------------------------------------------------------------------
@@ -225,7 +227,7 @@ class _Export:
             warnings.append(GRAPH_WARNING.format(n=int(orphan_graphs.sum())))
         devices = self._devices(kernels, copies, graphs)
         processes = self._processes(names, kernels, copies, graphs, api, ranges)
-        meta["graph_trace_rows"] = int(len(graphs))
+        meta["graph_trace_rows"] = len(graphs)
         return Trace(
             source=[self.path], format=FORMAT, strings=strings, kernels=kernels, copies=copies, graphs=graphs,
             api=api, ranges=ranges, devices=devices, processes=processes, meta=meta, warnings=warnings,
@@ -331,12 +333,12 @@ class _Export:
     # --- small tables ---------------------------------------------------------------------------
 
     def _devices(self, *gpu_tables: pd.DataFrame) -> pd.DataFrame:
-        seen = np.unique(np.concatenate([t["device"].to_numpy() for t in gpu_tables]))
+        seen = pd.unique(np.concatenate([t["device"].to_numpy() for t in gpu_tables]))
         seen = seen[seen >= 0]
         rows: dict[int, tuple] = {}
         if "TARGET_INFO_GPU" in self.tables:
             have = set(self.cols("TARGET_INFO_GPU"))
-            expr = lambda c: f'"{c}"' if c in have else "NULL"  # noqa: E731
+            expr = lambda c: f'"{c}"' if c in have else "NULL"
             for dev, name, sms, mem, major, minor in self.sql(
                 f"SELECT id, {expr('name')}, {expr('smCount')}, {expr('totalMemory')}, {expr('computeMajor')}, "
                 f"{expr('computeMinor')} FROM TARGET_INFO_GPU"
@@ -357,8 +359,11 @@ class _Export:
         })
 
     def _processes(self, names: _NsysStrings, kernels, copies, graphs, api, ranges) -> pd.DataFrame:
-        gpu = pd.concat([t[["pid", "device"]] for t in (kernels, copies, graphs)], ignore_index=True).drop_duplicates()
-        pids = np.unique(np.concatenate([gpu["pid"].to_numpy(), api["pid"].to_numpy(), ranges["pid"].to_numpy()]))
+        # distinct (pid, device) pairs by hashing one int64 per op (devices are small ordinals)
+        pairs = pd.unique(np.concatenate([(t["pid"].to_numpy() << 16) | (t["device"].to_numpy().astype(np.int64) & 0xFFFF)
+                                          for t in (kernels, copies, graphs)]))
+        gpu = pd.DataFrame({"pid": pairs >> 16, "device": (pairs & 0xFFFF).astype(np.int16).astype(np.int64)})
+        pids = np.sort(pd.unique(np.concatenate([gpu["pid"].to_numpy(), pd.unique(api["pid"].to_numpy()), pd.unique(ranges["pid"].to_numpy())])))
         pids = pids[pids >= 0]
         process_names: dict[int, str] = {}
         if "PROCESSES" in self.tables and {"globalPid", "name"} <= set(self.cols("PROCESSES")):
@@ -401,6 +406,14 @@ class _NsysStrings:
         nsys_ids = np.asarray(nsys_ids, dtype=np.int64)
         if not len(nsys_ids):
             return np.empty(0, dtype=np.int32)
+        valid = nsys_ids >= 0
+        top = int(nsys_ids.max()) if valid.any() else -1
+        if top < 1 << 26:  # StringIds ids are dense: a lookup table beats sorting
+            present = np.flatnonzero(np.bincount(nsys_ids[valid], minlength=top + 1))
+            self._load([int(u) for u in present if int(u) not in self.known])
+            table = np.full(top + 2, NO_ID, dtype=np.int32)  # the last slot answers -1 (NULL)
+            table[present] = [self.known[int(u)] for u in present]
+            return table[np.where(valid, nsys_ids, top + 1)]
         uniq, inverse = np.unique(nsys_ids, return_inverse=True)
         self._load([int(u) for u in uniq if u >= 0 and int(u) not in self.known])
         mapped = np.array([self.known.get(int(u), NO_ID) for u in uniq], dtype=np.int32)
@@ -551,7 +564,7 @@ class _Rows:
         self.n = self.table.num_rows if self.table is not None else 0
         self.columns: dict[str, np.ndarray] = {}
 
-    def take(self, name: str, dtype: str, fill: int | float = NO_ID) -> np.ndarray:
+    def take(self, name: str, dtype: str, fill: float = NO_ID) -> np.ndarray:
         if name in self.columns:
             return self.columns.pop(name).astype(dtype, copy=False)
         assert self.table is not None
@@ -577,7 +590,7 @@ class _Rows:
         return column
 
 
-def _into(chunk: pa.Array, dst: np.ndarray, fill: int | float) -> None:
+def _into(chunk: pa.Array, dst: np.ndarray, fill: float) -> None:
     """Copy a numeric Arrow array into ``dst`` (NULL -> ``fill``) straight from its buffers."""
     n = len(chunk)
     if not n:

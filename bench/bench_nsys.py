@@ -1,0 +1,174 @@
+"""nsys speed benchmark (issue 2, "Speed"): breakdown of a 1M-kernel export vs sqlite3's fetchall.
+
+    python bench/bench_nsys.py --kernels 1000000
+
+Generates the export once with ``bench/gen_nsys_export.py`` (reused while its generator
+arguments match), then measures, each in a fresh subprocess so peak RSS is its own, interleaved
+and repeated (``--repeat``, best run reported, as the machine may be shared):
+
+* ``fetchall``: Python's sqlite3 ``fetchall()`` of exactly the rows and columns the reader needs:
+  the kernel columns, and the runtime/driver rows whose name is a launch, copy, memset or
+  synchronize call (the reader's own SQL filter).
+* ``reader``: ``read_nsys_sqlite(path)``.
+* ``breakdown``: ``load_trace(path)`` then ``breakdown(trace)`` and ``to_json()``: what
+  ``verifyprof breakdown --json`` computes, without printing.
+
+Times exclude interpreter start and imports (reported separately as ``process`` seconds). Targets:
+breakdown time <= fetchall time, breakdown peak RSS < 400 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+TARGET_RATIO = 1.0
+TARGET_RSS_MB = 400
+
+
+# --- measured things (run inside a subprocess) ------------------------------------------------
+
+
+def fetchall(path: Path) -> dict:
+    from verifyprof.trace.nsys_sqlite import API_CANDIDATE_SQL, API_NAME
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    t = time.perf_counter()
+    ids = [i for i, v in con.execute(f"SELECT id, value FROM StringIds WHERE {API_CANDIDATE_SQL}") if API_NAME.match(v)]
+    kernels = con.execute(
+        'SELECT start, "end", deviceId, streamId, correlationId, globalPid, demangledName, graphNodeId, graphId '
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL"
+    ).fetchall()
+    runtime = con.execute(
+        f'SELECT start, "end", globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({",".join(map(str, ids))})'
+    ).fetchall()
+    seconds = time.perf_counter() - t
+    return {"seconds": seconds, "rows": {"kernels": len(kernels), "runtime": len(runtime)}}
+
+
+def reader(path: Path) -> dict:
+    from verifyprof.trace.nsys_sqlite import read_nsys_sqlite
+
+    t = time.perf_counter()
+    trace = read_nsys_sqlite(path)
+    seconds = time.perf_counter() - t
+    return {"seconds": seconds, "rows": {"kernels": len(trace.kernels), "api": len(trace.api), "ranges": len(trace.ranges)}}
+
+
+def breakdown(path: Path) -> dict:
+    from verifyprof.attribution.breakdown import breakdown as run_breakdown
+    from verifyprof.trace import load_trace
+
+    t = time.perf_counter()
+    trace = load_trace(path)
+    t_read = time.perf_counter() - t
+    result = run_breakdown(trace)
+    result.to_json()
+    seconds = time.perf_counter() - t
+    return {"seconds": seconds, "read_seconds": t_read, "rows": {"steps": len(result.steps)}}
+
+
+MEASURES = {"fetchall": fetchall, "reader": reader, "breakdown": breakdown}
+
+
+def measure_in_subprocess(name: str, path: Path) -> dict:
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, __file__, "--measure", name, "--path", str(path)], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{done.stderr}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process_seconds"] = wall
+    return result
+
+
+# --- driver ---------------------------------------------------------------------------------
+
+
+def export_for(kernels: int, ranks: int, out_dir: Path, regenerate: bool) -> Path:
+    sys.path.insert(0, str(HERE))
+    import gen_nsys_export
+
+    path = out_dir / f"nsys_{kernels}_{ranks}r.sqlite"
+    wanted = f"kernels={kernels} ranks={ranks} "
+    if path.exists() and not regenerate:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT value FROM META_DATA_EXPORT WHERE name = 'GENERATOR_ARGS'").fetchone()
+        except sqlite3.DatabaseError:
+            row = None
+        con.close()
+        if row and row[0].startswith(wanted):
+            print(f"reusing {path}")
+            return path
+    print(f"generating {path} ...", flush=True)
+    info = gen_nsys_export.generate(path, kernels, ranks)
+    print(f"  {info}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", type=int, default=1_000_000)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement (best reported)")
+    parser.add_argument("--out", type=Path, default=HERE / "out", help="where the generated export lives")
+    parser.add_argument("--regenerate", action="store_true")
+    parser.add_argument("--skip", action="append", default=[], choices=list(MEASURES), help="leave a measurement out")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--measure", choices=list(MEASURES), help=argparse.SUPPRESS)
+    parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.measure:  # child: one measurement, one JSON line
+        result = MEASURES[args.measure](args.path)
+        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(result))
+        return
+
+    path = export_for(args.kernels, args.ranks, args.out, args.regenerate)
+    names = [n for n in MEASURES if n not in args.skip]
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for i in range(args.repeat):
+        for name in names:
+            runs[name].append(measure_in_subprocess(name, path))
+            r = runs[name][-1]
+            print(f"  run {i + 1} {name:<9} {r['seconds']:7.3f} s  peak {r['peak_rss_mb']:6.0f} MB  {r['rows']}", flush=True)
+    best = {n: min(rs, key=lambda r: r["seconds"]) for n, rs in runs.items()}
+    peak = {n: max(r["peak_rss_mb"] for r in rs) for n, rs in runs.items()}
+
+    print(f"\nnsys export: {path.name} ({path.stat().st_size / 1e6:.0f} MB), {os.cpu_count()} CPUs, best of {args.repeat}")
+    print(f"{'measure':<10} {'seconds':>8} {'ratio':>7} {'peak MB':>8} {'process s':>10}")
+    base = best["fetchall"]["seconds"] if "fetchall" in best else None
+    for name in names:
+        b = best[name]
+        ratio = f"{b['seconds'] / base:7.2f}" if base else "      -"
+        print(f"{name:<10} {b['seconds']:8.3f} {ratio} {peak[name]:8.0f} {b['process_seconds']:10.2f}")
+    summary = {"export": str(path), "kernels": args.kernels, "ranks": args.ranks, "cpus": os.cpu_count(), "best": best, "peak_rss_mb": peak}
+    if base and "breakdown" in best:
+        ratio = best["breakdown"]["seconds"] / base
+        ok_time = ratio <= TARGET_RATIO
+        ok_mem = peak["breakdown"] < TARGET_RSS_MB
+        print(f"\nbreakdown / fetchall = {ratio:.2f} (target <= {TARGET_RATIO}): {'PASS' if ok_time else 'FAIL'}; "
+              f"peak {peak['breakdown']:.0f} MB (target < {TARGET_RSS_MB}): {'PASS' if ok_mem else 'FAIL'}")
+        print(f"  of which load_trace: {best['breakdown']['read_seconds']:.3f} s")
+        summary.update(ratio=ratio, pass_time=ok_time, pass_memory=ok_mem)
+    if base and "reader" in best:
+        print(f"reader / fetchall = {best['reader']['seconds'] / base:.2f}; reader peak {peak['reader']:.0f} MB")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
