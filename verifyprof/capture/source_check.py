@@ -144,10 +144,11 @@ def check_preset(preset: Preset, source: SourceTree, version: str) -> list[Findi
 
 
 def present_targets(preset: Preset, source: SourceTree) -> list[str]:
-    """The preset's targets this source defines (for reports)."""
-    return [
-        str(alt.target)
+    """``"phase: target"`` for each of the preset's targets this source defines (for reports)."""
+    found = {
+        f"{entry.phase}: {alt.target}": None
         for entry in preset.entries
         for alt in entry.alternatives
         if source.definition(alt.target.module, alt.target.qualname) is not None
-    ]
+    }
+    return list(found)

@@ -104,6 +104,8 @@ def add_listener(callback: Callable[[], None]) -> None:
 
 
 def _notify() -> None:
+    global _watched_names
+    _watched_names = None
     for callback in list(_listeners):
         try:
             callback()
@@ -247,13 +249,19 @@ def _on_imported(module_name: str, module: Any) -> None:
             _notify()
 
 
-def _watched() -> set[str]:
-    names = set()
-    for patch in _patches.values():
-        if patch.state == "pending":
-            names.add(patch.target.module)
-        names.update(patch.bindings)
-    return names
+_watched_names: frozenset[str] | None = None  # recomputed after any change (find_spec runs per import)
+
+
+def _watched() -> frozenset[str]:
+    global _watched_names
+    if _watched_names is None:
+        names = set()
+        for patch in _patches.values():
+            if patch.state == "pending":
+                names.add(patch.target.module)
+            names.update(patch.bindings)
+        _watched_names = frozenset(names)
+    return _watched_names
 
 
 class _LoaderProxy:
@@ -274,9 +282,8 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
         if getattr(self._busy, "on", False):
             return None
-        with _lock:
-            if fullname not in _watched():
-                return None
+        if fullname not in _watched():
+            return None
         self._busy.on = True
         try:
             spec = None
@@ -370,5 +377,6 @@ def restore_all() -> None:
         _patches.clear()
         _warned.clear()
         _listeners.clear()
+        _notify()
         if _finder is not None and _finder in sys.meta_path:
             sys.meta_path.remove(_finder)
