@@ -82,6 +82,18 @@ def breakdown(path: Path) -> dict:
 MEASURES = {"fetchall": fetchall, "reader": reader, "breakdown": breakdown}
 
 
+def peak_rss_mb() -> float:
+    """This process's peak RSS. Linux's ru_maxrss carries the parent's RSS over fork+exec, so
+    prefer the new image's own high-water mark (VmHWM)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def measure_in_subprocess(name: str, path: Path) -> dict:
     t = time.perf_counter()
     done = subprocess.run([sys.executable, __file__, "--measure", name, "--path", str(path)], capture_output=True, text=True, check=False)
@@ -113,8 +125,9 @@ def export_for(kernels: int, ranks: int, out_dir: Path, regenerate: bool) -> Pat
             print(f"reusing {path}")
             return path
     print(f"generating {path} ...", flush=True)
-    info = gen_nsys_export.generate(path, kernels, ranks)
-    print(f"  {info}")
+    # in its own process: the benchmark's children should not inherit a large parent
+    subprocess.run([sys.executable, gen_nsys_export.__file__, "--kernels", str(kernels), "--ranks", str(ranks), "-o", str(path)],
+                   check=True)
     return path
 
 
@@ -133,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.measure:  # child: one measurement, one JSON line
         result = MEASURES[args.measure](args.path)
-        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result["peak_rss_mb"] = peak_rss_mb()
         print(json.dumps(result))
         return
 
