@@ -25,6 +25,7 @@ from verifyprof.trace.model import (
     API_KIND_RUNTIME,
     COPY_KIND_MEMCPY,
     RANGE_KIND_PUSHPOP,
+    RANGE_KIND_STARTEND,
 )
 from verifyprof.trace.nsys_sqlite import nesting_depth, read_nsys_sqlite
 
@@ -331,6 +332,46 @@ def test_mock_has_two_kernels_one_memcpy_and_its_gpu(traces):
     assert trace.devices[["name", "sm_count", "memory_bytes", "compute_capability"]].values.tolist() == [
         ["NVIDIA GeForce RTX 3080", 68, 10736893952, "8.6"]]
     assert trace.meta["nsys_version"] == "2026.1.1.204"
+
+
+# --- NVTX event types (a real export with rows of the other kinds added) --------------------------------------
+
+
+@pytest.fixture
+def pipit_with_nvtx_kinds(tmp_path):
+    """pipit plus a mark (34), a start/end range ending on another thread (60) and a push/pop range never popped."""
+    path = copy_of(PIPIT, tmp_path, "pipit_kinds.sqlite")
+    tid = 302119224788637
+    edit(
+        path,
+        f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (900000000, NULL, 34, 'a mark', {tid}, 0)",
+        f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, endGlobalTid, domainId, int64Value) "
+        f"VALUES (920000000, 930000000, 60, 'async work', {tid}, {tid + 1}, 0, 7)",
+        f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (2100000000, NULL, 59, 'never popped', {tid}, 0)",
+    )
+    return path
+
+
+@needs_public
+def test_nvtx_marks_are_not_ranges(pipit_with_nvtx_kinds):
+    assert "a mark" not in read_nsys_sqlite(pipit_with_nvtx_kinds).names("ranges")
+
+
+@needs_public
+def test_nvtx_start_end_ranges_are_kept_with_their_kind_and_payload(pipit_with_nvtx_kinds):
+    trace = read_nsys_sqlite(pipit_with_nvtx_kinds)
+    row = trace.ranges[trace.names("ranges") == "async work"]
+    assert row[["start", "end", "kind", "depth", "tid"]].values.tolist() == [[920000000, 930000000, RANGE_KIND_STARTEND, 0, 302119224788637]]
+    assert row["payload"].tolist() == [7.0]
+    assert trace.ranges["payload"][trace.names("ranges") != "async work"].isna().all()
+
+
+@needs_public
+def test_nvtx_ranges_without_an_end_are_dropped_and_counted(pipit_with_nvtx_kinds):
+    trace = read_nsys_sqlite(pipit_with_nvtx_kinds)
+    assert "never popped" not in trace.names("ranges")
+    assert len(trace.ranges) == 23
+    assert "1 NVTX range(s) without an end (open when the capture stopped) dropped" in trace.warnings
 
 
 # --- nesting depth --------------------------------------------------------------------------------------
