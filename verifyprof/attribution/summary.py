@@ -27,11 +27,31 @@ def _group_order(names: list[str]) -> list[str]:
     return known + sorted(n for n in names if n not in known)
 
 
+MAX_VARIANTS = 12  # more distinct attribute sets than this (e.g. every batch size): group by name only
+VOLATILE_ATTRS = frozenset({"step", "index", "iter", "accepted", "accept_len", "seq", "id"})
+
+
+def variant(attrs: dict[str, str]) -> str:
+    """The attributes that make steps of one name comparable (``tokens=4 graph=1 sweep=1``)."""
+    return " ".join(f"{k}={v}" for k, v in attrs.items() if k not in VOLATILE_ATTRS)
+
+
 def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Groups of comparable steps: same name and, unless a name has too many, same attributes.
+
+    A verify at width 16 and one at width 4 are different measurements; averaging them hides
+    exactly what a width sweep is for.
+    """
+    variants = pd.Series([variant(a) for a in rows["attrs"]], index=rows.index, dtype=object)
     groups = []
     for name in _group_order(rows["name"].unique().tolist()):  # a handful of step names
-        group = rows[rows["name"].to_numpy() == name]
-        groups.append(_group_summary(name, group))
+        in_name = rows["name"].to_numpy() == name
+        kinds = pd.unique(variants[in_name])
+        if len(kinds) > MAX_VARIANTS:
+            groups.append(_group_summary(name, rows[in_name], ""))
+            continue
+        for kind in sorted(kinds, key=lambda v: (_tokens(v), v)):
+            groups.append(_group_summary(name, rows[in_name & (variants.to_numpy() == kind)], kind))
     summary: dict[str, Any] = {"unit": "ns", "groups": groups}
     if collectives is not None:
         from verifyprof.attribution.comm import summarize_calls
@@ -40,7 +60,14 @@ def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None) -> di
     return summary
 
 
-def _group_summary(name: str, group: pd.DataFrame) -> dict[str, Any]:
+def _tokens(kind: str) -> tuple[int, int]:
+    """Sort key: the main loop's steps first, then sweeps by width."""
+    attrs = dict(part.split("=", 1) for part in kind.split() if "=" in part)
+    width = attrs.get("tokens", "0")
+    return (1 if "sweep" in attrs else 0, int(width) if width.isdigit() else 0)
+
+
+def _group_summary(name: str, group: pd.DataFrame, kind: str) -> dict[str, Any]:
     wall = group["wall_ns"].to_numpy()
     mean_wall = float(wall.mean()) if len(wall) else 0.0
     phase_stats = {}
@@ -60,6 +87,7 @@ def _group_summary(name: str, group: pd.DataFrame) -> dict[str, Any]:
         }
     out: dict[str, Any] = {
         "name": name,
+        "variant": kind,
         "steps": int(group["step"].nunique()),
         "rows": int(len(group)),
         "devices": sorted(int(d) for d in group["device"].unique()),

@@ -45,8 +45,9 @@ def _print_group(console: Console, group: dict[str, Any], show_zero: bool) -> No
     median = group["median_step"]
     wall = group["wall_ns"]
     modes = ", ".join(f"{k} {v}" for k, v in group["modes"].items())
+    label = f"{group['name']} [{group['variant']}]" if group.get("variant") else group["name"]
     title = (
-        f"{group['name']}: {group['steps']} steps on devices {group['devices']} ({modes}); "
+        f"{label}: {group['steps']} steps on devices {group['devices']} ({modes}); "
         f"wall mean {_ms(wall['mean'])} / p50 {_ms(wall['p50'])} / p90 {_ms(wall['p90'])} ms; "
         f"median step #{median['index']} (device {median['device']}) {_ms(median['wall_ns'])} ms"
     )
