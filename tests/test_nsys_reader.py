@@ -374,6 +374,30 @@ def test_nvtx_ranges_without_an_end_are_dropped_and_counted(pipit_with_nvtx_kind
     assert "1 NVTX range(s) without an end (open when the capture stopped) dropped" in trace.warnings
 
 
+# --- column drift ------------------------------------------------------------------------------------------
+
+
+@needs_public
+def test_columns_are_selected_by_name_so_a_kernel_table_without_graph_id_reads(tmp_path):
+    """nsys 2024.5 (schema 3.13) has no KERNEL.graphId; columns may also come in another order."""
+    path = copy_of(MOCK, tmp_path, "no_graph_id.sqlite")
+    edit(path, "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN graphId",
+         "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN greenContextId")
+    trace = read_nsys_sqlite(path)
+    trace.validate()
+    assert (trace.kernels["graph_id"] == -1).all()
+    assert trace.kernels["start"].tolist() == [s for (s,) in sql(MOCK, "SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start")]
+
+
+@needs_public
+def test_kernel_names_fall_back_to_short_names_without_demangled_names(tmp_path):
+    path = copy_of(MOCK, tmp_path, "short_names.sqlite")
+    edit(path, "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN demangledName")
+    names = read_nsys_sqlite(path).names("kernels").tolist()
+    assert names == [v for (v,) in sql(MOCK, """SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+                                              ORDER BY k.start""")]
+
+
 # --- nesting depth --------------------------------------------------------------------------------------
 
 
