@@ -109,7 +109,20 @@ def read_nsys_sqlite(path: Path) -> Trace:
     """Read an nsys SQLite export (never modifying it) into the event model."""
     path = Path(path)
     with _Export(path) as export:
-        return export.read()
+        trace = export.read()
+    _release_free_memory()
+    return trace
+
+
+def _release_free_memory() -> None:
+    """Hand the heap the reader's threads freed (Arrow batches) back to the OS, so that the
+    next stage starts from the trace's own footprint (glibc keeps freed arena memory otherwise)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
 
 
 class _Export:
