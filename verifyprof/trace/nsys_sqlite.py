@@ -101,7 +101,7 @@ GRAPH_WARNING = (
     "re-capture with --cuda-graph-trace=node"
 )
 
-SLICE_ROWS = 250_000  # rowid slice per parallel query
+SLICE_ROWS = 100_000  # rowid slice per parallel query (at most 2 per CPU)
 _MAX_THREADS = 8
 
 
