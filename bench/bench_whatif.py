@@ -224,7 +224,7 @@ def width_rows(inputs: Inputs, hardware: Hardware, model: ModelConfig | None, mo
                         use_measured_widths=False)
     measured_events = {r["width"]: r["verify_ms"]["mean"] for r in summary_runs(inputs.eager_summary if mode == "eager" else inputs.graph_summary, "verify_sweep", mode)}
     rows = []
-    for width in sorted(set(base.other_widths) | set(measured_events)):
+    for width in sorted(set(base.width_times) | set(measured_events)):
         if width == n0:
             continue
         predicted, notes = verify_at_width(base, scenario, width)
@@ -233,8 +233,8 @@ def width_rows(inputs: Inputs, hardware: Hardware, model: ModelConfig | None, mo
         if width in measured_events:
             rows.append(Row(case, predicted, measured_events[width], "sweep, CUDA events (mean)", headline=True,
                             note=notes[0] if notes else ""))
-        if width in base.other_widths:
-            rows.append(Row(case, predicted, base.other_widths[width], "sweep, breakdown wall (mean)"))
+        if width in base.width_times:
+            rows.append(Row(case, predicted, base.width_times[width], "sweep, breakdown wall (mean)"))
     return rows
 
 
@@ -243,7 +243,7 @@ def check(inputs: Inputs, hardware: Hardware | None) -> dict[str, Any]:
     model = model_for(inputs)
     rows: list[Row] = []
     rows += graph_rows(inputs, hw, sweep=False, width=None)
-    widths = sorted({w for w in (profile_or_none(inputs.eager, mode="eager", sweep=True, width=NUM_DRAFT + 1) or _Empty()).other_widths} | {NUM_DRAFT + 1})
+    widths = sorted(set((profile_or_none(inputs.eager, mode="eager", sweep=True, width=NUM_DRAFT + 1) or _Empty()).width_times) | {NUM_DRAFT + 1})
     for width in widths:
         rows += graph_rows(inputs, hw, sweep=True, width=width)
     for mode in ("eager", "graph"):
@@ -252,7 +252,7 @@ def check(inputs: Inputs, hardware: Hardware | None) -> dict[str, Any]:
 
 
 class _Empty:
-    other_widths: dict[int, float] = {}
+    width_times: dict[int, float] = {}
 
 
 # ---- output -------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from verifyprof.attribution.breakdown import breakdown
+from verifyprof.model.acceptance import parse_survival
 from verifyprof.model.candidates import CANDIDATE_NAMES, Scenario, rank_candidates
 from verifyprof.model.hardware import load_hardware
 from verifyprof.model.inputs import verify_profile
@@ -204,8 +205,8 @@ def test_decode_baseline_comes_from_decode_ranges(loop_breakdown):
 
 
 def test_sweep_widths_are_measured_t_of_n(loop_breakdown):
-    widths = verify_profile(loop_breakdown).other_widths
-    assert sorted(widths) == [2, 8]
+    widths = verify_profile(loop_breakdown).width_times
+    assert sorted(widths) == [2, 4, 8]
     assert widths[8] == pytest.approx((4 * (140_000 + 8_000) + 4 * 90_000) / 1e6)
 
 
@@ -216,8 +217,8 @@ def test_whatif_from_a_loop_breakdown_fills_the_cycle_from_the_trace(loop_breakd
     path.write_text(json.dumps(loop_breakdown))
     ranking = from_breakdown(WhatifOptions(source=str(path), accept_len=2.0))
     cur = ranking.current
-    assert cur.draft_ms == pytest.approx(0.18 + 0.05)  # draft + draft_extend
-    assert cur.overhead_ms == pytest.approx(0.055 + 0.020)  # accept + the rest of spec_step
+    assert cur.draft_ms == pytest.approx(0.18)  # the draft steps: scales with the number of drafts
+    assert cur.overhead_ms == pytest.approx(0.055 + 0.05 + 0.020)  # accept + draft_extend + the rest of spec_step
     assert cur.cycle_ms == pytest.approx(1.225)
     assert cur.decode_ms == pytest.approx(0.52)
     assert ranking.scenario.num_draft == 3
@@ -233,13 +234,25 @@ def test_cuda_graph_keeps_the_idle_before_the_first_kernel(loop_breakdown):
     assert ranking.candidates[0].cycle.verify_ms == pytest.approx(busy + edge + added)
 
 
-def test_fewer_draft_tokens_uses_the_measured_sweep_width(loop_breakdown):
+def test_fewer_draft_tokens_adds_the_sweep_s_measured_t_of_n_change(loop_breakdown):
     profile = verify_profile(loop_breakdown)
     ranking = rank_candidates(profile, Scenario(accept_len=2.0, draft_ms=0.18, num_draft=3), only=["fewer_draft_tokens"])
+    options = {o["width"]: o for o in ranking.candidates[0].details["options"]}
+    assert sorted(options) == [2, 3]
+    change = profile.width_times[2] - profile.width_times[4]  # width 2 is measured by the sweep, 3 is not
+    assert change == pytest.approx(-4 * 2_000 / 1e6)
+    assert options[2]["verify_ms"] == pytest.approx(profile.verify.wall_ms + change)
+    assert options[3]["verify_ms"] == pytest.approx(profile.verify.wall_ms)  # no model config: width-independent
+
+
+def test_fewer_draft_tokens_keeps_the_measured_accept_length_and_takes_the_curve_s_change(loop_breakdown):
+    profile = verify_profile(loop_breakdown)
+    survival = parse_survival("0.8,0.5,0.3")
+    ranking = rank_candidates(profile, Scenario(accept_len=2.5, draft_ms=0.18, num_draft=3, survival=survival),
+                              only=["fewer_draft_tokens"])
     cand = ranking.candidates[0]
-    assert cand.details["num_draft"] in (1, 2)
-    if cand.details["width"] == 2:
-        assert cand.cycle.verify_ms == pytest.approx(profile.other_widths[2])
+    k2 = cand.details["num_draft"]
+    assert cand.cycle.accept_len == pytest.approx(2.5 - sum(survival.s[k2:]))
 
 
 def test_fewer_draft_tokens_trades_accept_length_for_draft_time(loop_breakdown):

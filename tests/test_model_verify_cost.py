@@ -29,24 +29,40 @@ def test_expert_union_table_row(n):
 
 
 def test_dense_verify_is_width_independent_below_the_ridge():
-    # A dense model at 2 -> 8 tokens on an H200 stays memory-bound: GEMM time unchanged.
+    # A dense model at 2 -> 8 tokens on an H200 stays memory-bound: the GEMM floor barely moves.
     model = load_model_config("workload")
     scaling = width_scaling(2, 8, model, load_hardware("h200"))
-    assert scaling.factors["gemm_dense"] == pytest.approx(1.0, abs=0.01)
+    assert abs(scaling.deltas_ms["gemm_dense"]) < 0.001  # of a 0.37 ms floor
 
 
 def test_dense_verify_turns_compute_bound_past_the_ridge():
-    model = load_model_config("workload")
-    scaling = width_scaling(4, 1024, model, load_hardware("h200"))
-    assert scaling.factors["gemm_dense"] > 2.0
+    model, h200 = load_model_config("workload"), load_hardware("h200")
+    scaling = width_scaling(4, 1024, model, h200)
+    flops_ms = model.dense_flops(1024) / (h200.bf16_tflops * 1e12) * 1e3
+    bytes_ms = (model.dense_bytes() + 4 * model.activation_bytes_per_token()) / (h200.bandwidth_tbps * 1e12) * 1e3
+    assert scaling.deltas_ms["gemm_dense"] == pytest.approx(flops_ms - bytes_ms, rel=1e-3)
 
 
-def test_moe_verify_grows_with_the_expert_union():
+def test_moe_verify_grows_by_the_expert_union_s_extra_bytes():
+    kimi, rtx = load_model_config("kimi-k2"), load_hardware("rtx-pro-6000")
+    scaling = width_scaling(4, 12, kimi, rtx, tp=8)
+    extra = (kimi.routed_bytes(12, 8) - kimi.routed_bytes(4, 8)) / (rtx.bandwidth_tbps * 1e12) * 1e3
+    assert scaling.deltas_ms["gemm_moe"] == pytest.approx(extra, rel=0.01)
+    assert kimi.routed_bytes(12, 8) / kimi.routed_bytes(4, 8) == pytest.approx(85.7 / 31.0, rel=0.01)
+
+
+def test_measured_overhead_carries_over_and_only_the_floor_moves():
+    kimi, rtx = load_model_config("kimi-k2"), load_hardware("rtx-pro-6000")
+    scaling = width_scaling(4, 12, kimi, rtx, tp=8)
+    measured = {"gemm_moe": 9.0, "norm": 0.5}
+    scaled = scaling.apply(measured)
+    assert scaled["gemm_moe"] == pytest.approx(9.0 + scaling.deltas_ms["gemm_moe"]) and scaled["norm"] == 0.5
+
+
+def test_without_hardware_gemm_phases_scale_by_bytes():
     kimi = load_model_config("kimi-k2")
-    scaling = width_scaling(4, 12, kimi, load_hardware("rtx-pro-6000"), tp=8)
-    routed4, routed12 = kimi.routed_bytes(4, 8), kimi.routed_bytes(12, 8)
-    assert scaling.factors["gemm_moe"] == pytest.approx(routed12 / routed4, rel=0.01)
-    assert scaling.factors["gemm_moe"] == pytest.approx(85.7 / 31.0, rel=0.01)
+    scaling = width_scaling(4, 12, kimi, None, tp=8)
+    assert scaling.factors["gemm_moe"] == pytest.approx(kimi.routed_bytes(12, 8) / kimi.routed_bytes(4, 8), rel=0.01)
 
 
 def test_without_a_model_every_phase_is_width_independent():

@@ -265,15 +265,21 @@ def verify_at_width(profile: VerifyProfile, s: Scenario, width: int) -> tuple[fl
     n0 = profile.width or (s.num_draft or 0) + 1
     if width == n0:
         return v.wall_ms, []
-    if s.use_measured_widths and width in profile.other_widths:
-        return profile.other_widths[width], [f"verify at width {width} measured in the trace: {profile.other_widths[width]:.3f} ms"]
+    measured = profile.width_times
+    if s.use_measured_widths and width in measured and n0 in measured:
+        change = measured[width] - measured[n0]
+        return v.wall_ms + change, [
+            f"t({width}) - t({n0}) measured in the trace: {measured[width]:.3f} - {measured[n0]:.3f} ms = {change:+.3f} ms, "
+            f"added to the modelled verify's {v.wall_ms:.3f} ms"
+        ]
     ar = None
     if s.hardware is not None and s.tp > 1:
         ar = lambda nbytes: s.hardware.allreduce_us(nbytes, s.tp, "nccl").us  # noqa: E731
     scaling = width_scaling(n0 * s.batch, width * s.batch, s.model, s.hardware, s.tp, s.context, ar)
-    total = sum(t * scaling.factors.get(p, 1.0) for p, t in v.phases_ms.items())
-    factors = ", ".join(f"{p} x{f:.2f}" for p, f in scaling.factors.items() if v.phases_ms.get(p, 0) > 0)
-    return total, [f"t({width}) from the measured t({n0}) phase by phase" + (f": {factors}" if factors else "")] + scaling.notes
+    total = sum(scaling.apply(v.phases_ms).values())
+    changes = [f"{p} x{f:.2f}" for p, f in scaling.factors.items() if v.phases_ms.get(p, 0) > 0]
+    changes += [f"{p} {d:+.3f} ms" for p, d in scaling.deltas_ms.items() if v.phases_ms.get(p, 0) > 0]
+    return total, [f"t({width}) from the measured t({n0}) phase by phase" + (f": {', '.join(changes)}" if changes else "")] + scaling.notes
 
 
 def draft_tokens(profile: VerifyProfile, s: Scenario, now: Cycle, more: bool) -> Candidate:
@@ -285,28 +291,33 @@ def draft_tokens(profile: VerifyProfile, s: Scenario, now: Cycle, more: bool) ->
     survival, survival_note = _survival(profile, s, k)
     options = range(k + 1, k + 1 + MAX_EXTRA_DRAFTS) if more else range(1, k)
     best: Candidate | None = None
+    tried: list[dict[str, float]] = []
     n0 = profile.width or k + 1
     for k2 in options:
         # a chain verifies k+1 tokens; a tree (width != k+1) is taken to shrink or grow in proportion
         width = k2 + 1 if n0 == k + 1 else max(1, round(n0 * (k2 + 1) / (k + 1)))
         verify, notes = verify_at_width(profile, s, width)
-        tau = survival.accept_len(k2)
+        # the measured accept length carries over; the curve gives the change from k to k2 drafts
+        tau = min(max(s.accept_len + survival.accept_len(k2) - survival.accept_len(k), 1.0), k2 + 1.0)
         draft = s.draft_ms * k2 / k
         cycle = now.with_(verify_ms=verify, accept_len=tau, draft_ms=draft)
         assumptions = [
             f"chain drafting: {k2} drafts verified as {width} tokens per request (now {k} as {k + 1})"
             if n0 == k + 1
             else f"verify width {n0} for {k} drafts (a tree): {k2} drafts taken to verify {width} tokens, in proportion",
-            f"accept length {tau:.3f} at {k2} drafts from the {survival_note}"
+            f"accept length {tau:.3f} at {k2} drafts: the measured {s.accept_len:.3f} "
+            f"{survival.accept_len(k2) - survival.accept_len(k):+.3f} from the {survival_note}"
             + (" (extrapolated past the measured positions)" if survival.is_extrapolated(k2) else ""),
             f"draft time scales with the number of draft steps: {s.draft_ms:.3f} -> {draft:.3f} ms",
             *notes,
         ]
         name = "more_draft_tokens" if more else "fewer_draft_tokens"
         cand = Candidate(name, cycle, now.tokens_per_s, assumptions, {"num_draft": k2, "width": width})
+        tried.append({"num_draft": k2, "width": width, "verify_ms": verify, "accept_len": tau, "tokens_per_s": cycle.tokens_per_s})
         if best is None or cand.cycle.tokens_per_s > best.cycle.tokens_per_s:
             best = cand
     assert best is not None
+    best.details["options"] = tried  # every k' evaluated, best kept
     return best
 
 

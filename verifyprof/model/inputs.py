@@ -104,7 +104,9 @@ class VerifyProfile:
     cycle_ms: float | None = None  # spec_step wall, when the trace has it
     decode_ms: float | None = None
     accept_len: float | None = None
-    other_widths: dict[int, float] = field(default_factory=dict)  # measured verify ms at other widths
+    # Measured verify ms per width from one population of steps (the width sweep when there is one,
+    # else the modelled steps): t(n) differences, applied to the modelled verify.
+    width_times: dict[int, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     source: str = ""
 
@@ -228,11 +230,11 @@ def verify_profile(
         )
     on_device = lambda s: int(s.get("device", -1)) in (critical.device, -1)  # noqa: E731
 
-    other_widths: dict[int, float] = {}
+    width_times: dict[int, float] = {}
     width_pool = [s for s in (sweeps if sweeps else in_mode) if s.get("mode") == mode and on_device(s)]
-    for w in sorted({_width(s) for s in width_pool} - {None, width}):
+    for w in sorted({_width(s) for s in width_pool} - {None}):
         rows = [s for s in width_pool if _width(s) == w]
-        other_widths[w] = float(np.mean([r["wall_ns"] for r in rows])) / NS_PER_MS
+        width_times[w] = float(np.mean([r["wall_ns"] for r in rows])) / NS_PER_MS
 
     # The cycle around the modelled verify steps: spec_step ranges containing them, and the
     # draft / accept / draft-extend ranges inside those (by start time, on the same device).
@@ -288,7 +290,7 @@ def verify_profile(
         cycle_ms=float(np.mean([c["wall_ns"] for c in cycle])) / NS_PER_MS if cycle else None,
         decode_ms=float(np.mean([d["wall_ns"] for d in decodes])) / NS_PER_MS if decodes else None,
         accept_len=float(np.mean(accepted)) if accepted else None,
-        other_widths=other_widths,
+        width_times=width_times,
         notes=notes,
         source=str(path),
     )

@@ -110,6 +110,8 @@ def acceptance(o: WhatifOptions, manifest: Manifest | None = None, profile: Veri
     if survival is None and manifest is not None and manifest.survival:
         survival = Survival(manifest.survival, source=str(manifest.path))
         source = f"survival in {manifest.path}"
+        if manifest.accept_len is not None:  # measured beats the curve's expectation; the curve stays for candidates
+            return Acceptance(check_accept_len(manifest.accept_len), f"accept length in {manifest.path}", survival, num_draft or survival.depth)
     if survival is not None:
         k = num_draft or survival.depth
         return Acceptance(survival.accept_len(k), f"{source}, {k} drafts" + (" (extrapolated)" if survival.is_extrapolated(k) else ""), survival, k)
@@ -196,19 +198,23 @@ def from_breakdown(o: WhatifOptions) -> Ranking:
     if o.draft_ms is not None:
         draft = o.draft_ms
     else:
-        draft = (profile.draft_ms or 0.0) + extend
+        draft = profile.draft_ms or 0.0
         notes.append(
-            f"draft {draft:.3f} ms per cycle from the trace's draft/draft_extend ranges" if profile.draft_ms is not None
+            f"draft {draft:.3f} ms per cycle from the trace's draft ranges (scales with the number of drafts)" if profile.draft_ms is not None
             else "no draft ranges in the trace and no --draft-ms: draft time taken as 0"
         )
     if o.overhead_ms is not None:
         overhead = o.overhead_ms
     else:
-        overhead = profile.accept_ms or 0.0
+        overhead = (profile.accept_ms or 0.0) + extend
         if profile.cycle_ms is not None:
-            rest = profile.cycle_ms - (profile.verify.wall_ms + (profile.draft_ms or 0.0) + extend + (profile.accept_ms or 0.0))
+            rest = profile.cycle_ms - (profile.verify.wall_ms + (profile.draft_ms or 0.0) + overhead)
             overhead += max(rest, 0.0)
-            notes.append(f"overhead {overhead:.3f} ms per cycle: accept plus the rest of the spec_step range ({profile.cycle_ms:.3f} ms)")
+        if profile.accept_ms is not None or profile.cycle_ms is not None:
+            notes.append(
+                f"overhead {overhead:.3f} ms per cycle: accept {profile.accept_ms or 0.0:.3f} + draft-extend {extend:.3f} (fixed width k+1)"
+                + (f" + the rest of the spec_step range ({profile.cycle_ms:.3f} ms)" if profile.cycle_ms is not None else "")
+            )
     baseline_tps = o.baseline_tps if o.baseline_tps is not None else (manifest.baseline_tps if manifest and o.decode_ms is None else None)
     decode = o.decode_ms if o.decode_ms is not None else (manifest.decode_ms if manifest and baseline_tps is None else None)
     decode_ms = decode_ms_from(baseline_tps, decode)
