@@ -224,6 +224,14 @@ def test_preset_targets_absent_from_the_installed_version_are_skipped_silently(d
         statuses = hooks.install(str(preset))
     assert {s.target: s.state for s in statuses} == {
         "hookdemo.core:Runner.forward": "patched",
-        "hookdemo.core:OldRunner.forward": "missing",
+        "hookdemo.core:OldRunner.forward": "absent",
         "hookdemo.gone:f": "pending",
     }
+
+
+def test_check_imports_each_target_module_and_reports_what_this_version_has(demo):
+    statuses = hooks.check(["hookdemo.core:Runner.forward=verify", "hookdemo.broken:f=verify"])
+    states = {s.target: (s.state, s.detail) for s in statuses}
+    assert states["hookdemo.core:Runner.forward"] == ("patched", "")
+    assert states["hookdemo.broken:f"] == ("missing", "cannot import hookdemo.broken: ImportError: boom")
+    assert statuses[0].sources == ("user hook hookdemo.core:Runner.forward=verify",)

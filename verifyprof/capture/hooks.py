@@ -55,6 +55,7 @@ __all__ = [
     "uninstall",
     "wrap",
     "active_ranges",
+    "check",
 ]
 
 ENV_HOOKS = "VERIFYPROF_HOOKS"  # hooks spec; the injected sitecustomize/plugin do nothing without it
@@ -141,10 +142,9 @@ def install(spec: str | Iterable[str] | None = None) -> list[HookStatus]:
     if not isinstance(spec, str):
         spec = ",".join(spec)
     statuses = install_entries(resolve_spec(spec))
-    report_dir = os.environ.get(ENV_REPORT)
-    if report_dir:
-        _targets.add_listener(lambda: _write_report(Path(report_dir)))
-        _write_report(Path(report_dir))
+    if os.environ.get(ENV_REPORT):
+        _targets.add_listener(_write_report)
+        _write_report()
     return statuses
 
 
@@ -160,8 +160,19 @@ def install_from_env() -> list[HookStatus] | None:
         return None
 
 
+def check(spec: str | Iterable[str]) -> list[HookStatus]:
+    """What ``spec`` would hook in this interpreter: installs it, imports every target's module
+    (and so whatever those import), and reports each target's state (``verifyprof hooks check``).
+    The hooks stay installed; call :func:`uninstall` to remove them."""
+    install(spec)
+    _targets.import_pending()
+    return status()
+
+
 def status() -> list[HookStatus]:
-    """Every requested target: ``patched``, ``pending`` (module not imported yet), ``missing``, ``unsupported``."""
+    """Every requested target: ``patched``; ``pending`` (module not imported yet); ``absent`` (a preset
+    alternative this version does not have: expected); ``missing`` (a target the user named that is
+    not there); ``unsupported`` (not a plain function)."""
     return _targets.statuses()
 
 
@@ -170,8 +181,11 @@ def uninstall() -> None:
     _targets.restore_all()
 
 
-def _write_report(directory: Path) -> None:
+def _write_report() -> None:
+    """``$VERIFYPROF_HOOKS_REPORT/hooks-<pid>.json``, rewritten atomically whenever a target changes
+    state (processes of a server are often killed, so there is no exit hook to wait for)."""
     try:
+        directory = Path(os.environ[ENV_REPORT])
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"hooks-{os.getpid()}.json"
         tmp = path.with_name(path.name + ".tmp")

@@ -13,6 +13,7 @@ Nothing here raises into the host program: a target that cannot be found is reco
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.util
 import inspect
@@ -60,9 +61,10 @@ class HookStatus:
 
     target: str
     ranges: tuple[str, ...]  # range names its rules can open
-    state: str  # "patched" | "pending" (module not imported yet) | "missing" | "unsupported"
+    state: str  # "patched" | "pending" (module not imported yet) | "absent" | "missing" | "unsupported"
     detail: str = ""
     bindings: tuple[str, ...] = ()  # other modules whose copy of the function was replaced
+    sources: tuple[str, ...] = ()  # the preset entries / user hooks that asked for it
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -71,6 +73,7 @@ class HookStatus:
             "state": self.state,
             "detail": self.detail,
             "bindings": list(self.bindings),
+            "sources": list(self.sources),
         }
 
 
@@ -167,7 +170,8 @@ def _apply(patch: _Patch, module: Any, scan_package: bool) -> None:
     try:
         owner, name, raw, inherited = _resolve(module, target.qualname)
     except AttributeError as exc:
-        patch.state, patch.detail = "missing", f"{exc}"
+        # A preset lists names of several versions: one this version lacks is expected ("absent").
+        patch.state, patch.detail = ("missing" if patch.warn_missing else "absent"), f"{exc}"
         if patch.warn_missing:
             _warn_once(str(target), f"verifyprof: hook target {target} not found ({exc}); skipped")
         return
@@ -346,7 +350,25 @@ def _ensure_finder() -> None:
 def _status(patch: _Patch) -> HookStatus:
     ranges = tuple(dict.fromkeys(rule.range_name for rule in patch.rules))
     rebound = tuple(sorted({module.__name__ for module, _, _ in patch.rebound}))
-    return HookStatus(str(patch.target), ranges, patch.state, patch.detail, rebound)
+    sources = tuple(dict.fromkeys(rule.label for rule in patch.rules if rule.label))
+    return HookStatus(str(patch.target), ranges, patch.state, patch.detail, rebound, sources)
+
+
+def import_pending() -> None:
+    """Imports the module of every pending target (``check``); one that cannot be imported makes
+    its targets absent (preset alternatives) or missing (user targets), with the reason."""
+    for module_name in sorted({p.target.module for p in list(_patches.values()) if p.state == "pending"}):
+        try:
+            importlib.import_module(module_name)
+        except BaseException as exc:  # noqa: BLE001 - a module may raise anything at import
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            with _lock:
+                for patch in _patches.values():
+                    if patch.target.module == module_name and patch.state == "pending":
+                        patch.state = "missing" if patch.warn_missing else "absent"
+                        patch.detail = f"cannot import {module_name}: {type(exc).__name__}: {exc}".splitlines()[0]
+                _notify()
 
 
 def statuses() -> list[HookStatus]:

@@ -50,6 +50,27 @@ def active_ranges() -> tuple[str, ...]:
     return tuple(_active.names)
 
 
+_texts: dict[tuple, str] = {}  # (name, attrs...) -> range text: formatting costs more than the range
+
+
+def _text(name: str, attrs: Callable[[Call], dict[str, object]], call: Call) -> str:
+    """The range text for this call; just ``name`` when the extractor fails."""
+    try:
+        values = attrs(call)
+        key = (name, *values.items())
+        try:
+            return _texts[key]
+        except KeyError:
+            if len(_texts) > 4096:  # attribute values are meant to be few (bs, width); stay bounded
+                _texts.clear()
+            text = _texts[key] = range_text(name, **values)
+            return text
+        except TypeError:  # an unhashable attribute value
+            return range_text(name, **values)
+    except Exception:
+        return name
+
+
 def _parameter_index(fn: Callable) -> dict[str, int]:
     try:
         params = inspect.signature(fn, follow_wrapped=False).parameters.values()
@@ -105,12 +126,7 @@ class HookedFunction:
             name = rule.range_name
             if name in names:
                 return fn(*args, **kwargs)
-            text = name
-            if rule.attrs is not None:
-                try:
-                    text = range_text(name, **rule.attrs(call))
-                except Exception:
-                    pass
+            text = name if rule.attrs is None else _text(name, rule.attrs, call)
             token = nvtx.push(text, state.calls)
             state.calls += 1
             names.append(name)
@@ -179,12 +195,7 @@ class _forwards_in_range:
         if names and (name in names or names[-1] != SPEC_STEP):
             self.tokens.append((False, None))
             return
-        text = name
-        if self.rule.attrs is not None:
-            try:
-                text = range_text(name, **self.rule.attrs(Call(args, kwargs, self.index)))
-            except Exception:
-                pass
+        text = name if self.rule.attrs is None else _text(name, self.rule.attrs, Call(args, kwargs, self.index))
         self.tokens.append((True, nvtx.push(text)))
         names.append(name)
 
