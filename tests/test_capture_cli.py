@@ -104,6 +104,19 @@ def test_hooks_are_injected_into_the_servers_spawned_scheduler(tmp_path, tag):
     assert all(p["patched"] == 1 and not p["missing"] for p in processes)
 
 
+def test_default_sglang_hooks_reach_every_server_process_and_never_break_it(tmp_path, tag):
+    out = tmp_path / "cap"
+    args = torch_capture_args(out, free_port())
+    del args[args.index("--hooks"):args.index("--hooks") + 2]
+    proc = run_capture(args, tag)
+    assert proc.returncode == 0, proc.stderr
+    hooks = read_manifest(out)["hooks"]
+    assert hooks["presets"] == ["sglang"] and "VERIFYPROF_HOOKS" in hooks["env"]
+    # no sglang in the fake: every target waits for a module that is never imported
+    assert len(hooks["processes"]) >= 2
+    assert all(p["patched"] == 0 and p["pending"] > 0 for p in hooks["processes"])
+
+
 def test_backend_none_measures_without_profiling(tmp_path, tag):
     out = tmp_path / "cap"
     args = torch_capture_args(out, free_port())
@@ -268,11 +281,23 @@ def test_program_exit_code_is_recorded_and_failure_reported(tmp_path, tag):
 
 def test_program_gets_the_capture_directory_and_its_outputs_are_listed(tmp_path, tag):
     out = tmp_path / "cap"
-    script = "import os, pathlib; pathlib.Path(os.environ['VERIFYPROF_CAPTURE_DIR'], 'result.json').write_text('{}')"
+    script = "import os, pathlib; pathlib.Path(os.environ['VERIFYPROF_CAPTURE_DIR'], 'own.txt').write_text('x')"
     proc = run_capture(["--backend", "none", "--out", str(out), "--", "python", "-c", script], tag)
     assert proc.returncode == 0, proc.stderr
     doc = read_manifest(out)
-    assert doc["status"] == "ok" and doc["target"]["exit_code"] == 0 and "result.json" in doc["files"]
+    assert doc["status"] == "ok" and doc["target"]["exit_code"] == 0 and "own.txt" in doc["files"]
+
+
+def test_numbers_a_program_reports_in_results_json_become_the_manifests_results(tmp_path, tag):
+    out = tmp_path / "cap"
+    script = (
+        "import json, os, pathlib; pathlib.Path(os.environ['VERIFYPROF_CAPTURE_DIR'], 'results.json')"
+        ".write_text(json.dumps({'accept_len': 2.25, 'tokens_per_s': 91.5}))"
+    )
+    proc = run_capture(["--backend", "none", "--out", str(out), "--", "python", "-c", script], tag)
+    assert proc.returncode == 0, proc.stderr
+    assert read_manifest(out)["results"] == {"accept_len": 2.25, "tokens_per_s": 91.5}
+    assert "accept length: 2.250 tokens/verify" in proc.stdout
 
 
 def test_ctrl_c_stops_a_program_and_the_children_it_started(tmp_path, tag):

@@ -39,6 +39,7 @@ BACKENDS = ("nsys", "torch", "none")
 DEFAULT_PORT = 30000  # SGLang's
 DEFAULT_SERVER_HOOKS = ("sglang",)
 TORCH_TRACE_DIR = "torch"
+PROGRAM_RESULTS = "results.json"  # a program may write its own numbers here (see program_results)
 
 
 @dataclass
@@ -156,6 +157,20 @@ def hook_reports(report_dir: Path) -> list[dict]:
             "missing": states.get("missing", []) + states.get("unsupported", []),
         })
     return rows
+
+
+def program_results(out: Path) -> dict:
+    """What a program reported about itself: ``$VERIFYPROF_CAPTURE_DIR/results.json`` (a JSON
+    object, e.g. ``{"accept_len": 2.1, "tokens_per_s": 95.0, "baseline_tokens_per_s": 60.0}``),
+    which becomes the manifest's ``results``; empty when it wrote none or not an object."""
+    import json
+
+    path = out / PROGRAM_RESULTS
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def validate(opts: CaptureOptions) -> None:
@@ -461,6 +476,7 @@ class _Run:
         code = self.proc.wait()
         self._close_window(None)
         self.exit_code = code
+        self.summary = program_results(self.out)
         if code != 0:
             raise CaptureError(with_log_tail(f"program exited with {_describe_exit(code)}", self.log, 10))
 
@@ -591,16 +607,20 @@ def summary_lines(result: CaptureResult) -> list[str]:
         tps = res.get("tokens_per_s")
         acc = res.get("accept_len")
         srv = res.get("server_avg_spec_accept_length")
+        if "requests_ok" in res:
+            lines.append(
+                f"requests: {res['requests_ok']} ok, {res.get('requests_failed', 0)} failed; "
+                + (f"{res.get('completion_tokens', 0)} tokens at {tps:,.1f} tok/s" if tps else "no completed requests")
+            )
+        elif isinstance(tps, (int, float)):
+            lines.append(f"throughput: {tps:,.1f} tok/s (reported by the program)")
         lines.append(
-            f"requests: {res.get('requests_ok', 0)} ok, {res.get('requests_failed', 0)} failed; "
-            f"{res.get('completion_tokens', 0)} tokens at {tps:,.1f} tok/s" if tps else "no completed requests"
+            "accept length: " + (f"{acc:.3f} tokens/verify" if isinstance(acc, (int, float)) else "not reported")
+            + (f", server average {srv:.3f}" if isinstance(srv, (int, float)) else "")
         )
-        lines.append(
-            "accept length: " + (f"{acc:.3f} tokens/verify (meta_info)" if acc else "not reported by the server")
-            + (f", server average {srv:.3f}" if srv else "")
-        )
-    if doc.get("window", {}) and doc["window"].get("duration_ns"):
-        lines.append(f"capture window: {doc['window']['duration_ns'] / 1e9:.2f} s")
+    if (doc.get("window") or {}).get("duration_ns"):
+        what = "capture window" if doc.get("mode") == "server" else "program ran"
+        lines.append(f"{what}: {doc['window']['duration_ns'] / 1e9:.2f} s")
     for trace in doc.get("traces", []):
         lines.append(f"trace: {result.out / trace['path']} ({trace['kind']}, {trace['bytes']:,} bytes)")
     lines.append(f"manifest: {result.manifest_path}")
