@@ -24,11 +24,13 @@ to ``--out`` (default bench/out/bench_hook_overhead.json). ``--check`` exits 1 w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -83,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     from verifyprof.capture import hooks
     from verifyprof.capture.nvtx import nvtx_range
     from verifyprof.workload.config import DEFAULT, DEFAULT_DRAFT, TINY, TINY_DRAFT, RunConfig
-    from verifyprof.workload.runner import Workload, _no_range
+    from verifyprof.workload.runner import Workload
+
+    @contextlib.contextmanager
+    def no_range(name: str, payload: object = None, **attrs: object) -> Iterator[None]:
+        yield
 
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
@@ -95,12 +101,16 @@ def main(argv: list[str] | None = None) -> int:
                     accept_len=2.0, batch=args.batch, context=args.context or (512 if cuda else 64), widths=(),
                     sweep_steps=0, ranges=False)
     dtype = torch.bfloat16 if cuda else torch.float32
-    with torch.inference_mode():
-        workload = Workload(target_cfg, draft_cfg, run, device=device, dtype=dtype)
+    try:
+        with torch.inference_mode():
+            workload = Workload(target_cfg, draft_cfg, run, device=device, dtype=dtype)
+    except ValueError as err:
+        print(f"bench_hook_overhead: {err}", file=sys.stderr)
+        return 2
 
     def arm(name: str) -> None:
         hooks.uninstall()
-        workload.range = nvtx_range if name == "builtin" else _no_range
+        workload.range = nvtx_range if name == "builtin" else no_range
         if name == "hooks":
             hooks.install("workload")
 
