@@ -10,6 +10,7 @@ and signatures are SGLang's real ones is checked in test_sglang_preset.py agains
 from __future__ import annotations
 
 import importlib
+import sys
 import textwrap
 
 import pytest
@@ -126,11 +127,14 @@ def sglang_tree(tmp_path, monkeypatch):
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
+    real = {name: module for name, module in sys.modules.items() if name == "sglang" or name.startswith("sglang.")}
+    forget_modules("sglang")  # a real SGLang imported earlier must not shadow the stand-in
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     yield
     hooks.uninstall()
     forget_modules("sglang")
+    sys.modules.update(real)
 
 
 def _server(draft_steps: int = 3):
