@@ -5,9 +5,8 @@ columns are selected by name (``PRAGMA table_info``) and absent (lazy) tables re
 The file is opened read-only (``mode=ro``) and never written: no indexes, no temp tables in it.
 
 Speed: an export has no indexes, and a real capture has millions of kernel and runtime rows.
-Rows are read column-wise through the ADBC SQLite driver into Arrow (no Python tuples), large
-tables in rowid slices on parallel connections (Arrow's reader releases the GIL), and joined in
-numpy. Only what the model needs is fetched: runtime/driver rows whose name is a launch, copy,
+Rows are read column-wise (:mod:`verifyprof.trace.sqlite_columns`: ADBC into numpy, no Python
+tuples), large tables in rowid slices on parallel connections, and joined in numpy. Only what the model needs is fetched: runtime/driver rows whose name is a launch, copy,
 memset or synchronize call (filtered in SQL by ``nameId``), then kept if a GPU op references
 their correlation id or they synchronize.
 
@@ -34,14 +33,10 @@ Decisions the event model leaves to the reader:
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
-from itertools import pairwise
 from pathlib import Path
 from typing import Self
-from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -59,6 +54,15 @@ from verifyprof.trace.model import (
     RANGE_KIND_STARTEND,
     StringTable,
     Trace,
+)
+from verifyprof.trace.sqlite_columns import (
+    Query,
+    Rows,
+    SlicedQuery,
+    TableQuery,
+    readonly_uri,
+    rowid_slices,
+    run_queries,
 )
 
 FORMAT = "nsys-sqlite"
@@ -101,9 +105,6 @@ GRAPH_WARNING = (
     "re-capture with --cuda-graph-trace=node"
 )
 
-SLICE_ROWS = 100_000  # rowid slice per parallel query (at most 2 per CPU)
-_MAX_THREADS = 8
-
 
 def read_nsys_sqlite(path: Path) -> Trace:
     """Read an nsys SQLite export (never modifying it) into the event model."""
@@ -130,7 +131,7 @@ class _Export:
 
     def __init__(self, path: Path):
         self.path = path
-        self.uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        self.uri = readonly_uri(path)
         self.con: sqlite3.Connection | None = None
 
     def __enter__(self) -> Self:
@@ -170,20 +171,10 @@ class _Export:
     def has_rows(self, table: str) -> bool:
         return table in self.tables and bool(self.sql(f'SELECT EXISTS (SELECT 1 FROM "{table}")')[0][0])
 
-    def fetch(self, jobs: list[_Job]) -> None:
+    def fetch(self, jobs: list[Query]) -> None:
         """Run every job's queries on parallel read-only ADBC connections (results land in the jobs)."""
-        tasks = [(job, i) for job in jobs for i in range(len(job.queries))]
-        if not tasks:
-            return
-        threads = max(1, min(len(tasks), os.cpu_count() or 1, _MAX_THREADS))
-        run = lambda task: task[0].run(self.uri, task[1])
         try:
-            if threads == 1:
-                for task in tasks:
-                    run(task)
-            else:
-                with ThreadPoolExecutor(threads) as pool:
-                    list(pool.map(run, tasks))
+            run_queries(self.uri, jobs)
         except Exception as exc:  # noqa: BLE001 - ADBC surfaces SQLite corruption as driver errors of several types
             raise TraceError(f"corrupt or truncated SQLite export ({_one_line(exc)})", self.path) from None
 
@@ -196,13 +187,7 @@ class _Export:
         hi = self.sql(f'SELECT max(rowid) FROM "{table}"')[0][0]
         if lo is None:
             return []
-        cond = f" AND ({where})" if where else ""
-        parts = max(1, min(-(-(hi - lo + 1) // SLICE_ROWS), (os.cpu_count() or 1) * 2))
-        bounds = np.linspace(lo, hi + 1, parts + 1).astype(np.int64)
-        return [
-            (f'SELECT {select} FROM "{table}" WHERE rowid >= {a} AND rowid < {b}{cond}', int(b - a))
-            for a, b in pairwise(bounds.tolist())
-        ]
+        return rowid_slices(table, select, where, lo, hi)
 
     # --- the read ---------------------------------------------------------------------------
 
@@ -214,11 +199,11 @@ class _Export:
         meta = self._meta()
 
         api_names = self._api_candidates()
-        kernel_job = _ColumnsJob(self._kernel_slices(), KERNEL_SPEC)
-        api_job = _ColumnsJob([q for t in (RUNTIME, DRIVER) for q in self._api_slices(t, api_names)], API_SPEC)
-        copy_jobs = {t: _TableJob(self._copy_query(t)) for t in (MEMCPY, MEMSET)}
-        graph_job = _TableJob(self._graph_query())
-        nvtx_job = _TableJob(self._nvtx_query())
+        kernel_job = SlicedQuery(self._kernel_slices(), KERNEL_SPEC)
+        api_job = SlicedQuery([q for t in (RUNTIME, DRIVER) for q in self._api_slices(t, api_names)], API_SPEC)
+        copy_jobs = {t: TableQuery(self._copy_query(t)) for t in (MEMCPY, MEMSET)}
+        graph_job = TableQuery(self._graph_query())
+        nvtx_job = TableQuery(self._nvtx_query())
         self.fetch([kernel_job, api_job, *copy_jobs.values(), graph_job, nvtx_job])
 
         kernels = _kernels(kernel_job.rows(), names)
@@ -447,178 +432,7 @@ class _NsysStrings:
             self.known[i] = int(sid)
 
 
-# --- Arrow -> model tables ---------------------------------------------------------------------
-
-
-BATCH_ROWS = 16_384
-
-
-def _reader(uri: str, query: str, batch_rows: int):
-    """(connection, cursor, RecordBatchReader) on a fresh read-only ADBC connection."""
-    import adbc_driver_sqlite.dbapi as adbc
-
-    con = adbc.connect(uri)
-    cur = con.cursor()
-    try:
-        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
-        cur.execute(query)
-        return con, cur, cur.fetch_record_batch()
-    except BaseException:
-        cur.close()
-        con.close()
-        raise
-
-
-def _with_retry(work):
-    """Run ``work(batch_rows)``; retry with one batch of all rows on an ADBC type-inference error.
-
-    The driver infers a column's type from the first batch, so a column NULL there and typed
-    later fails; one batch holding every row infers from all of them."""
-    try:
-        return work(BATCH_ROWS)
-    except Exception as exc:
-        if "Type mismatch" not in str(exc):
-            raise
-        return work(1 << 31)
-
-
-class _Job:
-    queries: list[str]
-
-    def run(self, uri: str, i: int) -> None:
-        raise NotImplementedError
-
-
-class _TableJob(_Job):
-    """One query into an Arrow table (small tables, and NVTX for its strings)."""
-
-    def __init__(self, query: str | None):
-        self.queries = [query] if query else []
-        self.table: pa.Table | None = None
-
-    def run(self, uri: str, i: int) -> None:
-        def work(batch_rows: int) -> pa.Table:
-            con, cur, reader = _reader(uri, self.queries[i], batch_rows)
-            try:
-                return reader.read_all()  # releases the GIL
-            finally:
-                cur.close()
-                con.close()
-
-        self.table = _with_retry(work)
-
-    def rows(self) -> _Rows:
-        rows = _Rows(self.table)
-        self.table = None
-        return rows
-
-
-class _ColumnsJob(_Job):
-    """Rowid-slice queries streamed batch by batch into preallocated numpy columns.
-
-    Each slice writes its own region (sized by its rowid span), so slices run in parallel and
-    Arrow batches are freed as soon as they are copied: peak memory is the numpy columns plus
-    a batch per thread, not a second copy of the table."""
-
-    def __init__(self, slices: list[tuple[str, int]], spec: dict[str, tuple[str, int | float]]):
-        self.queries = [q for q, _ in slices]
-        bounds = [n for _, n in slices]
-        self.offsets = np.r_[0, np.cumsum(bounds)].astype(np.int64)
-        self.filled = [0] * len(slices)
-        self.spec = spec
-        total = int(self.offsets[-1])
-        self.columns = {name: np.empty(total, dtype=dtype) for name, (dtype, _) in spec.items()}
-
-    def run(self, uri: str, i: int) -> None:
-        def work(batch_rows: int) -> None:
-            con, cur, reader = _reader(uri, self.queries[i], batch_rows)
-            try:
-                pos = int(self.offsets[i])
-                limit = int(self.offsets[i + 1])
-                while True:
-                    try:
-                        batch = reader.read_next_batch()  # releases the GIL while SQLite steps
-                    except StopIteration:
-                        break
-                    n = batch.num_rows
-                    if pos + n > limit:
-                        raise RuntimeError("slice returned more rows than its rowid span")
-                    for name, (_, fill) in self.spec.items():
-                        _into(batch.column(name), self.columns[name][pos : pos + n], fill)
-                    pos += n
-                self.filled[i] = pos - int(self.offsets[i])
-            finally:
-                cur.close()
-                con.close()
-
-        _with_retry(work)
-
-    def rows(self) -> _Rows:
-        """The filled rows, slices moved together (in place: each region only moves down)."""
-        dst = 0
-        for i, n in enumerate(self.filled):
-            src = int(self.offsets[i])
-            if src != dst:
-                for column in self.columns.values():
-                    column[dst : dst + n] = column[src : src + n]
-            dst += n
-        rows = _Rows(None)
-        rows.columns = {name: column[:dst] for name, column in self.columns.items()}
-        rows.n = dst
-        self.columns = {}
-        return rows
-
-
-class _Rows:
-    """Query results as numpy columns; each column's buffers are released once taken."""
-
-    def __init__(self, table: pa.Table | None):
-        self.table = table if table is not None and table.num_rows else None
-        self.n = self.table.num_rows if self.table is not None else 0
-        self.columns: dict[str, np.ndarray] = {}
-
-    def take(self, name: str, dtype: str, fill: float = NO_ID) -> np.ndarray:
-        if name in self.columns:
-            return self.columns.pop(name).astype(dtype, copy=False)
-        assert self.table is not None
-        i = self.table.schema.get_field_index(name)
-        column = self.table.column(i)
-        self.table = self.table.remove_column(i)
-        out = np.empty(len(column), dtype=dtype)
-        pos = 0
-        for chunk in column.chunks:
-            _into(chunk, out[pos : pos + len(chunk)], fill)
-            pos += len(chunk)
-        return out
-
-    def is_null(self, name: str) -> np.ndarray:
-        assert self.table is not None
-        return self.table.column(name).is_null().to_numpy(zero_copy_only=False)
-
-    def strings(self, name: str) -> pa.ChunkedArray:
-        assert self.table is not None
-        column = self.table.column(name)
-        if pa.types.is_null(column.type):
-            column = pa.chunked_array([pa.array([""] * len(column), pa.string())])
-        return column
-
-
-def _into(chunk: pa.Array, dst: np.ndarray, fill: float) -> None:
-    """Copy a numeric Arrow array into ``dst`` (NULL -> ``fill``) straight from its buffers."""
-    n = len(chunk)
-    if not n:
-        return
-    if pa.types.is_null(chunk.type) or chunk.null_count == n:
-        dst[:] = fill
-        return
-    if not (pa.types.is_integer(chunk.type) or pa.types.is_floating(chunk.type)):
-        raise TypeError(f"expected a numeric column, got {chunk.type}")
-    values = np.frombuffer(chunk.buffers()[1], dtype=chunk.type.to_pandas_dtype(), count=chunk.offset + n)[chunk.offset :]
-    if chunk.null_count:
-        bits = np.unpackbits(np.frombuffer(chunk.buffers()[0], dtype=np.uint8), bitorder="little")
-        np.copyto(dst, np.where(bits[chunk.offset : chunk.offset + n].astype(bool), values, fill), casting="unsafe")
-    else:
-        np.copyto(dst, values, casting="unsafe")
+# --- query results -> model tables ---------------------------------------------------------------
 
 
 def _pid(global_id: np.ndarray) -> np.ndarray:
@@ -657,7 +471,7 @@ RANGE_DTYPES = {"start": "int64", "end": "int64", "pid": "int64", "tid": "int64"
                 "kind": "int8", "depth": "int16", "device": "int32", "payload": "float64"}
 
 
-def _kernels(rows: _Rows, names: _NsysStrings) -> pd.DataFrame:
+def _kernels(rows: Rows, names: _NsysStrings) -> pd.DataFrame:
     if not rows.n:
         return _frame({}, KERNEL_DTYPES)
     cols = {
@@ -674,7 +488,7 @@ def _kernels(rows: _Rows, names: _NsysStrings) -> pd.DataFrame:
     return _frame(cols, KERNEL_DTYPES)
 
 
-def _copies(tables: dict[str, _Rows | None], strings: StringTable) -> pd.DataFrame:
+def _copies(tables: dict[str, Rows | None], strings: StringTable) -> pd.DataFrame:
     parts = []
     for table, rows in tables.items():
         if rows is None or not rows.n:
@@ -700,7 +514,7 @@ def _copies(tables: dict[str, _Rows | None], strings: StringTable) -> pd.DataFra
     return _frame({c: np.concatenate([p[c] for p in parts]) for c in COPY_DTYPES}, COPY_DTYPES)
 
 
-def _graphs(rows: _Rows) -> pd.DataFrame:
+def _graphs(rows: Rows) -> pd.DataFrame:
     if not rows.n:
         return _frame({}, GRAPH_DTYPES)
     cols = {c: rows.take(c if c != "pid" else "gpid", dt) for c, dt in GRAPH_DTYPES.items()}
@@ -708,7 +522,7 @@ def _graphs(rows: _Rows) -> pd.DataFrame:
     return _frame(cols, GRAPH_DTYPES)
 
 
-def _api(rows: _Rows, candidates: dict[int, str], strings: StringTable, gpu_keys: np.ndarray) -> pd.DataFrame:
+def _api(rows: Rows, candidates: dict[int, str], strings: StringTable, gpu_keys: np.ndarray) -> pd.DataFrame:
     if not rows.n:
         return _frame({}, API_DTYPES)
     nsys_name = rows.take("name", "int64")
@@ -744,7 +558,7 @@ def _api(rows: _Rows, candidates: dict[int, str], strings: StringTable, gpu_keys
     return _frame(cols, API_DTYPES)
 
 
-def _ranges(rows: _Rows, names: _NsysStrings, strings: StringTable) -> tuple[pd.DataFrame, list[str]]:
+def _ranges(rows: Rows, names: _NsysStrings, strings: StringTable) -> tuple[pd.DataFrame, list[str]]:
     if not rows.n:
         return _frame({}, RANGE_DTYPES), []
     event_type = rows.take("event_type", "int64")

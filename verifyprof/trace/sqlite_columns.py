@@ -1,0 +1,227 @@
+"""Columnar reads from SQLite: query results as numpy columns, without Python tuples.
+
+Queries run through the ADBC SQLite driver (Arrow record batches) on read-only connections,
+several at once: pyarrow's ``read_next_batch`` / ``read_all`` release the GIL while SQLite
+steps, so rowid slices of one table read in parallel. Numeric batches are copied straight from
+their Arrow buffers into preallocated numpy columns and dropped, so a large table costs its
+numpy columns plus a batch per thread, not a second Arrow copy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+
+from verifyprof.trace.model import NO_ID
+
+BATCH_ROWS = 16_384
+SLICE_ROWS = 100_000  # rows per rowid slice (at most 2 slices per CPU)
+MAX_THREADS = 8
+
+
+def readonly_uri(path: Path) -> str:
+    """An SQLite URI that opens ``path`` read-only (never creates, never writes)."""
+    return f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+
+
+def rowid_slices(table: str, select: str, where: str, lo: int, hi: int) -> list[tuple[str, int]]:
+    """``SELECT select FROM table`` over rowids ``lo..hi`` in slices, each with its most rows.
+
+    Rowid tables store rows in rowid order, so each slice is a range scan of its own pages."""
+    cond = f" AND ({where})" if where else ""
+    parts = max(1, min(-(-(hi - lo + 1) // SLICE_ROWS), (os.cpu_count() or 1) * 2))
+    bounds = np.linspace(lo, hi + 1, parts + 1).astype(np.int64).tolist()
+    return [(f'SELECT {select} FROM "{table}" WHERE rowid >= {a} AND rowid < {b}{cond}', b - a) for a, b in pairwise(bounds)]
+
+
+def run_queries(uri: str, jobs: list[Query]) -> None:
+    """Run every job's queries on parallel connections; results land in the jobs."""
+    tasks = [(job, i) for job in jobs for i in range(len(job.queries))]
+    threads = max(1, min(len(tasks), os.cpu_count() or 1, MAX_THREADS))
+    if threads == 1:
+        for job, i in tasks:
+            job.run(uri, i)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda task: task[0].run(uri, task[1]), tasks))
+
+
+class Query:
+    """One or more SQL queries whose results a :class:`Rows` hands out."""
+
+    queries: list[str]
+
+    def run(self, uri: str, i: int) -> None:
+        raise NotImplementedError
+
+    def rows(self) -> Rows:
+        raise NotImplementedError
+
+
+def _reader(uri: str, query: str, batch_rows: int) -> tuple[Any, Any, pa.RecordBatchReader]:
+    """(connection, cursor, RecordBatchReader) on a fresh read-only ADBC connection."""
+    import adbc_driver_sqlite.dbapi as adbc
+
+    con = adbc.connect(uri)
+    cur = con.cursor()
+    try:
+        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
+        cur.execute(query)
+        return con, cur, cur.fetch_record_batch()
+    except BaseException:
+        cur.close()
+        con.close()
+        raise
+
+
+def _with_retry(work: Callable[[int], Any]) -> Any:
+    """Run ``work(batch_rows)``; retry with one batch of all rows on an ADBC type-inference error.
+
+    The driver infers a column's type from the first batch, so a column NULL there and typed
+    later fails; one batch holding every row infers from all of them."""
+    try:
+        return work(BATCH_ROWS)
+    except Exception as exc:
+        if "Type mismatch" not in str(exc):
+            raise
+        return work(1 << 30)  # the driver takes an int; it does not preallocate
+
+
+class TableQuery(Query):
+    """One query into an Arrow table (small tables, and NVTX for its strings)."""
+
+    def __init__(self, query: str | None):
+        self.queries = [query] if query else []
+        self.table: pa.Table | None = None
+
+    def run(self, uri: str, i: int) -> None:
+        def work(batch_rows: int) -> pa.Table:
+            con, cur, reader = _reader(uri, self.queries[i], batch_rows)
+            try:
+                return reader.read_all()  # releases the GIL
+            finally:
+                cur.close()
+                con.close()
+
+        self.table = _with_retry(work)
+
+    def rows(self) -> Rows:
+        rows = Rows(self.table)
+        self.table = None
+        return rows
+
+
+class SlicedQuery(Query):
+    """Rowid-slice queries streamed batch by batch into preallocated numpy columns.
+
+    Each slice writes its own region (sized by its rowid span), so slices run in parallel and
+    Arrow batches are freed as soon as they are copied: peak memory is the numpy columns plus
+    a batch per thread, not a second copy of the table."""
+
+    def __init__(self, slices: list[tuple[str, int]], spec: dict[str, tuple[str, int | float]]):
+        self.queries = [q for q, _ in slices]
+        bounds = [n for _, n in slices]
+        self.offsets = np.r_[0, np.cumsum(bounds)].astype(np.int64)
+        self.filled = [0] * len(slices)
+        self.spec = spec
+        total = int(self.offsets[-1])
+        self.columns = {name: np.empty(total, dtype=dtype) for name, (dtype, _) in spec.items()}
+
+    def run(self, uri: str, i: int) -> None:
+        def work(batch_rows: int) -> None:
+            con, cur, reader = _reader(uri, self.queries[i], batch_rows)
+            try:
+                pos = int(self.offsets[i])
+                limit = int(self.offsets[i + 1])
+                while True:
+                    try:
+                        batch = reader.read_next_batch()  # releases the GIL while SQLite steps
+                    except StopIteration:
+                        break
+                    n = batch.num_rows
+                    if pos + n > limit:
+                        raise RuntimeError("slice returned more rows than its rowid span")
+                    for name, (_, fill) in self.spec.items():
+                        _into(batch.column(name), self.columns[name][pos : pos + n], fill)
+                    pos += n
+                self.filled[i] = pos - int(self.offsets[i])
+            finally:
+                cur.close()
+                con.close()
+
+        _with_retry(work)
+
+    def rows(self) -> Rows:
+        """The filled rows, slices moved together (in place: each region only moves down)."""
+        dst = 0
+        for i, n in enumerate(self.filled):
+            src = int(self.offsets[i])
+            if src != dst:
+                for column in self.columns.values():
+                    column[dst : dst + n] = column[src : src + n]
+            dst += n
+        rows = Rows(None)
+        rows.columns = {name: column[:dst] for name, column in self.columns.items()}
+        rows.n = dst
+        self.columns = {}
+        return rows
+
+
+class Rows:
+    """Query results as numpy columns; each column's buffers are released once taken."""
+
+    def __init__(self, table: pa.Table | None):
+        self.table = table if table is not None and table.num_rows else None
+        self.n = self.table.num_rows if self.table is not None else 0
+        self.columns: dict[str, np.ndarray] = {}
+
+    def take(self, name: str, dtype: str, fill: float = NO_ID) -> np.ndarray:
+        if name in self.columns:
+            return self.columns.pop(name).astype(dtype, copy=False)
+        assert self.table is not None
+        i = self.table.schema.get_field_index(name)
+        column = self.table.column(i)
+        self.table = self.table.remove_column(i)
+        out = np.empty(len(column), dtype=dtype)
+        pos = 0
+        for chunk in column.chunks:
+            _into(chunk, out[pos : pos + len(chunk)], fill)
+            pos += len(chunk)
+        return out
+
+    def is_null(self, name: str) -> np.ndarray:
+        assert self.table is not None
+        return self.table.column(name).is_null().to_numpy(zero_copy_only=False)
+
+    def strings(self, name: str) -> pa.ChunkedArray:
+        assert self.table is not None
+        column = self.table.column(name)
+        if pa.types.is_null(column.type):
+            column = pa.chunked_array([pa.array([""] * len(column), pa.string())])
+        return column
+
+
+def _into(chunk: pa.Array, dst: np.ndarray, fill: float) -> None:
+    """Copy a numeric Arrow array into ``dst`` (NULL -> ``fill``) straight from its buffers."""
+    n = len(chunk)
+    if not n:
+        return
+    if pa.types.is_null(chunk.type) or chunk.null_count == n:
+        dst[:] = fill
+        return
+    if not (pa.types.is_integer(chunk.type) or pa.types.is_floating(chunk.type)):
+        raise TypeError(f"expected a numeric column, got {chunk.type}")
+    values = np.frombuffer(chunk.buffers()[1], dtype=chunk.type.to_pandas_dtype(), count=chunk.offset + n)[chunk.offset :]
+    if chunk.null_count:
+        bits = np.unpackbits(np.frombuffer(chunk.buffers()[0], dtype=np.uint8), bitorder="little")
+        np.copyto(dst, np.where(bits[chunk.offset : chunk.offset + n].astype(bool), values, fill), casting="unsafe")
+    else:
+        np.copyto(dst, values, casting="unsafe")
