@@ -295,3 +295,18 @@ def test_model_file_missing_a_field_names_it(tmp_path):
     bad.write_text('name = "short"\nlayers = 2\n')
     proc = run("whatif", "--from", str(B200), "--whole-trace", "--accept-len", "2", "--model", str(bad))
     assert_bad_input(proc, str(bad), "missing field")
+
+
+WORKLOAD = ROOT / "traces" / "workload-dense-eager"
+
+
+@pytest.mark.skipif(not (WORKLOAD / "trace.sqlite.gz").exists(), reason="workload traces not present")
+def test_whatif_on_the_h200_eager_workload_trace_ranks_cuda_graph_first():
+    out = run_json("whatif", "--from", str(WORKLOAD / "trace.sqlite.gz"), "--manifest", str(WORKLOAD / "manifest.json"),
+                   "--model", "workload", "--context", "704")
+    cur = out["current"]
+    assert (cur["mode"], cur["width"], cur["hardware"], cur["model"]) == ("eager", 4, "H200 SXM", "verifyprof-workload")
+    assert cur["accept_len"] == pytest.approx(2.025)  # measured by the workload, from the manifest
+    assert cur["speedup"] is not None  # baseline from the trace's decode ranges
+    assert out["candidates"][0]["name"] == "cuda_graph_verify"
+    assert {s["name"] for s in out["skipped"]} >= {"custom_allreduce", "allreduce_fusion"}  # one GPU: no allreduce
