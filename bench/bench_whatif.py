@@ -43,12 +43,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from verifyprof.errors import VerifyprofError  # noqa: E402
-from verifyprof.model.candidates import Scenario, cuda_graph_verify, current_cycle, idle_split_ms, verify_at_width  # noqa: E402
-from verifyprof.model.hardware import Hardware, load_hardware  # noqa: E402
-from verifyprof.model.inputs import VerifyProfile, load_breakdown, verify_profile  # noqa: E402
-from verifyprof.model.model_config import ModelConfig, model_from_workload  # noqa: E402
-from verifyprof.model.whatif import guess_hardware  # noqa: E402
+from verifyprof.errors import VerifyprofError
+from verifyprof.model.candidates import (
+    Scenario,
+    cuda_graph_verify,
+    current_cycle,
+    idle_split_ms,
+    verify_at_width,
+)
+from verifyprof.model.hardware import Hardware, load_hardware
+from verifyprof.model.inputs import VerifyProfile, load_breakdown, verify_profile
+from verifyprof.model.model_config import ModelConfig, model_from_workload
+from verifyprof.model.whatif import guess_hardware
 
 TARGET = 0.15
 NUM_DRAFT = 3
@@ -243,16 +249,13 @@ def check(inputs: Inputs, hardware: Hardware | None) -> dict[str, Any]:
     model = model_for(inputs)
     rows: list[Row] = []
     rows += graph_rows(inputs, hw, sweep=False, width=None)
-    widths = sorted(set((profile_or_none(inputs.eager, mode="eager", sweep=True, width=NUM_DRAFT + 1) or _Empty()).width_times) | {NUM_DRAFT + 1})
+    sweep = profile_or_none(inputs.eager, mode="eager", sweep=True, width=NUM_DRAFT + 1)
+    widths = sorted(set(sweep.width_times if sweep else {}) | {NUM_DRAFT + 1})
     for width in widths:
         rows += graph_rows(inputs, hw, sweep=True, width=width)
     for mode in ("eager", "graph"):
         rows += width_rows(inputs, hw, model, mode)
     return {"label": inputs.label, "hardware": hw.name, "model": model.name if model else None, "sources": inputs.sources, "rows": rows}
-
-
-class _Empty:
-    width_times: dict[int, float] = {}
 
 
 # ---- output -------------------------------------------------------------------------------------

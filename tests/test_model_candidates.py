@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tracebuilder import TraceBuilder
 
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.model.acceptance import parse_survival
@@ -20,10 +21,16 @@ from verifyprof.model.hardware import load_hardware
 from verifyprof.model.inputs import verify_profile
 from verifyprof.model.model_config import load_model_config
 from verifyprof.model.whatif import WhatifOptions, from_breakdown
-from verifyprof.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, SPEC_STEP, VERIFY, range_text
+from verifyprof.ranges import (
+    ACCEPT,
+    DECODE,
+    DRAFT,
+    DRAFT_EXTEND,
+    SPEC_STEP,
+    VERIFY,
+    range_text,
+)
 from verifyprof.trace import load_trace
-
-from tracebuilder import TraceBuilder
 
 PUBLIC = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "public"
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"

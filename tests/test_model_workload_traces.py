@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from verifyprof.model.candidates import Scenario, cuda_graph_verify, current_cycle, verify_at_width
+from verifyprof.model.candidates import (
+    Scenario,
+    cuda_graph_verify,
+    current_cycle,
+    verify_at_width,
+)
 from verifyprof.model.hardware import load_hardware
 from verifyprof.model.inputs import load_breakdown, verify_profile
 from verifyprof.model.model_config import model_from_workload

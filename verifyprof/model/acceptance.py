@@ -37,7 +37,7 @@ class Survival:
             previous = value
 
     @classmethod
-    def from_alpha(cls, alpha: float, num_draft: int) -> "Survival":
+    def from_alpha(cls, alpha: float, num_draft: int) -> Survival:
         check_alpha(alpha)
         check_count("number of draft tokens", num_draft, minimum=1)
         return cls(tuple(alpha**i for i in range(1, num_draft + 1)), source="alpha", alpha=alpha)
@@ -51,7 +51,7 @@ class Survival:
         k = self.depth if num_draft is None else check_count("number of draft tokens", num_draft, minimum=0)
         return 1.0 + sum(self.extended(k).s[:k]) if k else 1.0
 
-    def extended(self, num_draft: int) -> "Survival":
+    def extended(self, num_draft: int) -> Survival:
         """The curve out to ``num_draft`` positions; past the data, continue geometrically."""
         if num_draft <= self.depth:
             return self

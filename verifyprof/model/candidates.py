@@ -9,8 +9,9 @@ assumed; a candidate that cannot apply to this trace is listed under ``skipped``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from verifyprof.errors import VerifyprofError
 from verifyprof.model.acceptance import Survival
@@ -277,7 +278,7 @@ def verify_at_width(profile: VerifyProfile, s: Scenario, width: int) -> tuple[fl
         ]
     ar = None
     if s.hardware is not None and s.tp > 1:
-        ar = lambda nbytes: s.hardware.allreduce_us(nbytes, s.tp, "nccl").us  # noqa: E731
+        ar = lambda nbytes: s.hardware.allreduce_us(nbytes, s.tp, "nccl").us
     scaling = width_scaling(n0 * s.batch, width * s.batch, s.model, s.hardware, s.tp, s.context, ar)
     total = sum(scaling.apply(v.phases_ms).values())
     changes = [f"{p} x{f:.2f}" for p, f in scaling.factors.items() if v.phases_ms.get(p, 0) > 0]

@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.errors import VerifyprofError
-from verifyprof.model.allreduce import MeasuredTable, nccl_allreduce_us, oneshot_us, twoshot_us
+from verifyprof.model.allreduce import (
+    MeasuredTable,
+    nccl_allreduce_us,
+    oneshot_us,
+    twoshot_us,
+)
 from verifyprof.model.datafiles import read_toml, require, resolve, search_dirs
 
 LINKS_FILE = "links"
@@ -164,7 +169,7 @@ def _hardware(data: dict[str, Any], path: Path, link_override: str | None) -> Ha
             raise VerifyprofError(exc.problem, path) from None
     launch = data.get("launch", {})
     features = data.get("features", {})
-    optional = lambda key: float(gpu[key]) if key in gpu else None  # noqa: E731
+    optional = lambda key: float(gpu[key]) if key in gpu else None
     bandwidth = float(require(gpu, "bandwidth_tbps", path))
     bf16 = float(require(gpu, "bf16_tflops", path))
     if bandwidth <= 0 or bf16 <= 0:

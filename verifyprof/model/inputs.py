@@ -19,7 +19,15 @@ from typing import Any
 import numpy as np
 
 from verifyprof.errors import NoStepsError, VerifyprofError
-from verifyprof.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, SGLANG_VERIFY_PATTERN, SPEC_STEP, VERIFY
+from verifyprof.ranges import (
+    ACCEPT,
+    DECODE,
+    DRAFT,
+    DRAFT_EXTEND,
+    SGLANG_VERIFY_PATTERN,
+    SPEC_STEP,
+    VERIFY,
+)
 
 SCHEMA_PREFIX = "verifyprof.breakdown/"
 WHOLE_TRACE = "whole_trace"  # the step name of ``breakdown --whole-trace``
@@ -228,7 +236,7 @@ def verify_profile(
             f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the slowest "
             f"({critical.wall_ms:.3f} ms vs fastest {min(g.wall_ms for g in groups.values()):.3f} ms)"
         )
-    on_device = lambda s: int(s.get("device", -1)) in (critical.device, -1)  # noqa: E731
+    on_device = lambda s: int(s.get("device", -1)) in (critical.device, -1)
 
     width_times: dict[int, float] = {}
     width_pool = [s for s in (sweeps if sweeps else in_mode) if s.get("mode") == mode and on_device(s)]

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from verifyprof.errors import VerifyprofError
-from verifyprof.model.checks import check_accept_len, check_count, check_nonnegative, check_positive
+from verifyprof.model.checks import (
+    check_accept_len,
+    check_count,
+    check_nonnegative,
+    check_positive,
+)
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class Cycle:
         """The accept length needed for speedup = 1 at this cycle time (< 1: any acceptance pays)."""
         return self.cycle_cost_decode_steps
 
-    def with_(self, **changes: Any) -> "Cycle":
+    def with_(self, **changes: Any) -> Cycle:
         fields = {
             "verify_ms": self.verify_ms,
             "accept_len": self.accept_len,

@@ -57,7 +57,7 @@ class WidthScaling:
 
 
 def phase_rooflines(
-    model: "ModelConfig", tokens: float, tp: int = 1, context: float = 0.0
+    model: ModelConfig, tokens: float, tp: int = 1, context: float = 0.0
 ) -> dict[str, Roofline]:
     """Bytes and FLOPs per phase of one forward over ``tokens`` tokens (batch x width), per GPU."""
     act = model.activation_bytes_per_token() * tokens
@@ -71,11 +71,11 @@ def phase_rooflines(
 def width_scaling(
     tokens_from: float,
     tokens_to: float,
-    model: "ModelConfig | None",
-    hardware: "Hardware | None",
+    model: ModelConfig | None,
+    hardware: Hardware | None,
     tp: int = 1,
     context: float = 0.0,
-    allreduce_us: "callable | None" = None,
+    allreduce_us: callable | None = None,
 ) -> WidthScaling:
     """How each phase's time changes from ``tokens_from`` to ``tokens_to`` tokens per forward.
 

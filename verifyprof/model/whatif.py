@@ -14,11 +14,28 @@ from typing import Any
 from verifyprof.errors import VerifyprofError
 from verifyprof.model.acceptance import Survival, parse_survival
 from verifyprof.model.candidates import Ranking, Scenario, rank_candidates
-from verifyprof.model.checks import check_accept_len, check_alpha, check_count, check_nonnegative, check_positive
+from verifyprof.model.checks import (
+    check_accept_len,
+    check_alpha,
+    check_count,
+    check_nonnegative,
+    check_positive,
+)
 from verifyprof.model.datafiles import catalogue
 from verifyprof.model.hardware import Hardware, load_hardware
-from verifyprof.model.inputs import Manifest, VerifyProfile, load_breakdown, read_manifest, verify_profile
-from verifyprof.model.leviathan import expected_tokens, operations_factor, optimal_gamma, walltime_improvement
+from verifyprof.model.inputs import (
+    Manifest,
+    VerifyProfile,
+    load_breakdown,
+    read_manifest,
+    verify_profile,
+)
+from verifyprof.model.leviathan import (
+    expected_tokens,
+    operations_factor,
+    optimal_gamma,
+    walltime_improvement,
+)
 from verifyprof.model.model_config import ModelConfig, load_model_config
 from verifyprof.model.throughput import Cycle, decode_ms_from
 
@@ -233,7 +250,7 @@ def from_breakdown(o: WhatifOptions) -> Ranking:
             if o.link:
                 hardware = load_hardware(hardware.path, o.link)
     model: ModelConfig | None = load_model_config(o.model) if o.model else None
-    tp = o.tp or (profile.devices if profile.devices > 1 else 1)
+    tp = o.tp or (max(1, profile.devices))
     ranks = data.get("trace", {}).get("ranks") or []
     if o.tp is None and profile.devices == 1 and profile.verify.totals_ms.get("allreduce", 0) > 0:
         notes.append("the verify has allreduces but the trace shows one device: give --tp for the allreduce candidates")
