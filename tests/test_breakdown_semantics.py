@@ -165,3 +165,13 @@ def test_collective_wait_for_the_slowest_rank_is_separated_from_transfer():
     assert rows["comm_transfer_ns"].tolist() == [100, 100]
     stats = result.summary()["collectives"]["allreduce"]
     assert stats["spread_ns_p50"] == 300
+
+
+def test_counts_give_gpu_ops_per_phase_of_each_step():
+    b = TraceBuilder().range(VERIFY, 0, 1000)
+    for i in range(3):
+        b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 100 * i + 10, 100 * i + 50, b.launch(100 * i, 100 * i + 5))
+    b.kernel("nvjet_tst_x", 500, 600, b.launch(400, 405))
+    record = breakdown(b.build()).to_json()["steps"][0]
+    assert record["counts"]["allreduce"] == 3 and record["counts"]["gemm_dense"] == 1
+    assert sum(record["counts"].values()) == record["kernels"] == 4

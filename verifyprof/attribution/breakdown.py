@@ -44,6 +44,7 @@ class Breakdown:
         phase_cols = list(phases.ALL)
         phase_values = rows[phase_cols].to_numpy(dtype=np.int64)
         total_values = rows[[f"total_{p}" for p in TOTAL_PHASES]].to_numpy(dtype=np.int64)
+        count_values = rows[[f"count_{p}" for p in phases.PRIORITY]].to_numpy(dtype=np.int64)
         has_comm = all(c in rows.columns for c in COMM_COLUMNS)
         comm_values = rows[list(COMM_COLUMNS)].to_numpy(dtype=np.int64) if has_comm else None
         plain = rows[["name", "text", "step", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode"]]
@@ -54,6 +55,7 @@ class Breakdown:
             record["attrs"] = rows["attrs"].iat[i]
             record["phases"] = dict(zip(phase_cols, phase_values[i].tolist()))
             record["totals"] = dict(zip(TOTAL_PHASES, total_values[i].tolist()))
+            record["counts"] = dict(zip(phases.PRIORITY, count_values[i].tolist()))
             if comm_values is not None:
                 record["comm"] = dict(zip(COMM_COLUMNS, comm_values[i].tolist()))
             records.append(record)
@@ -197,6 +199,12 @@ def step_rows(trace: Trace, steps: pd.DataFrame, ops: pd.DataFrame, pairs: pd.Da
         rows[name] = result.phase_ns[:, p]
     for t, name in enumerate(TOTAL_PHASES):
         rows[f"total_{name}"] = result.total_ns[:, t]
+    # GPU ops per phase: lets the model count allreduce calls per step from one rank's trace.
+    n_phases = len(phases.PRIORITY)
+    counts = np.bincount(window_of * n_phases + member["phase"].to_numpy().astype(np.int64), minlength=len(keys) * n_phases)
+    counts = counts.reshape(len(keys), n_phases)
+    for p, name in enumerate(phases.PRIORITY):
+        rows[f"count_{name}"] = counts[:, p]
     return rows
 
 

@@ -69,6 +69,8 @@ def step_frame(result: Any) -> pd.DataFrame:
         out[f"{phase}_ns"] = rows[phase].to_numpy()
     for phase in TOTAL_PHASES:
         out[f"total_{phase}_ns"] = rows[f"total_{phase}"].to_numpy()
+    for phase in phases.PRIORITY:
+        out[f"count_{phase}"] = rows[f"count_{phase}"].to_numpy()
     for col in ("comm_calls", "comm_wait_ns", "comm_transfer_ns"):
         if col in rows.columns:
             out[col] = rows[col].to_numpy()
