@@ -241,6 +241,53 @@ def test_ctrl_c_mid_workload_stops_everything_and_keeps_partial_outputs(tmp_path
     assert_nothing_left(tag)
 
 
+def test_ctrl_c_while_waiting_for_health_stops_the_starting_server(tmp_path, tag):
+    out = tmp_path / "cap"
+    capture = start_capture(torch_capture_args(out, free_port(), "--never-healthy"), tag)
+    try:
+        wait_for_log(out / "server.log", "Capturing batches")
+        capture.send_signal(signal.SIGINT)
+        capture.communicate(timeout=60)
+    finally:
+        if capture.poll() is None:
+            capture.kill()
+    assert capture.returncode == 130
+    assert read_manifest(out)["status"] == "interrupted"
+    assert_nothing_left(tag)
+
+
+def test_second_ctrl_c_escalates_instead_of_waiting_out_the_stop_timeout(tmp_path, tag):
+    out = tmp_path / "cap"
+    args = [*torch_capture_args(out, free_port(), "--ignore-sigint", "--step-ms", "20", requests=200), "--stop-timeout", "120"]
+    capture = start_capture(args, tag)
+    try:
+        wait_for_log(out / "server.log", '"POST /generate', count=3)
+        capture.send_signal(signal.SIGINT)
+        wait_for_log(out / "server.log", '"POST /stop_profile')  # cleanup has begun
+        time.sleep(1.0)
+        started = time.monotonic()
+        capture.send_signal(signal.SIGINT)
+        _, stderr = capture.communicate(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        if capture.poll() is None:
+            capture.kill()
+    assert capture.returncode == 130, stderr
+    assert took < 30 and "stopping harder" in stderr
+    assert read_manifest(out)["target"]["stopped_by"] in ("SIGTERM", "SIGKILL")
+    assert_nothing_left(tag)
+
+
+def test_bad_prompts_file_is_reported_before_the_server_starts(tmp_path, tag):
+    bad = tmp_path / "prompts.jsonl"
+    bad.write_text("not json\n")
+    out = tmp_path / "cap"
+    proc = run_capture([*torch_capture_args(out, free_port()), "--prompts", str(bad)], tag)
+    assert proc.returncode == 2 and f"{bad}: line 1 is not JSON" in proc.stderr
+    assert not out.exists()
+    assert_nothing_left(tag)
+
+
 def test_sigterm_to_verifyprof_cleans_up_like_ctrl_c(tmp_path, tag):
     out = tmp_path / "cap"
     capture = start_capture(torch_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag)

@@ -185,6 +185,9 @@ def validate(opts: CaptureOptions) -> None:
         )
     if opts.server_cmd is not None and not shlex.split(opts.server_cmd):
         raise VerifyprofError("--server-cmd is empty")
+    if opts.mode == "server":
+        # the same checks the driver makes, but before minutes of model loading, not after
+        driver.Workload(opts.requests, opts.concurrency, opts.output_len, opts.input_len, opts.temperature, opts.request_timeout)
     if opts.num_steps is not None and opts.num_steps < 1:
         raise VerifyprofError("--num-steps must be at least 1")
     if opts.warmup < 0:
@@ -279,6 +282,7 @@ class _Run:
         self.command: list[str] = []
         self.presets = hook_presets(opts)
         self.hook_env: dict[str, str] = {}
+        self.prompts: list[driver.Prompt] = []
 
     @property
     def log(self) -> Path:
@@ -344,6 +348,7 @@ class _Run:
             self.nsys = nsys.find_nsys()
             self.nsys_version = nsys.nsys_version(self.nsys)
         if opts.mode == "server":
+            self.prompts = driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
             argv, host, port = server_address(shlex.split(opts.server_cmd or ""), opts.port)
             check_port_free(port, host)
             self.base_url = f"http://{host}:{port}"
@@ -377,7 +382,7 @@ class _Run:
         with self.console.status(f"waiting for {self.base_url}/health (up to {opts.health_timeout:g} s)"):
             took = wait_healthy(self.base_url, proc, timeout=opts.health_timeout)
         self.console.print(f"verifyprof: server healthy after {took:.1f} s")
-        prompts = driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
+        prompts = self.prompts
         if opts.warmup:
             warm = driver.Workload(opts.warmup, min(opts.concurrency, opts.warmup), opts.output_len, opts.input_len, opts.temperature, opts.request_timeout)
             with self.console.status(f"warming up ({opts.warmup} requests)"):
@@ -487,9 +492,8 @@ class _Run:
         for a step that fails: it records it and goes on to the next."""
         with _hurry_on_interrupt(self.console) as hurry:
             if self.profiling and self.proc is not None and self.proc.alive():
-                with contextlib.suppress(Exception):
-                    self.console.print("verifyprof: stopping the profile so that what was captured is written")
-                    self._stop_profile(timeout=60)
+                self.console.print("verifyprof: stopping the profile so that what was captured is written")
+                _unless_hurried(lambda: self._stop_profile(timeout=120), hurry, timeout=120)
             if self.results and not self.summary:  # a partial run: summarise what finished
                 alive = self.proc is not None and self.proc.alive() and not hurry.is_set()
                 with contextlib.suppress(Exception):
@@ -533,6 +537,22 @@ class _Run:
             self.error = message
         elif self.error and message not in self.error:
             self.error = f"{self.error}; {message}"
+
+
+def _unless_hurried(fn, hurry: threading.Event, timeout: float) -> None:
+    """Run ``fn`` (errors ignored) but give up waiting for it at once when ``hurry`` is set."""
+    worker = threading.Thread(target=_quietly, args=(fn,), daemon=True)
+    worker.start()
+    deadline = time.monotonic() + timeout
+    while worker.is_alive() and not hurry.is_set() and time.monotonic() < deadline:
+        worker.join(0.1)
+
+
+def _quietly(fn) -> None:
+    try:
+        fn()
+    except Exception:
+        pass
 
 
 def _server_version(base_url: str) -> str | None:
