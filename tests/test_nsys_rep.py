@@ -193,19 +193,40 @@ def test_load_trace_reads_a_report_through_its_export(report, stand_in):
     assert trace.source == [report] and len(trace.kernels) == 2
 
 
-# --- real nsys, where there is one -----------------------------------------------------------------------
+# --- real nsys, where there is one (the GPU machine: source .device/nsys-env.sh) ----------------------------
+
+TINY_CUDA = """
+import torch
+torch.cuda.nvtx.range_push("verifyprof.verify bs=1")
+x = torch.ones(1024, device="cuda")
+y = (x * 2).sum()
+torch.cuda.nvtx.range_pop()
+print(float(y))
+"""
 
 
-REAL_REPORTS = sorted(REPO.glob("traces/**/*.nsys-rep"))
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
 
-@pytest.mark.skipif(shutil.which("nsys") is None or not REAL_REPORTS, reason="needs nsys on PATH and a .nsys-rep under traces/")
-def test_real_nsys_exports_a_captured_report(tmp_path, monkeypatch):
+@pytest.mark.skipif(shutil.which("nsys") is None or not _cuda_available(), reason="needs nsys on PATH and a CUDA GPU")
+def test_real_nsys_captures_exports_and_reads_a_report(tmp_path, monkeypatch):
     monkeypatch.delenv(NSYS_ENV, raising=False)
-    report = tmp_path / REAL_REPORTS[0].name
-    shutil.copyfile(REAL_REPORTS[0], report)
+    monkeypatch.setenv("VERIFYPROF_CACHE", str(tmp_path / "user-cache"))
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY_CUDA)
+    subprocess.run(["nsys", "profile", "--trace=cuda,nvtx", "--force-overwrite", "true", "-o", str(tmp_path / "tiny"),
+                    sys.executable, str(script)], check=True, capture_output=True, timeout=300)
+    report = tmp_path / "tiny.nsys-rep"
+    before = fingerprint(report)
     sqlite = sqlite_for_report(report)
     trace = read_nsys_sqlite(sqlite)
     trace.validate()
-    assert len(trace.kernels) > 0
-    assert sqlite_for_report(report) == sqlite
+    assert len(trace.kernels) >= 2
+    assert "verifyprof.verify bs=1" in set(trace.names("ranges"))
+    assert sqlite_for_report(report) == sqlite  # cached
+    assert fingerprint(report) == before
