@@ -218,11 +218,11 @@ class _Export:
         nvtx_t = nvtx_job.rows()
         ranges, nvtx_warnings = _ranges(nvtx_t, names, strings)
         warnings += nvtx_warnings
-        orphan_graphs = len(graphs) and ~pd.Series(_key(graphs["pid"], graphs["correlation"])).isin(
-            _key(kernels["pid"], kernels["correlation"])
-        ).to_numpy()
-        if len(graphs) and orphan_graphs.any():
-            warnings.append(GRAPH_WARNING.format(n=int(orphan_graphs.sum())))
+        if len(graphs):  # whole-graph rows whose kernels were not recorded (--cuda-graph-trace=graph)
+            kernel_keys = _key(kernels["pid"], kernels["correlation"])
+            opaque = int((~pd.Series(_key(graphs["pid"], graphs["correlation"])).isin(kernel_keys)).sum())
+            if opaque:
+                warnings.append(GRAPH_WARNING.format(n=opaque))
         devices = self._devices(kernels, copies, graphs)
         processes = self._processes(names, kernels, copies, graphs, api, ranges)
         meta["graph_trace_rows"] = len(graphs)
