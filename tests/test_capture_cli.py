@@ -216,6 +216,15 @@ def test_server_dying_mid_run_keeps_partial_results_and_kills_its_orphans(tmp_pa
     assert_nothing_left(tag)
 
 
+def test_orphans_are_found_without_psutil_too(tmp_path, tag):
+    out = tmp_path / "cap"
+    args = torch_capture_args(out, free_port(), "--die-after-requests", "2", "--detached-child", requests=5, concurrency=1)
+    args[args.index("--warmup") + 1] = "0"
+    proc = run_capture(args, tag, VERIFYPROF_PROCTABLE="proc")
+    assert proc.returncode == 1 and "after 2/5 requests" in proc.stderr
+    assert_nothing_left(tag)
+
+
 def test_ctrl_c_mid_workload_stops_everything_and_keeps_partial_outputs(tmp_path, tag):
     out = tmp_path / "cap"
     args = torch_capture_args(out, free_port(), "--step-ms", "20", requests=200, concurrency=2, output_len=40)

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from capture_helpers import FAKE_SERVER, assert_nothing_left, free_port, kill_tagged, new_tag, tagged_env, tagged_processes
+from verifyprof.capture import proctable
 from verifyprof.capture.server import (
     CaptureError,
     ManagedProcess,
@@ -29,6 +30,15 @@ def tag():
     value = new_tag()
     yield value
     kill_tagged(value)
+
+
+@pytest.fixture(params=["psutil", "proc"])
+def table(request):
+    """Run a test with psutil and with the /proc reader used where psutil is not installed."""
+    previous = proctable.BACKEND
+    proctable.use(request.param)
+    yield request.param
+    proctable.BACKEND = previous
 
 
 def start_fake(tmp_path, tag, *flags):
@@ -58,7 +68,7 @@ def test_server_ignoring_sigint_gets_sigterm_after_the_timeout(tmp_path, tag):
     assert_nothing_left(tag)
 
 
-def test_server_ignoring_sigint_and_sigterm_is_killed(tmp_path, tag):
+def test_server_ignoring_sigint_and_sigterm_is_killed(tmp_path, tag, table):
     proc, url = start_fake(tmp_path, tag, "--ignore-sigint", "--ignore-sigterm")
     wait_healthy(url, proc, timeout=60)
     report = proc.stop(int_timeout=0.5, term_timeout=0.5)
@@ -67,7 +77,7 @@ def test_server_ignoring_sigint_and_sigterm_is_killed(tmp_path, tag):
     assert_nothing_left(tag)
 
 
-def test_child_that_left_the_process_group_is_stopped_too(tmp_path, tag):
+def test_child_that_left_the_process_group_is_stopped_too(tmp_path, tag, table):
     proc, url = start_fake(tmp_path, tag, "--detached-child")
     wait_healthy(url, proc, timeout=60)
     sessions = {p.pid: os.getsid(p.pid) for p in tagged_processes(tag)}
@@ -77,7 +87,7 @@ def test_child_that_left_the_process_group_is_stopped_too(tmp_path, tag):
     assert_nothing_left(tag)
 
 
-def test_orphans_of_a_dead_leader_are_stopped(tmp_path, tag):
+def test_orphans_of_a_dead_leader_are_stopped(tmp_path, tag, table):
     # The leader starts a grandchild and exits at once: the grandchild is re-parented away from us.
     code = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])"
     proc = ManagedProcess([sys.executable, "-c", code], log=tmp_path / "log", env=tagged_env(tag))
@@ -98,7 +108,7 @@ open(sys.argv[1], 'w').write('report')
 """
 
 
-def test_leader_grace_lets_a_profiler_finish_its_report_after_the_app_stops(tmp_path, tag):
+def test_leader_grace_lets_a_profiler_finish_its_report_after_the_app_stops(tmp_path, tag, table):
     report_file = tmp_path / "report.nsys-rep"
     proc = ManagedProcess([sys.executable, "-c", PROFILER_LIKE, str(report_file)], log=tmp_path / "log", env=tagged_env(tag))
     time.sleep(1.0)
@@ -192,3 +202,19 @@ def test_tracked_processes_are_psutil_verified_children(tmp_path, tag):
     assert proc.pid in tracked
     assert {p.pid for p in psutil.Process(proc.pid).children(recursive=True)} <= tracked
     proc.stop(int_timeout=20)
+
+
+def test_proc_reader_and_psutil_see_the_same_process_tree(tmp_path, tag):
+    proc, url = start_fake(tmp_path, tag)
+    wait_healthy(url, proc, timeout=60)
+    try:
+        seen = {}
+        for backend in ("psutil", "proc"):
+            proctable.use(backend)
+            root = proctable.get(proc.pid)
+            seen[backend] = sorted(p.pid for p in proctable.descendants([root]))
+        assert seen["psutil"] == seen["proc"] == sorted(p.pid for p in psutil.Process(proc.pid).children(recursive=True))
+        assert proctable.environ_value(proctable.get(proc.pid), "VERIFYPROF_TEST_TAG") == tag
+    finally:
+        proctable.use("psutil")
+        proc.stop(int_timeout=20)

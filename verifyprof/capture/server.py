@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-import psutil
-
+from verifyprof.capture import proctable
+from verifyprof.capture.proctable import Proc
 from verifyprof.errors import VerifyprofError
 
 LOG_TAIL_LINES = 30
@@ -154,20 +154,6 @@ class StopReport:
         return self.signals[-1] if self.signals else "exited"
 
 
-def _alive(proc: psutil.Process) -> bool:
-    """Running and not a zombie; reaps our own zombie children on the way."""
-    try:
-        if not proc.is_running():
-            return False
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(proc.pid, os.WNOHANG)
-            return False
-        return True
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
 def _signal_name(sig: int) -> str:
     return signal.Signals(sig).name
 
@@ -217,9 +203,10 @@ class ManagedProcess:
         self.pid = self.popen.pid
         self.pgid = self.pid
         self.started_at = time.time()
-        self._known: dict[int, psutil.Process] = {}
-        with contextlib.suppress(psutil.NoSuchProcess):
-            self._known[self.pid] = psutil.Process(self.pid)
+        self._known: dict[int, Proc] = {}
+        leader = proctable.get(self.pid)
+        if leader is not None:
+            self._known[self.pid] = leader
         if echo is not None:
             self._echo_thread = threading.Thread(target=self._copy_output, args=(echo,), daemon=True)
             self._echo_thread.start()
@@ -248,34 +235,26 @@ class ManagedProcess:
         return self.popen.poll()
 
     def _track(self) -> None:
-        for proc in list(self._known.values()):
-            try:
-                children = proc.children(recursive=True)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            for child in children:
-                self._known.setdefault(child.pid, child)
+        for proc in proctable.descendants(list(self._known.values())):
+            self._known.setdefault(proc.pid, proc)
 
-    def _scan(self) -> list[psutil.Process]:
+    def _scan(self) -> list[Proc]:
         """Processes in our group or carrying our run marker (children that left the group)."""
         found = []
-        for proc in psutil.process_iter():
+        for proc in proctable.all_procs():
             if proc.pid == os.getpid():
                 continue
-            try:
-                if os.getpgid(proc.pid) == self.pgid or proc.environ().get(RUN_MARKER) == self.run_id:
-                    found.append(proc)
-            except (OSError, psutil.Error):
-                continue
+            if proctable.pgid(proc) == self.pgid or proctable.environ_value(proc, RUN_MARKER) == self.run_id:
+                found.append(proc)
         return found
 
-    def tracked(self) -> list[psutil.Process]:
+    def tracked(self) -> list[Proc]:
         """Every process of this run still alive: known descendants, group members, marked ones."""
         self._track()
         procs = {p.pid: p for p in self._known.values()}
         for proc in self._scan():
             procs.setdefault(proc.pid, proc)
-        return [p for p in procs.values() if _alive(p)]
+        return [p for p in procs.values() if proctable.alive(p)]
 
     def wait(self, timeout: float | None = None, *, interval: float = 0.2) -> int | None:
         """Wait for the leader to exit (tracking descendants meanwhile); its code or None."""
@@ -290,23 +269,21 @@ class ManagedProcess:
 
     # -- stopping ------------------------------------------------------------------------------
 
-    def _send(self, procs: list[psutil.Process], sig: int, *, group: bool) -> None:
+    def _send(self, procs: list[Proc], sig: int, *, group: bool) -> None:
         """Signal ``procs`` once each: the group with one killpg, the ones outside it one by one
         (a second SIGINT makes many servers, uvicorn's included, skip their clean shutdown)."""
         if group:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pgid, sig)
         for proc in procs:
-            with contextlib.suppress(psutil.Error, OSError):
-                if group and os.getpgid(proc.pid) == self.pgid:
-                    continue
-                proc.send_signal(sig)
+            if not (group and proctable.pgid(proc) == self.pgid):
+                proctable.send(proc, sig)
 
-    def _wait_gone(self, procs: list[psutil.Process], timeout: float, hurry: threading.Event | None) -> list[psutil.Process]:
+    def _wait_gone(self, procs: list[Proc], timeout: float, hurry: threading.Event | None) -> list[Proc]:
         deadline = time.monotonic() + timeout
         while True:
             self.popen.poll()  # reap the leader
-            remaining = [p for p in procs if _alive(p)]
+            remaining = [p for p in procs if proctable.alive(p)]
             if not remaining or time.monotonic() >= deadline or (hurry is not None and hurry.is_set()):
                 return remaining
             time.sleep(0.05)
@@ -331,7 +308,7 @@ class ManagedProcess:
         report = StopReport()
         spare = leader_grace is not None
 
-        def app(procs: list[psutil.Process]) -> list[psutil.Process]:
+        def app(procs: list[Proc]) -> list[Proc]:
             return [p for p in procs if not (spare and p.pid == self.pid)]
 
         def say(text: str) -> None:
