@@ -312,6 +312,23 @@ def test_sigterm_to_verifyprof_cleans_up_like_ctrl_c(tmp_path, tag):
     assert_nothing_left(tag)
 
 
+def test_server_leader_gets_sigterm_when_verifyprof_is_killed(tmp_path, tag):
+    out = tmp_path / "cap"
+    capture = start_capture(torch_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag)
+    try:
+        wait_for_log(out / "server.log", '"POST /generate', count=2)
+        leader = next(p for p in tagged_processes(tag) if "fake_sglang_server.py" in " ".join(p.cmdline()) and p.ppid() == capture.pid)
+        capture.kill()  # SIGKILL: no cleanup code of ours runs
+        capture.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while leader in tagged_processes(tag) and time.monotonic() < deadline:  # zombies count as gone
+            time.sleep(0.1)
+        assert leader not in tagged_processes(tag), "the server outlived verifyprof's SIGKILL"
+    finally:
+        if capture.poll() is None:
+            capture.kill()
+
+
 def test_server_ignoring_sigint_is_escalated_to_sigterm(tmp_path, tag):
     out = tmp_path / "cap"
     args = [*torch_capture_args(out, free_port(), "--ignore-sigint", requests=2), "--stop-timeout", "1"]

@@ -59,6 +59,20 @@ def _executable(path: Path) -> Path:
     return path
 
 
+def test_gzip_export_replaces_the_sqlite_with_a_complete_gzip(tmp_path):
+    import gzip
+
+    db = tmp_path / "capture.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("create table t (x)")
+        conn.executemany("insert into t values (?)", [(i,) for i in range(1000)])
+    content = db.read_bytes()
+    target = nsys.gzip_export(db)
+    assert target == tmp_path / "capture.sqlite.gz" and not db.exists()
+    assert gzip.decompress(target.read_bytes()) == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["capture.sqlite.gz"]
+
+
 def test_find_nsys_prefers_the_environment_variable(tmp_path):
     chosen = _executable(tmp_path / "my-nsys")
     assert nsys.find_nsys({"VERIFYPROF_NSYS": str(chosen), "PATH": ""}) == chosen

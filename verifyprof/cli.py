@@ -95,6 +95,7 @@ def capture(
     num_steps: Annotated[Optional[int], typer.Option("--num-steps", help="profile only this many forward steps (SGLang num_steps)")] = None,
     osrt: Annotated[bool, typer.Option("--osrt", help="nsys: also trace OS runtime calls")] = False,
     capture_all: Annotated[bool, typer.Option("--capture-all", help="program: profile all of it, not just cudaProfilerStart..Stop")] = False,
+    gzip: Annotated[bool, typer.Option("--gzip", help="nsys: gzip the SQLite export (capture.sqlite.gz)")] = False,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="seconds after SIGINT before SIGTERM (then SIGKILL)")] = 60.0,
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
@@ -109,7 +110,7 @@ def capture(
         requests=requests, concurrency=concurrency, input_len=input_len, output_len=output_len,
         prompts=prompts, warmup=warmup, temperature=temperature, health_timeout=health_timeout,
         hooks=None if hooks is None else [h.strip() for h in hooks.split(",")], hook_targets=list(hook or []),
-        num_steps=num_steps, osrt=osrt, capture_all=capture_all, stop_timeout=stop_timeout, argv=list(sys.argv),
+        num_steps=num_steps, osrt=osrt, capture_all=capture_all, gzip=gzip, stop_timeout=stop_timeout, argv=list(sys.argv),
     )
     for line in summary_lines(run_capture(options)):
         print(line)

@@ -129,3 +129,17 @@ def export_sqlite(nsys: Path, report: Path, sqlite: Path, log: Path, timeout: fl
         raise VerifyprofError(f"nsys export --type sqlite failed with code {proc.returncode} (log: {log})", report)
     os.replace(partial, sqlite)
     return sqlite
+
+
+def gzip_export(sqlite: Path) -> Path:
+    """``capture.sqlite`` -> ``capture.sqlite.gz`` (the readers take either), atomically; the
+    uncompressed file is removed only once the compressed one is complete."""
+    import gzip
+
+    target = sqlite.with_name(sqlite.name + ".gz")
+    partial = target.with_name(f".{target.name}.partial")
+    with open(sqlite, "rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst, length=1 << 20)
+    os.replace(partial, target)
+    sqlite.unlink()
+    return target

@@ -63,6 +63,7 @@ class CaptureOptions:
     num_steps: int | None = None
     osrt: bool = False
     capture_all: bool = False
+    gzip: bool = False  # nsys: keep the SQLite export gzipped (capture.sqlite.gz), as committed traces are
     stop_timeout: float = 60.0
     report_timeout: float = 900.0
     trace_wait: float = 120.0
@@ -528,8 +529,13 @@ class _Run:
         try:
             with self.console.status(f"exporting {report.name} to SQLite"):
                 nsys.export_sqlite(self.nsys, report, sqlite, self.out / "nsys-export.log")
+            if self.opts.gzip:
+                with self.console.status(f"compressing {sqlite.name}"):
+                    nsys.gzip_export(sqlite)
         except VerifyprofError as err:
             self._fail(str(err))
+        except OSError as err:
+            self._fail(f"cannot compress {sqlite}: {err}")
 
     def _fail(self, message: str) -> None:
         if self.status in ("running", "ok"):
