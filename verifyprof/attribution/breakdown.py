@@ -16,17 +16,17 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution import phases
-from verifyprof.attribution.steps import assign_ops, find_steps, gpu_ops, link_calls, whole_trace_steps
+from verifyprof.attribution.steps import NO_STEP, GpuOps, Launches, assign_levels, find_steps, gpu_ops, launches, link_calls, whole_trace_steps
 from verifyprof.attribution.summary import COMM_COLUMNS, summarize
-from verifyprof.attribution.sweep import TOTAL_PHASES, Ops, Windows, sweep
+from verifyprof.attribution.sweep import LAUNCH, TOTAL_PHASES, Intervals, Windows, sweep
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.errors import TraceError
 from verifyprof.ranges import DEFAULT_STEP_REGEX
 from verifyprof.trace.model import Trace
 
 SCHEMA = "verifyprof.breakdown/1"
-_NEVER = np.iinfo(np.int64).max
 LAUNCH_BRIDGE_NS = 50_000  # host pauses between launches shorter than this are launch overhead
+SCALAR_FIELDS = ("name", "text", "step", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode")
 
 
 @dataclass
@@ -41,23 +41,23 @@ class Breakdown:
 
     def step_records(self) -> list[dict[str, Any]]:
         rows = self.steps
-        phase_cols = list(phases.ALL)
-        phase_values = rows[phase_cols].to_numpy(dtype=np.int64)
-        total_values = rows[[f"total_{p}" for p in TOTAL_PHASES]].to_numpy(dtype=np.int64)
-        count_values = rows[[f"count_{p}" for p in phases.PRIORITY]].to_numpy(dtype=np.int64)
-        has_comm = all(c in rows.columns for c in COMM_COLUMNS)
-        comm_values = rows[list(COMM_COLUMNS)].to_numpy(dtype=np.int64) if has_comm else None
-        plain = rows[["name", "text", "step", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode"]]
+        columns = {f: rows[f].tolist() for f in SCALAR_FIELDS}
+        columns["index"] = columns.pop("step")
+        blocks = {
+            "phases": (list(phases.ALL), rows[list(phases.ALL)].to_numpy(dtype=np.int64).tolist()),
+            "totals": (list(TOTAL_PHASES), rows[[f"total_{p}" for p in TOTAL_PHASES]].to_numpy(dtype=np.int64).tolist()),
+            "counts": (list(phases.PRIORITY), rows[[f"count_{p}" for p in phases.PRIORITY]].to_numpy(dtype=np.int64).tolist()),
+        }
+        if all(c in rows.columns for c in COMM_COLUMNS):
+            blocks["comm"] = (list(COMM_COLUMNS), rows[list(COMM_COLUMNS)].to_numpy(dtype=np.int64).tolist())
+        attrs = rows["attrs"].tolist()
+        keys = list(columns)
         records = []
-        for i, base in enumerate(plain.to_dict("records")):  # one per step row: output assembly
-            record = {k: (v.item() if hasattr(v, "item") else v) for k, v in base.items()}
-            record["index"] = record.pop("step")
-            record["attrs"] = rows["attrs"].iat[i]
-            record["phases"] = dict(zip(phase_cols, phase_values[i].tolist()))
-            record["totals"] = dict(zip(TOTAL_PHASES, total_values[i].tolist()))
-            record["counts"] = dict(zip(phases.PRIORITY, count_values[i].tolist()))
-            if comm_values is not None:
-                record["comm"] = dict(zip(COMM_COLUMNS, comm_values[i].tolist()))
+        for i, values in enumerate(zip(*columns.values())):  # output assembly, one dict per step
+            record = dict(zip(keys, values))
+            record["attrs"] = attrs[i]
+            for block, (names, matrix) in blocks.items():
+                record[block] = dict(zip(names, matrix[i]))
             records.append(record)
         return records
 
@@ -87,18 +87,19 @@ def breakdown(
     taxonomy = taxonomy or load_taxonomy()
     ops = gpu_ops(trace, taxonomy)
     where = trace.source[0] if trace.source else None
-    if ops.empty:
+    if len(ops) == 0:
         raise TraceError("no GPU activity in the trace (empty capture: no kernels, copies or graphs)", where)
-    ops = link_calls(trace, ops)
+    calls = link_calls(trace, ops)
+    launch, op_launch = launches(ops, calls)
     if whole_trace:
-        steps = whole_trace_steps(trace, ops)
-        device_step = pd.Series(steps["step"].to_numpy(), index=steps["device"].to_numpy())
-        pairs = pd.DataFrame({"op": np.arange(len(ops)), "step": device_step.loc[ops["device"].to_numpy()].to_numpy()})
+        steps, levels = whole_trace_steps(ops, launch)
     else:
         steps = find_steps(trace, step_regex)
-        pairs = assign_ops(steps, ops)
-    rows = step_rows(trace, steps, ops, pairs)
-    linked = int((ops["call"].to_numpy() >= 0).sum())
+        levels = assign_levels(steps, launch, op_launch, calls)
+    parts = [level_rows(trace, steps, ops, launch, op_launch, op_step, launch_step) for op_step, launch_step in levels]
+    rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    rows = _add_idle_steps(rows, steps).sort_values(["step", "device"], kind="stable").reset_index(drop=True)
+    linked = int((ops.call >= 0).sum())
     result = Breakdown(
         trace=trace,
         steps=rows,
@@ -108,152 +109,172 @@ def breakdown(
     )
     from verifyprof.attribution.comm import collective_calls, step_collectives
 
-    calls = collective_calls(trace, ops)
-    if calls is not None:
-        result.collectives = step_collectives(calls, pairs, rows)
+    collective = collective_calls(trace, ops)
+    if collective is not None:
+        result.collectives = step_collectives(collective, [op_step for op_step, _ in levels], rows)
     return result
 
 
-def step_rows(trace: Trace, steps: pd.DataFrame, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (step, device) with window, counts, mode and phase times."""
-    op_idx = pairs["op"].to_numpy()
-    member = pd.DataFrame(
-        {
-            "step": pairs["step"].to_numpy(),
-            "device": ops["device"].to_numpy()[op_idx],
-            "start": ops["start"].to_numpy()[op_idx],
-            "end": ops["end"].to_numpy()[op_idx],
-            "phase": ops["phase"].to_numpy()[op_idx],
-            "is_kernel": ops["is_kernel"].to_numpy()[op_idx],
-            "call": ops["call"].to_numpy()[op_idx],
-            "call_start": ops["call_start"].to_numpy()[op_idx],
-            "call_end": ops["call_end"].to_numpy()[op_idx],
-            "graph_launch": ops["graph_launch"].to_numpy()[op_idx],
-        }
-    )
-    grouped = member.groupby(["step", "device"], sort=True)
-    keys = grouped.agg(
-        first=("start", "min"),
-        last=("end", "max"),
-        kernels=("is_kernel", "sum"),
-        graph_kernels=("graph_launch", "sum"),
-    ).reset_index()
-    calls = member.loc[member["call"].to_numpy() >= 0, ["step", "device", "call", "graph_launch"]].drop_duplicates(["step", "device", "call"])
-    call_counts = calls.groupby(["step", "device"]).agg(launches=("call", "size"), graph_launches=("graph_launch", "sum")).reset_index()
-    keys = keys.merge(call_counts, on=["step", "device"], how="left")
-    keys["launches"] = keys["launches"].fillna(0).astype(np.int64)
-    keys["graph_launches"] = keys["graph_launches"].fillna(0).astype(np.int64)
-    keys["has_ops"] = True
+def level_rows(
+    trace: Trace, steps: pd.DataFrame, ops: GpuOps, launch: Launches, op_launch: np.ndarray, op_step: np.ndarray, launch_step: np.ndarray
+) -> pd.DataFrame:
+    """One row per (step, device) of one nesting level, with window, counts, mode and phases."""
+    member = np.flatnonzero(op_step != NO_STEP)
+    if len(member) == 0:
+        return pd.DataFrame()
+    devices = np.unique(ops.device)  # a handful: code devices by lookup, not by sorting ops
+    device_code = np.searchsorted(devices, ops.device[member])
+    n_dev = len(devices)
+    key = op_step[member] * n_dev + device_code  # (step, device) as one sortable int
+    order = np.argsort(key, kind="stable")
+    member, key = member[order], key[order]
+    change = key[1:] != key[:-1]
+    bounds = np.flatnonzero(np.r_[True, change])
+    window = np.r_[0, np.cumsum(change)].astype(np.int64)  # window index per member
+    window_keys = key[bounds]
+    n = len(bounds)
+    window_step = window_keys // n_dev
+    window_device = devices[window_keys % n_dev]
 
-    # Steps that launched nothing still get a row (device -1): all their time is host time.
-    idle_steps = np.setdiff1d(steps["step"].to_numpy(), keys["step"].to_numpy())
-    if len(idle_steps):
-        zeros = np.zeros(len(idle_steps), dtype=np.int64)
-        empty = pd.DataFrame(
-            {"step": idle_steps, "device": zeros - 1, "first": zeros, "last": zeros, "kernels": zeros,
-             "graph_kernels": zeros, "launches": zeros,
-             "graph_launches": zeros, "has_ops": np.zeros(len(idle_steps), dtype=bool)}
-        ).astype(keys.dtypes.to_dict())
-        keys = pd.concat([keys, empty], ignore_index=True)
-    keys = keys.sort_values(["step", "device"], kind="stable").reset_index(drop=True)
-    step_info = steps.set_index("step").loc[keys["step"].to_numpy()]
-    range_start = step_info["start"].to_numpy()
-    range_end = step_info["end"].to_numpy()
-    has_ops = keys["has_ops"].to_numpy(dtype=bool)
-    first = keys["first"].to_numpy(dtype=np.int64)
-    last = keys["last"].to_numpy(dtype=np.int64)
-    ws = np.where(has_ops, np.minimum(range_start, first), range_start)
-    we = np.where(has_ops, np.maximum(range_end, last), range_end)
-    window_of = pd.MultiIndex.from_frame(keys[["step", "device"]]).get_indexer(pd.MultiIndex.from_frame(member[["step", "device"]]))
-    window_of = window_of.astype(np.int64)
+    start, end = ops.start[member], ops.end[member]
+    first = np.minimum.reduceat(start, bounds)
+    last = np.maximum.reduceat(end, bounds)
+    is_kernel = ops.is_kernel[member]
+    kernels = np.add.reduceat(is_kernel.astype(np.int64), bounds)
+
+    info = {c: steps[c].to_numpy()[window_step] for c in ("name", "text", "pid", "tid", "start", "end", "attrs")}  # step == position
+    ws = np.minimum(info["start"], first)
+    we = np.maximum(info["end"], last)
+
+    # launches of this level, each in the window of its step and device
+    mine = np.flatnonzero(launch_step != NO_STEP)
+    dev_code = np.searchsorted(devices, launch.device[mine])
+    known = (dev_code < n_dev) & (devices[np.minimum(dev_code, n_dev - 1)] == launch.device[mine])
+    mine, dev_code = mine[known], dev_code[known]
+    launch_window = np.searchsorted(window_keys, launch_step[mine] * n_dev + dev_code)
+    found = (launch_window < n) & (window_keys[np.minimum(launch_window, n - 1)] == launch_step[mine] * n_dev + dev_code)
+    mine, launch_window = mine[found], launch_window[found]
+    n_launches = np.bincount(launch_window, minlength=n).astype(np.int64)
+    graph = launch.graph_launch[mine]
+    n_graph_launches = np.bincount(launch_window[graph], minlength=n).astype(np.int64)
+    op_row = op_launch[member]
+    graph_kernel = is_kernel & (op_row >= 0)
+    graph_kernel[graph_kernel] = launch.graph_launch[op_row[graph_kernel]]
+    graph_kernels = np.bincount(window[graph_kernel], minlength=n)
+    launch_iv = launch_intervals(launch_window, launch.start[mine], np.maximum(launch.end[mine], launch.last_op_start[mine]), ws, we)
+
     result = sweep(
-        Windows(ws=ws, we=we),
-        Ops(window_of, member["start"].to_numpy(), member["end"].to_numpy(), member["phase"].to_numpy()),
-        launch_intervals(member, window_of, ws, we),
+        Windows(ws, we),
+        Intervals(
+            np.concatenate([window, launch_iv.window]),
+            np.concatenate([start, launch_iv.start]),
+            np.concatenate([end, launch_iv.end]),
+            np.concatenate([ops.phase[member], launch_iv.slot]),
+        ),
     )
+    n_busy = len(phases.PRIORITY)
+    counts = np.bincount(window * n_busy + ops.phase[member], minlength=n * n_busy).reshape(n, n_busy)
 
-    kernels = keys["kernels"].to_numpy(dtype=np.int64)
-    graph_kernels = keys["graph_kernels"].to_numpy(dtype=np.int64)
-    mode = np.where(kernels == 0, "none", np.where(graph_kernels * 2 >= kernels, "graph", "eager"))
     rows = pd.DataFrame(
         {
-            "step": keys["step"].to_numpy(),
-            "name": step_info["name"].to_numpy(),
-            "text": step_info["text"].to_numpy(),
-            "pid": step_info["pid"].to_numpy(),
-            "tid": step_info["tid"].to_numpy(),
-            "device": keys["device"].to_numpy(dtype=np.int64),
-            "rank": _ranks(trace, keys["device"].to_numpy(), step_info["pid"].to_numpy()),
+            "step": window_step,
+            "name": info["name"],
+            "text": info["text"],
+            "pid": info["pid"],
+            "tid": info["tid"],
+            "device": window_device.astype(np.int64),
+            "rank": _ranks(trace, window_device, info["pid"]),
             "start_ns": ws,
             "end_ns": we,
             "wall_ns": we - ws,
-            "gpu_span_ns": np.where(has_ops, last - first, 0),
+            "gpu_span_ns": last - first,
             "kernels": kernels,
-            "launches": keys["launches"].to_numpy(dtype=np.int64),
-            "graph_launches": keys["graph_launches"].to_numpy(dtype=np.int64),
-            "mode": mode,
+            "launches": n_launches,
+            "graph_launches": n_graph_launches,
+            "mode": np.where(kernels == 0, "none", np.where(graph_kernels * 2 >= kernels, "graph", "eager")),
         }
     )
-    rows["attrs"] = step_info["attrs"].to_numpy()
-    for p, name in enumerate(phases.ALL):
-        rows[name] = result.phase_ns[:, p]
-    for t, name in enumerate(TOTAL_PHASES):
-        rows[f"total_{name}"] = result.total_ns[:, t]
-    # GPU ops per phase: lets the model count allreduce calls per step from one rank's trace.
-    n_phases = len(phases.PRIORITY)
-    counts = np.bincount(window_of * n_phases + member["phase"].to_numpy().astype(np.int64), minlength=len(keys) * n_phases)
-    counts = counts.reshape(len(keys), n_phases)
-    for p, name in enumerate(phases.PRIORITY):
-        rows[f"count_{name}"] = counts[:, p]
+    rows["attrs"] = info["attrs"]
+    _add_phase_columns(rows, result.phase_ns, result.total_ns, counts)
     return rows
 
 
-def launch_intervals(member: pd.DataFrame, window: np.ndarray, ws: np.ndarray, we: np.ndarray, bridge_ns: int = LAUNCH_BRIDGE_NS) -> Ops:
-    """When the host was issuing a window's work: the GPU idle then is a launch gap.
+def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws: np.ndarray, we: np.ndarray, bridge_ns: int = LAUNCH_BRIDGE_NS) -> Intervals:
+    """When the host was issuing a window's work: GPU idle then is a launch gap.
 
-    Two kinds of interval: each op's ``[launch call start, op start)`` (being issued, or queued
-    behind earlier work), and the host time between two consecutive launch calls of the window
-    when shorter than ``bridge_ns`` (the Python between eager launches of one forward, which a
-    CUDA graph removes). A longer pause means the host was doing something else: host wait.
+    Per launching call: from the call's start to the later of its end and the start of the last
+    op it launched (being issued, or queued behind earlier work). Calls closer than
+    ``bridge_ns`` are joined (the Python between eager launches of one forward, which a CUDA
+    graph removes); a longer pause means the host was doing something else: host wait.
     """
-    linked = member["call"].to_numpy() >= 0
-    call_start = member["call_start"].to_numpy()[linked]
-    op_start = member["start"].to_numpy()[linked]
-    op_window = window[linked]
-    queued = call_start < op_start
-    starts = [np.maximum(call_start[queued], ws[op_window[queued]])]
-    ends = [op_start[queued]]
-    windows = [op_window[queued]]
+    start = np.maximum(start, ws[window])
+    end = np.minimum(end, we[window])
+    order = np.argsort(window, kind="stable")  # launches arrive in start order: keep it per window
+    window, start, end = window[order], start[order], end[order]
+    if not np.all((start[1:] >= start[:-1]) | (window[1:] != window[:-1])):
+        order = np.lexsort((start, window))
+        window, start, end = window[order], start[order], end[order]
+    reach = _running_max_by_group(end, window)
+    new_run = np.r_[True, (window[1:] != window[:-1]) | (start[1:] - reach[:-1] >= bridge_ns)] if len(window) else np.zeros(0, bool)
+    heads = np.flatnonzero(new_run)
+    merged_start = start[heads]
+    merged_end = np.maximum.reduceat(end, heads) if len(heads) else end
+    keep = merged_end > merged_start
+    return Intervals(window[heads][keep], merged_start[keep], merged_end[keep], np.full(int(keep.sum()), LAUNCH, np.int8))
 
-    calls = pd.DataFrame({"window": op_window, "call": member["call"].to_numpy()[linked], "start": call_start, "end": member["call_end"].to_numpy()[linked]})
-    calls = calls.drop_duplicates(["window", "call"]).sort_values(["window", "start"], kind="stable")
-    w, s, e = calls["window"].to_numpy(), calls["start"].to_numpy(), calls["end"].to_numpy()
-    prev_end = calls.groupby("window", sort=False)["end"].cummax().to_numpy()  # calls may nest (driver in runtime)
-    gap = s[1:] - prev_end[:-1]
-    bridge = (w[1:] == w[:-1]) & (gap > 0) & (gap < bridge_ns)
-    starts.append(prev_end[:-1][bridge])
-    ends.append(s[1:][bridge])
-    windows.append(w[1:][bridge])
-    # the calls themselves: the host is inside the launch API
-    starts.append(np.maximum(s, ws[w]))
-    ends.append(e)
-    windows.append(w)
-    start, end, win = np.concatenate(starts), np.concatenate(ends), np.concatenate(windows)
-    start, end = np.maximum(start, ws[win]), np.minimum(end, we[win])
-    keep = end > start
-    return Ops(win[keep].astype(np.int64), start[keep], end[keep], np.zeros(int(keep.sum()), np.int8))
+
+def _running_max_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Cumulative max of ``values`` restarting at each change of (sorted) ``groups``."""
+    if len(values) == 0:
+        return values
+    lo = values.min()
+    span = int(values.max() - lo) + 1
+    shift = groups.astype(np.int64) * span  # lift each group above all earlier ones
+    if int(groups.max()) * span < 2**62:
+        return np.maximum.accumulate(values - lo + shift) - shift + lo
+    return pd.Series(values).groupby(groups).cummax().to_numpy()
+
+
+def _add_phase_columns(rows: pd.DataFrame, phase_ns: np.ndarray, total_ns: np.ndarray, counts: np.ndarray) -> None:
+    columns = {name: phase_ns[:, p] for p, name in enumerate(phases.ALL)}
+    columns.update({f"total_{name}": total_ns[:, t] for t, name in enumerate(TOTAL_PHASES)})
+    columns.update({f"count_{name}": counts[:, p] for p, name in enumerate(phases.PRIORITY)})
+    for name, values in columns.items():
+        rows[name] = values
+
+
+def _add_idle_steps(rows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Steps that launched nothing still get a row (device -1): all their time is host time."""
+    seen = rows["step"].to_numpy() if len(rows) else np.zeros(0, np.int64)
+    idle = steps[~np.isin(steps["step"].to_numpy(), seen)]
+    if idle.empty:
+        return rows
+    wall = (idle["end"] - idle["start"]).to_numpy()
+    zeros = np.zeros(len(idle), dtype=np.int64)
+    extra = pd.DataFrame(
+        {
+            "step": idle["step"].to_numpy(), "name": idle["name"].to_numpy(), "text": idle["text"].to_numpy(),
+            "pid": idle["pid"].to_numpy(), "tid": idle["tid"].to_numpy(), "device": zeros - 1, "rank": zeros - 1,
+            "start_ns": idle["start"].to_numpy(), "end_ns": idle["end"].to_numpy(), "wall_ns": wall,
+            "gpu_span_ns": zeros, "kernels": zeros, "launches": zeros, "graph_launches": zeros, "mode": "none",
+        }
+    )
+    extra["attrs"] = idle["attrs"].to_numpy()
+    phase_ns = np.zeros((len(idle), len(phases.ALL)), dtype=np.int64)
+    phase_ns[:, phases.INDEX["host_wait"]] = wall
+    _add_phase_columns(extra, phase_ns, np.zeros((len(idle), len(TOTAL_PHASES)), np.int64), np.zeros((len(idle), len(phases.PRIORITY)), np.int64))
+    return pd.concat([rows, extra], ignore_index=True) if len(rows) else extra
 
 
 def _ranks(trace: Trace, devices: np.ndarray, pids: np.ndarray) -> np.ndarray:
     """Rank of each row: by the process that drives the device, else by the step's process."""
     procs = trace.processes
-    ranks = np.full(len(devices), -1, dtype=np.int64)
     if procs.empty:
-        return ranks
+        return np.full(len(devices), -1, dtype=np.int64)
     known = procs[procs["rank"].to_numpy() >= 0]
     by_device = known[known["device"].to_numpy() >= 0].drop_duplicates("device").set_index("device")["rank"]
     by_pid = known.drop_duplicates("pid").set_index("pid")["rank"]
-    from_device = by_device.reindex(devices).to_numpy()
-    from_pid = by_pid.reindex(pids).to_numpy()
-    ranks = np.where(~np.isnan(from_device.astype(float)), from_device, from_pid)
-    return np.nan_to_num(ranks.astype(float), nan=-1).astype(np.int64)
+    from_device = by_device.reindex(devices).to_numpy(dtype=float)
+    from_pid = by_pid.reindex(pids).to_numpy(dtype=float)
+    ranks = np.where(~np.isnan(from_device), from_device, from_pid)
+    return np.nan_to_num(ranks, nan=-1).astype(np.int64)

@@ -15,59 +15,66 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution import phases
+from verifyprof.attribution.steps import GpuOps
 from verifyprof.trace.model import Trace
 
 _OP = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|AllToAll|SendRecv|Reduce|Send|Recv|all_reduce|allreduce|all_gather|reduce_scatter)", re.IGNORECASE)
 COMM = (phases.INDEX["allreduce"], phases.INDEX["collective"])
 
 
-def collective_calls(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame | None:
+def collective_calls(trace: Trace, ops: GpuOps) -> pd.DataFrame | None:
     """One row per collective kernel: call (matched across devices), wait_ns, transfer_ns.
 
     None when fewer than two devices ran collectives (nothing to match across ranks).
     """
-    is_comm = np.isin(ops["phase"].to_numpy(), COMM) & ops["is_kernel"].to_numpy()
-    comm = ops[is_comm]
-    if comm.empty or comm["device"].nunique() < 2:
+    is_comm = np.isin(ops.phase, COMM) & ops.is_kernel
+    index = np.flatnonzero(is_comm)
+    if len(index) == 0 or len(np.unique(ops.device[index])) < 2:
         return None
-    name_ids = comm["name_id"].to_numpy()
+    name_ids = ops.name_id[index]
     families = {}
     for sid in np.unique(name_ids):  # once per distinct kernel name
         match = _OP.search(trace.strings[int(sid)])
         families[sid] = match.group(1).lower().replace("_", "") if match else "other"
-    family = pd.Series(name_ids).map(families).to_numpy()
     calls = pd.DataFrame(
         {
-            "op": np.flatnonzero(is_comm),
-            "device": comm["device"].to_numpy(),
-            "family": family,
-            "start": comm["start"].to_numpy(),
-            "end": comm["end"].to_numpy(),
+            "op": index,
+            "device": ops.device[index],
+            "family": pd.Series(name_ids).map(families).to_numpy(),
+            "start": ops.start[index],
+            "end": ops.end[index],
         }
     ).sort_values(["device", "start"], kind="stable")
     calls["seq"] = calls.groupby(["device", "family"], sort=False).cumcount()
     # Only calls every device made can be matched (captures can cut a rank's first/last calls).
     n_devices = calls["device"].nunique()
-    per_call = calls.groupby(["family", "seq"], sort=False)
-    calls["ranks"] = per_call["device"].transform("size")
+    calls["ranks"] = calls.groupby(["family", "seq"], sort=False)["device"].transform("size")
     calls = calls[calls["ranks"].to_numpy() == n_devices].copy()
     if calls.empty:
         return None
-    latest = calls.groupby(["family", "seq"], sort=False)["start"].transform("max").to_numpy()
-    earliest = calls.groupby(["family", "seq"], sort=False)["start"].transform("min").to_numpy()
+    per_call = calls.groupby(["family", "seq"], sort=False)["start"]
+    latest = per_call.transform("max").to_numpy()
+    earliest = per_call.transform("min").to_numpy()
     calls["wait_ns"] = latest - calls["start"].to_numpy()
     calls["transfer_ns"] = np.maximum(calls["end"].to_numpy() - latest, 0)
     calls["spread_ns"] = latest - earliest
     return calls.reset_index(drop=True)
 
 
-def step_collectives(calls: pd.DataFrame, pairs: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """Per (step, device): collective calls, total wait and transfer; also added to ``rows``."""
-    joined = pairs.merge(calls[["op", "device", "wait_ns", "transfer_ns"]], on="op", how="inner")
+def step_collectives(calls: pd.DataFrame, levels: list[np.ndarray], rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (step, device): collective calls, total wait and transfer; added to ``rows``."""
+    op = calls["op"].to_numpy()
+    parts = []
+    for op_step in levels:
+        step = op_step[op]
+        inside = step >= 0
+        parts.append(pd.DataFrame({"step": step[inside], "device": calls["device"].to_numpy()[inside],
+                                   "wait_ns": calls["wait_ns"].to_numpy()[inside], "transfer_ns": calls["transfer_ns"].to_numpy()[inside]}))
+    joined = pd.concat(parts, ignore_index=True)
     per_step = joined.groupby(["step", "device"]).agg(
-        comm_calls=("op", "size"), comm_wait_ns=("wait_ns", "sum"), comm_transfer_ns=("transfer_ns", "sum")
+        comm_calls=("wait_ns", "size"), comm_wait_ns=("wait_ns", "sum"), comm_transfer_ns=("transfer_ns", "sum")
     )
-    index = pd.MultiIndex.from_frame(rows[["step", "device"]])
+    index = pd.MultiIndex.from_arrays([rows["step"].to_numpy(), rows["device"].to_numpy()], names=["step", "device"])
     aligned = per_step.reindex(index).fillna(0).astype(np.int64)
     for col in aligned.columns:
         rows[col] = aligned[col].to_numpy()

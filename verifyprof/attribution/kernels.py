@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution import phases
-from verifyprof.attribution.steps import assign_ops, find_steps, gpu_ops, link_calls
+from verifyprof.attribution.steps import NO_STEP, assign_levels, find_steps, gpu_ops, launches, link_calls
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.errors import TraceError
 from verifyprof.trace.model import Trace
@@ -41,23 +41,24 @@ class KernelTable:
 
 def kernel_table(trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None) -> KernelTable:
     ops = gpu_ops(trace, taxonomy)
-    kernels = ops[ops["is_kernel"].to_numpy()]
-    if kernels.empty:
+    selected = ops.is_kernel.copy()
+    if not selected.any():
         raise TraceError("no kernels in the trace", trace.source[0] if trace.source else None)
     scope = "whole trace"
     if step_regex is not None:
-        linked = link_calls(trace, ops)
-        pairs = assign_ops(find_steps(trace, step_regex), linked)
-        inside = np.unique(pairs["op"].to_numpy())
-        kernels = ops.iloc[inside]
-        kernels = kernels[kernels["is_kernel"].to_numpy()]
+        calls = link_calls(trace, ops)
+        launch, op_launch = launches(ops, calls)
+        levels = assign_levels(find_steps(trace, step_regex), launch, op_launch, calls)
+        inside = np.zeros(len(ops), dtype=bool)
+        for op_step, _ in levels:
+            inside |= op_step != NO_STEP
+        selected &= inside
         scope = f"kernels launched inside ranges matching {step_regex!r}"
-    duration = kernels["end"].to_numpy() - kernels["start"].to_numpy()
-    frame = pd.DataFrame({"name_id": kernels["name_id"].to_numpy(), "phase": kernels["phase"].to_numpy(), "ns": duration})
+    frame = pd.DataFrame({"name_id": ops.name_id[selected], "phase": ops.phase[selected], "ns": ops.end[selected] - ops.start[selected]})
     table = frame.groupby("name_id", sort=False).agg(phase=("phase", "first"), count=("ns", "size"), total_ns=("ns", "sum")).reset_index()
     table["name"] = trace.strings.lookup(table["name_id"].to_numpy())
     table["phase"] = np.asarray(phases.ALL, dtype=object)[table["phase"].to_numpy()]
-    table["mean_ns"] = (table["total_ns"] / table["count"]).round().astype(np.int64)
+    table["mean_ns"] = (table["total_ns"] / table["count"].clip(lower=1)).round().astype(np.int64)
     total = int(table["total_ns"].sum())
     table["share"] = (table["total_ns"] / total).round(6) if total else 0.0
     table = table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)

@@ -6,12 +6,17 @@ open on that call's thread at the call's start. This is NVIDIA's NVTX projection
 stays right under SGLang's overlap scheduler, where the GPU runs a step's kernels long after
 its host range closed. Every kernel of a CUDA graph carries its ``cudaGraphLaunch``'s
 correlation, so a graph launched inside a step brings all of its kernels.
+
+Steps are matched one *nesting level* at a time: properly nested ranges of one level never
+overlap on a thread, so each level maps every op to at most one step (an int array over ops),
+and a kernel inside ``verify`` inside ``spec_step`` belongs to one step of each level.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -20,112 +25,99 @@ from verifyprof.attribution import phases
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.errors import NoStepsError
 from verifyprof.ranges import split_text
-from verifyprof.trace.model import (
-    COPY_KIND_MEMSET,
-    RANGE_KIND_GPU_ANNOTATION,
-    Trace,
-)
+from verifyprof.trace.model import COPY_KIND_MEMSET, RANGE_KIND_GPU_ANNOTATION, Trace
 
 WHOLE_TRACE = "whole_trace"
 _KEY_SHIFT = np.int64(1) << np.int64(40)  # (pid, correlation) -> one int64 key
 _DIGITS = re.compile(r"\d+")
 _ATTR = re.compile(r"(\w+)=([\w.]+)")
+NO_STEP = -1
+
+
+@dataclass
+class GpuOps:
+    """Every GPU op (kernels, copies, opaque whole-graph rows) as parallel numpy arrays."""
+
+    start: np.ndarray
+    end: np.ndarray
+    device: np.ndarray
+    pid: np.ndarray
+    correlation: np.ndarray
+    phase: np.ndarray  # int8 index into phases.ALL
+    is_kernel: np.ndarray
+    name_id: np.ndarray
+    call: np.ndarray  # row in trace.api of the launching call, -1 if unlinked
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class Calls:
+    """The launching API calls referenced by GPU ops (rows of trace.api)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+    graph_launch: np.ndarray  # bool: cudaGraphLaunch / hipGraphLaunch
 
 
 def op_key(pid: np.ndarray, correlation: np.ndarray) -> np.ndarray:
     return pid.astype(np.int64) * _KEY_SHIFT + correlation.astype(np.int64)
 
 
-def gpu_ops(trace: Trace, taxonomy: Taxonomy) -> pd.DataFrame:
-    """Every GPU op (kernels, copies, opaque whole-graph rows) with its phase index."""
-    kernels = trace.kernels
-    kernel_phase = taxonomy.phase_of_ids(trace.strings, kernels["name_id"].to_numpy())
-    parts = [
-        pd.DataFrame(
-            {
-                "start": kernels["start"].to_numpy(),
-                "end": kernels["end"].to_numpy(),
-                "device": kernels["device"].to_numpy(),
-                "pid": kernels["pid"].to_numpy(),
-                "correlation": kernels["correlation"].to_numpy(),
-                "phase": kernel_phase[kernels["name_id"].to_numpy()] if len(kernels) else np.empty(0, np.int8),
-                "is_kernel": np.ones(len(kernels), dtype=bool),
-                "name_id": kernels["name_id"].to_numpy(),
-            }
-        )
-    ]
-    copies = trace.copies
+def gpu_ops(trace: Trace, taxonomy: Taxonomy) -> GpuOps:
+    kernels, copies, graphs = trace.kernels, trace.copies, trace.graphs
+    parts: list[dict[str, np.ndarray]] = []
+    k_names = kernels["name_id"].to_numpy()
+    k_phase = taxonomy.phase_of_ids(trace.strings, k_names)[k_names] if len(kernels) else np.empty(0, np.int8)
+    parts.append(_part(kernels, k_phase, True, k_names))
     if len(copies):
         copy_phase = np.where(copies["kind"].to_numpy() == COPY_KIND_MEMSET, phases.INDEX["memset"], phases.INDEX["memcpy"])
-        parts.append(
-            pd.DataFrame(
-                {
-                    "start": copies["start"].to_numpy(),
-                    "end": copies["end"].to_numpy(),
-                    "device": copies["device"].to_numpy(),
-                    "pid": copies["pid"].to_numpy(),
-                    "correlation": copies["correlation"].to_numpy(),
-                    "phase": copy_phase.astype(np.int8),
-                    "is_kernel": np.zeros(len(copies), dtype=bool),
-                    "name_id": copies["name_id"].to_numpy(),
-                }
-            )
-        )
-    graphs = trace.graphs
+        parts.append(_part(copies, copy_phase.astype(np.int8), False, copies["name_id"].to_numpy()))
     if len(graphs):
         # Whole-graph rows whose kernels are also recorded would be counted twice: drop them.
         known = op_key(kernels["pid"].to_numpy(), kernels["correlation"].to_numpy())
         keys = op_key(graphs["pid"].to_numpy(), graphs["correlation"].to_numpy())
         opaque = graphs[~np.isin(keys, known)]
         if len(opaque):
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "start": opaque["start"].to_numpy(),
-                        "end": opaque["end"].to_numpy(),
-                        "device": opaque["device"].to_numpy(),
-                        "pid": opaque["pid"].to_numpy(),
-                        "correlation": opaque["correlation"].to_numpy(),
-                        "phase": np.full(len(opaque), phases.INDEX["graph"], dtype=np.int8),
-                        "is_kernel": np.zeros(len(opaque), dtype=bool),
-                        "name_id": np.full(len(opaque), -1, dtype=np.int32),
-                    }
-                )
-            )
-    ops = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    ops["phase"] = ops["phase"].astype(np.int8)
-    return ops
+            parts.append(_part(opaque, np.full(len(opaque), phases.INDEX["graph"], np.int8), False, np.full(len(opaque), -1, np.int32)))
+    fields = {name: np.concatenate([p[name] for p in parts]) if len(parts) > 1 else parts[0][name] for name in parts[0]}
+    return GpuOps(**fields, call=np.full(len(fields["start"]), -1, dtype=np.int64))
 
 
-def link_calls(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame:
-    """Add the launching API call of each op: ``call`` (row in trace.api, -1 if unlinked),
-    ``tid``, ``call_start``, ``call_end``, ``graph_launch`` (launched by cudaGraphLaunch)."""
+def _part(frame: pd.DataFrame, phase: np.ndarray, is_kernel: bool, name_id: np.ndarray) -> dict[str, np.ndarray]:
+    return {
+        "start": frame["start"].to_numpy(),
+        "end": frame["end"].to_numpy(),
+        "device": frame["device"].to_numpy(),
+        "pid": frame["pid"].to_numpy(),
+        "correlation": frame["correlation"].to_numpy(),
+        "phase": phase.astype(np.int8, copy=False),
+        "is_kernel": np.full(len(frame), is_kernel),
+        "name_id": name_id.astype(np.int32, copy=False),
+    }
+
+
+def link_calls(trace: Trace, ops: GpuOps) -> Calls:
+    """Set ``ops.call`` to the launching API row (same process, same correlation id)."""
     api = trace.api
-    api_keys = op_key(api["pid"].to_numpy(), api["correlation"].to_numpy())
-    index = pd.Index(api_keys)
-    if not index.is_unique:
-        index = pd.Index(pd.Series(api_keys).drop_duplicates(keep="first"))
-        rows = pd.Series(np.arange(len(api_keys))).loc[~pd.Series(api_keys).duplicated(keep="first")].to_numpy()
-    else:
-        rows = np.arange(len(api_keys))
-    found = index.get_indexer(op_key(ops["pid"].to_numpy(), ops["correlation"].to_numpy()))
-    call = np.where(found >= 0, rows[np.maximum(found, 0)] if len(rows) else -1, -1)
-    linked = call >= 0
-    safe = np.maximum(call, 0)
-    out = ops.copy()
-    out["call"] = call
-    if len(api):
-        out["tid"] = np.where(linked, api["tid"].to_numpy()[safe], -1)
-        out["call_start"] = np.where(linked, api["start"].to_numpy()[safe], -1)
-        out["call_end"] = np.where(linked, api["end"].to_numpy()[safe], -1)
-        graph_ids = trace.strings.matching(r"GraphLaunch")
-        out["graph_launch"] = linked & graph_ids[api["name_id"].to_numpy()[safe]] if len(graph_ids) else False
-    else:
-        out["tid"] = -1
-        out["call_start"] = -1
-        out["call_end"] = -1
-        out["graph_launch"] = False
-    return out
+    keys = op_key(api["pid"].to_numpy(), api["correlation"].to_numpy())
+    index = pd.Index(keys)
+    rows = np.arange(len(keys))
+    if not index.is_unique:  # keep the first call of a duplicated correlation
+        first = ~index.duplicated(keep="first")
+        index, rows = index[first], rows[first]
+    found = index.get_indexer(op_key(ops.pid, ops.correlation))
+    ops.call = np.where(found >= 0, rows[np.maximum(found, 0)] if len(rows) else -1, -1).astype(np.int64)
+    graph_names = trace.strings.matching(r"GraphLaunch") if len(trace.strings) else np.zeros(0, bool)
+    name_ids = api["name_id"].to_numpy()
+    return Calls(
+        start=api["start"].to_numpy(),
+        end=api["end"].to_numpy(),
+        tid=api["tid"].to_numpy(),
+        graph_launch=graph_names[name_ids] if len(name_ids) else np.zeros(0, bool),
+    )
 
 
 def step_name(text: str) -> str:
@@ -153,8 +145,8 @@ def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
     attrs = {t: dict(_ATTR.findall(t)) for t in unique_texts}
     steps = pd.DataFrame(
         {
-            "name": [names[t] for t in texts],
-            "text": texts,
+            "name": np.array([names[t] for t in texts], dtype=object),
+            "text": np.asarray(texts, dtype=object),
             "pid": selected["pid"].to_numpy(),
             "tid": selected["tid"].to_numpy(),
             "start": selected["start"].to_numpy(),
@@ -163,74 +155,117 @@ def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
     )
     steps["attrs"] = [attrs[t] for t in texts]
     steps = steps.sort_values(["tid", "start"], kind="stable").reset_index(drop=True)
+    steps["name"] = steps["name"].astype(object)  # pandas 3 would make arrow strings: slow to gather
+    steps["text"] = steps["text"].astype(object)
     steps["level"] = _nesting_levels(steps)
     steps.insert(0, "step", np.arange(len(steps), dtype=np.int64))
     return steps
 
 
-def whole_trace_steps(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame:
+def whole_trace_steps(ops: GpuOps, launch: Launches) -> tuple[pd.DataFrame, list[tuple[np.ndarray, np.ndarray]]]:
     """One step per device spanning all of that device's GPU work."""
-    spans = ops.groupby("device", sort=True).agg(start=("start", "min"), end=("end", "max")).reset_index()
+    devices, op_step = np.unique(ops.device, return_inverse=True)
+    first = np.full(len(devices), np.iinfo(np.int64).max)
+    last = np.full(len(devices), np.iinfo(np.int64).min)
+    np.minimum.at(first, op_step, ops.start)
+    np.maximum.at(last, op_step, ops.end)
     steps = pd.DataFrame(
         {
-            "step": np.arange(len(spans), dtype=np.int64),
+            "step": np.arange(len(devices), dtype=np.int64),
             "name": WHOLE_TRACE,
             "text": WHOLE_TRACE,
             "pid": -1,
             "tid": -1,
-            "start": spans["start"].to_numpy(),
-            "end": spans["end"].to_numpy(),
-            "device": spans["device"].to_numpy(),
+            "start": first,
+            "end": last,
             "level": 0,
         }
     )
     steps["attrs"] = [{} for _ in range(len(steps))]
-    return steps
+    launch_step = np.searchsorted(devices, launch.device).astype(np.int64)
+    return steps, [(op_step.astype(np.int64), launch_step)]
 
 
-def assign_ops(steps: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
-    """(op row, step) pairs: a launch belongs to every step range open on its thread at its start."""
-    linked = ops[ops["call"].to_numpy() >= 0]
-    calls = (
-        linked[["call", "tid", "call_start"]]
-        .drop_duplicates("call")
-        .sort_values("call_start", kind="stable")
-        .reset_index(drop=True)
+@dataclass
+class Launches:
+    """One row per API call that launched GPU work: what the launch-gap accounting needs."""
+
+    call: np.ndarray  # row in trace.api, ascending (so in start order: api is sorted by start)
+    device: np.ndarray  # the device of the call's first op
+    start: np.ndarray
+    end: np.ndarray
+    last_op_start: np.ndarray  # latest start among the ops it launched
+    graph_launch: np.ndarray
+
+
+def launches(ops: GpuOps, calls: Calls) -> tuple[Launches, np.ndarray]:
+    """The launching calls, and for every op its row in them (-1 when unlinked)."""
+    linked = np.flatnonzero(ops.call >= 0)
+    used, first, inverse = np.unique(ops.call[linked], return_index=True, return_inverse=True)
+    last_op_start = np.full(len(used), np.iinfo(np.int64).min)
+    np.maximum.at(last_op_start, inverse, ops.start[linked])
+    op_launch = np.full(len(ops), -1, dtype=np.int64)
+    op_launch[linked] = inverse
+    table = Launches(
+        call=used,
+        device=ops.device[linked[first]],
+        start=calls.start[used],
+        end=calls.end[used],
+        last_op_start=last_op_start,
+        graph_launch=calls.graph_launch[used] if len(used) else np.zeros(0, bool),
     )
-    pairs = []
+    return table, op_launch
+
+
+def assign_levels(steps: pd.DataFrame, launch: Launches, op_launch: np.ndarray, calls: Calls) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per nesting level: the step of every op and of every launch (NO_STEP outside the level's steps)."""
+    linked = op_launch >= 0
+    call_tid = calls.tid[launch.call]
+    levels = []
     for level in np.unique(steps["level"].to_numpy()):
-        level_steps = steps[steps["level"].to_numpy() == level][["step", "tid", "start", "end"]].sort_values("start")
-        matched = pd.merge_asof(
-            calls,
-            level_steps,
-            left_on="call_start",
-            right_on="start",
-            by="tid",
-            direction="backward",
-        )
-        inside = matched["step"].notna().to_numpy() & (matched["call_start"].to_numpy() < matched["end"].fillna(-1).to_numpy())
-        pairs.append(pd.DataFrame({"call": matched["call"].to_numpy()[inside], "step": matched["step"].to_numpy()[inside].astype(np.int64)}))
-    call_steps = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame({"call": [], "step": []})
-    op_rows = pd.DataFrame({"op": np.flatnonzero(ops["call"].to_numpy() >= 0), "call": linked["call"].to_numpy()})
-    return op_rows.merge(call_steps, on="call", how="inner")[["op", "step"]]
+        level_steps = steps[steps["level"].to_numpy() == level]
+        launch_step = _match_calls(level_steps, call_tid, launch.start)
+        op_step = np.full(len(op_launch), NO_STEP, dtype=np.int64)
+        op_step[linked] = launch_step[op_launch[linked]]
+        levels.append((op_step, launch_step))
+    return levels
+
+
+def _match_calls(level_steps: pd.DataFrame, call_tid: np.ndarray, call_start: np.ndarray) -> np.ndarray:
+    """The step of one level open on each call's thread at the call's start (vectorised)."""
+    out = np.full(len(call_tid), NO_STEP, dtype=np.int64)
+    tids = level_steps["tid"].to_numpy()
+    # Threads are few (one per TP rank): loop over them, search events of each with numpy.
+    for tid in np.unique(tids):
+        on_thread = tids == tid
+        starts = level_steps["start"].to_numpy()[on_thread]
+        ends = level_steps["end"].to_numpy()[on_thread]
+        ids = level_steps["step"].to_numpy()[on_thread]
+        order = np.argsort(starts, kind="stable")
+        starts, ends, ids = starts[order], ends[order], ids[order]
+        mine = np.flatnonzero(call_tid == tid)
+        pos = np.searchsorted(starts, call_start[mine], side="right") - 1
+        ok = pos >= 0
+        ok[ok] &= call_start[mine[ok]] < ends[pos[ok]]
+        out[mine[ok]] = ids[pos[ok]]
+    return out
 
 
 def _nesting_levels(steps: pd.DataFrame) -> np.ndarray:
     """Nesting level of each step among the selected steps of its thread (0 = outermost).
 
     Steps of one level on one thread never overlap when ranges nest properly (push/pop), so
-    each level can be matched to launches with one ``merge_asof``. Loops over threads, not rows.
+    each level maps a launch to at most one step. Loops over threads, not rows.
     """
     levels = np.zeros(len(steps), dtype=np.int16)
     for _, idx in steps.groupby("tid", sort=False).indices.items():
         starts = steps["start"].to_numpy()[idx]
         ends = steps["end"].to_numpy()[idx]
         order = np.argsort(starts, kind="stable")
-        s, e = starts[order], ends[order]
+        s = starts[order]
         opened = np.arange(len(s))  # ranges started before this one (sorted by start)
-        closed = np.searchsorted(np.sort(e), s, side="right")  # ranges ended at or before it starts
-        depth = np.maximum(opened - closed, 0)
-        levels[idx[order]] = depth
+        closed = np.searchsorted(np.sort(ends), s, side="right")  # ranges ended at or before it starts
+        levels[idx[order]] = np.maximum(opened - closed, 0)
     return levels
 
 

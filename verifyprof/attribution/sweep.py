@@ -1,16 +1,15 @@
 """Phase times of many (step, device) windows in one vectorised sweep.
 
 Each window is a span ``[ws, we)`` holding GPU ops (start, end, phase) and *launch intervals*:
-times when this step's work was being issued or queued (see ``breakdown.launch_intervals``). Boundaries of all windows are sorted once by
-(window, time); between two consecutive boundaries nothing changes, so each elementary segment
-is booked to the highest-priority phase active on it, or, when the GPU is idle, to
-``launch_gap`` if a launch interval covers it (the GPU starves while this step's work is still
-being issued: what CUDA graphs remove) and to ``host_wait`` otherwise (the host is doing
-something else: Python, scheduling, syncs, waiting for input). Active counts are running sums
-of +1/-1 deltas; every interval opens and closes inside its own window, so the sums return to
-zero at each window's end, and the phases of a window sum to ``we - ws`` exactly.
-
-Windows are processed in chunks of bounded size, so memory stays flat on million-kernel traces.
+times when the window's work was being issued or queued (see ``breakdown.launch_intervals``).
+All boundaries are encoded as one int64 per event, ``window | time since window start |
+(phase slot, open/close)``, and sorted once; between two consecutive boundaries of a window
+nothing changes, so each elementary segment is booked to the highest-priority phase active on
+it or, when the GPU is idle, to ``launch_gap`` if a launch interval covers it (the GPU starves
+while this step's work is still being issued: what CUDA graphs remove) and ``host_wait``
+otherwise (the host is doing something else: Python, scheduling, syncs). Active counts are
+running sums of +1/-1; every interval opens and closes inside its own window, so the sums
+return to zero at each window's end, and a window's phases sum to ``we - ws`` exactly.
 """
 
 from __future__ import annotations
@@ -22,9 +21,13 @@ import numpy as np
 from verifyprof.attribution import phases
 
 TOTAL_PHASES = phases.COLLECTIVES + phases.COPIES  # also reported un-prioritised ("totals")
-LAUNCH = -2  # pseudo-phase of launch intervals
-BOUNDARY = -1  # window start/end markers
-CHUNK_OPS = 1 << 21
+N_BUSY = len(phases.PRIORITY)
+LAUNCH = N_BUSY  # slot of launch intervals
+BOUNDARY = N_BUSY + 1  # slot of window start/end markers
+SLOT_BITS = 5  # 4 bits of slot (<= 16 slots) + 1 bit open/close
+IDLE_LAUNCH = phases.INDEX["launch_gap"]
+IDLE_HOST = phases.INDEX["host_wait"]
+assert BOUNDARY < 16
 
 
 @dataclass
@@ -34,11 +37,11 @@ class Windows:
 
 
 @dataclass
-class Ops:
-    window: np.ndarray  # int64 window index per op (or per launch interval)
+class Intervals:
+    window: np.ndarray  # int64 window index per interval
     start: np.ndarray
     end: np.ndarray
-    phase: np.ndarray  # int8 index into phases.ALL; LAUNCH for launch intervals
+    slot: np.ndarray  # int8: phase index (busy phases) or LAUNCH
 
 
 @dataclass
@@ -47,79 +50,89 @@ class SweepResult:
     total_ns: np.ndarray  # int64 [windows, len(TOTAL_PHASES)]
 
 
-def sweep(windows: Windows, ops: Ops, launches: Ops) -> SweepResult:
-    """``launches`` are intervals (phase ignored) inside their windows; they may overlap ops."""
+def sweep(windows: Windows, intervals: Intervals) -> SweepResult:
     n = len(windows.ws)
-    ops = Ops(
-        np.concatenate([ops.window, launches.window]),
-        np.concatenate([ops.start, launches.start]),
-        np.concatenate([ops.end, launches.end]),
-        np.concatenate([ops.phase.astype(np.int8), np.full(len(launches.window), LAUNCH, np.int8)]),
-    )
-    phase_ns = np.zeros((n, len(phases.ALL)), dtype=np.int64)
+    window, time, slot, opening = _sorted_events(windows, intervals)
+    seg = np.empty(len(time), dtype=np.int64)  # segment j: event j to event j+1 of the same window
+    np.subtract(time[1:], time[:-1], out=seg[:-1])
+    seg[-1:] = 0
+    seg[:-1][window[1:] != window[:-1]] = 0
+    delta = np.where(opening, np.int8(1), np.int8(-1))
+
+    n_phases = len(phases.ALL)
+    top = np.full(len(time), IDLE_HOST, dtype=np.int8)  # the phase booked on each segment
+    launching = _active(slot, delta, LAUNCH)
+    top[launching] = IDLE_LAUNCH
+    del launching
     total_ns = np.zeros((n, len(TOTAL_PHASES)), dtype=np.int64)
-    order = np.argsort(ops.window, kind="stable")
-    sorted_window = ops.window[order]
-    # Chunk boundaries fall between windows, after about CHUNK_OPS ops each.
-    cuts = np.searchsorted(sorted_window, np.arange(0, n + 1, dtype=np.int64), side="left")  # first op of each window
-    lo_window = 0
-    while lo_window < n:
-        hi_window = int(np.searchsorted(cuts, cuts[lo_window] + CHUNK_OPS, side="right")) - 1
-        hi_window = max(hi_window, lo_window + 1)
-        sel = order[cuts[lo_window] : cuts[min(hi_window, n)]]
-        chunk = Ops(ops.window[sel] - lo_window, ops.start[sel], ops.end[sel], ops.phase[sel])
-        part = Windows(windows.ws[lo_window:hi_window], windows.we[lo_window:hi_window])
-        phase_ns[lo_window:hi_window], total_ns[lo_window:hi_window] = _sweep_chunk(part, chunk)
-        lo_window = hi_window
+    present = np.unique(intervals.slot)
+    for name in reversed(phases.PRIORITY):  # lower priority first, overwritten by higher
+        p = phases.INDEX[name]
+        if p not in present:
+            continue
+        active = _active(slot, delta, p)
+        top[active] = p
+        if name in TOTAL_PHASES:
+            total_ns[:, TOTAL_PHASES.index(name)] = _sum_by(window[active], seg[active], n)
+    flat = window.astype(np.int64) * n_phases + top
+    phase_ns = np.rint(np.bincount(flat, weights=seg, minlength=n * n_phases)).astype(np.int64).reshape(n, n_phases)
     wall = windows.we - windows.ws
     assert np.array_equal(phase_ns.sum(axis=1), wall), "phases must sum to wall time"
     return SweepResult(phase_ns, total_ns)
 
 
-def _sweep_chunk(windows: Windows, ops: Ops) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_events(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """All interval and window boundaries, sorted by (window, time): window, time, slot, opening."""
     n = len(windows.ws)
-    n_ops = len(ops.window)
-    window = np.concatenate([ops.window, ops.window, np.repeat(np.arange(n, dtype=np.int64), 2)]).astype(
-        np.int32 if n < 2**31 else np.int64, copy=False
+    window_bits = max(n, 1).bit_length()
+    origin = int(windows.ws.min(initial=0))
+    span = int(windows.we.max(initial=0)) - origin
+    if window_bits + max(span, 1).bit_length() + SLOT_BITS <= 63:
+        base = None  # offsets from one origin: no per-event gather of the window start
+        time_bits = max(span, 1).bit_length()
+    else:
+        base = windows.ws  # offsets from each window's own start: windows are short
+        time_bits = int(max(int((windows.we - windows.ws).max(initial=0)), 1)).bit_length()
+    all_windows = np.arange(n, dtype=np.int64)
+    parts = (  # (window, time, slot, opening)
+        (intervals.window, intervals.start, intervals.slot, 1),
+        (intervals.window, intervals.end, intervals.slot, 0),
+        (all_windows, windows.ws, BOUNDARY, 1),
+        (all_windows, windows.we, BOUNDARY, 0),
     )
-    time = np.concatenate([ops.start, ops.end, np.stack([windows.ws, windows.we], axis=1).ravel()])
-    delta = np.concatenate([np.ones(n_ops, np.int8), -np.ones(n_ops, np.int8), np.zeros(2 * n, np.int8)])
-    phase = np.concatenate([ops.phase, ops.phase, np.full(2 * n, BOUNDARY, np.int8)])
-
+    if window_bits + time_bits + SLOT_BITS <= 63:
+        shift = time_bits + SLOT_BITS
+        keys = []
+        for w, t, slot, opening in parts:  # one packed int64 per event: window | offset | slot | open
+            key = t - (origin if base is None else base[w])
+            key <<= SLOT_BITS
+            key |= (np.asarray(slot, dtype=np.int64) << 1) | opening
+            key |= w.astype(np.int64) << shift
+            keys.append(key)
+        key = np.concatenate(keys)
+        del keys
+        key.sort()
+        code = (key & ((1 << SLOT_BITS) - 1)).astype(np.int8)
+        window = key >> shift
+        key >>= SLOT_BITS
+        key &= (1 << time_bits) - 1
+        return window, key, code >> 1, (code & 1).astype(bool)
+    # spans too long to pack: sort two keys
+    window = np.concatenate([p[0] for p in parts])
+    time = np.concatenate([p[1] for p in parts])
+    slot = np.concatenate([np.broadcast_to(np.asarray(p[2], np.int8), len(p[0])) for p in parts])
+    opening = np.concatenate([np.full(len(p[0]), bool(p[3])) for p in parts])
     order = np.lexsort((time, window))
-    window, time, delta, phase = window[order], time[order], delta[order], phase[order]
-    del order
-
-    seg = np.zeros(len(time), dtype=np.int64)  # segment j runs from event j to event j+1 of one window
-    seg[:-1] = time[1:] - time[:-1]
-    seg[:-1][window[1:] != window[:-1]] = 0
-
-    phase_ns = np.zeros((n, len(phases.ALL)), dtype=np.int64)
-    total_ns = np.zeros((n, len(TOTAL_PHASES)), dtype=np.int64)
-    covered = np.zeros(len(time), dtype=bool)
-    present = set(np.unique(ops.phase).tolist()) - {LAUNCH}
-    for name in phases.PRIORITY:
-        p = phases.INDEX[name]
-        if p not in present:
-            continue
-        active = _active(phase, delta, p)
-        phase_ns[:, p] = _sum_by(window, seg, active & ~covered, n)
-        if name in TOTAL_PHASES:
-            total_ns[:, TOTAL_PHASES.index(name)] = _sum_by(window, seg, active, n)
-        covered |= active
-    launching = _active(phase, delta, LAUNCH)
-    idle = ~covered
-    phase_ns[:, phases.INDEX["launch_gap"]] = _sum_by(window, seg, idle & launching, n)
-    phase_ns[:, phases.INDEX["host_wait"]] = _sum_by(window, seg, idle & ~launching, n)
-    return phase_ns, total_ns
+    return window[order], time[order], slot[order], opening[order]
 
 
-def _active(phase: np.ndarray, delta: np.ndarray, p: int) -> np.ndarray:
-    """Whether any interval of pseudo-phase ``p`` is open on each segment."""
-    steps = np.where(phase == p, delta, np.int8(0)).astype(np.int32)
+def _active(slot: np.ndarray, delta: np.ndarray, which: int) -> np.ndarray:
+    """Whether any interval of ``which`` is open on each segment."""
+    steps = np.zeros(len(slot), dtype=np.int32)
+    mask = slot == which
+    steps[mask] = delta[mask]
     return np.cumsum(steps, out=steps) > 0
 
 
-def _sum_by(window: np.ndarray, seg: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
-    sums = np.bincount(window[mask], weights=seg[mask], minlength=n)
-    return np.rint(sums).astype(np.int64)
+def _sum_by(window: np.ndarray, seg: np.ndarray, n: int) -> np.ndarray:
+    return np.rint(np.bincount(window, weights=seg, minlength=n)).astype(np.int64)
