@@ -64,13 +64,16 @@ class Breakdown:
     def summary(self) -> dict[str, Any]:
         return summarize(self.steps, self.collectives)
 
+    def trace_info(self) -> dict[str, Any]:
+        info = self.trace.describe()
+        info["linked_ops"] = self.linked_ops
+        info["unlinked_ops"] = self.unlinked_ops
+        return info
+
     def to_json(self) -> dict[str, Any]:
-        trace_info = self.trace.describe()
-        trace_info["linked_ops"] = self.linked_ops
-        trace_info["unlinked_ops"] = self.unlinked_ops
         return {
             "schema": SCHEMA,
-            "trace": trace_info,
+            "trace": self.trace_info(),
             "options": self.options,
             "phases": list(phases.ALL),
             "steps": self.step_records(),

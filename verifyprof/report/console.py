@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from verifyprof.attribution import phases
@@ -21,7 +22,8 @@ def _pct(part: float, whole: float) -> str:
 
 def print_breakdown(result: Any, console: Console | None = None, show_zero: bool = False) -> None:
     console = console or Console()
-    data = result.to_json() if hasattr(result, "to_json") else result
+    # the summary and header only: per-step records are for --json and files
+    data = {"trace": result.trace_info(), "summary": result.summary()} if hasattr(result, "trace_info") else result
     trace = data["trace"]
     paths = ", ".join(trace["path"])
     console.print(f"[bold]{paths}[/bold]  ({trace['format']}, {trace['kernels']} kernels, devices {[d['device'] for d in trace['devices']]}, ranks {trace['ranks'] or '-'})")
@@ -45,7 +47,7 @@ def _print_group(console: Console, group: dict[str, Any], show_zero: bool) -> No
     median = group["median_step"]
     wall = group["wall_ns"]
     modes = ", ".join(f"{k} {v}" for k, v in group["modes"].items())
-    label = f"{group['name']} [{group['variant']}]" if group.get("variant") else group["name"]
+    label = escape(f"{group['name']} [{group['variant']}]" if group.get("variant") else group["name"])
     title = (
         f"{label}: {group['steps']} steps on devices {group['devices']} ({modes}); "
         f"wall mean {_ms(wall['mean'])} / p50 {_ms(wall['p50'])} / p90 {_ms(wall['p90'])} ms; "
@@ -93,15 +95,42 @@ def _print_group(console: Console, group: dict[str, Any], show_zero: bool) -> No
         )
 
 
+def short_name(name: str, width: int = 100) -> str:
+    """A kernel name a human can scan: no ``void`` or parameters, templates folded past one level."""
+    name = name.removeprefix("void ")
+    out, angle, paren = [], 0, 0
+    for ch in name:  # per character of one name, for display only
+        if ch == "(":
+            paren += 1
+            if paren == 1 and angle == 0:
+                break  # parameters say nothing the name does not
+        elif ch == ")":
+            paren = max(paren - 1, 0)
+        elif ch == "<":
+            angle += 1
+            if angle == 2:
+                out.append("<…>")
+            if angle > 1:
+                continue
+        elif ch == ">":
+            angle = max(angle - 1, 0)
+            if angle >= 1:
+                continue
+        if angle <= 1:
+            out.append(ch)
+    text = "".join(out)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def print_kernels(table: Any, top: int, console: Console | None = None) -> None:
     console = console or Console()
     data = table.to_json(top)
     out = Table(title=f"Top {min(top, data['distinct_kernels'])} of {data['distinct_kernels']} kernels ({data['scope']}; taxonomy {data['taxonomy']})", title_justify="left")
     for col in ("#", "phase", "share %", "total ms", "count", "mean us", "kernel"):
-        out.add_column(col, justify="left" if col in ("phase", "kernel") else "right", overflow="fold")
+        out.add_column(col, justify="left" if col in ("phase", "kernel") else "right", no_wrap=True, overflow="ellipsis")
     for i, row in enumerate(data["kernels"], start=1):
         style = "yellow" if row["phase"] == "other" else None
-        out.add_row(str(i), row["phase"], f"{100 * row['share']:.1f}", _ms(row["total_ns"]), str(row["count"]), f"{row['mean_ns'] / 1e3:.1f}", row["name"][:160], style=style)
+        out.add_row(str(i), row["phase"], f"{100 * row['share']:.1f}", _ms(row["total_ns"]), str(row["count"]), f"{row['mean_ns'] / 1e3:.1f}", escape(short_name(row["name"])), style=style)
     console.print(out)
     by_phase = ", ".join(f"{k} {_pct(v, data['total_kernel_ns'])}%" for k, v in data["by_phase"].items())
     console.print(f"kernel time by phase: {by_phase}")
