@@ -1,0 +1,124 @@
+"""`verifyprof breakdown` and `verifyprof kernels` as a user runs them: real process, real trace."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import OWN_TRACES, PUBLIC
+
+BUNDLED = OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz"  # the README's first command
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="160")
+    return subprocess.run([sys.executable, "-m", "verifyprof.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=240)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_readme_command_breaks_down_the_bundled_trace():
+    done = run("breakdown", str(BUNDLED))
+    assert done.returncode == 0, done.stderr
+    assert "verifyprof.verify [bs=1 tokens=4 graph=0]" in done.stdout
+    assert "launch_gap" in done.stdout and "wall" in done.stdout
+
+
+def test_json_output_follows_the_documented_schema_and_sums_to_wall():
+    done = run("breakdown", str(BUNDLED), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["schema"] == "verifyprof.breakdown/1"
+    assert set(data) >= {"trace", "options", "phases", "steps", "summary"}
+    step = data["steps"][0]
+    assert set(step) >= {"name", "rank", "device", "start_ns", "end_ns", "wall_ns", "gpu_span_ns", "kernels", "phases", "totals", "counts", "attrs", "mode"}
+    assert all(sum(s["phases"].values()) == s["wall_ns"] == s["end_ns"] - s["start_ns"] for s in data["steps"])
+    names = {g["name"] for g in data["summary"]["groups"]}
+    assert {"verifyprof.spec_step", "verifyprof.draft", "verifyprof.verify", "verifyprof.accept", "verifyprof.draft_extend", "verifyprof.decode"} <= names
+
+
+def test_csv_and_parquet_hold_one_row_per_step_and_device(tmp_path):
+    csv, parquet = tmp_path / "out" / "steps.csv", tmp_path / "steps.parquet"
+    done = run("breakdown", str(BUNDLED), "--csv", str(csv), "--parquet", str(parquet), "--json")
+    assert done.returncode == 0, done.stderr
+    n_steps = len(json.loads(done.stdout)["steps"])
+    from_csv, from_parquet = pd.read_csv(csv), pd.read_parquet(parquet)
+    assert len(from_csv) == len(from_parquet) == n_steps
+    phase_columns = [c for c in from_parquet.columns if c.endswith("_ns") and not c.startswith(("total_", "start", "end", "wall", "gpu_span", "comm_"))]
+    assert (from_parquet[phase_columns].sum(axis=1) == from_parquet["wall_ns"]).all()
+    assert not list(tmp_path.glob("**/*.tmp"))  # written atomically: no temp files left
+
+
+def test_input_trace_is_left_byte_identical():
+    before = digest(BUNDLED), BUNDLED.stat().st_mtime_ns
+    assert run("breakdown", str(BUNDLED), "--json").returncode == 0
+    assert (digest(BUNDLED), BUNDLED.stat().st_mtime_ns) == before
+
+
+def test_no_matching_range_is_one_line_listing_frequent_ranges_and_exit_2():
+    done = run("breakdown", str(BUNDLED), "--range", "TARGET_VERIFY_NOT_HERE")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "trace.sqlite.gz" in lines[0] and "'verifyprof.verify' (" in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_invalid_range_regex_is_a_clear_error():
+    done = run("breakdown", str(BUNDLED), "--range", "verify(")
+    assert done.returncode == 2 and "not a valid regular expression" in done.stderr
+
+
+def test_writing_over_a_directory_is_refused_without_touching_it(tmp_path):
+    done = run("breakdown", str(BUNDLED), "--csv", str(tmp_path))
+    assert done.returncode == 2 and "is a directory" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_user_taxonomy_replaces_the_builtin_rules(tmp_path):
+    rules = tmp_path / "mine.toml"
+    rules.write_text('[[rule]]\nphase = "attention"\npatterns = ["nvjet_"]\n')
+    done = run("kernels", str(BUNDLED), "--taxonomy", str(rules), "--json", "--top", "200")
+    assert done.returncode == 0, done.stderr
+    kernels = json.loads(done.stdout)["kernels"]
+    assert all(k["phase"] == "attention" for k in kernels if k["name"].startswith("nvjet_"))
+    assert all(k["phase"] == "other" for k in kernels if not k["name"].startswith("nvjet_"))
+
+
+def test_bad_taxonomy_file_names_the_file_and_rule(tmp_path):
+    rules = tmp_path / "bad.toml"
+    rules.write_text('[[rule]]\nphase = "warp_drive"\npatterns = ["x"]\n')
+    done = run("breakdown", str(BUNDLED), "--taxonomy", str(rules))
+    assert done.returncode == 2 and "bad.toml" in done.stderr and "warp_drive" in done.stderr
+
+
+def test_kernels_lists_top_kernels_with_phase_and_share():
+    done = run("kernels", str(BUNDLED), "--json", "--top", "5")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert len(data["kernels"]) == 5
+    shares = [k["share"] for k in data["kernels"]]
+    assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 1
+    assert sum(data["by_phase"].values()) == data["total_kernel_ns"]
+
+
+def test_kernels_inside_ranges_only_counts_what_those_ranges_launched():
+    everything = json.loads(run("kernels", str(BUNDLED), "--json").stdout)
+    verify = json.loads(run("kernels", str(BUNDLED), "--json", "--range", r"^verifyprof\.verify").stdout)
+    assert 0 < verify["total_kernel_ns"] < everything["total_kernel_ns"]
+
+
+def test_kineto_rank_directory_loads_as_one_trace(tmp_path):
+    source = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
+    (tmp_path / "1700000000.1-TP-0.trace.json.gz").write_bytes(source.read_bytes())
+    done = run("breakdown", str(tmp_path), "--range", "DECODE", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["steps"][0]["name"] == "step[DECODE bs=N]"
