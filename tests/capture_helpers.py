@@ -13,7 +13,10 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
+try:
+    import psutil
+except ImportError:  # a GPU image without psutil: read /proc directly (see _proc_tagged)
+    psutil = None
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_SERVER = Path(__file__).resolve().parent / "fake_sglang_server.py"
@@ -42,8 +45,50 @@ def new_tag() -> str:
     return uuid.uuid4().hex
 
 
-def tagged_processes(tag: str) -> list[psutil.Process]:
+class _ProcEntry:
+    """The bits of psutil.Process the helpers use, read from /proc."""
+
+    def __init__(self, pid: int, ppid: int) -> None:
+        self.pid, self._ppid = pid, ppid
+
+    def ppid(self) -> int:
+        return self._ppid
+
+    def cmdline(self) -> list[str]:
+        try:
+            return Path(f"/proc/{self.pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            return []
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ProcEntry) and other.pid == self.pid
+
+    def __hash__(self) -> int:
+        return self.pid
+
+
+def _proc_tagged(tag: str) -> list[_ProcEntry]:
+    found = []
+    marker = f"{TAG}={tag}".encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            if marker not in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                continue
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] not in ("Z", "X"):
+            found.append(_ProcEntry(int(name), int(fields[1])))
+    return found
+
+
+def tagged_processes(tag: str) -> list:
     """Live (non-zombie) processes carrying ``tag`` in their environment, this one excluded."""
+    if psutil is None:
+        return _proc_tagged(tag)
     found = []
     for proc in psutil.process_iter():
         if proc.pid == os.getpid():
@@ -56,12 +101,12 @@ def tagged_processes(tag: str) -> list[psutil.Process]:
     return found
 
 
-def describe(procs: list[psutil.Process]) -> list[str]:
+def describe(procs: list) -> list[str]:
     out = []
     for proc in procs:
         try:
             out.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
-        except psutil.Error:
+        except Exception:
             out.append(str(proc.pid))
     return out
 
@@ -81,8 +126,8 @@ def kill_tagged(tag: str) -> None:
     """Test teardown safety net: a failing test must not leak servers into the next ones."""
     for proc in tagged_processes(tag):
         try:
-            proc.kill()
-        except psutil.Error:
+            os.kill(proc.pid, 9)
+        except OSError:
             pass
 
 
