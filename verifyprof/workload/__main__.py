@@ -106,6 +106,19 @@ def report_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def capture_results(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Headline numbers for a capture manifest: the first speculative run and the decode baseline."""
+    spec = next((r for r in results if r["kind"] == "spec"), None)
+    decode = next((r for r in results if r["kind"] == "decode" and (spec is None or r["mode"] == spec["mode"])), None)
+    out: dict[str, Any] = {"source": "verifyprof.workload"}
+    if spec is not None:
+        out.update(mode=spec["mode"], accept_len=spec["accept_len"], tokens_per_s=spec["tokens_per_s"],
+                   verify_ms=spec["verify_ms"]["median"], draft_ms=spec["draft_ms"]["median"], cycle_ms=spec["step_ms"]["median"])
+    if decode is not None:
+        out.update(baseline_tokens_per_s=decode["tokens_per_s"], decode_ms=decode["decode_ms"]["median"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -149,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
             write_json(out, summary)
         if tp.rank == 0:
             print("\n".join(report_lines(results)))
+            capture_dir = os.environ.get("VERIFYPROF_CAPTURE_DIR")
+            if capture_dir:  # under `verifyprof capture`: the numbers its manifest records
+                write_json(Path(capture_dir) / "results.json", capture_results(results))
     finally:
         shutdown_tp(tp)
     return 0
