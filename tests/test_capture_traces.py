@@ -1,0 +1,79 @@
+"""Traces made by `verifyprof capture` on the H200 (traces/capture_verifyprof.sh): the hooked
+ranges are there and `breakdown` finds the verify steps the programs reported."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from verifyprof.attribution.breakdown import breakdown
+from verifyprof.errors import ToolMissingError
+from verifyprof.trace import load_trace
+
+from conftest import OWN_TRACES
+
+WORKLOAD = OWN_TRACES / "capture-workload-hooks"
+HF = OWN_TRACES / "capture-hf-assisted"
+
+
+def manifest(folder):
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def test_workload_ranges_come_from_the_hooks_with_its_own_ranges_off():
+    m = manifest(WORKLOAD)
+    assert "--no-ranges" in m["command"]["target"]
+    assert m["hooks"]["presets"] == ["workload"]
+    (process,) = m["hooks"]["processes"]
+    assert process["patched"] >= 6 and process["missing"] == []
+
+
+def test_breakdown_finds_every_hooked_workload_verify_in_both_modes():
+    result = breakdown(load_trace(WORKLOAD / "capture.sqlite.gz"))
+    verify = result.steps[result.steps["name"] == "verifyprof.verify"]
+    summary = json.loads((WORKLOAD / "workload.json").read_text())
+    spec_runs = [r for r in summary["runs"] if r["kind"] == "spec"]
+    assert len(verify) == sum(r["steps"] for r in spec_runs) == 60
+    assert set(verify["mode"]) == {"eager", "graph"}
+    assert (verify[verify["mode"] == "graph"]["graph_launches"] == 1).all()
+    assert (verify["kernels"] > 100).all()
+
+
+def test_hooked_verify_graph_time_agrees_with_the_programs_cuda_events():
+    result = breakdown(load_trace(WORKLOAD / "capture.sqlite.gz"), step_regex=r"^verifyprof\.verify .*graph=1")
+    summary = json.loads((WORKLOAD / "workload.json").read_text())
+    (graph_run,) = [r for r in summary["runs"] if r["kind"] == "spec" and r["mode"] == "graph"]
+    # the GPU projection of the graphed verify vs the workload's own CUDA-event timing
+    assert result.steps["gpu_span_ns"].median() / 1e6 == pytest.approx(graph_run["verify_ms"]["median"], rel=0.05)
+
+
+def test_capture_manifest_records_accept_length_and_throughput():
+    results = manifest(WORKLOAD)["results"]
+    assert 1.5 < results["accept_len"] < 2.5 and results["tokens_per_s"] > 0
+    assert results["baseline_tokens_per_s"] > 0
+
+
+def test_hf_assisted_verify_steps_match_what_transformers_reported():
+    m = manifest(HF)
+    assert m["hooks"]["presets"] == ["hf-assisted"] and m["hooks"]["processes"][0]["missing"] == []
+    result = breakdown(load_trace(HF / "capture.sqlite.gz"))
+    verify = result.steps[result.steps["name"] == "verifyprof.verify"]
+    assert len(verify) == m["results"]["verify_steps"] == 12
+    assert (verify["kernels"] > 0).all()
+    drafts = result.steps[result.steps["name"] == "verifyprof.draft"]
+    assert drafts["step"].nunique() == 12
+
+
+def test_nsys_report_without_nsys_says_how_to_export_it_elsewhere(monkeypatch, tmp_path):
+    if shutil.which("nsys"):
+        pytest.skip("nsys is installed here: the report would simply be exported")
+    report = tmp_path / "capture.nsys-rep"
+    report.write_bytes((HF / "capture.nsys-rep").read_bytes())
+    with pytest.raises(ToolMissingError, match=r"nsys export --type sqlite"):
+        load_trace(report)
+    done = subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(report)], capture_output=True, text=True)
+    assert done.returncode == 2 and "capture.nsys-rep" in done.stderr and len(done.stderr.strip().splitlines()) == 1
