@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SOURCE = REPO.parent / "shared/traces/public/kineto/tracelens_b200_vllm_moe_eager_trace.json.gz"
+DEFAULT_SOURCE = REPO / "tests/data/public/kineto/tracelens_b200_vllm_moe_eager_trace.json.gz"
 
 HEAD_FIELDS = ("ph", "cat", "name", "pid", "tid", "id")
 TIME_FIELDS = ("ts", "dur")

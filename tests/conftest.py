@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PUBLIC = REPO.parent / "shared" / "traces" / "public"
+PUBLIC = REPO / "tests" / "data" / "public"  # copies of ../shared/traces/public, with PROVENANCE.md
 OWN_TRACES = REPO / "traces"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (tracebuilder, ...)
 
@@ -21,5 +21,5 @@ def public_traces(kind: str) -> list[Path]:
 @pytest.fixture(scope="session")
 def public_dir() -> Path:
     if not PUBLIC.is_dir():
-        pytest.fail(f"public traces missing at {PUBLIC} (expected ../shared/traces/public beside the repo)")
+        pytest.fail(f"public traces missing at {PUBLIC}")
     return PUBLIC

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from hooks_helpers import Recorded, forget_modules, profiled  # noqa: E402
 

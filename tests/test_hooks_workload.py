@@ -20,7 +20,7 @@ def test_workload_preset_names_functions_of_this_repository():
 
 
 def _ranges_of_a_tiny_run(builtin_ranges: bool):
-    torch = pytest.importorskip("torch")
+    import torch
     from hooks_helpers import profiled
 
     from verifyprof.workload.config import TINY, TINY_DRAFT, RunConfig

@@ -30,14 +30,13 @@ from verifyprof.trace.model import (
     RANGE_KIND_GPU_ANNOTATION,
 )
 
-PUBLIC = Path(__file__).resolve().parents[2] / "shared/traces/public"
+from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 KINETO = PUBLIC / "kineto"
 A100 = KINETO / "hta_nccl_data_a100_rank0of2.json.gz"
 B200 = KINETO / "tracelens_b200_vllm_moe_eager_trace.json.gz"
 MI300X = KINETO / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
 ALL_PUBLIC = sorted(KINETO.glob("*.json*"))
 
-pytestmark = pytest.mark.skipif(not KINETO.is_dir(), reason="shared/traces/public not present")
 
 
 @lru_cache(maxsize=None)

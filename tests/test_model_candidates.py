@@ -32,9 +32,9 @@ from verifyprof.ranges import (
 )
 from verifyprof.trace import load_trace
 
-PUBLIC = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "public"
+from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
-needs_b200 = pytest.mark.skipif(not B200.exists(), reason="public traces not present")
+needs_b200 = pytest.mark.public_traces
 
 
 @pytest.fixture(scope="module")

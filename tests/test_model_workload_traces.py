@@ -28,7 +28,6 @@ DENSE_EAGER = TRACES / "workload-dense-eager"
 DENSE_GRAPH = TRACES / "workload-dense-graph"
 MOE_EAGER = TRACES / "workload-moe-eager"
 MOE_GRAPH = TRACES / "workload-moe-graph"
-pytestmark = pytest.mark.skipif(not (DENSE_EAGER / "trace.sqlite.gz").exists(), reason="workload traces not present")
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +71,7 @@ def test_graph_verify_windows_overlapping_the_draft_are_cut_to_their_own_time(br
 
 @pytest.mark.parametrize("eager,graph", [(DENSE_EAGER, DENSE_GRAPH), (MOE_EAGER, MOE_GRAPH)])
 def test_cuda_graph_prediction_from_eager_is_within_15_percent_of_the_graph_run(breakdowns, eager, graph):
-    if graph.name not in breakdowns:
-        pytest.skip("graph trace not captured")
+    assert graph.name in breakdowns, f"{graph} missing from traces/"
     profile = verify_profile(breakdowns[eager.name])
     scenario = Scenario(accept_len=2.0, hardware=load_hardware("h200"))
     predicted = cuda_graph_verify(profile, scenario, current_cycle(profile, scenario)).cycle.verify_ms
@@ -84,8 +82,7 @@ def test_cuda_graph_prediction_from_eager_is_within_15_percent_of_the_graph_run(
 
 @pytest.mark.parametrize("directory,mode", [(DENSE_GRAPH, "graph"), (MOE_GRAPH, "graph"), (MOE_EAGER, "eager")])
 def test_t_of_n_from_width_4_predicts_widths_2_to_16_within_15_percent(breakdowns, directory, mode):
-    if directory.name not in breakdowns:
-        pytest.skip("trace not captured")
+    assert directory.name in breakdowns, f"{directory} missing from traces/"
     base = verify_profile(breakdowns[directory.name], sweep=True, width=4, mode=mode)
     s = summary(directory)
     model = model_from_workload(s["config"]["target"], directory / "summary.json")

@@ -30,7 +30,7 @@ from verifyprof.trace.model import (
 from verifyprof.trace.nsys_sqlite import nesting_depth, read_nsys_sqlite
 
 REPO = Path(__file__).resolve().parents[1]
-PUBLIC = Path(__file__).resolve().parents[2] / "shared/traces/public"
+from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 NSYS = PUBLIC / "nsys"
 EXPORTS = sorted(NSYS.glob("*.sqlite")) if NSYS.is_dir() else []
 PIPIT = NSYS / "pipit_saxpy_mpi_a100_nsys2022.2.sqlite"
@@ -39,7 +39,7 @@ MFU_BEFORE = NSYS / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
 MFU_AFTER = NSYS / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite"
 MOCK = NSYS / "nsysai_mock_rtx3080_nsys2026.1.sqlite"
 
-needs_public = pytest.mark.skipif(not EXPORTS, reason=f"public traces not found at {NSYS}")
+needs_public = pytest.mark.public_traces
 
 
 def sql(path: Path, query: str) -> list[tuple]:

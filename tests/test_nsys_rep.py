@@ -24,9 +24,9 @@ from verifyprof.trace.nsys_rep import CACHE_DIR, NSYS_ENV, sqlite_for_report
 from verifyprof.trace.nsys_sqlite import read_nsys_sqlite
 
 REPO = Path(__file__).resolve().parents[1]
-PUBLIC = Path(__file__).resolve().parents[2] / "shared/traces/public"
+from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 EXPORT = PUBLIC / "nsys/nsysai_mock_rtx3080_nsys2026.1.sqlite"
-needs_public = pytest.mark.skipif(not EXPORT.is_file(), reason=f"public traces not found at {PUBLIC}")
+needs_public = pytest.mark.public_traces
 
 STAND_IN = textwrap.dedent(
     """\

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from verifyprof import ranges  # noqa: E402
 from verifyprof.workload.__main__ import main  # noqa: E402
