@@ -164,6 +164,24 @@ def whatif(
         files.print_json(ranking) if as_json else show.print_ranking(ranking)
 
 
+@app.command()
+def hooks(
+    spec: Annotated[str, typer.Argument(help="presets and targets: sglang, hf-assisted, workload, module:qualname=phase (comma-separated)")] = "sglang",
+    as_json: JsonOpt = False,
+) -> None:
+    """Which hook targets exist in the installed packages: run before a capture to see what will be wrapped."""
+    from verifyprof.capture import hooks as hook_api
+    from verifyprof.report import console, files
+
+    statuses = hook_api.check(spec)
+    if as_json:
+        files.print_json([s.to_json() for s in statuses])
+    else:
+        console.print_hooks(spec, statuses)
+    if any(s.state == "missing" for s in statuses):
+        raise typer.Exit(1)
+
+
 def main() -> None:
     try:
         app()

@@ -136,3 +136,18 @@ def print_kernels(table: Any, top: int, console: Console | None = None) -> None:
     console.print(f"kernel time by phase: {by_phase}")
     if "other" in data["by_phase"]:
         console.print("[yellow]kernels in 'other' matched no taxonomy rule: add a rule with --taxonomy FILE (see verifyprof/data/taxonomy.toml)[/yellow]")
+
+
+def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title=f"hook targets for {escape(spec)!r} in this Python", title_justify="left")
+    for col in ("state", "target", "ranges", "detail"):
+        table.add_column(col, overflow="fold")
+    style = {"patched": "green", "pending": "cyan", "absent": "dim", "missing": "red", "unsupported": "red"}
+    for status in statuses:
+        table.add_row(status.state, escape(status.target), ", ".join(status.ranges), escape(status.detail), style=style.get(status.state))
+    console.print(table)
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status.state] = counts.get(status.state, 0) + 1
+    console.print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())) + "  (absent: a name this installed version does not have, expected across versions)")
