@@ -122,3 +122,16 @@ def test_kineto_rank_directory_loads_as_one_trace(tmp_path):
     done = run("breakdown", str(tmp_path), "--range", "DECODE", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["steps"][0]["name"] == "step[DECODE bs=N]"
+
+
+def test_streamed_json_equals_the_in_memory_document():
+    import io
+
+    from verifyprof.attribution.breakdown import breakdown
+    from verifyprof.report.files import stream_breakdown_json
+    from verifyprof.trace import load_trace
+
+    result = breakdown(load_trace(OWN_TRACES / "workload-moe-graph" / "trace.sqlite.gz"))
+    sink = io.BytesIO()
+    stream_breakdown_json(result, sink)
+    assert json.loads(sink.getvalue()) == json.loads(json.dumps(result.to_json()))

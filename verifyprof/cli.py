@@ -40,13 +40,13 @@ def breakdown(
     from verifyprof.report import console, files
     from verifyprof.trace import load_trace
 
-    result = run_breakdown(load_trace(trace), step_regex=step_range, taxonomy=load_taxonomy(taxonomy), whole_trace=whole_trace)
+    result = run_breakdown(load_trace(trace), step_regex=step_range, taxonomy=load_taxonomy(taxonomy), whole_trace=whole_trace, release=True)
     if csv is not None:
         files.write_steps_csv(result, csv)
     if parquet is not None:
         files.write_steps_parquet(result, parquet)
     if as_json:
-        files.print_json(result.to_json())
+        files.print_breakdown_json(result)
     else:
         console.print_breakdown(result)
 

@@ -10,6 +10,7 @@ first op start to last op end (nsys's GPU projection); ``phases`` split ``wall_n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,8 +40,9 @@ class Breakdown:
     collectives: pd.DataFrame | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def step_records(self) -> list[dict[str, Any]]:
-        rows = self.steps
+    def step_records(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+        """The JSON records of step rows ``start:stop`` (all by default)."""
+        rows = self.steps.iloc[start:stop]
         columns = {f: rows[f].tolist() for f in SCALAR_FIELDS}
         columns["index"] = columns.pop("step")
         blocks = {
@@ -61,6 +63,15 @@ class Breakdown:
             records.append(record)
         return records
 
+    def step_record_batches(self, batch: int = 2048) -> Iterator[list[dict[str, Any]]]:
+        """The step records a batch at a time: JSON output streams without holding them all."""
+        for start in range(0, len(self.steps), batch):
+            yield self.step_records(start, start + batch)
+
+    def header(self) -> dict[str, Any]:
+        """Everything of the JSON before ``steps``."""
+        return {"schema": SCHEMA, "trace": self.trace_info(), "options": self.options, "phases": list(phases.ALL)}
+
     def summary(self) -> dict[str, Any]:
         return summarize(self.steps, self.collectives)
 
@@ -71,14 +82,7 @@ class Breakdown:
         return info
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "trace": self.trace_info(),
-            "options": self.options,
-            "phases": list(phases.ALL),
-            "steps": self.step_records(),
-            "summary": self.summary(),
-        }
+        return {**self.header(), "steps": self.step_records(), "summary": self.summary()}
 
 
 def breakdown(
@@ -86,7 +90,10 @@ def breakdown(
     step_regex: str = DEFAULT_STEP_REGEX,
     taxonomy: Taxonomy | None = None,
     whole_trace: bool = False,
+    release: bool = False,
 ) -> Breakdown:
+    """``release=True`` lets the breakdown drop the trace's event tables once it has read them
+    (``Trace.release_events``): for one-shot runs such as the CLI."""
     taxonomy = taxonomy or load_taxonomy()
     ops = gpu_ops(trace, taxonomy)
     where = trace.source[0] if trace.source else None
@@ -94,6 +101,10 @@ def breakdown(
         raise TraceError("no GPU activity in the trace (empty capture: no kernels, copies or graphs)", where)
     calls = link_calls(trace, ops)
     launch, op_launch = launches(ops, calls)
+    if release:
+        calls.start = calls.end = np.empty(0, np.int64)  # launches holds what is needed of them
+        calls.tid = calls.tid.copy()
+        trace.release_events()
     if whole_trace:
         steps, levels = whole_trace_steps(ops, launch)
     else:
@@ -122,28 +133,38 @@ def level_rows(
     trace: Trace, steps: pd.DataFrame, ops: GpuOps, launch: Launches, op_launch: np.ndarray, op_step: np.ndarray, launch_step: np.ndarray
 ) -> pd.DataFrame:
     """One row per (step, device) of one nesting level, with window, counts, mode and phases."""
-    member = np.flatnonzero(op_step != NO_STEP)
+    member = np.flatnonzero(op_step != NO_STEP).astype(np.int32 if len(op_step) < 2**31 else np.int64)
     if len(member) == 0:
         return pd.DataFrame()
     devices = np.unique(ops.device)  # a handful: code devices by lookup, not by sorting ops
-    device_code = np.searchsorted(devices, ops.device[member])
     n_dev = len(devices)
-    key = op_step[member] * n_dev + device_code  # (step, device) as one sortable int
+    key = op_step[member]  # (step, device) as one sortable int
+    if (len(steps) + 1) * n_dev >= 2**31:
+        key = key.astype(np.int64)
+    key *= n_dev
+    key += np.searchsorted(devices, ops.device[member])
     order = np.argsort(key, kind="stable")
-    member, key = member[order], key[order]
-    change = key[1:] != key[:-1]
-    bounds = np.flatnonzero(np.r_[True, change])
-    window = np.r_[0, np.cumsum(change)].astype(np.int64)  # window index per member
+    member = member[order]
+    key = key[order]
+    del order
+    change = np.empty(len(key), dtype=bool)
+    change[0] = True
+    np.not_equal(key[1:], key[:-1], out=change[1:])
+    bounds = np.flatnonzero(change)
+    window = np.cumsum(change, dtype=np.int32 if len(bounds) < 2**31 else np.int64)
+    window -= 1  # window index per member
+    del change
     window_keys = key[bounds]
+    del key
     n = len(bounds)
-    window_step = window_keys // n_dev
+    window_step = (window_keys // n_dev).astype(np.int64)
     window_device = devices[window_keys % n_dev]
 
     start, end = ops.start[member], ops.end[member]
     first = np.minimum.reduceat(start, bounds)
     last = np.maximum.reduceat(end, bounds)
     is_kernel = ops.is_kernel[member]
-    kernels = np.add.reduceat(is_kernel.astype(np.int64), bounds)
+    kernels = np.bincount(window[is_kernel], minlength=n).astype(np.int64)
 
     info = {c: steps[c].to_numpy()[window_step] for c in ("name", "text", "pid", "tid", "start", "end", "attrs")}  # step == position
     ws = np.minimum(info["start"], first)
@@ -166,17 +187,11 @@ def level_rows(
     graph_kernels = np.bincount(window[graph_kernel], minlength=n)
     launch_iv = launch_intervals(launch_window, launch.start[mine], np.maximum(launch.end[mine], launch.last_op_start[mine]), ws, we)
 
-    result = sweep(
-        Windows(ws, we),
-        Intervals(
-            np.concatenate([window, launch_iv.window]),
-            np.concatenate([start, launch_iv.start]),
-            np.concatenate([end, launch_iv.end]),
-            np.concatenate([ops.phase[member], launch_iv.slot]),
-        ),
-    )
+    del graph_kernel, op_row, is_kernel
+    phase = ops.phase[member]
+    result = sweep(Windows(ws, we), Intervals(window, start, end, phase), launch_iv)
     n_busy = len(phases.PRIORITY)
-    counts = np.bincount(window * n_busy + ops.phase[member], minlength=n * n_busy).reshape(n, n_busy)
+    counts = np.bincount(window * n_busy + phase, minlength=n * n_busy).reshape(n, n_busy)
 
     rows = pd.DataFrame(
         {

@@ -225,7 +225,7 @@ def assign_levels(steps: pd.DataFrame, launch: Launches, op_launch: np.ndarray, 
     for level in np.unique(steps["level"].to_numpy()):
         level_steps = steps[steps["level"].to_numpy() == level]
         launch_step = _match_calls(level_steps, call_tid, launch.start)
-        op_step = np.full(len(op_launch), NO_STEP, dtype=np.int64)
+        op_step = np.full(len(op_launch), NO_STEP, dtype=np.int64 if len(steps) >= 2**31 else np.int32)
         op_step[linked] = launch_step[op_launch[linked]]
         levels.append((op_step, launch_step))
     return levels

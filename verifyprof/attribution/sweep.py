@@ -25,6 +25,7 @@ N_BUSY = len(phases.PRIORITY)
 LAUNCH = N_BUSY  # slot of launch intervals
 BOUNDARY = N_BUSY + 1  # slot of window start/end markers
 SLOT_BITS = 5  # 4 bits of slot (<= 16 slots) + 1 bit open/close
+CHUNK_INTERVALS = 1 << 18  # intervals per sweep chunk: bounds memory on million-kernel traces
 IDLE_LAUNCH = phases.INDEX["launch_gap"]
 IDLE_HOST = phases.INDEX["host_wait"]
 assert BOUNDARY < 16
@@ -50,20 +51,46 @@ class SweepResult:
     total_ns: np.ndarray  # int64 [windows, len(TOTAL_PHASES)]
 
 
-def sweep(windows: Windows, intervals: Intervals) -> SweepResult:
+def sweep(windows: Windows, busy: Intervals, launches: Intervals, chunk_intervals: int = CHUNK_INTERVALS) -> SweepResult:
+    """Phase times per window. ``busy`` and ``launches`` must each be sorted by window; windows
+    are swept in chunks of about ``chunk_intervals`` intervals so memory stays flat."""
+    n = len(windows.ws)
+    phase_ns = np.zeros((n, len(phases.ALL)), dtype=np.int64)
+    total_ns = np.zeros((n, len(TOTAL_PHASES)), dtype=np.int64)
+    busy_at = np.searchsorted(busy.window, np.arange(n + 1), side="left")  # first interval of each window
+    launch_at = np.searchsorted(launches.window, np.arange(n + 1), side="left")
+    lo = 0
+    while lo < n:
+        hi = int(np.searchsorted(busy_at + launch_at, busy_at[lo] + launch_at[lo] + chunk_intervals, side="right")) - 1
+        hi = min(max(hi, lo + 1), n)
+        b, l = slice(busy_at[lo], busy_at[hi]), slice(launch_at[lo], launch_at[hi])
+        chunk = Intervals(
+            np.concatenate([busy.window[b], launches.window[l]]) - lo,
+            np.concatenate([busy.start[b], launches.start[l]]),
+            np.concatenate([busy.end[b], launches.end[l]]),
+            np.concatenate([busy.slot[b], launches.slot[l]]),
+        )
+        phase_ns[lo:hi], total_ns[lo:hi] = _sweep_chunk(Windows(windows.ws[lo:hi], windows.we[lo:hi]), chunk)
+        lo = hi
+    wall = windows.we - windows.ws
+    assert np.array_equal(phase_ns.sum(axis=1), wall), "phases must sum to wall time"
+    return SweepResult(phase_ns, total_ns)
+
+
+def _sweep_chunk(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np.ndarray]:
     n = len(windows.ws)
     window, time, slot, opening = _sorted_events(windows, intervals)
     seg = np.empty(len(time), dtype=np.int64)  # segment j: event j to event j+1 of the same window
     np.subtract(time[1:], time[:-1], out=seg[:-1])
     seg[-1:] = 0
     seg[:-1][window[1:] != window[:-1]] = 0
+    del time
     delta = np.where(opening, np.int8(1), np.int8(-1))
+    del opening
 
     n_phases = len(phases.ALL)
-    top = np.full(len(time), IDLE_HOST, dtype=np.int8)  # the phase booked on each segment
-    launching = _active(slot, delta, LAUNCH)
-    top[launching] = IDLE_LAUNCH
-    del launching
+    top = np.full(len(seg), IDLE_HOST, dtype=np.int8)  # the phase booked on each segment
+    top[_active(slot, delta, LAUNCH)] = IDLE_LAUNCH
     total_ns = np.zeros((n, len(TOTAL_PHASES)), dtype=np.int64)
     present = np.unique(intervals.slot)
     for name in reversed(phases.PRIORITY):  # lower priority first, overwritten by higher
@@ -74,11 +101,10 @@ def sweep(windows: Windows, intervals: Intervals) -> SweepResult:
         top[active] = p
         if name in TOTAL_PHASES:
             total_ns[:, TOTAL_PHASES.index(name)] = _sum_by(window[active], seg[active], n)
-    flat = window.astype(np.int64) * n_phases + top
+    flat = window * n_phases
+    flat += top
     phase_ns = np.rint(np.bincount(flat, weights=seg, minlength=n * n_phases)).astype(np.int64).reshape(n, n_phases)
-    wall = windows.we - windows.ws
-    assert np.array_equal(phase_ns.sum(axis=1), wall), "phases must sum to wall time"
-    return SweepResult(phase_ns, total_ns)
+    return phase_ns, total_ns
 
 
 def _sorted_events(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

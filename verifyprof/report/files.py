@@ -57,6 +57,28 @@ def print_json(data: Any, stream: IO[str] | None = None) -> None:
     (stream or sys.stdout).write(dumps(data).decode() + "\n")
 
 
+def stream_breakdown_json(result: Any, stream: IO[bytes]) -> None:
+    """``result.to_json()`` written piecewise: same bytes once parsed, but step records are
+    made and serialised a batch at a time, so a million-kernel trace's output never sits in
+    memory as one object tree."""
+    options = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    header = orjson.dumps(result.header(), option=options)
+    stream.write(header[:-1] + b',"steps":[')
+    first = True
+    for batch in result.step_record_batches():
+        if batch:
+            body = orjson.dumps(batch, option=options)[1:-1]
+            stream.write(body if first else b"," + body)
+            first = False
+    stream.write(b'],"summary":' + orjson.dumps(result.summary(), option=options) + b"}\n")
+
+
+def print_breakdown_json(result: Any) -> None:
+    sys.stdout.flush()
+    stream_breakdown_json(result, sys.stdout.buffer)
+    sys.stdout.buffer.flush()
+
+
 def step_frame(result: Any) -> pd.DataFrame:
     """Per-step rows for CSV/Parquet: scalar columns plus one ``<phase>_ns`` column per phase."""
     from verifyprof.attribution import phases

@@ -233,6 +233,14 @@ class Trace:
             if len(ids):
                 assert ids.max() < len(self.strings), f"{table}.name_id out of range"
 
+    def release_events(self) -> None:
+        """Drop the per-event tables (kernels, copies, graphs, api) once an analysis has taken
+        what it needs from them: a one-shot CLI run then peaks lower on million-kernel traces.
+        Ranges, strings, devices and processes stay; ``describe()`` keeps reporting the counts."""
+        self.meta["released_counts"] = {t: int(len(getattr(self, t))) for t in ("kernels", "copies", "ranges")}
+        for table in ("kernels", "copies", "graphs", "api"):
+            setattr(self, table, empty_table(TABLES[table]))
+
     def names(self, table: str) -> np.ndarray:
         """The name strings of a table's rows."""
         return self.strings.lookup(getattr(self, table)["name_id"].to_numpy())
@@ -248,13 +256,12 @@ class Trace:
             {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
             for row in self.devices.to_dict("records")
         ]
+        counts = self.meta.get("released_counts") or {t: int(len(getattr(self, t))) for t in ("kernels", "copies", "ranges")}
         return {
             "path": [str(p) for p in self.source],
             "format": self.format,
             **{k: v for k, v in self.meta.items() if isinstance(v, (str, int, float, bool)) or v is None},
-            "kernels": int(len(self.kernels)),
-            "copies": int(len(self.copies)),
-            "ranges": int(len(self.ranges)),
+            **counts,
             "devices": devices,
             "ranks": self.ranks,
             "warnings": list(self.warnings),
