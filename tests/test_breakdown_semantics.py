@@ -175,3 +175,33 @@ def test_counts_give_gpu_ops_per_phase_of_each_step():
     record = breakdown(b.build()).to_json()["steps"][0]
     assert record["counts"]["allreduce"] == 3 and record["counts"]["gemm_dense"] == 1
     assert sum(record["counts"].values()) == record["kernels"] == 4
+
+
+def test_sweeping_in_small_chunks_gives_the_same_phases_as_one_pass():
+    from verifyprof.attribution import sweep as sweep_module
+    from verifyprof.trace import load_trace
+
+    from conftest import OWN_TRACES
+
+    trace = load_trace(OWN_TRACES / "workload-dense-graph" / "trace.sqlite.gz")
+    whole = breakdown(trace).steps
+    original = sweep_module.CHUNK_INTERVALS
+    try:
+        sweep_module.sweep.__defaults__ = (7,)  # a chunk boundary every few windows
+        chunked = breakdown(trace).steps
+    finally:
+        sweep_module.sweep.__defaults__ = (original,)
+    assert whole[list(phases.ALL)].equals(chunked[list(phases.ALL)])
+
+
+def test_releasing_event_tables_keeps_the_result_and_the_reported_counts():
+    from verifyprof.trace import load_trace
+
+    from conftest import OWN_TRACES
+
+    path = OWN_TRACES / "workload-moe-graph" / "trace.sqlite.gz"
+    kept = breakdown(load_trace(path))
+    released = breakdown(load_trace(path), release=True)
+    assert released.trace.kernels.empty
+    assert released.trace_info()["kernels"] == kept.trace_info()["kernels"] > 0
+    assert released.steps[list(phases.ALL)].equals(kept.steps[list(phases.ALL)])
