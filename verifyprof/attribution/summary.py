@@ -10,7 +10,10 @@ import pandas as pd
 
 from verifyprof.attribution import phases
 from verifyprof.attribution.sweep import TOTAL_PHASES
-from verifyprof.ranges import PHASE_RANGES
+from verifyprof.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, PREFILL, SPEC_STEP, VERIFY
+
+# The verify step first: it is what the tool is about; then the rest of the cycle and the baseline.
+GROUP_ORDER = (VERIFY, SPEC_STEP, DRAFT, ACCEPT, DRAFT_EXTEND, DECODE, PREFILL)
 
 COMM_COLUMNS = ("comm_calls", "comm_wait_ns", "comm_transfer_ns")
 
@@ -23,7 +26,7 @@ def _stats(values: np.ndarray) -> dict[str, int]:
 
 
 def _group_order(names: list[str]) -> list[str]:
-    known = [n for n in PHASE_RANGES if n in names]
+    known = [n for n in GROUP_ORDER if n in names]
     return known + sorted(n for n in names if n not in known)
 
 

@@ -81,12 +81,12 @@ def _print_group(console: Console, group: dict[str, Any], show_zero: bool) -> No
     console.print(table)
     totals = group.get("totals", {})
     hidden = [
-        f"{p} {_ms(totals[p]['mean'])} ms total, {_ms(totals[p]['mean'] - group['phases'][p]['mean'])} hidden behind compute"
+        f"{p} {_ms(totals[p]['mean'])} ms in total, {_ms(totals[p]['mean'] - group['phases'][p]['mean'])} ms of it hidden behind compute"
         for p in totals
-        if totals[p]["mean"] > 0
+        if totals[p]["mean"] - group["phases"][p]["mean"] > 0
     ]
     if hidden:
-        console.print("  " + "; ".join(hidden))
+        console.print("  " + "; ".join(hidden) + " (the table shows exposed time)")
     if "comm" in group:
         comm = group["comm"]
         console.print(
