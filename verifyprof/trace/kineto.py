@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.errors import TraceError
+from verifyprof.trace.collectives import collective_args_table
 from verifyprof.trace.kineto_decode import decode_file
 from verifyprof.trace.kineto_events import FileEvents, Table, category_counts, extract
 from verifyprof.trace.model import (
@@ -215,11 +216,31 @@ def _gpu_frame(f: _RankFile, table: Table, strings: StringTable) -> dict[str, np
     }
 
 
-def _kernels(f: _RankFile, strings: StringTable) -> dict[str, np.ndarray]:
+def _kernels(f: _RankFile, strings: StringTable, args_offset: int | None = None) -> dict[str, np.ndarray]:
+    """``args_offset``: tag the kernels that carry collective args with their row among all
+    files' args (column ``args``), so that the args follow the kernels through the merge's sort."""
     table = f.events.kernels
     frame = _gpu_frame(f, table, strings)
     none = np.full(len(table), NO_ID, dtype=np.int64)
-    return {**frame, "correlation": table.columns["correlation"], "graph_id": none, "graph_node_id": none}
+    out = {**frame, "correlation": table.columns["correlation"], "graph_id": none, "graph_node_id": none}
+    if args_offset is not None:
+        tag = np.full(len(table), NO_ID, dtype=np.int64)
+        args = f.events.collectives
+        if args is not None:
+            tag[args.kernel] = args_offset + np.arange(len(args.kernel))
+        out["args"] = tag
+    return out
+
+
+def _collective_args(files: list[_RankFile], kernels: pd.DataFrame, strings: StringTable) -> pd.DataFrame:
+    """The ``collective_args`` table, its ``kernel`` column pointing at the merged, sorted rows."""
+    parts = [f.events.collectives for f in files if f.events.collectives is not None]
+    tag = kernels.pop("args").to_numpy()
+    rows = np.flatnonzero(tag >= 0)
+    order = tag[rows]  # row in the concatenated args
+    cat = lambda field: np.concatenate([getattr(p, field) for p in parts])[order]
+    names = np.asarray([n for p in parts for n in p.names], dtype=object)[order]
+    return collective_args_table(rows, cat("nbytes"), cat("out_bytes"), cat("group_size"), names, strings)
 
 
 def _copies(f: _RankFile, strings: StringTable) -> dict[str, np.ndarray]:
@@ -446,7 +467,10 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
     _assign_device_offsets(files)
 
     strings = StringTable()
-    kernels = _frame([_kernels(f, strings) for f in files], KERNEL_COLUMNS)
+    offsets = np.cumsum([0] + [len(f.events.collectives.kernel) if f.events.collectives is not None else 0 for f in files])
+    tagged = offsets[-1] > 0
+    kernels = _frame([_kernels(f, strings, int(o) if tagged else None) for f, o in zip(files, offsets)], KERNEL_COLUMNS)
+    collective_args = _collective_args(files, kernels, strings) if tagged else None
     copies = _frame([_copies(f, strings) for f in files], COPY_COLUMNS)
     api = _frame([_api(f, strings) for f in files], API_COLUMNS)
     ranges = _frame([part for f in files for part in _ranges(f, strings)], RANGE_COLUMNS)
@@ -467,6 +491,7 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
         ranges=ranges,
         devices=_devices(files),
         processes=_processes(files, kernels, copies),
+        **({"collective_args": collective_args} if collective_args is not None else {}),
         meta={
             "files": len(files),
             "base_time_ns": base,

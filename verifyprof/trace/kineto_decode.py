@@ -32,7 +32,15 @@ except ImportError:  # pragma: no cover - exercised only without msgspec
 GZIP_MAGIC = b"\x1f\x8b"
 
 # Field name in the event model -> JSON key, where they differ.
-JSON_KEYS = {"external_id": "External id"}
+JSON_KEYS = {
+    "external_id": "External id",
+    "collective_name": "Collective name",
+    "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems",
+    "group_size": "Group size",
+    "input_dims": "Input Dims",
+    "input_type": "Input type",
+}
 
 if msgspec is not None:
     _Value = Union[int, float, str, list, dict, None]  # any JSON value but a nested struct
@@ -47,6 +55,16 @@ if msgspec is not None:
         external_id: _Value = msgspec.field(default=None, name="External id")
         name: _Value = None  # ph M: process_name / thread_name
         labels: _Value = None  # ph M: process_labels ("CPU", "GPU 0")
+        # NCCL kernels (and record_param_comms ops): the collective's message
+        collective_name: _Value = msgspec.field(default=None, name="Collective name")
+        in_nelems: _Value = msgspec.field(default=None, name="In msg nelems")
+        out_nelems: _Value = msgspec.field(default=None, name="Out msg nelems")
+        dtype: _Value = None
+        group_size: _Value = msgspec.field(default=None, name="Group size")
+        # cpu_op shapes, left undecoded (zero-copy) until a collective kernel without NCCL args
+        # needs its launching op's tensor size
+        input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+        input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
 
     class KinetoEvent(msgspec.Struct, gc=False):
         ph: _Value = None
@@ -110,6 +128,19 @@ class Rows:
             empty = self.empty_args
             args = [empty if a is None else a for a in args]
         return args
+
+
+def decode_raw(value: Any) -> Any:
+    """A field the fast path kept undecoded (``msgspec.Raw``) as a Python value; dict-path values
+    pass through. None when absent or not valid JSON."""
+    if msgspec is not None and isinstance(value, msgspec.Raw):
+        if not len(value):
+            return None
+        try:
+            return msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            return None
+    return value
 
 
 @dataclass

@@ -19,6 +19,16 @@ Keys that tie the tables together:
   distinct numbers (readers offset them when merging files that reuse the same ordinal).
 
 Missing values: -1 in integer id columns, NaN in float columns, "" in strings.
+
+Optional tables (empty when the trace format or capture does not record them):
+
+* ``collective_args``: message sizes of collective kernels, one row per kernel that has them
+  (Kineto: the NCCL kernel's own args, or the tensor of the op that launched a symmetric-memory /
+  custom allreduce; nsys: NCCL's NVTX payloads, only in exports made with
+  ``--include-blobs=true``). ``kernel`` is the row in ``kernels``; ``bytes`` / ``out_bytes`` are
+  the rank's input / output buffer (elements x dtype size: an allgather's output is ``group_size``
+  times its input); ``collective`` names the call (``allreduce``, ``allgather``,
+  ``reducescatter``, ``broadcast``, ``reduce``, ``alltoall``, ``sendrecv``, ...).
 """
 
 from __future__ import annotations
@@ -121,6 +131,14 @@ PROCESS_COLUMNS: dict[str, str] = {
     "device": "int32",  # the device this process drives, -1 unknown / several
 }
 
+COLLECTIVE_ARG_COLUMNS: dict[str, str] = {
+    "kernel": "int64",  # row in kernels
+    "bytes": "int64",  # input message: elements x dtype size, -1 unknown
+    "out_bytes": "int64",  # output message, -1 unknown
+    "group_size": "int32",  # ranks in the communicator, -1 unknown
+    "collective": "int32",  # name id: allreduce, allgather, ..., -1 unknown
+}
+
 TABLES: dict[str, dict[str, str]] = {
     "kernels": KERNEL_COLUMNS,
     "copies": COPY_COLUMNS,
@@ -129,6 +147,7 @@ TABLES: dict[str, dict[str, str]] = {
     "ranges": RANGE_COLUMNS,
     "devices": DEVICE_COLUMNS,
     "processes": PROCESS_COLUMNS,
+    "collective_args": COLLECTIVE_ARG_COLUMNS,
 }
 
 
@@ -215,6 +234,7 @@ class Trace:
     ranges: pd.DataFrame = field(default_factory=lambda: empty_table(RANGE_COLUMNS))
     devices: pd.DataFrame = field(default_factory=lambda: empty_table(DEVICE_COLUMNS))
     processes: pd.DataFrame = field(default_factory=lambda: empty_table(PROCESS_COLUMNS))
+    collective_args: pd.DataFrame = field(default_factory=lambda: empty_table(COLLECTIVE_ARG_COLUMNS))
     meta: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -232,11 +252,17 @@ class Trace:
             ids = getattr(self, table)["name_id"].to_numpy()
             if len(ids):
                 assert ids.max() < len(self.strings), f"{table}.name_id out of range"
+        args = self.collective_args
+        if len(args) and "released_counts" not in self.meta:
+            rows = args["kernel"].to_numpy()
+            assert rows.min() >= 0 and rows.max() < len(self.kernels), "collective_args.kernel out of range"
+            assert args["collective"].to_numpy().max() < len(self.strings), "collective_args.collective out of range"
 
     def release_events(self) -> None:
         """Drop the per-event tables (kernels, copies, graphs, api) once an analysis has taken
         what it needs from them: a one-shot CLI run then peaks lower on million-kernel traces.
-        Ranges, strings, devices and processes stay; ``describe()`` keeps reporting the counts."""
+        Ranges, strings, devices, processes and collective_args (whose ``kernel`` rows keep
+        their meaning for the op arrays taken before) stay; ``describe()`` keeps reporting the counts."""
         self.meta["released_counts"] = {t: int(len(getattr(self, t))) for t in ("kernels", "copies", "ranges")}
         for table in ("kernels", "copies", "graphs", "api"):
             setattr(self, table, empty_table(TABLES[table]))
