@@ -25,6 +25,9 @@ Decisions the event model leaves to the reader:
   counts the ranges of the same kind still open on the thread when the range starts.
 * ``devices``: ``TARGET_INFO_GPU`` (absent in some exports: then the device ids seen in GPU
   activity, with unknown name and sizes).
+* ``collective_args``: NCCL message sizes from NCCL's NVTX payloads, joined to the kernels they
+  launched (:mod:`verifyprof.trace.nccl_nvtx`); only exports made with ``--include-blobs=true``
+  hold them (a warning says when NCCL's payload schemas are there but the values are not).
 * ``processes``: every pid with events, named from ``PROCESSES`` (or its main thread's name).
   ``device`` is the one device a process launched work on (-1 if none or several). ``rank``
   is only inferred when it is unambiguous: several processes each drive exactly one device, all
@@ -44,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from verifyprof.errors import TraceError
+from verifyprof.trace.nccl_nvtx import nccl_collective_args
 from verifyprof.trace.model import (
     API_KIND_DRIVER,
     API_KIND_RUNTIME,
@@ -226,9 +230,14 @@ class _Export:
         devices = self._devices(kernels, copies, graphs)
         processes = self._processes(names, kernels, copies, graphs, api, ranges)
         meta["graph_trace_rows"] = len(graphs)
+        optional = {}
+        collective_args, nccl_warnings = nccl_collective_args(self.con, self.uri, self.tables, kernels, api, ranges, strings)
+        warnings += nccl_warnings
+        if collective_args is not None:
+            optional["collective_args"] = collective_args
         return Trace(
             source=[self.path], format=FORMAT, strings=strings, kernels=kernels, copies=copies, graphs=graphs,
-            api=api, ranges=ranges, devices=devices, processes=processes, meta=meta, warnings=warnings,
+            api=api, ranges=ranges, devices=devices, processes=processes, meta=meta, warnings=warnings, **optional,
         )
 
     def _check_is_export(self) -> None:
