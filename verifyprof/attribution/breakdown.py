@@ -38,6 +38,7 @@ class Breakdown:
     linked_ops: int = 0
     unlinked_ops: int = 0
     collectives: pd.DataFrame | None = None
+    collective_kernels: dict[str, Any] | None = None  # summary of every collective kernel (comm.summarize_kernels)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def step_records(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
@@ -73,7 +74,7 @@ class Breakdown:
         return {"schema": SCHEMA, "trace": self.trace_info(), "options": self.options, "phases": list(phases.ALL)}
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.steps, self.collectives)
+        return summarize(self.steps, self.collectives, self.collective_kernels)
 
     def trace_info(self) -> dict[str, Any]:
         info = self.trace.describe()
@@ -121,9 +122,12 @@ def breakdown(
         linked_ops=linked,
         unlinked_ops=int(len(ops) - linked),
     )
-    from verifyprof.attribution.comm import collective_calls, step_collectives
+    from verifyprof.attribution.comm import collective_calls, collective_kernels, step_collectives, summarize_kernels
 
-    collective = collective_calls(trace, ops)
+    kernels = collective_kernels(trace, ops)
+    result.collective_kernels = summarize_kernels(kernels) if kernels is not None else None
+    collective = collective_calls(trace, ops, kernels)
+    del kernels
     if collective is not None:
         result.collectives = step_collectives(collective, [op_step for op_step, _ in levels], rows)
     return result

@@ -39,7 +39,7 @@ def variant(attrs: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in attrs.items() if k not in VOLATILE_ATTRS)
 
 
-def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None) -> dict[str, Any]:
+def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None, kernel_stats: dict[str, Any] | None = None) -> dict[str, Any]:
     """Groups of comparable steps: same name and, unless a name has too many, same attributes.
 
     A verify at width 16 and one at width 4 are different measurements; averaging them hides
@@ -60,6 +60,8 @@ def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None) -> di
         from verifyprof.attribution.comm import summarize_calls
 
         summary["collectives"] = summarize_calls(collectives)
+    if kernel_stats is not None:
+        summary["collective_kernels"] = kernel_stats  # comm.summarize_kernels of every collective kernel
     return summary
 
 

@@ -16,6 +16,19 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f}"
 
 
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def _pct(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:.1f}" if whole else "-"
 
@@ -36,11 +49,28 @@ def print_breakdown(result: Any, console: Console | None = None, show_zero: bool
     collectives = data["summary"].get("collectives")
     if collectives:
         table = Table(title="Collectives across ranks (per call)", title_justify="left")
-        for col in ("collective", "calls", "devices", "transfer p50 ms", "wait p50 ms", "spread p50 ms", "spread p90 ms"):
+        for col in ("collective", "calls", "devices", "transfer p50 ms", "wait p50 ms", "spread p50 ms", "spread p90 ms", "bytes p50", "busbw p50 GB/s"):
             table.add_column(col, justify="right" if col != "collective" else "left")
         for family, stats in collectives.items():
-            table.add_row(family, str(stats["calls"]), str(stats["devices"]), _ms(stats["transfer_ns_p50"]), _ms(stats["wait_ns_p50"]), _ms(stats["spread_ns_p50"]), _ms(stats["spread_ns_p90"]))
+            table.add_row(family, str(stats["calls"]), str(stats["devices"]), _ms(stats["transfer_ns_p50"]), _ms(stats["wait_ns_p50"]), _ms(stats["spread_ns_p50"]), _ms(stats["spread_ns_p90"]),
+                          _bytes(stats.get("bytes_p50")), _gbps(stats.get("busbw_gbps_p50")))
         console.print(table)
+        console.print("  busbw: nccl-tests' bus bandwidth over the transfer time (after the last rank joined); bytes: the call's size S as nccl-tests counts it")
+    kernels = data["summary"].get("collective_kernels")
+    if kernels and not collectives:
+        _print_collective_kernels(console, kernels)
+
+
+def _print_collective_kernels(console: Console, kernels: dict[str, Any]) -> None:
+    """One rank's view (no other rank to match against): kernel time includes waiting for peers."""
+    table = Table(title="Collective kernels (one rank: not matched across ranks)", title_justify="left")
+    for col in ("collective", "kernels", "devices", "kernel p50 ms", "kernel p90 ms", "sized", "bytes p50", "ranks", "busbw >= GB/s"):
+        table.add_column(col, justify="right" if col != "collective" else "left")
+    for family, stats in kernels.items():
+        table.add_row(family, str(stats["kernels"]), str(stats["devices"]), _ms(stats["kernel_ns_p50"]), _ms(stats["kernel_ns_p90"]), str(stats["sized_calls"]),
+                      _bytes(stats.get("bytes_p50")), str(stats.get("group_size") or "-"), _gbps(stats.get("kernel_busbw_gbps_p50")))
+    console.print(table)
+    console.print("  kernel time includes waiting for the other ranks, so busbw from it is a lower bound on the link's bus bandwidth")
 
 
 def _print_group(console: Console, group: dict[str, Any], show_zero: bool) -> None:
