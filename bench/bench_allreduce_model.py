@@ -29,7 +29,12 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from verifyprof.errors import VerifyprofError  # noqa: E402
-from verifyprof.model.allreduce_check import allreduce_samples, by_bucket, collective_counts, unsized_allreduces  # noqa: E402
+from verifyprof.model.allreduce_check import (  # noqa: E402
+    allreduce_samples,
+    by_bucket,
+    collective_counts,
+    unsized_allreduces,
+)
 from verifyprof.model.hardware import load_hardware  # noqa: E402
 from verifyprof.trace import load_trace  # noqa: E402
 
@@ -92,7 +97,7 @@ def main() -> int:
             if "NCCL" in warning:
                 print(f"  note: {warning}")
         buckets = by_bucket(samples)
-        entry = {"path": str(path), "format": trace.format, "devices": devices, "sized": int(len(samples)), "unsized": int(unsized), "collective_kernels": counts}
+        entry = {"path": str(path), "format": trace.format, "devices": devices, "sized": len(samples), "unsized": int(unsized), "collective_kernels": counts}
         if buckets.empty:
             report["traces"].append(entry)
             continue

@@ -30,7 +30,15 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution.comm import collective_calls, collective_kernels
-from verifyprof.attribution.steps import NO_STEP, GpuOps, assign_levels, find_steps, gpu_ops, launches, link_calls
+from verifyprof.attribution.steps import (
+    NO_STEP,
+    GpuOps,
+    assign_levels,
+    find_steps,
+    gpu_ops,
+    launches,
+    link_calls,
+)
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.errors import NoStepsError, VerifyprofError
 from verifyprof.model.allreduce import NCCL_HW_LAT_US, ring_alpha_beta_us
@@ -188,7 +196,7 @@ def by_bucket(samples: pd.DataFrame) -> pd.DataFrame:
                 "basis": basis,
                 "bytes_from": source,
                 "bucket": _bucket_label(edges[b], edges[b + 1]),
-                "samples": int(len(group)),
+                "samples": len(group),
                 "ranks": int(np.median(group["group_size"])),
                 "bytes_p50": int(np.median(group["bytes"])),
                 "measured_us_p50": float(np.median(measured)),

@@ -94,7 +94,7 @@ def nccl_collective_args(
 def _schemas(con: sqlite3.Connection, tables: set[str]) -> dict[tuple[int, int], _Schema]:
     if not {"NVTX_PAYLOAD_SCHEMA_ENTRIES", "NVTX_PAYLOAD_SCHEMAS"} <= tables:
         return {}
-    sizes = dict(((d, s), n) for d, s, n in con.execute("SELECT domainId, schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS"))
+    sizes = {(d, s): n for d, s, n in con.execute("SELECT domainId, schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS")}
     out: dict[tuple[int, int], _Schema] = {}
     for domain, schema, name, offset in con.execute(
         "SELECT DISTINCT domainId, schemaId, name, \"offset\" FROM NVTX_PAYLOAD_SCHEMA_ENTRIES"
