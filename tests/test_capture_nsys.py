@@ -38,9 +38,11 @@ def test_profile_command_with_osrt_and_whole_program():
 def test_report_and_export_paths():
     assert nsys.report_path(Path("/o/capture")) == Path("/o/capture.nsys-rep")
     assert nsys.export_command("nsys", Path("/o/capture.nsys-rep"), Path("/o/.capture.partial.sqlite")) == [
-        "nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "-o", "/o/.capture.partial.sqlite",
-        "/o/capture.nsys-rep",
+        "nsys", "export", "--type", "sqlite", "--include-blobs=true", "--force-overwrite", "true", "-o",
+        "/o/.capture.partial.sqlite", "/o/capture.nsys-rep",
     ]
+    # older nsys without --include-blobs: the plain export it falls back to
+    assert "--include-blobs=true" not in nsys.export_command("nsys", Path("r.nsys-rep"), Path("o.sqlite"), blobs=False)
 
 
 def test_start_profile_body_for_nsys_uses_the_cuda_profiler_activity_only():

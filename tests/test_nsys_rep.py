@@ -39,6 +39,9 @@ STAND_IN = textwrap.dedent(
     if os.environ.get("STAND_IN_FAIL"):
         print("ERROR: report file is corrupted", file=sys.stderr)
         sys.exit(1)
+    if os.environ.get("STAND_IN_OLD") and "--include-blobs=true" in args:
+        print("unrecognised option '--include-blobs=true'", file=sys.stderr)
+        sys.exit(1)
     assert args[:3] == ["export", "--type", "sqlite"], args
     out = args[args.index("-o") + 1]
     shutil.copyfile(os.environ["STAND_IN_EXPORT"], out)
@@ -146,6 +149,19 @@ def test_first_use_exports_beside_the_report(report, stand_in):
 
 
 @needs_public
+def test_export_asks_for_nvtx_payload_blobs_first(report, stand_in):
+    sqlite_for_report(report)
+    assert "--include-blobs=true" in stand_in.read_text().splitlines()[0]
+
+
+def test_an_nsys_without_include_blobs_falls_back_to_the_plain_export(report, stand_in, monkeypatch):
+    monkeypatch.setenv("STAND_IN_OLD", "1")
+    out = sqlite_for_report(report)
+    assert out.is_file()
+    tried = stand_in.read_text().splitlines()
+    assert len(tried) == 2 and "--include-blobs=true" not in tried[1]
+
+
 def test_export_is_reused_while_the_report_is_unchanged(report, stand_in):
     first = sqlite_for_report(report)
     second = sqlite_for_report(report)

@@ -93,8 +93,10 @@ def report_path(output: Path) -> Path:
     return output.with_name(output.name + ".nsys-rep")
 
 
-def export_command(nsys: Path | str, report: Path, sqlite: Path) -> list[str]:
-    return [str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)]
+def export_command(nsys: Path | str, report: Path, sqlite: Path, blobs: bool = True) -> list[str]:
+    """``blobs``: keep NVTX extended payloads (NCCL's message sizes); nsys before ~2024 lacks the flag."""
+    extra = ["--include-blobs=true"] if blobs else []
+    return [str(nsys), "export", "--type", "sqlite", *extra, "--force-overwrite", "true", "-o", str(sqlite), str(report)]
 
 
 def explain_missing_report(output: Path) -> str:
@@ -116,14 +118,17 @@ def export_sqlite(nsys: Path, report: Path, sqlite: Path, log: Path, timeout: fl
     partial = sqlite.with_name(f".{sqlite.stem}.partial.sqlite")
     partial.unlink(missing_ok=True)
     with open(log, "ab") as out:
-        try:
-            proc = subprocess.run(
-                export_command(nsys, report, partial), stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, timeout=timeout, check=False,
-            )
-        except subprocess.TimeoutExpired as err:
-            partial.unlink(missing_ok=True)
-            raise VerifyprofError(f"nsys export did not finish in {timeout:g} s (log: {log})", report) from err
+        for blobs in (True, False):  # an nsys without --include-blobs fails at once: export plainly
+            try:
+                proc = subprocess.run(
+                    export_command(nsys, report, partial, blobs), stdout=out, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, timeout=timeout, check=False,
+                )
+            except subprocess.TimeoutExpired as err:
+                partial.unlink(missing_ok=True)
+                raise VerifyprofError(f"nsys export did not finish in {timeout:g} s (log: {log})", report) from err
+            if proc.returncode == 0 and partial.exists():
+                break
     if proc.returncode != 0 or not partial.exists():
         partial.unlink(missing_ok=True)
         raise VerifyprofError(f"nsys export --type sqlite failed with code {proc.returncode} (log: {log})", report)

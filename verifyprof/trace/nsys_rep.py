@@ -103,9 +103,12 @@ def _is_fresh(target: Path, stamp: dict) -> bool:
 
 def _export(nsys: str, report: Path, target: Path) -> None:
     tmp = target.with_name(f".{target.stem}.tmp{os.getpid()}.sqlite")
-    command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp), str(report)]
+    plain = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp), str(report)]
+    with_blobs = plain[:4] + ["--include-blobs=true"] + plain[4:]  # NCCL message sizes (NVTX payloads)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(with_blobs, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not tmp.is_file():  # an nsys without the flag: export plainly
+            done = subprocess.run(plain, capture_output=True, text=True, check=False)
         if done.returncode != 0 or not tmp.is_file():
             detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
             why = detail[-1] if detail else f"exit code {done.returncode}"
