@@ -1,0 +1,226 @@
+"""The export's CUPTI activity tables -> ``kernels``, ``copies``, ``graphs`` and ``api``.
+
+These are the big tables (millions of kernel and runtime rows in a real capture, no indexes), so
+each is read as its own query list (kernels and runtime/driver calls in parallel rowid slices)
+and turned into a model table in numpy. Only what the model needs is fetched: runtime/driver rows
+whose name is a launch, copy, memset or synchronize call (filtered in SQL by ``nameId``), then
+kept if a GPU op references their correlation id or they synchronize.
+
+* Event tables are sorted by ``start``.
+* Runtime API names lose their ABI suffix (``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``).
+  nsys 2022.2 records every runtime call twice under one correlation id (with and without the
+  suffix); one row per (process, correlation id) is kept, the suffixed one.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from verifyprof.trace.model import (
+    API_KIND_DRIVER,
+    API_KIND_RUNTIME,
+    COPY_KIND_MEMCPY,
+    COPY_KIND_MEMSET,
+    NO_ID,
+    StringTable,
+)
+from verifyprof.trace.nsys_export import (
+    DRIVER,
+    GRAPH_TRACE,
+    KERNEL,
+    MEMCPY,
+    NsysExport,
+    NsysStrings,
+    model_table,
+    os_pid,
+)
+from verifyprof.trace.sqlite_columns import Rows
+
+# CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER, stable across schema versions) -> copy names
+COPY_NAMES = {
+    0: "Memcpy", 1: "Memcpy HtoD", 2: "Memcpy DtoH", 3: "Memcpy HtoA", 4: "Memcpy AtoH", 5: "Memcpy AtoA",
+    6: "Memcpy AtoD", 7: "Memcpy DtoA", 8: "Memcpy DtoD", 9: "Memcpy HtoH", 10: "Memcpy PtoP",
+    11: "Memcpy UVM HtoD", 12: "Memcpy UVM DtoH", 13: "Memcpy UVM DtoD",
+}
+MEMSET_NAME = "Memset"
+
+# Runtime/driver calls the model keeps: they launch GPU work or block the host on it.
+API_CANDIDATE_SQL = (
+    "value GLOB 'cu*' AND (value LIKE '%Launch%' OR value LIKE '%Memcpy%' OR value LIKE '%Memset%'"
+    " OR value LIKE '%Synchronize%')"
+)
+API_NAME = re.compile(r"^cu(da)?[A-Z]\w*$")
+ABI_SUFFIX = re.compile(r"_v\d+$")
+SYNC_NAME = re.compile(r"Synchronize")
+
+GRAPH_WARNING = (
+    "{n} CUDA graph launch(es) recorded only as whole graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) without their "
+    "kernels: captured with --cuda-graph-trace=graph; per-kernel phases inside graphs are unavailable, "
+    "re-capture with --cuda-graph-trace=node"
+)
+
+KERNEL_SPEC = {c: ("int64", NO_ID) for c in ("start", "end", "device", "stream", "correlation", "gpid", "name", "graph_node_id", "graph_id")}
+API_SPEC = {**{c: ("int64", NO_ID) for c in ("start", "end", "gtid", "correlation", "name")}, "from_driver": ("int8", 0)}
+KERNEL_DTYPES = {"start": "int64", "end": "int64", "device": "int32", "stream": "int64", "name_id": "int32",
+                 "correlation": "int64", "pid": "int64", "graph_id": "int64", "graph_node_id": "int64"}
+COPY_DTYPES = {"start": "int64", "end": "int64", "device": "int32", "stream": "int64", "kind": "int8", "name_id": "int32",
+               "bytes": "int64", "correlation": "int64", "pid": "int64", "graph_node_id": "int64"}
+GRAPH_DTYPES = {"start": "int64", "end": "int64", "device": "int32", "stream": "int64", "graph_id": "int64",
+                "correlation": "int64", "pid": "int64"}
+API_DTYPES = {"start": "int64", "end": "int64", "pid": "int64", "tid": "int64", "correlation": "int64",
+              "name_id": "int32", "kind": "int8"}
+
+
+def correlation_key(pid: np.ndarray | pd.Series, correlation: np.ndarray | pd.Series) -> np.ndarray:
+    """One int64 per (process, correlation id): pids have 24 bits, CUPTI correlation ids 32."""
+    return (np.asarray(pid, dtype=np.int64) << 32) | (np.asarray(correlation, dtype=np.int64) & 0xFFFFFFFF)
+
+
+# --- queries ----------------------------------------------------------------------------------
+
+
+def kernel_slices(export: NsysExport) -> list[tuple[str, int]]:
+    have = set(export.cols(KERNEL))
+    name = "demangledName" if "demangledName" in have else "shortName"
+    select = export.select(KERNEL, {
+        "start": "start", "end": "end", "device": "deviceId", "stream": "streamId", "correlation": "correlationId",
+        "gpid": "globalPid", "name": name, "graph_node_id": "graphNodeId", "graph_id": "graphId",
+    })
+    return export.sliced(KERNEL, select)
+
+
+def copy_query(export: NsysExport, table: str) -> str | None:
+    if not export.has_rows(table):
+        return None
+    wanted = {"start": "start", "end": "end", "device": "deviceId", "stream": "streamId", "correlation": "correlationId",
+              "gpid": "globalPid", "bytes": "bytes", "graph_node_id": "graphNodeId"}
+    if table == MEMCPY:
+        wanted["copy_kind"] = "copyKind"
+    return f'SELECT {export.select(table, wanted)} FROM "{table}"'
+
+
+def graph_query(export: NsysExport) -> str | None:
+    if not export.has_rows(GRAPH_TRACE):
+        return None
+    select = export.select(GRAPH_TRACE, {
+        "start": "start", "end": "end", "device": "deviceId", "stream": "streamId", "graph_id": "graphId",
+        "correlation": "correlationId", "gpid": "globalPid",
+    })
+    return f'SELECT {select} FROM "{GRAPH_TRACE}"'
+
+
+def api_candidates(export: NsysExport) -> dict[int, str]:
+    """nsys string id -> API name, for calls that may launch work or synchronize."""
+    rows = export.sql(f"SELECT id, value FROM StringIds WHERE {API_CANDIDATE_SQL}")
+    return {sid: value for sid, value in rows if API_NAME.match(value)}
+
+
+def api_slices(export: NsysExport, table: str, candidates: dict[int, str]) -> list[tuple[str, int]]:
+    if not candidates or not export.has_rows(table) or "nameId" not in export.cols(table):
+        return []
+    select = export.select(table, {"start": "start", "end": "end", "gtid": "globalTid", "correlation": "correlationId",
+                                   "name": "nameId"})
+    ids = ",".join(str(i) for i in sorted(candidates))
+    return export.sliced(table, select + f", {1 if table == DRIVER else 0} AS from_driver", f"nameId IN ({ids})")
+
+
+# --- query results -> model tables -------------------------------------------------------------
+
+
+def kernels_table(rows: Rows, names: NsysStrings) -> pd.DataFrame:
+    if not rows.n:
+        return model_table({}, KERNEL_DTYPES)
+    cols = {
+        "start": rows.take("start", "int64"),
+        "end": rows.take("end", "int64"),
+        "device": rows.take("device", "int32"),
+        "stream": rows.take("stream", "int64"),
+        "name_id": names.map(rows.take("name", "int64")),
+        "correlation": rows.take("correlation", "int64"),
+        "pid": os_pid(rows.take("gpid", "int64")),
+        "graph_id": rows.take("graph_id", "int64"),
+        "graph_node_id": rows.take("graph_node_id", "int64"),
+    }
+    return model_table(cols, KERNEL_DTYPES)
+
+
+def copies_table(tables: dict[str, Rows | None], strings: StringTable) -> pd.DataFrame:
+    parts = []
+    for table, rows in tables.items():
+        if rows is None or not rows.n:
+            continue
+        n = rows.n
+        if table == MEMCPY:
+            kinds = rows.take("copy_kind", "int64", fill=0)
+            labels = np.unique(kinds)
+            ids = strings.intern([COPY_NAMES.get(int(k), f"Memcpy kind {int(k)}") for k in labels])
+            name_id = ids[np.searchsorted(labels, kinds)]
+            kind = np.full(n, COPY_KIND_MEMCPY, dtype=np.int8)
+        else:
+            name_id = np.full(n, strings.intern([MEMSET_NAME])[0], dtype=np.int32)
+            kind = np.full(n, COPY_KIND_MEMSET, dtype=np.int8)
+        parts.append({
+            "start": rows.take("start", "int64"), "end": rows.take("end", "int64"), "device": rows.take("device", "int32"),
+            "stream": rows.take("stream", "int64"), "kind": kind, "name_id": name_id,
+            "bytes": rows.take("bytes", "int64"), "correlation": rows.take("correlation", "int64"),
+            "pid": os_pid(rows.take("gpid", "int64")), "graph_node_id": rows.take("graph_node_id", "int64"),
+        })
+    if not parts:
+        return model_table({}, COPY_DTYPES)
+    return model_table({c: np.concatenate([p[c] for p in parts]) for c in COPY_DTYPES}, COPY_DTYPES)
+
+
+def graphs_table(rows: Rows) -> pd.DataFrame:
+    if not rows.n:
+        return model_table({}, GRAPH_DTYPES)
+    cols = {c: rows.take(c if c != "pid" else "gpid", dt) for c, dt in GRAPH_DTYPES.items()}
+    cols["pid"] = os_pid(cols["pid"])
+    return model_table(cols, GRAPH_DTYPES)
+
+
+def api_table(rows: Rows, candidates: dict[int, str], strings: StringTable, gpu_keys: np.ndarray) -> pd.DataFrame:
+    if not rows.n:
+        return model_table({}, API_DTYPES)
+    nsys_name = rows.take("name", "int64")
+    tid = rows.take("gtid", "int64")
+    pid = os_pid(tid)
+    correlation = rows.take("correlation", "int64")
+    from_driver = rows.take("from_driver", "int8", fill=0)
+    # per candidate name: base name (ABI suffix stripped), suffixed?, synchronizing?, driver API?
+    cand_ids = np.array(sorted(candidates), dtype=np.int64)
+    raw = [candidates[i] for i in cand_ids]
+    base = [ABI_SUFFIX.sub("", r) for r in raw]
+    lut = np.searchsorted(cand_ids, nsys_name)
+    name_id = strings.intern(base)[lut]
+    suffixed = np.array([b != r for b, r in zip(base, raw)])[lut]
+    is_sync = np.array([bool(SYNC_NAME.search(b)) for b in base])[lut]
+    driver = np.array([not b.startswith("cuda") for b in base])[lut] | (from_driver == 1)
+
+    keys = correlation_key(pid, correlation)
+    keep = pd.Series(keys).isin(gpu_keys).to_numpy() | is_sync
+    unsuffixed = {r for r, b in zip(raw, base) if r == b}
+    if unsuffixed & {b for r, b in zip(raw, base) if r != b}:
+        # nsys 2022.2: each call twice under one correlation id, "X" (eventClass 67) and "X_vNNNN"
+        order = np.lexsort((~suffixed, keys))
+        first = np.r_[True, keys[order][1:] != keys[order][:-1]]
+        dup = np.ones(len(keys), dtype=bool)
+        dup[order[first]] = False
+        keep &= ~dup
+    cols = {
+        "start": rows.take("start", "int64")[keep], "end": rows.take("end", "int64")[keep], "pid": pid[keep],
+        "tid": tid[keep], "correlation": correlation[keep], "name_id": name_id[keep],
+        "kind": np.where(driver[keep], API_KIND_DRIVER, API_KIND_RUNTIME).astype(np.int8),
+    }
+    return model_table(cols, API_DTYPES)
+
+
+def graph_warnings(kernels: pd.DataFrame, graphs: pd.DataFrame) -> list[str]:
+    """Whole-graph rows whose kernels were not recorded (--cuda-graph-trace=graph)."""
+    if not len(graphs):
+        return []
+    kernel_keys = correlation_key(kernels["pid"], kernels["correlation"])
+    opaque = int((~pd.Series(correlation_key(graphs["pid"], graphs["correlation"])).isin(kernel_keys)).sum())
+    return [GRAPH_WARNING.format(n=opaque)] if opaque else []

@@ -1,0 +1,232 @@
+"""An Nsight Systems SQLite export, opened read-only: what it is, which tables and columns it has.
+
+Exports from nsys 2022.2 (schema 2.9) to current (3.2x) differ in table and column sets, so
+columns are selected by name (``PRAGMA table_info``) and absent (lazy) tables read as empty.
+The file is opened read-only (``mode=ro``) and never written: no indexes, no temp tables in it.
+The table readers (:mod:`~verifyprof.trace.nsys_activity`, :mod:`~verifyprof.trace.nsys_ranges`,
+:mod:`~verifyprof.trace.nsys_processes`) share what is here: the connection, schema checks and
+metadata, the ``StringIds`` lookup, and how nsys packs process ids.
+
+``pid`` = ``host_pid`` = OS pid, ``(globalPid >> 24) & 0xFFFFFF`` (runtime calls and NVTX
+ranges: the same bits of ``globalTid``); ``tid`` = the full ``globalTid``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Self
+
+import numpy as np
+import pandas as pd
+
+from verifyprof.errors import TraceError
+from verifyprof.trace.model import NO_ID, StringTable
+from verifyprof.trace.sqlite_columns import (
+    Query,
+    readonly_uri,
+    rowid_slices,
+    run_queries,
+)
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
+NVTX = "NVTX_EVENTS"
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # nsys >= 2023 / nsys 2022.x
+
+
+class NsysExport:
+    """One export opened read-only: a sqlite3 connection for small queries, ADBC for bulk reads."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.uri = readonly_uri(path)
+        self.con: sqlite3.Connection | None = None
+
+    def __enter__(self) -> Self:
+        check_header(self.path)
+        try:
+            self.con = sqlite3.connect(self.uri, uri=True)
+            rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise TraceError(f"corrupt or truncated SQLite file ({exc})", self.path) from None
+        self.tables = {name for (name,) in rows}
+        self.columns: dict[str, list[str]] = {}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    # --- small helpers ------------------------------------------------------------------------
+
+    def cols(self, table: str) -> list[str]:
+        if table not in self.columns:
+            self.columns[table] = [row[1] for row in self.sql(f'PRAGMA table_info("{table}")')] if table in self.tables else []
+        return self.columns[table]
+
+    def sql(self, query: str, params: tuple = ()) -> list[tuple]:
+        assert self.con is not None
+        try:
+            return self.con.execute(query, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise TraceError(f"corrupt or truncated SQLite export ({exc})", self.path) from None
+
+    def has_rows(self, table: str) -> bool:
+        return table in self.tables and bool(self.sql(f'SELECT EXISTS (SELECT 1 FROM "{table}")')[0][0])
+
+    def fetch(self, jobs: list[Query]) -> None:
+        """Run every job's queries on parallel read-only ADBC connections (results land in the jobs)."""
+        try:
+            run_queries(self.uri, jobs)
+        except Exception as exc:  # noqa: BLE001 - ADBC surfaces SQLite corruption as driver errors of several types
+            raise TraceError(f"corrupt or truncated SQLite export ({one_line(exc)})", self.path) from None
+
+    def sliced(self, table: str, select: str, where: str = "") -> list[tuple[str, int]]:
+        """``select`` over ``table`` in rowid slices, with each slice's most rows.
+
+        Exports are rowid tables, so a slice is a range scan and slices can run in parallel."""
+        # two queries: SQLite answers a lone min()/max() of the rowid from the b-tree, both together by a scan
+        lo = self.sql(f'SELECT min(rowid) FROM "{table}"')[0][0]
+        hi = self.sql(f'SELECT max(rowid) FROM "{table}"')[0][0]
+        if lo is None:
+            return []
+        return rowid_slices(table, select, where, lo, hi)
+
+    def select(self, table: str, wanted: dict[str, str]) -> str:
+        """SELECT list: ``alias -> expression``; expressions naming an absent column become NULL."""
+        have = set(self.cols(table))
+        parts = []
+        for alias, column in wanted.items():
+            expr = f'"{column}"' if column in have else "NULL"
+            parts.append(f"{expr} AS {alias}")
+        return ", ".join(parts)
+
+    # --- what the export is -------------------------------------------------------------------
+
+    def check_is_export(self) -> None:
+        nsys_tables = [t for t in self.tables if t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) or t in (NVTX, *META_TABLES)]
+        if "StringIds" not in self.tables or not nsys_tables:
+            raise TraceError("an SQLite database, but not an Nsight Systems export (no StringIds / CUPTI_ACTIVITY_KIND_* tables)", self.path)
+        if KERNEL not in self.tables:
+            if self.has_rows(GRAPH_TRACE):
+                raise TraceError(
+                    "no CUPTI_ACTIVITY_KIND_KERNEL table: every kernel ran inside CUDA graphs captured with "
+                    "--cuda-graph-trace=graph; re-capture with --cuda-graph-trace=node", self.path
+                )
+            if not (self.has_rows(MEMCPY) or self.has_rows(MEMSET)):
+                raise TraceError(
+                    "empty capture: no CUPTI_ACTIVITY_KIND_KERNEL table and no other GPU activity; "
+                    "capture with nsys profile --trace=cuda", self.path
+                )
+            raise TraceError("no CUPTI_ACTIVITY_KIND_KERNEL table: the capture recorded copies but no kernels", self.path)
+
+    def meta(self) -> dict:
+        meta: dict = {}
+        table = next((t for t in META_TABLES if t in self.tables), None)
+        values = dict(self.sql(f'SELECT name, value FROM "{table}"')) if table else {}
+        meta["nsys_schema_version"] = values.get("EXPORT_SCHEMA_VERSION", "")
+        meta["nsys_version"] = values.get("EXPORT_PRODUCT_VERSION", "")
+        if "TARGET_INFO_SESSION_START_TIME" in self.tables and "utcEpochNs" in self.cols("TARGET_INFO_SESSION_START_TIME"):
+            row = self.sql("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
+            if row and row[0][0] is not None:
+                meta["capture_start_utc_ns"] = int(row[0][0])
+        if "ANALYSIS_DETAILS" in self.tables and {"startTime", "stopTime"} <= set(self.cols("ANALYSIS_DETAILS")):
+            row = self.sql("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS")
+            if row and row[0][0] is not None:
+                meta["capture_start_ns"], meta["capture_end_ns"] = int(row[0][0]), int(row[0][1])
+        return meta
+
+
+class NsysStrings:
+    """Maps nsys ``StringIds`` ids to ``Trace.strings`` ids, fetching only the ids asked for."""
+
+    def __init__(self, export: NsysExport, strings: StringTable):
+        self.export = export
+        self.strings = strings
+        self.known: dict[int, int] = {}
+
+    def map(self, nsys_ids: np.ndarray) -> np.ndarray:
+        """Trace string ids for an array of nsys ids (-1/NULL -> -1; unknown ids -> "<string N>")."""
+        nsys_ids = np.asarray(nsys_ids, dtype=np.int64)
+        if not len(nsys_ids):
+            return np.empty(0, dtype=np.int32)
+        valid = nsys_ids >= 0
+        top = int(nsys_ids.max()) if valid.any() else -1
+        if top < 1 << 26:  # StringIds ids are dense: a lookup table beats sorting
+            present = np.flatnonzero(np.bincount(nsys_ids[valid], minlength=top + 1))
+            self._load([int(u) for u in present if int(u) not in self.known])
+            table = np.full(top + 2, NO_ID, dtype=np.int32)  # the last slot answers -1 (NULL)
+            table[present] = [self.known[int(u)] for u in present]
+            return table[np.where(valid, nsys_ids, top + 1)]
+        uniq, inverse = np.unique(nsys_ids, return_inverse=True)
+        self._load([int(u) for u in uniq if u >= 0 and int(u) not in self.known])
+        mapped = np.array([self.known.get(int(u), NO_ID) for u in uniq], dtype=np.int32)
+        return mapped[inverse]
+
+    def text(self, nsys_id: int) -> str:
+        return self.strings[int(self.map(np.array([nsys_id]))[0])]
+
+    def _load(self, ids: list[int]) -> None:
+        if not ids:
+            return
+        values: dict[int, str] = {}
+        for i in range(0, len(ids), 50_000):
+            chunk = ",".join(map(str, ids[i : i + 50_000]))
+            values.update(self.export.sql(f"SELECT id, value FROM StringIds WHERE id IN ({chunk})"))
+        texts = [values.get(i, f"<string {i}>") for i in ids]
+        for i, sid in zip(ids, self.strings.intern(texts)):
+            self.known[i] = int(sid)
+
+
+def os_pid(global_id: np.ndarray) -> np.ndarray:
+    """OS pid from a globalPid/globalTid: ``<hw:8><vm:8><pid:24><tid:24>``; -1 stays -1."""
+    return np.where(global_id >= 0, (global_id >> 24) & 0xFFFFFF, NO_ID)
+
+
+def model_table(columns: dict[str, np.ndarray], dtypes: dict[str, str]) -> pd.DataFrame:
+    """The model table, sorted by start (gathered column by column to bound peak memory)."""
+    if not columns:
+        columns = {c: np.empty(0, dtype=dt) for c, dt in dtypes.items()}
+    start = columns["start"]
+    if len(start) > 1 and not (start[1:] >= start[:-1]).all():
+        order = np.argsort(start, kind="stable")  # exports append per-stream chunks: few sorted runs, cheap
+        for name in list(columns):
+            columns[name] = columns[name][order]
+    return pd.DataFrame({c: columns.pop(c).astype(dt, copy=False) for c, dt in dtypes.items()}, copy=False)
+
+
+def check_header(path: Path) -> None:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(100)
+    except FileNotFoundError:
+        raise TraceError("no such file", path) from None
+    except OSError as exc:
+        raise TraceError(f"cannot read: {exc.strerror}", path) from None
+    if not head.startswith(SQLITE_MAGIC):
+        raise TraceError("not an SQLite file (an nsys export starts with 'SQLite format 3')", path)
+    if len(head) < 100:
+        raise TraceError("truncated SQLite file (shorter than its 100-byte header)", path)
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    size_valid = head[92:96] == head[24:28]  # the in-header page count is current only then
+    size = path.stat().st_size
+    if size_valid and pages and size < pages * page_size:
+        raise TraceError(f"truncated SQLite file: {size} bytes, its header says {pages * page_size}", path)
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
