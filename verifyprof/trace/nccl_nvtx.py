@@ -11,9 +11,10 @@ values (``NVTX_EVENTS.binaryData``) only when the report was exported with
 (nsys 2026.2, ``EXPORT_PARAM_INCLUDE_BLOBS=false``) carry the schemas and no values: their
 collective sizes are unknown, and the reader says so in a warning.
 
-Blob layout (as nsys-ai decodes nsys 2026.2 exports; not yet checked here against a real blob):
-a 32-byte header (domain id and schema id in its first two 8-byte words), then the payload, whose
-fields sit at the schema entries' ``offset`` (NULL = 0).
+Blob layout (as nsys-ai decodes nsys 2026.2 exports; checked against real blobs of nsys 2025.3.1
+and NCCL 2.28.9 in tests/data/nccl_payloads): a 32-byte header (domain id and schema id in its
+first two 8-byte words), then the payload, whose fields sit at the schema entries' ``offset``
+(NULL = 0).
 
 Join to kernels: a collective's kernel is launched inside its API range on the same thread, so a
 payload range that encloses the launch call gives its size. Inside ``ncclGroupStart`` /
@@ -64,6 +65,20 @@ def nccl_collective_args(
     strings: StringTable,
 ) -> tuple[pd.DataFrame | None, list[str]]:
     """``collective_args`` for the NCCL kernels whose size the export records, plus warnings."""
+    payloads, warnings = nccl_payload_ranges(con, uri, tables)
+    if payloads is None:
+        return None, warnings
+    launches = _nccl_launches(kernels, api, strings)
+    if launches is None:
+        return None, []
+    groups = _group_ranges(ranges, strings)
+    table = _join(launches, payloads, groups, strings)
+    return (table if len(table) else None), []
+
+
+def nccl_payload_ranges(con: sqlite3.Connection, uri: str, tables: set[str]) -> tuple[pd.DataFrame | None, list[str]]:
+    """NCCL's API ranges with their decoded payloads (tid, start, end, text, bytes, comm, ranks),
+    or None and why not."""
     schemas = _schemas(con, tables)
     if not any(s.size_offset >= 0 for s in schemas.values()):
         return None, []  # NCCL registered no sized payloads: nothing to say
@@ -83,12 +98,7 @@ def nccl_collective_args(
     payloads = _decode(rows, schemas)
     if payloads is None:
         return None, ["NCCL NVTX payloads present but none matched a registered schema: collective bytes unknown"]
-    launches = _nccl_launches(kernels, api, strings)
-    if launches is None:
-        return None, []
-    groups = _group_ranges(ranges, strings)
-    table = _join(launches, payloads, groups, strings)
-    return (table if len(table) else None), []
+    return payloads, []
 
 
 def _schemas(con: sqlite3.Connection, tables: set[str]) -> dict[tuple[int, int], _Schema]:
