@@ -1,1 +1,1 @@
-"""Report: console tables, files (JSON/CSV/Parquet, written atomically), HTML."""
+"""Report: console tables and files (JSON/CSV/Parquet, written atomically)."""
