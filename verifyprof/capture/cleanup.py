@@ -1,0 +1,127 @@
+"""Ending a capture, however it ends: Ctrl-C and SIGTERM become one interruption, and the cleanup
+stops the profile (so what was captured is written), stops the target and every process it
+started, exports the nsys report and writes the manifest. A further Ctrl-C during the cleanup only
+makes it escalate faster; it never abandons the server."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+from rich.console import Console
+
+from verifyprof.capture import driver, manifest, nsys
+from verifyprof.capture.profile_window import stop_profile
+from verifyprof.capture.session import CaptureSession
+from verifyprof.errors import VerifyprofError
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to verifyprof: handled like Ctrl-C, so a job scheduler's kill also cleans up."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _hurry_on_interrupt(console: Console) -> Iterator[threading.Event]:
+    """During cleanup a further Ctrl-C must not abandon the server: it only escalates faster."""
+    hurry = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield hurry
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if not hurry.is_set():
+            console.print("[yellow]verifyprof: stopping harder (SIGTERM, then SIGKILL)[/]")
+        hurry.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield hurry
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def cleanup(run: CaptureSession) -> None:
+    """Stop the target, keep what was captured, export, write the manifest. Never raises
+    for a step that fails: it records it and goes on to the next."""
+    with _hurry_on_interrupt(run.console) as hurry:
+        if run.profiling and run.proc is not None and run.proc.alive():
+            run.console.print("verifyprof: stopping the profile so that what was captured is written")
+            _unless_hurried(lambda: stop_profile(run, timeout=120), hurry, timeout=120)
+        if run.results and not run.summary:  # a partial run: summarise what finished
+            alive = run.proc is not None and run.proc.alive() and not hurry.is_set()
+            with contextlib.suppress(Exception):
+                run.summary = driver.summarize(run.results, driver.server_accept_length(run.base_url, timeout=5) if alive else None)
+        if run.proc is not None:
+            leader_grace = run.opts.report_timeout if run.nsys is not None else None
+            with run.console.status("stopping the target and all its processes") as status:
+                run.stop_report = run.proc.stop(
+                    int_timeout=run.opts.stop_timeout, leader_grace=leader_grace, hurry=hurry,
+                    on_phase=lambda text: status.update(f"stopping: {text}"),
+                )
+            if run.exit_code is None:
+                run.exit_code = run.stop_report.exit_code
+            if run.stop_report.leftover:
+                run.fail(f"{len(run.stop_report.leftover)} process(es) survived SIGKILL: pids {run.stop_report.leftover}")
+        if run.nsys is not None and run.proc is not None:
+            _export(run)
+        try:
+            run.doc = run.write_manifest()
+        except OSError as err:
+            run.fail(f"cannot write {run.out / manifest.MANIFEST}: {err}")
+            run.doc = run.manifest()
+
+
+def _export(run: CaptureSession) -> None:
+    assert run.nsys is not None
+    report = nsys.report_path(run.nsys_output)
+    if not report.exists():
+        if run.status in ("running", "ok"):
+            run.fail(nsys.explain_missing_report(run.nsys_output))
+        return
+    sqlite = report.with_suffix(".sqlite")
+    try:
+        with run.console.status(f"exporting {report.name} to SQLite"):
+            nsys.export_sqlite(run.nsys, report, sqlite, run.out / "nsys-export.log")
+        if run.opts.gzip:
+            with run.console.status(f"compressing {sqlite.name}"):
+                nsys.gzip_export(sqlite)
+    except VerifyprofError as err:
+        run.fail(str(err))
+    except OSError as err:
+        run.fail(f"cannot compress {sqlite}: {err}")
+
+
+def _unless_hurried(fn, hurry: threading.Event, timeout: float) -> None:
+    """Run ``fn`` (errors ignored) but give up waiting for it at once when ``hurry`` is set."""
+    worker = threading.Thread(target=_quietly, args=(fn,), daemon=True)
+    worker.start()
+    deadline = time.monotonic() + timeout
+    while worker.is_alive() and not hurry.is_set() and time.monotonic() < deadline:
+        worker.join(0.1)
+
+
+def _quietly(fn) -> None:
+    try:
+        fn()
+    except Exception:
+        pass

@@ -1,0 +1,150 @@
+"""One capture's state, shared by the server flow, the program flow and the cleanup, so that
+whatever stops the run early, the cleanup knows what got done and the manifest says so.
+
+Also the steps every capture takes the same way: build the target's command and environment
+(nothing is started until all of it passed), start it, and write the manifest."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console
+
+from verifyprof.capture import driver, manifest, nsys
+from verifyprof.capture.options import CaptureOptions, check_out_dir, server_address
+from verifyprof.capture.server import ManagedProcess, StopReport, check_port_free
+from verifyprof.capture.target_hooks import hook_presets, hook_reports, hooks_env
+
+
+class CaptureSession:
+    """One capture: state shared by the steps, so the cleanup knows what got done."""
+
+    def __init__(self, opts: CaptureOptions, console: Console) -> None:
+        self.opts = opts
+        self.console = console
+        self.out = check_out_dir(opts.out)
+        self.versions: dict = {}
+        self.nsys: Path | None = None
+        self.nsys_version: str | None = None
+        self.proc: ManagedProcess | None = None
+        self.results: list[driver.RequestResult] = []
+        self.summary: dict = {}
+        self.window: dict = {}
+        self.profiling = False
+        self.server_version: str | None = None
+        self.status = "running"
+        self.error: str | None = None
+        self.stop_report: StopReport | None = None
+        self.exit_code: int | None = None
+        self.started_at = manifest.now_iso()
+        self.base_url = ""
+        self.target: list[str] = []
+        self.command: list[str] = []
+        self.presets = hook_presets(opts)
+        self.hook_env: dict[str, str] = {}
+        self.prompts: list[driver.Prompt] = []
+        self.doc: dict = {}  # the manifest as last written by the cleanup
+
+    @property
+    def log(self) -> Path:
+        return self.out / ("server.log" if self.opts.mode == "server" else "program.log")
+
+    @property
+    def nsys_output(self) -> Path:
+        return self.out / nsys.REPORT_STEM
+
+    # -- manifest --------------------------------------------------------------------------
+
+    def manifest(self) -> dict:
+        opts = self.opts
+        options = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items() if k not in ("argv", "out")}
+        doc = {
+            "schema": manifest.SCHEMA,
+            "status": self.status,
+            "error": self.error,
+            "mode": opts.mode,
+            "backend": opts.backend,
+            "started_at": self.started_at,
+            "finished_at": None if self.status == "running" else manifest.now_iso(),
+            "command": {"verifyprof": opts.argv, "target": self.target, "profiler": self.command},
+            "options": options,
+            "versions": self.versions,
+            "hooks": {
+                "presets": self.presets, "targets": opts.hook_targets, "env": sorted(self.hook_env),
+                "processes": hook_reports(self.out / "hooks"),
+            },
+            "workload": None,
+            "results": self.summary or None,
+            "window": self.window or None,
+            "traces": manifest.list_traces(self.out),
+            "files": manifest.list_files(self.out),
+            "target": {
+                "exit_code": self.exit_code,
+                "stopped_by": self.stop_report.stopped_by if self.stop_report else None,
+                "leftover_pids": self.stop_report.leftover if self.stop_report else [],
+                "log": self.log.name,
+            },
+        }
+        if opts.mode == "server":
+            doc["workload"] = {
+                "requests": opts.requests, "concurrency": opts.concurrency, "input_len": opts.input_len,
+                "output_len": opts.output_len, "prompts": str(opts.prompts) if opts.prompts else "builtin",
+                "warmup": opts.warmup, "temperature": opts.temperature, "completed": len(self.results),
+                "url": self.base_url,
+            }
+        return doc
+
+    def write_manifest(self) -> dict:
+        doc = self.manifest()
+        manifest.write_json(self.out / manifest.MANIFEST, doc)
+        if self.results:
+            manifest.write_jsonl(self.out / "requests.jsonl", (r.to_json() for r in self.results))
+        return doc
+
+    def fail(self, message: str) -> None:
+        """Record a failure; one after the first is appended to the error, not lost."""
+        if self.status in ("running", "ok"):
+            self.status = "failed"
+            self.error = message
+        elif self.error and message not in self.error:
+            self.error = f"{self.error}; {message}"
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def setup(self) -> dict[str, str]:
+        opts = self.opts
+        if opts.backend == "nsys":
+            self.nsys = nsys.find_nsys()
+            self.nsys_version = nsys.nsys_version(self.nsys)
+        if opts.mode == "server":
+            self.prompts = driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
+            argv, host, port = server_address(shlex.split(opts.server_cmd or ""), opts.port)
+            check_port_free(port, host)
+            self.base_url = f"http://{host}:{port}"
+            self.target = argv
+        else:
+            self.target = list(opts.program)
+        self.hook_env = hooks_env(self.presets, opts.hook_targets, (self.out / "hooks").resolve())
+        env = dict(os.environ)
+        env.update(self.hook_env)
+        env["VERIFYPROF_CAPTURE_DIR"] = str(self.out.resolve())
+        if self.nsys is not None:
+            self.command = nsys.profile_command(
+                self.nsys, self.target, self.nsys_output, osrt=opts.osrt,
+                capture_range=not (opts.mode == "program" and opts.capture_all),
+            )
+        else:
+            self.command = list(self.target)
+        self.out.mkdir(parents=True, exist_ok=True)  # only now: a rejected capture leaves nothing behind
+        self.versions = manifest.versions(self.nsys_version)
+        return env
+
+    def start(self, env: dict[str, str]) -> None:
+        echo = sys.stderr if self.opts.mode == "program" else None
+        self.proc = ManagedProcess(self.command, log=self.log, env=env, echo=echo)
+        what = "server" if self.opts.mode == "server" else "program"
+        self.console.print(f"verifyprof: started {what} (pid {self.proc.pid}), log: {self.log}")
