@@ -25,6 +25,7 @@ from verifyprof.attribution import phases
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.errors import NoStepsError
 from verifyprof.ranges import split_text
+from verifyprof.trace.nesting import nesting_depth
 from verifyprof.trace.model import COPY_KIND_MEMSET, RANGE_KIND_GPU_ANNOTATION, Trace
 
 WHOLE_TRACE = "whole_trace"
@@ -157,7 +158,9 @@ def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
     steps = steps.sort_values(["tid", "start"], kind="stable").reset_index(drop=True)
     steps["name"] = steps["name"].astype(object)  # pandas 3 would make arrow strings: slow to gather
     steps["text"] = steps["text"].astype(object)
-    steps["level"] = _nesting_levels(steps)
+    # steps of one level never overlap on a thread (ranges nest), so each level maps a launch to
+    # at most one step
+    steps["level"] = nesting_depth(steps["tid"].to_numpy(), steps["start"].to_numpy(), steps["end"].to_numpy())
     steps.insert(0, "step", np.arange(len(steps), dtype=np.int64))
     return steps
 
@@ -249,24 +252,6 @@ def _match_calls(level_steps: pd.DataFrame, call_tid: np.ndarray, call_start: np
         ok[ok] &= call_start[mine[ok]] < ends[pos[ok]]
         out[mine[ok]] = ids[pos[ok]]
     return out
-
-
-def _nesting_levels(steps: pd.DataFrame) -> np.ndarray:
-    """Nesting level of each step among the selected steps of its thread (0 = outermost).
-
-    Steps of one level on one thread never overlap when ranges nest properly (push/pop), so
-    each level maps a launch to at most one step. Loops over threads, not rows.
-    """
-    levels = np.zeros(len(steps), dtype=np.int16)
-    for _, idx in steps.groupby("tid", sort=False).indices.items():
-        starts = steps["start"].to_numpy()[idx]
-        ends = steps["end"].to_numpy()[idx]
-        order = np.argsort(starts, kind="stable")
-        s = starts[order]
-        opened = np.arange(len(s))  # ranges started before this one (sorted by start)
-        closed = np.searchsorted(np.sort(ends), s, side="right")  # ranges ended at or before it starts
-        levels[idx[order]] = np.maximum(opened - closed, 0)
-    return levels
 
 
 def _no_steps_message(trace: Trace, host: pd.DataFrame, regex: str) -> str:

@@ -34,6 +34,7 @@ from verifyprof.errors import TraceError
 from verifyprof.trace.collectives import collective_args_table
 from verifyprof.trace.kineto_decode import decode_file
 from verifyprof.trace.kineto_events import FileEvents, Table, category_counts, extract
+from verifyprof.trace.nesting import nesting_depth
 from verifyprof.trace.model import (
     API_COLUMNS,
     COPY_COLUMNS,
@@ -299,33 +300,6 @@ def _ranges(f: _RankFile, strings: StringTable) -> list[dict[str, np.ndarray]]:
             "external_id": g["external_id"],
         },
     ]
-
-
-def nesting_depth(groups: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Nesting level of each interval among those of its group (thread), 0 = outermost.
-
-    Sorted by (group, start, longest first), an interval's depth is the number of intervals
-    before it that have not ended by its start. Times are doubled and zero-length intervals
-    given a half-ns length so that back-to-back ranges do not nest but an instant inside a
-    range does. Loops over groups (threads), never over intervals.
-    """
-    n = len(start)
-    depth = np.zeros(n, dtype=np.int16)
-    if n == 0:
-        return depth
-    order = np.lexsort((-(end - start), start, groups))
-    g, s, e = groups[order], start[order], end[order]
-    cuts = np.flatnonzero(g[1:] != g[:-1]) + 1
-    bounds = np.concatenate([[0], cuts, [n]])
-    out = np.empty(n, dtype=np.int64)
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        origin = s[a]
-        s2 = (s[a:b] - origin) * 2
-        e2 = (e[a:b] - origin) * 2 + (e[a:b] == s[a:b])
-        ended = np.searchsorted(np.sort(e2), s2, side="right")
-        out[a:b] = np.arange(b - a) - ended
-    depth[order] = np.clip(out, 0, np.iinfo(np.int16).max).astype(np.int16)
-    return depth
 
 
 def _group_ids(*columns: np.ndarray) -> np.ndarray:

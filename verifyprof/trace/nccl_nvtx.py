@@ -34,13 +34,15 @@ import pandas as pd
 
 from verifyprof.trace.collectives import collective_args_table, family
 from verifyprof.trace.model import NO_ID, StringTable
+from verifyprof.trace.nsys_activity import correlation_key
+from verifyprof.trace.nsys_ranges import NVTX_PUSHPOP, NVTX_STARTEND
 from verifyprof.trace.sqlite_columns import Rows, TableQuery, run_queries
 
 HEADER_BYTES = 32
 SIZE_FIELDS = ("Message size [bytes]", "Bytes")
 COMM_FIELD = "NCCL communicator ID"
 RANKS_FIELD = "No. of ranks"
-NVTX_RANGE_TYPES = (59, 60)
+NVTX_RANGE_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND)
 MISSING_BLOBS_WARNING = (
     "NCCL's NVTX payloads (message sizes) are not in this export: collective bytes and bus bandwidth "
     "unknown; export the report with `nsys export --type sqlite --include-blobs=true`"
@@ -183,10 +185,9 @@ def _nccl_launches(kernels: pd.DataFrame, api: pd.DataFrame, strings: StringTabl
     rows = np.flatnonzero(is_nccl[np.maximum(names, 0)] & (names >= 0)) if len(names) else np.zeros(0, np.int64)
     if not len(rows):
         return None
-    key = lambda pid, corr: (np.asarray(pid, np.int64) << 32) | (np.asarray(corr, np.int64) & 0xFFFFFFFF)
-    calls = pd.Index(key(api["pid"], api["correlation"]))
+    calls = pd.Index(correlation_key(api["pid"], api["correlation"]))
     first = ~calls.duplicated(keep="first")
-    where = calls[first].get_indexer(key(kernels["pid"].to_numpy()[rows], kernels["correlation"].to_numpy()[rows]))
+    where = calls[first].get_indexer(correlation_key(kernels["pid"].to_numpy()[rows], kernels["correlation"].to_numpy()[rows]))
     linked = where >= 0
     call = np.flatnonzero(first)[where[linked]]
     return pd.DataFrame(

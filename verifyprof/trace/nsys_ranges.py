@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from verifyprof.trace.nesting import nesting_depth as interval_depth
 from verifyprof.trace.model import (
     NO_ID,
     RANGE_KIND_PUSHPOP,
@@ -108,33 +109,7 @@ def ranges_table(rows: Rows, names: NsysStrings, strings: StringTable) -> tuple[
 
 
 def nesting_depth(tid: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per range: how many ranges of the same (thread, kind) are open when it starts (0 = outermost).
-
-    Sorted by (thread, start, longer first), a range's depth is the number of ranges before it in
-    its thread that have not ended by its start: its position in the thread minus the ranges
-    that ended at or before its start (zero-length ranges at that instant excluded: they sort after
-    it). For push/pop ranges, which nest, that is the nesting level. Vectorised: searchsorted on
-    keys (thread, time rank)."""
-    n = len(start)
-    if not n:
-        return np.empty(0, dtype=np.int16)
+    """Per range: how many ranges of the same (thread, kind) are open when it starts (0 = outermost);
+    push/pop and start/end ranges keep separate stacks."""
     group = pd.factorize(tid)[0].astype(np.int64) * 2 + kind.astype(np.int64)
-    times, inv = np.unique(np.concatenate([start, end]), return_inverse=True)
-    span = len(times) + 1
-    s_rank, e_rank = inv[:n], inv[n:]
-    order = np.lexsort((-end, start, group))
-    g = group[order]
-    first_of_group = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
-    sizes = np.diff(np.r_[first_of_group, n])
-    group_start = np.repeat(first_of_group, sizes)
-    position = np.arange(n) - group_start
-    start_key = g * span + s_rank[order]
-    end_keys = np.sort(group * span + e_rank)
-    ended = np.searchsorted(end_keys, start_key, side="right") - group_start
-    zero = start == end
-    if zero.any():
-        zero_keys = np.sort(group[zero] * span + s_rank[zero])
-        ended -= np.searchsorted(zero_keys, start_key, side="right") - np.searchsorted(zero_keys, start_key, side="left")
-    depth = np.empty(n, dtype=np.int16)
-    depth[order] = np.clip(position - ended, 0, np.iinfo(np.int16).max)
-    return depth
+    return interval_depth(group, start, end)
