@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from verifyprof.errors import VerifyprofError  # noqa: E402
+from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
 from verifyprof.model.allreduce_check import (  # noqa: E402
     allreduce_samples,
     by_bucket,

@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def host_cost_ns(calls: int = 200_000) -> dict[str, float]:
     """Nanoseconds one call costs: plain, hooked without a range (predicate false), hooked with one."""
-    from verifyprof.capture import hooks
+    from verifyprof.capture.hooks import api as hooks
 
     def noop(x: int) -> int:
         return x
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
-    from verifyprof.capture import hooks
-    from verifyprof.capture.nvtx import nvtx_range
+    from verifyprof.capture.hooks import api as hooks
+    from verifyprof.contracts.nvtx import nvtx_range
     from verifyprof.workload.config import DEFAULT, DEFAULT_DRAFT, TINY, TINY_DRAFT, RunConfig
     from verifyprof.workload.runner import Workload
 

@@ -70,7 +70,7 @@ def child_json(path: Path, mode: str) -> dict:
 
 def child_verifyprof(path: Path) -> dict:
     sys.path.insert(0, str(REPO))
-    from verifyprof.trace.kineto import read_kineto
+    from verifyprof.trace.kineto.reader import read_kineto
 
     try:
         from verifyprof.attribution.breakdown import breakdown

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from verifyprof import ranges
+from verifyprof.contracts import ranges
 
 SCHEMA_VERSION = "3.25.0"
 

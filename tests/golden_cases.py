@@ -81,10 +81,9 @@ def differences(expected: Any, actual: Any, where: str = "$", rel: float = 1e-9)
         if len(expected) != len(actual):
             return [f"{where}: length {len(expected)} -> {len(actual)}"]
         return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in differences(e, a, f"{where}[{i}]", rel)]
-    if isinstance(expected, float) or isinstance(actual, float):
-        if isinstance(expected, (int, float)) and isinstance(actual, (int, float)) and not isinstance(expected, bool):
-            if math.isclose(expected, actual, rel_tol=rel, abs_tol=1e-12):
-                return []
+    if isinstance(expected, float) and isinstance(actual, float):
+        if math.isclose(expected, actual, rel_tol=rel, abs_tol=1e-12):
+            return []
     elif expected == actual and type(expected) is type(actual):
         return []
     return [f"{where}: {expected!r} -> {actual!r}"]

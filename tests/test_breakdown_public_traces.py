@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from verifyprof.attribution import phases
+from verifyprof.contracts import phases
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.trace import load_trace
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from verifyprof.attribution import phases
+from verifyprof.contracts import phases
 from verifyprof.attribution.breakdown import breakdown
-from verifyprof.errors import NoStepsError, TraceError
-from verifyprof.ranges import VERIFY, range_text
+from verifyprof.contracts.errors import NoStepsError, TraceError
+from verifyprof.contracts.ranges import VERIFY, range_text
 
 from tracebuilder import TraceBuilder
 

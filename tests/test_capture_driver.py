@@ -10,7 +10,7 @@ import pytest
 from capture_helpers import FAKE_SERVER, assert_nothing_left, free_port, kill_tagged, new_tag, tagged_env
 from verifyprof.capture import driver
 from verifyprof.capture.server import ManagedProcess, wait_healthy
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 
 
 def test_builtin_prompts_are_natural_text():

@@ -14,7 +14,7 @@ import pytest
 from capture_helpers import assert_nothing_left, fake_server_cmd, free_port, kill_tagged, new_tag, read_manifest, run_capture
 from verifyprof.capture import nsys
 from verifyprof.capture.run import profile_body, server_address
-from verifyprof.errors import ToolMissingError, VerifyprofError
+from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 
 
 def test_profile_command_traces_cuda_and_nvtx_inside_the_cuda_profiler_range():

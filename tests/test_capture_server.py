@@ -182,7 +182,7 @@ def test_listening_port_is_in_use_and_a_free_one_is_not():
 
 
 def test_missing_command_is_a_one_line_error(tmp_path):
-    from verifyprof.errors import VerifyprofError
+    from verifyprof.contracts.errors import VerifyprofError
 
     with pytest.raises(VerifyprofError, match="'no-such-server-binary': command not found"):
         ManagedProcess(["no-such-server-binary"], log=tmp_path / "log")

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from verifyprof.attribution.breakdown import breakdown
-from verifyprof.errors import ToolMissingError
+from verifyprof.contracts.errors import ToolMissingError
 from verifyprof.trace import load_trace
 
 from conftest import OWN_TRACES

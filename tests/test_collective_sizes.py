@@ -26,8 +26,8 @@ from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.report.console import print_breakdown
 from verifyprof.trace import load_trace
 from verifyprof.trace.collectives import collective_args_table
-from verifyprof.trace.kineto import read_kineto
-from verifyprof.trace.nsys_sqlite import read_nsys_sqlite
+from verifyprof.trace.kineto.reader import read_kineto
+from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
 A100 = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
@@ -348,8 +348,8 @@ def test_an_nccl_range_enclosing_the_launch_gives_its_size_and_init_ranges_give_
     yet): ncclAllReduce / ncclAllGather / ncclReduceScatter each enclose their kernel's launch."""
     import pandas as pd
 
-    from verifyprof.trace.model import StringTable
-    from verifyprof.trace.nccl_nvtx import _join
+    from verifyprof.trace.events import StringTable
+    from verifyprof.trace.nsys.nccl_payloads import _join
 
     tid = 7
     payloads = pd.DataFrame(

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from verifyprof.capture import hooks
-from verifyprof.capture.presets import load_preset
-from verifyprof.capture.source_check import SourceTree, check_preset, present_targets
+from verifyprof.capture.hooks import api as hooks
+from verifyprof.capture.hooks.presets import load_preset
+from verifyprof.capture.hooks.source_check import SourceTree, check_preset, present_targets
 
 DATA = Path(__file__).parent / "data" / "transformers"
 VERSION = "5.17.0"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from verifyprof.capture import hooks
+from verifyprof.capture.hooks import api as hooks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ def report_child_hooks(queue) -> None:
     """Runs in the spawned child: what the injected hooks did there."""
     import json as json_module
 
-    from verifyprof.capture import hooks as child_hooks
+    from verifyprof.capture.hooks import api as child_hooks
 
     queue.put({
         "pid": os.getpid(),
@@ -93,7 +93,7 @@ def other_sitecustomize(tmp_path):
 
 PROBE = '''
     import json, sys
-    hooked = "verifyprof.capture.hooks" in sys.modules
+    hooked = "verifyprof.capture.hooks.api" in sys.modules
     print(json.dumps({"hooks_imported": hooked,
                       "dumps_hooked": hasattr(json.dumps, "__verifyprof_hook__"),
                       "verifyprof_from": getattr(sys.modules.get("verifyprof"), "__file__", None)}))
@@ -151,7 +151,7 @@ LOAD_PLUGINS = '''
     for ep in entry_points(group="sglang.srt.plugins"):
         names.append(ep.name)
         ep.load()()
-    hooks = sys.modules.get("verifyprof.capture.hooks")
+    hooks = sys.modules.get("verifyprof.capture.hooks.api")
     print(json.dumps({"plugins": names, "hooks_imported": hooks is not None,
                       "states": {s.target: s.state for s in hooks.status()} if hooks else {}}))
 '''

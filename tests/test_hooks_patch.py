@@ -13,8 +13,8 @@ import torch  # noqa: F401  (the test command installs it)
 
 from hooks_helpers import forget_modules, profiled  # noqa: E402
 
-from verifyprof.capture import hooks  # noqa: E402
-from verifyprof.capture.targets import HookWarning  # noqa: E402
+from verifyprof.capture.hooks import api as hooks  # noqa: E402
+from verifyprof.capture.hooks.targets import HookWarning  # noqa: E402
 
 CORE = '''
 def sample(x):

@@ -19,7 +19,8 @@ import torch
 
 from hooks_helpers import Recorded, forget_modules, profiled  # noqa: E402
 
-from verifyprof.capture import hooks, plugin  # noqa: E402
+from verifyprof.capture.hooks import api as hooks
+from verifyprof.capture.hooks import plugin  # noqa: E402
 
 FILES = {
     "sglang/__init__.py": "",

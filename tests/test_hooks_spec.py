@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from verifyprof.capture import hooks
-from verifyprof.capture.extractors import EXTRACTORS, PREDICATES
-from verifyprof.capture.presets import builtin_presets, load_preset, parse_user_hook, resolve_spec
-from verifyprof.capture.targets import Target
-from verifyprof.errors import VerifyprofError
+from verifyprof.capture.hooks import api as hooks
+from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
+from verifyprof.capture.hooks.presets import builtin_presets, load_preset, parse_user_hook, resolve_spec
+from verifyprof.capture.hooks.targets import Target
+from verifyprof.contracts.errors import VerifyprofError
 
 
 def test_user_hook_names_a_target_and_a_phase():

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import verifyprof
-from verifyprof.capture import hooks
-from verifyprof.capture.presets import load_preset
-from verifyprof.capture.source_check import SourceTree, check_preset
+from verifyprof.capture.hooks import api as hooks
+from verifyprof.capture.hooks.presets import load_preset
+from verifyprof.capture.hooks.source_check import SourceTree, check_preset
 
 REPO = Path(__file__).resolve().parents[1]
 

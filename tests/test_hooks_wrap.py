@@ -10,8 +10,8 @@ import torch  # noqa: F401  (the test command installs it)
 
 from hooks_helpers import Recorded, profiled  # noqa: E402
 
-from verifyprof.capture import hooks  # noqa: E402
-from verifyprof.errors import VerifyprofError  # noqa: E402
+from verifyprof.capture.hooks import api as hooks  # noqa: E402
+from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
 
 
 def scale(x: int, factor: int = 2, *, offset: int = 0) -> int:

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from verifyprof.errors import TraceError
+from verifyprof.contracts.errors import TraceError
 from verifyprof.trace import load_trace
-from verifyprof.trace.kineto import nesting_depth, read_kineto, strip_abi_suffix
-from verifyprof.trace.model import (
+from verifyprof.trace.kineto.reader import nesting_depth, read_kineto, strip_abi_suffix
+from verifyprof.trace.events import (
     API_KIND_DRIVER,
     API_KIND_RUNTIME,
     COPY_KIND_MEMCPY,

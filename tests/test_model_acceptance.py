@@ -2,7 +2,7 @@
 
 import pytest
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.acceptance import Survival, accept_lengths, parse_survival
 from verifyprof.model.leviathan import expected_tokens
 

@@ -21,7 +21,7 @@ from verifyprof.model.hardware import load_hardware
 from verifyprof.model.inputs import verify_profile
 from verifyprof.model.model_config import load_model_config
 from verifyprof.model.whatif import WhatifOptions, from_breakdown
-from verifyprof.ranges import (
+from verifyprof.contracts.ranges import (
     ACCEPT,
     DECODE,
     DRAFT,

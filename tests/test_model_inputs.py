@@ -8,9 +8,9 @@ import pytest
 from tracebuilder import TraceBuilder
 
 from verifyprof.attribution.breakdown import breakdown
-from verifyprof.errors import NoStepsError, VerifyprofError
+from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.model.inputs import check_breakdown, read_manifest, verify_profile
-from verifyprof.ranges import ACCEPT, DRAFT, SPEC_STEP, VERIFY, range_text
+from verifyprof.contracts.ranges import ACCEPT, DRAFT, SPEC_STEP, VERIFY, range_text
 
 
 def host_ahead_graph_loop(cycles=2):

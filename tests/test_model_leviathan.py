@@ -2,7 +2,7 @@
 
 import pytest
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.leviathan import (
     expected_tokens,
     implied_cost_ratio,

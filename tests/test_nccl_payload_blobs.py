@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from verifyprof.trace.cache import gunzipped
-from verifyprof.trace.nccl_nvtx import nccl_payload_ranges
+from verifyprof.trace.nsys.nccl_payloads import nccl_payload_ranges
 
 FIXTURE = Path(__file__).parent / "data" / "nccl_payloads"
 

@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verifyprof.errors import TraceError
+from verifyprof.contracts.errors import TraceError
 from verifyprof.trace import load_trace
-from verifyprof.trace.model import (
+from verifyprof.trace.events import (
     API_KIND_DRIVER,
     API_KIND_RUNTIME,
     COPY_KIND_MEMCPY,
     RANGE_KIND_PUSHPOP,
     RANGE_KIND_STARTEND,
 )
-from verifyprof.trace.nsys_sqlite import nesting_depth, read_nsys_sqlite
+from verifyprof.trace.nsys.reader import nesting_depth, read_nsys_sqlite
 
 REPO = Path(__file__).resolve().parents[1]
 from conftest import PUBLIC  # tests/data/public: copies of the shared public traces

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from verifyprof.errors import ToolMissingError, TraceError
+from verifyprof.contracts.errors import ToolMissingError, TraceError
 from verifyprof.trace import load_trace
-from verifyprof.trace.nsys_rep import CACHE_DIR, NSYS_ENV, sqlite_for_report
-from verifyprof.trace.nsys_sqlite import read_nsys_sqlite
+from verifyprof.trace.nsys.report_cache import CACHE_DIR, NSYS_ENV, sqlite_for_report
+from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
 REPO = Path(__file__).resolve().parents[1]
 from conftest import PUBLIC  # tests/data/public: copies of the shared public traces

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verifyprof.trace import sqlite_columns as sc
+from verifyprof.trace.nsys import columns as sc
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 import torch
 
-from verifyprof import ranges  # noqa: E402
+from verifyprof.contracts import ranges  # noqa: E402
 from verifyprof.workload.__main__ import main  # noqa: E402
 from verifyprof.workload.accept import accepted_drafts, solve_alpha  # noqa: E402
 from verifyprof.workload.config import TINY, TINY_DRAFT, RunConfig  # noqa: E402

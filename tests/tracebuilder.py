@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from verifyprof.trace import model as m
+from verifyprof.trace import events as m
 
 
 class TraceBuilder:

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from verifyprof.errors import VerifyprofError
-from verifyprof.ranges import DEFAULT_STEP_REGEX
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 
 app = typer.Typer(
     add_completion=False,
@@ -170,7 +170,7 @@ def hooks(
     as_json: JsonOpt = False,
 ) -> None:
     """Which hook targets exist in the installed packages: run before a capture to see what will be wrapped."""
-    from verifyprof.capture import hooks as hook_api
+    from verifyprof.capture.hooks import api as hook_api
     from verifyprof.report import console, files
 
     statuses = hook_api.check(spec)

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution import phases
+from verifyprof.contracts import phases
 from verifyprof.attribution.steps import NO_STEP, GpuOps, Launches, assign_levels, find_steps, gpu_ops, launches, link_calls, whole_trace_steps
 from verifyprof.attribution.summary import COMM_COLUMNS, summarize
 from verifyprof.attribution.sweep import LAUNCH, TOTAL_PHASES, Intervals, Windows, sweep
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
-from verifyprof.errors import TraceError
-from verifyprof.ranges import DEFAULT_STEP_REGEX
-from verifyprof.trace.model import Trace
+from verifyprof.contracts.errors import TraceError
+from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+from verifyprof.trace.events import Trace
 
 SCHEMA = "verifyprof.breakdown/1"
 LAUNCH_BRIDGE_NS = 50_000  # host pauses between launches shorter than this are launch overhead

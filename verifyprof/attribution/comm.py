@@ -24,10 +24,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution import phases
+from verifyprof.contracts import phases
 from verifyprof.attribution.steps import GpuOps
 from verifyprof.trace.collectives import family as collective_family
-from verifyprof.trace.model import NO_ID, Trace
+from verifyprof.trace.events import NO_ID, Trace
 
 _OP = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|AllToAll|SendRecv|Reduce|Send|Recv|all_reduce|allreduce|all_gather|reduce_scatter)", re.IGNORECASE)
 COMM = (phases.INDEX["allreduce"], phases.INDEX["collective"])

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifyprof.attribution import phases
+from verifyprof.contracts import phases
 
 TOTAL_PHASES = phases.COLLECTIVES + phases.COPIES  # also reported un-prioritised ("totals")
 N_BUSY = len(phases.PRIORITY)

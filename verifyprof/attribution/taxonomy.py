@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from verifyprof.attribution import phases
-from verifyprof.errors import VerifyprofError
-from verifyprof.trace.model import StringTable
+from verifyprof.contracts import phases
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.trace.events import StringTable
 
 OTHER = phases.INDEX["other"]
 

@@ -16,7 +16,7 @@ from rich.console import Console
 from verifyprof.capture import driver, manifest, nsys
 from verifyprof.capture.profile_window import stop_profile
 from verifyprof.capture.session import CaptureSession
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 
 
 class Terminated(KeyboardInterrupt):

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 
 # meta_info fields (REFERENCE 5.10) kept per request; older servers have only some of them.
 SPEC_FIELDS = (

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from verifyprof.errors import ToolMissingError, VerifyprofError
+from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 
 NSYS_ENV = "VERIFYPROF_NSYS"
 REPORT_STEM = "capture"  # <out>/capture.nsys-rep, <out>/capture.sqlite

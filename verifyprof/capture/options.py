@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifyprof.capture import driver
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 
 BACKENDS = ("nsys", "torch", "none")
 DEFAULT_PORT = 30000  # SGLang's

@@ -26,7 +26,7 @@ from verifyprof.capture.server import LOG_TAIL_LINES, CaptureError, with_log_tai
 from verifyprof.capture.server_flow import serve
 from verifyprof.capture.session import CaptureSession
 from verifyprof.capture.target_hooks import DEFAULT_SERVER_HOOKS, hook_presets, hook_reports, hooks_env
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 
 __all__ = [
     "BACKENDS", "DEFAULT_PORT", "DEFAULT_SERVER_HOOKS", "PROGRAM_RESULTS", "TORCH_TRACE_DIR",

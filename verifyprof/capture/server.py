@@ -30,7 +30,7 @@ from typing import IO
 
 from verifyprof.capture import proctable
 from verifyprof.capture.proctable import Proc
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 
 LOG_TAIL_LINES = 30
 RUN_MARKER = "VERIFYPROF_RUN_ID"  # set in the environment of everything a ManagedProcess starts

@@ -22,7 +22,7 @@ def hooks_env(presets: list[str], targets: list[str], report_dir: Path) -> dict[
     process reports what it patched into ``report_dir``."""
     if not presets and not targets:
         return {}
-    from verifyprof.capture.hooks import injection_env
+    from verifyprof.capture.hooks.api import injection_env
 
     return dict(injection_env(presets, targets, report_dir=report_dir, environ=os.environ))
 

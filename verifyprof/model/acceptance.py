@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.checks import check_alpha, check_count
 
 

@@ -40,10 +40,10 @@ from verifyprof.attribution.steps import (
     link_calls,
 )
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
-from verifyprof.errors import NoStepsError, VerifyprofError
+from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.model.allreduce import NCCL_HW_LAT_US, ring_alpha_beta_us
 from verifyprof.model.hardware import Hardware, load_hardware
-from verifyprof.trace.model import Trace
+from verifyprof.trace.events import Trace
 
 # message-size buckets (bytes): verify-sized messages are tens of KiB, prefill and training MiBs
 BUCKET_EDGES = (0, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, np.inf)

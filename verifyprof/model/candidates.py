@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.acceptance import Survival
 from verifyprof.model.hardware import Hardware
 from verifyprof.model.inputs import VerifyProfile

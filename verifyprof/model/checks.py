@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 
 
 def _finite(name: str, value: float) -> float:

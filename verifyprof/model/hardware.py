@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.allreduce import (
     MeasuredTable,
     nccl_allreduce_us,
     oneshot_us,
     twoshot_us,
 )
-from verifyprof.model.datafiles import read_toml, require, resolve, search_dirs
+from verifyprof.contracts.datafiles import read_toml, require, resolve, search_dirs
 
 LINKS_FILE = "links"
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from verifyprof.errors import NoStepsError, VerifyprofError
-from verifyprof.ranges import (
+from verifyprof.contracts.errors import NoStepsError, VerifyprofError
+from verifyprof.contracts.ranges import (
     ACCEPT,
     DECODE,
     DRAFT,
@@ -45,7 +45,7 @@ def load_breakdown(source: str | Path, step_regex: str | None = None, whole_trac
             raise VerifyprofError(f"not valid JSON: {exc}", path) from None
         return check_breakdown(data, path)
     from verifyprof.attribution.breakdown import breakdown
-    from verifyprof.ranges import DEFAULT_STEP_REGEX
+    from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
     from verifyprof.trace import load_trace
 
     result = breakdown(load_trace(source), step_regex=step_regex or DEFAULT_STEP_REGEX, whole_trace=whole_trace)
@@ -145,7 +145,7 @@ def _mean_group(name: str, device: int, rows: list[dict[str, Any]]) -> StepGroup
         device=device,
         rank=int(rows[0].get("rank", -1)),
         steps=len(rows),
-        mode=max(set(modes), key=modes.count),
+        mode=max(sorted(set(modes)), key=modes.count),
         wall_ms=float(np.mean([r["wall_ns"] for r in rows])) / NS_PER_MS,
         gpu_span_ms=float(np.mean([r.get("gpu_span_ns", r["wall_ns"]) for r in rows])) / NS_PER_MS,
         phases_ms={p: float(v) / NS_PER_MS for p, v in zip(phase_names, phases)},
@@ -207,7 +207,7 @@ def verify_profile(
 
     modes = [s.get("mode", "none") for s in pool]
     if mode is None:
-        mode = max(set(modes), key=modes.count)
+        mode = max(sorted(set(modes)), key=modes.count)
         if len(set(modes)) > 1:
             notes.append(f"verify steps run in several modes {sorted(set(modes))}: modelling the most frequent, {mode} (pick with --mode)")
     in_mode = [s for s in pool if s.get("mode", "none") == mode]
@@ -217,14 +217,14 @@ def verify_profile(
     widths = [_width(s) for s in in_mode]
     known = [w for w in widths if w is not None]
     if width is None and known:
-        width = max(set(known), key=known.count)
+        width = max(sorted(set(known)), key=known.count)
         if len(set(known)) > 1:
             notes.append(f"verify steps of several widths {sorted(set(known))}: modelling the most frequent, {width} (pick with --width)")
     main = [s for s, w in zip(in_mode, widths) if w == width] if width is not None and known else in_mode
     if not main:
         raise NoStepsError(f"no verify steps of width {width} (the breakdown has widths {sorted(set(known))})", where)
     batch_values = [b for b in (_int_attr(_attrs(s), "bs", "batch") for s in main) if b is not None]
-    batch = max(set(batch_values), key=batch_values.count) if batch_values else None
+    batch = max(sorted(set(batch_values)), key=batch_values.count) if batch_values else None
 
     by_device: dict[int, list[dict[str, Any]]] = {}
     for step in main:

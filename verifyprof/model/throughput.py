@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.checks import (
     check_accept_len,
     check_count,

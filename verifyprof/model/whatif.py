@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.acceptance import Survival, parse_survival
 from verifyprof.model.candidates import Ranking, Scenario, rank_candidates
 from verifyprof.model.checks import (
@@ -21,7 +21,7 @@ from verifyprof.model.checks import (
     check_nonnegative,
     check_positive,
 )
-from verifyprof.model.datafiles import catalogue
+from verifyprof.contracts.datafiles import catalogue
 from verifyprof.model.hardware import Hardware, load_hardware
 from verifyprof.model.inputs import (
     Manifest,

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from verifyprof.attribution import phases
+from verifyprof.contracts import phases
 
 
 def _ms(ns: float) -> str:

@@ -14,7 +14,7 @@ from typing import IO, Any
 import orjson
 import pandas as pd
 
-from verifyprof.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 
 
 @contextlib.contextmanager
@@ -81,7 +81,7 @@ def print_breakdown_json(result: Any) -> None:
 
 def step_frame(result: Any) -> pd.DataFrame:
     """Per-step rows for CSV/Parquet: scalar columns plus one ``<phase>_ns`` column per phase."""
-    from verifyprof.attribution import phases
+    from verifyprof.contracts import phases
     from verifyprof.attribution.sweep import TOTAL_PHASES
 
     rows = result.steps

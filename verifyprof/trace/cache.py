@@ -13,7 +13,7 @@ import shutil
 import zlib
 from pathlib import Path
 
-from verifyprof.errors import TraceError
+from verifyprof.contracts.errors import TraceError
 
 
 def cache_dir() -> Path:

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from verifyprof.trace.model import COLLECTIVE_ARG_COLUMNS, NO_ID, StringTable
+from verifyprof.trace.events import COLLECTIVE_ARG_COLUMNS, NO_ID, StringTable
 
 FAMILIES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv", "send", "recv")
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from verifyprof.capture.nvtx import nvtx_range
-from verifyprof.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, PREFILL, SPEC_STEP, VERIFY
+from verifyprof.contracts.nvtx import nvtx_range
+from verifyprof.contracts.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, PREFILL, SPEC_STEP, VERIFY
 from verifyprof.workload.accept import accepted_drafts, solve_alpha, survival_curve
 from verifyprof.workload.config import ModelConfig, RunConfig
 from verifyprof.workload.graphs import PhaseGraphs

@@ -3,8 +3,8 @@
 Exports from nsys 2022.2 (schema 2.9) to current (3.2x) differ in table and column sets, so
 columns are selected by name (``PRAGMA table_info``) and absent (lazy) tables read as empty.
 The file is opened read-only (``mode=ro``) and never written: no indexes, no temp tables in it.
-The table readers (:mod:`~verifyprof.trace.nsys_activity`, :mod:`~verifyprof.trace.nsys_ranges`,
-:mod:`~verifyprof.trace.nsys_processes`) share what is here: the connection, schema checks and
+The table readers (:mod:`~verifyprof.trace.nsys.activity`, :mod:`~verifyprof.trace.nsys.ranges`,
+:mod:`~verifyprof.trace.nsys.processes`) share what is here: the connection, schema checks and
 metadata, the ``StringIds`` lookup, and how nsys packs process ids.
 
 ``pid`` = ``host_pid`` = OS pid, ``(globalPid >> 24) & 0xFFFFFF`` (runtime calls and NVTX
@@ -20,9 +20,9 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from verifyprof.errors import TraceError
-from verifyprof.trace.model import NO_ID, StringTable
-from verifyprof.trace.sqlite_columns import (
+from verifyprof.contracts.errors import TraceError
+from verifyprof.trace.events import NO_ID, StringTable
+from verifyprof.trace.nsys.columns import (
     Query,
     readonly_uri,
     rowid_slices,

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from verifyprof.ranges import DOMAIN, range_text
+from verifyprof.contracts.ranges import DOMAIN, range_text
 
 try:  # the nvtx package: domains, registered strings, payloads
     import nvtx as _nvtx

@@ -15,6 +15,6 @@ def load() -> None:
     """The entry point SGLang calls (its return value is ignored); imports nothing when disabled."""
     if not os.environ.get("VERIFYPROF_HOOKS", "").strip():
         return
-    from verifyprof.capture.hooks import install_from_env
+    from verifyprof.capture.hooks.api import install_from_env
 
     install_from_env()

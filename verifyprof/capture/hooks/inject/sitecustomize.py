@@ -26,13 +26,13 @@ def _chain() -> None:
 
 def _import_hooks():
     try:
-        from verifyprof.capture import hooks
+        from verifyprof.capture.hooks import api as hooks
     except ImportError:
         # verifyprof is not installed in this interpreter: load just this package from its files,
         # without putting the capture environment's site-packages on this one's path.
         import importlib.util
 
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # verifyprof/capture/hooks/inject
         spec = importlib.util.spec_from_file_location(
             "verifyprof", os.path.join(root, "__init__.py"), submodule_search_locations=[root]
         )
@@ -41,7 +41,7 @@ def _import_hooks():
         module = importlib.util.module_from_spec(spec)
         sys.modules["verifyprof"] = module
         spec.loader.exec_module(module)
-        from verifyprof.capture import hooks
+        from verifyprof.capture.hooks import api as hooks
     return hooks
 
 

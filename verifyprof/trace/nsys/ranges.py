@@ -9,7 +9,7 @@ Steps and phases are found from these ranges, so they keep what nsys records abo
 * ``payload`` is the first numeric payload column set.
 * ``depth`` counts the ranges of the same kind still open on the thread when the range starts.
 
-NCCL's typed (binary) payloads are read separately, by :mod:`verifyprof.trace.nccl_nvtx`.
+NCCL's typed (binary) payloads are read separately, by :mod:`verifyprof.trace.nsys.nccl_payloads`.
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from verifyprof.trace.nesting import nesting_depth as interval_depth
-from verifyprof.trace.model import (
+from verifyprof.trace.events import (
     NO_ID,
     RANGE_KIND_PUSHPOP,
     RANGE_KIND_STARTEND,
     StringTable,
 )
-from verifyprof.trace.nsys_export import (
+from verifyprof.trace.nsys.export import (
     NVTX,
     NsysExport,
     NsysStrings,
     model_table,
     os_pid,
 )
-from verifyprof.trace.sqlite_columns import Rows
+from verifyprof.trace.nsys.columns import Rows
 
 NVTX_PUSHPOP = 59
 NVTX_STARTEND = 60

@@ -33,10 +33,10 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.trace.collectives import collective_args_table, family
-from verifyprof.trace.model import NO_ID, StringTable
-from verifyprof.trace.nsys_activity import correlation_key
-from verifyprof.trace.nsys_ranges import NVTX_PUSHPOP, NVTX_STARTEND
-from verifyprof.trace.sqlite_columns import Rows, TableQuery, run_queries
+from verifyprof.trace.events import NO_ID, StringTable
+from verifyprof.trace.nsys.activity import correlation_key
+from verifyprof.trace.nsys.ranges import NVTX_PUSHPOP, NVTX_STARTEND
+from verifyprof.trace.nsys.columns import Rows, TableQuery, run_queries
 
 HEADER_BYTES = 32
 SIZE_FIELDS = ("Message size [bytes]", "Bytes")

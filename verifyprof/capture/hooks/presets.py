@@ -1,7 +1,7 @@
 """Hook presets (TOML files in ``verifyprof/data/hooks/``) and user hook specs, parsed and validated.
 
 A preset is a list of ``[[hook]]`` entries. Each entry is one bracket (a phase, an optional
-predicate and attribute extractor named from :mod:`verifyprof.capture.extractors`) and lists its
+predicate and attribute extractor named from :mod:`verifyprof.capture.hooks.extractors`) and lists its
 ``targets``: the functions across versions and algorithms that implement it, each with optional
 ``since``/``until`` versions of the preset's ``package`` (``until`` exclusive) and ``bindings``
 (modules holding a ``from X import name`` copy of a module-level function). At run time every
@@ -19,12 +19,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifyprof.capture.extractors import EXTRACTORS, PREDICATES
-from verifyprof.capture.targets import Target
-from verifyprof.errors import VerifyprofError
-from verifyprof.ranges import BY_PHASE, PHASE_RANGES
+from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
+from verifyprof.capture.hooks.targets import Target
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.ranges import BY_PHASE, PHASE_RANGES
 
-PRESET_DIR = Path(__file__).resolve().parent.parent / "data" / "hooks"
+PRESET_DIR = Path(__file__).resolve().parents[2] / "data" / "hooks"
 MODES = ("call", "self_forward")
 
 

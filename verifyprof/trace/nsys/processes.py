@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from verifyprof.trace.model import NO_ID
-from verifyprof.trace.nsys_export import NsysExport, NsysStrings
+from verifyprof.trace.events import NO_ID
+from verifyprof.trace.nsys.export import NsysExport, NsysStrings
 
 
 def devices_table(export: NsysExport, *gpu_tables: pd.DataFrame) -> pd.DataFrame:

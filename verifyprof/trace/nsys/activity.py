@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from verifyprof.trace.model import (
+from verifyprof.trace.events import (
     API_KIND_DRIVER,
     API_KIND_RUNTIME,
     COPY_KIND_MEMCPY,
@@ -27,7 +27,7 @@ from verifyprof.trace.model import (
     NO_ID,
     StringTable,
 )
-from verifyprof.trace.nsys_export import (
+from verifyprof.trace.nsys.export import (
     DRIVER,
     GRAPH_TRACE,
     KERNEL,
@@ -37,7 +37,7 @@ from verifyprof.trace.nsys_export import (
     model_table,
     os_pid,
 )
-from verifyprof.trace.sqlite_columns import Rows
+from verifyprof.trace.nsys.columns import Rows
 
 # CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER, stable across schema versions) -> copy names
 COPY_NAMES = {

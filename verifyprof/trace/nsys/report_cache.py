@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from verifyprof.errors import ToolMissingError, TraceError
+from verifyprof.contracts.errors import ToolMissingError, TraceError
 
 NSYS_ENV = "VERIFYPROF_NSYS"  # path of the nsys binary, when it is not on PATH
 CACHE_DIR = ".verifyprof-cache"

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from verifyprof.capture import targets as _targets
-from verifyprof.capture.extractors import EXTRACTORS, PREDICATES, Call
-from verifyprof.capture.presets import (
+from verifyprof.capture.hooks import targets as _targets
+from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES, Call
+from verifyprof.capture.hooks.presets import (
     HookEntry,
     load_preset,
     parse_user_hook,
@@ -36,9 +36,9 @@ from verifyprof.capture.presets import (
     resolve_spec,
     split_spec,
 )
-from verifyprof.capture.targets import HookStatus, HookWarning, Target
-from verifyprof.capture.wrappers import Rule, active_ranges, wrap_function
-from verifyprof.errors import VerifyprofError
+from verifyprof.capture.hooks.targets import HookStatus, HookWarning, Target
+from verifyprof.capture.hooks.wrappers import Rule, active_ranges, wrap_function
+from verifyprof.contracts.errors import VerifyprofError
 
 __all__ = [
     "ENV_HOOKS",

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifyprof.capture.wrappers import Rule, hooked, wrap_function
+from verifyprof.capture.hooks.wrappers import Rule, hooked, wrap_function
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 

@@ -20,7 +20,7 @@ from urllib.parse import quote
 import numpy as np
 import pyarrow as pa
 
-from verifyprof.trace.model import NO_ID
+from verifyprof.trace.events import NO_ID
 
 BATCH_ROWS = 16_384
 SLICE_ROWS = 100_000  # rows per rowid slice (at most 2 slices per CPU)

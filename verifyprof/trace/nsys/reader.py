@@ -1,15 +1,15 @@
 """Nsight Systems SQLite export -> :class:`Trace`: the entry point, which reads every table in order.
 
 Speed: an export has no indexes, and a real capture has millions of kernel and runtime rows.
-Rows are read column-wise (:mod:`verifyprof.trace.sqlite_columns`: ADBC into numpy, no Python
+Rows are read column-wise (:mod:`verifyprof.trace.nsys.columns`: ADBC into numpy, no Python
 tuples), large tables in rowid slices on parallel connections, all in one parallel fetch, and
 joined in numpy. The parts, each in its own module:
 
-* :mod:`~verifyprof.trace.nsys_export`: the read-only export, its schema and metadata, ``StringIds``.
-* :mod:`~verifyprof.trace.nsys_activity`: ``kernels``, ``copies``, ``graphs``, ``api``.
-* :mod:`~verifyprof.trace.nsys_ranges`: NVTX ``ranges`` (domains, payloads, nesting depth).
-* :mod:`~verifyprof.trace.nsys_processes`: ``devices``, ``processes`` and ranks.
-* :mod:`~verifyprof.trace.nccl_nvtx`: ``collective_args`` from NCCL's NVTX payloads (only exports
+* :mod:`~verifyprof.trace.nsys.export`: the read-only export, its schema and metadata, ``StringIds``.
+* :mod:`~verifyprof.trace.nsys.activity`: ``kernels``, ``copies``, ``graphs``, ``api``.
+* :mod:`~verifyprof.trace.nsys.ranges`: NVTX ``ranges`` (domains, payloads, nesting depth).
+* :mod:`~verifyprof.trace.nsys.processes`: ``devices``, ``processes`` and ranks.
+* :mod:`~verifyprof.trace.nsys.nccl_payloads`: ``collective_args`` from NCCL's NVTX payloads (only exports
   made with ``--include-blobs=true`` hold them; a warning says when the schemas are there but the
   values are not).
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from verifyprof.errors import TraceError
-from verifyprof.trace.model import StringTable, Trace
-from verifyprof.trace.nccl_nvtx import nccl_collective_args
-from verifyprof.trace.nsys_activity import (
+from verifyprof.contracts.errors import TraceError
+from verifyprof.trace.events import StringTable, Trace
+from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
+from verifyprof.trace.nsys.activity import (
     API_CANDIDATE_SQL,
     API_NAME,
     API_SPEC,
@@ -43,7 +43,7 @@ from verifyprof.trace.nsys_activity import (
     kernel_slices,
     kernels_table,
 )
-from verifyprof.trace.nsys_export import (
+from verifyprof.trace.nsys.export import (
     DRIVER,
     MEMCPY,
     MEMSET,
@@ -51,9 +51,9 @@ from verifyprof.trace.nsys_export import (
     NsysExport,
     NsysStrings,
 )
-from verifyprof.trace.nsys_processes import devices_table, processes_table
-from verifyprof.trace.nsys_ranges import nesting_depth, nvtx_query, ranges_table
-from verifyprof.trace.sqlite_columns import SlicedQuery, TableQuery
+from verifyprof.trace.nsys.processes import devices_table, processes_table
+from verifyprof.trace.nsys.ranges import nesting_depth, nvtx_query, ranges_table
+from verifyprof.trace.nsys.columns import SlicedQuery, TableQuery
 
 __all__ = ["API_CANDIDATE_SQL", "API_NAME", "FORMAT", "nesting_depth", "read_nsys_sqlite"]
 

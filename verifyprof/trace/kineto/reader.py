@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verifyprof.errors import TraceError
+from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.collectives import collective_args_table
-from verifyprof.trace.kineto_decode import decode_file
-from verifyprof.trace.kineto_events import FileEvents, Table, category_counts, extract
+from verifyprof.trace.kineto.decode import decode_file
+from verifyprof.trace.kineto.events import FileEvents, Table, category_counts, extract
 from verifyprof.trace.nesting import nesting_depth
-from verifyprof.trace.model import (
+from verifyprof.trace.events import (
     API_COLUMNS,
     COPY_COLUMNS,
     DEVICE_COLUMNS,
@@ -119,7 +119,7 @@ def _rank_of(path: Path, header: dict[str, Any]) -> tuple[int, int]:
 
 def _trace_files(paths: list[Path] | Path | str) -> tuple[list[Path], list[str]]:
     """Files to read: directories expanded, SGLang's merged file dropped beside its rank files."""
-    from verifyprof.trace import expand
+    from verifyprof.trace.sources import expand
 
     if isinstance(paths, (str, Path)):
         paths = [Path(paths)]

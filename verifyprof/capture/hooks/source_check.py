@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from verifyprof.capture.extractors import EXTRACTORS, PREDICATES
-from verifyprof.capture.presets import Preset, claimed
+from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
+from verifyprof.capture.hooks.presets import Preset, claimed
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterator, Union
 
-from verifyprof.errors import TraceError
+from verifyprof.contracts.errors import TraceError
 
 try:  # declared dependency; the fallback keeps the reader usable where it is missing
     import msgspec

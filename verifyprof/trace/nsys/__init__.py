@@ -1,0 +1,1 @@
+"""Nsight Systems: SQLite exports (read-only, columnar) and .nsys-rep reports (exported once, cached)."""

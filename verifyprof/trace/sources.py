@@ -1,0 +1,110 @@
+"""Readers: every trace format into one columnar :class:`~verifyprof.trace.events.Trace`.
+
+``load_trace`` sniffs the input (by content, not only by suffix) and dispatches:
+
+* nsys SQLite export (``.sqlite``, or gzipped ``.sqlite.gz``, decompressed once into the user
+  cache): :mod:`verifyprof.trace.nsys.reader`
+* Nsight Systems report (``.nsys-rep``): exported once to SQLite by :mod:`verifyprof.trace.nsys.report_cache`
+* PyTorch profiler / Kineto JSON (``.json``, ``.json.gz``), one file, a directory of per-rank
+  files, or a glob: :mod:`verifyprof.trace.kineto.reader`
+
+Inputs are never modified: SQLite is opened read-only, and caches are written beside them.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+from pathlib import Path
+
+from verifyprof.contracts.errors import TraceError
+from verifyprof.trace.events import Trace
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+KINETO_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+
+
+def sniff(path: Path) -> str:
+    """'nsys-sqlite', 'nsys-rep', 'kineto' or raise TraceError naming the file."""
+    if not path.exists():
+        raise TraceError("no such file", path)
+    if path.is_dir():
+        return "kineto"
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64)
+    except OSError as exc:
+        raise TraceError(f"cannot read: {exc.strerror}", path) from None
+    if not head:
+        raise TraceError("empty file", path)
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
+        return "nsys-rep"
+    if head.startswith(GZIP_MAGIC):
+        return "nsys-sqlite-gz" if _gzip_head(path).startswith(SQLITE_MAGIC) else "kineto"
+    if head.lstrip()[:1] in (b"{", b"["):
+        return "kineto"
+    raise TraceError(
+        "not a trace: expected an nsys SQLite export, a .nsys-rep, or PyTorch-profiler JSON(.gz)", path
+    )
+
+
+def _gzip_head(path: Path) -> bytes:
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as handle:
+            return handle.read(16)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceError(f"corrupt or truncated gzip: {exc}", path) from None
+
+
+def expand(spec: str | Path) -> list[Path]:
+    """A path, a directory (its Kineto files) or a glob -> the files it names."""
+    text = str(spec)
+    if any(ch in text for ch in "*?["):
+        paths = sorted(Path(p) for p in _glob.glob(text))
+        if not paths:
+            raise TraceError("glob matches no files", text)
+        return paths
+    path = Path(text)
+    if path.is_dir():
+        paths = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES))
+        if not paths:
+            raise TraceError("directory holds no PyTorch-profiler trace files (*.json, *.json.gz)", path)
+        return paths
+    return [path]
+
+
+def load_trace(spec: str | Path) -> Trace:
+    """Read any supported trace into the event model."""
+    paths = expand(spec)
+    kinds = {p: sniff(p) for p in paths}
+    if len(paths) == 1:
+        path = paths[0]
+        kind = kinds[path]
+        if kind == "nsys-sqlite":
+            from verifyprof.trace.nsys.reader import read_nsys_sqlite
+
+            return read_nsys_sqlite(path)
+        if kind == "nsys-sqlite-gz":
+            from verifyprof.trace.cache import gunzipped
+            from verifyprof.trace.nsys.reader import read_nsys_sqlite
+
+            trace = read_nsys_sqlite(gunzipped(path, ".sqlite"))
+            trace.source = [path]
+            return trace
+        if kind == "nsys-rep":
+            from verifyprof.trace.nsys.report_cache import sqlite_for_report
+            from verifyprof.trace.nsys.reader import read_nsys_sqlite
+
+            trace = read_nsys_sqlite(sqlite_for_report(path))
+            trace.source = [path]
+            return trace
+    if any(kind != "kineto" for kind in kinds.values()):
+        raise TraceError("several files given: only PyTorch-profiler (Kineto) rank files can be merged", spec)
+    from verifyprof.trace.kineto.reader import read_kineto
+
+    return read_kineto(paths)
