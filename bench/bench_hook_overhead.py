@@ -84,7 +84,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from verifyprof.capture.hooks import api as hooks
     from verifyprof.contracts.nvtx import nvtx_range
-    from verifyprof.workload.config import DEFAULT, DEFAULT_DRAFT, TINY, TINY_DRAFT, RunConfig
+    from verifyprof.workload.config import (
+        DEFAULT,
+        DEFAULT_DRAFT,
+        TINY,
+        TINY_DRAFT,
+        RunConfig,
+    )
     from verifyprof.workload.runner import Workload
 
     @contextlib.contextmanager

@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
-
 from conftest import OWN_TRACES, PUBLIC
 
 BUNDLED = OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz"  # the README's first command

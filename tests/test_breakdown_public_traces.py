@@ -5,12 +5,11 @@ from __future__ import annotations
 import csv
 
 import pytest
-
-from verifyprof.contracts import phases
-from verifyprof.attribution.breakdown import breakdown
-from verifyprof.trace import load_trace
-
 from conftest import PUBLIC, public_traces
+
+from verifyprof.attribution.breakdown import breakdown
+from verifyprof.contracts import phases
+from verifyprof.trace import load_trace
 
 ALL_PUBLIC = public_traces("nsys") + public_traces("kineto")
 

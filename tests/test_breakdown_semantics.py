@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from tracebuilder import TraceBuilder
 
-from verifyprof.contracts import phases
 from verifyprof.attribution.breakdown import breakdown
+from verifyprof.contracts import phases
 from verifyprof.contracts.errors import NoStepsError, TraceError
 from verifyprof.contracts.ranges import VERIFY, range_text
-
-from tracebuilder import TraceBuilder
 
 
 def only_row(result, name=VERIFY):
@@ -178,10 +177,10 @@ def test_counts_give_gpu_ops_per_phase_of_each_step():
 
 
 def test_sweeping_in_small_chunks_gives_the_same_phases_as_one_pass():
+    from conftest import OWN_TRACES
+
     from verifyprof.attribution import sweep as sweep_module
     from verifyprof.trace import load_trace
-
-    from conftest import OWN_TRACES
 
     trace = load_trace(OWN_TRACES / "workload-dense-graph" / "trace.sqlite.gz")
     whole = breakdown(trace).steps
@@ -195,9 +194,9 @@ def test_sweeping_in_small_chunks_gives_the_same_phases_as_one_pass():
 
 
 def test_releasing_event_tables_keeps_the_result_and_the_reported_counts():
-    from verifyprof.trace import load_trace
-
     from conftest import OWN_TRACES
+
+    from verifyprof.trace import load_trace
 
     path = OWN_TRACES / "workload-moe-graph" / "trace.sqlite.gz"
     kept = breakdown(load_trace(path))

@@ -10,7 +10,6 @@ import socket
 import time
 
 import pytest
-
 from capture_helpers import (
     assert_nothing_left,
     fake_server_cmd,
@@ -23,6 +22,7 @@ from capture_helpers import (
     tagged_processes,
     wait_for_log,
 )
+
 from verifyprof.capture import nsys
 
 

@@ -6,8 +6,15 @@ from __future__ import annotations
 import sys
 
 import pytest
+from capture_helpers import (
+    FAKE_SERVER,
+    assert_nothing_left,
+    free_port,
+    kill_tagged,
+    new_tag,
+    tagged_env,
+)
 
-from capture_helpers import FAKE_SERVER, assert_nothing_left, free_port, kill_tagged, new_tag, tagged_env
 from verifyprof.capture import driver
 from verifyprof.capture.server import ManagedProcess, wait_healthy
 from verifyprof.contracts.errors import VerifyprofError

@@ -10,8 +10,16 @@ import stat
 from pathlib import Path
 
 import pytest
+from capture_helpers import (
+    assert_nothing_left,
+    fake_server_cmd,
+    free_port,
+    kill_tagged,
+    new_tag,
+    read_manifest,
+    run_capture,
+)
 
-from capture_helpers import assert_nothing_left, fake_server_cmd, free_port, kill_tagged, new_tag, read_manifest, run_capture
 from verifyprof.capture import nsys
 from verifyprof.capture.run import profile_body, server_address
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError

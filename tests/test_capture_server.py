@@ -11,8 +11,16 @@ import time
 
 import psutil
 import pytest
+from capture_helpers import (
+    FAKE_SERVER,
+    assert_nothing_left,
+    free_port,
+    kill_tagged,
+    new_tag,
+    tagged_env,
+    tagged_processes,
+)
 
-from capture_helpers import FAKE_SERVER, assert_nothing_left, free_port, kill_tagged, new_tag, tagged_env, tagged_processes
 from verifyprof.capture import proctable
 from verifyprof.capture.server import (
     CaptureError,
@@ -158,7 +166,7 @@ def test_health_wait_times_out_with_the_log_tail(tmp_path, tag):
         wait_healthy(url, proc, timeout=3, interval=0.2)
     message = str(err.value)
     assert message.startswith("server not healthy after 3 s (GET ")
-    assert f"last " in message and "Capturing batches" in message
+    assert "last " in message and "Capturing batches" in message
     proc.stop(int_timeout=10)
     assert_nothing_left(tag)
 

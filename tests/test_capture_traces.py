@@ -9,12 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from conftest import OWN_TRACES
 
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.contracts.errors import ToolMissingError
 from verifyprof.trace import load_trace
-
-from conftest import OWN_TRACES
 
 WORKLOAD = OWN_TRACES / "capture-workload-hooks"
 HF = OWN_TRACES / "capture-hf-assisted"

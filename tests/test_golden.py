@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from golden_cases import CASES, GOLDEN, differences, run_case
 
 

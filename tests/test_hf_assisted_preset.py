@@ -12,7 +12,11 @@ import pytest
 
 from verifyprof.capture.hooks import api as hooks
 from verifyprof.capture.hooks.presets import load_preset
-from verifyprof.capture.hooks.source_check import SourceTree, check_preset, present_targets
+from verifyprof.capture.hooks.source_check import (
+    SourceTree,
+    check_preset,
+    present_targets,
+)
 
 DATA = Path(__file__).parent / "data" / "transformers"
 VERSION = "5.17.0"

@@ -8,9 +8,7 @@ import textwrap
 import warnings
 
 import pytest
-
 import torch  # noqa: F401  (the test command installs it)
-
 from hooks_helpers import forget_modules, profiled  # noqa: E402
 
 from verifyprof.capture.hooks import api as hooks  # noqa: E402

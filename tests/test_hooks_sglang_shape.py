@@ -14,9 +14,7 @@ import sys
 import textwrap
 
 import pytest
-
 import torch
-
 from hooks_helpers import Recorded, forget_modules, profiled  # noqa: E402
 
 from verifyprof.capture.hooks import api as hooks

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import verifyprof
 from verifyprof.capture.hooks import api as hooks
 from verifyprof.capture.hooks.presets import load_preset

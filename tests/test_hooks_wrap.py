@@ -5,9 +5,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
-
 import torch  # noqa: F401  (the test command installs it)
-
 from hooks_helpers import Recorded, profiled  # noqa: E402
 
 from verifyprof.capture.hooks import api as hooks  # noqa: E402

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace import load_trace
-from verifyprof.trace.kineto.reader import nesting_depth, read_kineto, strip_abi_suffix
 from verifyprof.trace.events import (
     API_KIND_DRIVER,
     API_KIND_RUNTIME,
@@ -29,8 +29,8 @@ from verifyprof.trace.events import (
     RANGE_KIND_ANNOTATION,
     RANGE_KIND_GPU_ANNOTATION,
 )
+from verifyprof.trace.kineto.reader import nesting_depth, read_kineto, strip_abi_suffix
 
-from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 KINETO = PUBLIC / "kineto"
 A100 = KINETO / "hta_nccl_data_a100_rank0of2.json.gz"
 B200 = KINETO / "tracelens_b200_vllm_moe_eager_trace.json.gz"

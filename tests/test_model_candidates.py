@@ -9,18 +9,11 @@ the workload's H200 traces are committed under traces/.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 from tracebuilder import TraceBuilder
 
 from verifyprof.attribution.breakdown import breakdown
-from verifyprof.model.acceptance import parse_survival
-from verifyprof.model.candidates import CANDIDATE_NAMES, Scenario, rank_candidates
-from verifyprof.model.hardware import load_hardware
-from verifyprof.model.inputs import verify_profile
-from verifyprof.model.model_config import load_model_config
-from verifyprof.model.whatif import WhatifOptions, from_breakdown
 from verifyprof.contracts.ranges import (
     ACCEPT,
     DECODE,
@@ -30,9 +23,14 @@ from verifyprof.contracts.ranges import (
     VERIFY,
     range_text,
 )
+from verifyprof.model.acceptance import parse_survival
+from verifyprof.model.candidates import CANDIDATE_NAMES, Scenario, rank_candidates
+from verifyprof.model.hardware import load_hardware
+from verifyprof.model.inputs import verify_profile
+from verifyprof.model.model_config import load_model_config
+from verifyprof.model.whatif import WhatifOptions, from_breakdown
 from verifyprof.trace import load_trace
 
-from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
 needs_b200 = pytest.mark.public_traces
 

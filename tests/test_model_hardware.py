@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.datafiles import BUILTIN
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.hardware import load_hardware, load_link
 from verifyprof.model.model_config import load_model_config
 from verifyprof.model.whatif import guess_hardware

@@ -9,8 +9,9 @@ from tracebuilder import TraceBuilder
 
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
-from verifyprof.model.inputs import check_breakdown, read_manifest, verify_profile
+from verifyprof.contracts.manifest import read_manifest
 from verifyprof.contracts.ranges import ACCEPT, DRAFT, SPEC_STEP, VERIFY, range_text
+from verifyprof.model.inputs import check_breakdown, verify_profile
 
 
 def host_ahead_graph_loop(cycles=2):

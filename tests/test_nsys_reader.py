@@ -31,6 +31,7 @@ from verifyprof.trace.nsys.reader import nesting_depth, read_nsys_sqlite
 
 REPO = Path(__file__).resolve().parents[1]
 from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
+
 NSYS = PUBLIC / "nsys"
 EXPORTS = sorted(NSYS.glob("*.sqlite")) if NSYS.is_dir() else []
 PIPIT = NSYS / "pipit_saxpy_mpi_a100_nsys2022.2.sqlite"

@@ -10,13 +10,12 @@ import csv
 from pathlib import Path
 
 import pytest
+from conftest import OWN_TRACES
 
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.attribution.kernels import kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.trace import load_trace
-
-from conftest import OWN_TRACES
 
 TRACE_DIRS = sorted(p for p in OWN_TRACES.glob("workload-*") if (p / "trace.sqlite.gz").exists())
 ids = [p.name for p in TRACE_DIRS]

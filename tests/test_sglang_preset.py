@@ -17,7 +17,11 @@ from pathlib import Path
 import pytest
 
 from verifyprof.capture.hooks.presets import Alternative, Binding, load_preset
-from verifyprof.capture.hooks.source_check import SourceTree, check_preset, present_targets
+from verifyprof.capture.hooks.source_check import (
+    SourceTree,
+    check_preset,
+    present_targets,
+)
 from verifyprof.capture.hooks.targets import Target
 
 DATA = Path(__file__).parent / "data" / "sglang"

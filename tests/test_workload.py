@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import torch
 
 from verifyprof.contracts import ranges  # noqa: E402

@@ -102,7 +102,8 @@ def capture(
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
     import time as _time
 
-    from verifyprof.capture.run import CaptureOptions, capture as run_capture, summary_lines
+    from verifyprof.capture.run import CaptureOptions, summary_lines
+    from verifyprof.capture.run import capture as run_capture
 
     options = CaptureOptions(
         out=out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"),
@@ -147,7 +148,8 @@ def whatif(
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a breakdown."""
     from verifyprof.model.whatif import WhatifOptions, from_breakdown, plain_numbers
-    from verifyprof.report import files, whatif as show
+    from verifyprof.report import files
+    from verifyprof.report import whatif as show
 
     options = WhatifOptions(
         verify_ms=verify_ms, accept_len=accept_len, alpha=alpha, num_draft=num_draft, survival=survival,

@@ -9,18 +9,28 @@ first op start to last op end (nsys's GPU projection); ``phases`` split ``wall_n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from verifyprof.contracts import phases
-from verifyprof.attribution.steps import NO_STEP, GpuOps, Launches, assign_levels, find_steps, gpu_ops, launches, link_calls, whole_trace_steps
+from verifyprof.attribution.steps import (
+    NO_STEP,
+    GpuOps,
+    Launches,
+    assign_levels,
+    find_steps,
+    gpu_ops,
+    launches,
+    link_calls,
+    whole_trace_steps,
+)
 from verifyprof.attribution.summary import COMM_COLUMNS, summarize
 from verifyprof.attribution.sweep import LAUNCH, TOTAL_PHASES, Intervals, Windows, sweep
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
+from verifyprof.contracts import phases
 from verifyprof.contracts.errors import TraceError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.trace.events import Trace
@@ -122,7 +132,12 @@ def breakdown(
         linked_ops=linked,
         unlinked_ops=int(len(ops) - linked),
     )
-    from verifyprof.attribution.comm import collective_calls, collective_kernels, step_collectives, summarize_kernels
+    from verifyprof.attribution.comm import (
+        collective_calls,
+        collective_kernels,
+        step_collectives,
+        summarize_kernels,
+    )
 
     kernels = collective_kernels(trace, ops)
     result.collective_kernels = summarize_kernels(kernels) if kernels is not None else None

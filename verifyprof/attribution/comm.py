@@ -24,8 +24,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from verifyprof.contracts import phases
 from verifyprof.attribution.steps import GpuOps
+from verifyprof.contracts import phases
 from verifyprof.trace.collectives import family as collective_family
 from verifyprof.trace.events import NO_ID, Trace
 

@@ -8,9 +8,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verifyprof.contracts import phases
-from verifyprof.attribution.steps import NO_STEP, assign_levels, find_steps, gpu_ops, launches, link_calls
+from verifyprof.attribution.steps import (
+    NO_STEP,
+    assign_levels,
+    find_steps,
+    gpu_ops,
+    launches,
+    link_calls,
+)
 from verifyprof.attribution.taxonomy import Taxonomy
+from verifyprof.contracts import phases
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from verifyprof.contracts import phases
 from verifyprof.attribution.taxonomy import Taxonomy
+from verifyprof.contracts import phases
 from verifyprof.contracts.errors import NoStepsError
 from verifyprof.contracts.ranges import split_text
-from verifyprof.trace.nesting import nesting_depth
 from verifyprof.trace.events import COPY_KIND_MEMSET, RANGE_KIND_GPU_ANNOTATION, Trace
+from verifyprof.trace.nesting import nesting_depth
 
 WHOLE_TRACE = "whole_trace"
 _KEY_SHIFT = np.int64(1) << np.int64(40)  # (pid, correlation) -> one int64 key

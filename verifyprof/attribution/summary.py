@@ -8,9 +8,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verifyprof.contracts import phases
 from verifyprof.attribution.sweep import TOTAL_PHASES
-from verifyprof.contracts.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, PREFILL, SPEC_STEP, VERIFY
+from verifyprof.contracts import phases
+from verifyprof.contracts.ranges import (
+    ACCEPT,
+    DECODE,
+    DRAFT,
+    DRAFT_EXTEND,
+    PREFILL,
+    SPEC_STEP,
+    VERIFY,
+)
 
 # The verify step first: it is what the tool is about; then the rest of the cycle and the baseline.
 GROUP_ORDER = (VERIFY, SPEC_STEP, DRAFT, ACCEPT, DRAFT_EXTEND, DECODE, PREFILL)

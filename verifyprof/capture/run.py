@@ -18,14 +18,31 @@ from rich.console import Console
 
 from verifyprof.capture import driver
 from verifyprof.capture.cleanup import Terminated, cleanup, sigterm_as_interrupt
-from verifyprof.capture.options import BACKENDS, DEFAULT_PORT, CaptureOptions, check_out_dir, server_address, validate
+from verifyprof.capture.options import (
+    BACKENDS,
+    DEFAULT_PORT,
+    CaptureOptions,
+    check_out_dir,
+    server_address,
+    validate,
+)
 from verifyprof.capture.profile_window import TORCH_TRACE_DIR, profile_body
 from verifyprof.capture.program_flow import wait_program
-from verifyprof.capture.results import PROGRAM_RESULTS, CaptureResult, program_results, summary_lines
+from verifyprof.capture.results import (
+    PROGRAM_RESULTS,
+    CaptureResult,
+    program_results,
+    summary_lines,
+)
 from verifyprof.capture.server import LOG_TAIL_LINES, CaptureError, with_log_tail
 from verifyprof.capture.server_flow import serve
 from verifyprof.capture.session import CaptureSession
-from verifyprof.capture.target_hooks import DEFAULT_SERVER_HOOKS, hook_presets, hook_reports, hooks_env
+from verifyprof.capture.target_hooks import (
+    DEFAULT_SERVER_HOOKS,
+    hook_presets,
+    hook_reports,
+    hooks_env,
+)
 from verifyprof.contracts.errors import VerifyprofError
 
 __all__ = [

@@ -20,9 +20,9 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -9,11 +9,27 @@ import contextlib
 import json
 import time
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from verifyprof.capture import driver
-from verifyprof.capture.profile_window import TORCH_TRACE_DIR, close_window, start_profile, stop_profile
-from verifyprof.capture.server import CaptureError, http_get, wait_healthy, with_log_tail
+from verifyprof.capture.profile_window import (
+    TORCH_TRACE_DIR,
+    close_window,
+    start_profile,
+    stop_profile,
+)
+from verifyprof.capture.server import (
+    CaptureError,
+    http_get,
+    wait_healthy,
+    with_log_tail,
+)
 from verifyprof.capture.session import CaptureSession
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifyprof.contracts.datafiles import read_toml, require, resolve, search_dirs
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.allreduce import (
     MeasuredTable,
@@ -13,7 +14,6 @@ from verifyprof.model.allreduce import (
     oneshot_us,
     twoshot_us,
 )
-from verifyprof.contracts.datafiles import read_toml, require, resolve, search_dirs
 
 LINKS_FILE = "links"
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.datafiles import read_toml, require, resolve
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.verify_cost import expert_union
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}

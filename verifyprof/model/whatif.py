@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifyprof.contracts.datafiles import catalogue
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import Manifest, read_manifest
 from verifyprof.model.acceptance import Survival, parse_survival
 from verifyprof.model.candidates import Ranking, Scenario, rank_candidates
 from verifyprof.model.checks import (
@@ -21,15 +23,8 @@ from verifyprof.model.checks import (
     check_nonnegative,
     check_positive,
 )
-from verifyprof.contracts.datafiles import catalogue
 from verifyprof.model.hardware import Hardware, load_hardware
-from verifyprof.model.inputs import (
-    Manifest,
-    VerifyProfile,
-    load_breakdown,
-    read_manifest,
-    verify_profile,
-)
+from verifyprof.model.inputs import VerifyProfile, load_breakdown, verify_profile
 from verifyprof.model.leviathan import (
     expected_tokens,
     operations_factor,

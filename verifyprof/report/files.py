@@ -81,8 +81,8 @@ def print_breakdown_json(result: Any) -> None:
 
 def step_frame(result: Any) -> pd.DataFrame:
     """Per-step rows for CSV/Parquet: scalar columns plus one ``<phase>_ns`` column per phase."""
-    from verifyprof.contracts import phases
     from verifyprof.attribution.sweep import TOTAL_PHASES
+    from verifyprof.contracts import phases
 
     rows = result.steps
     scalar = ["step", "name", "text", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode"]

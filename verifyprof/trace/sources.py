@@ -97,8 +97,8 @@ def load_trace(spec: str | Path) -> Trace:
             trace.source = [path]
             return trace
         if kind == "nsys-rep":
-            from verifyprof.trace.nsys.report_cache import sqlite_for_report
             from verifyprof.trace.nsys.reader import read_nsys_sqlite
+            from verifyprof.trace.nsys.report_cache import sqlite_for_report
 
             trace = read_nsys_sqlite(sqlite_for_report(path))
             trace.source = [path]

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.workload.accept import METHODS
-from verifyprof.workload.config import DEFAULT, DEFAULT_DRAFT, TINY, TINY_DRAFT, RunConfig
+from verifyprof.workload.config import (
+    DEFAULT,
+    DEFAULT_DRAFT,
+    TINY,
+    TINY_DRAFT,
+    RunConfig,
+)
 from verifyprof.workload.moe import IMPLS
 
 SCHEMA = "verifyprof.workload/1"

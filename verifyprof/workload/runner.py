@@ -28,7 +28,15 @@ from typing import Any
 import torch
 
 from verifyprof.contracts.nvtx import nvtx_range
-from verifyprof.contracts.ranges import ACCEPT, DECODE, DRAFT, DRAFT_EXTEND, PREFILL, SPEC_STEP, VERIFY
+from verifyprof.contracts.ranges import (
+    ACCEPT,
+    DECODE,
+    DRAFT,
+    DRAFT_EXTEND,
+    PREFILL,
+    SPEC_STEP,
+    VERIFY,
+)
 from verifyprof.workload.accept import accepted_drafts, solve_alpha, survival_curve
 from verifyprof.workload.config import ModelConfig, RunConfig
 from verifyprof.workload.graphs import PhaseGraphs
@@ -306,9 +314,8 @@ def _add_speedups(results: list[dict[str, Any]]) -> None:
 
 
 def environment(device: torch.device) -> dict[str, Any]:
-    import platform
-
     import importlib.util
+    import platform
 
     env: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
                            "cuda": torch.version.cuda, "host": platform.node(),

@@ -24,7 +24,6 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from verifyprof.capture.hooks import targets as _targets
 from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES, Call

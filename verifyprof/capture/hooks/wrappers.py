@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from verifyprof.contracts import nvtx
 from verifyprof.capture.hooks.extractors import Call
+from verifyprof.contracts import nvtx
 from verifyprof.contracts.ranges import SPEC_STEP, range_text
 
 MARK = "__verifyprof_hook__"  # attribute on every wrapper: its HookedFunction

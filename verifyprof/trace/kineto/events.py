@@ -19,8 +19,14 @@ import pandas as pd
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.collectives import dtype_bytes
+from verifyprof.trace.events import (
+    API_KIND_DRIVER,
+    API_KIND_RUNTIME,
+    COPY_KIND_MEMCPY,
+    COPY_KIND_MEMSET,
+    NO_ID,
+)
 from verifyprof.trace.kineto.decode import KinetoFile, Rows, decode_raw
-from verifyprof.trace.events import API_KIND_DRIVER, API_KIND_RUNTIME, COPY_KIND_MEMCPY, COPY_KIND_MEMSET, NO_ID
 
 # ``cat`` (lower-cased; very old Kineto capitalised them) -> the role it plays here.
 ROLES: dict[str, str] = {

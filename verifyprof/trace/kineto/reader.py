@@ -32,9 +32,6 @@ import pandas as pd
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.collectives import collective_args_table
-from verifyprof.trace.kineto.decode import decode_file
-from verifyprof.trace.kineto.events import FileEvents, Table, category_counts, extract
-from verifyprof.trace.nesting import nesting_depth
 from verifyprof.trace.events import (
     API_COLUMNS,
     COPY_COLUMNS,
@@ -49,6 +46,9 @@ from verifyprof.trace.events import (
     Trace,
     conform,
 )
+from verifyprof.trace.kineto.decode import decode_file
+from verifyprof.trace.kineto.events import FileEvents, Table, category_counts, extract
+from verifyprof.trace.nesting import nesting_depth
 
 RANK_IN_NAME = re.compile(r"-TP-(\d+)")
 # cudaLaunchKernel_v7000, cuMemcpyDtoH_v2, cudaMemcpyAsync_ptsz, hipGetDevicePropertiesR0600

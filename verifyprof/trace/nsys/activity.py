@@ -27,6 +27,7 @@ from verifyprof.trace.events import (
     NO_ID,
     StringTable,
 )
+from verifyprof.trace.nsys.columns import Rows
 from verifyprof.trace.nsys.export import (
     DRIVER,
     GRAPH_TRACE,
@@ -37,7 +38,6 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
-from verifyprof.trace.nsys.columns import Rows
 
 # CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER, stable across schema versions) -> copy names
 COPY_NAMES = {

@@ -35,8 +35,8 @@ import pandas as pd
 from verifyprof.trace.collectives import collective_args_table, family
 from verifyprof.trace.events import NO_ID, StringTable
 from verifyprof.trace.nsys.activity import correlation_key
-from verifyprof.trace.nsys.ranges import NVTX_PUSHPOP, NVTX_STARTEND
 from verifyprof.trace.nsys.columns import Rows, TableQuery, run_queries
+from verifyprof.trace.nsys.ranges import NVTX_PUSHPOP, NVTX_STARTEND
 
 HEADER_BYTES = 32
 SIZE_FIELDS = ("Message size [bytes]", "Bytes")

@@ -19,13 +19,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from verifyprof.trace.nesting import nesting_depth as interval_depth
 from verifyprof.trace.events import (
     NO_ID,
     RANGE_KIND_PUSHPOP,
     RANGE_KIND_STARTEND,
     StringTable,
 )
+from verifyprof.trace.nesting import nesting_depth as interval_depth
+from verifyprof.trace.nsys.columns import Rows
 from verifyprof.trace.nsys.export import (
     NVTX,
     NsysExport,
@@ -33,7 +34,6 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
-from verifyprof.trace.nsys.columns import Rows
 
 NVTX_PUSHPOP = 59
 NVTX_STARTEND = 60

@@ -25,7 +25,6 @@ import numpy as np
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import StringTable, Trace
-from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.activity import (
     API_CANDIDATE_SQL,
     API_NAME,
@@ -43,6 +42,7 @@ from verifyprof.trace.nsys.activity import (
     kernel_slices,
     kernels_table,
 )
+from verifyprof.trace.nsys.columns import SlicedQuery, TableQuery
 from verifyprof.trace.nsys.export import (
     DRIVER,
     MEMCPY,
@@ -51,9 +51,9 @@ from verifyprof.trace.nsys.export import (
     NsysExport,
     NsysStrings,
 )
+from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.processes import devices_table, processes_table
 from verifyprof.trace.nsys.ranges import nesting_depth, nvtx_query, ranges_table
-from verifyprof.trace.nsys.columns import SlicedQuery, TableQuery
 
 __all__ = ["API_CANDIDATE_SQL", "API_NAME", "FORMAT", "nesting_depth", "read_nsys_sqlite"]
 

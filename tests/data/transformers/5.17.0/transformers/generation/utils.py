@@ -114,7 +114,6 @@ from .stopping_criteria import (
     StopStringCriteria,
 )
 
-
 if TYPE_CHECKING:
     from .._typing import GenerativePreTrainedModel
     from ..modeling_utils import PreTrainedModel

@@ -6,7 +6,6 @@ from typing import Optional, Tuple
 
 import torch
 import triton
-
 from sglang.srt.server_args import get_global_server_args
 
 logger = logging.getLogger(__name__)
@@ -14,7 +13,6 @@ logger = logging.getLogger(__name__)
 from dataclasses import dataclass
 
 import torch.nn.functional as F
-
 from sglang.srt.environ import envs
 from sglang.srt.layers.attention.utils import create_flashinfer_kv_indices_triton
 from sglang.srt.layers.logits_processor import LogitsProcessorOutput
