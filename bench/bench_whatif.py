@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.candidates import (
     Scenario,
     cuda_graph_verify,
@@ -52,9 +53,10 @@ from verifyprof.model.candidates import (
     verify_at_width,
 )
 from verifyprof.model.hardware import Hardware, load_hardware
-from verifyprof.model.inputs import VerifyProfile, load_breakdown, verify_profile
 from verifyprof.model.model_config import ModelConfig, model_from_workload
+from verifyprof.model.profile import VerifyProfile, verify_profile
 from verifyprof.model.whatif import guess_hardware
+from verifyprof.pipeline import breakdown_frame
 
 TARGET = 0.15
 NUM_DRAFT = 3
@@ -86,8 +88,8 @@ class Row:
 @dataclass
 class Inputs:
     label: str
-    eager: dict[str, Any]  # breakdown JSON holding the eager steps
-    graph: dict[str, Any] | None  # breakdown JSON holding the graph steps (may be the same dict)
+    eager: BreakdownFrame  # the breakdown holding the eager steps
+    graph: BreakdownFrame | None  # the breakdown holding the graph steps (may be the same one)
     eager_summary: dict[str, Any] | None = None
     graph_summary: dict[str, Any] | None = None
     sources: dict[str, str] = field(default_factory=dict)
@@ -150,8 +152,8 @@ def from_dir(directory: Path) -> list[Inputs]:
 def load_inputs(label: str, eager_trace: Path, graph_trace: Path | None, eager_summary: Path | None,
                 graph_summary: Path | None) -> Inputs:
     started = time.time()
-    eager = load_breakdown(eager_trace)
-    graph = load_breakdown(graph_trace) if graph_trace is not None else eager
+    eager = breakdown_frame(eager_trace)
+    graph = breakdown_frame(graph_trace) if graph_trace is not None else eager
     es = read_json(eager_summary)
     gs = read_json(graph_summary) if graph_summary is not None else es
     print(f"[{label}] broke down {eager_trace}" + (f" and {graph_trace}" if graph_trace else "") + f" in {time.time() - started:.1f} s")
@@ -245,7 +247,7 @@ def width_rows(inputs: Inputs, hardware: Hardware, model: ModelConfig | None, mo
 
 
 def check(inputs: Inputs, hardware: Hardware | None) -> dict[str, Any]:
-    hw = hardware or guess_hardware([str(d.get("name", "")) for d in inputs.eager.get("trace", {}).get("devices", [])]) or load_hardware("h200")
+    hw = hardware or guess_hardware(inputs.eager.device_names) or load_hardware("h200")
     model = model_for(inputs)
     rows: list[Row] = []
     rows += graph_rows(inputs, hw, sweep=False, width=None)

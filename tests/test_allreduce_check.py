@@ -1,4 +1,4 @@
-"""The allreduce model checked against the allreduces real traces measured (verifyprof.model.allreduce_check)."""
+"""The allreduce model checked against the allreduces real traces measured (verifyprof.pipeline.allreduce_check)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 from conftest import PUBLIC, REPO
 from tracebuilder import TraceBuilder
 
-from verifyprof.model.allreduce_check import (
+from verifyprof.model.hardware import load_hardware
+from verifyprof.pipeline.allreduce_check import (
     allreduce_samples,
     by_bucket,
     hardware_for_device,
 )
-from verifyprof.model.hardware import load_hardware
 from verifyprof.trace import load_trace
 
 A100 = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"

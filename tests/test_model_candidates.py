@@ -23,13 +23,21 @@ from verifyprof.contracts.ranges import (
     VERIFY,
     range_text,
 )
+from verifyprof.contracts.schema import frame_from_json
 from verifyprof.model.acceptance import parse_survival
 from verifyprof.model.candidates import CANDIDATE_NAMES, Scenario, rank_candidates
 from verifyprof.model.hardware import load_hardware
-from verifyprof.model.inputs import verify_profile
 from verifyprof.model.model_config import load_model_config
-from verifyprof.model.whatif import WhatifOptions, from_breakdown
+from verifyprof.model.profile import verify_profile
+from verifyprof.model.whatif import WhatifOptions
+from verifyprof.pipeline import whatif
 from verifyprof.trace import load_trace
+
+
+def profile_of(data, **options):
+    """The model's reduction of a breakdown JSON document, read back as the model reads it."""
+    return verify_profile(frame_from_json(data), **options)
+
 
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
 needs_b200 = pytest.mark.public_traces
@@ -41,7 +49,7 @@ def b200_breakdown():
 
 
 def b200_ranking(data, **scenario):
-    profile = verify_profile(data, width=888)
+    profile = profile_of(data, width=888)
     defaults = dict(accept_len=2.5, num_draft=3, hardware=load_hardware("b200"), model=load_model_config("gpt-oss-120b"), tp=8)
     return profile, rank_candidates(profile, Scenario(**(defaults | scenario)))
 
@@ -192,13 +200,13 @@ def loop_breakdown():
 
 
 def test_verify_profile_models_the_loop_steps_not_the_sweep(loop_breakdown):
-    profile = verify_profile(loop_breakdown)
+    profile = profile_of(loop_breakdown)
     assert profile.verify.steps == 3 and profile.width == 4
     assert profile.verify.wall_ms == pytest.approx((4 * 140_000 + 4 * 90_000) / 1e6)
 
 
 def test_draft_accept_and_extend_are_per_cycle_means(loop_breakdown):
-    profile = verify_profile(loop_breakdown)
+    profile = profile_of(loop_breakdown)
     assert profile.draft_ms == pytest.approx(180_000 / 1e6)
     assert profile.accept_ms == pytest.approx(55_000 / 1e6)
     assert profile.draft_extend_ms == pytest.approx(50_000 / 1e6)
@@ -206,11 +214,11 @@ def test_draft_accept_and_extend_are_per_cycle_means(loop_breakdown):
 
 
 def test_decode_baseline_comes_from_decode_ranges(loop_breakdown):
-    assert verify_profile(loop_breakdown).decode_ms == pytest.approx(4 * 130_000 / 1e6)
+    assert profile_of(loop_breakdown).decode_ms == pytest.approx(4 * 130_000 / 1e6)
 
 
 def test_sweep_widths_are_measured_t_of_n(loop_breakdown):
-    widths = verify_profile(loop_breakdown).width_times
+    widths = profile_of(loop_breakdown).width_times
     assert sorted(widths) == [2, 4, 8]
     assert widths[8] == pytest.approx((4 * (140_000 + 8_000) + 4 * 90_000) / 1e6)
 
@@ -220,7 +228,7 @@ def test_whatif_from_a_loop_breakdown_fills_the_cycle_from_the_trace(loop_breakd
     import json
 
     path.write_text(json.dumps(loop_breakdown))
-    ranking = from_breakdown(WhatifOptions(source=str(path), accept_len=2.0))
+    ranking = whatif(WhatifOptions(source=str(path), accept_len=2.0))
     cur = ranking.current
     assert cur.draft_ms == pytest.approx(0.18)  # the draft steps: scales with the number of drafts
     assert cur.overhead_ms == pytest.approx(0.055 + 0.05 + 0.020)  # accept + draft_extend + the rest of spec_step
@@ -230,7 +238,7 @@ def test_whatif_from_a_loop_breakdown_fills_the_cycle_from_the_trace(loop_breakd
 
 
 def test_cuda_graph_keeps_the_idle_before_the_first_kernel(loop_breakdown):
-    profile = verify_profile(loop_breakdown)
+    profile = profile_of(loop_breakdown)
     ranking = rank_candidates(profile, Scenario(accept_len=2.0, hardware=load_hardware("h200")), only=["cuda_graph_verify"])
     # verify: 8 kernels, each 40 us after its launch call; the first gap (range start -> first kernel) is an edge
     busy = (4 * 100_000 + 4 * 50_000) / 1e6
@@ -240,7 +248,7 @@ def test_cuda_graph_keeps_the_idle_before_the_first_kernel(loop_breakdown):
 
 
 def test_fewer_draft_tokens_adds_the_sweep_s_measured_t_of_n_change(loop_breakdown):
-    profile = verify_profile(loop_breakdown)
+    profile = profile_of(loop_breakdown)
     ranking = rank_candidates(profile, Scenario(accept_len=2.0, draft_ms=0.18, num_draft=3), only=["fewer_draft_tokens"])
     options = {o["width"]: o for o in ranking.candidates[0].details["options"]}
     assert sorted(options) == [2, 3]
@@ -251,7 +259,7 @@ def test_fewer_draft_tokens_adds_the_sweep_s_measured_t_of_n_change(loop_breakdo
 
 
 def test_fewer_draft_tokens_keeps_the_measured_accept_length_and_takes_the_curve_s_change(loop_breakdown):
-    profile = verify_profile(loop_breakdown)
+    profile = profile_of(loop_breakdown)
     survival = parse_survival("0.8,0.5,0.3")
     ranking = rank_candidates(profile, Scenario(accept_len=2.5, draft_ms=0.18, num_draft=3, survival=survival),
                               only=["fewer_draft_tokens"])
@@ -261,7 +269,7 @@ def test_fewer_draft_tokens_keeps_the_measured_accept_length_and_takes_the_curve
 
 
 def test_fewer_draft_tokens_trades_accept_length_for_draft_time(loop_breakdown):
-    profile = verify_profile(loop_breakdown)
+    profile = profile_of(loop_breakdown)
     ranking = rank_candidates(profile, Scenario(accept_len=2.0, draft_ms=0.18, num_draft=3, use_measured_widths=False),
                               only=["fewer_draft_tokens"])
     cand = ranking.candidates[0]
@@ -278,5 +286,5 @@ def test_graph_verify_is_not_offered_a_cuda_graph():
     b.kernel("nvjet_tst_x", 10_000, 50_000, corr)
     b.kernel("flash_fwd_kernel", 51_000, 90_000, corr)
     data = breakdown(b.build()).to_json()
-    ranking = rank_candidates(verify_profile(data), Scenario(accept_len=2.0))
+    ranking = rank_candidates(profile_of(data), Scenario(accept_len=2.0))
     assert {s["name"]: s["reason"] for s in ranking.skipped}["cuda_graph_verify"] == "verify already runs as a CUDA graph"

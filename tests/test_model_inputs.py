@@ -11,7 +11,13 @@ from verifyprof.attribution.breakdown import breakdown
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.manifest import read_manifest
 from verifyprof.contracts.ranges import ACCEPT, DRAFT, SPEC_STEP, VERIFY, range_text
-from verifyprof.model.inputs import check_breakdown, verify_profile
+from verifyprof.contracts.schema import check_header, frame_from_json
+from verifyprof.model.profile import verify_profile
+
+
+def profile_of(data, **options):
+    """The model's reduction of a breakdown JSON document, read back as the model reads it."""
+    return verify_profile(frame_from_json(data), **options)
 
 
 def host_ahead_graph_loop(cycles=2):
@@ -40,14 +46,14 @@ def test_overlapped_verify_window_is_cut_to_the_verify_s_own_time():
     data = host_ahead_graph_loop()
     raw = [s for s in data["steps"] if s["name"] == VERIFY]
     assert raw[0]["wall_ns"] == 781_000  # its window reaches back over the draft's GPU work
-    profile = verify_profile(data)
+    profile = profile_of(data)
     assert profile.verify.wall_ms == pytest.approx(0.501)  # 300 -> 801 us: launch latency + its own kernel
     assert sum(profile.verify.phases_ms.values()) == pytest.approx(profile.verify.wall_ms)
     assert any("host ahead" in note for note in profile.notes)
 
 
 def test_cycle_parts_are_exclusive_and_add_up_to_the_spec_step():
-    profile = verify_profile(host_ahead_graph_loop())
+    profile = profile_of(host_ahead_graph_loop())
     parts = profile.draft_ms + profile.verify.wall_ms + profile.accept_ms
     assert profile.cycle_ms == pytest.approx(0.9)
     assert parts == pytest.approx(profile.cycle_ms)
@@ -56,14 +62,14 @@ def test_cycle_parts_are_exclusive_and_add_up_to_the_spec_step():
 
 def test_breakdown_without_steps_is_refused():
     with pytest.raises(NoStepsError, match="breakdown has no steps"):
-        check_breakdown({"schema": "verifyprof.breakdown/1", "steps": []})
+        check_header({"schema": "verifyprof.breakdown/1", "steps": []})
 
 
 def test_breakdown_with_only_other_steps_names_them():
     b = TraceBuilder().range("verifyprof.decode bs=1", 0, 100)
     b.kernel("nvjet_tst_x", 10, 50, b.launch(1, 5))
     with pytest.raises(NoStepsError, match="no verify steps.*verifyprof.decode"):
-        verify_profile(breakdown(b.build()).to_json())
+        profile_of(breakdown(b.build()).to_json())
 
 
 def test_capture_manifest_gives_results_accept_length_not_requested_options(tmp_path):

@@ -19,9 +19,10 @@ from verifyprof.model.candidates import (
     verify_at_width,
 )
 from verifyprof.model.hardware import load_hardware
-from verifyprof.model.inputs import load_breakdown, verify_profile
 from verifyprof.model.model_config import model_from_workload
-from verifyprof.model.whatif import WhatifOptions, from_breakdown
+from verifyprof.model.profile import verify_profile
+from verifyprof.model.whatif import WhatifOptions
+from verifyprof.pipeline import breakdown_frame, whatif
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 DENSE_EAGER = TRACES / "workload-dense-eager"
@@ -32,7 +33,7 @@ MOE_GRAPH = TRACES / "workload-moe-graph"
 
 @pytest.fixture(scope="module")
 def breakdowns():
-    return {d.name: load_breakdown(d / "trace.sqlite.gz") for d in (DENSE_EAGER, DENSE_GRAPH, MOE_EAGER, MOE_GRAPH)
+    return {d.name: breakdown_frame(d / "trace.sqlite.gz") for d in (DENSE_EAGER, DENSE_GRAPH, MOE_EAGER, MOE_GRAPH)
             if (d / "trace.sqlite.gz").exists()}
 
 
@@ -54,7 +55,7 @@ def test_eager_verify_is_the_40_loop_steps_at_width_4(breakdowns):
 def test_cycle_from_the_trace_is_the_cycle_cuda_events_timed(breakdowns, directory):
     # Range windows start when the host enters a range, CUDA events when the GPU reaches the mark:
     # the spec_step window also holds the host's ~0.1 ms before its first launch (3% of a graph cycle).
-    ranking = from_breakdown(WhatifOptions(source=str(directory / "trace.sqlite.gz"), manifest=directory / "manifest.json"))
+    ranking = whatif(WhatifOptions(source=str(directory / "trace.sqlite.gz"), manifest=directory / "manifest.json"))
     spec = run_of(directory, "spec")
     assert ranking.current.cycle_ms == pytest.approx(spec["step_ms"]["mean"], rel=0.05)
     assert ranking.current.verify_ms == pytest.approx(spec["verify_ms"]["mean"], rel=0.02)
@@ -64,8 +65,9 @@ def test_cycle_from_the_trace_is_the_cycle_cuda_events_timed(breakdowns, directo
 
 def test_graph_verify_windows_overlapping_the_draft_are_cut_to_their_own_time(breakdowns):
     profile = verify_profile(breakdowns[DENSE_GRAPH.name])
-    raw = [s["wall_ns"] for s in breakdowns[DENSE_GRAPH.name]["steps"] if s["name"] == "verifyprof.verify" and "sweep" not in s["attrs"]]
-    assert sum(raw) / len(raw) / 1e6 > profile.verify.wall_ms + 0.3  # host ahead: windows reach back over the draft
+    steps = breakdowns[DENSE_GRAPH.name].steps
+    raw = steps[(steps["name"] == "verifyprof.verify") & ~steps["attrs"].map(lambda a: "sweep" in a)]["wall_ns"]
+    assert raw.mean() / 1e6 > profile.verify.wall_ms + 0.3  # host ahead: windows reach back over the draft
     assert profile.verify.wall_ms == pytest.approx(run_of(DENSE_GRAPH, "spec")["verify_ms"]["mean"], rel=0.02)
 
 

@@ -35,12 +35,10 @@ def breakdown(
     parquet: Annotated[Optional[Path], typer.Option("--parquet", help="write per-step rows as Parquet")] = None,
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
-    from verifyprof.attribution.breakdown import breakdown as run_breakdown
-    from verifyprof.attribution.taxonomy import load_taxonomy
+    from verifyprof import pipeline
     from verifyprof.report import console, files
-    from verifyprof.trace import load_trace
 
-    result = run_breakdown(load_trace(trace), step_regex=step_range, taxonomy=load_taxonomy(taxonomy), whole_trace=whole_trace, release=True)
+    result = pipeline.breakdown(trace, step_regex=step_range, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
     if csv is not None:
         files.write_steps_csv(result, csv)
     if parquet is not None:
@@ -60,12 +58,10 @@ def kernels(
     as_json: JsonOpt = False,
 ) -> None:
     """Top kernels with their phase and share of GPU time: check and fix the taxonomy rules."""
-    from verifyprof.attribution.kernels import kernel_table
-    from verifyprof.attribution.taxonomy import load_taxonomy
+    from verifyprof import pipeline
     from verifyprof.report import console, files
-    from verifyprof.trace import load_trace
 
-    table = kernel_table(load_trace(trace), load_taxonomy(taxonomy), step_regex=step_range)
+    table = pipeline.kernels(trace, taxonomy=taxonomy, step_regex=step_range)
     if as_json:
         files.print_json(table.to_json(top))
     else:
@@ -147,7 +143,8 @@ def whatif(
     as_json: JsonOpt = False,
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a breakdown."""
-    from verifyprof.model.whatif import WhatifOptions, from_breakdown, plain_numbers
+    from verifyprof import pipeline
+    from verifyprof.model.whatif import WhatifOptions
     from verifyprof.report import files
     from verifyprof.report import whatif as show
 
@@ -159,10 +156,10 @@ def whatif(
         context=context, drafter_gain=drafter_gain, candidates=candidate or [],
     )
     if source is None:
-        result = plain_numbers(options)
+        result = pipeline.whatif_plain(options)
         files.print_json(result) if as_json else show.print_plain(result)
     else:
-        ranking = from_breakdown(options).to_json()
+        ranking = pipeline.whatif(options).to_json()
         files.print_json(ranking) if as_json else show.print_ranking(ranking)
 
 

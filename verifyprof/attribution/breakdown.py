@@ -27,17 +27,16 @@ from verifyprof.attribution.steps import (
     link_calls,
     whole_trace_steps,
 )
-from verifyprof.attribution.summary import COMM_COLUMNS, summarize
-from verifyprof.attribution.sweep import LAUNCH, TOTAL_PHASES, Intervals, Windows, sweep
+from verifyprof.attribution.summary import summarize
+from verifyprof.attribution.sweep import LAUNCH, Intervals, Windows, sweep
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import TraceError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+from verifyprof.contracts.schema import SCHEMA, BreakdownFrame, step_records
 from verifyprof.trace.events import Trace
 
-SCHEMA = "verifyprof.breakdown/1"
 LAUNCH_BRIDGE_NS = 50_000  # host pauses between launches shorter than this are launch overhead
-SCALAR_FIELDS = ("name", "text", "step", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode")
 
 
 @dataclass
@@ -53,26 +52,7 @@ class Breakdown:
 
     def step_records(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         """The JSON records of step rows ``start:stop`` (all by default)."""
-        rows = self.steps.iloc[start:stop]
-        columns = {f: rows[f].tolist() for f in SCALAR_FIELDS}
-        columns["index"] = columns.pop("step")
-        blocks = {
-            "phases": (list(phases.ALL), rows[list(phases.ALL)].to_numpy(dtype=np.int64).tolist()),
-            "totals": (list(TOTAL_PHASES), rows[[f"total_{p}" for p in TOTAL_PHASES]].to_numpy(dtype=np.int64).tolist()),
-            "counts": (list(phases.PRIORITY), rows[[f"count_{p}" for p in phases.PRIORITY]].to_numpy(dtype=np.int64).tolist()),
-        }
-        if all(c in rows.columns for c in COMM_COLUMNS):
-            blocks["comm"] = (list(COMM_COLUMNS), rows[list(COMM_COLUMNS)].to_numpy(dtype=np.int64).tolist())
-        attrs = rows["attrs"].tolist()
-        keys = list(columns)
-        records = []
-        for i, values in enumerate(zip(*columns.values())):  # output assembly, one dict per step
-            record = dict(zip(keys, values))
-            record["attrs"] = attrs[i]
-            for block, (names, matrix) in blocks.items():
-                record[block] = dict(zip(names, matrix[i]))
-            records.append(record)
-        return records
+        return step_records(self.steps.iloc[start:stop])
 
     def step_record_batches(self, batch: int = 2048) -> Iterator[list[dict[str, Any]]]:
         """The step records a batch at a time: JSON output streams without holding them all."""
@@ -91,6 +71,10 @@ class Breakdown:
         info["linked_ops"] = self.linked_ops
         info["unlinked_ops"] = self.unlinked_ops
         return info
+
+    def frame(self) -> BreakdownFrame:
+        """What the model consumes: the steps frame and the trace description (no event tables)."""
+        return BreakdownFrame(steps=self.steps, trace=self.trace_info(), options=self.options, summary=None)
 
     def to_json(self) -> dict[str, Any]:
         return {**self.header(), "steps": self.step_records(), "summary": self.summary()}
@@ -189,17 +173,9 @@ def level_rows(
     ws = np.minimum(info["start"], first)
     we = np.maximum(info["end"], last)
 
-    # launches of this level, each in the window of its step and device
-    mine = np.flatnonzero(launch_step != NO_STEP)
-    dev_code = np.searchsorted(devices, launch.device[mine])
-    known = (dev_code < n_dev) & (devices[np.minimum(dev_code, n_dev - 1)] == launch.device[mine])
-    mine, dev_code = mine[known], dev_code[known]
-    launch_window = np.searchsorted(window_keys, launch_step[mine] * n_dev + dev_code)
-    found = (launch_window < n) & (window_keys[np.minimum(launch_window, n - 1)] == launch_step[mine] * n_dev + dev_code)
-    mine, launch_window = mine[found], launch_window[found]
+    mine, launch_window = _launch_windows(launch, launch_step, devices, window_keys)
     n_launches = np.bincount(launch_window, minlength=n).astype(np.int64)
-    graph = launch.graph_launch[mine]
-    n_graph_launches = np.bincount(launch_window[graph], minlength=n).astype(np.int64)
+    n_graph_launches = np.bincount(launch_window[launch.graph_launch[mine]], minlength=n).astype(np.int64)
     op_row = op_launch[member]
     graph_kernel = is_kernel & (op_row >= 0)
     graph_kernel[graph_kernel] = launch.graph_launch[op_row[graph_kernel]]
@@ -234,6 +210,19 @@ def level_rows(
     rows["attrs"] = info["attrs"]
     _add_phase_columns(rows, result.phase_ns, result.total_ns, counts)
     return rows
+
+
+def _launch_windows(launch: Launches, launch_step: np.ndarray, devices: np.ndarray, window_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The launches of one level (rows of ``launch``), each with the window of its step and device."""
+    n_dev, n = len(devices), len(window_keys)
+    mine = np.flatnonzero(launch_step != NO_STEP)
+    dev_code = np.searchsorted(devices, launch.device[mine])
+    known = (dev_code < n_dev) & (devices[np.minimum(dev_code, n_dev - 1)] == launch.device[mine])
+    mine, dev_code = mine[known], dev_code[known]
+    key = launch_step[mine] * n_dev + dev_code
+    launch_window = np.searchsorted(window_keys, key)
+    found = (launch_window < n) & (window_keys[np.minimum(launch_window, n - 1)] == key)
+    return mine[found], launch_window[found]
 
 
 def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws: np.ndarray, we: np.ndarray, bridge_ns: int = LAUNCH_BRIDGE_NS) -> Intervals:
@@ -274,7 +263,7 @@ def _running_max_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 def _add_phase_columns(rows: pd.DataFrame, phase_ns: np.ndarray, total_ns: np.ndarray, counts: np.ndarray) -> None:
     columns = {name: phase_ns[:, p] for p, name in enumerate(phases.ALL)}
-    columns.update({f"total_{name}": total_ns[:, t] for t, name in enumerate(TOTAL_PHASES)})
+    columns.update({f"total_{name}": total_ns[:, t] for t, name in enumerate(phases.TOTALS)})
     columns.update({f"count_{name}": counts[:, p] for p, name in enumerate(phases.PRIORITY)})
     for name, values in columns.items():
         rows[name] = values
@@ -299,7 +288,7 @@ def _add_idle_steps(rows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     extra["attrs"] = idle["attrs"].to_numpy()
     phase_ns = np.zeros((len(idle), len(phases.ALL)), dtype=np.int64)
     phase_ns[:, phases.INDEX["host_wait"]] = wall
-    _add_phase_columns(extra, phase_ns, np.zeros((len(idle), len(TOTAL_PHASES)), np.int64), np.zeros((len(idle), len(phases.PRIORITY)), np.int64))
+    _add_phase_columns(extra, phase_ns, np.zeros((len(idle), len(phases.TOTALS)), np.int64), np.zeros((len(idle), len(phases.PRIORITY)), np.int64))
     return pd.concat([rows, extra], ignore_index=True) if len(rows) else extra
 
 

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution.sweep import TOTAL_PHASES
 from verifyprof.contracts import phases
 from verifyprof.contracts.ranges import (
     ACCEPT,
@@ -19,11 +18,11 @@ from verifyprof.contracts.ranges import (
     SPEC_STEP,
     VERIFY,
 )
+from verifyprof.contracts.schema import COMM_COLUMNS
 
 # The verify step first: it is what the tool is about; then the rest of the cycle and the baseline.
 GROUP_ORDER = (VERIFY, SPEC_STEP, DRAFT, ACCEPT, DRAFT_EXTEND, DECODE, PREFILL)
 
-COMM_COLUMNS = ("comm_calls", "comm_wait_ns", "comm_transfer_ns")
 
 
 def _stats(values: np.ndarray) -> dict[str, int]:
@@ -110,7 +109,7 @@ def _group_summary(name: str, group: pd.DataFrame, kind: str) -> dict[str, Any]:
         "kernels": _stats(group["kernels"].to_numpy()),
         "launches": _stats(group["launches"].to_numpy()),
         "phases": phase_stats,
-        "totals": {p: _stats(group[f"total_{p}"].to_numpy()) for p in TOTAL_PHASES},
+        "totals": {p: _stats(group[f"total_{p}"].to_numpy()) for p in phases.TOTALS},
         "median_step": {
             "index": int(median["step"]),
             "device": int(median["device"]),

@@ -20,7 +20,6 @@ import numpy as np
 
 from verifyprof.contracts import phases
 
-TOTAL_PHASES = phases.COLLECTIVES + phases.COPIES  # also reported un-prioritised ("totals")
 N_BUSY = len(phases.PRIORITY)
 LAUNCH = N_BUSY  # slot of launch intervals
 BOUNDARY = N_BUSY + 1  # slot of window start/end markers
@@ -48,7 +47,7 @@ class Intervals:
 @dataclass
 class SweepResult:
     phase_ns: np.ndarray  # int64 [windows, len(phases.ALL)]
-    total_ns: np.ndarray  # int64 [windows, len(TOTAL_PHASES)]
+    total_ns: np.ndarray  # int64 [windows, len(phases.TOTALS)]
 
 
 def sweep(windows: Windows, busy: Intervals, launches: Intervals, chunk_intervals: int = CHUNK_INTERVALS) -> SweepResult:
@@ -56,7 +55,7 @@ def sweep(windows: Windows, busy: Intervals, launches: Intervals, chunk_interval
     are swept in chunks of about ``chunk_intervals`` intervals so memory stays flat."""
     n = len(windows.ws)
     phase_ns = np.zeros((n, len(phases.ALL)), dtype=np.int64)
-    total_ns = np.zeros((n, len(TOTAL_PHASES)), dtype=np.int64)
+    total_ns = np.zeros((n, len(phases.TOTALS)), dtype=np.int64)
     busy_at = np.searchsorted(busy.window, np.arange(n + 1), side="left")  # first interval of each window
     launch_at = np.searchsorted(launches.window, np.arange(n + 1), side="left")
     lo = 0
@@ -91,7 +90,7 @@ def _sweep_chunk(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np
     n_phases = len(phases.ALL)
     top = np.full(len(seg), IDLE_HOST, dtype=np.int8)  # the phase booked on each segment
     top[_active(slot, delta, LAUNCH)] = IDLE_LAUNCH
-    total_ns = np.zeros((n, len(TOTAL_PHASES)), dtype=np.int64)
+    total_ns = np.zeros((n, len(phases.TOTALS)), dtype=np.int64)
     present = np.unique(intervals.slot)
     for name in reversed(phases.PRIORITY):  # lower priority first, overwritten by higher
         p = phases.INDEX[name]
@@ -99,8 +98,8 @@ def _sweep_chunk(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np
             continue
         active = _active(slot, delta, p)
         top[active] = p
-        if name in TOTAL_PHASES:
-            total_ns[:, TOTAL_PHASES.index(name)] = _sum_by(window[active], seg[active], n)
+        if name in phases.TOTALS:
+            total_ns[:, phases.TOTALS.index(name)] = _sum_by(window[active], seg[active], n)
     flat = window * n_phases
     flat += top
     phase_ns = np.rint(np.bincount(flat, weights=seg, minlength=n * n_phases)).astype(np.int64).reshape(n, n_phases)

@@ -28,6 +28,7 @@ IDLE = ("launch_gap", "host_wait")
 
 PRIORITY: tuple[str, ...] = COMPUTE + COLLECTIVES + COPIES
 ALL: tuple[str, ...] = PRIORITY + IDLE
+TOTALS: tuple[str, ...] = COLLECTIVES + COPIES  # also reported un-prioritised, hidden time included ("totals")
 INDEX: dict[str, int] = {p: i for i, p in enumerate(ALL)}
 
 GROUPS: dict[str, tuple[str, ...]] = {

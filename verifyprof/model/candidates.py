@@ -16,9 +16,9 @@ from typing import Any
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.acceptance import Survival
 from verifyprof.model.hardware import Hardware
-from verifyprof.model.inputs import VerifyProfile
 from verifyprof.model.leviathan import expected_tokens
 from verifyprof.model.model_config import ModelConfig
+from verifyprof.model.profile import VerifyProfile
 from verifyprof.model.throughput import Cycle
 from verifyprof.model.verify_cost import phase_rooflines, width_scaling
 
@@ -401,15 +401,8 @@ def _builders() -> list[tuple[str, Callable[[VerifyProfile, Scenario, Cycle], Ca
 CANDIDATE_NAMES = tuple(name for name, _ in _builders())
 
 
-def rank_candidates(profile: VerifyProfile | dict[str, Any], scenario: Scenario, only: list[str] | None = None) -> Ranking:
-    """Every applicable candidate, best predicted tokens/s first; the rest with their reasons.
-
-    ``profile`` is a :class:`VerifyProfile` or a breakdown JSON dict (reduced with its defaults).
-    """
-    if isinstance(profile, dict):
-        from verifyprof.model.inputs import check_breakdown, verify_profile
-
-        profile = verify_profile(check_breakdown(profile))
+def rank_candidates(profile: VerifyProfile, scenario: Scenario, only: list[str] | None = None) -> Ranking:
+    """Every applicable candidate, best predicted tokens/s first; the rest with their reasons."""
     if only:
         unknown = [n for n in only if n not in CANDIDATE_NAMES]
         if unknown:

@@ -3,7 +3,7 @@
 REFERENCE 6.1. The speedup against plain decoding is ``accept_len * T_decode / T_iter``; the
 cycle cost in decode steps, ``T_iter / T_decode``, puts published (tau, speedup) pairs and
 measured traces on one scale. Times are milliseconds here because that is what users type and
-read; the breakdown's integer nanoseconds are converted once, in :mod:`verifyprof.model.inputs`.
+read; the breakdown's integer nanoseconds are converted once, in :mod:`verifyprof.model.profile`.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Any
 from verifyprof.contracts.datafiles import catalogue
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest, read_manifest
+from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.acceptance import Survival, parse_survival
 from verifyprof.model.candidates import Ranking, Scenario, rank_candidates
 from verifyprof.model.checks import (
@@ -24,7 +25,6 @@ from verifyprof.model.checks import (
     check_positive,
 )
 from verifyprof.model.hardware import Hardware, load_hardware
-from verifyprof.model.inputs import VerifyProfile, load_breakdown, verify_profile
 from verifyprof.model.leviathan import (
     expected_tokens,
     operations_factor,
@@ -32,6 +32,7 @@ from verifyprof.model.leviathan import (
     walltime_improvement,
 )
 from verifyprof.model.model_config import ModelConfig, load_model_config
+from verifyprof.model.profile import VerifyProfile, verify_profile
 from verifyprof.model.throughput import Cycle, decode_ms_from
 
 
@@ -189,12 +190,15 @@ def guess_hardware(device_names: list[str]) -> Hardware | None:
     return None
 
 
-def from_breakdown(o: WhatifOptions) -> Ranking:
+def check_options(o: WhatifOptions) -> None:
+    """Reject bad options before any input is read."""
+    _check_options(o)
+
+
+def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
     """``whatif --from BREAKDOWN|TRACE``: the current cycle and every candidate, ranked."""
     _check_options(o)
-    assert o.source is not None
-    data = load_breakdown(o.source, o.step_range, o.whole_trace)
-    profile = verify_profile(data, step_name=o.step, width=o.width, mode=o.mode)
+    profile = verify_profile(frame, step_name=o.step, width=o.width, mode=o.mode)
     manifest = read_manifest(o.manifest, mode=profile.verify.mode) if o.manifest else None
     notes: list[str] = []
     acc = acceptance(o, manifest, profile)
@@ -238,15 +242,14 @@ def from_breakdown(o: WhatifOptions) -> Ranking:
     if o.hardware:
         hardware = load_hardware(o.hardware, o.link)
     else:
-        names = [str(d.get("name", "")) for d in data.get("trace", {}).get("devices", []) if isinstance(d, dict)]
-        hardware = guess_hardware(names)
+        hardware = guess_hardware(frame.device_names)
         if hardware is not None:
             notes.append(f"hardware {hardware.name} recognised from the trace's GPU name ({hardware.path.name}); override with --hardware")
             if o.link:
                 hardware = load_hardware(hardware.path, o.link)
     model: ModelConfig | None = load_model_config(o.model) if o.model else None
     tp = o.tp or (max(1, profile.devices))
-    ranks = data.get("trace", {}).get("ranks") or []
+    ranks = frame.trace.get("ranks") or []
     if o.tp is None and profile.devices == 1 and profile.verify.totals_ms.get("allreduce", 0) > 0:
         notes.append("the verify has allreduces but the trace shows one device: give --tp for the allreduce candidates")
     context = o.context if o.context is not None else _attr_float(profile, "ctx", "context")

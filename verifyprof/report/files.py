@@ -15,6 +15,7 @@ import orjson
 import pandas as pd
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.schema import flat_rows
 
 
 @contextlib.contextmanager
@@ -80,23 +81,8 @@ def print_breakdown_json(result: Any) -> None:
 
 
 def step_frame(result: Any) -> pd.DataFrame:
-    """Per-step rows for CSV/Parquet: scalar columns plus one ``<phase>_ns`` column per phase."""
-    from verifyprof.attribution.sweep import TOTAL_PHASES
-    from verifyprof.contracts import phases
-
-    rows = result.steps
-    scalar = ["step", "name", "text", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode"]
-    out = rows[scalar].rename(columns={"step": "index"}).copy()
-    for phase in phases.ALL:
-        out[f"{phase}_ns"] = rows[phase].to_numpy()
-    for phase in TOTAL_PHASES:
-        out[f"total_{phase}_ns"] = rows[f"total_{phase}"].to_numpy()
-    for phase in phases.PRIORITY:
-        out[f"count_{phase}"] = rows[f"count_{phase}"].to_numpy()
-    for col in ("comm_calls", "comm_wait_ns", "comm_transfer_ns"):
-        if col in rows.columns:
-            out[col] = rows[col].to_numpy()
-    return out
+    """Per-step rows for CSV/Parquet (the schema's flat form)."""
+    return flat_rows(result.steps)
 
 
 def write_steps_csv(result: Any, path: Path) -> None:

@@ -1,0 +1,143 @@
+"""The layout is a rule, not a habit: one package per stage, data flowing one way.
+
+Read from the source with ``ast`` (every import, including those inside functions), so a new
+arrow running backwards fails here before anyone has to notice it in review.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "verifyprof"
+
+# Left to right. A stage imports only itself and stages to its left; siblings (same rank) not each other.
+STAGES: dict[str, int] = {
+    "contracts": 0,
+    "capture": 1,
+    "workload": 1,
+    "trace": 2,
+    "attribution": 3,
+    "model": 4,
+    "report": 5,
+    "pipeline": 6,
+    "cli": 7,
+}
+ANALYSIS = ("contracts", "trace", "attribution", "model", "pipeline")
+# The NVTX emitter runs inside the profiled program (capture hooks, the workload), where torch is:
+# it falls back to torch's NVTX binding. Nothing of the analysis imports it.
+HOST_SIDE = ("contracts/nvtx.py",)
+NOT_IN_ANALYSIS = ("rich", "plotly", "torch", "matplotlib", "typer")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "inject" not in p.parts)
+
+
+def stage_of(path: Path) -> str | None:
+    rel = path.relative_to(PACKAGE)
+    head = rel.parts[0].removesuffix(".py")
+    return head if head in STAGES else None
+
+
+def imported(path: Path) -> list[tuple[str, int]]:
+    """(module name, line) of every import in ``path``, relative imports resolved."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = ".".join(("verifyprof", *path.relative_to(PACKAGE).parent.parts))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                name = f"{base}.{node.module}" if node.module else base
+            else:
+                name = node.module or ""
+            out.append((name, node.lineno))
+            if name in ("verifyprof", *(f"verifyprof.{s}" for s in STAGES)):
+                out += [(f"{name}.{alias.name}", node.lineno) for alias in node.names]
+    return out
+
+
+def target_stage(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "verifyprof" and parts[1] in STAGES else None
+
+
+def backward_imports() -> list[str]:
+    found = []
+    for path in modules():
+        stage = stage_of(path)
+        if stage is None:
+            continue
+        for name, line in imported(path):
+            target = target_stage(name)
+            if target is None or target == stage:
+                continue
+            if STAGES[target] >= STAGES[stage]:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {stage} imports {name} ({target})")
+    return found
+
+
+def test_every_stage_imports_only_stages_to_its_left():
+    assert backward_imports() == []
+
+
+def test_every_module_belongs_to_a_stage():
+    loose = [str(p.relative_to(PACKAGE)) for p in modules() if stage_of(p) is None and p.name != "__init__.py"
+             and p.parent == PACKAGE]
+    assert loose == []
+
+
+def test_the_model_never_reads_traces_or_runs_attribution():
+    offending = [f"{p.relative_to(PACKAGE.parent)}: {name}" for p in (PACKAGE / "model").rglob("*.py")
+                 for name, _ in imported(p) if target_stage(name) in ("trace", "attribution")]
+    assert offending == []
+
+
+@pytest.mark.parametrize("stage", ANALYSIS)
+def test_analysis_never_imports_plotting_rich_or_torch(stage):
+    paths = [PACKAGE / f"{stage}.py"] if (PACKAGE / f"{stage}.py").exists() else sorted((PACKAGE / stage).rglob("*.py"))
+    paths = [p for p in paths if str(p.relative_to(PACKAGE)) not in HOST_SIDE]
+    offending = [f"{p.relative_to(PACKAGE.parent)}:{line}: {name}" for p in paths for name, line in imported(p)
+                 if name.split(".")[0] in NOT_IN_ANALYSIS]
+    assert offending == []
+
+
+def test_importing_the_whole_analysis_pipeline_loads_no_plotting_rich_or_torch():
+    probe = ("import sys, verifyprof.pipeline, verifyprof.pipeline.allreduce_check, verifyprof.contracts.nvtx; "
+             f"print(sorted(m for m in {NOT_IN_ANALYSIS!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in modules() if (n := p.read_text().count("\n")) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def test_no_function_is_over_80_lines():
+    long = {}
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long[f"{path.relative_to(PACKAGE)}:{node.name}"] = size
+    assert long == {}
+
+
+def test_the_checker_sees_a_backward_import(tmp_path, monkeypatch):
+    """The rule can fail: a trace module importing the model is reported."""
+    fake = tmp_path / "verifyprof"
+    (fake / "trace").mkdir(parents=True)
+    (fake / "trace" / "bad.py").write_text("from verifyprof.model.profile import verify_profile\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert backward_imports() == ["verifyprof/trace/bad.py:1: trace imports verifyprof.model.profile (model)"]

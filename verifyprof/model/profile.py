@@ -1,0 +1,355 @@
+"""The verify step the model works on, reduced from a breakdown's steps frame.
+
+:func:`verify_profile` picks the verify steps (``verifyprof.verify`` or SGLang's TARGET_VERIFY),
+one mode and one width, and takes the mean step of the critical device (the slowest one: under
+tensor parallelism every rank waits for it), with the draft / accept / draft-extend time per
+cycle and the decode baseline when the trace holds those ranges too. Means, not medians:
+tokens/s over a run is total tokens over total time. Everything is grouped pandas over the
+frame; the model never reads a trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from verifyprof.contracts import phases
+from verifyprof.contracts.errors import NoStepsError
+from verifyprof.contracts.ranges import (
+    ACCEPT,
+    DECODE,
+    DRAFT,
+    DRAFT_EXTEND,
+    SGLANG_VERIFY_PATTERN,
+    SPEC_STEP,
+    VERIFY,
+)
+from verifyprof.contracts.schema import COMM_COLUMNS, WHOLE_TRACE, BreakdownFrame
+
+NS_PER_MS = 1e6
+CYCLE_PHASES = (DRAFT, ACCEPT, DRAFT_EXTEND)
+
+
+@dataclass
+class StepGroup:
+    """The mean of one group of steps on one device."""
+
+    name: str
+    device: int
+    rank: int
+    steps: int
+    mode: str
+    wall_ms: float
+    gpu_span_ms: float  # first op start to last op end: the idle outside it is at the window's edges
+    phases_ms: dict[str, float]
+    totals_ms: dict[str, float]
+    kernels: float
+    launches: float
+    graph_launches: float
+    comm_calls: float | None
+    comm_wait_ms: float | None
+    counts: dict[str, float]  # kernels per phase
+    attrs: dict[str, str]
+
+
+@dataclass
+class VerifyProfile:
+    verify: StepGroup
+    width: int | None  # tokens per request in the verify forward (k + 1 for a chain)
+    batch: int | None
+    devices: int
+    draft_ms: float | None = None  # per cycle
+    accept_ms: float | None = None
+    draft_extend_ms: float | None = None
+    cycle_ms: float | None = None  # spec_step wall, when the trace has it
+    decode_ms: float | None = None
+    accept_len: float | None = None
+    # Measured verify ms per width from one population of steps (the width sweep when there is one,
+    # else the modelled steps): t(n) differences, applied to the modelled verify.
+    width_times: dict[int, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+
+
+def verify_profile(
+    frame: BreakdownFrame,
+    step_name: str | None = None,
+    width: int | None = None,
+    mode: str | None = None,
+    sweep: bool = False,
+) -> VerifyProfile:
+    """Reduce a breakdown to the verify step the model works on.
+
+    ``step_name`` picks the step group (default: the verify steps); ``width`` the verify width
+    when the trace holds several (default: the most frequent); ``mode`` ("eager" | "graph") when
+    it holds both (default: the most frequent; ties go to the first in sorted order). Verify
+    steps of a width sweep (attribute ``sweep=1``) are kept apart: they give t(n) at other
+    widths, and with ``sweep=True`` they are the steps modelled.
+    """
+    steps = with_attr_columns(frame.steps)
+    where = frame.source or None
+    notes: list[str] = []
+    chosen = _chosen_steps(steps, step_name, notes, where)
+    pool, sweeps = _split_sweep(chosen, sweep, where)
+    mode = _pick_mode(pool, mode, notes, where)
+    in_mode = pool[pool["mode"] == mode]
+    main, width = _pick_width(in_mode, width, notes, where)
+    batch = _most_frequent(main["_batch"].dropna().astype(np.int64))
+
+    groups = [_mean_group(str(main["name"].iloc[0]), int(dev), rows) for dev, rows in main.groupby("device", sort=False)]
+    critical = max(groups, key=lambda g: g.wall_ms)
+    if len(groups) > 1:
+        notes.append(
+            f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the slowest "
+            f"({critical.wall_ms:.3f} ms vs fastest {min(g.wall_ms for g in groups):.3f} ms)"
+        )
+    here = steps["device"].isin((critical.device, -1))
+    width_pool = sweeps if len(sweeps) else in_mode
+    width_pool = width_pool[(width_pool["mode"] == mode) & width_pool["device"].isin((critical.device, -1))]
+    width_times = {int(w): float(v) / NS_PER_MS for w, v in width_pool.groupby("_width")["wall_ns"].mean().items()}
+
+    cycle_parts = _cycle(steps, here, main[main["device"] == critical.device], critical, notes)
+    graph_attr = main["attrs"].iloc[0].get("graph")
+    decode_match = (steps["_graph"] == graph_attr) if graph_attr is not None else (steps["mode"] == mode)
+    decodes = steps[(steps["name"] == DECODE) & here & decode_match]
+    if cycle_parts.cycles is None:
+        in_graph = steps["_graph"].isna() | (steps["_graph"] == graph_attr) if graph_attr is not None else True
+        cycle_parts.members = steps[steps["name"].isin(CYCLE_PHASES) & here & in_graph]
+        cycle_parts.count = critical.steps
+    cycles = cycle_parts.cycles
+    accepted = cycles["_accept_len"].dropna() if cycles is not None else pd.Series(dtype=float)
+    return VerifyProfile(
+        verify=critical,
+        width=width,
+        batch=batch,
+        devices=len(groups),
+        draft_ms=cycle_parts.per_cycle(DRAFT),
+        accept_ms=cycle_parts.per_cycle(ACCEPT),
+        draft_extend_ms=cycle_parts.per_cycle(DRAFT_EXTEND),
+        cycle_ms=float(cycles["wall_ns"].mean()) / NS_PER_MS if cycles is not None else None,
+        decode_ms=float(decodes["wall_ns"].mean()) / NS_PER_MS if len(decodes) else None,
+        accept_len=float(accepted.mean()) if len(accepted) else None,
+        width_times=width_times,
+        notes=notes,
+        source=frame.source,
+    )
+
+
+# ---- step attributes as columns ------------------------------------------------------------
+
+
+def with_attr_columns(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps with the attributes the model reads as columns: ``_width``, ``_batch``,
+    ``_sweep``, ``_graph`` and ``_accept_len`` (NaN / None where a step does not say)."""
+    attrs = pd.DataFrame.from_records(steps["attrs"].tolist(), index=steps.index) if len(steps) else pd.DataFrame(index=steps.index)
+    out = steps.copy()
+    out["_width"] = _first_number(attrs, ("tokens", "width", "num_tokens"), integer=True)
+    out["_batch"] = _first_number(attrs, ("bs", "batch"), integer=True)
+    out["_accept_len"] = _first_number(attrs, ("accept_len",), integer=False)
+    out["_sweep"] = attrs["sweep"].eq("1").to_numpy() if "sweep" in attrs else np.zeros(len(out), bool)
+    out["_graph"] = attrs["graph"].where(attrs["graph"].notna(), None) if "graph" in attrs else pd.Series([None] * len(out), index=out.index, dtype=object)
+    return out
+
+
+def _first_number(attrs: pd.DataFrame, keys: tuple[str, ...], integer: bool) -> pd.Series:
+    """Per step, the first of ``keys`` whose value parses as a number (int() of it for integers)."""
+    found = pd.Series(np.nan, index=attrs.index, dtype=float)
+    for key in reversed(keys):  # earlier keys win
+        if key in attrs:
+            values = pd.to_numeric(attrs[key], errors="coerce")
+            values = np.trunc(values) if integer else values
+            found = values.where(values.notna(), found)
+    return found
+
+
+def _is_verify(names: pd.Series) -> pd.Series:
+    return (names == VERIFY) | names.str.contains(SGLANG_VERIFY_PATTERN, regex=True)
+
+
+def _most_frequent(values: pd.Series) -> int | str | None:
+    """The most frequent value; ties go to the first in sorted order (deterministic)."""
+    if values.empty:
+        return None
+    counts = values.value_counts()
+    best = counts[counts == counts.max()].index
+    value = sorted(best.tolist())[0]
+    return int(value) if isinstance(value, (int, np.integer)) else value
+
+
+# ---- picking the modelled steps ------------------------------------------------------------
+
+
+def _chosen_steps(steps: pd.DataFrame, step_name: str | None, notes: list[str], where: str | None) -> pd.DataFrame:
+    names = sorted(steps["name"].unique().tolist())
+    if step_name is not None:
+        chosen = steps[steps["name"] == step_name]
+        if chosen.empty:
+            raise NoStepsError(f"no steps named {step_name!r} in the breakdown (it has: {', '.join(names)})", where)
+    else:
+        chosen = steps[_is_verify(steps["name"])]
+        if chosen.empty and names == [WHOLE_TRACE]:
+            chosen = steps
+            notes.append("whole-trace breakdown: the whole trace is modelled as one verify step")
+        if chosen.empty:
+            raise NoStepsError(
+                f"breakdown has no verify steps ({VERIFY} or TARGET_VERIFY); it has: {', '.join(names)} "
+                "(pick one with --step NAME)",
+                where,
+            )
+    on_gpu = chosen[chosen["device"] >= 0]
+    return on_gpu if len(on_gpu) else chosen
+
+
+def _split_sweep(chosen: pd.DataFrame, sweep: bool, where: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the steps modelled, the width-sweep steps)."""
+    is_sweep = chosen["_sweep"].to_numpy()
+    sweeps = chosen[is_sweep]
+    if sweep:
+        if sweeps.empty:
+            raise NoStepsError("breakdown has no width-sweep verify steps (sweep=1)", where)
+        return sweeps, sweeps
+    loop = chosen[~is_sweep]
+    return (loop if len(loop) else chosen), sweeps
+
+
+def _pick_mode(pool: pd.DataFrame, mode: str | None, notes: list[str], where: str | None) -> str:
+    modes = sorted(pool["mode"].unique().tolist())
+    if mode is None:
+        mode = str(_most_frequent(pool["mode"]))
+        if len(modes) > 1:
+            notes.append(f"verify steps run in several modes {modes}: modelling the most frequent, {mode} (pick with --mode)")
+    if not (pool["mode"] == mode).any():
+        raise NoStepsError(f"no verify steps in {mode} mode (the breakdown has {modes})", where)
+    return mode
+
+
+def _pick_width(in_mode: pd.DataFrame, width: int | None, notes: list[str], where: str | None) -> tuple[pd.DataFrame, int | None]:
+    known = in_mode["_width"].dropna().astype(np.int64)
+    if width is None and len(known):
+        width = int(_most_frequent(known))
+        if known.nunique() > 1:
+            notes.append(f"verify steps of several widths {sorted(set(known.tolist()))}: modelling the most frequent, {width} (pick with --width)")
+    main = in_mode[in_mode["_width"] == width] if width is not None and len(known) else in_mode
+    if main.empty:
+        raise NoStepsError(f"no verify steps of width {width} (the breakdown has widths {sorted(set(known.tolist()))})", where)
+    return main, width
+
+
+def _mean_group(name: str, device: int, rows: pd.DataFrame) -> StepGroup:
+    has_comm = all(c in rows.columns for c in COMM_COLUMNS)
+    return StepGroup(
+        name=name,
+        device=device,
+        rank=int(rows["rank"].iloc[0]),
+        steps=len(rows),
+        mode=str(_most_frequent(rows["mode"])),
+        wall_ms=float(rows["wall_ns"].mean()) / NS_PER_MS,
+        gpu_span_ms=float(rows["gpu_span_ns"].mean()) / NS_PER_MS,
+        phases_ms={p: float(rows[p].mean()) / NS_PER_MS for p in phases.ALL},
+        totals_ms={p: float(rows[f"total_{p}"].mean()) / NS_PER_MS for p in phases.TOTALS},
+        kernels=float(rows["kernels"].mean()),
+        launches=float(rows["launches"].mean()),
+        graph_launches=float(rows["graph_launches"].mean()),
+        comm_calls=float(rows["comm_calls"].mean()) if has_comm else None,
+        comm_wait_ms=float(rows["comm_wait_ns"].mean()) / NS_PER_MS if has_comm else None,
+        counts={p: float(rows[f"count_{p}"].mean()) for p in phases.PRIORITY},
+        attrs=dict(rows["attrs"].iloc[0]),
+    )
+
+
+# ---- the cycle around the verify steps -----------------------------------------------------
+
+
+@dataclass
+class CycleParts:
+    cycles: pd.DataFrame | None  # the spec_step steps containing the modelled verify steps
+    members: pd.DataFrame  # draft / accept / draft-extend steps counted per cycle
+    exclusive_ms: dict[str, float]  # per phase key, the time each adds to its cycle (summed)
+    count: int
+
+    def per_cycle(self, name: str) -> float | None:
+        key = name.removeprefix("verifyprof.")
+        if key in self.exclusive_ms:
+            return self.exclusive_ms[key] / self.count
+        rows = self.members[self.members["name"] == name]
+        return float(rows["wall_ns"].sum()) / self.count / NS_PER_MS if len(rows) else None
+
+
+def _cycle(steps: pd.DataFrame, here: pd.Series, main_here: pd.DataFrame, critical: StepGroup, notes: list[str]) -> CycleParts:
+    """The spec_step ranges containing the modelled verify steps, and the draft / accept /
+    draft-extend ranges inside them (by start time, on the same device)."""
+    specs = steps[(steps["name"] == SPEC_STEP) & here]
+    cycles = _containing(specs, main_here)
+    if cycles is None:
+        return CycleParts(None, steps.iloc[0:0], {}, critical.steps)
+    candidates = pd.concat([steps[steps["name"].isin(CYCLE_PHASES) & here], main_here])
+    members = _in_windows(cycles, candidates)
+    exclusive = _exclusive_ms(cycles, members)
+    n_cycles = len(cycles)
+    overlap = critical.wall_ms - exclusive.get("verify", critical.wall_ms * n_cycles) / n_cycles
+    if overlap > 1e-6:
+        _trim_idle(critical, overlap)
+        notes.append(
+            f"verify ranges start while the GPU still runs the previous phase (host ahead): {overlap:.3f} ms per step of "
+            f"their windows is that phase's work; modelled as the verify's own {critical.wall_ms:.3f} ms (idle time trimmed)"
+        )
+    return CycleParts(cycles, members[members["name"] != VERIFY], exclusive, n_cycles)
+
+
+def _containing(outer: pd.DataFrame, inner: pd.DataFrame) -> pd.DataFrame | None:
+    """The ``outer`` steps (sorted by start) whose window contains the start of some ``inner`` step."""
+    if outer.empty or inner.empty:
+        return None
+    outer = outer.sort_values("start_ns", kind="stable")
+    slot = _slots(outer, inner["start_ns"].to_numpy(np.int64))
+    hit = np.unique(slot[slot >= 0])
+    return outer.iloc[hit] if len(hit) else None
+
+
+def _slots(windows: pd.DataFrame, points: np.ndarray) -> np.ndarray:
+    """Per point, the index of the (sorted, disjoint) window holding it, or -1."""
+    starts = windows["start_ns"].to_numpy(np.int64)
+    ends = windows["end_ns"].to_numpy(np.int64)
+    slot = np.searchsorted(starts, points, side="right") - 1
+    ok = (slot >= 0) & (points < ends[np.clip(slot, 0, None)])
+    return np.where(ok, slot, -1)
+
+
+def _in_windows(windows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The ``steps`` starting inside one of the ``windows``, each tagged with its window (``_cycle``)."""
+    slot = _slots(windows, steps["start_ns"].to_numpy(np.int64))
+    inside = steps[slot >= 0].copy()
+    inside["_cycle"] = slot[slot >= 0]
+    return inside
+
+
+def _exclusive_ms(windows: pd.DataFrame, members: pd.DataFrame) -> dict[str, float]:
+    """Per phase, the summed time each step adds to its cycle: from the later of its start and the
+    previous phase's end to its own end (the CUDA-event definition). Windows of a host running
+    ahead overlap the previous phase's GPU work; this counts that work once."""
+    if members.empty:
+        return {}
+    rows = members.sort_values(["_cycle", "start_ns"], kind="stable")
+    cycle = rows["_cycle"].to_numpy()
+    end = rows["end_ns"].to_numpy(np.int64)
+    reach = pd.Series(end).groupby(cycle).cummax().to_numpy()  # latest end so far in the cycle
+    previous = np.empty_like(end)
+    previous[:] = windows["start_ns"].to_numpy(np.int64)[cycle]
+    same = np.r_[False, cycle[1:] == cycle[:-1]]
+    previous[same] = np.maximum(previous[same], reach[:-1][same[1:]])
+    own = np.maximum(end - np.maximum(rows["start_ns"].to_numpy(np.int64), previous), 0)
+    keys = rows["name"].str.removeprefix("verifyprof.").to_numpy()
+    sums = pd.Series(own / NS_PER_MS).groupby(keys, sort=False).sum()
+    return {str(k): float(v) for k, v in sums.items()}
+
+
+def _trim_idle(group: StepGroup, overlap_ms: float) -> None:
+    """Take ``overlap_ms`` out of a step's idle phases (launch gap first), keeping phases summing to wall."""
+    left = overlap_ms
+    for phase in phases.IDLE:
+        take = min(group.phases_ms.get(phase, 0.0), left)
+        group.phases_ms[phase] = group.phases_ms.get(phase, 0.0) - take
+        left -= take
+    group.wall_ms -= overlap_ms - left
