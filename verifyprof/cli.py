@@ -138,7 +138,7 @@ def whatif(
     model: Annotated[Optional[str], typer.Option("--model", help="model config name (kimi-k2, deepseek-v3, workload) or TOML file")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size")] = None,
     context: Annotated[Optional[float], typer.Option("--context", help="context length (tokens) for the attention floor")] = None,
-    drafter_gain: Annotated[float, typer.Option("--drafter-gain", help="accept-length gain assumed by better_drafter")] = 0.5,
+    drafter_gain: Annotated[Optional[float], typer.Option("--drafter-gain", help="accept-length gain assumed by better_drafter (default: published drafter data)")] = None,
     candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="only these candidates (repeatable)")] = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -73,6 +73,8 @@ class VerifyProfile:
     width_times: dict[int, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     source: str = ""
+    draft_group: StepGroup | None = None  # the mean draft / draft-extend step, when traced
+    draft_extend_group: StepGroup | None = None
 
 
 def verify_profile(
@@ -136,7 +138,14 @@ def verify_profile(
         width_times=width_times,
         notes=notes,
         source=frame.source,
+        draft_group=_member_group(cycle_parts.members, DRAFT, critical.device),
+        draft_extend_group=_member_group(cycle_parts.members, DRAFT_EXTEND, critical.device),
     )
+
+
+def _member_group(members: pd.DataFrame, name: str, device: int) -> StepGroup | None:
+    rows = members[(members["name"] == name) & (members["device"] == device)]
+    return _mean_group(name, device, rows) if len(rows) else None
 
 
 # ---- step attributes as columns ------------------------------------------------------------
