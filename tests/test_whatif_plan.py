@@ -128,3 +128,24 @@ def test_measured_numbers_users_ask_for_are_in_the_json():
     assert set(widths) == {1, 2, 4, 8, 16}
     assert widths[4]["predicted_ms"] == pytest.approx(widths[4]["measured_ms"])  # the base of the prediction
     assert doc["schema"] == "verifyprof.whatif/1" and doc["unit"] == "ms"
+
+
+def test_breakdown_prints_a_verdict_with_the_plan_when_the_manifest_gives_the_accept_length():
+    from typer.testing import CliRunner
+
+    from verifyprof.cli import app
+
+    done = CliRunner().invoke(app, ["breakdown", str(DENSE_GRAPH / "trace.sqlite.gz"), "--manifest", str(DENSE_GRAPH / "manifest.json")])
+    assert done.exit_code == 0, done.output
+    text = " ".join(done.output.split())
+    assert "verdict: verify 2.202 ms (graph, width 4" in text and "First fix: graph_fusion_verify" in text
+
+
+def test_breakdown_verdict_without_an_accept_length_asks_for_one():
+    from typer.testing import CliRunner
+
+    from verifyprof.cli import app
+
+    done = CliRunner().invoke(app, ["breakdown", str(DENSE_EAGER / "trace.sqlite.gz")])
+    text = " ".join(done.output.split())
+    assert "80% launch_gap" in text and "Give an accept length" in text

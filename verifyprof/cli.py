@@ -33,6 +33,8 @@ def breakdown(
     as_json: JsonOpt = False,
     csv: Annotated[Optional[Path], typer.Option("--csv", help="write per-step rows as CSV")] = None,
     parquet: Annotated[Optional[Path], typer.Option("--parquet", help="write per-step rows as Parquet")] = None,
+    accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length: the verdict adds the plan's first fix")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length) for the verdict")] = None,
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
@@ -47,6 +49,7 @@ def breakdown(
         files.print_breakdown_json(result)
     else:
         console.print_breakdown(result)
+        console.print_verdict(pipeline.verdict(result, accept_len=accept_len, manifest=manifest))
 
 
 @app.command()

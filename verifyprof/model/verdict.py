@@ -28,7 +28,9 @@ MEANING = {
 }
 
 
-def verdict(profile: VerifyProfile, now: Cycle, plan: list[Any], unaddressed: list[dict[str, Any]]) -> str:
+def verdict(profile: VerifyProfile, now: Cycle | None, plan: list[Any], unaddressed: list[dict[str, Any]]) -> str:
+    """One paragraph: the verify step, its dominant cost in words and, with an accept length
+    (``now``), the plan's first fix; without one, where the time goes only."""
     v = profile.verify
     width = f", width {profile.width}" if profile.width else ""
     parts = [f"verify {v.wall_ms:.3f} ms ({v.mode}{width}, {v.launches:.0f} launches, {v.kernels:.0f} kernels)"]
@@ -42,6 +44,8 @@ def verdict(profile: VerifyProfile, now: Cycle, plan: list[Any], unaddressed: li
             words += f"; then {top[1][1] / v.wall_ms:.0%} {top[1][0]}"
         parts.append(words)
     line = "; ".join(parts) + "."
+    if now is None:
+        return line + " Give an accept length (--accept-len or a capture manifest) for the plan of fixes."
     if plan:
         first = plan[0]
         line += (f" First fix: {first.candidate.name} -> {first.cumulative_tps:.1f} tok/s "
