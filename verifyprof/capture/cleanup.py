@@ -13,10 +13,11 @@ from collections.abc import Iterator
 
 from rich.console import Console
 
-from verifyprof.capture import driver, manifest, nsys
+from verifyprof.capture import driver, nsys
 from verifyprof.capture.profile_window import stop_profile
 from verifyprof.capture.session import CaptureSession
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import MANIFEST
 
 
 class Terminated(KeyboardInterrupt):
@@ -86,8 +87,8 @@ def cleanup(run: CaptureSession) -> None:
             _export(run)
         try:
             run.doc = run.write_manifest()
-        except OSError as err:
-            run.fail(f"cannot write {run.out / manifest.MANIFEST}: {err}")
+        except (OSError, VerifyprofError) as err:
+            run.fail(f"cannot write {run.out / MANIFEST}: {err}")
             run.doc = run.manifest()
 
 
