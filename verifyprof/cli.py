@@ -102,7 +102,8 @@ def capture(
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
     import time as _time
 
-    from verifyprof.capture.run import CaptureOptions, summary_lines
+    from verifyprof.capture.options import CaptureOptions
+    from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import capture as run_capture
 
     options = CaptureOptions(

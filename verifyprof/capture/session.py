@@ -16,7 +16,8 @@ from rich.console import Console
 
 from verifyprof.capture import driver, manifest, nsys
 from verifyprof.capture.options import CaptureOptions, check_out_dir, server_address
-from verifyprof.capture.server import ManagedProcess, StopReport, check_port_free
+from verifyprof.capture.process import ManagedProcess, StopReport
+from verifyprof.capture.server import check_port_free
 from verifyprof.capture.target_hooks import hook_presets, hook_reports, hooks_env
 from verifyprof.contracts.manifest import document, now_iso
 
