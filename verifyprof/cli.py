@@ -37,9 +37,12 @@ def breakdown(
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof.attribution.breakdown import breakdown as run_breakdown
     from verifyprof.attribution.taxonomy import load_taxonomy
+    from verifyprof.contracts import outputs
     from verifyprof.report import console, files
     from verifyprof.trace import load_trace
+    from verifyprof.trace.sources import expand
 
+    outputs.protect(expand(trace), outputs=(csv, parquet))  # never write onto the trace read
     result = run_breakdown(load_trace(trace), step_regex=step_range, taxonomy=load_taxonomy(taxonomy), whole_trace=whole_trace, release=True)
     if csv is not None:
         files.write_steps_csv(result, csv)

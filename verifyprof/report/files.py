@@ -4,14 +4,13 @@ half-written report where a good one was."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 import pandas as pd
 
-from verifyprof.contracts.outputs import atomic_path, write_bytes
+from verifyprof.contracts.outputs import atomic_path, stdout_bytes, write_bytes
 
 
 def dumps(data: Any) -> bytes:
@@ -23,7 +22,11 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def print_json(data: Any, stream: IO[str] | None = None) -> None:
-    (stream or sys.stdout).write(dumps(data).decode() + "\n")
+    if stream is not None:
+        stream.write(dumps(data).decode() + "\n")
+        return
+    with stdout_bytes() as out:
+        out.write(dumps(data) + b"\n")
 
 
 def stream_breakdown_json(result: Any, stream: IO[bytes]) -> None:
@@ -43,9 +46,8 @@ def stream_breakdown_json(result: Any, stream: IO[bytes]) -> None:
 
 
 def print_breakdown_json(result: Any) -> None:
-    sys.stdout.flush()
-    stream_breakdown_json(result, sys.stdout.buffer)
-    sys.stdout.buffer.flush()
+    with stdout_bytes() as out:
+        stream_breakdown_json(result, out)
 
 
 def step_frame(result: Any) -> pd.DataFrame:
