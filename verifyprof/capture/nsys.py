@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from verifyprof.capture.process import run_tool
 from verifyprof.contracts import outputs
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 
@@ -55,7 +56,8 @@ def find_nsys(env: Mapping[str, str] | None = None) -> Path:
 def nsys_version(nsys: Path, timeout: float = 30.0) -> str | None:
     """``nsys --version`` output (``NVIDIA Nsight Systems version 2025.3.1...``), or None."""
     try:
-        out = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, timeout=timeout, check=False)
+        out = run_tool([str(nsys), "--version"], timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, text=True)
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = (out.stdout or out.stderr).strip()
@@ -120,10 +122,8 @@ def export_sqlite(nsys: Path, report: Path, sqlite: Path, log: Path, timeout: fl
         for blobs in (True, False):  # an nsys without --include-blobs fails at once: export plainly
             partial.write_bytes(b"")
             try:
-                proc = subprocess.run(
-                    export_command(nsys, report, partial, blobs), stdout=out, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, timeout=timeout, check=False,
-                )
+                proc = run_tool(export_command(nsys, report, partial, blobs), timeout=timeout, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             except subprocess.TimeoutExpired as err:
                 raise VerifyprofError(f"nsys export did not finish in {timeout:g} s (log: {log})", report) from err
             if proc.returncode == 0 and partial.exists() and partial.stat().st_size > 0:

@@ -30,6 +30,8 @@ from verifyprof.contracts.errors import VerifyprofError
 
 RUN_MARKER = "VERIFYPROF_RUN_ID"  # set in the environment of everything a ManagedProcess starts
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 
 
 # --------------------------------------------------------------------------------------------
@@ -48,6 +50,21 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC = _libc()
 
 
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux): an orphan anywhere below it (a server's
+    helper whose parent died, a daemon that double-forked and called setsid, with its
+    environment cleared) is re-parented to us instead of init, so :meth:`ManagedProcess.tracked`
+    still finds it and :meth:`ManagedProcess.stop` stops it. False where unsupported."""
+    return _LIBC is not None and _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def is_subreaper() -> bool:
+    if _LIBC is None:
+        return False
+    value = ctypes.c_int(0)
+    return _LIBC.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
+
+
 def _child_setup() -> None:
     """Between fork and exec: die with us, and be interruptible even if we were started with
     SIGINT ignored (``cmd &`` in a script ignores it, and exec keeps ignored signals ignored)."""
@@ -55,6 +72,25 @@ def _child_setup() -> None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         _LIBC.signal(int(signal.SIGINT), 0)  # SIG_DFL
         _LIBC.signal(int(signal.SIGTERM), 0)
+
+
+def run_tool(argv: Sequence[str], *, timeout: float, **popen: object) -> subprocess.CompletedProcess:
+    """Run an external tool (nsys export, nsys --version) to its end, but never longer than
+    ``timeout``: it runs in its own process group, and on the timeout, Ctrl-C or any other
+    error the whole group (helpers it started included) is killed before this returns.
+    Raises ``subprocess.TimeoutExpired`` on the timeout."""
+    proc = subprocess.Popen(list(argv), start_new_session=True, **popen)  # type: ignore[call-overload]
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()
+        proc.communicate()
+        raise
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # helpers it left behind in its group
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 # --------------------------------------------------------------------------------------------
@@ -103,6 +139,10 @@ class ManagedProcess:
         self.run_id = uuid.uuid4().hex
         child_env = dict(os.environ if env is None else env)
         child_env[RUN_MARKER] = self.run_id
+        # As a subreaper, every new descendant of ours is this run's (orphans come back to us);
+        # what we had already started before is not.
+        self._me = proctable.get(os.getpid()) if is_subreaper() else None
+        self._foreign = {p.pid for p in proctable.descendants([self._me])} if self._me is not None else set()
         try:
             self.popen = subprocess.Popen(
                 self.argv,
@@ -120,6 +160,9 @@ class ManagedProcess:
         except PermissionError as err:
             self._log_file.close()
             raise VerifyprofError(f"cannot run {self.argv[0]!r}: permission denied") from err
+        except OSError as err:  # ENOEXEC (not a program), E2BIG, ...
+            self._log_file.close()
+            raise VerifyprofError(f"cannot run {self.argv[0]!r}: {err.strerror}") from err
         self.pid = self.popen.pid
         self.pgid = self.pid
         self.started_at = time.time()
@@ -155,8 +198,21 @@ class ManagedProcess:
         return self.popen.poll()
 
     def _track(self) -> None:
-        for proc in proctable.descendants(list(self._known.values())):
-            self._known.setdefault(proc.pid, proc)
+        roots = list(self._known.values()) + ([self._me] if self._me is not None else [])
+        for proc in proctable.descendants(roots):
+            if proc.pid not in self._foreign:
+                self._known.setdefault(proc.pid, proc)
+        self._reap_adopted()
+
+    def _reap_adopted(self) -> None:
+        """Collect the exit status of orphans re-parented to us (no one else will); never the
+        leader's, which belongs to ``popen``."""
+        if self._me is None:
+            return
+        for pid, proc in list(self._known.items()):
+            if pid != self.pid and proctable.get(pid) == proc:  # the same process, not a reused pid
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
 
     def _scan(self) -> list[Proc]:
         """Processes in our group or carrying our run marker (children that left the group)."""
@@ -203,6 +259,7 @@ class ManagedProcess:
         deadline = time.monotonic() + timeout
         while True:
             self.popen.poll()  # reap the leader
+            self._reap_adopted()
             remaining = [p for p in procs if proctable.alive(p)]
             if not remaining or time.monotonic() >= deadline or (hurry is not None and hurry.is_set()):
                 return remaining

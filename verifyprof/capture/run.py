@@ -19,6 +19,7 @@ from rich.console import Console
 from verifyprof.capture import driver
 from verifyprof.capture.cleanup import Terminated, cleanup, sigterm_as_interrupt
 from verifyprof.capture.options import CaptureOptions, validate
+from verifyprof.capture.process import become_subreaper
 from verifyprof.capture.program_flow import wait_program
 from verifyprof.capture.results import CaptureResult
 from verifyprof.capture.server import LOG_TAIL_LINES, CaptureError, with_log_tail
@@ -33,6 +34,7 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     stopped and the manifest written before it returns or raises."""
     console = console or Console(stderr=True, soft_wrap=True)
     validate(opts)
+    become_subreaper()  # nothing the target starts can escape the cleanup by being orphaned
     with sigterm_as_interrupt():
         run = CaptureSession(opts, console)
         env = run.setup()  # may raise before anything was started: nothing to clean up
@@ -46,7 +48,8 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
                 wait_program(run)
             run.status = "ok"
         except KeyboardInterrupt as err:
-            run.status, run.error, failure = "interrupted", f"interrupted ({'SIGTERM' if isinstance(err, Terminated) else 'Ctrl-C'})", err
+            how = err.signal_name if isinstance(err, Terminated) else "Ctrl-C"
+            run.status, run.error, failure = "interrupted", f"interrupted ({how})", err
         except driver.ServerGone as err:
             done = len(run.results)
             code = run.proc.wait(timeout=3.0) if run.proc else None  # a dying server may close its socket first

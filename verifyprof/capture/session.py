@@ -7,7 +7,6 @@ Also the steps every capture takes the same way: build the target's command and 
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from verifyprof.capture import driver, manifest, nsys
-from verifyprof.capture.options import CaptureOptions, check_out_dir, server_address
+from verifyprof.capture.options import CaptureOptions, check_out_dir, server_address, split_server_cmd
 from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
 from verifyprof.capture.target_hooks import hook_presets, hook_reports, hooks_env
@@ -123,7 +122,7 @@ class CaptureSession:
             self.nsys_version = nsys.nsys_version(self.nsys)
         if opts.mode == "server":
             self.prompts = driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
-            argv, host, port = server_address(shlex.split(opts.server_cmd or ""), opts.port)
+            argv, host, port = server_address(split_server_cmd(opts.server_cmd or ""), opts.port)
             check_port_free(port, host)
             self.base_url = f"http://{host}:{port}"
             self.target = argv
