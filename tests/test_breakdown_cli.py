@@ -46,6 +46,7 @@ def test_json_output_follows_the_documented_schema_and_sums_to_wall():
 
 def test_csv_and_parquet_hold_one_row_per_step_and_device(tmp_path):
     csv, parquet = tmp_path / "out" / "steps.csv", tmp_path / "steps.parquet"
+    csv.parent.mkdir()  # output folders are never created (tests/test_outputs.py)
     done = run("breakdown", str(BUNDLED), "--csv", str(csv), "--parquet", str(parquet), "--json")
     assert done.returncode == 0, done.stderr
     n_steps = len(json.loads(done.stdout)["steps"])

@@ -38,8 +38,11 @@ def breakdown(
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
+    from verifyprof.contracts import outputs
     from verifyprof.report import console, files
+    from verifyprof.trace.sources import expand
 
+    outputs.protect(expand(trace), outputs=(csv, parquet))  # never write onto the trace read
     result = pipeline.breakdown(trace, step_regex=step_range, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
     if csv is not None:
         files.write_steps_csv(result, csv)
@@ -101,7 +104,8 @@ def capture(
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
     import time as _time
 
-    from verifyprof.capture.run import CaptureOptions, summary_lines
+    from verifyprof.capture.options import CaptureOptions
+    from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import capture as run_capture
 
     options = CaptureOptions(
