@@ -18,10 +18,8 @@ from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
+from verifyprof.trace.formats import GZIP_MAGIC, KINETO_SUFFIXES, SQLITE_MAGIC
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
-KINETO_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 
 
 def sniff(path: Path) -> str:

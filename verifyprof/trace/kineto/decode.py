@@ -7,7 +7,7 @@ path decodes straight into typed ``msgspec`` structs that keep only the fields t
 faster than ``orjson.loads`` and ~10x faster than a plain ``json.loads`` on the same file, at a
 fraction of the memory. Files whose values have unexpected types (a string ``ts``, a list
 ``args``) fall back to a generic dict parse (orjson, else json) with the garbage collector off;
-the event extractor reads either representation through :class:`Rows`.
+the event extractor reads either representation through :class:`EventFields`.
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any, Iterator, Union
 
 from verifyprof.contracts.errors import TraceError
+from verifyprof.trace.formats import GZIP_MAGIC
 
 try:  # declared dependency; the fallback keeps the reader usable where it is missing
     import msgspec
 except ImportError:  # pragma: no cover - exercised only without msgspec
     msgspec = None
-
-GZIP_MAGIC = b"\x1f\x8b"
 
 # Field name in the event model -> JSON key, where they differ.
 JSON_KEYS = {
@@ -108,7 +107,7 @@ HEADER_KEYS = (
 )
 
 
-class Rows:
+class EventFields:
     """Column access over a list of events (or of their ``args``), structs or dicts alike."""
 
     def __init__(self, structs: bool):
@@ -149,7 +148,7 @@ class KinetoFile:
 
     path: Path
     events: list
-    rows: Rows
+    rows: EventFields
     header: dict[str, Any] = field(default_factory=dict)
     raw_bytes: int = 0
 
@@ -201,11 +200,11 @@ def _decode_structs(path: Path, data: bytes) -> KinetoFile | None:
     except msgspec.DecodeError as exc:
         raise TraceError(f"corrupt JSON: {_json_problem(str(exc))}", path) from None
     if isinstance(doc, list):
-        return KinetoFile(path, doc, Rows(structs=True), {}, len(data))
+        return KinetoFile(path, doc, EventFields(structs=True), {}, len(data))
     if doc.traceEvents is None:
         raise _not_a_trace(path, "no 'traceEvents' list in the JSON object")
     header = {key: getattr(doc, key) for key in HEADER_KEYS}
-    return KinetoFile(path, doc.traceEvents, Rows(structs=True), header, len(data))
+    return KinetoFile(path, doc.traceEvents, EventFields(structs=True), header, len(data))
 
 
 def _decode_dicts(path: Path, data: bytes) -> KinetoFile:
@@ -233,7 +232,7 @@ def _decode_dicts(path: Path, data: bytes) -> KinetoFile:
         raise _not_a_trace(path, f"the JSON document is a {type(doc).__name__}, not an object")
     if not all(type(e) is dict for e in events):
         raise _not_a_trace(path, "the event list holds values that are not JSON objects")
-    return KinetoFile(path, events, Rows(structs=False), header, len(data))
+    return KinetoFile(path, events, EventFields(structs=False), header, len(data))
 
 
 def _json_problem(message: str) -> str:

@@ -26,7 +26,7 @@ from verifyprof.trace.events import (
     COPY_KIND_MEMSET,
     NO_ID,
 )
-from verifyprof.trace.kineto.decode import KinetoFile, Rows, decode_raw
+from verifyprof.trace.kineto.decode import EventFields, KinetoFile, decode_raw
 
 # ``cat`` (lower-cased; very old Kineto capitalised them) -> the role it plays here.
 ROLES: dict[str, str] = {
@@ -136,7 +136,7 @@ def ids(values: list) -> np.ndarray:
         return out
 
 
-def _time_columns(rows: Rows, events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _time_columns(rows: EventFields, events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """start, end (int64 ns, file clock) and the mask of events that have a timestamp."""
     ts = numbers(rows.column(events, "ts"))
     dur = numbers(rows.column(events, "dur"))
@@ -155,7 +155,7 @@ def _masked(table: Table, keep: np.ndarray) -> Table:
     return Table({c: v[keep] for c, v in table.columns.items()}, table.names.take(keep))
 
 
-def _gpu_ops(rows: Rows, events: list, with_bytes: bool, mask: bool = False):
+def _gpu_ops(rows: EventFields, events: list, with_bytes: bool, mask: bool = False):
     """Kernels, copies: on a GPU track, whose pid is the device and tid the stream.
 
     ``mask=True`` also returns which events became rows (those with a timestamp)."""
@@ -180,7 +180,7 @@ def _gpu_ops(rows: Rows, events: list, with_bytes: bool, mask: bool = False):
     return (table, ok) if mask else table
 
 
-def _host_spans(rows: Rows, events: list, arg: str) -> Table:
+def _host_spans(rows: EventFields, events: list, arg: str) -> Table:
     """Runtime/driver calls and CPU annotations: a host pid/tid and one id from ``args``."""
     start, end, ok = _time_columns(rows, events)
     columns = {
@@ -193,7 +193,7 @@ def _host_spans(rows: Rows, events: list, arg: str) -> Table:
     return _masked(Table(columns, Names.of(rows.column(events, "name"))), ok)
 
 
-def _gpu_spans(rows: Rows, events: list) -> Table:
+def _gpu_spans(rows: EventFields, events: list) -> Table:
     start, end, ok = _time_columns(rows, events)
     args = rows.args(events)
     device = ids(rows.column(args, "device"))
@@ -220,7 +220,7 @@ class CollectiveArgs:
     names: list[str]  # the collective as the trace names it ("allreduce", "_allgather_base", an op name)
 
 
-def _collective_args(rows: Rows, events: list, kernels: Table, ok: np.ndarray, groups: _Groups) -> CollectiveArgs | None:
+def _file_collective_args(rows: EventFields, events: list, kernels: Table, ok: np.ndarray, groups: _Groups) -> CollectiveArgs | None:
     """NCCL kernels carry their message in ``args`` (``In msg nelems``, ``dtype``, ...); other
     collective kernels take the first tensor of the ``cpu_op`` that launched them (same External id)."""
     if not events:
@@ -263,7 +263,7 @@ def _per_value(values: list, fn) -> np.ndarray:
     return mapped[np.where(codes >= 0, codes, len(uniques))]
 
 
-def _op_launched(rows: Rows, args: list, kernels: Table, ok: np.ndarray, in_nelems: np.ndarray, groups: _Groups):
+def _op_launched(rows: EventFields, args: list, kernels: Table, ok: np.ndarray, in_nelems: np.ndarray, groups: _Groups):
     """(kernel rows, bytes, out bytes, group size, names) for collective kernels without NCCL args."""
     uniques = kernels.names.uniques
     collective_names = np.array([bool(COLLECTIVE_KERNEL.search(u)) for u in uniques] + [False])  # once per name
@@ -357,7 +357,7 @@ class _Groups:
         return [e for e, ph in zip(events, phases) if ph == "M"]  # a few dozen rows
 
 
-def _metadata(rows: Rows, events: list) -> tuple[dict[int, str], dict[int, str]]:
+def _metadata(rows: EventFields, events: list) -> tuple[dict[int, str], dict[int, str]]:
     names: dict[int, str] = {}
     labels: dict[int, str] = {}
     if not events:
@@ -390,7 +390,7 @@ def _extract(decoded: KinetoFile) -> FileEvents:
     groups = _Groups(decoded)
     kernel_events = groups.role("kernel")
     kernels, kernel_ok = _gpu_ops(rows, kernel_events, with_bytes=False, mask=True)
-    collectives = _collective_args(rows, kernel_events, kernels, kernel_ok, groups)
+    collectives = _file_collective_args(rows, kernel_events, kernels, kernel_ok, groups)
     memcpy = _gpu_ops(rows, groups.role("memcpy"), with_bytes=True)
     memset = _gpu_ops(rows, groups.role("memset"), with_bytes=True)
     runtime = _host_spans(rows, groups.role("runtime"), "correlation")

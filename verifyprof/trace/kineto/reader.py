@@ -233,7 +233,7 @@ def _kernels(f: _RankFile, strings: StringTable, args_offset: int | None = None)
     return out
 
 
-def _collective_args(files: list[_RankFile], kernels: pd.DataFrame, strings: StringTable) -> pd.DataFrame:
+def _merged_collective_args(files: list[_RankFile], kernels: pd.DataFrame, strings: StringTable) -> pd.DataFrame:
     """The ``collective_args`` table, its ``kernel`` column pointing at the merged, sorted rows."""
     parts = [f.events.collectives for f in files if f.events.collectives is not None]
     tag = kernels.pop("args").to_numpy()
@@ -444,7 +444,7 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
     offsets = np.cumsum([0] + [len(f.events.collectives.kernel) if f.events.collectives is not None else 0 for f in files])
     tagged = offsets[-1] > 0
     kernels = _frame([_kernels(f, strings, int(o) if tagged else None) for f, o in zip(files, offsets)], KERNEL_COLUMNS)
-    collective_args = _collective_args(files, kernels, strings) if tagged else None
+    collective_args = _merged_collective_args(files, kernels, strings) if tagged else None
     copies = _frame([_copies(f, strings) for f in files], COPY_COLUMNS)
     api = _frame([_api(f, strings) for f in files], API_COLUMNS)
     ranges = _frame([part for f in files for part in _ranges(f, strings)], RANGE_COLUMNS)

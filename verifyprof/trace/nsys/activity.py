@@ -53,7 +53,7 @@ API_CANDIDATE_SQL = (
     " OR value LIKE '%Synchronize%')"
 )
 API_NAME = re.compile(r"^cu(da)?[A-Z]\w*$")
-ABI_SUFFIX = re.compile(r"_v\d+$")
+VERSION_SUFFIX = re.compile(r"_v\d+$")
 SYNC_NAME = re.compile(r"Synchronize")
 
 GRAPH_WARNING = (
@@ -192,7 +192,7 @@ def api_table(rows: Rows, candidates: dict[int, str], strings: StringTable, gpu_
     # per candidate name: base name (ABI suffix stripped), suffixed?, synchronizing?, driver API?
     cand_ids = np.array(sorted(candidates), dtype=np.int64)
     raw = [candidates[i] for i in cand_ids]
-    base = [ABI_SUFFIX.sub("", r) for r in raw]
+    base = [VERSION_SUFFIX.sub("", r) for r in raw]
     lut = np.searchsorted(cand_ids, nsys_name)
     name_id = strings.intern(base)[lut]
     suffixed = np.array([b != r for b, r in zip(base, raw)])[lut]

@@ -22,14 +22,13 @@ import pandas as pd
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable
+from verifyprof.trace.formats import SQLITE_MAGIC
 from verifyprof.trace.nsys.columns import (
     Query,
     readonly_uri,
     rowid_slices,
     run_queries,
 )
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"

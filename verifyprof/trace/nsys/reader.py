@@ -26,8 +26,6 @@ import numpy as np
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import StringTable, Trace
 from verifyprof.trace.nsys.activity import (
-    API_CANDIDATE_SQL,
-    API_NAME,
     API_SPEC,
     KERNEL_SPEC,
     api_candidates,
@@ -53,9 +51,9 @@ from verifyprof.trace.nsys.export import (
 )
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.processes import devices_table, processes_table
-from verifyprof.trace.nsys.ranges import nesting_depth, nvtx_query, ranges_table
+from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
 
-__all__ = ["API_CANDIDATE_SQL", "API_NAME", "FORMAT", "nesting_depth", "read_nsys_sqlite"]
+__all__ = ["FORMAT", "read_nsys_sqlite"]
 
 FORMAT = "nsys-sqlite"
 
