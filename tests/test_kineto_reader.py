@@ -29,7 +29,8 @@ from verifyprof.trace.events import (
     RANGE_KIND_ANNOTATION,
     RANGE_KIND_GPU_ANNOTATION,
 )
-from verifyprof.trace.kineto.reader import read_kineto, strip_abi_suffix
+from verifyprof.trace.kineto.reader import read_kineto
+from verifyprof.trace.kineto.tables import strip_abi_suffix
 from verifyprof.trace.nesting import nesting_depth
 
 KINETO = PUBLIC / "kineto"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
-from verifyprof.trace.formats import GZIP_MAGIC, KINETO_SUFFIXES, SQLITE_MAGIC
+from verifyprof.trace.formats import GZIP_MAGIC, SQLITE_MAGIC
 
 
 
@@ -69,10 +69,9 @@ def expand(spec: str | Path) -> list[Path]:
         return paths
     path = Path(text)
     if path.is_dir():
-        paths = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES))
-        if not paths:
-            raise TraceError("directory holds no PyTorch-profiler trace files (*.json, *.json.gz)", path)
-        return paths
+        from verifyprof.trace.kineto.files import trace_files_in
+
+        return trace_files_in(path)
     return [path]
 
 
