@@ -61,8 +61,8 @@ def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
     path = Path(path)
     try:
         text = path.read_text()
-    except OSError as exc:
-        raise VerifyprofError(f"cannot read taxonomy: {exc.strerror}", path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise VerifyprofError(f"cannot read taxonomy: {getattr(exc, 'strerror', None) or 'not UTF-8 text'}", path) from None
     return parse_taxonomy(text, str(path))
 
 

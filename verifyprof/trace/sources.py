@@ -19,14 +19,12 @@ from pathlib import Path
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
 from verifyprof.trace.formats import GZIP_MAGIC, SQLITE_MAGIC
-
+from verifyprof.trace.inputs import is_directory
 
 
 def sniff(path: Path) -> str:
     """'nsys-sqlite', 'nsys-rep', 'kineto' or raise TraceError naming the file."""
-    if not path.exists():
-        raise TraceError("no such file", path)
-    if path.is_dir():
+    if is_directory(path):  # TraceError for what cannot be read, or would block (a FIFO)
         return "kineto"
     try:
         with path.open("rb") as handle:
@@ -68,7 +66,7 @@ def expand(spec: str | Path) -> list[Path]:
             raise TraceError("glob matches no files", text)
         return paths
     path = Path(text)
-    if path.is_dir():
+    if is_directory(path):
         from verifyprof.trace.kineto.files import trace_files_in
 
         return trace_files_in(path)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import gzip
 import zlib
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -24,6 +25,7 @@ from typing import Any, Iterator, Union
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.formats import GZIP_MAGIC
+from verifyprof.trace.inputs import regular_file
 
 try:  # declared dependency; the fallback keeps the reader usable where it is missing
     import msgspec
@@ -113,6 +115,8 @@ class EventFields:
     def __init__(self, structs: bool):
         self.structs = structs
         self.empty_args: Any = _EMPTY_ARGS if structs else {}
+        self.bad_values: Counter[str] = Counter()  # field -> values that are not numbers, read as missing
+        self.dropped = 0  # GPU/host events dropped for want of a usable ts/dur
 
     def column(self, rows: list, key: str) -> list:
         """The value of ``key`` in every row (None where absent)."""
@@ -167,11 +171,10 @@ def _gc_paused() -> Iterator[None]:
 
 def read_bytes(path: Path) -> bytes:
     """The file's JSON text, gunzipped if needed. Opened read-only; errors name the problem."""
+    regular_file(path)  # a FIFO would block the read below
     try:
         with path.open("rb") as handle:
             data = handle.read()
-    except IsADirectoryError:
-        raise TraceError("is a directory, not a trace file", path) from None
     except OSError as exc:
         raise TraceError(f"cannot read: {exc.strerror or exc}", path) from None
     if not data:

@@ -24,7 +24,8 @@ from verifyprof.trace.events import (
     NO_ID,
 )
 from verifyprof.trace.kineto.decode import EventFields, KinetoFile
-from verifyprof.trace.kineto.fields import EventGroups, Names, Table, ids, numbers
+from verifyprof.trace.kineto.fields import EventGroups, Names, Table, id_field, number_field
+from verifyprof.trace.validation import TIME_LIMIT_NS
 from verifyprof.trace.kineto.message_sizes import CollectiveArgs, file_collective_args
 
 
@@ -42,6 +43,18 @@ class FileEvents:
     process_labels: dict[int, str] = field(default_factory=dict)
     categories: dict[str, int] = field(default_factory=dict)  # event count per cat, for meta
     events: int = 0
+    dropped: int = 0  # events without a usable ts/dur
+    bad_values: dict[str, int] = field(default_factory=dict)  # field -> values that were not numbers
+
+    def problems(self) -> str:
+        """What the file held that the reader could not use, for a warning ("" when nothing)."""
+        parts = []
+        if self.dropped:
+            parts.append(f"{self.dropped} events without a usable ts/dur dropped")
+        if self.bad_values:
+            fields = ", ".join(f"{k} ({n})" for k, n in sorted(self.bad_values.items()))
+            parts.append(f"values that are not numbers read as missing: {fields}")
+        return "; ".join(parts)
 
     @property
     def gpu_rows(self) -> int:
@@ -64,13 +77,19 @@ class FileEvents:
         return cpu[0] if len(cpu) == 1 else NO_ID
 
 
+LIMIT_US = TIME_LIMIT_NS / 1000.0
+
+
 def _time_columns(rows: EventFields, events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """start, end (int64 ns, file clock) and the mask of events that have a timestamp."""
-    ts = numbers(rows.column(events, "ts"))
-    dur = numbers(rows.column(events, "dur"))
-    ok = np.isfinite(ts)
+    ts = number_field(rows, events, "ts")
+    dur = number_field(rows, events, "dur")
+    # a ts or dur beyond TIME_LIMIT_NS would overflow int64 ns: such an event has no usable time
+    ok = (np.abs(ts) < LIMIT_US) & ~(np.abs(dur) >= LIMIT_US)
     if not ok.all():
+        rows.dropped += int((~ok).sum())
         ts = np.where(ok, ts, 0.0)
+        dur = np.where(ok, dur, 0.0)
     start = np.rint(ts * 1000.0).astype(np.int64)
     length = np.rint(np.nan_to_num(dur, nan=0.0) * 1000.0)
     end = start + np.maximum(length, 0.0).astype(np.int64)
@@ -89,21 +108,21 @@ def _gpu_ops(rows: EventFields, events: list, with_bytes: bool, mask: bool = Fal
     ``mask=True`` also returns which events became rows (those with a timestamp)."""
     start, end, ok = _time_columns(rows, events)
     args = rows.args(events)
-    device = ids(rows.column(args, "device"))
-    stream = ids(rows.column(args, "stream"))
+    device = id_field(rows, args, "device", "args.device")
+    stream = id_field(rows, args, "stream", "args.stream")
     if (device == NO_ID).any():
-        device = np.where(device == NO_ID, ids(rows.column(events, "pid")), device)
+        device = np.where(device == NO_ID, id_field(rows, events, "pid"), device)
     if (stream == NO_ID).any():
-        stream = np.where(stream == NO_ID, ids(rows.column(events, "tid")), stream)
+        stream = np.where(stream == NO_ID, id_field(rows, events, "tid"), stream)
     columns = {
         "start": start,
         "end": end,
         "device": device,
         "stream": stream,
-        "correlation": ids(rows.column(args, "correlation")),
+        "correlation": id_field(rows, args, "correlation", "args.correlation"),
     }
     if with_bytes:
-        columns["bytes"] = ids(rows.column(args, "bytes"))
+        columns["bytes"] = id_field(rows, args, "bytes", "args.bytes")
     table = _masked(Table(columns, Names.of(rows.column(events, "name"))), ok)
     return (table, ok) if mask else table
 
@@ -114,9 +133,9 @@ def _host_spans(rows: EventFields, events: list, arg: str) -> Table:
     columns = {
         "start": start,
         "end": end,
-        "pid": ids(rows.column(events, "pid")),
-        "tid": ids(rows.column(events, "tid")),
-        arg: ids(rows.column(rows.args(events), arg)),
+        "pid": id_field(rows, events, "pid"),
+        "tid": id_field(rows, events, "tid"),
+        arg: id_field(rows, rows.args(events), arg, f"args.{arg}"),
     }
     return _masked(Table(columns, Names.of(rows.column(events, "name"))), ok)
 
@@ -124,15 +143,15 @@ def _host_spans(rows: EventFields, events: list, arg: str) -> Table:
 def _gpu_spans(rows: EventFields, events: list) -> Table:
     start, end, ok = _time_columns(rows, events)
     args = rows.args(events)
-    device = ids(rows.column(args, "device"))
+    device = id_field(rows, args, "device", "args.device")
     if (device == NO_ID).any():
-        device = np.where(device == NO_ID, ids(rows.column(events, "pid")), device)
+        device = np.where(device == NO_ID, id_field(rows, events, "pid"), device)
     columns = {
         "start": start,
         "end": end,
         "device": device,
-        "stream": ids(rows.column(events, "tid")),
-        "external_id": ids(rows.column(args, "external_id")),
+        "stream": id_field(rows, events, "tid"),
+        "external_id": id_field(rows, args, "external_id", "args.external_id"),
     }
     return _masked(Table(columns, Names.of(rows.column(events, "name"))), ok)
 
@@ -202,6 +221,8 @@ def _extract(decoded: KinetoFile) -> FileEvents:
         process_labels=process_labels,
         categories=groups.categories,
         events=len(decoded.events),
+        dropped=rows.dropped,
+        bad_values=dict(rows.bad_values),
     )
 
 

@@ -8,13 +8,15 @@ numpy (``numbers``, ``ids``); a value of the wrong type reads as missing, never 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from verifyprof.trace.events import NO_ID
-from verifyprof.trace.kineto.decode import KinetoFile
+from verifyprof.trace.kineto.decode import EventFields, KinetoFile
 
 
 # ``cat`` (lower-cased; very old Kineto capitalised them) -> the role it plays here.
@@ -61,25 +63,55 @@ class Table:
         return len(self.names.codes)
 
 
-def numbers(values: list) -> np.ndarray:
-    """float64 column; NaN where a value is absent or not a number."""
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def numbers(values: list, bad: Counter | None = None, key: str = "") -> np.ndarray:
+    """float64 column; NaN where a value is absent or not a number. Values present but not
+    numbers (a list, an object) are counted in ``bad[key]``."""
     try:
-        return np.array(values, dtype=np.float64)
+        out = np.array(values, dtype=np.float64)
+        if out.ndim == 1:  # one-element lists ([1]) make a 2-D array, not an error
+            return out
     except (TypeError, ValueError):
-        # Only malformed files get here (a list or text where a number belongs).
-        return np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in values])
+        pass
+    # Only malformed files get here (a list or text where a number belongs).
+    out = np.array([v if _is_number(v) else np.nan for v in values], dtype=np.float64)
+    if bad is not None:
+        n = sum(1 for v in values if v is not None and not _is_number(v))
+        if n:
+            bad[key] += n
+    return out
 
 
-def ids(values: list) -> np.ndarray:
-    """int64 id column, exact for integers; -1 where absent or not a number."""
+def ids(values: list, bad: Counter | None = None, key: str = "") -> np.ndarray:
+    """int64 id column, exact for integers; -1 where absent, not a number or beyond int64
+    (counted in ``bad[key]`` unless absent)."""
     try:
-        return np.array(values, dtype=np.int64)
+        out = np.array(values, dtype=np.int64)
+        if out.ndim == 1:
+            return out
     except (TypeError, ValueError, OverflowError):
-        as_float = numbers(values)
-        out = np.full(len(values), NO_ID, dtype=np.int64)
-        ok = np.isfinite(as_float)
-        out[ok] = as_float[ok].astype(np.int64)
-        return out
+        pass
+    as_float = numbers(values, bad, key)
+    out = np.full(len(values), NO_ID, dtype=np.int64)
+    finite = np.isfinite(as_float)
+    ok = finite & (np.abs(as_float) < 2.0**63)
+    out[ok] = as_float[ok].astype(np.int64)
+    if bad is not None and (finite & ~ok).any():
+        bad[key] += int((finite & ~ok).sum())
+    return out
+
+
+def number_field(rows: EventFields, items: list, key: str, label: str | None = None) -> np.ndarray:
+    """``numbers`` of one field of ``items`` (events or their args), bad values counted on ``rows``."""
+    return numbers(rows.column(items, key), rows.bad_values, label or key)
+
+
+def id_field(rows: EventFields, items: list, key: str, label: str | None = None) -> np.ndarray:
+    """``ids`` of one field of ``items``, bad values counted on ``rows``."""
+    return ids(rows.column(items, key), rows.bad_values, label or key)
 
 
 class EventGroups:

@@ -21,6 +21,7 @@ import numpy as np
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID
 from verifyprof.trace.formats import KINETO_SUFFIXES
+from verifyprof.trace.inputs import is_directory, list_directory
 from verifyprof.trace.kineto.decode import decode_file
 from verifyprof.trace.kineto.events import FileEvents, extract
 
@@ -29,6 +30,7 @@ RANK_IN_NAME = re.compile(r"-TP-(\d+)")
 
 
 FILE_KEY_SHIFT = 32
+MAX_RUN_NS = 86_400 * 10**9  # rank files of one run lie within a day of each other
 
 
 @dataclass
@@ -62,6 +64,15 @@ class RankFile:
         )
         return np.unique(devices[devices != NO_ID])
 
+    def gpu_span(self) -> tuple[int, int] | None:
+        """(first start, last end) of the file's GPU work on the trace clock; None without any."""
+        e = self.events
+        starts = [t.columns["start"] for t in (e.kernels, e.copies, e.gpu_annotations) if len(t)]
+        if not starts:
+            return None
+        ends = [t.columns["end"] for t in (e.kernels, e.copies, e.gpu_annotations) if len(t)]
+        return min(int(s.min()) for s in starts) + self.shift_ns, max(int(x.max()) for x in ends) + self.shift_ns
+
 
 def int_or_none(value: Any) -> int | None:
     if isinstance(value, bool):
@@ -90,7 +101,7 @@ def _rank_of(path: Path, header: dict[str, Any]) -> tuple[int, int]:
 
 def trace_files_in(directory: Path) -> list[Path]:
     """The PyTorch-profiler trace files in ``directory`` (sorted; TraceError when there are none)."""
-    paths = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES))
+    paths = sorted(p for p in list_directory(directory) if p.name.endswith(KINETO_SUFFIXES) and p.is_file())
     if not paths:
         raise TraceError("directory holds no PyTorch-profiler trace files (*.json, *.json.gz)", directory)
     return paths
@@ -103,7 +114,7 @@ def trace_files(paths: list[Path] | Path | str) -> tuple[list[Path], list[str]]:
     files: list[Path] = []
     for path in paths:
         path = Path(path)
-        for file in trace_files_in(path) if path.is_dir() else [path]:
+        for file in trace_files_in(path) if is_directory(path) else [path]:
             if file not in files:
                 files.append(file)
     if not files:
@@ -136,6 +147,37 @@ def align_clocks(files: list[RankFile], warnings: list[str]) -> int:
         missing = ", ".join(f.path.name for f in files if f.base_ns is None)
         warnings.append(f"no baseTimeNanoseconds in {missing}: assumed on the same clock as the other ranks")
     return reference
+
+
+def check_one_run(files: list[RankFile]) -> None:
+    """Refuse rank files that cannot be one run's: world sizes that disagree, one rank whose GPU
+    work appears twice at the same time (a copy, or two captures), clocks days apart.
+
+    A rank may own several files that follow each other (SGLang's per-stage EXTEND/DECODE files)."""
+    sized = [f for f in files if f.world_size > 0]
+    for f in sized[1:]:
+        if f.world_size != sized[0].world_size:
+            raise TraceError(
+                f"says world size {sized[0].world_size}, {f.path} says {f.world_size}: traces of different runs; "
+                "give one run's rank files", sized[0].path,
+            )
+    spans = [(f, f.gpu_span()) for f in files]
+    spans = [(f, s) for f, s in spans if s is not None]
+    for i, (a, sa) in enumerate(spans):
+        for b, sb in spans[i + 1 :]:
+            if a.rank >= 0 and a.rank == b.rank and sa[0] < sb[1] and sb[0] < sa[1]:
+                raise TraceError(
+                    f"claims rank {a.rank}, as does {b.path}, and their GPU work overlaps in time: one rank captured "
+                    "twice, or one file given twice; give one capture's rank files", a.path,
+                )
+    if spans:
+        first = min(spans, key=lambda fs: fs[1][0])
+        last = max(spans, key=lambda fs: fs[1][1])
+        if last[1][1] - first[1][0] > MAX_RUN_NS:
+            days = (last[1][1] - first[1][0]) / 86_400e9
+            raise TraceError(
+                f"and {last[0].path} were captured {days:.1f} days apart: not one run's rank files", first[0].path,
+            )
 
 
 def assign_device_offsets(files: list[RankFile]) -> None:

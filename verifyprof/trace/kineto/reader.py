@@ -48,6 +48,7 @@ from verifyprof.trace.kineto.files import (
     RankFile,
     align_clocks,
     assign_device_offsets,
+    check_one_run,
     int_or_none,
     load_file,
     trace_files,
@@ -61,6 +62,7 @@ from verifyprof.trace.kineto.tables import (
     range_rows,
     table_frame,
 )
+from verifyprof.trace.validation import drop_bad_times
 
 
 def _device_properties(header: dict[str, Any]) -> tuple[dict[int, dict], dict | None]:
@@ -153,10 +155,15 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
     """
     files_in, warnings = trace_files(paths)
     files = [load_file(i, p, fast) for i, p in enumerate(files_in)]
+    warnings += [f"{f.path.name}: {f.events.problems()}" for f in files if f.events.problems()]
     empty = [f for f in files if f.events.gpu_rows == 0]
     if len(empty) == len(files):
         where = files[0].path if len(files) == 1 else files[0].path.parent
         what = "the trace" if len(files) == 1 else f"none of the {len(files)} trace files"
+        dropped = sum(f.events.dropped for f in files)
+        if dropped:
+            raise TraceError(f"{what} holds no usable GPU events: {dropped} events have no usable ts/dur "
+                             "(missing, not a number, or out of range)", where)
         raise TraceError(
             f"{what} holds no GPU events (kernel, gpu_memcpy, gpu_memset): an empty or CPU-only capture; "
             "profile with ProfilerActivity.CUDA and run GPU work inside the profiled window",
@@ -165,6 +172,7 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
     for f in empty:
         warnings.append(f"{f.path.name}: no GPU events (empty capture for rank {f.rank})")
     base = align_clocks(files, warnings)
+    check_one_run(files)
     assign_device_offsets(files)
 
     strings = StringTable()
@@ -182,7 +190,7 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
         warnings.append(f"{unlinked} kernels carry no correlation id: they cannot be tied to a launch")
     worlds = [f.world_size for f in files if f.world_size > 0]
     counts = category_counts([f.events for f in files])
-    return Trace(
+    return drop_bad_times(Trace(
         source=[f.path for f in files],
         format="kineto",
         strings=strings,
@@ -203,4 +211,4 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
             "kineto_files": [_file_meta(f) for f in files],
         },
         warnings=warnings,
-    )
+    ))

@@ -26,6 +26,7 @@ from verifyprof.trace.events import (
     StringTable,
 )
 from verifyprof.trace.nesting import nesting_depth
+from verifyprof.trace.validation import MISSING_TIME
 from verifyprof.trace.nsys.columns import Rows
 from verifyprof.trace.nsys.export import (
     NVTX,
@@ -78,7 +79,7 @@ def ranges_table(rows: Rows, names: NsysStrings, strings: StringTable) -> tuple[
     sel = np.flatnonzero(is_range & ~end_null)
     if not len(sel):
         return model_table({}, RANGE_DTYPES), warnings
-    start = rows.take("start", "int64")[sel]
+    start = rows.take("start", "int64", MISSING_TIME)[sel]  # NULL: dropped by trace.validation
     end = end[sel]
     tid = rows.take("gtid", "int64")[sel]
     kind = np.where(event_type[sel] == NVTX_PUSHPOP, RANGE_KIND_PUSHPOP, RANGE_KIND_STARTEND).astype(np.int8)

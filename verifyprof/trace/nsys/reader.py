@@ -48,10 +48,12 @@ from verifyprof.trace.nsys.export import (
     RUNTIME,
     NsysExport,
     NsysStrings,
+    schema_warnings,
 )
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.processes import devices_table, processes_table
 from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
+from verifyprof.trace.validation import drop_bad_times
 
 __all__ = ["FORMAT", "read_nsys_sqlite"]
 
@@ -84,6 +86,7 @@ def _read(export: NsysExport) -> Trace:
     names = NsysStrings(export, strings)
     warnings: list[str] = []
     meta = export.meta()
+    warnings += schema_warnings(meta["nsys_schema_version"])
 
     api_names = api_candidates(export)
     kernel_job = SlicedQuery(kernel_slices(export), KERNEL_SPEC)
@@ -113,7 +116,7 @@ def _read(export: NsysExport) -> Trace:
     warnings += nccl_warnings
     if collective_args is not None:
         optional["collective_args"] = collective_args
-    return Trace(
+    return drop_bad_times(Trace(
         source=[export.path], format=FORMAT, strings=strings, kernels=kernels, copies=copies, graphs=graphs,
         api=api, ranges=ranges, devices=devices, processes=processes, meta=meta, warnings=warnings, **optional,
-    )
+    ))
