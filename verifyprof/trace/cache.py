@@ -141,7 +141,7 @@ def checkpointed_copy(path: Path, wal: Path) -> Path:
             finally:
                 con.close()
         except sqlite3.DatabaseError as exc:
-            raise TraceError(f"corrupt SQLite file or -wal ({exc})", path) from None
+            raise TraceError(f"corrupt SQLite file or -wal ({' '.join(str(exc).split())[:300]})", path) from None
         finally:
             for extra in ("-wal", "-shm"):
                 tmp.with_name(tmp.name + extra).unlink(missing_ok=True)

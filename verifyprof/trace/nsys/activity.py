@@ -121,7 +121,8 @@ def graph_query(export: NsysExport) -> str | None:
 def api_candidates(export: NsysExport) -> dict[int, str]:
     """nsys string id -> API name, for calls that may launch work or synchronize."""
     rows = export.sql(f"SELECT id, value FROM StringIds WHERE {API_CANDIDATE_SQL}")
-    return {sid: value for sid, value in rows if API_NAME.match(value)}
+    return {sid: value for sid, value in rows
+            if isinstance(sid, int) and isinstance(value, str) and API_NAME.match(value)}  # an edited id or value: not a call
 
 
 def api_slices(export: NsysExport, table: str, candidates: dict[int, str]) -> list[tuple[str, int]]:

@@ -56,10 +56,11 @@ class NsysExport:
         self.uri = readonly_uri(readable_database(self.path))
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
+            self.con.text_factory = lambda raw: raw.decode("utf-8", "replace")  # names are not always valid UTF-8
             rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a garbled schema: undecodable SQL or names
             self.close()
-            raise TraceError(f"corrupt or truncated SQLite file ({exc})", self.path) from None
+            raise TraceError(f"corrupt or truncated SQLite file ({one_line(exc)})", self.path) from None
         self.tables = {name for (name,) in rows}
         self.columns: dict[str, list[str]] = {}
         return self
@@ -83,8 +84,8 @@ class NsysExport:
         assert self.con is not None
         try:
             return self.con.execute(query, params).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise TraceError(f"corrupt or truncated SQLite export ({exc})", self.path) from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a garbled schema: undecodable SQL or names
+            raise TraceError(f"corrupt or truncated SQLite export ({one_line(exc)})", self.path) from None
 
     def require(self, table: str, columns: tuple[str, ...]) -> None:
         """TraceError unless ``table`` has every one of ``columns`` (an edited or foreign export)."""
@@ -150,19 +151,30 @@ class NsysExport:
         meta: dict = {}
         table = next((t for t in META_TABLES if t in self.tables), None)
         values = dict(self.sql(f'SELECT name, value FROM "{table}"')) if table else {}
-        meta["nsys_schema_version"] = values.get("EXPORT_SCHEMA_VERSION", "")
-        meta["nsys_version"] = values.get("EXPORT_PRODUCT_VERSION", "")
-        if table is None:
-            meta["nsys_schema_version"] = ""  # 2022.x and later always write one; absent = unknown
+        meta["nsys_schema_version"] = _text(values.get("EXPORT_SCHEMA_VERSION", ""))
+        meta["nsys_version"] = _text(values.get("EXPORT_PRODUCT_VERSION", ""))
         if "TARGET_INFO_SESSION_START_TIME" in self.tables and "utcEpochNs" in self.cols("TARGET_INFO_SESSION_START_TIME"):
             row = self.sql("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
-            if row and row[0][0] is not None:
-                meta["capture_start_utc_ns"] = int(row[0][0])
+            if row and _int64(row[0][0]) is not None:
+                meta["capture_start_utc_ns"] = _int64(row[0][0])
         if "ANALYSIS_DETAILS" in self.tables and {"startTime", "stopTime"} <= set(self.cols("ANALYSIS_DETAILS")):
             row = self.sql("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS")
-            if row and row[0][0] is not None:
-                meta["capture_start_ns"], meta["capture_end_ns"] = int(row[0][0]), int(row[0][1])
+            if row and _int64(row[0][0]) is not None and _int64(row[0][1]) is not None:
+                meta["capture_start_ns"], meta["capture_end_ns"] = _int64(row[0][0]), _int64(row[0][1])
         return meta
+
+
+def _int64(value: object) -> int | None:
+    """An SQLite value as an int64, None when it is not one (NULL, text, blob, out of range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if -(1 << 63) <= value < (1 << 63) else None
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def schema_warnings(version: str) -> list[str]:
@@ -214,7 +226,7 @@ class NsysStrings:
         for i in range(0, len(ids), 50_000):
             chunk = ",".join(map(str, ids[i : i + 50_000]))
             values.update(self.export.sql(f"SELECT id, value FROM StringIds WHERE id IN ({chunk})"))
-        texts = [values.get(i, f"<string {i}>") for i in ids]
+        texts = [v if isinstance(v := values.get(i), str) else f"<string {i}>" for i in ids]
         for i, sid in zip(ids, self.strings.intern(texts)):
             self.known[i] = int(sid)
 

@@ -19,6 +19,7 @@ ranges, process names, collectives), so that order is part of the output.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,7 @@ from verifyprof.trace.nsys.export import (
     RUNTIME,
     NsysExport,
     NsysStrings,
+    one_line,
     schema_warnings,
 )
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
@@ -112,7 +114,10 @@ def _read(export: NsysExport) -> Trace:
     processes = processes_table(export, names, kernels, copies, graphs, api, ranges)
     meta["graph_trace_rows"] = len(graphs)
     optional = {}
-    collective_args, nccl_warnings = nccl_collective_args(export.con, export.uri, export.tables, kernels, api, ranges, strings)
+    try:
+        collective_args, nccl_warnings = nccl_collective_args(export.con, export.uri, export.tables, kernels, api, ranges, strings)
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the payload tables are read with plain queries
+        raise TraceError(f"corrupt NVTX payload tables ({one_line(exc)})", export.path) from None
     warnings += nccl_warnings
     if collective_args is not None:
         optional["collective_args"] = collective_args

@@ -25,6 +25,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,7 +53,7 @@ def sqlite_for_report(path: Path) -> Path:
     for target in _cache_candidates(path):
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            probe = target.with_name(f".{target.name}.probe{os.getpid()}")
+            probe = target.with_name(f".{target.name}.probe{os.getpid()}.{threading.get_ident()}")
             probe.touch()
             probe.unlink()
         except OSError as exc:  # not writable: try the next place
@@ -181,7 +182,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _export(nsys: str, report: Path, target: Path) -> None:
-    tmp = target.with_name(f".{target.stem}.tmp{os.getpid()}.sqlite")
+    tmp = target.with_name(f".{target.stem}.tmp{os.getpid()}.{threading.get_ident()}.sqlite")
     plain = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp), str(report)]
     with_blobs = plain[:4] + ["--include-blobs=true"] + plain[4:]  # NCCL message sizes (NVTX payloads)
     try:
