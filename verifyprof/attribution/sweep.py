@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifyprof.contracts import phases
+from verifyprof.contracts.errors import TraceError
 
 N_BUSY = len(phases.PRIORITY)
 # Slots of the non-busy intervals, lowest priority first; each books its uncovered time to a phase.
@@ -82,7 +83,9 @@ def sweep(windows: Windows, busy: Intervals, launches: Intervals, chunk_interval
         phase_ns[lo:hi], total_ns[lo:hi] = _sweep_chunk(Windows(windows.ws[lo:hi], windows.we[lo:hi]), chunk)
         lo = hi
     wall = windows.we - windows.ws
-    assert np.array_equal(phase_ns.sum(axis=1), wall), "phases must sum to wall time"
+    if not np.array_equal(phase_ns.sum(axis=1), wall):  # an invariant: only inconsistent timestamps break it
+        raise TraceError("timestamps cannot be attributed consistently (phases do not sum to the step's wall time): "
+                         "clocks of merged files too far apart, or corrupt times")
     return SweepResult(phase_ns, total_ns)
 
 
