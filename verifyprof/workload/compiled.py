@@ -36,6 +36,12 @@ def _skips() -> int:
         return 0
 
 
+def _reason(err: Exception) -> str:
+    """Dynamo's headline and explanation, on one line (the rest is hints and stacks)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return " ".join(lines[:2]) if lines else type(err).__name__
+
+
 class CompiledVerify:
     """``state.verify`` compiled once; calling it runs one verify forward (logits ``[B, k+1, V]``)."""
 
@@ -79,7 +85,7 @@ class CompiledVerify:
         except torch._dynamo.exc.Unsupported as err:
             if not self.fullgraph:
                 raise
-            self.fullgraph, self.fullgraph_error = False, str(err).splitlines()[0]
+            self.fullgraph, self.fullgraph_error = False, _reason(err)
             self.fn = self._compile(False)
             out = self.fn()
         if self.device.type == "cuda":
