@@ -382,7 +382,8 @@ def test_pipelined_graph_replays_compute_the_eager_logits(monkeypatch):
 
 
 def test_a_run_with_nothing_to_measure_exits_2(tmp_path, capsys):
-    assert main([*TINY_ARGS, "--steps", "0", "--decode-steps", "0", "--widths", "", "--out", str(tmp_path / "s.json")]) == 2
+    out = tmp_path / "s.json"
+    assert main([*TINY_ARGS, "--steps", "0", "--decode-steps", "0", "--widths", "", "--out", str(out)]) == 2
     assert "nothing to measure" in capsys.readouterr().err
 
 
@@ -456,3 +457,43 @@ def test_an_unknown_compile_backend_exits_2_with_one_line(tmp_path, capsys):
     assert main([*TINY_ARGS, "--mode", "compile", "--compile-backend", "nope", "--out", str(tmp_path / "s.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert "nope" in err and "\n" not in err
+
+
+# --- the committed H200 traces of these modes (traces/README.md): the data others test against ---
+
+TRACES = REPO / "traces"
+
+
+def _nsys_projection_ns(folder: Path, range_text: str) -> int:
+    import csv
+
+    with open(folder / "stats_nvtx_gpu_proj_sum.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["Range"].partition(":")[2] == range_text)  # DOMAIN:text
+    return int(row["Total Proj Time (ns)"])
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_committed_pipelined_occupancy_agrees_with_nsys_projection(mode):
+    folder = TRACES / f"workload-dense-pipelined-{mode}"
+    (run,) = json.loads((folder / "summary.json").read_text())["runs"]
+    text = f"verifyprof.verify bs=1 tokens=4 graph={int(mode == 'graph')} pipelined=1"
+    projected_ms = _nsys_projection_ns(folder, text) / 1e6
+    assert run["steps"] == 30
+    assert sum(run["per_step"]["verify_ms"]) == pytest.approx(projected_ms, rel=0.05)
+
+
+def test_committed_pipelined_graph_host_ran_ahead_of_the_gpu():
+    (run,) = json.loads((TRACES / "workload-dense-pipelined-graph" / "summary.json").read_text())["runs"]
+    assert run["host_elapsed_ms"] < run["gpu_elapsed_ms"] / 2  # the case breakdown books as launch_gap
+    assert max(run["per_step"]["gpu_gap_ms"]) < 0.05 * run["verify_ms"]["median"]  # the GPU never idled
+
+
+def test_committed_compile_pair_measured_eager_graph_and_compiled_verify_in_one_process():
+    summary = json.loads((TRACES / "workload-dense-compile" / "summary.json").read_text())
+    info = summary["config"]["compile"]
+    assert (info["mode"], info["fullgraph"], info["cudagraphs"], info["cudagraph_skips"]) == \
+        ("reduce-overhead", True, True, 0)
+    verify = {r["mode"]: r["verify_ms"]["median"] for r in summary["runs"] if r["kind"] == "spec"}
+    assert verify["compile"] < verify["graph"] < verify["eager"]
+    kernels = (TRACES / "workload-dense-compile" / "stats_cuda_gpu_kern_sum.csv").read_text()
+    assert "triton_" in kernels  # Inductor's fused kernels are in the trace

@@ -118,9 +118,11 @@ def report_lines(results: list[dict[str, Any]]) -> list[str]:
         elif r["kind"] == "decode":
             lines.append(f"decode {r['mode']:5s} step {r['decode_ms']['median']:.3f} ms  {r['tokens_per_s']:.1f} tok/s")
         elif r["kind"] == "verify_pipelined":
-            lines.append(f"pipe   {r['mode']:5s} width {r['width']:3d}  verify {r['verify_ms']['median']:.3f} ms on the GPU"
-                         f"  host {r['host_ms']['median']:.3f} ms/step  {r['steps']} steps: GPU {r['gpu_elapsed_ms']:.1f} ms,"
-                         f" host {r['host_elapsed_ms']:.1f} ms + {r['host_wait_ms']:.1f} ms waiting")
+            lines.append(f"pipe   {r['mode']:5s} width {r['width']:3d}"
+                         f"  verify {r['verify_ms']['median']:.3f} ms on the GPU"
+                         f"  host {r['host_ms']['median']:.3f} ms/step  {r['steps']} steps:"
+                         f" GPU {r['gpu_elapsed_ms']:.1f} ms, host {r['host_elapsed_ms']:.1f} ms"
+                         f" + {r['host_wait_ms']:.1f} ms waiting")
         else:
             lines.append(f"sweep  {r['mode']:5s} width {r['width']:3d}  verify {r['verify_ms']['median']:.3f} ms")
     return lines

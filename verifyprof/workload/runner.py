@@ -184,7 +184,8 @@ class Workload:
         accept_lens = [a for _, lens in records for a in lens]
         tokens = sum(accept_lens)
         out = {
-            "kind": "spec", "mode": mode, "graph": graph, "compile": compiled, "bs": run.batch, "num_draft": run.num_draft,
+            "kind": "spec", "mode": mode, "graph": graph, "compile": compiled, "bs": run.batch,
+            "num_draft": run.num_draft,
             "verify_graph": self.verify_flags(mode)[0],
             "verify_tokens": run.num_draft + 1, "steps": steps,
             "accept": "simulated" if self.simulated else "greedy",
