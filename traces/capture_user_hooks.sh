@@ -25,6 +25,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PYTHON:-python3}
 command -v nsys >/dev/null 2>&1 || source .device/nsys-env.sh >"$OUT/nsys-env.log" 2>&1
+"$PY" -c "import nvtx" 2>/dev/null || echo "warning: no nvtx package for $PY: ranges go to NVTX's default domain without payload (carry the nvtx wheel)" >&2
 read -r -a EXTRA <<<"${WORKLOAD_ARGS:-}"
 failed=()
 

@@ -34,6 +34,7 @@ if ! command -v nsys >/dev/null 2>&1; then
 fi
 command -v nsys >/dev/null 2>&1 || { echo "nsys not found: source .device/nsys-env.sh first" >&2; exit 2; }
 
+"$PY" -c "import nvtx" 2>/dev/null || echo "warning: no nvtx package for $PY: ranges go to NVTX's default domain without payload (carry the nvtx wheel)" >&2
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/verifyprof-capture.XXXXXX")
 failed=()
 started=$(date +%s)
