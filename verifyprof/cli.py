@@ -267,9 +267,7 @@ def whatif(
         result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
         files.print_json(result) if as_json else show.print_plain(result)
         return
-    ranking = _ranking(options, phase, notes)
-    ranking.setdefault("schema", WHATIF_SCHEMA)
-    ranking.setdefault("unit", "ms")
+    ranking = {"schema": WHATIF_SCHEMA, "unit": "ms", **_ranking(options, phase, notes)}
     ranking["current"].setdefault("notes", []).extend(notes)
     files.print_json(ranking) if as_json else show.print_ranking(ranking)
 
