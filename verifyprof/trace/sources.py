@@ -93,7 +93,7 @@ def expand(spec: str | Path) -> list[Path]:
         return expand(path / "torch")
     if not paths:
         raise TraceError(
-            "folder holds no trace: expected an nsys export (.sqlite, .sqlite.gz), a .nsys-rep, or PyTorch-profiler files (*.json, *.json.gz)", path
+            "folder holds no trace: no nsys export (.sqlite, .sqlite.gz, .nsys-rep) and no PyTorch-profiler trace files (*.json, *.json.gz)", path
         )
     return paths
 
