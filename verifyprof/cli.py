@@ -7,29 +7,123 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperGroup
 
-from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts import ranges
+from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 
+KERNELS_SCHEMA = "verifyprof.kernels/1"
+WHATIF_SCHEMA = "verifyprof.whatif/1"
+_BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
+# click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
+UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+NoArgsIsHelpError = getattr(sys.modules[UsageError.__module__], "NoArgsIsHelpError", type("NoArgsIsHelpError", (Exception,), {}))
+
+
+class _Group(TyperGroup):
+    """Errors as one line: ``verifyprof: error: ...`` on stderr, exit 2, no boxed panel or traceback."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[no-untyped-def, override]
+        try:
+            code = super().main(args=args, prog_name=prog_name or "verifyprof", complete_var=complete_var, standalone_mode=False, **extra)
+        except NoArgsIsHelpError as err:
+            print(err.format_message(), file=sys.stderr)
+            code = 2
+        except UsageError as err:
+            print(f"verifyprof: error: {_usage_message(err, list(sys.argv[1:] if args is None else args))}", file=sys.stderr)
+            code = 2
+        except typer.Abort:
+            print("verifyprof: interrupted", file=sys.stderr)
+            code = 130
+        except VerifyprofError as err:
+            print(f"verifyprof: error: {err}", file=sys.stderr)
+            code = err.exit_code
+        code = code if isinstance(code, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _usage_message(err: Exception, argv: list[str]) -> str:
+    message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
+    ctx = getattr(err, "ctx", None)
+    command = ctx.command_path if ctx is not None else "verifyprof"
+    extra = [a for a in argv if a.lower() in _BOOL_WORDS]
+    if "unexpected extra argument" in message and extra:
+        message += f" (flags such as --json take no value: give '--json', not '--json {extra[0]}')"
+    return f"{command}: {message} (see {command} --help)"
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="What is inside the speculative-decoding verify step, and which fix is worth the most tokens/s.",
 )
 
-TraceArg = Annotated[str, typer.Argument(help="nsys .nsys-rep / .sqlite, or PyTorch-profiler JSON(.gz) file, directory or glob")]
-RangeOpt = Annotated[str, typer.Option("--range", help="regex selecting the step ranges")]
+TraceArg = Annotated[str, typer.Argument(help="nsys .nsys-rep / .sqlite(.gz), PyTorch-profiler JSON(.gz), a directory (capture folder or per-rank files) or a glob", metavar="TRACE")]
+RangeOpt = Annotated[Optional[str], typer.Option("--range", help="regex (Python re.search on each range's text) selecting the step ranges; default: verifyprof's ranges and SGLang's TARGET_VERIFY", show_default=False)]
+StepOpt = Annotated[Optional[str], typer.Option("--step", help=f"steps of one phase, from verifyprof ranges, SGLang spans and user ranges alike: {'|'.join(ranges.PHASES)}", metavar="PHASE")]
 TaxonomyOpt = Annotated[Optional[Path], typer.Option("--taxonomy", help="kernel-name rules (TOML) replacing the built-in ones")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON instead of tables")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON instead of tables (a flag: no value)")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"verifyprof {version('verifyprof')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="print the version and exit", callback=_version, is_eager=True)] = False,
+) -> None:
+    """What is inside the speculative-decoding verify step, and which fix is worth the most tokens/s."""
+
+
+def _step_regex(step_range: str | None, phase: str | None, default: str | None = DEFAULT_STEP_REGEX) -> str | None:
+    """``--step PHASE`` -> that phase's regex; ``--range`` as given; both is an error."""
+    if phase is None:
+        return step_range if step_range is not None else default
+    if step_range is not None:
+        raise VerifyprofError("give --step PHASE or --range REGEX, not both")
+    try:
+        return ranges.phase_regex(phase)
+    except ValueError as exc:
+        raise VerifyprofError(f"--step: {exc}") from None
+
+
+def _wrote(path: Path) -> None:
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def _load_hint(trace: str):  # type: ignore[no-untyped-def]
+    """Read ``trace``; a .nsys-rep without nsys names the SQLite export beside it."""
+    from verifyprof import pipeline
+
+    try:
+        return pipeline.load(trace)
+    except ToolMissingError as err:
+        rep = err.path or Path(trace)
+        beside = sorted(p.name for p in rep.parent.glob("*") if p.name.endswith((".sqlite", ".sqlite.gz")))
+        if beside:
+            raise ToolMissingError(f"{err.problem}; or give the SQLite export beside it: {rep.parent / beside[0]}", rep) from None
+        raise
 
 
 @app.command()
 def breakdown(
     trace: TraceArg,
-    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    step_range: RangeOpt = None,
+    step: StepOpt = None,
     taxonomy: TaxonomyOpt = None,
     whole_trace: Annotated[bool, typer.Option("--whole-trace", help="one step per device spanning the whole trace")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="a phase table for every step group (default: the verify step's, the rest folded into one table)")] = False,
     as_json: JsonOpt = False,
     csv: Annotated[Optional[Path], typer.Option("--csv", help="write per-step rows as CSV")] = None,
     parquet: Annotated[Optional[Path], typer.Option("--parquet", help="write per-step rows as Parquet")] = None,
@@ -42,36 +136,41 @@ def breakdown(
     from verifyprof.report import console, files
     from verifyprof.trace.sources import expand
 
+    regex = _step_regex(step_range, step)
     outputs.protect(expand(trace), outputs=(csv, parquet))  # never write onto the trace read
-    result = pipeline.breakdown(trace, step_regex=step_range, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
+    result = pipeline.breakdown(_load_hint(trace), step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
     if csv is not None:
         files.write_steps_csv(result, csv)
+        _wrote(csv)
     if parquet is not None:
         files.write_steps_parquet(result, parquet)
+        _wrote(parquet)
     if as_json:
         files.print_breakdown_json(result)
     else:
-        console.print_breakdown(result)
+        console.print_breakdown(result, show_all=show_all)
         console.print_verdict(pipeline.verdict(result, accept_len=accept_len, manifest=manifest))
 
 
 @app.command()
 def kernels(
     trace: TraceArg,
-    top: Annotated[int, typer.Option("--top", help="how many kernels to list")] = 30,
+    top: Annotated[int, typer.Option("--top", help="how many kernels to list (>= 1)", min=1)] = 30,
     taxonomy: TaxonomyOpt = None,
-    step_range: Annotated[Optional[str], typer.Option("--range", help="only kernels inside ranges matching this regex")] = None,
+    step_range: Annotated[Optional[str], typer.Option("--range", help="only kernels inside ranges matching this regex (Python re.search)")] = None,
+    step: StepOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Top kernels with their phase and share of GPU time: check and fix the taxonomy rules."""
     from verifyprof import pipeline
     from verifyprof.report import console, files
 
-    table = pipeline.kernels(trace, taxonomy=taxonomy, step_regex=step_range)
+    table = pipeline.kernels(_load_hint(trace), taxonomy=taxonomy, step_regex=_step_regex(step_range, step, default=None))
+    data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
-        files.print_json(table.to_json(top))
+        files.print_json(data)
     else:
-        console.print_kernels(table, top)
+        console.print_kernels(data)
 
 
 # --- whatif (model stage) and capture (capture stage) register their commands below. ---
@@ -117,7 +216,7 @@ def capture(
         num_steps=num_steps, osrt=osrt, capture_all=capture_all, gzip=gzip, stop_timeout=stop_timeout, argv=list(sys.argv),
     )
     for line in summary_lines(run_capture(options)):
-        print(line)
+        print(" ".join(line.split()) if "\n" in line else line)
 
 
 @app.command()
@@ -135,8 +234,8 @@ def whatif(
     decode_ms: Annotated[Optional[float], typer.Option("--decode-ms", help="plain decode step time (ms)")] = None,
     source: Annotated[Optional[str], typer.Option("--from", help="breakdown JSON (verifyprof breakdown --json) or a trace")] = None,
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length, baseline)")] = None,
-    step: Annotated[Optional[str], typer.Option("--step", help="step name to model (default: the verify steps)")] = None,
-    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    step: Annotated[Optional[str], typer.Option("--step", help=f"the steps to model: a phase ({'|'.join(ranges.PHASES)}: verifyprof, SGLang and user ranges alike) or a step name (default: the verify steps)")] = None,
+    step_range: RangeOpt = None,
     whole_trace: Annotated[bool, typer.Option("--whole-trace", help="model the whole trace as one step (a trace given to --from)")] = False,
     width: Annotated[Optional[int], typer.Option("--width", help="verify tokens per request: which width to model, or the width when the trace does not say")] = None,
     mode: Annotated[Optional[str], typer.Option("--mode", help="eager or graph, when the trace has both")] = None,
@@ -155,19 +254,63 @@ def whatif(
     from verifyprof.report import files
     from verifyprof.report import whatif as show
 
+    if source is not None and verify_ms is not None:
+        raise VerifyprofError("--verify-ms is for the plain model; with --from the verify time is measured from the trace (choose it with --step, --width, --mode)")
+    notes: list[str] = []
+    if manifest is None and source is not None and (Path(source) / "manifest.json").is_file():
+        manifest = Path(source) / "manifest.json"
+        notes.append(f"manifest {manifest} found in the capture folder given to --from (accept length, baseline)")
+    if manifest is not None:
+        _check_manifest(manifest)
+    phase = step if step in ranges.PHASES else None
     options = WhatifOptions(
         verify_ms=verify_ms, accept_len=accept_len, alpha=alpha, num_draft=num_draft, survival=survival,
         draft_cost_ratio=draft_cost_ratio, draft_ms=draft_ms, overhead_ms=overhead_ms, batch=batch,
-        baseline_tps=baseline_tps, decode_ms=decode_ms, source=source, manifest=manifest, step=step,
-        step_range=step_range, whole_trace=whole_trace, width=width, mode=mode, hardware=hardware, link=link, model=model, tp=tp,
+        baseline_tps=baseline_tps, decode_ms=decode_ms, source=source, manifest=manifest, step=None if phase else step,
+        step_range=_step_regex(step_range, None), whole_trace=whole_trace, width=width, mode=mode, hardware=hardware, link=link, model=model, tp=tp,
         context=context, drafter_gain=drafter_gain, candidates=candidate or [],
     )
     if source is None:
-        result = pipeline.whatif_plain(options)
+        result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
         files.print_json(result) if as_json else show.print_plain(result)
-    else:
-        ranking = pipeline.whatif(options).to_json()
-        files.print_json(ranking) if as_json else show.print_ranking(ranking)
+        return
+    ranking = {"schema": WHATIF_SCHEMA, "unit": "ms", **_ranking(options, phase, notes)}
+    ranking["current"].setdefault("notes", []).extend(notes)
+    files.print_json(ranking) if as_json else show.print_ranking(ranking)
+
+
+def _ranking(options, phase: str | None, notes: list[str]) -> dict:  # type: ignore[no-untyped-def]
+    """``whatif --from``; with ``--step PHASE``, the steps of that phase whatever made them."""
+    from verifyprof import pipeline
+    from verifyprof.contracts.errors import NoStepsError
+    from verifyprof.model.whatif import check_options, from_breakdown
+
+    if phase is None:
+        return pipeline.whatif(options).to_json()
+    check_options(options)
+    options.step_range = f"{options.step_range}|{ranges.phase_regex(phase)}"
+    frame = pipeline.breakdown_frame(options.source, options.step_range, options.whole_trace)
+    counts = frame.steps["name"].value_counts()
+    names = [str(n) for n in counts.index if ranges.is_phase(str(n), phase)]
+    if not names:
+        raise NoStepsError(f"no {phase} steps (verifyprof, SGLang or user ranges); the steps are: {', '.join(map(str, counts.index[:8]))}", options.source)
+    options.step = names[0]
+    notes.append(f"--step {phase}: modelling the {counts[names[0]]} steps named {names[0]!r}" + (f" (also {phase}: {', '.join(names[1:])})" if len(names) > 1 else ""))
+    return from_breakdown(frame, options).to_json()
+
+
+def _check_manifest(path: Path) -> None:
+    """A breakdown, whatif or kernels JSON, or a trace, given to --manifest: say so, not 'accept length unknown'."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return  # the manifest reader names the problem
+    if head[:2] == b"\x1f\x8b" or b'"traceEvents"' in head or head.startswith(b"SQLite format 3"):
+        raise VerifyprofError("not a capture manifest: this is a trace (give it to --from)", path)
+    for kind in (b"breakdown", b"whatif", b"kernels"):
+        if b'"verifyprof.' + kind + b"/" in head:
+            raise VerifyprofError(f"not a capture manifest: this is a {kind.decode()} JSON (schema verifyprof.{kind.decode()}/1){'; give it to --from' if kind == b'breakdown' else ''}", path)
 
 
 @app.command()
@@ -189,11 +332,9 @@ def hooks(
 
 
 def main() -> None:
+    """The console script: errors are one line (see :class:`_Group`)."""
     try:
         app()
-    except VerifyprofError as err:
-        print(f"verifyprof: error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
     except KeyboardInterrupt:
         print("verifyprof: interrupted", file=sys.stderr)
         sys.exit(130)

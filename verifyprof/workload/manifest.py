@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts import outputs
-from verifyprof.contracts.manifest import MANIFEST, document, gpus, now_iso, trace_record, versions_record
+from verifyprof.contracts.manifest import (
+    MANIFEST,
+    document,
+    gpus,
+    now_iso,
+    trace_record,
+    versions_record,
+)
 
 MAX_GZ_BYTES = 16 * 2**20
 

@@ -43,8 +43,8 @@ from verifyprof.contracts.ranges import (
     VERIFY,
 )
 from verifyprof.workload.accept import accepted_drafts, solve_alpha, survival_curve
-from verifyprof.workload.config import ModelConfig, RunConfig
 from verifyprof.workload.compiled import CompiledVerify
+from verifyprof.workload.config import ModelConfig, RunConfig
 from verifyprof.workload.graphs import PhaseGraphs
 from verifyprof.workload.model import DecoderLM
 from verifyprof.workload.pipelined import run_pipelined

@@ -24,9 +24,15 @@ from verifyprof.trace.events import (
     NO_ID,
 )
 from verifyprof.trace.kineto.decode import EventFields, KinetoFile
-from verifyprof.trace.kineto.fields import EventGroups, Names, Table, id_field, number_field
-from verifyprof.trace.validation import TIME_LIMIT_NS
+from verifyprof.trace.kineto.fields import (
+    EventGroups,
+    Names,
+    Table,
+    id_field,
+    number_field,
+)
 from verifyprof.trace.kineto.message_sizes import CollectiveArgs, file_collective_args
+from verifyprof.trace.validation import TIME_LIMIT_NS
 
 
 @dataclass

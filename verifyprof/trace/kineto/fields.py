@@ -18,7 +18,6 @@ import pandas as pd
 from verifyprof.trace.events import NO_ID
 from verifyprof.trace.kineto.decode import EventFields, KinetoFile
 
-
 # ``cat`` (lower-cased; very old Kineto capitalised them) -> the role it plays here.
 ROLES: dict[str, str] = {
     "kernel": "kernel",

@@ -25,7 +25,6 @@ from verifyprof.trace.inputs import is_directory, list_directory
 from verifyprof.trace.kineto.decode import decode_file
 from verifyprof.trace.kineto.events import FileEvents, extract
 
-
 RANK_IN_NAME = re.compile(r"-TP-(\d+)")
 
 

@@ -19,7 +19,6 @@ from verifyprof.trace.events import NO_ID
 from verifyprof.trace.kineto.decode import EventFields, decode_raw
 from verifyprof.trace.kineto.fields import EventGroups, Table, ids, numbers
 
-
 # Kernels that perform a collective without NCCL's args (symmetric-memory, custom one/two-shot,
 # fused allreduces): their size is the tensor of the op that launched them.
 COLLECTIVE_KERNEL = re.compile(

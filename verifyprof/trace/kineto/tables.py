@@ -25,7 +25,6 @@ from verifyprof.trace.kineto.fields import Table
 from verifyprof.trace.kineto.files import RankFile
 from verifyprof.trace.nesting import nesting_depth
 
-
 # cudaLaunchKernel_v7000, cuMemcpyDtoH_v2, cudaMemcpyAsync_ptsz, hipGetDevicePropertiesR0600
 ABI_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds|_spt)+$|(?<=[a-z])R\d{4}$")
 

@@ -27,7 +27,6 @@ from verifyprof.trace.events import (
     NO_ID,
     StringTable,
 )
-from verifyprof.trace.validation import MISSING_TIME
 from verifyprof.trace.nsys.columns import Rows
 from verifyprof.trace.nsys.export import (
     DRIVER,
@@ -39,6 +38,7 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
+from verifyprof.trace.validation import MISSING_TIME
 
 # CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER, stable across schema versions) -> copy names
 COPY_NAMES = {

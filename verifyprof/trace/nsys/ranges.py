@@ -26,7 +26,6 @@ from verifyprof.trace.events import (
     StringTable,
 )
 from verifyprof.trace.nesting import nesting_depth
-from verifyprof.trace.validation import MISSING_TIME
 from verifyprof.trace.nsys.columns import Rows
 from verifyprof.trace.nsys.export import (
     NVTX,
@@ -35,6 +34,7 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
+from verifyprof.trace.validation import MISSING_TIME
 
 NVTX_PUSHPOP = 59
 NVTX_STARTEND = 60
