@@ -22,23 +22,38 @@ TraceArg = Annotated[str, typer.Argument(help="nsys .nsys-rep / .sqlite, or PyTo
 RangeOpt = Annotated[str, typer.Option("--range", help="regex selecting the step ranges")]
 TaxonomyOpt = Annotated[Optional[Path], typer.Option("--taxonomy", help="kernel-name rules (TOML) replacing the built-in ones")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON instead of tables")]
+TracesArg = Annotated[list[str], typer.Argument(help="trace file(s), directories or globs; several files (one per rank, stage or node) are broken down in parallel and reduced to one multi-rank result")]
+WorkersOpt = Annotated[Optional[int], typer.Option("--workers", min=1, help="local worker processes for several files (default: one per file, at most one per CPU)")]
+SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help="run the per-file map on a Dask cluster: tcp://HOST:PORT, or 'dask' for a local cluster (needs verifyprof[dist])")]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="a file that fails is an error (exit 2), not a warning")]
+
+
+def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool):
+    from verifyprof.pipeline import ParallelOptions
+
+    warn = lambda failure: print(f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr)
+    return ParallelOptions(workers=workers, scheduler=scheduler, strict=strict, report=warn)
 
 
 @app.command()
 def breakdown(
-    trace: TraceArg,
+    traces: TracesArg,
     step_range: RangeOpt = DEFAULT_STEP_REGEX,
     taxonomy: TaxonomyOpt = None,
     whole_trace: Annotated[bool, typer.Option("--whole-trace", help="one step per device spanning the whole trace")] = False,
     as_json: JsonOpt = False,
     csv: Annotated[Optional[Path], typer.Option("--csv", help="write per-step rows as CSV")] = None,
     parquet: Annotated[Optional[Path], typer.Option("--parquet", help="write per-step rows as Parquet")] = None,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
     from verifyprof.report import console, files
 
-    result = pipeline.breakdown(trace, step_regex=step_range, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
+    result = pipeline.breakdown(traces, step_regex=step_range, taxonomy=taxonomy, whole_trace=whole_trace, release=True,
+                                parallel=_parallel(workers, scheduler, strict))
     if csv is not None:
         files.write_steps_csv(result, csv)
     if parquet is not None:
@@ -126,7 +141,7 @@ def whatif(
     batch: Annotated[Optional[int], typer.Option("--batch", help="requests per step (throughput for the batch)")] = None,
     baseline_tps: Annotated[Optional[float], typer.Option("--baseline-tps", help="plain decode tokens/s per request")] = None,
     decode_ms: Annotated[Optional[float], typer.Option("--decode-ms", help="plain decode step time (ms)")] = None,
-    source: Annotated[Optional[str], typer.Option("--from", help="breakdown JSON (verifyprof breakdown --json) or a trace")] = None,
+    source: Annotated[Optional[str], typer.Option("--from", help="breakdown JSON (verifyprof breakdown --json), a trace, or several trace files (directory or quoted glob)")] = None,
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length, baseline)")] = None,
     step: Annotated[Optional[str], typer.Option("--step", help="step name to model (default: the verify steps)")] = None,
     step_range: RangeOpt = DEFAULT_STEP_REGEX,
@@ -141,6 +156,9 @@ def whatif(
     drafter_gain: Annotated[float, typer.Option("--drafter-gain", help="accept-length gain assumed by better_drafter")] = 0.5,
     candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="only these candidates (repeatable)")] = None,
     as_json: JsonOpt = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a breakdown."""
     from verifyprof import pipeline
@@ -159,7 +177,7 @@ def whatif(
         result = pipeline.whatif_plain(options)
         files.print_json(result) if as_json else show.print_plain(result)
     else:
-        ranking = pipeline.whatif(options).to_json()
+        ranking = pipeline.whatif(options, parallel=_parallel(workers, scheduler, strict)).to_json()
         files.print_json(ranking) if as_json else show.print_ranking(ranking)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,13 +37,22 @@ STAGE = re.compile(r"-(EXTEND|DECODE)(?=[.-]|$)")
 
 
 @dataclass(frozen=True)
+class Failure:
+    path: str
+    reason: str
+    no_steps: bool = False  # the file has no matching range (an error only if no file has one)
+
+
+@dataclass(frozen=True)
 class ParallelOptions:
     """How to map: ``workers`` local processes (default: one per file, at most one per CPU), or
-    a Dask ``scheduler``; ``strict``: a failed file is an error, not a warning."""
+    a Dask ``scheduler``; ``strict``: a failed file is an error, not a warning; ``report`` is
+    told of each failed file as it fails (the CLI prints a warning line)."""
 
     workers: int | None = None
     scheduler: str | None = None
     strict: bool = False
+    report: Callable[[Failure], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,13 +60,6 @@ class MapOptions:
     step_regex: str = DEFAULT_STEP_REGEX
     taxonomy: Taxonomy | None = None
     whole_trace: bool = False
-
-
-@dataclass(frozen=True)
-class Failure:
-    path: str
-    reason: str
-    no_steps: bool = False  # the file has no matching range (an error only if no file has one)
 
 
 def rank_files(specs: list[str | Path]) -> tuple[list[Path], list[str]]:
@@ -136,6 +138,8 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
                 outcomes.close()  # stops the workers still running
                 raise VerifyprofError(outcome.reason, files[index])
             failures.append((index, outcome))
+            if parallel.report is not None:
+                parallel.report(outcome)
         else:
             outcome.path = str(files[index])  # as the user spelled it (workers may get it absolute)
             parts.append(outcome)
