@@ -164,9 +164,12 @@ def test_a_killed_worker_costs_only_its_file(a100_ranks):
 
     def kill_first_worker() -> None:  # a worker's process dies mid-file (as under the OOM killer)
         while not killed:
-            try:
-                servers = [c for c in psutil.Process().children() if "forkserver" in " ".join(c.cmdline())]
+            try:  # forked from this process, or from a forkserver it started
+                me = psutil.Process()
+                children = me.children()
+                servers = [c for c in children if "forkserver" in " ".join(c.cmdline())]
                 workers = [w for server in servers for w in server.children()]
+                workers += [c for c in children if c.cmdline() == me.cmdline()]
             except psutil.Error:  # a process ended while listed
                 continue
             if workers:

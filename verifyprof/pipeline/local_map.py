@@ -2,13 +2,17 @@
 
 A process per file, not a pool of long-lived ones: a worker that dies (killed, out of memory, a
 crash in a native library) costs only its own file, which is reported by name, and each file's
-memory goes back to the OS when its process exits. Processes fork from a ``forkserver`` that has
-already imported the analysis, so a task starts in milliseconds without re-importing pandas.
+memory goes back to the OS when its process exits. Processes are forked from this one when it
+runs no other thread (the CLI: a task starts in milliseconds with everything imported), else from
+a ``forkserver`` that imports the analysis once (forking a threaded process is unsafe).
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
+import sys
+import threading
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -16,8 +20,9 @@ from pathlib import Path
 from verifyprof.attribution.rank_part import RankPart
 from verifyprof.pipeline.parallel import Failure, MapOptions, map_inline, safe_map
 
+# everything a task imports, so that no task pays for an import (pyarrow and ADBC: ~0.2 s)
 _PRELOAD = ["verifyprof.pipeline.parallel", "verifyprof.pipeline.local_map", "verifyprof.trace.nsys.reader",
-            "verifyprof.trace.kineto.reader"]
+            "verifyprof.trace.kineto.reader", "verifyprof.trace.cache", "pyarrow", "adbc_driver_sqlite.dbapi"]
 
 
 def map_local(tasks: list[tuple[int, Path]], options: MapOptions, workers: int) -> Iterator[tuple[int, RankPart | Failure]]:
@@ -25,8 +30,7 @@ def map_local(tasks: list[tuple[int, Path]], options: MapOptions, workers: int) 
     if workers <= 1 or len(tasks) <= 1:
         yield from map_inline(tasks, options)
         return
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(_PRELOAD)
+    context = _context()
     pending = list(reversed(tasks))
     running: dict[Connection, tuple[multiprocessing.process.BaseProcess, int, Path]] = {}
     try:
@@ -46,6 +50,16 @@ def map_local(tasks: list[tuple[int, Path]], options: MapOptions, workers: int) 
             process.kill()
             process.join()
             receive.close()
+
+
+def _context():
+    if sys.platform == "linux" and threading.active_count() == 1:
+        for module in _PRELOAD:  # imported once here, not in every task
+            importlib.import_module(module)
+        return multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
 
 
 def _work(send: Connection, path: str, index: int, options: MapOptions) -> None:
