@@ -284,8 +284,9 @@ def matched_calls(kernels: pd.DataFrame) -> pd.DataFrame | None:
         calls = collective_calls(None, None, group[columns].reset_index(drop=True))  # type: ignore[arg-type]
         if calls is None:
             continue
-        base = calls["family"].map(lambda f: next_seq.get(f, 0)).to_numpy(np.int64)
-        calls["seq"] = calls["seq"].to_numpy() + base
+        if next_seq:  # a later stage: its calls numbered after the earlier stages' (dict lookup, vectorised)
+            base = calls["family"].map(next_seq).fillna(0).to_numpy(np.int64)
+            calls["seq"] = calls["seq"].to_numpy() + base
         for family, top in calls.groupby("family")["seq"].max().items():
             next_seq[family] = int(top) + 1
         found.append(calls)
