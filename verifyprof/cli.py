@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -102,23 +104,33 @@ def _wrote(path: Path) -> None:
     print(f"wrote {path}", file=sys.stderr)
 
 
-def _load_hint(trace: str):  # type: ignore[no-untyped-def]
-    """Read ``trace``; a .nsys-rep without nsys names the SQLite export beside it."""
-    from verifyprof import pipeline
-
+@contextlib.contextmanager
+def _nsys_hint(trace: str) -> Iterator[None]:
+    """A .nsys-rep without nsys: the error names the SQLite export beside it."""
     try:
-        return pipeline.load(trace)
+        yield
     except ToolMissingError as err:
         rep = err.path or Path(trace)
         beside = sorted(p.name for p in rep.parent.glob("*") if p.name.endswith((".sqlite", ".sqlite.gz")))
         if beside:
             raise ToolMissingError(f"{err.problem}; or give the SQLite export beside it: {rep.parent / beside[0]}", rep) from None
         raise
+TracesArg = Annotated[list[str], typer.Argument(help="trace file(s), directories or globs; several files (one per rank, stage or node) are broken down in parallel and reduced to one multi-rank result")]
+WorkersOpt = Annotated[Optional[int], typer.Option("--workers", min=1, help="local worker processes for several files (default: one per file, at most one per CPU)")]
+SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help="run the per-file map on a Dask cluster: tcp://HOST:PORT, or 'dask' for a local cluster (needs verifyprof[dist])")]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="a file that fails is an error (exit 2), not a warning")]
+
+
+def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool):
+    from verifyprof.pipeline import ParallelOptions
+
+    warn = lambda failure: print(f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr)
+    return ParallelOptions(workers=workers, scheduler=scheduler, strict=strict, report=warn)
 
 
 @app.command()
 def breakdown(
-    trace: TraceArg,
+    traces: TracesArg,
     step_range: RangeOpt = None,
     step: StepOpt = None,
     taxonomy: TaxonomyOpt = None,
@@ -129,6 +141,9 @@ def breakdown(
     parquet: Annotated[Optional[Path], typer.Option("--parquet", help="write per-step rows as Parquet")] = None,
     accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length: the verdict adds the plan's first fix")] = None,
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length) for the verdict")] = None,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
@@ -137,8 +152,10 @@ def breakdown(
     from verifyprof.trace.sources import expand
 
     regex = _step_regex(step_range, step)
-    outputs.protect(expand(trace), outputs=(csv, parquet))  # never write onto the trace read
-    result = pipeline.breakdown(_load_hint(trace), step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
+    outputs.protect([p for spec in traces for p in expand(spec)], outputs=(csv, parquet))  # never write onto a trace read
+    with _nsys_hint(traces[0]):
+        result = pipeline.breakdown(traces, step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True,
+                                    parallel=_parallel(workers, scheduler, strict))
     if csv is not None:
         files.write_steps_csv(result, csv)
         _wrote(csv)
@@ -165,7 +182,8 @@ def kernels(
     from verifyprof import pipeline
     from verifyprof.report import console, files
 
-    table = pipeline.kernels(_load_hint(trace), taxonomy=taxonomy, step_regex=_step_regex(step_range, step, default=None))
+    with _nsys_hint(trace):
+        table = pipeline.kernels(trace, taxonomy=taxonomy, step_regex=_step_regex(step_range, step, default=None))
     data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
         files.print_json(data)
@@ -232,7 +250,7 @@ def whatif(
     batch: Annotated[Optional[int], typer.Option("--batch", help="requests per step (throughput for the batch)")] = None,
     baseline_tps: Annotated[Optional[float], typer.Option("--baseline-tps", help="plain decode tokens/s per request")] = None,
     decode_ms: Annotated[Optional[float], typer.Option("--decode-ms", help="plain decode step time (ms)")] = None,
-    source: Annotated[Optional[str], typer.Option("--from", help="breakdown JSON (verifyprof breakdown --json) or a trace")] = None,
+    source: Annotated[Optional[str], typer.Option("--from", help="breakdown JSON (verifyprof breakdown --json), a trace, or several trace files (directory or quoted glob)")] = None,
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length, baseline)")] = None,
     step: Annotated[Optional[str], typer.Option("--step", help=f"the steps to model: a phase ({'|'.join(ranges.PHASES)}: verifyprof, SGLang and user ranges alike) or a step name (default: the verify steps)")] = None,
     step_range: RangeOpt = None,
@@ -247,6 +265,9 @@ def whatif(
     drafter_gain: Annotated[Optional[float], typer.Option("--drafter-gain", help="accept-length gain assumed by better_drafter (default: published drafter data)")] = None,
     candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="only these candidates (repeatable)")] = None,
     as_json: JsonOpt = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a breakdown."""
     from verifyprof import pipeline
@@ -274,22 +295,22 @@ def whatif(
         result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
         files.print_json(result) if as_json else show.print_plain(result)
         return
-    ranking = {"schema": WHATIF_SCHEMA, "unit": "ms", **_ranking(options, phase, notes)}
+    ranking = {"schema": WHATIF_SCHEMA, "unit": "ms", **_ranking(options, phase, notes, _parallel(workers, scheduler, strict))}
     ranking["current"].setdefault("notes", []).extend(notes)
     files.print_json(ranking) if as_json else show.print_ranking(ranking)
 
 
-def _ranking(options, phase: str | None, notes: list[str]) -> dict:  # type: ignore[no-untyped-def]
+def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:  # type: ignore[no-untyped-def]
     """``whatif --from``; with ``--step PHASE``, the steps of that phase whatever made them."""
     from verifyprof import pipeline
     from verifyprof.contracts.errors import NoStepsError
     from verifyprof.model.whatif import check_options, from_breakdown
 
     if phase is None:
-        return pipeline.whatif(options).to_json()
+        return pipeline.whatif(options, parallel=parallel).to_json()
     check_options(options)
     options.step_range = f"{options.step_range}|{ranges.phase_regex(phase)}"
-    frame = pipeline.breakdown_frame(options.source, options.step_range, options.whole_trace)
+    frame = pipeline.breakdown_frame(options.source, options.step_range, options.whole_trace, parallel=parallel)
     counts = frame.steps["name"].value_counts()
     names = [str(n) for n in counts.index if ranges.is_phase(str(n), phase)]
     if not names:

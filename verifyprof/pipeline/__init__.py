@@ -28,10 +28,11 @@ from verifyprof.model.whatif import (
     from_breakdown,
     plain_numbers,
 )
+from verifyprof.pipeline.parallel import MapOptions, ParallelOptions, breakdown_files, rank_files
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import Trace
 
-__all__ = ["load", "breakdown", "breakdown_frame", "kernels", "whatif", "whatif_plain", "verdict", "is_breakdown_json"]
+__all__ = ["load", "breakdown", "ParallelOptions", "breakdown_frame", "kernels", "whatif", "whatif_plain", "verdict", "is_breakdown_json"]
 
 _SCHEMA_HEAD = re.compile(rb'"schema"\s*:\s*"verifyprof\.breakdown/')
 
@@ -42,16 +43,27 @@ def load(source: str | Path) -> Trace:
 
 
 def breakdown(
-    source: str | Path | Trace,
+    source: str | Path | Trace | list[str | Path],
     step_regex: str | None = None,
     taxonomy: str | Path | None = None,
     whole_trace: bool = False,
     release: bool = False,
+    parallel: ParallelOptions | None = None,
 ) -> Breakdown:
     """Per step and device, where the wall time went (see :mod:`verifyprof.attribution.breakdown`).
 
-    ``release=True`` drops the trace's event tables once read: for one-shot runs such as the CLI.
+    ``source``: a trace, or file(s), directories and globs; several files are mapped one per
+    process (``parallel``: local workers or a Dask scheduler) and reduced into one multi-rank
+    breakdown (:mod:`verifyprof.pipeline.parallel`). ``release=True`` drops the trace's event
+    tables once read: for one-shot runs such as the CLI.
     """
+    if not isinstance(source, Trace):
+        specs = list(source) if isinstance(source, (list, tuple)) else [source]
+        files, notes = rank_files(specs)
+        if len(files) > 1 or (parallel is not None and parallel.scheduler):
+            options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
+            return breakdown_files(files, options, parallel, notes)
+        source = specs[0] if notes and len(specs) == 1 else files[0]  # one file: read as always
     trace = source if isinstance(source, Trace) else load(source)
     return attribute(trace, step_regex=step_regex or DEFAULT_STEP_REGEX, taxonomy=load_taxonomy(taxonomy),
                      whole_trace=whole_trace, release=release)
@@ -89,6 +101,7 @@ def breakdown_frame(
     step_regex: str | None = None,
     whole_trace: bool = False,
     taxonomy: str | Path | None = None,
+    parallel: ParallelOptions | None = None,
 ) -> BreakdownFrame:
     """What the model consumes, from a breakdown JSON, a trace, or a breakdown already made."""
     if isinstance(source, Breakdown):
@@ -96,15 +109,16 @@ def breakdown_frame(
     path = Path(str(source))
     if is_breakdown_json(path):
         return read_breakdown_json(path)
-    return breakdown(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace).frame()
+    return breakdown(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, parallel=parallel).frame()
 
 
-def whatif(options: WhatifOptions) -> Ranking:
-    """``whatif --from``: the breakdown of ``options.source`` (JSON or trace) ranked into candidates."""
+def whatif(options: WhatifOptions, parallel: ParallelOptions | None = None) -> Ranking:
+    """``whatif --from``: the breakdown of ``options.source`` (JSON, trace, or several trace
+    files by directory or glob) ranked into candidates."""
     if options.source is None:
         raise VerifyprofError("give --from a breakdown JSON or a trace")
     check_options(options)  # a bad option fails before a trace is read
-    frame = breakdown_frame(options.source, options.step_range, options.whole_trace)
+    frame = breakdown_frame(options.source, options.step_range, options.whole_trace, parallel=parallel)
     return from_breakdown(frame, options)
 
 
