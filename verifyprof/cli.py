@@ -181,6 +181,54 @@ def hooks(
         raise typer.Exit(1)
 
 
+# --- compare and report (issue 13) ---
+
+
+@app.command()
+def compare(
+    before: Annotated[str, typer.Argument(help="BEFORE: a trace or a breakdown JSON")],
+    after: Annotated[str, typer.Argument(help="AFTER: a trace or a breakdown JSON")],
+    accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length for the prediction check (BEFORE's what-if)")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="BEFORE's capture manifest (accept length) for the prediction check")] = None,
+    gate: Annotated[Optional[float], typer.Option("--gate", help="exit 1 when verify got slower by more than PCT percent")] = None,
+    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    taxonomy: TaxonomyOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a verdict and a CI gate."""
+    from verifyprof import pipeline
+    from verifyprof.report import compare as show
+    from verifyprof.report import files
+
+    result = pipeline.compare(before, after, accept_len=accept_len, manifest=manifest, step_regex=step_range, taxonomy=taxonomy)
+    data = result.to_json(gate=gate)
+    files.print_json(data) if as_json else show.print_compare(data)
+    if gate is not None and result.gate_failed(gate):
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    source: Annotated[str, typer.Argument(help="a trace or a breakdown JSON")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="the HTML file to write (e.g. reports/NAME.html)")],
+    compare_with: Annotated[Optional[str], typer.Option("--compare", help="AFTER: a trace or breakdown JSON to compare SOURCE with")] = None,
+    accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length for the what-if plan and the heatmap")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest (accept length, baseline) for the what-if")] = None,
+    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    taxonomy: TaxonomyOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="print nothing but errors")] = False,
+) -> None:
+    """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps, timeline, kernels, heatmap."""
+    from verifyprof import pipeline
+    from verifyprof.report import html
+
+    html.check_output(out, [source] + ([compare_with] if compare_with else []) + ([str(manifest)] if manifest else []))
+    data = pipeline.report(source, compare_with=compare_with, accept_len=accept_len, manifest=manifest, step_regex=step_range, taxonomy=taxonomy)
+    size = html.write_report(data, out)
+    if not quiet:
+        print(f"wrote {out} ({size / 1e6:.1f} MB)")
+
+
 def main() -> None:
     try:
         app()

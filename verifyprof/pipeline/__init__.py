@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.breakdown import breakdown as attribute
@@ -20,6 +22,8 @@ from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.model.candidates import Ranking
+from verifyprof.model.compare import Comparison, check_predictions
+from verifyprof.model.compare import compare as compare_frames
 from verifyprof.model.whatif import (
     WhatifOptions,
     check_options,
@@ -29,7 +33,7 @@ from verifyprof.model.whatif import (
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import Trace
 
-__all__ = ["load", "breakdown", "breakdown_frame", "kernels", "whatif", "whatif_plain", "is_breakdown_json"]
+__all__ = ["load", "breakdown", "breakdown_frame", "kernels", "whatif", "whatif_plain", "is_breakdown_json", "load_input", "compare", "whatif_of", "report"]
 
 _SCHEMA_HEAD = re.compile(rb'"schema"\s*:\s*"verifyprof\.breakdown/')
 
@@ -109,3 +113,77 @@ def whatif(options: WhatifOptions) -> Ranking:
 def whatif_plain(options: WhatifOptions) -> dict:
     """``whatif --verify-ms ... --accept-len ...``: plain numbers, no breakdown."""
     return plain_numbers(options)
+
+
+# ---- compare and report (issue 13) ------------------------------------------------------------
+
+VERIFY_KERNELS_REGEX = r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"  # kernel families: the verify ranges' kernels
+
+
+@dataclass
+class Loaded:
+    """One input of compare/report: its breakdown frame and, for a trace, what only a trace has."""
+
+    frame: BreakdownFrame
+    result: Breakdown | None = None  # None for a breakdown JSON
+    kernel_table: KernelTable | None = None
+    verify_kernels: Any = None  # kernel table (DataFrame) of the verify ranges, for kernel families
+
+    @property
+    def trace(self) -> Trace | None:
+        return self.result.trace if self.result is not None else None
+
+
+def load_input(source: str | Path, step_regex: str | None = None, taxonomy: str | Path | None = None, whole_trace: bool = False) -> Loaded:
+    """A breakdown JSON read back, or a trace broken down with its kernel tables (the trace is kept: the report's timeline needs it)."""
+    path = Path(str(source))
+    if is_breakdown_json(path):
+        return Loaded(frame=read_breakdown_json(path))
+    trace = load(source)
+    result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
+    rules = load_taxonomy(taxonomy)
+    table = kernel_table(trace, rules)
+    try:
+        verify = kernel_table(trace, rules, step_regex=VERIFY_KERNELS_REGEX).table
+    except VerifyprofError:  # no verify ranges or none with kernels: families from the whole trace
+        verify = table.table
+    return Loaded(frame=result.frame(), result=result, kernel_table=table, verify_kernels=verify)
+
+
+def _input(source: str | Path | Loaded, step_regex: str | None, taxonomy: str | Path | None) -> Loaded:
+    return source if isinstance(source, Loaded) else load_input(source, step_regex=step_regex, taxonomy=taxonomy)
+
+
+def whatif_of(frame: BreakdownFrame, accept_len: float | None = None, manifest: str | Path | None = None) -> Ranking | None:
+    """The what-if of a breakdown when an accept length is known (``accept_len`` or a manifest), else None."""
+    if accept_len is None and manifest is None:
+        return None
+    options = WhatifOptions(accept_len=accept_len, manifest=Path(manifest) if manifest else None)
+    return from_breakdown(frame, options)
+
+
+def compare(
+    before: str | Path | Loaded,
+    after: str | Path | Loaded,
+    accept_len: float | None = None,
+    manifest: str | Path | None = None,
+    step_regex: str | None = None,
+    taxonomy: str | Path | None = None,
+) -> Comparison:
+    """``verifyprof compare BEFORE AFTER``: the verify steps side by side and, when an accept length
+    is known, BEFORE's what-if prediction for the change beside AFTER's measured cycle."""
+    b, a = _input(before, step_regex, taxonomy), _input(after, step_regex, taxonomy)
+    result = compare_frames(b.frame, a.frame, b.verify_kernels, a.verify_kernels)
+    if accept_len is None and manifest is None:
+        result.prediction_note = "no accept length: give --accept-len or --manifest for the prediction check"
+        return result
+    try:
+        before_whatif = whatif_of(b.frame, accept_len, manifest)
+        assert before_whatif is not None
+        after_whatif = whatif_of(a.frame, before_whatif.current.accept_len)
+        assert after_whatif is not None
+    except VerifyprofError as err:
+        result.prediction_note = f"no prediction check: {err.problem}"
+        return result
+    check_predictions(result, before_whatif.to_json(), after_whatif.to_json())
+    return result
