@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.breakdown import breakdown as attribute
 from verifyprof.attribution.kernels import KernelTable, kernel_table
@@ -187,3 +189,60 @@ def compare(
         return result
     check_predictions(result, before_whatif.to_json(), after_whatif.to_json())
     return result
+
+
+def median_verify_windows(frame: BreakdownFrame, summary: dict[str, Any]) -> list[tuple[int, int]]:
+    """The (step, device) windows a report's timeline draws: per rank (or device), the step
+    nearest the median wall of the first summary group (the verify steps come first)."""
+    from verifyprof.attribution.summary import variant
+
+    groups = summary.get("groups") or []
+    if not groups:
+        return []
+    first = groups[0]
+    steps = frame.steps
+    rows = steps[(steps["name"] == first["name"]).to_numpy() & (steps["device"] >= 0).to_numpy()]
+    rows = rows[[variant(a) == first["variant"] for a in rows["attrs"]]] if first["variant"] else rows
+    windows = []
+    for _, group in rows.groupby(["rank", "device"], sort=True):  # ranks: a handful
+        wall = group["wall_ns"].to_numpy()
+        pick = group.iloc[int(abs(wall - float(np.median(wall))).argmin())]
+        windows.append((int(pick["step"]), int(pick["device"])))
+    return windows[:16]
+
+
+def report(
+    source: str | Path,
+    compare_with: str | Path | None = None,
+    accept_len: float | None = None,
+    manifest: str | Path | None = None,
+    step_regex: str | None = None,
+    taxonomy: str | Path | None = None,
+    top_kernels: int = 40,
+):
+    """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or breakdown JSON."""
+    from verifyprof.attribution.summary import summarize
+    from verifyprof.attribution.timeline import step_timelines
+    from verifyprof.contracts import phases as phase_names
+    from verifyprof.report.data import ReportData
+
+    loaded = load_input(source, step_regex=step_regex, taxonomy=taxonomy)
+    frame = loaded.frame
+    summary = loaded.result.summary() if loaded.result is not None else (frame.summary or summarize(frame.steps))
+    data = ReportData(source=str(source), trace=frame.trace, phases=list(phase_names.ALL), steps=frame.steps, summary=summary)
+    try:
+        ranking = whatif_of(frame, accept_len, manifest)
+        data.whatif = ranking.to_json() if ranking is not None else None
+        data.whatif_note = "" if ranking is not None else "no plan: give an accept length (--accept-len A or --manifest M)"
+    except VerifyprofError as err:
+        data.whatif_note = f"no plan: {err.problem}"
+    if loaded.result is not None and loaded.trace is not None:
+        data.kernels = loaded.kernel_table.to_json(top_kernels) if loaded.kernel_table is not None else None
+        windows = median_verify_windows(frame, summary)
+        data.timelines = step_timelines(loaded.trace, loaded.result, windows, taxonomy=load_taxonomy(taxonomy))
+    else:
+        data.timeline_note = "the timeline and the kernel table need the trace (a breakdown JSON has no kernels): give the trace"
+    if compare_with is not None:
+        after = load_input(compare_with, step_regex=step_regex, taxonomy=taxonomy)
+        data.compare = compare(loaded, after, accept_len=accept_len, manifest=manifest).to_json()
+    return data

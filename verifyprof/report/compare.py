@@ -29,6 +29,8 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
     for label, side in (("before", b), ("after", a)):
         console.print(f"[bold]{label}[/bold]: {escape(side['source'])}  ({escape(side['step'])}, {side['mode']}, width {side['width'] or '-'}, "
                       f"{side['steps']} steps, {side['devices']} device(s), {escape(', '.join(side['gpus']) or '-')})", highlight=False)
+    if data["mode_switch"] and not data["warnings"]:
+        console.print(f"verify mode changed: {data['mode_switch']}")
     for warning in data["warnings"]:
         console.print(f"[bold red]{escape(warning)}[/bold red]")
     table = Table(title="Verify step per phase (mean ms; the step whatif models)", title_justify="left")

@@ -1,0 +1,42 @@
+"""attribution.timeline: one step's ops, launch calls and idle gaps, consistent with its breakdown row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verifyprof import pipeline
+from verifyprof.attribution.timeline import idle_gaps, step_timelines
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["workload-dense-eager", "workload-dense-graph"])
+def test_median_verify_timeline_adds_up_to_its_breakdown_row(name):
+    loaded = pipeline.load_input(ROOT / "traces" / name / "trace.sqlite.gz")
+    windows = pipeline.median_verify_windows(loaded.frame, loaded.result.summary())
+    (tl,) = step_timelines(loaded.trace, loaded.result, windows)
+    row = loaded.result.steps.set_index(["step", "device"]).loc[windows[0]]
+    assert tl.name == "verifyprof.verify" and tl.end_ns - tl.start_ns == row["wall_ns"]
+    assert tl.idle_ns == {p: int(row[p]) for p in ("launch_gap", "host_wait") if row[p]}
+    assert (tl.ops["kind"] == "kernel").sum() == row["kernels"] and len(tl.calls) == row["launches"]
+    busy = sum(int(row[p]) for p in loaded.frame.steps.columns if p in tl.ops["phase"].unique())
+    assert busy == row["wall_ns"] - sum(tl.idle_ns.values())
+
+
+def test_idle_gaps_split_by_launch_intervals():
+    # ops [10, 20) and [50, 60) in a window [0, 100); launches being issued over [15, 40) and [30, 45)
+    gaps = idle_gaps(np.array([10, 50]), np.array([20, 60]), np.array([15, 30]), np.array([40, 45]), 0, 100)
+    assert gaps.values.tolist() == [[0, 10, "host_wait"], [20, 45, "launch_gap"], [45, 50, "host_wait"], [60, 100, "host_wait"]]
+
+
+def test_ops_are_capped_longest_first():
+    loaded = pipeline.load_input(ROOT / "traces" / "workload-dense-eager" / "trace.sqlite.gz")
+    windows = pipeline.median_verify_windows(loaded.frame, loaded.result.summary())
+    (full,) = step_timelines(loaded.trace, loaded.result, windows)
+    (capped,) = step_timelines(loaded.trace, loaded.result, windows, max_ops=50)
+    assert len(capped.ops) == 50 and capped.ops_total == len(full.ops)
+    widths = (full.ops["end"] - full.ops["start"]).sort_values(ascending=False)
+    assert sorted((capped.ops["end"] - capped.ops["start"]).tolist(), reverse=True) == widths.head(50).tolist()
