@@ -9,6 +9,7 @@ attributes so tests read the numbers shown back from the page.
 from __future__ import annotations
 
 import html
+import os
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,9 @@ def write_report(data: ReportData, out: Path) -> int:
     page = render(data).encode()
     with atomic_path(Path(out)) as tmp:
         tmp.write_bytes(page)
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o666 & ~umask)  # a report is for sharing: not the temp file's 0600
     return len(page)
 
 
