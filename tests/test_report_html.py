@@ -158,3 +158,12 @@ def test_report_refuses_to_write_onto_its_input(tmp_path):
                           capture_output=True, text=True, check=False, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.strip().startswith("verifyprof: error: ") and "is an input" in proc.stderr
     assert source.read_text() == "{}"
+
+
+def test_two_ranks_get_a_timeline_each_and_a_ranks_chart(workdir):
+    trace = ROOT / "tests" / "data" / "public" / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+    data = pipeline.report(trace, whole_trace=True)
+    assert sorted(tl.rank for tl in data.timelines) == [0, 1]
+    page = html.render(data)
+    assert 'data-chart="ranks"' in page and 'data-table="collectives"' in page
+    assert "rank 0 stream" in page and "rank 1 host" in page

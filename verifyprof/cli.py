@@ -216,6 +216,7 @@ def report(
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest (accept length, baseline) for the what-if")] = None,
     step_range: RangeOpt = DEFAULT_STEP_REGEX,
     taxonomy: TaxonomyOpt = None,
+    whole_trace: Annotated[bool, typer.Option("--whole-trace", help="one step per device spanning the whole trace")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="print nothing but errors")] = False,
 ) -> None:
     """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps, timeline, kernels, heatmap."""
@@ -223,7 +224,8 @@ def report(
     from verifyprof.report import html
 
     html.check_output(out, [source] + ([compare_with] if compare_with else []) + ([str(manifest)] if manifest else []))
-    data = pipeline.report(source, compare_with=compare_with, accept_len=accept_len, manifest=manifest, step_regex=step_range, taxonomy=taxonomy)
+    data = pipeline.report(source, compare_with=compare_with, accept_len=accept_len, manifest=manifest, step_regex=step_range,
+                           taxonomy=taxonomy, whole_trace=whole_trace)
     size = html.write_report(data, out)
     if not quiet:
         print(f"wrote {out} ({size / 1e6:.1f} MB)")

@@ -41,11 +41,7 @@ class StepTimeline:
     calls: pd.DataFrame  # tid, start, end, name
     gaps: pd.DataFrame  # device, start, end, kind (an idle phase name)
     ops_total: int  # before the cap
-
-    @property
-    def idle_ns(self) -> dict[str, int]:
-        widths = (self.gaps["end"] - self.gaps["start"]).groupby(self.gaps["kind"]).sum()
-        return {str(k): int(v) for k, v in widths.items()}
+    idle_ns: dict[str, int]  # idle time by kind, all gaps (before the cap)
 
 
 def step_timelines(trace: Trace, result: Breakdown, windows: list[tuple[int, int]], taxonomy: Taxonomy | None = None,
@@ -85,13 +81,18 @@ def step_timelines(trace: Trace, result: Breakdown, windows: list[tuple[int, int
                                      np.maximum(launch.end[in_launch], launch.last_op_start[in_launch]), np.array([ws]), np.array([we]))
         gaps = idle_gaps(frame["start"].to_numpy(), frame["end"].to_numpy(), launch_iv.start, launch_iv.end, ws, we)
         gaps.insert(0, "device", device)
-        total = len(frame)
-        if total > max_ops:
-            frame = frame.loc[(frame["end"] - frame["start"]).nlargest(max_ops).index]  # the longest ops: what a reader can see
+        widths = (gaps["end"] - gaps["start"]).groupby(gaps["kind"]).sum()
         out.append(StepTimeline(step=int(step), device=int(device), rank=int(row["rank"]), name=str(row["name"]), text=str(row["text"]),
-                                start_ns=ws, end_ns=we, ops=frame.sort_values("start", kind="stable").reset_index(drop=True),
-                                calls=call_frame.head(max_ops), gaps=gaps, ops_total=total))
+                                start_ns=ws, end_ns=we, ops=longest(frame, max_ops), calls=longest(call_frame, max_ops),
+                                gaps=longest(gaps, max_ops), ops_total=len(frame), idle_ns={str(k): int(v) for k, v in widths.items()}))
     return out
+
+
+def longest(frame: pd.DataFrame, limit: int) -> pd.DataFrame:
+    """At most ``limit`` rows, the longest (what a reader can see), in start order."""
+    if len(frame) > limit:
+        frame = frame.loc[(frame["end"] - frame["start"]).nlargest(limit).index]
+    return frame.sort_values("start", kind="stable").reset_index(drop=True)
 
 
 def idle_gaps(start: np.ndarray, end: np.ndarray, launch_start: np.ndarray, launch_end: np.ndarray, ws: int, we: int) -> pd.DataFrame:

@@ -219,6 +219,7 @@ def report(
     step_regex: str | None = None,
     taxonomy: str | Path | None = None,
     top_kernels: int = 40,
+    whole_trace: bool = False,
 ):
     """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or breakdown JSON."""
     from verifyprof.attribution.summary import summarize
@@ -226,7 +227,7 @@ def report(
     from verifyprof.contracts import phases as phase_names
     from verifyprof.report.data import ReportData
 
-    loaded = load_input(source, step_regex=step_regex, taxonomy=taxonomy)
+    loaded = load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
     frame = loaded.frame
     summary = loaded.result.summary() if loaded.result is not None else (frame.summary or summarize(frame.steps))
     data = ReportData(source=str(source), trace=frame.trace, phases=list(phase_names.ALL), steps=frame.steps, summary=summary)
@@ -239,10 +240,11 @@ def report(
     if loaded.result is not None and loaded.trace is not None:
         data.kernels = loaded.kernel_table.to_json(top_kernels) if loaded.kernel_table is not None else None
         windows = median_verify_windows(frame, summary)
-        data.timelines = step_timelines(loaded.trace, loaded.result, windows, taxonomy=load_taxonomy(taxonomy))
+        per_window = max(400, 4000 // max(len(windows), 1))  # the page stays a few MB with many ranks
+        data.timelines = step_timelines(loaded.trace, loaded.result, windows, taxonomy=load_taxonomy(taxonomy), max_ops=per_window)
     else:
         data.timeline_note = "the timeline and the kernel table need the trace (a breakdown JSON has no kernels): give the trace"
     if compare_with is not None:
-        after = load_input(compare_with, step_regex=step_regex, taxonomy=taxonomy)
+        after = load_input(compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
         data.compare = compare(loaded, after, accept_len=accept_len, manifest=manifest).to_json()
     return data

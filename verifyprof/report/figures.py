@@ -38,6 +38,11 @@ def _text(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _short(name: str, limit: int = 120) -> str:
+    """Hover names cut (the kernel table has them whole): thousands of C++ signatures would weigh megabytes."""
+    return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
 def plan_figure(whatif: dict[str, Any]) -> go.Figure:
     """Waterfall from today's tok/s through each plan line (cumulative); without a plan, each candidate alone."""
     current = whatif["current"]["tokens_per_s"]
@@ -101,7 +106,7 @@ def timeline_figure(timelines: list[StepTimeline]) -> go.Figure:
         t0 = tl.start_ns
         for op in tl.ops.itertuples(index=False):  # capped per window (timeline.MAX_OPS)
             add(op.phase, f"{who} stream {op.stream}", (op.start - t0) / 1e3, max(op.end - op.start, 1) / 1e3,
-                f"{_text(op.name)}<br>{op.phase}, {(op.end - op.start) / 1e3:.1f} us")
+                f"{_text(_short(op.name))}<br>{op.phase}, {(op.end - op.start) / 1e3:.1f} us")
         for gap in tl.gaps.itertuples(index=False):
             add(gap.kind, f"{who} idle", (gap.start - t0) / 1e3, (gap.end - gap.start) / 1e3, f"idle: {gap.kind}, {(gap.end - gap.start) / 1e3:.1f} us")
         for call in tl.calls.itertuples(index=False):
