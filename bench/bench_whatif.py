@@ -45,13 +45,9 @@ sys.path.insert(0, str(ROOT))
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame
-from verifyprof.model.candidates import (
-    Scenario,
-    cuda_graph_verify,
-    current_cycle,
-    idle_split_ms,
-    verify_at_width,
-)
+from verifyprof.model.fix import Scenario, current_cycle, idle_split_ms
+from verifyprof.model.fixes_draft import verify_at_width
+from verifyprof.model.fixes_verify import cuda_graph_verify
 from verifyprof.model.hardware import Hardware, load_hardware
 from verifyprof.model.model_config import ModelConfig, model_from_workload
 from verifyprof.model.profile import VerifyProfile, verify_profile

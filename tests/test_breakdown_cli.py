@@ -46,12 +46,13 @@ def test_json_output_follows_the_documented_schema_and_sums_to_wall():
 
 def test_csv_and_parquet_hold_one_row_per_step_and_device(tmp_path):
     csv, parquet = tmp_path / "out" / "steps.csv", tmp_path / "steps.parquet"
+    csv.parent.mkdir()  # output folders are never created (tests/test_outputs.py)
     done = run("breakdown", str(BUNDLED), "--csv", str(csv), "--parquet", str(parquet), "--json")
     assert done.returncode == 0, done.stderr
     n_steps = len(json.loads(done.stdout)["steps"])
     from_csv, from_parquet = pd.read_csv(csv), pd.read_parquet(parquet)
     assert len(from_csv) == len(from_parquet) == n_steps
-    phase_columns = [c for c in from_parquet.columns if c.endswith("_ns") and not c.startswith(("total_", "start", "end", "wall", "gpu_span", "comm_"))]
+    phase_columns = [c for c in from_parquet.columns if c.endswith("_ns") and not c.startswith(("total_", "start", "end", "wall", "cost", "gpu_span", "comm_"))]
     assert (from_parquet[phase_columns].sum(axis=1) == from_parquet["wall_ns"]).all()
     assert not list(tmp_path.glob("**/*.tmp"))  # written atomically: no temp files left
 

@@ -16,7 +16,8 @@ from capture_helpers import (
 )
 
 from verifyprof.capture import driver
-from verifyprof.capture.server import ManagedProcess, wait_healthy
+from verifyprof.capture.process import ManagedProcess
+from verifyprof.capture.server import wait_healthy
 from verifyprof.contracts.errors import VerifyprofError
 
 

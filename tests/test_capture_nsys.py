@@ -21,7 +21,8 @@ from capture_helpers import (
 )
 
 from verifyprof.capture import nsys
-from verifyprof.capture.run import profile_body, server_address
+from verifyprof.capture.options import server_address
+from verifyprof.capture.profile_window import profile_body
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 
 

@@ -22,9 +22,9 @@ from capture_helpers import (
 )
 
 from verifyprof.capture import proctable
+from verifyprof.capture.process import ManagedProcess
 from verifyprof.capture.server import (
     CaptureError,
-    ManagedProcess,
     PortInUseError,
     check_port_free,
     log_tail,

@@ -52,7 +52,7 @@ def test_spec_mixes_presets_and_user_hooks_in_order():
 
 
 def test_unknown_preset_lists_the_built_in_ones():
-    with pytest.raises(VerifyprofError, match=r"unknown hook preset 'sglangg' \(built-in: hf-assisted, sglang, workload\)"):
+    with pytest.raises(VerifyprofError, match=r"unknown hook preset 'sglangg' \(known: hf-assisted, sglang, workload;"):
         resolve_spec("sglangg")
 
 

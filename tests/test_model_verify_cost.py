@@ -3,8 +3,8 @@
 import pytest
 
 from verifyprof.model.hardware import load_hardware
-from verifyprof.model.model_config import load_model_config
-from verifyprof.model.verify_cost import expert_union, width_scaling
+from verifyprof.model.model_config import expert_union, load_model_config
+from verifyprof.model.verify_cost import width_scaling
 
 # D(n) (multiple of one-token expert bytes D(n)/k): n -> Kimi-K2, DeepSeek-V3, Qwen3-235B, Mixtral
 D_TABLE = {

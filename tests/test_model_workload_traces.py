@@ -12,12 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from verifyprof.model.candidates import (
-    Scenario,
-    cuda_graph_verify,
-    current_cycle,
-    verify_at_width,
-)
+from verifyprof.model.fix import Scenario, current_cycle
+from verifyprof.model.fixes_draft import verify_at_width
+from verifyprof.model.fixes_verify import cuda_graph_verify
 from verifyprof.model.hardware import load_hardware
 from verifyprof.model.model_config import model_from_workload
 from verifyprof.model.profile import verify_profile

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from verifyprof import pipeline
-from verifyprof.attribution.timeline import idle_gaps, step_timelines
+from verifyprof.attribution.timeline import own_gaps, step_timelines
+from verifyprof.contracts import phases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,16 +21,16 @@ def test_median_verify_timeline_adds_up_to_its_breakdown_row(name):
     (tl,) = step_timelines(loaded.trace, loaded.result, windows)
     row = loaded.result.steps.set_index(["step", "device"]).loc[windows[0]]
     assert tl.name == "verifyprof.verify" and tl.end_ns - tl.start_ns == row["wall_ns"]
-    assert tl.idle_ns == {p: int(row[p]) for p in ("launch_gap", "host_wait") if row[p]}
+    assert tl.idle_ns == {p: int(row[p]) for p in phases.OTHER + phases.IDLE if row[p]}
     assert (tl.ops["kind"] == "kernel").sum() == row["kernels"] and len(tl.calls) == row["launches"]
     busy = sum(int(row[p]) for p in loaded.frame.steps.columns if p in tl.ops["phase"].unique())
     assert busy == row["wall_ns"] - sum(tl.idle_ns.values())
 
 
-def test_idle_gaps_split_by_launch_intervals():
-    # ops [10, 20) and [50, 60) in a window [0, 100); launches being issued over [15, 40) and [30, 45)
-    gaps = idle_gaps(np.array([10, 50]), np.array([20, 60]), np.array([15, 30]), np.array([40, 45]), 0, 100)
-    assert gaps.values.tolist() == [[0, 10, "host_wait"], [20, 45, "launch_gap"], [45, 50, "host_wait"], [60, 100, "host_wait"]]
+def test_own_gaps_are_the_window_less_the_ops():
+    # ops [10, 20), [15, 30) and [50, 60) in a window [0, 100)
+    gap_start, gap_end = own_gaps(np.array([10, 15, 50]), np.array([20, 30, 60]), 0, 100)
+    assert list(zip(gap_start.tolist(), gap_end.tolist())) == [(0, 10), (30, 50), (60, 100)]
 
 
 def test_ops_are_capped_longest_first():

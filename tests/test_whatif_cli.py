@@ -150,7 +150,7 @@ def test_from_breakdown_json_ranks_candidates_best_first(b200_json):
         assert cand["assumptions"]
     rates = [c["tokens_per_s"] for c in cands]
     assert rates == sorted(rates, reverse=True)
-    assert cands[0]["name"] == "cuda_graph_verify"
+    assert [c["name"] for c in cands[:2]] == ["graph_fusion_verify", "cuda_graph_verify"]
     assert out["current"]["tokens_per_s"] == pytest.approx(2.5 / out["current"]["cycle_ms"] * 1e3)
 
 
@@ -303,12 +303,12 @@ def test_model_file_missing_a_field_names_it(tmp_path):
 WORKLOAD = ROOT / "traces" / "workload-dense-eager"
 
 
-def test_whatif_on_the_h200_eager_workload_trace_ranks_cuda_graph_first():
+def test_whatif_on_the_h200_eager_workload_trace_ranks_graphs_first():
     out = run_json("whatif", "--from", str(WORKLOAD / "trace.sqlite.gz"), "--manifest", str(WORKLOAD / "manifest.json"),
                    "--model", "workload", "--context", "704")
     cur = out["current"]
     assert (cur["mode"], cur["width"], cur["hardware"], cur["model"]) == ("eager", 4, "H200 SXM", "verifyprof-workload")
     assert cur["accept_len"] == pytest.approx(2.025)  # measured by the workload, from the manifest
     assert cur["speedup"] is not None  # baseline from the trace's decode ranges
-    assert out["candidates"][0]["name"] == "cuda_graph_verify"
+    assert [c["name"] for c in out["candidates"][:2]] == ["graph_fusion_verify", "cuda_graph_verify"]
     assert {s["name"] for s in out["skipped"]} >= {"custom_allreduce", "allreduce_fusion"}  # one GPU: no allreduce

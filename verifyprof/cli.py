@@ -33,11 +33,16 @@ def breakdown(
     as_json: JsonOpt = False,
     csv: Annotated[Optional[Path], typer.Option("--csv", help="write per-step rows as CSV")] = None,
     parquet: Annotated[Optional[Path], typer.Option("--parquet", help="write per-step rows as Parquet")] = None,
+    accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length: the verdict adds the plan's first fix")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length) for the verdict")] = None,
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
+    from verifyprof.contracts import outputs
     from verifyprof.report import console, files
+    from verifyprof.trace.sources import expand
 
+    outputs.protect(expand(trace), outputs=(csv, parquet))  # never write onto the trace read
     result = pipeline.breakdown(trace, step_regex=step_range, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
     if csv is not None:
         files.write_steps_csv(result, csv)
@@ -47,6 +52,7 @@ def breakdown(
         files.print_breakdown_json(result)
     else:
         console.print_breakdown(result)
+        console.print_verdict(pipeline.verdict(result, accept_len=accept_len, manifest=manifest))
 
 
 @app.command()
@@ -98,7 +104,8 @@ def capture(
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
     import time as _time
 
-    from verifyprof.capture.run import CaptureOptions, summary_lines
+    from verifyprof.capture.options import CaptureOptions
+    from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import capture as run_capture
 
     options = CaptureOptions(
@@ -138,7 +145,7 @@ def whatif(
     model: Annotated[Optional[str], typer.Option("--model", help="model config name (kimi-k2, deepseek-v3, workload) or TOML file")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size")] = None,
     context: Annotated[Optional[float], typer.Option("--context", help="context length (tokens) for the attention floor")] = None,
-    drafter_gain: Annotated[float, typer.Option("--drafter-gain", help="accept-length gain assumed by better_drafter")] = 0.5,
+    drafter_gain: Annotated[Optional[float], typer.Option("--drafter-gain", help="accept-length gain assumed by better_drafter (default: published drafter data)")] = None,
     candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="only these candidates (repeatable)")] = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -16,6 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.context import (
+    DeviceBusy,
+    context_intervals,
+    device_busy,
+    launch_windows,
+)
 from verifyprof.attribution.steps import (
     NO_STEP,
     GpuOps,
@@ -28,15 +34,13 @@ from verifyprof.attribution.steps import (
     whole_trace_steps,
 )
 from verifyprof.attribution.summary import summarize
-from verifyprof.attribution.sweep import LAUNCH, Intervals, Windows, sweep
+from verifyprof.attribution.sweep import Intervals, Windows, sweep
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import TraceError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import SCHEMA, BreakdownFrame, step_records
 from verifyprof.trace.events import Trace
-
-LAUNCH_BRIDGE_NS = 50_000  # host pauses between launches shorter than this are launch overhead
 
 
 @dataclass
@@ -105,9 +109,13 @@ def breakdown(
     else:
         steps = find_steps(trace, step_regex)
         levels = assign_levels(steps, launch, op_launch, calls)
-    parts = [level_rows(trace, steps, ops, launch, op_launch, op_step, launch_step) for op_step, launch_step in levels]
+    replay = launch.graph_launch  # a graph replay occupies its device from its first node to its last
+    busy = device_busy(np.r_[ops.device, launch.device[replay]], np.r_[ops.start, launch.first_op_start[replay]],
+                       np.r_[ops.end, launch.last_op_end[replay]])
+    parts = [level_rows(trace, steps, ops, launch, op_launch, op_step, launch_step, busy) for op_step, launch_step in levels]
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     rows = _add_idle_steps(rows, steps).sort_values(["step", "device"], kind="stable").reset_index(drop=True)
+    rows.insert(rows.columns.get_loc("wall_ns") + 1, "cost_ns", rows["wall_ns"] - rows["other_work"])  # what the step occupies
     linked = int((ops.call >= 0).sum())
     result = Breakdown(
         trace=trace,
@@ -133,7 +141,8 @@ def breakdown(
 
 
 def level_rows(
-    trace: Trace, steps: pd.DataFrame, ops: GpuOps, launch: Launches, op_launch: np.ndarray, op_step: np.ndarray, launch_step: np.ndarray
+    trace: Trace, steps: pd.DataFrame, ops: GpuOps, launch: Launches, op_launch: np.ndarray, op_step: np.ndarray,
+    launch_step: np.ndarray, busy_union: DeviceBusy,
 ) -> pd.DataFrame:
     """One row per (step, device) of one nesting level, with window, counts, mode and phases."""
     member = np.flatnonzero(op_step != NO_STEP).astype(np.int32 if len(op_step) < 2**31 else np.int64)
@@ -173,18 +182,18 @@ def level_rows(
     ws = np.minimum(info["start"], first)
     we = np.maximum(info["end"], last)
 
-    mine, launch_window = _launch_windows(launch, launch_step, devices, window_keys)
+    mine, launch_window = launch_windows(launch, launch_step, devices, window_keys)
     n_launches = np.bincount(launch_window, minlength=n).astype(np.int64)
     n_graph_launches = np.bincount(launch_window[launch.graph_launch[mine]], minlength=n).astype(np.int64)
     op_row = op_launch[member]
     graph_kernel = is_kernel & (op_row >= 0)
     graph_kernel[graph_kernel] = launch.graph_launch[op_row[graph_kernel]]
     graph_kernels = np.bincount(window[graph_kernel], minlength=n)
-    launch_iv = launch_intervals(launch_window, launch.start[mine], np.maximum(launch.end[mine], launch.last_op_start[mine]), ws, we)
+    context = context_intervals(launch, mine, launch_window, ws, we, busy_union, window_device)
 
     del graph_kernel, op_row, is_kernel
     phase = ops.phase[member]
-    result = sweep(Windows(ws, we), Intervals(window, start, end, phase), launch_iv)
+    result = sweep(Windows(ws, we), Intervals(window, start, end, phase), context)
     n_busy = len(phases.PRIORITY)
     counts = np.bincount(window * n_busy + phase, minlength=n * n_busy).reshape(n, n_busy)
 
@@ -210,55 +219,6 @@ def level_rows(
     rows["attrs"] = info["attrs"]
     _add_phase_columns(rows, result.phase_ns, result.total_ns, counts)
     return rows
-
-
-def _launch_windows(launch: Launches, launch_step: np.ndarray, devices: np.ndarray, window_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The launches of one level (rows of ``launch``), each with the window of its step and device."""
-    n_dev, n = len(devices), len(window_keys)
-    mine = np.flatnonzero(launch_step != NO_STEP)
-    dev_code = np.searchsorted(devices, launch.device[mine])
-    known = (dev_code < n_dev) & (devices[np.minimum(dev_code, n_dev - 1)] == launch.device[mine])
-    mine, dev_code = mine[known], dev_code[known]
-    key = launch_step[mine] * n_dev + dev_code
-    launch_window = np.searchsorted(window_keys, key)
-    found = (launch_window < n) & (window_keys[np.minimum(launch_window, n - 1)] == key)
-    return mine[found], launch_window[found]
-
-
-def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws: np.ndarray, we: np.ndarray, bridge_ns: int = LAUNCH_BRIDGE_NS) -> Intervals:
-    """When the host was issuing a window's work: GPU idle then is a launch gap.
-
-    Per launching call: from the call's start to the later of its end and the start of the last
-    op it launched (being issued, or queued behind earlier work). Calls closer than
-    ``bridge_ns`` are joined (the Python between eager launches of one forward, which a CUDA
-    graph removes); a longer pause means the host was doing something else: host wait.
-    """
-    start = np.maximum(start, ws[window])
-    end = np.minimum(end, we[window])
-    order = np.argsort(window, kind="stable")  # launches arrive in start order: keep it per window
-    window, start, end = window[order], start[order], end[order]
-    if not np.all((start[1:] >= start[:-1]) | (window[1:] != window[:-1])):
-        order = np.lexsort((start, window))
-        window, start, end = window[order], start[order], end[order]
-    reach = _running_max_by_group(end, window)
-    new_run = np.r_[True, (window[1:] != window[:-1]) | (start[1:] - reach[:-1] >= bridge_ns)] if len(window) else np.zeros(0, bool)
-    heads = np.flatnonzero(new_run)
-    merged_start = start[heads]
-    merged_end = np.maximum.reduceat(end, heads) if len(heads) else end
-    keep = merged_end > merged_start
-    return Intervals(window[heads][keep], merged_start[keep], merged_end[keep], np.full(int(keep.sum()), LAUNCH, np.int8))
-
-
-def _running_max_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Cumulative max of ``values`` restarting at each change of (sorted) ``groups``."""
-    if len(values) == 0:
-        return values
-    lo = values.min()
-    span = int(values.max() - lo) + 1
-    shift = groups.astype(np.int64) * span  # lift each group above all earlier ones
-    if int(groups.max()) * span < 2**62:
-        return np.maximum.accumulate(values - lo + shift) - shift + lo
-    return pd.Series(values).groupby(groups).cummax().to_numpy()
 
 
 def _add_phase_columns(rows: pd.DataFrame, phase_ns: np.ndarray, total_ns: np.ndarray, counts: np.ndarray) -> None:

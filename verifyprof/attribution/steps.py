@@ -199,6 +199,8 @@ class Launches:
     end: np.ndarray
     last_op_start: np.ndarray  # latest start among the ops it launched
     graph_launch: np.ndarray
+    first_op_start: np.ndarray  # earliest start among the ops it launched (a graph replay's first node)
+    last_op_end: np.ndarray  # latest end among them (a graph replay's last node)
 
 
 def launches(ops: GpuOps, calls: Calls) -> tuple[Launches, np.ndarray]:
@@ -207,6 +209,10 @@ def launches(ops: GpuOps, calls: Calls) -> tuple[Launches, np.ndarray]:
     used, first, inverse = np.unique(ops.call[linked], return_index=True, return_inverse=True)
     last_op_start = np.full(len(used), np.iinfo(np.int64).min)
     np.maximum.at(last_op_start, inverse, ops.start[linked])
+    first_op_start = np.full(len(used), np.iinfo(np.int64).max)
+    np.minimum.at(first_op_start, inverse, ops.start[linked])
+    last_op_end = np.full(len(used), np.iinfo(np.int64).min)
+    np.maximum.at(last_op_end, inverse, ops.end[linked])
     op_launch = np.full(len(ops), -1, dtype=np.int64)
     op_launch[linked] = inverse
     table = Launches(
@@ -216,6 +222,8 @@ def launches(ops: GpuOps, calls: Calls) -> tuple[Launches, np.ndarray]:
         end=calls.end[used],
         last_op_start=last_op_start,
         graph_launch=calls.graph_launch[used] if len(used) else np.zeros(0, bool),
+        first_op_start=first_op_start,
+        last_op_end=last_op_end,
     )
     return table, op_launch
 

@@ -105,6 +105,7 @@ def _group_summary(name: str, group: pd.DataFrame, kind: str) -> dict[str, Any]:
         "devices": sorted(int(d) for d in group["device"].unique()),
         "modes": {str(k): int(v) for k, v in group["mode"].value_counts().items()},
         "wall_ns": _stats(wall),
+        "cost_ns": _stats(group["cost_ns"].to_numpy()),
         "gpu_span_ns": _stats(group["gpu_span_ns"].to_numpy()),
         "kernels": _stats(group["kernels"].to_numpy()),
         "launches": _stats(group["launches"].to_numpy()),

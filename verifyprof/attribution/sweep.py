@@ -1,13 +1,17 @@
 """Phase times of many (step, device) windows in one vectorised sweep.
 
-Each window is a span ``[ws, we)`` holding GPU ops (start, end, phase) and *launch intervals*:
-times when the window's work was being issued or queued (see ``breakdown.launch_intervals``).
+Each window is a span ``[ws, we)`` holding GPU ops (start, end, phase) and *context intervals*
+(see ``breakdown``): when the window's work was being issued or queued (launch calls), when a
+graph-launch call of it ran on the host, when one of its graph replays ran, and when the device
+was busy with anything at all.
 All boundaries are encoded as one int64 per event, ``window | time since window start |
 (phase slot, open/close)``, and sorted once; between two consecutive boundaries of a window
 nothing changes, so each elementary segment is booked to the highest-priority phase active on
-it or, when the GPU is idle, to ``launch_gap`` if a launch interval covers it (the GPU starves
-while this step's work is still being issued: what CUDA graphs remove) and ``host_wait``
-otherwise (the host is doing something else: Python, scheduling, syncs). Active counts are
+it or, where none of the window's own ops runs, to the highest-priority context interval
+covering it: ``other_work`` (the device runs other steps' work), ``graph_gap`` (between nodes of
+one replay), ``graph_launch`` (the graph-launch call on the host), ``launch_gap`` (this step's
+work still being issued: what CUDA graphs remove), else ``host_wait`` (the host is doing
+something else: Python, scheduling, syncs). Active counts are
 running sums of +1/-1; every interval opens and closes inside its own window, so the sums
 return to zero at each window's end, and a window's phases sum to ``we - ws`` exactly.
 """
@@ -19,15 +23,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifyprof.contracts import phases
+from verifyprof.contracts.errors import TraceError
 
 N_BUSY = len(phases.PRIORITY)
-LAUNCH = N_BUSY  # slot of launch intervals
-BOUNDARY = N_BUSY + 1  # slot of window start/end markers
-SLOT_BITS = 5  # 4 bits of slot (<= 16 slots) + 1 bit open/close
+# Slots of the non-busy intervals, lowest priority first; each books its uncovered time to a phase.
+LAUNCH = N_BUSY  # this step's launch calls (bridged): GPU idle -> launch_gap
+BLOCKED = N_BUSY + 1  # queued work blocked while the device sat idle (event wait, sync) -> host_wait
+GRAPH_CALL = N_BUSY + 2  # a graph-launch call up to its first node -> graph_launch
+OTHER_BUSY = N_BUSY + 3  # the device busy (any op, or inside any graph replay) -> other_work
+GRAPH_REPLAY = N_BUSY + 4  # first to last node of one of this step's graph replays -> graph_gap
+BOUNDARY = N_BUSY + 5  # slot of window start/end markers
+IDLE_SLOTS = {LAUNCH: "launch_gap", BLOCKED: "host_wait", GRAPH_CALL: "graph_launch", OTHER_BUSY: "other_work",
+              GRAPH_REPLAY: "graph_gap"}  # lowest priority first
+SLOT_BITS = 6  # 5 bits of slot (<= 32 slots) + 1 bit open/close
 CHUNK_INTERVALS = 1 << 18  # intervals per sweep chunk: bounds memory on million-kernel traces
-IDLE_LAUNCH = phases.INDEX["launch_gap"]
 IDLE_HOST = phases.INDEX["host_wait"]
-assert BOUNDARY < 16
+assert BOUNDARY < 32
 
 
 @dataclass
@@ -41,7 +52,7 @@ class Intervals:
     window: np.ndarray  # int64 window index per interval
     start: np.ndarray
     end: np.ndarray
-    slot: np.ndarray  # int8: phase index (busy phases) or LAUNCH
+    slot: np.ndarray  # int8: phase index (busy phases) or one of IDLE_SLOTS
 
 
 @dataclass
@@ -72,7 +83,9 @@ def sweep(windows: Windows, busy: Intervals, launches: Intervals, chunk_interval
         phase_ns[lo:hi], total_ns[lo:hi] = _sweep_chunk(Windows(windows.ws[lo:hi], windows.we[lo:hi]), chunk)
         lo = hi
     wall = windows.we - windows.ws
-    assert np.array_equal(phase_ns.sum(axis=1), wall), "phases must sum to wall time"
+    if not np.array_equal(phase_ns.sum(axis=1), wall):  # an invariant: only inconsistent timestamps break it
+        raise TraceError("timestamps cannot be attributed consistently (phases do not sum to the step's wall time): "
+                         "clocks of merged files too far apart, or corrupt times")
     return SweepResult(phase_ns, total_ns)
 
 
@@ -89,9 +102,11 @@ def _sweep_chunk(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np
 
     n_phases = len(phases.ALL)
     top = np.full(len(seg), IDLE_HOST, dtype=np.int8)  # the phase booked on each segment
-    top[_active(slot, delta, LAUNCH)] = IDLE_LAUNCH
-    total_ns = np.zeros((n, len(phases.TOTALS)), dtype=np.int64)
     present = np.unique(intervals.slot)
+    for which, name in IDLE_SLOTS.items():  # lower priority first, overwritten by higher
+        if which in present:
+            top[_active(slot, delta, which)] = phases.INDEX[name]
+    total_ns = np.zeros((n, len(phases.TOTALS)), dtype=np.int64)
     for name in reversed(phases.PRIORITY):  # lower priority first, overwritten by higher
         p = phases.INDEX[name]
         if p not in present:

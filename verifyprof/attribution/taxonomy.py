@@ -2,7 +2,8 @@
 
 Rules are matched once per *distinct* kernel name, not per kernel, so classification costs
 nothing on million-kernel traces. The built-in rules live in ``verifyprof/data/taxonomy.toml``;
-``--taxonomy FILE`` replaces them with the user's own.
+a ``taxonomy.toml`` in the user's data directory (:mod:`verifyprof.contracts.datafiles`) shadows
+them, and ``--taxonomy FILE`` replaces both.
 """
 
 from __future__ import annotations
@@ -10,16 +11,16 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from verifyprof.contracts import phases
+from verifyprof.contracts import datafiles, phases
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.trace.events import StringTable
 
 OTHER = phases.INDEX["other"]
+TAXONOMY_FILE = "taxonomy.toml"
 
 
 @dataclass(frozen=True)
@@ -54,15 +55,18 @@ class Taxonomy:
 
 
 def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
-    """The built-in rules, or a user's TOML file with the same shape."""
+    """``path``, else the user's ``taxonomy.toml`` in the data directory, else the built-in rules."""
     if path is None:
-        text = resources.files("verifyprof.data").joinpath("taxonomy.toml").read_text()
-        return parse_taxonomy(text, "builtin")
+        path = datafiles.locate(TAXONOMY_FILE)
+        if path is None or path == datafiles.BUILTIN / TAXONOMY_FILE:
+            return parse_taxonomy((datafiles.BUILTIN / TAXONOMY_FILE).read_text(), "builtin")
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise VerifyprofError(f"cannot read taxonomy: {exc.strerror}", path) from None
+    except UnicodeDecodeError as exc:
+        raise VerifyprofError(f"taxonomy is not UTF-8 text: {exc.reason} at byte {exc.start}", path) from None
     return parse_taxonomy(text, str(path))
 
 

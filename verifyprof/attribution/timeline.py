@@ -3,9 +3,10 @@
 A breakdown sums a step's time into phases; a timeline shows *where in the step* each phase
 was. For chosen (step, device) windows of a breakdown: the step's GPU ops (device, stream,
 start, end, name, phase), the API calls that launched them (the host row), and the idle gaps
-between the ops labelled by idle kind with the breakdown's own rule (GPU idle while a launch
-interval of the step covers it: ``launch_gap``; otherwise ``host_wait``), so a timeline's gaps
-add up to the breakdown's idle phases of that step. Ops are capped per window (the longest
+between the ops labelled by kind with the breakdown's own rules: the same context intervals
+(:func:`~verifyprof.attribution.context.context_intervals`) swept by the same
+:func:`~verifyprof.attribution.sweep.sweep`, with each gap as a window, so a timeline's gaps add
+up to the step's non-busy phases (idle kinds and ``other_work``) exactly. Ops are capped per window (the longest
 kept): a page stays small whatever the trace.
 """
 
@@ -16,8 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution.breakdown import Breakdown, launch_intervals
+from verifyprof.attribution.breakdown import Breakdown
+from verifyprof.attribution.context import DeviceBusy, context_intervals, device_busy
 from verifyprof.attribution.steps import assign_levels, find_steps, gpu_ops, launches, link_calls
+from verifyprof.attribution.sweep import Intervals, Windows, sweep
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts import phases
 from verifyprof.trace.events import Trace
@@ -39,9 +42,9 @@ class StepTimeline:
     end_ns: int
     ops: pd.DataFrame  # device, stream, start, end, name, phase, kind
     calls: pd.DataFrame  # tid, start, end, name
-    gaps: pd.DataFrame  # device, start, end, kind (an idle phase name)
+    gaps: pd.DataFrame  # device, start, end, kind (the non-busy phase with most of the gap)
     ops_total: int  # before the cap
-    idle_ns: dict[str, int]  # idle time by kind, all gaps (before the cap)
+    idle_ns: dict[str, int]  # non-busy time by phase over all gaps (before the cap): the step's idle phases
 
 
 def step_timelines(trace: Trace, result: Breakdown, windows: list[tuple[int, int]], taxonomy: Taxonomy | None = None,
@@ -63,6 +66,9 @@ def step_timelines(trace: Trace, result: Breakdown, windows: list[tuple[int, int
         levels = dict(zip(np.unique(steps["level"].to_numpy()).tolist(), assign_levels(steps, launch, op_launch, calls)))
         step_level = dict(zip(steps["step"].tolist(), steps["level"].tolist()))
     streams = _op_streams(trace, ops)
+    replay = launch.graph_launch  # as breakdown: a graph replay occupies its device from first node to last
+    busy = device_busy(np.r_[ops.device, launch.device[replay]], np.r_[ops.start, launch.first_op_start[replay]],
+                       np.r_[ops.end, launch.last_op_end[replay]])
     out = []
     for step, device in windows:
         row = result.steps[(result.steps["step"] == step) & (result.steps["device"] == device)].iloc[0]
@@ -77,14 +83,11 @@ def step_timelines(trace: Trace, result: Breakdown, windows: list[tuple[int, int
         in_launch = np.flatnonzero((launch_step == step) & (launch.device == device))
         call_frame = pd.DataFrame({"tid": calls.tid[launch.call[in_launch]], "start": launch.start[in_launch], "end": launch.end[in_launch],
                                    "name": trace.strings.lookup(trace.api["name_id"].to_numpy()[launch.call[in_launch]]) if len(in_launch) else []})
-        launch_iv = launch_intervals(np.zeros(len(in_launch), np.int64), launch.start[in_launch],
-                                     np.maximum(launch.end[in_launch], launch.last_op_start[in_launch]), np.array([ws]), np.array([we]))
-        gaps = idle_gaps(frame["start"].to_numpy(), frame["end"].to_numpy(), launch_iv.start, launch_iv.end, ws, we)
+        gaps, idle = labelled_gaps(frame["start"].to_numpy(), frame["end"].to_numpy(), launch, in_launch, busy, ws, we, device)
         gaps.insert(0, "device", device)
-        widths = (gaps["end"] - gaps["start"]).groupby(gaps["kind"]).sum()
         out.append(StepTimeline(step=int(step), device=int(device), rank=int(row["rank"]), name=str(row["name"]), text=str(row["text"]),
                                 start_ns=ws, end_ns=we, ops=longest(frame, max_ops), calls=longest(call_frame, max_ops),
-                                gaps=longest(gaps, max_ops), ops_total=len(frame), idle_ns={str(k): int(v) for k, v in widths.items()}))
+                                gaps=longest(gaps, max_ops), ops_total=len(frame), idle_ns=idle))
     return out
 
 
@@ -95,35 +98,41 @@ def longest(frame: pd.DataFrame, limit: int) -> pd.DataFrame:
     return frame.sort_values("start", kind="stable").reset_index(drop=True)
 
 
-def idle_gaps(start: np.ndarray, end: np.ndarray, launch_start: np.ndarray, launch_end: np.ndarray, ws: int, we: int) -> pd.DataFrame:
-    """The window's time with none of ``start/end`` running, split into launch_gap (a launch
-    interval covers it) and host_wait pieces; adjacent pieces of one kind are merged."""
+def own_gaps(start: np.ndarray, end: np.ndarray, ws: int, we: int) -> tuple[np.ndarray, np.ndarray]:
+    """The spans of ``[ws, we)`` where none of the step's own ops runs."""
     order = np.argsort(start, kind="stable")
     s, e = np.clip(start[order], ws, we), np.clip(end[order], ws, we)
     reach = np.maximum.accumulate(e) if len(e) else e
-    gap_start = np.r_[ws, reach]
-    gap_end = np.r_[s, we]
+    gap_start, gap_end = np.r_[ws, reach], np.r_[s, we]
     keep = gap_end > gap_start
-    gap_start, gap_end = gap_start[keep], gap_end[keep]
-    lo, hi = np.clip(launch_start, ws, we), np.clip(launch_end, ws, we)
-    cuts = np.unique(np.r_[gap_start, gap_end, lo, hi])
-    seg_s, seg_e = cuts[:-1], cuts[1:]
-    mid = seg_s + (seg_e - seg_s) // 2
-    in_gap = _covered(mid, gap_start, gap_end)
-    launched = _covered(mid, np.sort(lo), np.maximum.accumulate(hi[np.argsort(lo)]) if len(lo) else hi)
-    seg_s, seg_e, launched = seg_s[in_gap], seg_e[in_gap], launched[in_gap]
-    kind = np.where(launched, "launch_gap", "host_wait")
-    new = np.r_[True, (seg_s[1:] != seg_e[:-1]) | (kind[1:] != kind[:-1])] if len(seg_s) else np.zeros(0, bool)
-    heads = np.flatnonzero(new)
-    return pd.DataFrame({"start": seg_s[heads], "end": np.maximum.reduceat(seg_e, heads) if len(heads) else seg_e, "kind": kind[heads]})
+    return gap_start[keep], gap_end[keep]
 
 
-def _covered(points: np.ndarray, starts: np.ndarray, reach: np.ndarray) -> np.ndarray:
-    """Whether each point lies in some [start, end) of intervals sorted by start (``reach``: running max of ends)."""
-    if len(starts) == 0:
-        return np.zeros(len(points), bool)
-    pos = np.searchsorted(starts, points, side="right") - 1
-    return (pos >= 0) & (points < reach[np.clip(pos, 0, None)])
+def labelled_gaps(start: np.ndarray, end: np.ndarray, launch, in_launch: np.ndarray, busy: DeviceBusy, ws: int, we: int,
+                  device: int) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The step's gaps, each labelled by the non-busy phase with most of it, and those phases' totals.
+
+    The window's context intervals (launch calls, graph replays and calls, other work, blocked
+    queues) are cut to the gaps and swept with each gap as a window: the breakdown's rules, so
+    the totals equal the step's non-busy phases."""
+    gap_start, gap_end = own_gaps(start, end, ws, we)
+    context = context_intervals(launch, in_launch, np.zeros(len(in_launch), np.int64), np.array([ws]), np.array([we]), busy,
+                                np.array([device]))
+    first = np.searchsorted(gap_end, context.start, side="right")  # gaps each context interval meets
+    stop = np.searchsorted(gap_start, context.end, side="left")
+    count = np.maximum(stop - first, 0)
+    which = np.repeat(np.arange(len(count)), count)
+    gap = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    lo, hi = np.maximum(context.start[which], gap_start[gap]), np.minimum(context.end[which], gap_end[gap])
+    keep = hi > lo
+    order = np.argsort(gap[keep], kind="stable")
+    pieces = Intervals(gap[keep][order].astype(np.int64), lo[keep][order], hi[keep][order], context.slot[which][keep][order])
+    nothing = Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
+    phase_ns = sweep(Windows(gap_start, gap_end), nothing, pieces).phase_ns
+    names = np.asarray(phases.ALL, dtype=object)
+    gaps = pd.DataFrame({"start": gap_start, "end": gap_end, "kind": names[phase_ns.argmax(axis=1)] if len(gap_start) else []})
+    totals = phase_ns.sum(axis=0)
+    return gaps, {str(names[i]): int(totals[i]) for i in np.flatnonzero(totals)}
 
 
 def _op_streams(trace: Trace, ops) -> np.ndarray:

@@ -6,6 +6,7 @@ makes it escalate faster; it never abandons the server."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -13,14 +14,37 @@ from collections.abc import Iterator
 
 from rich.console import Console
 
-from verifyprof.capture import driver, manifest, nsys
+from verifyprof.capture import driver, nsys
 from verifyprof.capture.profile_window import stop_profile
 from verifyprof.capture.session import CaptureSession
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import MANIFEST
+
+
+# Signals that end a capture the way Ctrl-C does: a job scheduler's kill (SIGTERM), a closed
+# terminal (SIGHUP), Ctrl-\\ (SIGQUIT). Each becomes an interruption, so the cleanup runs.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM to verifyprof: handled like Ctrl-C, so a job scheduler's kill also cleans up."""
+    """A stop signal to verifyprof (``STOP_SIGNALS``): handled like Ctrl-C, so it cleans up too."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signal_name = signal.Signals(signum).name
+
+
+def _detach_from_a_closed_terminal(signum: int) -> None:
+    """After SIGHUP the terminal is gone and writing to it fails (EIO): send our output to
+    /dev/null so that the cleanup's progress lines cannot stop the cleanup."""
+    if signum != getattr(signal, "SIGHUP", None):
+        return
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, fd)
+                os.close(devnull)
 
 
 @contextlib.contextmanager
@@ -30,13 +54,15 @@ def sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: object) -> None:
-        raise Terminated()
+        _detach_from_a_closed_terminal(signum)
+        raise Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @contextlib.contextmanager
@@ -48,11 +74,13 @@ def _hurry_on_interrupt(console: Console) -> Iterator[threading.Event]:
         return
 
     def handler(signum: int, frame: object) -> None:
+        _detach_from_a_closed_terminal(signum)
         if not hurry.is_set():
-            console.print("[yellow]verifyprof: stopping harder (SIGTERM, then SIGKILL)[/]")
+            with contextlib.suppress(OSError):
+                console.print("[yellow]verifyprof: stopping harder (SIGTERM, then SIGKILL)[/]")
         hurry.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, *STOP_SIGNALS)}
     try:
         yield hurry
     finally:
@@ -86,8 +114,8 @@ def cleanup(run: CaptureSession) -> None:
             _export(run)
         try:
             run.doc = run.write_manifest()
-        except OSError as err:
-            run.fail(f"cannot write {run.out / manifest.MANIFEST}: {err}")
+        except (OSError, VerifyprofError) as err:
+            run.fail(f"cannot write {run.out / MANIFEST}: {err}")
             run.doc = run.manifest()
 
 
@@ -101,7 +129,7 @@ def _export(run: CaptureSession) -> None:
     sqlite = report.with_suffix(".sqlite")
     try:
         with run.console.status(f"exporting {report.name} to SQLite"):
-            nsys.export_sqlite(run.nsys, report, sqlite, run.out / "nsys-export.log")
+            nsys.export_sqlite(run.nsys, report, sqlite, run.out / "nsys-export.log", timeout=run.opts.report_timeout)
         if run.opts.gzip:
             with run.console.status(f"compressing {sqlite.name}"):
                 nsys.gzip_export(sqlite)

@@ -13,6 +13,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from verifyprof.capture.process import run_tool
+from verifyprof.contracts import outputs
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 
 NSYS_ENV = "VERIFYPROF_NSYS"
@@ -54,7 +56,8 @@ def find_nsys(env: Mapping[str, str] | None = None) -> Path:
 def nsys_version(nsys: Path, timeout: float = 30.0) -> str | None:
     """``nsys --version`` output (``NVIDIA Nsight Systems version 2025.3.1...``), or None."""
     try:
-        out = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, timeout=timeout, check=False)
+        out = run_tool([str(nsys), "--version"], timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, text=True)
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = (out.stdout or out.stderr).strip()
@@ -115,24 +118,18 @@ def explain_missing_report(output: Path) -> str:
 
 def export_sqlite(nsys: Path, report: Path, sqlite: Path, log: Path, timeout: float = 3600.0) -> Path:
     """Export ``report`` to ``sqlite`` atomically (a partial export never takes the final name)."""
-    partial = sqlite.with_name(f".{sqlite.stem}.partial.sqlite")
-    partial.unlink(missing_ok=True)
-    with open(log, "ab") as out:
+    with outputs.atomic_path(sqlite, suffix=".partial.sqlite") as partial, open(log, "ab") as out:
         for blobs in (True, False):  # an nsys without --include-blobs fails at once: export plainly
+            partial.write_bytes(b"")
             try:
-                proc = subprocess.run(
-                    export_command(nsys, report, partial, blobs), stdout=out, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, timeout=timeout, check=False,
-                )
+                proc = run_tool(export_command(nsys, report, partial, blobs), timeout=timeout, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             except subprocess.TimeoutExpired as err:
-                partial.unlink(missing_ok=True)
                 raise VerifyprofError(f"nsys export did not finish in {timeout:g} s (log: {log})", report) from err
-            if proc.returncode == 0 and partial.exists():
+            if proc.returncode == 0 and partial.exists() and partial.stat().st_size > 0:
                 break
-    if proc.returncode != 0 or not partial.exists():
-        partial.unlink(missing_ok=True)
-        raise VerifyprofError(f"nsys export --type sqlite failed with code {proc.returncode} (log: {log})", report)
-    os.replace(partial, sqlite)
+        else:
+            raise VerifyprofError(f"nsys export --type sqlite failed with code {proc.returncode} (log: {log})", report)
     return sqlite
 
 
@@ -142,9 +139,7 @@ def gzip_export(sqlite: Path) -> Path:
     import gzip
 
     target = sqlite.with_name(sqlite.name + ".gz")
-    partial = target.with_name(f".{target.name}.partial")
-    with open(sqlite, "rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
+    with outputs.atomic_path(target) as partial, open(sqlite, "rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
         shutil.copyfileobj(src, dst, length=1 << 20)
-    os.replace(partial, target)
     sqlite.unlink()
     return target

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import math
+import os
 import shlex
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +49,20 @@ class CaptureOptions:
         return "server" if self.server_cmd is not None else "program"
 
 
+# Seconds options: (flag, attribute, smallest allowed, zero allowed). NaN and infinity never are:
+# a NaN deadline never passes, so a NaN timeout is a hang.
+_SECONDS = (
+    ("--health-timeout", "health_timeout", False),
+    ("--stop-timeout", "stop_timeout", True),
+    ("--request-timeout", "request_timeout", False),
+    ("--report-timeout", "report_timeout", False),
+    ("--trace-wait", "trace_wait", False),
+)
+MAX_SECONDS = 7 * 24 * 3600.0  # a week: anything longer is a typo, not a timeout
+
+
 def validate(opts: CaptureOptions) -> None:
+    """Every check that can be made before anything starts, each a one-line VerifyprofError."""
     if (opts.server_cmd is None) == (not opts.program):
         raise VerifyprofError("give either --server-cmd \"...\" or a program after --, not both or neither")
     if opts.backend not in BACKENDS:
@@ -56,23 +72,82 @@ def validate(opts: CaptureOptions) -> None:
             "--backend torch needs --server-cmd (SGLang writes its own torch-profiler traces); "
             "for a program use nsys, or --backend none if it runs torch.profiler itself"
         )
-    if opts.server_cmd is not None and not shlex.split(opts.server_cmd):
-        raise VerifyprofError("--server-cmd is empty")
+    _check_numbers(opts)
     if opts.mode == "server":
+        argv = split_server_cmd(opts.server_cmd or "")
+        check_executable(argv[0], "--server-cmd")
+        server_address(argv, opts.port)  # the --port in the command: a number, in range, agreeing
         # the same checks the driver makes, but before minutes of model loading, not after
         driver.Workload(opts.requests, opts.concurrency, opts.output_len, opts.input_len, opts.temperature, opts.request_timeout)
+    else:
+        check_executable(opts.program[0], "the program")
+    check_out_dir(opts.out)
+
+
+def _check_numbers(opts: CaptureOptions) -> None:
+    for flag, name, zero_ok in _SECONDS:
+        value = getattr(opts, name)
+        if not (isinstance(value, (int, float)) and math.isfinite(value)) or value < 0 or (value == 0 and not zero_ok):
+            raise VerifyprofError(f"{flag} must be a finite number of seconds {'>= 0' if zero_ok else '> 0'}, not {value!r}")
+        if value > MAX_SECONDS:
+            raise VerifyprofError(f"{flag} {value:g} s is more than a week: give a real timeout")
+    if not math.isfinite(opts.temperature) or opts.temperature < 0:
+        raise VerifyprofError(f"--temperature must be a finite number >= 0, not {opts.temperature!r}")
+    if opts.port is not None:
+        check_port(opts.port, "--port")
     if opts.num_steps is not None and opts.num_steps < 1:
         raise VerifyprofError("--num-steps must be at least 1")
     if opts.warmup < 0:
         raise VerifyprofError("--warmup must be 0 or more")
-    if opts.health_timeout <= 0:
-        raise VerifyprofError("--health-timeout must be positive")
+
+
+def check_port(port: int, what: str) -> int:
+    if not 1 <= port <= 65535:
+        raise VerifyprofError(f"{what} must be a TCP port, 1 to 65535, not {port}")
+    return port
+
+
+def split_server_cmd(text: str) -> list[str]:
+    try:
+        argv = shlex.split(text)
+    except ValueError as err:  # "No closing quotation", "No escaped character"
+        raise VerifyprofError(f"--server-cmd cannot be split into arguments: {err} in {text!r}") from None
+    if not argv:
+        raise VerifyprofError("--server-cmd is empty")
+    return argv
+
+
+def check_executable(command: str, what: str) -> None:
+    """``command`` can be started: an executable file (a path), or found on the PATH."""
+    if os.sep in command:
+        path = Path(command)
+        if not path.exists():
+            raise VerifyprofError(f"{what}: no such file", path)
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise VerifyprofError(f"{what}: not an executable file", path)
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(4)
+        except OSError as err:
+            raise VerifyprofError(f"{what}: cannot read: {err.strerror}", path) from None
+        if not head.startswith((b"#!", b"\x7fELF")):
+            raise VerifyprofError(f"{what}: not a program (neither an ELF binary nor a script starting with #!)", path)
+    elif shutil.which(command) is None:
+        raise VerifyprofError(f"{what}: command {command!r} not found on the PATH")
 
 
 def check_out_dir(out: Path) -> Path:
+    """A new (or empty) directory that can be made: every existing ancestor a writable folder."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise VerifyprofError("output directory exists and is not empty: captures are never overwritten; pass a new --out", out)
+    ancestor = out if out.exists() else out.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise VerifyprofError(f"cannot make the output directory: {ancestor} is not a directory", out)
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise VerifyprofError(f"cannot make the output directory: {ancestor} is not writable", out)
     return out
 
 
@@ -92,7 +167,7 @@ def server_address(argv: list[str], port: int | None) -> tuple[list[str], str, i
     cmd_port = None
     if cmd_port_text is not None:
         try:
-            cmd_port = int(cmd_port_text)
+            cmd_port = check_port(int(cmd_port_text), "--port in --server-cmd")
         except ValueError as err:
             raise VerifyprofError(f"--server-cmd has --port {cmd_port_text!r}, not a number") from err
     if port is not None and cmd_port is not None and port != cmd_port:

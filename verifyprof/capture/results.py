@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifyprof.capture import manifest
+from verifyprof.contracts.manifest import MANIFEST
 
 PROGRAM_RESULTS = "results.json"  # a program may write its own numbers here (see program_results)
 
@@ -19,7 +19,7 @@ class CaptureResult:
 
     @property
     def manifest_path(self) -> Path:
-        return self.out / manifest.MANIFEST
+        return self.out / MANIFEST
 
 
 def program_results(out: Path) -> dict:

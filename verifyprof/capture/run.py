@@ -9,7 +9,7 @@ This module only sequences the steps and turns the outcome into an error or a re
 live in ``options`` (what was asked, checked before anything starts), ``session`` (one capture's
 state, setup, start, manifest), ``server_flow`` / ``program_flow`` (the two kinds of target),
 ``profile_window`` (start/stop profile), ``cleanup`` (signals, stopping, export) and ``results``
-(what the CLI prints). The names the CLI and tests use are re-exported here.
+(what the CLI prints).
 """
 
 from __future__ import annotations
@@ -18,39 +18,14 @@ from rich.console import Console
 
 from verifyprof.capture import driver
 from verifyprof.capture.cleanup import Terminated, cleanup, sigterm_as_interrupt
-from verifyprof.capture.options import (
-    BACKENDS,
-    DEFAULT_PORT,
-    CaptureOptions,
-    check_out_dir,
-    server_address,
-    validate,
-)
-from verifyprof.capture.profile_window import TORCH_TRACE_DIR, profile_body
+from verifyprof.capture.options import CaptureOptions, validate
+from verifyprof.capture.process import become_subreaper
 from verifyprof.capture.program_flow import wait_program
-from verifyprof.capture.results import (
-    PROGRAM_RESULTS,
-    CaptureResult,
-    program_results,
-    summary_lines,
-)
+from verifyprof.capture.results import CaptureResult
 from verifyprof.capture.server import LOG_TAIL_LINES, CaptureError, with_log_tail
 from verifyprof.capture.server_flow import serve
 from verifyprof.capture.session import CaptureSession
-from verifyprof.capture.target_hooks import (
-    DEFAULT_SERVER_HOOKS,
-    hook_presets,
-    hook_reports,
-    hooks_env,
-)
 from verifyprof.contracts.errors import VerifyprofError
-
-__all__ = [
-    "BACKENDS", "DEFAULT_PORT", "DEFAULT_SERVER_HOOKS", "PROGRAM_RESULTS", "TORCH_TRACE_DIR",
-    "CaptureOptions", "CaptureResult", "Terminated", "capture", "check_out_dir", "hook_presets",
-    "hook_reports", "hooks_env", "profile_body", "program_results", "server_address", "summary_lines",
-    "validate",
-]
 
 
 def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResult:
@@ -59,6 +34,7 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     stopped and the manifest written before it returns or raises."""
     console = console or Console(stderr=True, soft_wrap=True)
     validate(opts)
+    become_subreaper()  # nothing the target starts can escape the cleanup by being orphaned
     with sigterm_as_interrupt():
         run = CaptureSession(opts, console)
         env = run.setup()  # may raise before anything was started: nothing to clean up
@@ -72,7 +48,8 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
                 wait_program(run)
             run.status = "ok"
         except KeyboardInterrupt as err:
-            run.status, run.error, failure = "interrupted", f"interrupted ({'SIGTERM' if isinstance(err, Terminated) else 'Ctrl-C'})", err
+            how = err.signal_name if isinstance(err, Terminated) else "Ctrl-C"
+            run.status, run.error, failure = "interrupted", f"interrupted ({how})", err
         except driver.ServerGone as err:
             done = len(run.results)
             code = run.proc.wait(timeout=3.0) if run.proc else None  # a dying server may close its socket first

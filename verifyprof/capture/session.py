@@ -7,7 +7,6 @@ Also the steps every capture takes the same way: build the target's command and 
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -15,9 +14,11 @@ from pathlib import Path
 from rich.console import Console
 
 from verifyprof.capture import driver, manifest, nsys
-from verifyprof.capture.options import CaptureOptions, check_out_dir, server_address
-from verifyprof.capture.server import ManagedProcess, StopReport, check_port_free
+from verifyprof.capture.options import CaptureOptions, check_out_dir, server_address, split_server_cmd
+from verifyprof.capture.process import ManagedProcess, StopReport
+from verifyprof.capture.server import check_port_free
 from verifyprof.capture.target_hooks import hook_presets, hook_reports, hooks_env
+from verifyprof.contracts.manifest import document, now_iso
 
 
 class CaptureSession:
@@ -40,7 +41,7 @@ class CaptureSession:
         self.error: str | None = None
         self.stop_report: StopReport | None = None
         self.exit_code: int | None = None
-        self.started_at = manifest.now_iso()
+        self.started_at = now_iso()
         self.base_url = ""
         self.target: list[str] = []
         self.command: list[str] = []
@@ -62,33 +63,32 @@ class CaptureSession:
     def manifest(self) -> dict:
         opts = self.opts
         options = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items() if k not in ("argv", "out")}
-        doc = {
-            "schema": manifest.SCHEMA,
-            "status": self.status,
-            "error": self.error,
-            "mode": opts.mode,
-            "backend": opts.backend,
-            "started_at": self.started_at,
-            "finished_at": None if self.status == "running" else manifest.now_iso(),
-            "command": {"verifyprof": opts.argv, "target": self.target, "profiler": self.command},
-            "options": options,
-            "versions": self.versions,
-            "hooks": {
+        doc = document(
+            status=self.status,
+            error=self.error,
+            mode=opts.mode,
+            backend=opts.backend,
+            started_at=self.started_at,
+            finished_at=None if self.status == "running" else now_iso(),
+            command={"verifyprof": opts.argv, "target": self.target, "profiler": self.command},
+            options=options,
+            versions=self.versions,
+            hooks={
                 "presets": self.presets, "targets": opts.hook_targets, "env": sorted(self.hook_env),
                 "processes": hook_reports(self.out / "hooks"),
             },
-            "workload": None,
-            "results": self.summary or None,
-            "window": self.window or None,
-            "traces": manifest.list_traces(self.out),
-            "files": manifest.list_files(self.out),
-            "target": {
+            workload=None,
+            results=self.summary or None,
+            window=self.window or None,
+            traces=manifest.list_traces(self.out),
+            files=manifest.list_files(self.out),
+            target={
                 "exit_code": self.exit_code,
                 "stopped_by": self.stop_report.stopped_by if self.stop_report else None,
                 "leftover_pids": self.stop_report.leftover if self.stop_report else [],
                 "log": self.log.name,
             },
-        }
+        )
         if opts.mode == "server":
             doc["workload"] = {
                 "requests": opts.requests, "concurrency": opts.concurrency, "input_len": opts.input_len,
@@ -100,7 +100,7 @@ class CaptureSession:
 
     def write_manifest(self) -> dict:
         doc = self.manifest()
-        manifest.write_json(self.out / manifest.MANIFEST, doc)
+        manifest.write(self.out, doc)
         if self.results:
             manifest.write_jsonl(self.out / "requests.jsonl", (r.to_json() for r in self.results))
         return doc
@@ -122,7 +122,7 @@ class CaptureSession:
             self.nsys_version = nsys.nsys_version(self.nsys)
         if opts.mode == "server":
             self.prompts = driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
-            argv, host, port = server_address(shlex.split(opts.server_cmd or ""), opts.port)
+            argv, host, port = server_address(split_server_cmd(opts.server_cmd or ""), opts.port)
             check_port_free(port, host)
             self.base_url = f"http://{host}:{port}"
             self.target = argv

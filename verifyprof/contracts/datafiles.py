@@ -1,8 +1,10 @@
-"""Find and read the model stage's data files: built-in ones, a user directory, or a given path.
+"""Find and read verifyprof's data files: built-in ones, a user directory, or a given path.
 
-Hardware specs and model configs are TOML, not code, so users describe their own box or model
-without touching verifyprof: put ``NAME.toml`` in ``$VERIFYPROF_DATA_DIR/<kind>/`` (default
-``~/.config/verifyprof/<kind>/``), or pass the file's path. User files shadow built-in ones.
+Hardware specs, model configs, hook presets and the kernel taxonomy are TOML, not code, so users
+describe their own box, model, server or kernels without touching verifyprof: put the file in
+``$VERIFYPROF_DATA_DIR`` (default ``~/.config/verifyprof/``) at the place it has under
+``verifyprof/data/`` (``hardware/NAME.toml``, ``models/NAME.toml``, ``hooks/NAME.toml``,
+``taxonomy.toml``), or pass the file's path. User files shadow built-in ones.
 """
 
 from __future__ import annotations
@@ -23,8 +25,22 @@ def user_dir() -> Path:
 
 
 def search_dirs(kind: str) -> list[Path]:
-    """Where ``kind`` ("hardware" | "models") files are looked up, first match wins."""
+    """Where ``kind`` ("hardware" | "models" | "hooks") files are looked up, first match wins."""
     return [user_dir() / kind, BUILTIN / kind]
+
+
+def locate(relative: str | Path) -> Path | None:
+    """The user's file at ``relative`` (e.g. ``taxonomy.toml``, ``hooks/sglang.toml``) if there
+    is one, else the built-in one, else None."""
+    for root in (user_dir(), BUILTIN):
+        if (root / relative).is_file():
+            return root / relative
+    return None
+
+
+def names(kind: str) -> list[str]:
+    """The stems of every ``kind`` file, user and built-in."""
+    return sorted({p.stem for d in search_dirs(kind) if d.is_dir() for p in d.glob("*.toml")})
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -1,25 +1,148 @@
-"""The capture manifest (``manifest.json`` beside a trace): what whatif reads of it.
+"""The capture manifest (``manifest.json`` beside a trace): its schema, keys and records, defined
+once for both writers (``verifyprof capture``: ``capture/session.py``; the workload's traces:
+``workload/manifest.py``) and the reader (``whatif --manifest``).
 
-Understands ``verifyprof capture``'s manifest (schema ``verifyprof.capture/1``), the workload's
-summary (``verifyprof.workload/1``) and, for other JSON, the first known key name found.
+Schema ``verifyprof.capture/1`` (every key in ``KEYS`` present; values null when unknown)::
+
+    schema, status ("running" | "ok" | "interrupted" | "failed"), error, mode ("server" | "program"),
+    backend ("nsys" | "torch" | "none"), started_at, finished_at (ISO 8601 UTC),
+    command {verifyprof: argv, target: argv, profiler: argv (the full command started)},
+    options {...the capture options...}, versions {verifyprof, python, platform, nsys, torch,
+    torch_cuda, [nccl, nvtx_backend,] server, gpus: [{index, name, driver, memory_mib, pci_bus_id}]},
+    hooks {presets, targets, env: [names], processes: [{pid, argv, patched, pending, missing}]},
+    workload {...} (server mode),
+    results {accept_len, tokens_per_s, baseline_tokens_per_s, decode_ms, survival, num_draft, ...},
+    window {start_unix_ns, end_unix_ns, duration_ns, start_reply, stop_reply},
+    traces [{path (relative to the manifest), kind, bytes}], files [what the directory holds],
+    and optionally name, target {exit_code, stopped_by, leftover_pids, log}, warnings,
+    workload_summary (a ``verifyprof.workload/1`` summary)
+
+``results`` keys in ``RESULT_KEYS`` are what ``whatif`` reads. Other JSON (no ``schema``) is read
+by searching nested objects for the first of a few known key names.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import shutil
+import subprocess
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
 
+SCHEMA = "verifyprof.capture/1"
+WORKLOAD_SCHEMA = "verifyprof.workload/1"  # the workload's summary.json, also read as a manifest
+MANIFEST = "manifest.json"
+
+KEYS = ("status", "error", "mode", "backend", "started_at", "finished_at", "command", "options", "versions",
+        "hooks", "workload", "results", "window", "traces", "files")
+OPTIONAL_KEYS = ("name", "target", "warnings", "workload_summary")
+# Manifest field -> its key under ``results`` (what the reader takes from a schema'd manifest).
+RESULT_KEYS = {"accept_len": "accept_len", "tokens_per_s": "tokens_per_s", "baseline_tps": "baseline_tokens_per_s",
+               "decode_ms": "decode_ms", "survival": "survival", "num_draft": "num_draft"}
+
+
+def document(**fields: Any) -> dict[str, Any]:
+    """A manifest: ``schema`` first, then ``fields`` in the writer's order (every key of ``KEYS``,
+    optional keys from ``OPTIONAL_KEYS``); a missing or unknown key is a bug in the writer."""
+    missing = [k for k in KEYS if k not in fields]
+    unknown = [k for k in fields if k not in KEYS and k not in OPTIONAL_KEYS]
+    if missing or unknown:
+        raise ValueError(f"manifest keys: missing {missing}, unknown {unknown}")
+    return {"schema": SCHEMA, **fields}
+
+
+def now_iso(timespec: str = "milliseconds") -> str:
+    return datetime.now(timezone.utc).isoformat(timespec=timespec)
+
+
+def versions_record(*, verifyprof: str | None, python: str, platform: str, nsys: str | None, torch: str | None,
+                    torch_cuda: str | None, server: str | None, gpus: list[dict], **extra: Any) -> dict[str, Any]:
+    """``versions``: the fixed keys, with writer-specific ones (``extra``) after ``torch_cuda``."""
+    return {"verifyprof": verifyprof, "python": python, "platform": platform, "nsys": nsys, "torch": torch,
+            "torch_cuda": torch_cuda, **extra, "server": server, "gpus": gpus}
+
+
+# ------------------------------------------------------------------------------------------
+# GPUs
+
+NVIDIA_SMI_FIELDS = "index,name,driver_version,memory.total,pci.bus_id"
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def parse_nvidia_smi(text: str) -> list[dict]:
+    """``nvidia-smi --query-gpu=NVIDIA_SMI_FIELDS --format=csv,noheader,nounits`` -> GPU records."""
+    rows = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 5:
+            continue
+        index, name, driver, memory, bus = parts[:5]
+        rows.append({"index": int(index) if index.isdigit() else index, "name": name, "driver": driver,
+                     "memory_mib": _int(memory), "pci_bus_id": bus})
+    return rows
+
+
+def gpus(timeout: float = 15.0) -> list[dict]:
+    """The GPUs ``nvidia-smi`` sees (empty without it, or when it fails or hangs)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, f"--query-gpu={NVIDIA_SMI_FIELDS}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return parse_nvidia_smi(out.stdout) if out.returncode == 0 else []
+
+
+# ------------------------------------------------------------------------------------------
+# traces
+
+
+def trace_kind(path: Path) -> str | None:
+    name = path.name
+    if name.endswith(".nsys-rep"):
+        return "nsys-rep"
+    if name.endswith((".sqlite", ".sqlite.gz")):
+        return "nsys-sqlite"
+    if name.endswith(".qdstrm"):
+        return "nsys-qdstrm"
+    if name.endswith((".trace.json.gz", ".trace.json", ".pt.trace.json", ".pt.trace.json.gz")):
+        return "kineto"
+    return None
+
+
+def trace_record(path: Path, root: Path) -> dict[str, Any] | None:
+    """``{path (relative to root), kind, bytes}`` of a trace file, None for other files."""
+    kind = trace_kind(path)
+    if kind is None:
+        return None
+    return {"path": path.relative_to(root).as_posix(), "kind": kind, "bytes": path.stat().st_size}
+
+
+# ------------------------------------------------------------------------------------------
+# reading (whatif --manifest)
+
+# Key names searched, in this order, in JSON that has no verifyprof schema.
 ACCEPT_KEYS = ("accept_len", "accept_length", "avg_accept_len", "mean_accept_len", "spec_accept_length")
 BASELINE_TPS_KEYS = ("baseline_tokens_per_s", "baseline_tps", "baseline_tok_s")
 DECODE_MS_KEYS = ("decode_ms", "baseline_decode_ms")
 TPS_KEYS = ("tokens_per_s", "tok_s", "output_tokens_per_s")
 SURVIVAL_KEYS = ("survival", "accept_survival")
 NUM_DRAFT_KEYS = ("num_draft", "num_draft_tokens", "speculative_num_steps")
+ALIASES = {"accept_len": ACCEPT_KEYS, "baseline_tps": BASELINE_TPS_KEYS, "decode_ms": DECODE_MS_KEYS,
+           "tokens_per_s": TPS_KEYS, "survival": SURVIVAL_KEYS, "num_draft": NUM_DRAFT_KEYS}
 
 
 @dataclass
@@ -48,15 +171,7 @@ def _find(data: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
     return None
 
 
-def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
-    """Accept length, baseline and survival recorded beside a capture.
-
-    Understands ``verifyprof capture``'s ``manifest.json`` (schema ``verifyprof.capture/1``:
-    ``results.accept_len``, ``results.tokens_per_s``), the workload's summary
-    (``verifyprof.workload/1``: the spec and decode runs of ``mode``, the simulated survival
-    curve) and, for other JSON, the first of the known key names found in nested objects.
-    """
-    path = Path(path)
+def _load(path: Path) -> dict[str, Any]:
     try:
         raw_bytes = path.read_bytes()
         if raw_bytes[:2] == b"\x1f\x8b":
@@ -70,56 +185,81 @@ def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
         raise VerifyprofError(f"manifest is not valid JSON: {exc}", path) from None
     if not isinstance(data, dict):
         raise VerifyprofError("manifest must be a JSON object", path)
-    schema = str(data.get("schema", ""))
-    if schema.startswith("verifyprof.workload/"):
-        return _workload_summary(data, path, mode)
-    if schema.startswith("verifyprof.capture/"):
-        inner = data.get("workload_summary")
-        if isinstance(inner, dict) and str(inner.get("schema", "")).startswith("verifyprof.workload/"):
-            return _workload_summary(inner, path, mode)  # traces/capture_workload.sh manifests
-        results = data.get("results") or {}
-        data = {"results": results}  # options and workload settings are requests, not measurements
+    return data
 
-    def number(keys: tuple[str, ...]) -> float | None:
-        value = _find(data, keys)
+
+def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
+    """Accept length, baseline and survival recorded beside a capture.
+
+    A ``verifyprof.capture/1`` manifest is read at its documented keys (``results`` keys of
+    ``RESULT_KEYS``; options and workload settings are requests, not measurements), or at its
+    ``workload_summary`` when it carries one; a ``verifyprof.workload/1`` summary at the spec and
+    decode runs of ``mode`` and its simulated survival curve. Only JSON without a verifyprof
+    schema is searched for the first of the known key names (``ALIASES``) in nested objects.
+    """
+    path = Path(path)
+    data = _load(path)
+    schema = data.get("schema")
+    if schema == WORKLOAD_SCHEMA:
+        return _manifest(path, _workload_values(data, mode), data)
+    if schema == SCHEMA:
+        inner = data.get("workload_summary")
+        if isinstance(inner, dict) and inner.get("schema") == WORKLOAD_SCHEMA:
+            return _manifest(path, _workload_values(inner, mode), inner)  # traces/capture_workload.sh manifests
+        results = data.get("results") or {}
+        if not isinstance(results, dict):
+            raise VerifyprofError(f"manifest field 'results' must be an object, got {results!r}", path)
+        values = {name: results.get(key) for name, key in RESULT_KEYS.items()}
+        return _manifest(path, values, {"results": results})
+    if isinstance(schema, str) and schema.startswith("verifyprof."):
+        raise VerifyprofError(f"unsupported manifest schema {schema!r}: this verifyprof reads {SCHEMA} and {WORKLOAD_SCHEMA}", path)
+    return _manifest(path, {name: _find(data, keys) for name, keys in ALIASES.items()}, data)
+
+
+def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manifest:
+    """Check the types of what was found and build the record (one line naming the field if wrong)."""
+
+    def number(name: str) -> float | None:
+        value = values.get(name)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise VerifyprofError(f"manifest field {keys[0]!r} is not a number: {value!r}", path)
+            raise VerifyprofError(f"manifest field {name!r} is not a number: {value!r}", path)
         return float(value)
 
-    survival = _find(data, SURVIVAL_KEYS)
-    if survival is not None and not (isinstance(survival, list) and all(isinstance(v, (int, float)) for v in survival)):
+    survival = values.get("survival")
+    if survival is not None and not (isinstance(survival, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in survival)):
         raise VerifyprofError(f"manifest field 'survival' must be a list of numbers, got {survival!r}", path)
-    num_draft = number(NUM_DRAFT_KEYS)
+    num_draft = number("num_draft")
     return Manifest(
         path=path,
-        accept_len=number(ACCEPT_KEYS),
-        baseline_tps=number(BASELINE_TPS_KEYS),
-        decode_ms=number(DECODE_MS_KEYS),
-        tokens_per_s=number(TPS_KEYS),
+        accept_len=number("accept_len"),
+        baseline_tps=number("baseline_tps"),
+        decode_ms=number("decode_ms"),
+        tokens_per_s=number("tokens_per_s"),
         survival=tuple(float(v) for v in survival) if survival else None,
         num_draft=int(num_draft) if num_draft is not None else None,
-        raw=data,
+        raw=raw,
     )
 
 
-def _workload_summary(data: dict[str, Any], path: Path, mode: str | None) -> Manifest:
+def _workload_values(data: dict[str, Any], mode: str | None) -> dict[str, Any]:
+    """The spec and decode runs of ``mode`` (else the first spec run's) in a workload summary."""
     runs = [r for r in data.get("runs", []) if isinstance(r, dict)]
     modes = [r.get("mode") for r in runs if r.get("kind") == "spec"]
     if mode is None or mode not in modes:
         mode = modes[0] if modes else None
-    spec = next((r for r in runs if r.get("kind") == "spec" and r.get("mode") == mode), None)
-    decode = next((r for r in runs if r.get("kind") == "decode" and r.get("mode") == mode), None)
-    config = data.get("config") or {}
+    spec = next((r for r in runs if r.get("kind") == "spec" and r.get("mode") == mode), {})
+    decode = next((r for r in runs if r.get("kind") == "decode" and r.get("mode") == mode), {})
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
     acceptance = config.get("simulated_acceptance") or {}
-    survival = acceptance.get("survival")
-    return Manifest(
-        path=path,
-        accept_len=float(spec["accept_len"]) if spec and spec.get("accept_len") is not None else None,
-        decode_ms=float(decode["decode_ms"]["mean"]) if decode and decode.get("decode_ms", {}).get("n") else None,
-        tokens_per_s=float(spec["tokens_per_s_per_request"]) if spec and spec.get("tokens_per_s_per_request") else None,
-        survival=tuple(float(v) for v in survival) if survival else None,
-        num_draft=int(config.get("run", {}).get("num_draft")) if config.get("run", {}).get("num_draft") else None,
-        raw=data,
-    )
+    run = config.get("run") or {}
+    decode_ms = decode.get("decode_ms") if isinstance(decode.get("decode_ms"), dict) else {}
+    return {
+        "accept_len": spec.get("accept_len"),
+        "decode_ms": decode_ms.get("mean") if decode_ms.get("n") else None,
+        "tokens_per_s": spec.get("tokens_per_s_per_request") or None,
+        "survival": acceptance.get("survival") if isinstance(acceptance, dict) else None,
+        "num_draft": (run.get("num_draft") or None) if isinstance(run, dict) else None,
+    }

@@ -3,8 +3,9 @@
 When GPU ops of one step overlap in time (several streams), each instant is booked to exactly
 one phase: the first in ``PRIORITY`` that is active. Compute comes first, so collectives and
 copies count only where they are *exposed* (not hidden behind compute); their total, overlapped
-or not, is reported separately. Idle time is split into ``launch_gap`` and ``host_wait``.
-The phases of a step always sum to its ``wall_ns``.
+or not, is reported separately. Time when the GPU runs other steps' work inside this step's
+window is ``other_work``; idle time is split by what the GPU waited for (``IDLE``). The phases
+of a step always sum to its ``wall_ns``; its cost is ``wall_ns - other_work``.
 """
 
 from __future__ import annotations
@@ -24,10 +25,19 @@ COMPUTE = (
 )
 COLLECTIVES = ("allreduce", "collective")  # collective = allgather, broadcast, reduce-scatter, all-to-all, send/recv
 COPIES = ("memcpy", "memset")
-IDLE = ("launch_gap", "host_wait")
+# Not idle and not this step's cost: the GPU runs work of other steps inside this step's window
+# (steps queued back to back while the host runs ahead, as under an overlap scheduler).
+OTHER = ("other_work",)
+# The GPU idle, by what it waited for, most specific first:
+IDLE = (
+    "graph_gap",  # between the nodes of one graph replay of this step: no host-side fix removes it
+    "graph_launch",  # a graph-launch call of this step on the host, up to its first node (its host time)
+    "launch_gap",  # this step's eager launches being issued (what CUDA graphs remove)
+    "host_wait",  # the host doing something else: Python, scheduling, syncs
+)
 
 PRIORITY: tuple[str, ...] = COMPUTE + COLLECTIVES + COPIES
-ALL: tuple[str, ...] = PRIORITY + IDLE
+ALL: tuple[str, ...] = PRIORITY + OTHER + IDLE
 TOTALS: tuple[str, ...] = COLLECTIVES + COPIES  # also reported un-prioritised, hidden time included ("totals")
 INDEX: dict[str, int] = {p: i for i, p in enumerate(ALL)}
 
@@ -35,5 +45,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "compute": COMPUTE,
     "communication": COLLECTIVES,
     "copies": COPIES,
+    "other steps": OTHER,
     "idle": IDLE,
 }

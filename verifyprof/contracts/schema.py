@@ -26,11 +26,11 @@ SUPPORTED_MAJOR = 1
 WHOLE_TRACE = "whole_trace"  # the step name of ``breakdown --whole-trace``
 
 SCALAR_FIELDS = ("name", "text", "step", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns",
-                 "gpu_span_ns", "kernels", "launches", "graph_launches", "mode")
-INT_FIELDS = ("step", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "gpu_span_ns",
+                 "cost_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode")
+INT_FIELDS = ("step", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "cost_ns", "gpu_span_ns",
               "kernels", "launches", "graph_launches")
 FLAT_SCALARS = ("step", "name", "text", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns",
-                "gpu_span_ns", "kernels", "launches", "graph_launches", "mode")
+                "cost_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode")
 COMM_COLUMNS = ("comm_calls", "comm_wait_ns", "comm_transfer_ns")
 TOTAL_COLUMNS = tuple(f"total_{p}" for p in phases.TOTALS)
 COUNT_COLUMNS = tuple(f"count_{p}" for p in phases.PRIORITY)
@@ -142,7 +142,7 @@ def frame_from_json(data: Any, path: Path | str | None = None) -> BreakdownFrame
         columns["step"].append(_integer(step, "index", i, path, default=i))
         for name in INT_FIELDS:
             if name != "step":
-                default = step.get("wall_ns") if name == "gpu_span_ns" else (-1 if name in ("rank", "device") else 0)
+                default = step.get("wall_ns") if name in ("gpu_span_ns", "cost_ns") else (-1 if name in ("rank", "device") else 0)
                 columns[name].append(_integer(step, name, i, path, default=default))
         attrs.append(_attrs(step, i, path))
         for block, names in blocks.items():

@@ -46,7 +46,7 @@ class Side:
     steps: int
     devices: int
     verify_ms: float
-    cost_ms: float | None
+    cost_ms: float | None  # mean cost_ns of the modelled rows, before the profile trims idle time the host ran ahead
     kernels: float
     launches: float
     graph_launches: float
@@ -73,7 +73,8 @@ class Comparison:
         return "cost" if self.before.cost_ms is not None and self.after.cost_ms is not None else "wall"
 
     def verify_ms(self, side: Side) -> float:
-        return side.cost_ms if self.measure == "cost" and side.cost_ms is not None else side.verify_ms
+        """The profile's verify step (what whatif models: its cost where the breakdown has ``cost_ns``)."""
+        return side.verify_ms
 
     @property
     def delta_pct(self) -> float:

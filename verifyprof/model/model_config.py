@@ -13,7 +13,7 @@ from typing import Any
 
 from verifyprof.contracts.datafiles import read_toml, require, resolve
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.verify_cost import expert_union
+from verifyprof.model.checks import check_count, check_nonnegative
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}
 
@@ -37,6 +37,14 @@ class Moe:
     top_k: int
     intermediate: int
     shared_experts: int = 0
+
+
+def expert_union(tokens: float, experts: int, top_k: int) -> float:
+    """Expected distinct experts per MoE layer touched by ``tokens`` tokens routing top-k of E uniformly."""
+    check_nonnegative("tokens", tokens)
+    check_count("experts", experts)
+    check_count("top-k", top_k)
+    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
 
 
 @dataclass(frozen=True)

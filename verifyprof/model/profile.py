@@ -41,7 +41,7 @@ class StepGroup:
     rank: int
     steps: int
     mode: str
-    wall_ms: float
+    wall_ms: float  # the step's cost: its window less the GPU time of other steps' work in it
     gpu_span_ms: float  # first op start to last op end: the idle outside it is at the window's edges
     phases_ms: dict[str, float]
     totals_ms: dict[str, float]
@@ -52,6 +52,8 @@ class StepGroup:
     comm_wait_ms: float | None
     counts: dict[str, float]  # kernels per phase
     attrs: dict[str, str]
+    window_ms: float = 0.0  # the step's whole window (range start to last op end)
+    other_work_ms: float = 0.0  # GPU time of other steps' work inside the window (pipelining)
 
 
 @dataclass
@@ -71,6 +73,8 @@ class VerifyProfile:
     width_times: dict[int, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     source: str = ""
+    draft_group: StepGroup | None = None  # the mean draft / draft-extend step, when traced
+    draft_extend_group: StepGroup | None = None
 
 
 def verify_profile(
@@ -108,7 +112,7 @@ def verify_profile(
     here = steps["device"].isin((critical.device, -1))
     width_pool = sweeps if len(sweeps) else in_mode
     width_pool = width_pool[(width_pool["mode"] == mode) & width_pool["device"].isin((critical.device, -1))]
-    width_times = {int(w): float(v) / NS_PER_MS for w, v in width_pool.groupby("_width")["wall_ns"].mean().items()}
+    width_times = {int(w): float(v) / NS_PER_MS for w, v in width_pool.groupby("_width")["cost_ns"].mean().items()}
 
     cycle_parts = _cycle(steps, here, main[main["device"] == critical.device], critical, notes)
     graph_attr = main["attrs"].iloc[0].get("graph")
@@ -129,12 +133,19 @@ def verify_profile(
         accept_ms=cycle_parts.per_cycle(ACCEPT),
         draft_extend_ms=cycle_parts.per_cycle(DRAFT_EXTEND),
         cycle_ms=float(cycles["wall_ns"].mean()) / NS_PER_MS if cycles is not None else None,
-        decode_ms=float(decodes["wall_ns"].mean()) / NS_PER_MS if len(decodes) else None,
+        decode_ms=float(decodes["cost_ns"].mean()) / NS_PER_MS if len(decodes) else None,
         accept_len=float(accepted.mean()) if len(accepted) else None,
         width_times=width_times,
         notes=notes,
         source=frame.source,
+        draft_group=_member_group(cycle_parts.members, DRAFT, critical.device),
+        draft_extend_group=_member_group(cycle_parts.members, DRAFT_EXTEND, critical.device),
     )
+
+
+def _member_group(members: pd.DataFrame, name: str, device: int) -> StepGroup | None:
+    rows = members[(members["name"] == name) & (members["device"] == device)]
+    return _mean_group(name, device, rows) if len(rows) else None
 
 
 # ---- step attributes as columns ------------------------------------------------------------
@@ -245,9 +256,9 @@ def _mean_group(name: str, device: int, rows: pd.DataFrame) -> StepGroup:
         rank=int(rows["rank"].iloc[0]),
         steps=len(rows),
         mode=str(_most_frequent(rows["mode"])),
-        wall_ms=float(rows["wall_ns"].mean()) / NS_PER_MS,
+        wall_ms=float(rows["cost_ns"].mean()) / NS_PER_MS,
         gpu_span_ms=float(rows["gpu_span_ns"].mean()) / NS_PER_MS,
-        phases_ms={p: float(rows[p].mean()) / NS_PER_MS for p in phases.ALL},
+        phases_ms={p: float(rows[p].mean()) / NS_PER_MS for p in phases.ALL if p not in phases.OTHER},
         totals_ms={p: float(rows[f"total_{p}"].mean()) / NS_PER_MS for p in phases.TOTALS},
         kernels=float(rows["kernels"].mean()),
         launches=float(rows["launches"].mean()),
@@ -256,6 +267,8 @@ def _mean_group(name: str, device: int, rows: pd.DataFrame) -> StepGroup:
         comm_wait_ms=float(rows["comm_wait_ns"].mean()) / NS_PER_MS if has_comm else None,
         counts={p: float(rows[f"count_{p}"].mean()) for p in phases.PRIORITY},
         attrs=dict(rows["attrs"].iloc[0]),
+        window_ms=float(rows["wall_ns"].mean()) / NS_PER_MS,
+        other_work_ms=float(rows["other_work"].mean()) / NS_PER_MS,
     )
 
 
@@ -274,7 +287,7 @@ class CycleParts:
         if key in self.exclusive_ms:
             return self.exclusive_ms[key] / self.count
         rows = self.members[self.members["name"] == name]
-        return float(rows["wall_ns"].sum()) / self.count / NS_PER_MS if len(rows) else None
+        return float(rows["cost_ns"].sum()) / self.count / NS_PER_MS if len(rows) else None
 
 
 def _cycle(steps: pd.DataFrame, here: pd.Series, main_here: pd.DataFrame, critical: StepGroup, notes: list[str]) -> CycleParts:

@@ -3,7 +3,7 @@
 Verify at small width is memory-bound: weights are read once whatever the number of tokens, so
 dense GEMMs cost about the same at width 2 or 8 until n x batch nears the ridge point (peak
 FLOPs / bandwidth). MoE breaks that: n tokens touch D(n) = E(1 - (1 - k/E)^n) distinct experts
-per layer (REFERENCE 6.6), and each touched expert's weights are read.
+per layer (REFERENCE 6.6; ``model_config.expert_union``), and each touched expert's weights are read.
 
 ``t(n)`` starts from a *measured* verify (the breakdown's phases at width n0; Sequoia: t(n) is
 measured, we extrapolate only where the trace has no other width). A GEMM or attention phase is
@@ -20,19 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from verifyprof.model.checks import check_count, check_nonnegative
-
 if TYPE_CHECKING:
     from verifyprof.model.hardware import Hardware
     from verifyprof.model.model_config import ModelConfig
-
-
-def expert_union(tokens: float, experts: int, top_k: int) -> float:
-    """Expected distinct experts per MoE layer touched by ``tokens`` tokens routing top-k of E uniformly."""
-    check_nonnegative("tokens", tokens)
-    check_count("experts", experts)
-    check_count("top-k", top_k)
-    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ class WhatifOptions:
     model: str | None = None
     tp: int | None = None
     context: float | None = None
-    drafter_gain: float = 0.5
+    drafter_gain: float | None = None  # None: better_drafter from published drafter data
     candidates: list[str] = field(default_factory=list)
 
 
@@ -95,7 +95,8 @@ def _check_options(o: WhatifOptions) -> None:
         check_count("--width", o.width, minimum=1)
     if o.context is not None:
         check_nonnegative("--context", o.context)
-    check_nonnegative("--drafter-gain", o.drafter_gain)
+    if o.drafter_gain is not None:
+        check_nonnegative("--drafter-gain", o.drafter_gain)
     if o.mode is not None and o.mode not in ("eager", "graph"):
         raise VerifyprofError(f"--mode must be eager or graph, got {o.mode!r}")
     given = [name for name, value in (("--accept-len", o.accept_len), ("--alpha", o.alpha), ("--survival", o.survival)) if value is not None]

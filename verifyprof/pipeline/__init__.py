@@ -20,12 +20,14 @@ from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.breakdown import breakdown as attribute
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
-from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.model.candidates import Ranking
 from verifyprof.model.compare import Comparison, check_predictions
 from verifyprof.model.compare import compare as compare_frames
+from verifyprof.model.profile import verify_profile
+from verifyprof.model.verdict import verdict as verdict_line
 from verifyprof.model.whatif import (
     WhatifOptions,
     check_options,
@@ -35,7 +37,8 @@ from verifyprof.model.whatif import (
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import Trace
 
-__all__ = ["load", "breakdown", "breakdown_frame", "kernels", "whatif", "whatif_plain", "is_breakdown_json", "load_input", "compare", "whatif_of", "report"]
+__all__ = ["load", "breakdown", "breakdown_frame", "kernels", "whatif", "whatif_plain", "verdict", "is_breakdown_json",
+           "load_input", "compare", "whatif_of", "report"]
 
 _SCHEMA_HEAD = re.compile(rb'"schema"\s*:\s*"verifyprof\.breakdown/')
 
@@ -110,6 +113,18 @@ def whatif(options: WhatifOptions) -> Ranking:
     check_options(options)  # a bad option fails before a trace is read
     frame = breakdown_frame(options.source, options.step_range, options.whole_trace)
     return from_breakdown(frame, options)
+
+
+def verdict(result: Breakdown, accept_len: float | None = None, manifest: Path | None = None) -> str | None:
+    """The verdict line under ``breakdown``: the verify step in words and, when an accept length
+    is known, the first fix of the plan; None when the breakdown has no verify steps."""
+    frame = result.frame()
+    try:
+        if accept_len is not None or manifest is not None:
+            return from_breakdown(frame, WhatifOptions(accept_len=accept_len, manifest=manifest)).to_json()["verdict"]
+        return verdict_line(verify_profile(frame), None, [], [])
+    except NoStepsError:
+        return None
 
 
 def whatif_plain(options: WhatifOptions) -> dict:

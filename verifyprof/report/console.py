@@ -181,3 +181,9 @@ def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) 
     for status in statuses:
         counts[status.state] = counts.get(status.state, 0) + 1
     console.print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())) + "  (absent: a name this installed version does not have, expected across versions)")
+
+
+def print_verdict(text: str | None, console: Console | None = None) -> None:
+    """The verdict under the breakdown tables (nothing when the trace has no verify steps)."""
+    if text:
+        (console or Console()).print(f"[bold]verdict[/bold]: {text}", highlight=False)

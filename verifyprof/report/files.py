@@ -1,48 +1,17 @@
-"""Output files, written atomically (temp file in the same directory, then rename): a crash or
-Ctrl-C never leaves a half-written report where a good one was."""
+"""Report files: breakdown JSON, per-step CSV/Parquet. Every one is written through
+:mod:`verifyprof.contracts.outputs` (atomic, fsynced), so a crash or Ctrl-C never leaves a
+half-written report where a good one was."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 import pandas as pd
 
-from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.outputs import atomic_path, stdout_bytes, write_bytes
 from verifyprof.contracts.schema import flat_rows
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temp path beside ``path``; on success it replaces ``path`` in one rename."""
-    path = Path(path)
-    if path.exists() and path.is_dir():
-        raise VerifyprofError("is a directory, expected a file to write", path)
-    parent = path.parent if str(path.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    except OSError as exc:
-        raise VerifyprofError(f"cannot write: {exc.strerror}", path) from None
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        os.replace(tmp_path, path)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
-
-
-def write_text(path: Path, text: str) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
 
 
 def dumps(data: Any) -> bytes:
@@ -50,12 +19,15 @@ def dumps(data: Any) -> bytes:
 
 
 def write_json(path: Path, data: Any) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(dumps(data) + b"\n")
+    write_bytes(path, dumps(data) + b"\n")
 
 
 def print_json(data: Any, stream: IO[str] | None = None) -> None:
-    (stream or sys.stdout).write(dumps(data).decode() + "\n")
+    if stream is not None:
+        stream.write(dumps(data).decode() + "\n")
+        return
+    with stdout_bytes() as out:
+        out.write(dumps(data) + b"\n")
 
 
 def stream_breakdown_json(result: Any, stream: IO[bytes]) -> None:
@@ -75,9 +47,8 @@ def stream_breakdown_json(result: Any, stream: IO[bytes]) -> None:
 
 
 def print_breakdown_json(result: Any) -> None:
-    sys.stdout.flush()
-    stream_breakdown_json(result, sys.stdout.buffer)
-    sys.stdout.buffer.flush()
+    with stdout_bytes() as out:
+        stream_breakdown_json(result, out)
 
 
 def step_frame(result: Any) -> pd.DataFrame:

@@ -62,7 +62,10 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
     )
     for note in cur.get("notes", []):
         console.print(f"  [dim]{note}[/dim]")
-    table = Table(title="Candidates, best first (predicted)", title_justify="left")
+    if result.get("verdict"):
+        console.print(f"[bold]verdict[/bold]: {result['verdict']}", highlight=False)
+    _print_plan(result, console)
+    table = Table(title="Each candidate alone, best first (predicted)", title_justify="left")
     for col in ("#", "candidate", "verify ms", "cycle ms", "accept", "tok/s", "gain"):
         table.add_column(col, justify="left" if col == "candidate" else "right")
     table.add_row("", "current (measured)", f"{cur['verify_ms']:.3f}", f"{cur['cycle_ms']:.3f}", f"{cur['accept_len']:.2f}",
@@ -88,3 +91,21 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
         console.print("[dim]not applicable:[/dim]")
         for skip in result["skipped"]:
             console.print(f"  [dim]{skip['name']}: {skip['reason']}[/dim]")
+
+
+def _print_plan(result: dict[str, Any], console: Console) -> None:
+    """The stacked plan: each line predicted on top of the ones above it (tok/s cumulative)."""
+    plan = result.get("plan") or []
+    if not plan:
+        return
+    cur = result["current"]
+    table = Table(title="Plan: fixes stacked, each on top of the ones above (predicted, cumulative)", title_justify="left")
+    for col in ("#", "then", "verify ms", "cycle ms", "tok/s", "total gain"):
+        table.add_column(col, justify="left" if col == "then" else "right")
+    table.add_row("", "today (measured)", f"{cur['verify_ms']:.3f}", f"{cur['cycle_ms']:.3f}", f"{cur['tokens_per_s']:.1f}", "", style="dim")
+    for i, line in enumerate(plan, start=1):
+        table.add_row(str(i), line["name"], f"{line['verify_ms']:.3f}", f"{line['cycle_ms']:.3f}", f"{line['tokens_per_s']:.1f}",
+                      f"{100 * line['gain']:+.1f}%")
+    console.print(table)
+    for gap in result.get("unaddressed") or []:
+        console.print(f"  [dim]not addressed: {gap['phase']} {gap['ms']:.3f} ms ({100 * gap['share']:.0f}%): {gap['reason']}[/dim]", highlight=False)

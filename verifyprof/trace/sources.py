@@ -18,17 +18,13 @@ from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
-KINETO_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+from verifyprof.trace.formats import GZIP_MAGIC, SQLITE_MAGIC
+from verifyprof.trace.inputs import is_directory
 
 
 def sniff(path: Path) -> str:
     """'nsys-sqlite', 'nsys-rep', 'kineto' or raise TraceError naming the file."""
-    if not path.exists():
-        raise TraceError("no such file", path)
-    if path.is_dir():
+    if is_directory(path):  # TraceError for what cannot be read, or would block (a FIFO)
         return "kineto"
     try:
         with path.open("rb") as handle:
@@ -70,11 +66,10 @@ def expand(spec: str | Path) -> list[Path]:
             raise TraceError("glob matches no files", text)
         return paths
     path = Path(text)
-    if path.is_dir():
-        paths = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES))
-        if not paths:
-            raise TraceError("directory holds no PyTorch-profiler trace files (*.json, *.json.gz)", path)
-        return paths
+    if is_directory(path):
+        from verifyprof.trace.kineto.files import trace_files_in
+
+        return trace_files_in(path)
     return [path]
 
 

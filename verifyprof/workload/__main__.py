@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from verifyprof.contracts import outputs
 from verifyprof.workload.accept import METHODS
 from verifyprof.workload.config import (
     DEFAULT,
@@ -89,11 +89,10 @@ def build_configs(args: argparse.Namespace) -> tuple[Any, Any, RunConfig]:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Atomically: a reader never sees half a summary."""
+    """Atomically (a reader never sees half a summary), into a folder made if missing: the
+    workload runs under launchers (torchrun, nsys) that are handed a fresh output path."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
+    outputs.write_json(path, data, indent=1)
 
 
 def report_lines(results: list[dict[str, Any]]) -> list[str]:

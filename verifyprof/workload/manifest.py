@@ -1,27 +1,25 @@
 """``python -m verifyprof.workload.manifest DIR --target-from N -- ARGV...``: the manifest of one trace.
 
 Written by ``traces/capture_workload.sh`` beside each captured trace, after the SQLite export is
-gzipped. It follows ``verifyprof.capture/1`` (``verifyprof/capture/manifest.py``: the keys
-``whatif`` and ``breakdown`` read: ``command``, ``versions``, ``results.accept_len``,
-``results.tokens_per_s``, ``traces``, ``files``) and adds the workload's own summary under
-``workload_summary``. ``ARGV`` is the whole profiler command; its part from index N on is the
-workload command. Needs no torch: versions come from the summary, ``nvidia-smi`` and ``nsys``.
+gzipped. It follows ``verifyprof.capture/1`` (:mod:`verifyprof.contracts.manifest`: its keys,
+versions and GPU records) and adds the workload's own summary under ``workload_summary``.
+``ARGV`` is the whole profiler command; its part from index N on is the workload command. Needs no torch: versions come from the summary, ``nvidia-smi`` and ``nsys``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "verifyprof.capture/1"
+from verifyprof.contracts import outputs
+from verifyprof.contracts.manifest import MANIFEST, document, gpus, now_iso, trace_record, versions_record
+
 MAX_GZ_BYTES = 16 * 2**20
 
 
@@ -35,20 +33,6 @@ def _run(argv: list[str]) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def gpus() -> list[dict[str, Any]]:
-    text = _run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,pci.bus_id",
-                 "--format=csv,noheader,nounits"])
-    rows = []
-    for line in (text or "").splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 5:
-            index, name, driver, memory, bus = parts
-            rows.append({"index": int(index), "name": name, "driver": driver,
-                         "memory_mib": int(float(memory)) if memory.replace(".", "").isdigit() else None,
-                         "pci_bus_id": bus})
-    return rows
-
-
 def _verifyprof_version() -> str | None:
     try:
         import verifyprof
@@ -58,45 +42,38 @@ def _verifyprof_version() -> str | None:
         return None
 
 
-def _kind(name: str) -> str | None:
-    for suffix, kind in ((".sqlite.gz", "nsys-sqlite"), (".sqlite", "nsys-sqlite"), (".nsys-rep", "nsys-rep")):
-        if name.endswith(suffix):
-            return kind
-    return None
-
-
 def build(directory: Path, argv: list[str], target_from: int, status: str) -> dict[str, Any]:
     summary_path = directory / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
     env = (summary or {}).get("env", {})
     spec = next((r for r in (summary or {}).get("runs", []) if r["kind"] == "spec"), None)
-    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name != "manifest.json")
-    traces = [{"path": p.name, "kind": _kind(p.name), "bytes": p.stat().st_size} for p in files if _kind(p.name)]
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name != MANIFEST)
+    traces = [r for r in (trace_record(p, directory) for p in files) if r is not None]
     warnings = [f"{t['path']} is {t['bytes'] / 2**20:.1f} MiB gzipped, over 16 MiB: capture fewer steps"
                 for t in traces if t["path"].endswith(".gz") and t["bytes"] > MAX_GZ_BYTES]
     nsys_version = _run(["nsys", "--version"])
-    return {
-        "schema": SCHEMA, "name": directory.name, "status": status, "error": None, "mode": "program", "backend": "nsys",
-        "started_at": None, "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": {"verifyprof": None, "target": argv[target_from:], "profiler": argv,
-                    "script": "traces/capture_workload.sh"},
-        "options": (summary or {}).get("config", {}).get("run"),
-        "versions": {"verifyprof": _verifyprof_version(), "python": env.get("python", platform.python_version()),
-                     "platform": platform.platform(), "nsys": nsys_version, "torch": env.get("torch"),
-                     "torch_cuda": env.get("cuda"), "nccl": env.get("nccl"), "nvtx_backend": env.get("nvtx_backend"),
-                     "server": None, "gpus": gpus()},
-        "hooks": None, "workload": None,
-        "results": None if spec is None else {
+    return document(
+        name=directory.name, status=status, error=None, mode="program", backend="nsys",
+        started_at=None, finished_at=now_iso("seconds"),
+        command={"verifyprof": None, "target": argv[target_from:], "profiler": argv,
+                 "script": "traces/capture_workload.sh"},
+        options=(summary or {}).get("config", {}).get("run"),
+        versions=versions_record(
+            verifyprof=_verifyprof_version(), python=env.get("python", platform.python_version()),
+            platform=platform.platform(), nsys=nsys_version, torch=env.get("torch"), torch_cuda=env.get("cuda"),
+            nccl=env.get("nccl"), nvtx_backend=env.get("nvtx_backend"), server=None, gpus=gpus(60.0)),
+        hooks=None, workload=None,
+        results=None if spec is None else {
             "accept_len": spec["accept_len"], "accept_len_target": spec["accept_len_target"],
             "tokens_per_s": spec["tokens_per_s"], "tokens_per_s_per_request": spec["tokens_per_s_per_request"],
             "verify_ms_median": spec["verify_ms"]["median"], "mode": spec["mode"], "spec_verify_ct": spec["steps"],
         },
-        "window": {"kind": "cudaProfilerApi"},
-        "traces": traces,
-        "files": [{"path": p.name, "bytes": p.stat().st_size} for p in files],
-        "warnings": warnings,
-        "workload_summary": summary,
-    }
+        window={"kind": "cudaProfilerApi"},
+        traces=traces,
+        files=[{"path": p.name, "bytes": p.stat().st_size} for p in files],
+        warnings=warnings,
+        workload_summary=summary,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,10 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--status", default="ok")
     args = p.parse_args(own)
     manifest = build(args.directory, command, args.target_from, args.status)
-    out = args.directory / "manifest.json"
-    tmp = out.with_name(f".manifest.json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-    os.replace(tmp, out)
+    outputs.write_json(args.directory / MANIFEST, manifest, indent=1)
     for warning in manifest["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     return 1 if manifest["warnings"] else 0

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
 from verifyprof.capture.hooks.targets import Target
+from verifyprof.contracts import datafiles
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.ranges import BY_PHASE, PHASE_RANGES
 
-PRESET_DIR = Path(__file__).resolve().parents[2] / "data" / "hooks"
+PRESETS = "hooks"  # the data-file kind: verifyprof/data/hooks/NAME.toml, or the user's (datafiles)
 MODES = ("call", "self_forward")
 
 
@@ -77,16 +78,19 @@ def phase_range(phase: str) -> str:
 
 
 def builtin_presets() -> list[str]:
-    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+    return sorted(p.stem for p in (datafiles.BUILTIN / PRESETS).glob("*.toml"))
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
-    """A built-in preset by name (``sglang``) or a preset file; VerifyprofError naming the problem."""
+    """A preset by name (``sglang``: the user's ``hooks/sglang.toml`` in the data directory, else
+    the built-in one) or a preset file; VerifyprofError naming the problem."""
     path = Path(name_or_path)
     if not (path.suffix == ".toml" or len(path.parts) > 1):
-        path = PRESET_DIR / f"{name_or_path}.toml"
-        if not path.is_file():
-            raise VerifyprofError(f"unknown hook preset {name_or_path!r} (built-in: {', '.join(builtin_presets())})")
+        found = datafiles.locate(Path(PRESETS) / f"{name_or_path}.toml")
+        if found is None:
+            raise VerifyprofError(f"unknown hook preset {name_or_path!r} (known: {', '.join(datafiles.names(PRESETS))}; "
+                                  f"user presets go in {datafiles.user_dir() / PRESETS})")
+        path = found
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:

@@ -2,7 +2,7 @@
 
 Importing a target's module to patch it would change the host program (and SGLang's modules are
 heavy), so a target whose module is not imported yet is patched by a ``sys.meta_path`` finder
-right after the module executes, before any ``from module import name`` elsewhere can copy the
+(:mod:`~verifyprof.capture.hooks.import_watch`) right after the module executes, before any ``from module import name`` elsewhere can copy the
 original. Targets whose module is already imported are patched at once, and then the stale
 copies bound by ``from X import Y`` in other modules (listed ``bindings``, plus any module of
 the same top-level package holding the very same object) are replaced too.
@@ -14,7 +14,6 @@ Nothing here raises into the host program: a target that cannot be found is reco
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
 import inspect
 import re
@@ -25,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from verifyprof.capture.hooks import import_watch
 from verifyprof.capture.hooks.wrappers import Rule, hooked, wrap_function
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -143,7 +143,7 @@ def request(target: Target, rule: Rule, bindings: Iterable[str] = (), warn_missi
         elif target.module in sys.modules:
             _apply(patch, sys.modules[target.module], scan_package=True)
         else:
-            _ensure_finder()
+            import_watch.install(_watched, _on_imported)
             if warn_missing and importlib.util.find_spec(target.module.partition(".")[0]) is None:
                 patch.state, patch.detail = "missing", f"module {target.module} is not importable"
                 _warn_once(str(target), f"verifyprof: hook target {target} not found ({patch.detail}); skipped")
@@ -228,7 +228,7 @@ def _rebind(patch: _Patch, module_names: Iterable[str]) -> None:
         module = sys.modules.get(module_name)
         if module is None or module is patch.owner:
             if module is None and module_name in patch.bindings:
-                _ensure_finder()
+                import_watch.install(_watched, _on_imported)
             continue
         try:
             if getattr(module, name, None) is patch.function:
@@ -268,85 +268,6 @@ def _watched() -> frozenset[str]:
     return _watched_names
 
 
-class _LoaderProxy:
-    def __init__(self, loader: Any, exec_module: Callable[[Any], None]):
-        self._loader = loader
-        self.exec_module = exec_module
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: asks the other finders, then patches the module after it executes."""
-
-    def __init__(self) -> None:
-        self._busy = threading.local()
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if getattr(self._busy, "on", False):
-            return None
-        if fullname not in _watched():
-            return None
-        self._busy.on = True
-        try:
-            spec = None
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
-        except Exception:
-            return None
-        finally:
-            self._busy.on = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        _patch_after_exec(spec)
-        return spec
-
-    def invalidate_caches(self) -> None:
-        pass
-
-
-def _patch_after_exec(spec: Any) -> None:
-    loader = spec.loader
-    original_exec = loader.exec_module
-    name = spec.name
-    own_attribute = not isinstance(loader, type)
-
-    def exec_module(module: Any) -> None:
-        try:
-            original_exec(module)
-        finally:
-            if own_attribute:
-                loader.__dict__.pop("exec_module", None)
-        try:
-            _on_imported(name, module)
-        except Exception:
-            pass
-
-    if own_attribute:
-        try:
-            loader.exec_module = exec_module
-            return
-        except (AttributeError, TypeError):
-            own_attribute = False
-    spec.loader = _LoaderProxy(loader, exec_module)
-
-
-_finder: _PatchOnImport | None = None
-
-
-def _ensure_finder() -> None:
-    global _finder
-    if _finder is None:
-        _finder = _PatchOnImport()
-    if _finder not in sys.meta_path:
-        sys.meta_path.insert(0, _finder)
-
-
 def _status(patch: _Patch) -> HookStatus:
     ranges = tuple(dict.fromkeys(rule.range_name for rule in patch.rules))
     rebound = tuple(sorted({module.__name__ for module, _, _ in patch.rebound}))
@@ -378,7 +299,6 @@ def statuses() -> list[HookStatus]:
 
 def restore_all() -> None:
     """Puts every original back and forgets all targets (tests; a clean uninstall)."""
-    global _finder
     with _lock:
         for patch in reversed(list(_patches.values())):
             if patch.state != "patched" or patch.owner is None:
@@ -400,5 +320,4 @@ def restore_all() -> None:
         _warned.clear()
         _listeners.clear()
         _notify()
-        if _finder is not None and _finder in sys.meta_path:
-            sys.meta_path.remove(_finder)
+        import_watch.uninstall()

@@ -1,0 +1,200 @@
+"""What the GPU and the host were doing around a window's own ops: the context intervals that
+split a step's non-busy time by what the GPU waited for (see :mod:`verifyprof.attribution.sweep`).
+
+* launch calls of the step (bridged across short host pauses): GPU idle -> ``launch_gap``
+* a graph-launch call, from its start to its first node: GPU idle -> ``graph_launch``
+* a graph replay, from its first node to its last: GPU idle -> ``graph_gap``
+* the device busy with any op at all, or inside any graph replay (merged per device): where none
+  of the step's own ops runs -> ``other_work``, the GPU running other steps' work inside this
+  step's window (its own replays' gaps stay ``graph_gap``: that slot ranks above)
+* an op queued (its call returned) while the device sat idle for longer than ``BLOCKED_IDLE_NS``:
+  the stream was blocked (an event wait on work outside the step, a sync) -> ``host_wait``
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from verifyprof.attribution.steps import NO_STEP, Launches
+from verifyprof.attribution.sweep import (
+    BLOCKED,
+    GRAPH_CALL,
+    GRAPH_REPLAY,
+    LAUNCH,
+    OTHER_BUSY,
+    Intervals,
+)
+
+LAUNCH_BRIDGE_NS = 50_000  # host pauses between launches shorter than this are launch overhead
+MAX_CALL_NS = 50_000  # a launch call's own time counted as launch overhead at most (launches take ~5 us)
+BLOCKED_IDLE_NS = 100_000  # queued this long on an idle device: blocked (an event, a sync), not launch latency (5-20 us)
+
+
+@dataclass
+class DeviceBusy:
+    """Per device, the merged intervals when it ran any op (sorted, disjoint)."""
+
+    starts: dict[int, np.ndarray]
+    ends: dict[int, np.ndarray]
+
+
+def device_busy(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> DeviceBusy:
+    starts, ends = {}, {}
+    for dev in np.unique(device):  # a handful of devices
+        mask = device == dev
+        s, e = start[mask], end[mask]
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+        reach = np.maximum.accumulate(e)
+        heads = np.flatnonzero(np.r_[True, s[1:] > reach[:-1]])
+        starts[int(dev)] = s[heads]
+        ends[int(dev)] = np.maximum.reduceat(e, heads)
+    return DeviceBusy(starts, ends)
+
+
+def busy_in_windows(busy: DeviceBusy, ws: np.ndarray, we: np.ndarray, device: np.ndarray) -> Intervals:
+    """The device-busy intervals clipped to each window (window = row of ``ws``)."""
+    parts = []
+    for dev in np.unique(device):
+        windows = np.flatnonzero(device == dev)
+        s, e = busy.starts.get(int(dev)), busy.ends.get(int(dev))
+        if s is None or len(s) == 0:
+            continue
+        lo = np.searchsorted(e, ws[windows], side="right")  # first interval ending after the window starts
+        hi = np.searchsorted(s, we[windows], side="left")  # past the last one starting before it ends
+        count = np.maximum(hi - lo, 0)
+        total = int(count.sum())
+        if total == 0:
+            continue
+        owner = np.repeat(windows, count)
+        pos = np.repeat(lo, count) + (np.arange(total) - np.repeat(np.cumsum(count) - count, count))
+        parts.append((owner, np.maximum(s[pos], ws[owner]), np.minimum(e[pos], we[owner])))
+    return _intervals(parts, OTHER_BUSY)
+
+
+def graph_intervals(launch: Launches, mine: np.ndarray, window: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[Intervals, Intervals]:
+    """Per graph launch of a window: (its call up to its first node, its replay first-to-last node)."""
+    graph = launch.graph_launch[mine]
+    rows, owner = mine[graph], window[graph]
+    first, last = launch.first_op_start[rows], launch.last_op_end[rows]
+    call = _intervals([(owner, np.maximum(launch.start[rows], ws[owner]), np.minimum(first, we[owner]))], GRAPH_CALL)
+    replay = _intervals([(owner, np.maximum(first, ws[owner]), np.minimum(last, we[owner]))], GRAPH_REPLAY)
+    return call, replay
+
+
+def issue_intervals(launch: Launches, mine: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """When each launch call of a window was issuing or queueing its work: the call itself, up to
+    ``MAX_CALL_NS`` (a runtime call that keeps the host far longer, e.g. a synchronous copy
+    waiting or a lazy module load, is the host stuck, not launch overhead), then from the call's
+    return to its last op's start (the op queued behind earlier work)."""
+    start, end, last = launch.start[mine], launch.end[mine], launch.last_op_start[mine]
+    own_end = np.minimum(end, start + MAX_CALL_NS)
+    queued = last > end
+    return (np.concatenate([window, window[queued]]), np.concatenate([start, end[queued]]),
+            np.concatenate([own_end, last[queued]]))
+
+
+def blocked_intervals(busy: DeviceBusy, launch: Launches, mine: np.ndarray, window: np.ndarray, window_device: np.ndarray) -> Intervals:
+    """Where a launched op waited in its queue while its device sat idle for long: each stretch
+    over ``BLOCKED_IDLE_NS`` of the op's queued time (call returned, op not started) in which
+    the device ran nothing."""
+    start, end = launch.end[mine], launch.last_op_start[mine]
+    queued = end > start
+    parts = []
+    for dev in np.unique(window_device):
+        s, e = busy.starts.get(int(dev)), busy.ends.get(int(dev))
+        rows = np.flatnonzero(queued & (window_device[window] == dev)) if len(window) else np.zeros(0, np.int64)
+        if s is None or len(s) == 0 or len(rows) == 0:
+            continue
+        gap_start, gap_end = np.r_[np.iinfo(np.int64).min // 2, e], np.r_[s, np.iinfo(np.int64).max // 2]
+        long_gap = gap_end - gap_start > BLOCKED_IDLE_NS
+        gap_start, gap_end = gap_start[long_gap], gap_end[long_gap]
+        lo = np.searchsorted(gap_end, start[rows], side="right")
+        hi = np.searchsorted(gap_start, end[rows], side="left")
+        count = np.maximum(hi - lo, 0)
+        total = int(count.sum())
+        if total == 0:
+            continue
+        owner = np.repeat(rows, count)
+        pos = np.repeat(lo, count) + (np.arange(total) - np.repeat(np.cumsum(count) - count, count))
+        lo_t, hi_t = np.maximum(gap_start[pos], start[owner]), np.minimum(gap_end[pos], end[owner])
+        long = hi_t - lo_t > BLOCKED_IDLE_NS  # a short wait on an idle GPU is launch latency
+        parts.append((window[owner][long], lo_t[long], hi_t[long]))
+    return _intervals(parts, BLOCKED)
+
+
+def context_intervals(launch: Launches, mine: np.ndarray, launch_window: np.ndarray, ws: np.ndarray, we: np.ndarray,
+                      busy: DeviceBusy, window_device: np.ndarray) -> Intervals:
+    """Every context interval of one level's windows, sorted by window (as the sweep needs)."""
+    parts = [
+        launch_intervals(*issue_intervals(launch, mine, launch_window), ws, we),
+        *graph_intervals(launch, mine, launch_window, ws, we),
+        busy_in_windows(busy, ws, we, window_device),
+        blocked_intervals(busy, launch, mine, launch_window, window_device),
+    ]
+    window = np.concatenate([p.window for p in parts]).astype(np.int64)
+    order = np.argsort(window, kind="stable")
+    return Intervals(window[order], np.concatenate([p.start for p in parts])[order],
+                     np.concatenate([p.end for p in parts])[order], np.concatenate([p.slot for p in parts])[order])
+
+
+def _intervals(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], slot: int) -> Intervals:
+    if not parts:
+        return Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
+    owner = np.concatenate([p[0] for p in parts]).astype(np.int64)
+    start = np.concatenate([p[1] for p in parts])
+    end = np.concatenate([p[2] for p in parts])
+    keep = end > start
+    return Intervals(owner[keep], start[keep], end[keep], np.full(int(keep.sum()), slot, np.int8))
+
+
+def launch_windows(launch: Launches, launch_step: np.ndarray, devices: np.ndarray, window_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The launches of one level (rows of ``launch``), each with the window of its step and device."""
+    n_dev, n = len(devices), len(window_keys)
+    mine = np.flatnonzero(launch_step != NO_STEP)
+    dev_code = np.searchsorted(devices, launch.device[mine])
+    known = (dev_code < n_dev) & (devices[np.minimum(dev_code, n_dev - 1)] == launch.device[mine])
+    mine, dev_code = mine[known], dev_code[known]
+    key = launch_step[mine] * n_dev + dev_code
+    launch_window = np.searchsorted(window_keys, key)
+    found = (launch_window < n) & (window_keys[np.minimum(launch_window, n - 1)] == key)
+    return mine[found], launch_window[found]
+
+
+def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws: np.ndarray, we: np.ndarray, bridge_ns: int = LAUNCH_BRIDGE_NS) -> Intervals:
+    """When the host was issuing a window's work: GPU idle then is a launch gap.
+
+    Per launching call: from the call's start to the later of its end and the start of the last
+    op it launched (being issued, or queued behind earlier work). Calls closer than
+    ``bridge_ns`` are joined (the Python between eager launches of one forward, which a CUDA
+    graph removes); a longer pause means the host was doing something else: host wait.
+    """
+    start = np.maximum(start, ws[window])
+    end = np.minimum(end, we[window])
+    order = np.argsort(window, kind="stable")  # launches arrive in start order: keep it per window
+    window, start, end = window[order], start[order], end[order]
+    if not np.all((start[1:] >= start[:-1]) | (window[1:] != window[:-1])):
+        order = np.lexsort((start, window))
+        window, start, end = window[order], start[order], end[order]
+    reach = _running_max_by_group(end, window)
+    new_run = np.r_[True, (window[1:] != window[:-1]) | (start[1:] - reach[:-1] >= bridge_ns)] if len(window) else np.zeros(0, bool)
+    heads = np.flatnonzero(new_run)
+    merged_start = start[heads]
+    merged_end = np.maximum.reduceat(end, heads) if len(heads) else end
+    keep = merged_end > merged_start
+    return Intervals(window[heads][keep], merged_start[keep], merged_end[keep], np.full(int(keep.sum()), LAUNCH, np.int8))
+
+
+def _running_max_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Cumulative max of ``values`` restarting at each change of (sorted) ``groups``."""
+    if len(values) == 0:
+        return values
+    lo = values.min()
+    span = int(values.max() - lo) + 1
+    shift = groups.astype(np.int64) * span  # lift each group above all earlier ones
+    if int(groups.max()) * span < 2**62:
+        return np.maximum.accumulate(values - lo + shift) - shift + lo
+    return pd.Series(values).groupby(groups).cummax().to_numpy()

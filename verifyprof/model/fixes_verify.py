@@ -1,0 +1,164 @@
+"""Fixes of the verify forward itself: CUDA graphs, graphs plus fusion, the host off the critical
+path, and kernels at their roofline floor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from verifyprof.model.fix import (
+    Candidate,
+    Scenario,
+    Skip,
+    edited,
+    idle_split_ms,
+    ms,
+    take_idle,
+)
+from verifyprof.model.profile import VerifyProfile
+from verifyprof.model.throughput import Cycle
+from verifyprof.model.verify_cost import phase_rooflines
+
+FLOOR_PHASES = ("gemm_dense", "gemm_moe", "attention")
+SMALL_KERNEL_PHASES = ("elementwise", "norm", "moe_aux")  # what Inductor-style fusion merges
+HEAVY_KERNEL_PHASES = ("attention", "gemm_dense", "gemm_moe")  # fusion regions end at these
+
+
+def launch_costs(s: Scenario) -> tuple[float, float, float, str]:
+    """(graph launch, kernel launch, per-node gap) in us, and where they come from."""
+    launch = s.hardware.launch if s.hardware else None
+    where = f"hardware file {s.hardware.name}" if s.hardware else "defaults (no --hardware)"
+    if launch is None:
+        return 8.0, 5.0, 1.0, where
+    return launch.graph_launch_us, launch.kernel_launch_us, launch.graph_node_us, where
+
+
+def graphed(profile: VerifyProfile, s: Scenario, kernels: float) -> tuple[dict[str, float], list[str]]:
+    """Phase edits of capturing an eager verify of ``kernels`` kernels as one CUDA graph."""
+    v = profile.verify
+    graph_us, kernel_us, node_us, where = launch_costs(s)
+    interior, edges = idle_split_ms(v)
+    deltas = take_idle(v, interior, ("launch_gap", "host_wait"))
+    deltas["graph_gap"] = ms(kernels * node_us)
+    deltas["graph_launch"] = ms(max(graph_us - kernel_us, 0.0))
+    notes = [
+        f"GPU idle between the verify's first and last kernel disappears: {interior:.3f} ms (launch gap "
+        f"{v.phases_ms.get('launch_gap', 0.0):.3f} + host time between the {v.launches:.0f} launches, less the edges)",
+        f"idle before the first / after the last kernel stays ({edges:.3f} ms: input preparation, first launch); "
+        f"a graph launch costs {graph_us:g} us instead of a kernel launch's {kernel_us:g} us",
+        f"each of the {kernels:.0f} kernel nodes adds {node_us:g} us of GPU-side gap ({where})",
+    ]
+    return deltas, notes
+
+
+def cuda_graph_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+    v = profile.verify
+    if v.mode == "graph":
+        raise Skip("verify already runs as a CUDA graph")
+    if v.kernels <= 0:
+        raise Skip("verify launched no kernels")
+    deltas, notes = graphed(profile, s, v.kernels)
+    after = edited(profile, deltas, mode="graph")
+    removed = -sum(d for d in deltas.values() if d < 0)
+    added = sum(d for d in deltas.values() if d > 0)
+    return Candidate(
+        "cuda_graph_verify", now.with_(verify_ms=after.verify.wall_ms), now.tokens_per_s,
+        notes + ["kernel, copy and communication times are the same inside the graph; the verify can be captured "
+                 "(static shapes: SGLang's can_run_graph true at this batch and width)"],
+        {"removed_ms": removed, "added_ms": added}, profile=after,
+    )
+
+
+def graph_fusion_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+    """torch.compile(mode="reduce-overhead")-style: a CUDA graph whose small elementwise, norm
+    and routing kernels are fused into one kernel per region between heavy kernels."""
+    v = profile.verify
+    small = sum(v.counts.get(p, 0.0) for p in SMALL_KERNEL_PHASES)
+    heavy = sum(v.counts.get(p, 0.0) for p in HEAVY_KERNEL_PHASES)
+    small_ms = sum(v.phases_ms.get(p, 0.0) for p in SMALL_KERNEL_PHASES)
+    if small <= 1 or small_ms <= 0:
+        raise Skip("no elementwise / norm kernels to fuse in the verify")
+    fused = min(small, heavy + 1.0)
+    if fused >= small:
+        raise Skip(f"elementwise / norm kernels are already fused ({small:.0f} for {heavy:.0f} GEMM/attention kernels)")
+    per_kernel = small_ms / small
+    kernels_after = v.kernels - (small - fused)
+    deltas: dict[str, float] = {p: -v.phases_ms.get(p, 0.0) * (1 - fused / small) for p in SMALL_KERNEL_PHASES}
+    notes = [
+        f"{small:.0f} elementwise / norm / routing kernels ({small_ms:.3f} ms) fuse into {fused:.0f}, one per region "
+        f"between the {heavy:.0f} GEMM and attention kernels, each costing the measured mean small kernel ({per_kernel * 1e3:.1f} us): "
+        f"at verify sizes they are bound by launch and memory latency, not by traffic",
+        "GEMM, attention, communication and copy kernels unchanged",
+    ]
+    _, _, node_us, where = launch_costs(s)
+    if v.mode == "graph":
+        deltas["graph_gap"] = -min(v.phases_ms.get("graph_gap", 0.0), ms((small - fused) * node_us))
+        notes.append(f"one graph node fewer per fused-away kernel: {small - fused:.0f} x {node_us:g} us of node gap ({where})")
+    else:
+        graph_deltas, graph_notes = graphed(profile, s, kernels_after)
+        for phase, delta in graph_deltas.items():
+            deltas[phase] = deltas.get(phase, 0.0) + delta
+        notes = graph_notes + notes
+    after = edited(profile, deltas, mode="graph", kernels=kernels_after)
+    notes.append("an upper bound when compile also fuses GEMM epilogues or picks other GEMM kernels: validated on the H200 (bench/README)")
+    return Candidate("graph_fusion_verify", now.with_(verify_ms=after.verify.wall_ms), now.tokens_per_s, notes,
+                     {"kernels_before": v.kernels, "kernels_after": kernels_after}, profile=after)
+
+
+def host_overhead(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+    """The GPU waiting for the host inside the verify (Python, scheduling, syncs, slow graph
+    launches): moved off the critical path, as an overlap scheduler or a leaner host loop does."""
+    v = profile.verify
+    graph_us, _, _, where = launch_costs(s)
+    host = v.phases_ms.get("host_wait", 0.0)
+    launch = max(v.phases_ms.get("graph_launch", 0.0) - ms(graph_us) * max(v.graph_launches, 1.0 if v.mode == "graph" else 0.0), 0.0)
+    if host + launch <= 1e-3:
+        raise Skip("the GPU hardly waits for the host in the verify (under 1 us)")
+    after = edited(profile, {"host_wait": -host, "graph_launch": -launch})
+    return Candidate(
+        "host_overhead", now.with_(verify_ms=after.verify.wall_ms), now.tokens_per_s,
+        [
+            f"GPU idle while the host was elsewhere ({host:.3f} ms host wait: Python, scheduling, syncs, blocked queues) leaves the critical path",
+            f"graph-launch host time above {graph_us:g} us per launch ({launch:.3f} ms) disappears ({where}; SGLang #29960: multi-ms cudaGraphLaunch)",
+            "an upper bound: it assumes the host work can overlap the GPU (overlap scheduler, CPU-side fixes)",
+        ],
+        {"host_wait_ms": host, "graph_launch_ms": launch}, profile=after,
+    )
+
+
+def kernel_floor(phase: str) -> Callable[[VerifyProfile, Scenario, Cycle], Candidate]:
+    def build(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+        v = profile.verify
+        measured = v.phases_ms.get(phase, 0.0)
+        if measured <= 0:
+            raise Skip(f"no {phase} time in the verify step")
+        if s.model is None or s.hardware is None:
+            raise Skip("roofline floor needs --model and --hardware")
+        if phase == "gemm_moe" and s.model.moe is None:
+            raise Skip(f"{s.model.name} has no MoE layers")
+        if phase == "attention" and s.context <= 0:
+            raise Skip("attention floor needs the context length: give --context")
+        tokens = (profile.width or (s.num_draft or 0) + 1) * s.batch
+        roof = phase_rooflines(s.model, tokens, s.tp, s.context)[phase]
+        dtype = {"gemm_dense": s.model.dense_dtype, "gemm_moe": s.model.expert_dtype, "attention": s.model.kv_dtype}[phase]
+        peak = s.hardware.peak_tflops(dtype)
+        mem_ms = roof.bytes / (s.hardware.bandwidth_tbps * 1e12) * 1e3
+        flop_ms = roof.flops / (peak * 1e12) * 1e3
+        floor = max(mem_ms, flop_ms)
+        if floor >= measured:
+            raise Skip(f"{phase} already at its roofline floor ({measured:.3f} ms measured, floor {floor:.3f} ms)")
+        bound = "memory" if mem_ms >= flop_ms else "compute"
+        after = edited(profile, {phase: floor - measured})
+        return Candidate(
+            f"kernel_floor:{phase}", now.with_(verify_ms=after.verify.wall_ms), now.tokens_per_s,
+            [
+                f"{phase} ({measured:.3f} ms measured) falls to its {bound}-bound floor {floor:.3f} ms: "
+                f"{roof.bytes / 1e9:.3f} GB / {s.hardware.bandwidth_tbps:g} TB/s = {mem_ms:.3f} ms, "
+                f"{roof.flops / 1e12:.3f} TFLOP / {peak:g} TFLOPS ({dtype}) = {flop_ms:.3f} ms, per GPU at tp {s.tp}",
+                f"{tokens} tokens per forward ({s.model.name}"
+                + (f", context {s.context:g}" if phase == "attention" else "")
+                + "); peak numbers, not achievable ones: an upper bound on the gain",
+            ],
+            {"floor_ms": floor, "measured_ms": measured}, profile=after,
+        )
+
+    return build

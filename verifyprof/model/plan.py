@@ -1,0 +1,118 @@
+"""The what-if plan: fixes stacked greedily, best first, each predicted on top of the ones before
+it, so the cumulative tokens/s never counts a saving twice; and which verify phases no fix
+addresses, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from verifyprof.model.fix import Candidate, Scenario, Skip, current_cycle
+from verifyprof.model.profile import VerifyProfile
+from verifyprof.model.throughput import Cycle
+
+Builder = Callable[[VerifyProfile, Scenario, Cycle], Candidate]
+
+# Fixes that are alternatives: once one is in the plan, the others of its group are not stacked on it.
+EXCLUSIVE = (
+    {"cuda_graph_verify", "graph_fusion_verify"},
+    {"custom_allreduce", "allreduce_fusion"},
+    {"fewer_draft_tokens", "more_draft_tokens"},
+)
+MIN_GAIN = 1e-3  # a fix adding less than 0.1% tokens/s ends the plan
+
+# Which fixes can shrink each verify phase; a phase with none says why not.
+PHASE_FIXES: dict[str, tuple[str, ...]] = {
+    "attention": ("kernel_floor:attention",),
+    "gemm_moe": ("kernel_floor:gemm_moe",),
+    "gemm_dense": ("kernel_floor:gemm_dense",),
+    "moe_aux": ("graph_fusion_verify",),
+    "norm": ("graph_fusion_verify", "allreduce_fusion"),
+    "elementwise": ("graph_fusion_verify",),
+    "allreduce": ("custom_allreduce", "allreduce_fusion"),
+    "graph_gap": ("graph_fusion_verify", "allreduce_fusion"),
+    "graph_launch": ("host_overhead",),
+    "launch_gap": ("cuda_graph_verify", "graph_fusion_verify"),
+    "host_wait": ("host_overhead",),
+}
+NOT_MODELLED: dict[str, str] = {
+    "spec": "speculative bookkeeping kernels (tree build, cache locations): no fix modelled",
+    "sampling": "sampling / rejection kernels inside verify: no fix modelled (a fused sampler would shrink it)",
+    "other": "kernels no taxonomy rule matched: list them with `verifyprof kernels` and add a rule (--taxonomy)",
+    "graph": "opaque whole-graph time: capture with --cuda-graph-trace=node to see its kernels",
+    "collective": "non-allreduce collectives: no fix modelled",
+    "memcpy": "copies: no fix modelled",
+    "memset": "memsets: no fix modelled",
+}
+SIGNIFICANT = 0.01  # phases under 1% of the verify are not listed as unaddressed
+
+
+@dataclass
+class PlanStep:
+    candidate: Candidate
+    cumulative_tps: float
+    baseline_tps: float
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.candidate.to_json()
+        out["gain"] = self.cumulative_tps / self.baseline_tps - 1.0  # over today's, all steps so far
+        out["step_gain"] = self.candidate.gain  # over the previous plan line
+        return out
+
+
+def evaluate(builders: list[tuple[str, Builder]], profile: VerifyProfile, scenario: Scenario,
+             skip: set[str] = frozenset()) -> tuple[list[Candidate], list[dict[str, str]]]:
+    """Every applicable fix on this state, best first; the rest with their reasons."""
+    now = current_cycle(profile, scenario)
+    found, skipped = [], []
+    for name, build in builders:
+        if name in skip:
+            continue
+        try:
+            found.append(build(profile, scenario, now))
+        except Skip as why:
+            skipped.append({"name": name, "reason": str(why)})
+    found.sort(key=lambda c: c.cycle.tokens_per_s, reverse=True)
+    return found, skipped
+
+
+def stack(builders: list[tuple[str, Builder]], profile: VerifyProfile, scenario: Scenario) -> list[PlanStep]:
+    """Greedy: take the best fix, apply it, re-predict every remaining fix on the new state."""
+    baseline = current_cycle(profile, scenario).tokens_per_s
+    plan: list[PlanStep] = []
+    used: set[str] = set()
+    for _ in range(len(builders)):
+        found, _ = evaluate(builders, profile, scenario, used)
+        if not found or found[0].gain < MIN_GAIN:
+            break
+        best = found[0]
+        plan.append(PlanStep(best, best.cycle.tokens_per_s, baseline))
+        used |= next((g for g in EXCLUSIVE if best.name in g), {best.name})
+        profile = best.profile or profile
+        scenario = best.scenario or _with_cycle(scenario, best.cycle)
+    return plan
+
+
+def _with_cycle(s: Scenario, cycle: Cycle) -> Scenario:
+    from dataclasses import replace
+
+    return replace(s, accept_len=cycle.accept_len, draft_ms=cycle.draft_ms, overhead_ms=cycle.overhead_ms)
+
+
+def unaddressed(profile: VerifyProfile, candidates: list[Candidate], skipped: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Verify phases over 1% of the step that no applicable fix shrinks, with the reason."""
+    v = profile.verify
+    applicable = {c.name for c in candidates}
+    reasons = {s["name"]: s["reason"] for s in skipped}
+    out = []
+    for phase, t in v.phases_ms.items():
+        if v.wall_ms <= 0 or t < SIGNIFICANT * v.wall_ms:
+            continue
+        fixes = PHASE_FIXES.get(phase, ())
+        if any(f in applicable for f in fixes):
+            continue
+        reason = NOT_MODELLED.get(phase) or "; ".join(f"{f}: {reasons[f]}" for f in fixes if f in reasons) or "no fix modelled"
+        out.append({"phase": phase, "ms": t, "share": t / v.wall_ms, "reason": reason})
+    return out
