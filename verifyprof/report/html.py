@@ -9,7 +9,6 @@ attributes so tests read the numbers shown back from the page.
 from __future__ import annotations
 
 import html
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,9 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from verifyprof.contracts import phases
-from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts import outputs
 from verifyprof.report import figures
 from verifyprof.report.data import ReportData
-from verifyprof.report.files import atomic_path
 
 MAX_GROUP_CHARTS = 6  # step groups drawn as bar charts; all are in the table
 STYLE = """
@@ -49,21 +47,14 @@ def esc(value: Any) -> str:
 
 
 def check_output(out: Path, inputs: list[str]) -> None:
-    """Never write a report onto an input (a trace, breakdown or manifest)."""
-    target = Path(out).resolve()
-    for given in inputs:
-        if Path(given).resolve() == target:
-            raise VerifyprofError("is an input: choose another -o for the report", out)
+    """Never write a report onto an input (a trace, breakdown or manifest), however it is spelled."""
+    outputs.protect(inputs, [out])
 
 
 def write_report(data: ReportData, out: Path) -> int:
     """Render and write atomically; returns the file's size in bytes."""
     page = render(data).encode()
-    with atomic_path(Path(out)) as tmp:
-        tmp.write_bytes(page)
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o666 & ~umask)  # a report is for sharing: not the temp file's 0600
+    outputs.write_bytes(Path(out), page)
     return len(page)
 
 
