@@ -18,9 +18,10 @@ import pandas as pd
 
 from verifyprof.attribution.context import (
     DeviceBusy,
+    busy_of,
     context_intervals,
-    device_busy,
     launch_windows,
+    op_call_ends,
     queue_seams,
     seam_intervals,
 )
@@ -102,9 +103,7 @@ def breakdown(
         raise TraceError("no GPU activity in the trace (empty capture: no kernels, copies or graphs)", where)
     calls = link_calls(trace, ops)
     launch, op_launch = launches(ops, calls)
-    call_end = np.where(ops.call >= 0, calls.end[np.maximum(ops.call, 0)], np.iinfo(np.int64).max) if len(calls.end) else np.full(len(ops), np.iinfo(np.int64).max)
-    seam = queue_seams(ops.device, ops.start, ops.end, call_end)
-    del call_end
+    seam = queue_seams(ops.device, ops.start, ops.end, op_call_ends(ops, calls))  # before the calls are released
     if release:
         calls.start = calls.end = np.empty(0, np.int64)  # launches holds what is needed of them
         calls.tid = calls.tid.copy()
@@ -114,11 +113,7 @@ def breakdown(
     else:
         steps = find_steps(trace, step_regex)
         levels = assign_levels(steps, launch, op_launch, calls)
-    replay = launch.graph_launch  # a graph replay occupies its device from its first node to its last
-    queued = seam >= 0  # and the idle seams before queued ops: the device starting its next op
-    busy = device_busy(np.r_[ops.device, launch.device[replay], ops.device[queued]],
-                       np.r_[ops.start, launch.first_op_start[replay], seam[queued]],
-                       np.r_[ops.end, launch.last_op_end[replay], ops.start[queued]])
+    busy = busy_of(ops, launch, seam)
     parts = [level_rows(trace, steps, ops, launch, op_launch, op_step, launch_step, busy, seam) for op_step, launch_step in levels]
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     rows = _add_idle_steps(rows, steps).sort_values(["step", "device"], kind="stable").reset_index(drop=True)

@@ -61,6 +61,23 @@ def device_busy(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> Devic
     return DeviceBusy(starts, ends)
 
 
+def op_call_ends(ops, calls) -> np.ndarray:  # (GpuOps, Calls)
+    """When each op's launching call returned (int64 max for unlinked ops)."""
+    big = np.iinfo(np.int64).max
+    if len(calls.end) == 0:
+        return np.full(len(ops), big, np.int64)
+    return np.where(ops.call >= 0, calls.end[np.maximum(ops.call, 0)], big)
+
+
+def busy_of(ops, launch: Launches, seam: np.ndarray) -> DeviceBusy:  # ops: GpuOps
+    """The device-busy union the breakdown uses: every op, every graph replay from its first node
+    to its last, and the seams before queued ops (the device starting its next op)."""
+    replay, queued = launch.graph_launch, seam >= 0
+    return device_busy(np.r_[ops.device, launch.device[replay], ops.device[queued]],
+                       np.r_[ops.start, launch.first_op_start[replay], seam[queued]],
+                       np.r_[ops.end, launch.last_op_end[replay], ops.start[queued]])
+
+
 def queue_seams(device: np.ndarray, start: np.ndarray, end: np.ndarray, call_end: np.ndarray) -> np.ndarray:
     """Per op, the start of the idle seam before it while it sat queued (its launch call returned
     before the device finished the op before it), or -1; seams over ``BLOCKED_IDLE_NS`` are

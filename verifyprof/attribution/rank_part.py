@@ -17,7 +17,13 @@ import pandas as pd
 
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.attribution.comm import collective_kernels
-from verifyprof.attribution.steps import GpuOps, assign_levels, find_steps, launches, link_calls
+from verifyprof.attribution.steps import (
+    GpuOps,
+    assign_levels,
+    find_steps,
+    launches,
+    link_calls,
+)
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import COMM_COLUMNS

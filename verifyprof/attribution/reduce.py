@@ -25,7 +25,12 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution.breakdown import Breakdown
-from verifyprof.attribution.comm import busbw_factor, collective_calls, step_collectives, summarize_kernels
+from verifyprof.attribution.comm import (
+    busbw_factor,
+    collective_calls,
+    step_collectives,
+    summarize_kernels,
+)
 from verifyprof.attribution.rank_part import KERNEL_FIELDS, RankPart
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable, Trace

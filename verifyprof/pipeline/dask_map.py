@@ -18,7 +18,13 @@ from pathlib import Path
 
 from verifyprof.attribution.rank_part import RankPart
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.pipeline.parallel import Failure, MapOptions, default_workers, safe_map, task_key
+from verifyprof.pipeline.parallel import (
+    Failure,
+    MapOptions,
+    default_workers,
+    safe_map,
+    task_key,
+)
 
 LOCAL = "dask"
 

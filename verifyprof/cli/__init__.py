@@ -2,59 +2,31 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from typer.core import TyperGroup
 
+from verifyprof.cli.args import (
+    _check_manifest,
+    _Group,
+    _nsys_hint,
+    _parallel,
+    _ranking,
+    _step_regex,
+    _wrote,
+)
 from verifyprof.contracts import ranges
-from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 
 KERNELS_SCHEMA = "verifyprof.kernels/1"
 WHATIF_SCHEMA = "verifyprof.whatif/1"
-_BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
-# click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
-UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-NoArgsIsHelpError = getattr(sys.modules[UsageError.__module__], "NoArgsIsHelpError", type("NoArgsIsHelpError", (Exception,), {}))
 
 
-class _Group(TyperGroup):
-    """Errors as one line: ``verifyprof: error: ...`` on stderr, exit 2, no boxed panel or traceback."""
-
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[no-untyped-def, override]
-        try:
-            code = super().main(args=args, prog_name=prog_name or "verifyprof", complete_var=complete_var, standalone_mode=False, **extra)
-        except NoArgsIsHelpError as err:
-            print(err.format_message(), file=sys.stderr)
-            code = 2
-        except UsageError as err:
-            print(f"verifyprof: error: {_usage_message(err, list(sys.argv[1:] if args is None else args))}", file=sys.stderr)
-            code = 2
-        except typer.Abort:
-            print("verifyprof: interrupted", file=sys.stderr)
-            code = 130
-        except VerifyprofError as err:
-            print(f"verifyprof: error: {err}", file=sys.stderr)
-            code = err.exit_code
-        code = code if isinstance(code, int) else 0
-        if standalone_mode:
-            sys.exit(code)
-        return code
 
 
-def _usage_message(err: Exception, argv: list[str]) -> str:
-    message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
-    ctx = getattr(err, "ctx", None)
-    command = ctx.command_path if ctx is not None else "verifyprof"
-    extra = [a for a in argv if a.lower() in _BOOL_WORDS]
-    if "unexpected extra argument" in message and extra:
-        message += f" (flags such as --json take no value: give '--json', not '--json {extra[0]}')"
-    return f"{command}: {message} (see {command} --help)"
 
 
 app = typer.Typer(
@@ -88,44 +60,16 @@ def _root(
     """What is inside the speculative-decoding verify step, and which fix is worth the most tokens/s."""
 
 
-def _step_regex(step_range: str | None, phase: str | None, default: str | None = DEFAULT_STEP_REGEX) -> str | None:
-    """``--step PHASE`` -> that phase's regex; ``--range`` as given; both is an error."""
-    if phase is None:
-        return step_range if step_range is not None else default
-    if step_range is not None:
-        raise VerifyprofError("give --step PHASE or --range REGEX, not both")
-    try:
-        return ranges.phase_regex(phase)
-    except ValueError as exc:
-        raise VerifyprofError(f"--step: {exc}") from None
 
 
-def _wrote(path: Path) -> None:
-    print(f"wrote {path}", file=sys.stderr)
 
 
-@contextlib.contextmanager
-def _nsys_hint(trace: str) -> Iterator[None]:
-    """A .nsys-rep without nsys: the error names the SQLite export beside it."""
-    try:
-        yield
-    except ToolMissingError as err:
-        rep = err.path or Path(trace)
-        beside = sorted(p.name for p in rep.parent.glob("*") if p.name.endswith((".sqlite", ".sqlite.gz")))
-        if beside:
-            raise ToolMissingError(f"{err.problem}; or give the SQLite export beside it: {rep.parent / beside[0]}", rep) from None
-        raise
 TracesArg = Annotated[list[str], typer.Argument(help="trace file(s), directories or globs; several files (one per rank, stage or node) are broken down in parallel and reduced to one multi-rank result")]
 WorkersOpt = Annotated[Optional[int], typer.Option("--workers", min=1, help="local worker processes for several files (default: one per file, at most one per CPU)")]
 SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help="run the per-file map on a Dask cluster: tcp://HOST:PORT, or 'dask' for a local cluster (needs verifyprof[dist])")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="a file that fails is an error (exit 2), not a warning")]
 
 
-def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool):
-    from verifyprof.pipeline import ParallelOptions
-
-    warn = lambda failure: print(f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr)
-    return ParallelOptions(workers=workers, scheduler=scheduler, strict=strict, report=warn)
 
 
 @app.command()
@@ -300,38 +244,8 @@ def whatif(
     files.print_json(ranking) if as_json else show.print_ranking(ranking)
 
 
-def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:  # type: ignore[no-untyped-def]
-    """``whatif --from``; with ``--step PHASE``, the steps of that phase whatever made them."""
-    from verifyprof import pipeline
-    from verifyprof.contracts.errors import NoStepsError
-    from verifyprof.model.whatif import check_options, from_breakdown
-
-    if phase is None:
-        return pipeline.whatif(options, parallel=parallel).to_json()
-    check_options(options)
-    options.step_range = f"{options.step_range}|{ranges.phase_regex(phase)}"
-    frame = pipeline.breakdown_frame(options.source, options.step_range, options.whole_trace, parallel=parallel)
-    counts = frame.steps["name"].value_counts()
-    names = [str(n) for n in counts.index if ranges.is_phase(str(n), phase)]
-    if not names:
-        raise NoStepsError(f"no {phase} steps (verifyprof, SGLang or user ranges); the steps are: {', '.join(map(str, counts.index[:8]))}", options.source)
-    options.step = names[0]
-    notes.append(f"--step {phase}: modelling the {counts[names[0]]} steps named {names[0]!r}" + (f" (also {phase}: {', '.join(names[1:])})" if len(names) > 1 else ""))
-    return from_breakdown(frame, options).to_json()
 
 
-def _check_manifest(path: Path) -> None:
-    """A breakdown, whatif or kernels JSON, or a trace, given to --manifest: say so, not 'accept length unknown'."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return  # the manifest reader names the problem
-    if head[:2] == b"\x1f\x8b" or b'"traceEvents"' in head or head.startswith(b"SQLite format 3"):
-        raise VerifyprofError("not a capture manifest: this is a trace (give it to --from)", path)
-    for kind in (b"breakdown", b"whatif", b"kernels"):
-        if b'"verifyprof.' + kind + b"/" in head:
-            raise VerifyprofError(f"not a capture manifest: this is a {kind.decode()} JSON (schema verifyprof.{kind.decode()}/1){'; give it to --from' if kind == b'breakdown' else ''}", path)
 
 
 @app.command()
@@ -350,6 +264,56 @@ def hooks(
         console.print_hooks(spec, statuses)
     if any(s.state == "missing" for s in statuses):
         raise typer.Exit(1)
+
+
+# --- compare and report (issue 13) ---
+
+
+@app.command()
+def compare(
+    before: Annotated[str, typer.Argument(help="BEFORE: a trace or a breakdown JSON")],
+    after: Annotated[str, typer.Argument(help="AFTER: a trace or a breakdown JSON")],
+    accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length for the prediction check (BEFORE's what-if)")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="BEFORE's capture manifest (accept length) for the prediction check")] = None,
+    gate: Annotated[Optional[float], typer.Option("--gate", help="exit 1 when verify got slower by more than PCT percent")] = None,
+    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    taxonomy: TaxonomyOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a verdict and a CI gate."""
+    from verifyprof import pipeline
+    from verifyprof.report import compare as show
+    from verifyprof.report import files
+
+    result = pipeline.compare(before, after, accept_len=accept_len, manifest=manifest, step_regex=step_range, taxonomy=taxonomy)
+    data = result.to_json(gate=gate)
+    files.print_json(data) if as_json else show.print_compare(data)
+    if gate is not None and result.gate_failed(gate):
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    source: Annotated[str, typer.Argument(help="a trace or a breakdown JSON")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="the HTML file to write (e.g. reports/NAME.html)")],
+    compare_with: Annotated[Optional[str], typer.Option("--compare", help="AFTER: a trace or breakdown JSON to compare SOURCE with")] = None,
+    accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length for the what-if plan and the heatmap")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest (accept length, baseline) for the what-if")] = None,
+    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    taxonomy: TaxonomyOpt = None,
+    whole_trace: Annotated[bool, typer.Option("--whole-trace", help="one step per device spanning the whole trace")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="print nothing but errors")] = False,
+) -> None:
+    """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps, timeline, kernels, heatmap."""
+    from verifyprof import pipeline
+    from verifyprof.report import html
+
+    html.check_output(out, [source] + ([compare_with] if compare_with else []) + ([str(manifest)] if manifest else []))
+    data = pipeline.report(source, compare_with=compare_with, accept_len=accept_len, manifest=manifest, step_regex=step_range,
+                           taxonomy=taxonomy, whole_trace=whole_trace)
+    size = html.write_report(data, out)
+    if not quiet:
+        print(f"wrote {out} ({size / 1e6:.1f} MB)")
 
 
 def main() -> None:
