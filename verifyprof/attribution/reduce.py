@@ -34,6 +34,7 @@ from verifyprof.attribution.comm import (
 from verifyprof.attribution.rank_part import KERNEL_FIELDS, RankPart
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable, Trace
+from verifyprof.trace.kineto.files import device_offsets as kineto_device_offsets
 
 KEY_SHIFT = 32  # the Kineto merge's per-file pid/tid offset
 SUMMED_META = ("files", "events", "python_function_events", "graph_trace_rows")
@@ -101,25 +102,8 @@ def placements(parts: list[RankPart], warnings: list[str]) -> list[Placement]:
 
 def device_offsets(parts: list[RankPart]) -> list[int]:
     """Renumber devices of later ranks that reuse an id an earlier rank already drives (the
-    Kineto merge's rule: one offset per rank, so a rank's files share its devices)."""
-    owner_of_device: dict[int, object] = {}
-    offset_of_owner: dict[object, int] = {}
-    offsets = [0] * len(parts)
-    for i in sorted(range(len(parts)), key=lambda i: (parts[i].rank < 0, parts[i].rank, parts[i].index)):
-        part = parts[i]
-        owner: object = part.rank if part.rank >= 0 else ("file", part.index)
-        ordinals = part.ordinals
-        if owner in offset_of_owner:
-            offset = offset_of_owner[owner]
-        elif any(owner_of_device.get(int(d), owner) != owner for d in ordinals):
-            offset = max(owner_of_device) + 1 - int(ordinals.min())
-        else:
-            offset = 0
-        offset_of_owner[owner] = offset
-        offsets[i] = offset
-        for d in ordinals:
-            owner_of_device[int(d) + offset] = owner
-    return offsets
+    Kineto merge's rule, one function for both)."""
+    return kineto_device_offsets([(p.rank, p.index, p.ordinals) for p in parts])
 
 
 def _key(values: np.ndarray, offset: int) -> np.ndarray:

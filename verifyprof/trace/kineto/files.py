@@ -181,11 +181,20 @@ def check_one_run(files: list[RankFile]) -> None:
 
 def assign_device_offsets(files: list[RankFile]) -> None:
     """Renumber devices of later ranks that reuse an ordinal an earlier rank already drives."""
+    for f, offset in zip(files, device_offsets([(f.rank, f.index, f.ordinals()) for f in files])):
+        f.device_offset = offset
+
+
+def device_offsets(ranks: list[tuple[int, int, np.ndarray]]) -> list[int]:
+    """Per (rank, file index, device ordinals), the offset that renumbers a later rank's devices
+    when an earlier rank already drives an ordinal: one offset per rank, so a rank's files share
+    its devices. Also the multi-file reduce's rule (attribution.reduce)."""
     owner_of_device: dict[int, object] = {}
     offset_of_owner: dict[object, int] = {}
-    for f in sorted(files, key=lambda f: (f.rank < 0, f.rank, f.index)):
-        owner: object = f.rank if f.rank >= 0 else ("file", f.index)
-        ordinals = f.ordinals()
+    offsets = [0] * len(ranks)
+    for i in sorted(range(len(ranks)), key=lambda i: (ranks[i][0] < 0, ranks[i][0], ranks[i][1])):
+        rank, index, ordinals = ranks[i]
+        owner: object = rank if rank >= 0 else ("file", index)
         if owner in offset_of_owner:
             offset = offset_of_owner[owner]
         elif any(owner_of_device.get(int(d), owner) != owner for d in ordinals):
@@ -193,6 +202,7 @@ def assign_device_offsets(files: list[RankFile]) -> None:
         else:
             offset = 0
         offset_of_owner[owner] = offset
-        f.device_offset = offset
+        offsets[i] = offset
         for d in ordinals:
             owner_of_device[int(d) + offset] = owner
+    return offsets
