@@ -34,6 +34,7 @@ from verifyprof.attribution.comm import (
 from verifyprof.attribution.rank_part import KERNEL_FIELDS, RankPart
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable, Trace
+from verifyprof.trace.kineto.files import check_run_entries
 from verifyprof.trace.kineto.files import device_offsets as kineto_device_offsets
 
 KEY_SHIFT = 32  # the Kineto merge's per-file pid/tid offset
@@ -59,6 +60,8 @@ def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None) -> Br
     if len(formats) > 1:
         raise TraceError(f"files of different formats ({', '.join(sorted(formats))}) cannot be one trace", parts[0].path)
     notes = list(warnings or [])
+    if parts[0].format == "kineto":
+        check_run_entries([(p.path, p.rank, p.world_size, _gpu_span(p)) for p in parts])
     places = placements(parts, notes)
     mapping = global_steps(parts, places)
     processes = merged_processes(parts, places)
@@ -98,6 +101,15 @@ def placements(parts: list[RankPart], warnings: list[str]) -> list[Placement]:
         Placement(0 if p.base_ns is None else p.base_ns - reference, (p.index << KEY_SHIFT) if kineto else 0, offsets[i])
         for i, p in enumerate(parts)
     ]
+
+
+def _gpu_span(part: RankPart) -> tuple[int, int] | None:
+    """The file's step windows on the epoch clock (its own clock where it does not say)."""
+    rows = part.rows[part.rows["device"] >= 0]
+    if rows.empty:
+        return None
+    base = part.base_ns or 0
+    return int(rows["start_ns"].min()) + base, int(rows["end_ns"].max()) + base
 
 
 def device_offsets(parts: list[RankPart]) -> list[int]:

@@ -93,9 +93,8 @@ def breakdown(
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
-    from verifyprof.report import progress
     from verifyprof.contracts import outputs
-    from verifyprof.report import console, files
+    from verifyprof.report import console, files, progress
     from verifyprof.trace.sources import expand
 
     regex = _step_regex(step_range, step)

@@ -18,9 +18,9 @@ from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.acceptance import Survival, parse_survival
 from verifyprof.model.candidates import Ranking, Scenario, rank_candidates
 from verifyprof.model.checks import (
+    MAX_DRAFTS,
     check_accept_len,
     check_alpha,
-    MAX_DRAFTS,
     check_count,
     check_nonnegative,
     check_positive,
