@@ -173,13 +173,19 @@ def whatif(
 @app.command()
 def hooks(
     spec: Annotated[str, typer.Argument(help="presets and targets: sglang, hf-assisted, workload, module:qualname=phase (comma-separated)")] = "sglang",
+    program: Annotated[Optional[list[str]], typer.Argument(help="the program to be captured (-- python script.py): its folder is searched as Python will", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which hook targets exist in the installed packages: run before a capture to see what will be wrapped."""
+    """Which hook targets exist in the installed packages (and the program's own folder, default
+    the current one): run before a capture to see what will be wrapped."""
+    import os as _os
+
     from verifyprof.capture.hooks import api as hook_api
+    from verifyprof.capture.hooks.search_path import program_folder
     from verifyprof.report import console, files
 
-    statuses = hook_api.check(spec)
+    folder = program_folder(program) if program else None
+    statuses = hook_api.check(spec, path=[p for p in (folder, _os.getcwd()) if p is not None])
     if as_json:
         files.print_json([s.to_json() for s in statuses])
     else:

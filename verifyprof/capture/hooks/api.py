@@ -18,6 +18,7 @@ graph capture (a range pushed there is recorded once at capture and never on rep
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -61,6 +62,8 @@ ENV_HOOKS = "VERIFYPROF_HOOKS"  # hooks spec; the injected sitecustomize/plugin 
 ENV_REPORT = "VERIFYPROF_HOOKS_REPORT"  # directory: each process writes hooks-<pid>.json there
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
 SGLANG_PLUGIN_NAME = "verifyprof"  # entry-point name in the group sglang.srt.plugins
+
+_report_at_exit: list[bool] = []
 
 Attrs = Mapping[str, object] | Callable[[Call], Mapping[str, object]] | None
 
@@ -144,6 +147,9 @@ def install(spec: str | Iterable[str] | None = None) -> list[HookStatus]:
     if os.environ.get(ENV_REPORT):
         _targets.add_listener(_write_report)
         _write_report()
+        if not _report_at_exit:
+            atexit.register(_write_report)  # the final calls (a killed process keeps its last report)
+            _report_at_exit.append(True)
     return statuses
 
 
@@ -159,11 +165,16 @@ def install_from_env() -> list[HookStatus] | None:
         return None
 
 
-def check(spec: str | Iterable[str]) -> list[HookStatus]:
+def check(spec: str | Iterable[str], path: Iterable[str | Path] = ()) -> list[HookStatus]:
     """What ``spec`` would hook in this interpreter: installs it, imports every target's module
     (and so whatever those import), and reports each target's state (``verifyprof hooks check``).
-    The hooks stay installed; call :func:`uninstall` to remove them."""
+
+    ``path``: folders the program will have first on ``sys.path`` (its script's directory, the
+    current directory for ``-m``; see :mod:`~verifyprof.capture.hooks.search_path`), put in front
+    for the imports as Python will. The hooks stay installed; call :func:`uninstall` to remove them."""
     install(spec)
+    added = [str(Path(p)) for p in path if str(Path(p)) not in sys.path]
+    sys.path[:0] = added
     _targets.import_pending()
     return status()
 
