@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from verifyprof.capture.hooks.search_path import program_folder
 
+
 def test_a_script_run_by_python_starts_with_the_scripts_folder(tmp_path):
     assert program_folder(["python", "-u", "sub/run.py", "--flag"], cwd=tmp_path, environ={}) == tmp_path / "sub"
 
