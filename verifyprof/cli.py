@@ -99,6 +99,7 @@ def capture(
     capture_all: Annotated[bool, typer.Option("--capture-all", help="program: profile all of it, not just cudaProfilerStart..Stop")] = False,
     gzip: Annotated[bool, typer.Option("--gzip", help="nsys: gzip the SQLite export (capture.sqlite.gz)")] = False,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="seconds after SIGINT before SIGTERM (then SIGKILL)")] = 60.0,
+    allow_missing_hooks: Annotated[bool, typer.Option("--allow-missing-hooks", help="exit 0 even if no hook fired and no verifyprof range was recorded")] = False,
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
@@ -114,7 +115,8 @@ def capture(
         requests=requests, concurrency=concurrency, input_len=input_len, output_len=output_len,
         prompts=prompts, warmup=warmup, temperature=temperature, health_timeout=health_timeout,
         hooks=None if hooks is None else [h.strip() for h in hooks.split(",")], hook_targets=list(hook or []),
-        num_steps=num_steps, osrt=osrt, capture_all=capture_all, gzip=gzip, stop_timeout=stop_timeout, argv=list(sys.argv),
+        num_steps=num_steps, osrt=osrt, capture_all=capture_all, gzip=gzip, stop_timeout=stop_timeout,
+        allow_missing_hooks=allow_missing_hooks, argv=list(sys.argv),
     )
     for line in summary_lines(run_capture(options)):
         print(line)

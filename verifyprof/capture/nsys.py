@@ -6,9 +6,11 @@ what a missing report means) is a pure function, so it is tested on machines wit
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
+import sqlite3
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -143,3 +145,19 @@ def gzip_export(sqlite: Path) -> Path:
         shutil.copyfileobj(src, dst, length=1 << 20)
     sqlite.unlink()
     return target
+
+
+def count_ranges(sqlite: Path, prefix: str = "verifyprof.") -> int | None:
+    """NVTX ranges whose text (explicit or registered) starts with ``prefix`` in an export; None
+    when the file cannot be read as one (the caller then relies on the hook reports)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)) as con:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "NVTX_EVENTS" not in tables:
+                return 0
+            join = "LEFT JOIN StringIds s ON s.id = e.textId" if "StringIds" in tables else ""
+            text = "COALESCE(e.text, s.value)" if join else "e.text"
+            query = f"SELECT COUNT(*) FROM NVTX_EVENTS e {join} WHERE {text} LIKE ?"
+            return int(con.execute(query, (prefix + "%",)).fetchone()[0])
+    except (sqlite3.Error, OSError):
+        return None

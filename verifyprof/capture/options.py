@@ -42,6 +42,7 @@ class CaptureOptions:
     stop_timeout: float = 60.0
     report_timeout: float = 900.0
     trace_wait: float = 120.0
+    allow_missing_hooks: bool = False  # exit 0 even when hooks were asked for and none fired
     argv: list[str] = field(default_factory=list)  # verifyprof's own command line, for the manifest
 
     @property

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifyprof.capture.target_hooks import never_fired_lines
 from verifyprof.contracts.manifest import MANIFEST
 
 PROGRAM_RESULTS = "results.json"  # a program may write its own numbers here (see program_results)
@@ -54,10 +55,30 @@ def summary_lines(result: CaptureResult) -> list[str]:
             "accept length: " + (f"{acc:.3f} tokens/verify" if isinstance(acc, (int, float)) else "not reported")
             + (f", server average {srv:.3f}" if isinstance(srv, (int, float)) else "")
         )
+    lines.extend(hook_lines(doc.get("hooks") or {}))
     if (doc.get("window") or {}).get("duration_ns"):
         what = "capture window" if doc.get("mode") == "server" else "program ran"
         lines.append(f"{what}: {doc['window']['duration_ns'] / 1e9:.2f} s")
     for trace in doc.get("traces", []):
         lines.append(f"trace: {result.out / trace['path']} ({trace['kind']}, {trace['bytes']:,} bytes)")
     lines.append(f"manifest: {result.manifest_path}")
+    return lines
+
+
+def hook_lines(hooks: dict) -> list[str]:
+    """Which hooks fired (ranges per preset entry / user hook) and every one that never did."""
+    fired = hooks.get("fired") or {}
+    never = hooks.get("never_fired") or []
+    if not fired and not never:
+        return []
+    lines = []
+    if fired:
+        processes = len(hooks.get("processes") or [])
+        parts = ", ".join(f"{source}: {n:,}" for source, n in fired.items())
+        lines.append(f"hook ranges: {parts} (in {processes} process{'es' if processes != 1 else ''})")
+    else:
+        lines.append("hook ranges: none recorded")
+    if never:
+        lines.append(f"never fired ({len(never)}):")
+        lines.extend(never_fired_lines(hooks))
     return lines

@@ -144,13 +144,13 @@ def request(target: Target, rule: Rule, bindings: Iterable[str] = (), warn_missi
             _rebind(patch, patch.bindings)
         elif target.module in sys.modules:
             _apply(patch, sys.modules[target.module], scan_package=True)
-            _watch_torch()
+            watch_torch()
         else:
             # Pending, never missing for good: the module may become importable later (Python puts
             # a script's folder on sys.path after sitecustomize ran; programs extend sys.path).
             import_watch.install(_watched, _on_imported)
             patch.detail = _pending_detail(target)
-            _watch_torch()
+            watch_torch()
         _notify()
         return _status(patch)
 
@@ -255,12 +255,14 @@ def _rebind(patch: _Patch, module_names: Iterable[str]) -> None:
 
 
 _torch_patched = False  # torch.compile replaced (compiled.py), once torch is imported
+_torch_wanted = False  # something is hooked: replace torch.compile when torch is imported
 
 
-def _watch_torch() -> None:
+def watch_torch() -> None:
     """Make ``torch.compile`` of a hooked function keep its range: now if torch is loaded, else
     when it is imported (the finder watches ``torch`` until then)."""
-    global _torch_patched, _watched_names
+    global _torch_patched, _torch_wanted, _watched_names
+    _torch_wanted = True
     if _torch_patched:
         return
     if "torch" in sys.modules:
@@ -296,7 +298,7 @@ _watched_names: frozenset[str] | None = None  # recomputed after any change (fin
 def _watched() -> frozenset[str]:
     global _watched_names
     if _watched_names is None:
-        names = set() if _torch_patched or not _patches else {"torch"}
+        names = {"torch"} if _torch_wanted and not _torch_patched else set()
         for patch in _patches.values():
             if patch.state == "pending":
                 names.add(patch.target.module)
@@ -360,10 +362,10 @@ def restore_all() -> None:
         _listeners.clear()
         _notify()
         import_watch.uninstall()
-        global _torch_patched
+        global _torch_patched, _torch_wanted
         if _torch_patched and "torch" in sys.modules:
             compiled.unpatch_torch(sys.modules["torch"])
-        _torch_patched = False
+        _torch_patched = _torch_wanted = False
 
 
 FIRST_FIRE_LISTENERS.append(_notify)  # a target's first range: rewrite the report (its calls)
