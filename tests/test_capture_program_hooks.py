@@ -158,3 +158,14 @@ def test_the_manifest_lists_only_processes_that_ran_hooked_phases(tmp_path, tag)
     hooks = read_manifest(out)["hooks"]
     assert len(list((out / "hooks").glob("hooks-*.json"))) == 2  # both processes installed the hooks
     assert [p["argv"][0] for p in hooks["processes"]] == [str(script)] and hooks["idle_processes"] == 1
+
+
+def test_tagged_hooks_from_the_cli_split_one_function_into_verify_and_draft_extend_by_width(tmp_path, tag):
+    script = write_program(tmp_path / "prog")
+    out = tmp_path / "cap"
+    tagged = ["mymod:model_forward=verify;tokens=arg0.shape[-1];when=arg0.shape[-1] > 1",
+              "mymod:model_forward=draft_extend;tokens=arg0.shape[-1]"]
+    proc = capture_program(out, script, tagged, "5", "1", "5", "1", tag=tag)
+    assert proc.returncode == 0, proc.stderr
+    assert annotations(out) == ["verifyprof.verify tokens=5", "verifyprof.draft_extend tokens=1"] * 2
+    assert sorted(read_manifest(out)["hooks"]["fired"].values()) == [2, 2]

@@ -8,8 +8,8 @@ Parsed with ``ast`` once and turned into closures; never ``eval``. What an expre
   ``torch.compile`` result, whose own signature is ``*args, **kwargs``;
 * attributes (``.shape``, ``.config.num_heads``; none starting with ``_``), subscripts with
   constant indices or slices (``[-1]``, ``[0]``, ``["key"]``), ``len()``, ``min()``, ``max()``, ``abs()``;
-* numbers, strings, ``True``/``False``/``None``, ``+ - * / // %``, comparisons, ``and or not``,
-  ``a if cond else b``.
+* numbers, strings, ``True``/``False``/``None``, tuples of constants (``in (4, 5)``),
+  ``+ - * / // %``, comparisons, ``and or not``, ``a if cond else b``.
 
 Values compared, computed or put in a range text must be plain Python scalars (ints, floats,
 strings, bools, None; a shape's entries are ints): a tensor there would synchronise with the GPU,
@@ -146,6 +146,9 @@ def _build(node: ast.AST) -> Fn:
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         op, left, right = _BINARY[type(node.op)], _build(node.left), _build(node.right)
         return lambda call: op(_plain(left(call)), _plain(right(call)))
+    if isinstance(node, (ast.Tuple, ast.List)):  # a constant set of choices: x in (4, 5)
+        items = tuple(_constant(e) for e in node.elts)
+        return lambda call: items
     if isinstance(node, ast.IfExp):
         test, body, orelse = _build(node.test), _build(node.body), _build(node.orelse)
         return lambda call: body(call) if _plain(test(call)) else orelse(call)

@@ -159,13 +159,14 @@ _KEY = re.compile(r"^[A-Za-z_]\w*$")
 def _check_when(when: str, where: str) -> None:
     if when in PREDICATES:
         return
+    prefix = f"{where}: " if where else ""
     try:
         expressions.condition(when)
     except expressions.ExpressionError as exc:
         if _KEY.match(when.strip()):
-            raise ValueError(f"{where}: unknown predicate {when!r} (known: {', '.join(sorted(PREDICATES))}; "
+            raise ValueError(f"{prefix}unknown predicate {when!r} (known: {', '.join(sorted(PREDICATES))}; "
                              "or a condition such as arg0.shape[-1] > 1)") from None
-        raise ValueError(f"{where}: when: {exc}") from None
+        raise ValueError(f"{prefix}when: {exc}") from None
 
 
 def _tags(items, where: str) -> tuple[tuple[str, str], ...]:
@@ -199,7 +200,7 @@ def parse_user_hook(spec: str) -> HookEntry:
             if not eq or not expression.strip():
                 raise ValueError(f"{field_text!r} is not key=expression (e.g. tokens=arg0.shape[-1])")
             if key == "when":
-                _check_when(expression.strip(), "when")
+                _check_when(expression.strip(), "")
                 when = expression.strip()
             elif key == "attrs":
                 if expression.strip() not in EXTRACTORS:
