@@ -100,6 +100,9 @@ def capture(
     gzip: Annotated[bool, typer.Option("--gzip", help="nsys: gzip the SQLite export (capture.sqlite.gz)")] = False,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="seconds after SIGINT before SIGTERM (then SIGKILL)")] = 60.0,
     allow_missing_hooks: Annotated[bool, typer.Option("--allow-missing-hooks", help="exit 0 even if no hook fired and no verifyprof range was recorded")] = False,
+    baseline_run: Annotated[bool, typer.Option("--baseline-run", help="program: run it once unprofiled first (no nsys, no hooks) to measure the profiler's dilation")] = False,
+    unprofiled_requests: Annotated[Optional[int], typer.Option("--unprofiled-requests", help="server: requests after the profile window, for the dilation (default: max(4, concurrency), at most --requests; 0: none)")] = None,
+    accept_len_convention: Annotated[Optional[str], typer.Option("--accept-len-convention", help="program: its accept_len counts tokens_per_verify (bonus included) or accepted_drafts (converted +1)")] = None,
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
@@ -116,7 +119,8 @@ def capture(
         prompts=prompts, warmup=warmup, temperature=temperature, health_timeout=health_timeout,
         hooks=None if hooks is None else [h.strip() for h in hooks.split(",")], hook_targets=list(hook or []),
         num_steps=num_steps, osrt=osrt, capture_all=capture_all, gzip=gzip, stop_timeout=stop_timeout,
-        allow_missing_hooks=allow_missing_hooks, argv=list(sys.argv),
+        allow_missing_hooks=allow_missing_hooks, baseline_run=baseline_run, unprofiled_requests=unprofiled_requests,
+        accept_len_convention=accept_len_convention, argv=list(sys.argv),
     )
     for line in summary_lines(run_capture(options)):
         print(line)

@@ -144,7 +144,7 @@ def _export(run: CaptureSession) -> None:
     report = nsys.report_path(run.nsys_output)
     if not report.exists():
         if run.status in ("running", "ok"):
-            run.fail(nsys.explain_missing_report(run.nsys_output))
+            run.fail(nsys.explain_missing_report(run.nsys_output, run.opts.mode, run.opts.capture_all))
         return
     sqlite = report.with_suffix(".sqlite")
     try:

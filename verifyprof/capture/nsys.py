@@ -104,13 +104,25 @@ def export_command(nsys: Path | str, report: Path, sqlite: Path, blobs: bool = T
     return [str(nsys), "export", "--type", "sqlite", *extra, "--force-overwrite", "true", "-o", str(sqlite), str(report)]
 
 
-def explain_missing_report(output: Path) -> str:
-    """Why ``nsys profile -o OUTPUT`` left no report, from what it did leave."""
+PROGRAM_HOW_TO_GET = HOW_TO_GET.split("; or capture with")[0] + "; or capture with --backend none (no profiler)"
+
+
+def explain_missing_report(output: Path, mode: str = "server", capture_all: bool = False) -> str:
+    """Why ``nsys profile -o OUTPUT`` left no report, from what it did leave, in the words of
+    the kind of target (a program has no ``/start_profile``)."""
     qdstrm = output.with_name(output.name + ".qdstrm")
     if qdstrm.exists():
         return (
             f"nsys left only {qdstrm.name}: its importer (QdstrmImporter) failed, usually for lack of "
             "libdw.so.1/libelf.so.1; the raw stream is kept"
+        )
+    if mode == "program" and capture_all:
+        return "nsys wrote no report: the program ran no CUDA work, or nsys was killed before writing it"
+    if mode == "program":
+        return (
+            "nsys wrote no report: the program never called cudaProfilerStart (torch.cuda.profiler.start()), and by "
+            "default nsys collects only between cudaProfilerStart and cudaProfilerStop: run again with --capture-all "
+            "to profile all of it, or open that window around the steps to profile"
         )
     return (
         "nsys wrote no report: the capture range never opened (no cudaProfilerStart: did the server get "

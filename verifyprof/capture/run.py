@@ -20,7 +20,7 @@ from verifyprof.capture import driver
 from verifyprof.capture.cleanup import Terminated, cleanup, sigterm_as_interrupt
 from verifyprof.capture.options import CaptureOptions, validate
 from verifyprof.capture.process import become_subreaper
-from verifyprof.capture.program_flow import wait_program
+from verifyprof.capture.program_flow import run_baseline, wait_program
 from verifyprof.capture.results import CaptureResult
 from verifyprof.capture.server import LOG_TAIL_LINES, CaptureError, NoRangesError, with_log_tail
 from verifyprof.capture.server_flow import serve
@@ -41,6 +41,8 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
         run.write_manifest()
         failure: BaseException | None = None
         try:
+            if opts.mode == "program" and opts.baseline_run:
+                run_baseline(run)
             run.start(env)
             if opts.mode == "server":
                 serve(run)

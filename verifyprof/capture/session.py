@@ -19,6 +19,7 @@ from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
 from verifyprof.capture.hooks.search_path import importable_from, program_folder
 from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_record
+from verifyprof.contracts.errors import ToolMissingError
 from verifyprof.contracts.manifest import document, now_iso
 
 
@@ -52,6 +53,8 @@ class CaptureSession:
         self.program_folder: Path | None = None  # what the target's Python puts first on sys.path
         self.trace_ranges: int | None = None  # verifyprof ranges in the exported nsys trace
         self.no_ranges = False  # hooks were asked for and no verifyprof range was recorded
+        self.dilation: dict | None = None  # the profiler's slow-down, when an unprofiled rate was measured
+        self.baseline: dict | None = None  # program: the unprofiled baseline run (--baseline-run)
         self.doc: dict = {}  # the manifest as last written by the cleanup
 
     @property
@@ -90,6 +93,8 @@ class CaptureSession:
                 "log": self.log.name,
             },
         )
+        if self.dilation is not None:
+            doc["dilation"] = self.dilation
         if opts.mode == "server":
             doc["workload"] = {
                 "requests": opts.requests, "concurrency": opts.concurrency, "input_len": opts.input_len,
@@ -124,7 +129,12 @@ class CaptureSession:
     def setup(self) -> dict[str, str]:
         opts = self.opts
         if opts.backend == "nsys":
-            self.nsys = nsys.find_nsys()
+            try:
+                self.nsys = nsys.find_nsys()
+            except ToolMissingError as err:
+                if opts.mode != "program":
+                    raise
+                raise ToolMissingError(str(err).replace(nsys.HOW_TO_GET, nsys.PROGRAM_HOW_TO_GET)) from None
             self.nsys_version = nsys.nsys_version(self.nsys)
         if opts.mode == "server":
             self.prompts = driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
