@@ -43,7 +43,7 @@ TARGET_RSS_MB = 400
 
 
 def fetchall(path: Path) -> dict:
-    from verifyprof.trace.nsys.reader import API_CANDIDATE_SQL, API_NAME
+    from verifyprof.trace.nsys.activity import API_CANDIDATE_SQL, API_NAME
 
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     t = time.perf_counter()

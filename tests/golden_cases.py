@@ -29,12 +29,15 @@ OWN = {
     "moe-graph": ("traces/workload-moe-graph/trace.sqlite.gz", "traces/workload-moe-graph/manifest.json"),
     "capture-hf-assisted": ("traces/capture-hf-assisted/capture.sqlite.gz", "traces/capture-hf-assisted/manifest.json"),
     "capture-workload-hooks": ("traces/capture-workload-hooks/capture.sqlite.gz", "traces/capture-workload-hooks/manifest.json"),
+    "dense-pipelined-eager": ("traces/workload-dense-pipelined-eager/trace.sqlite.gz", None),
+    "dense-pipelined-graph": ("traces/workload-dense-pipelined-graph/trace.sqlite.gz", None),
+    "dense-compile": ("traces/workload-dense-compile/trace.sqlite.gz", "traces/workload-dense-compile/manifest.json"),
 }
 
 CASES: dict[str, list[str]] = {}
 for _name, (_trace, _manifest) in OWN.items():
     CASES[f"breakdown-{_name}"] = ["breakdown", _trace, "--json"]
-    CASES[f"whatif-{_name}"] = ["whatif", "--from", _trace, "--manifest", _manifest, "--json"]
+    CASES[f"whatif-{_name}"] = ["whatif", "--from", _trace, *(["--manifest", _manifest] if _manifest else ["--accept-len", "2.0"]), "--json"]
 for _file in (
     "nsys/flameox_cudagraph_rtx3060_nsys2025.5.sqlite",
     "nsys/nsysai_mfu_2gpu_before_nsys2026.2.sqlite",

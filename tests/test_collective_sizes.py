@@ -263,7 +263,7 @@ def test_single_rank_kernel_busbw_is_size_over_kernel_time_times_factor():
 
 def test_single_rank_summary_reports_collective_kernels_and_no_cross_rank_section():
     summary = breakdown(load_trace(A100), whole_trace=True).summary()
-    assert "collectives" not in summary
+    assert summary["collectives"] is None  # present, as documented: nothing matched across ranks
     stats = summary["collective_kernels"]
     sizes = [e["args"]["In msg nelems"] * 4 for e in raw_events(A100) if e.get("cat") == "kernel" and e.get("args", {}).get("Collective name") == "allreduce"]
     assert stats["allreduce"]["kernels"] == stats["allreduce"]["sized_calls"] == 15
@@ -321,7 +321,7 @@ def test_console_shows_one_rank_collective_kernels_with_bytes_and_lower_bound_bu
     text = console_text(breakdown(load_trace(B200), whole_trace=True))
     assert "Collective kernels (one rank" in text
     line = next(l for l in text.splitlines() if "allreduce" in l and "MiB" in l)
-    assert "4.9 MiB" in line and "│     8 │" in line
+    assert "4.9 MiB" in line and line.split()[-2] == "8"  # ranks column
     assert "lower bound" in text
 
 
@@ -329,9 +329,9 @@ def test_console_shows_bytes_and_busbw_columns_across_ranks(tmp_path):
     path, _ = export_with_payloads(tmp_path)
     result = breakdown(read_nsys_sqlite(path), whole_trace=True)
     text = console_text(result)
-    assert "bytes p50" in text and "busbw p50 GB/s" in text
+    assert "bytes" in text and "busbw p50" in text and "GB/s" in text  # two-line headers
     stats = result.summary()["collectives"]["sendrecv"]
-    line = next(l for l in text.splitlines() if l.startswith("│ sendrecv"))
+    line = next(l for l in text.splitlines() if l.startswith("sendrecv"))
     assert f"{stats['bytes_p50'] / 1024:.1f} KiB" in line and f"{stats['busbw_gbps_p50']:.1f}" in line
 
 

@@ -101,3 +101,47 @@ def test_eager_launch_bound_steps_keep_their_launch_gap():
     row = verify_rows(b.build()).iloc[0]
     assert row["launch_gap"] > 0.8 * row["wall_ns"]
     assert row["other_work"] == 0 and row["graph_gap"] == 0
+
+
+# ---- real pipelined steps from the H200 (traces/workload-dense-pipelined-*, made by
+# traces/capture_workload.sh ONLY=pipelined): 30 verify forwards queued back to back, no host
+# sync; the workload recorded each step's GPU occupancy with CUDA events on the stream.
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from verifyprof.model.whatif import WhatifOptions  # noqa: E402
+from verifyprof.pipeline import breakdown_frame, whatif  # noqa: E402
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+
+def pipelined(mode):
+    folder = TRACES / f"workload-dense-pipelined-{mode}"
+    run = next(r for r in json.loads((folder / "summary.json").read_text())["runs"] if r["kind"] == "verify_pipelined")
+    steps = breakdown_frame(folder / "trace.sqlite.gz").steps
+    verify = steps[steps["name"] == VERIFY].sort_values("step")
+    return folder, np.array(run["per_step"]["verify_ms"]), verify
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_real_pipelined_steps_cost_their_measured_gpu_occupancy_within_5_percent(mode):
+    _, occupancy, verify = pipelined(mode)
+    cost = verify["cost_ns"].to_numpy() / 1e6
+    assert len(cost) == len(occupancy) == 30
+    assert np.all(np.abs(cost / occupancy - 1) < 0.05)
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_whatif_models_real_pipelined_verify_at_its_gpu_occupancy(mode):
+    folder, occupancy, _ = pipelined(mode)
+    doc = whatif(WhatifOptions(source=str(folder / "trace.sqlite.gz"), accept_len=2.0)).to_json()
+    assert doc["current"]["verify_ms"] == pytest.approx(occupancy.mean(), rel=0.05)
+
+
+def test_real_pipelined_graph_steps_show_no_launch_gap_and_their_windows_other_work():
+    _, _, verify = pipelined("graph")
+    assert verify["launch_gap"].sum() == 0
+    assert verify["other_work"].max() > 25e6  # the last step's window reaches back over ~15 replays

@@ -29,7 +29,9 @@ from verifyprof.trace.events import (
     RANGE_KIND_ANNOTATION,
     RANGE_KIND_GPU_ANNOTATION,
 )
-from verifyprof.trace.kineto.reader import nesting_depth, read_kineto, strip_abi_suffix
+from verifyprof.trace.kineto.reader import read_kineto
+from verifyprof.trace.kineto.tables import strip_abi_suffix
+from verifyprof.trace.nesting import nesting_depth
 
 KINETO = PUBLIC / "kineto"
 A100 = KINETO / "hta_nccl_data_a100_rank0of2.json.gz"

@@ -27,7 +27,8 @@ from verifyprof.trace.events import (
     RANGE_KIND_PUSHPOP,
     RANGE_KIND_STARTEND,
 )
-from verifyprof.trace.nsys.reader import nesting_depth, read_nsys_sqlite
+from verifyprof.trace.nsys.ranges import nvtx_depth
+from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
 REPO = Path(__file__).resolve().parents[1]
 from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
@@ -402,23 +403,23 @@ def test_kernel_names_fall_back_to_short_names_without_demangled_names(tmp_path)
 # --- nesting depth --------------------------------------------------------------------------------------
 
 
-def test_nesting_depth_counts_enclosing_ranges_per_thread_and_kind():
+def test_nvtx_depth_counts_enclosing_ranges_per_thread_and_kind():
     tid = np.array([1, 1, 1, 1, 2, 1])
     kind = np.array([0, 0, 0, 0, 0, 1], dtype=np.int8)
     start = np.array([0, 10, 20, 50, 5, 12])
     end = np.array([100, 40, 30, 60, 50, 13])
     # thread 1: [0,100) > [10,40) > [20,30); [50,60) back at depth 1; thread 2 alone; kind 1 on its own stack
-    assert nesting_depth(tid, kind, start, end).tolist() == [0, 1, 2, 1, 0, 0]
+    assert nvtx_depth(tid, kind, start, end).tolist() == [0, 1, 2, 1, 0, 0]
 
 
-def test_nesting_depth_treats_touching_and_zero_length_ranges_as_siblings():
+def test_nvtx_depth_treats_touching_and_zero_length_ranges_as_siblings():
     tid = np.zeros(4, dtype=np.int64)
     kind = np.zeros(4, dtype=np.int8)
     start = np.array([0, 10, 10, 10])
     end = np.array([10, 20, 10, 15])
     # [0,10) ends where [10,20) starts: siblings. Ranges starting together nest longest first, so
     # [10,15) is inside [10,20) and the zero-length range at 10 inside both.
-    assert nesting_depth(tid, kind, start, end).tolist() == [0, 0, 2, 1]
+    assert nvtx_depth(tid, kind, start, end).tolist() == [0, 0, 2, 1]
 
 
 # --- the generator's exports (bench/gen_nsys_export.py) ------------------------------------------------

@@ -33,7 +33,7 @@ STAND_IN = textwrap.dedent(
     """\
     #!{python}
     # Stand-in for `nsys export --type sqlite ... -o OUT REPORT`: writes a real export, logs the call.
-    import os, shutil, sys
+    import os, shutil, sys, time
     args = sys.argv[1:]
     with open(os.environ["STAND_IN_LOG"], "a") as log:
         log.write(" ".join(args) + "\\n")
@@ -45,7 +45,16 @@ STAND_IN = textwrap.dedent(
         sys.exit(1)
     assert args[:3] == ["export", "--type", "sqlite"], args
     out = args[args.index("-o") + 1]
-    shutil.copyfile(os.environ["STAND_IN_EXPORT"], out)
+    if os.environ.get("STAND_IN_HANG"):  # a hung nsys, with a helper child of its own
+        import subprocess, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        open(os.environ["STAND_IN_HANG"], "w").write(str(child.pid))
+        time.sleep(600)
+    time.sleep(float(os.environ.get("STAND_IN_SLOW", "0")))
+    data = open(os.environ["STAND_IN_EXPORT"], "rb").read()
+    if os.environ.get("STAND_IN_TRUNCATE"):  # exit 0, but the file is cut off
+        data = data[: len(data) // 2]
+    open(out, "wb").write(data)
     """
 )
 
@@ -247,3 +256,68 @@ def test_real_nsys_captures_exports_and_reads_a_report(tmp_path, monkeypatch):
     assert "verifyprof.verify bs=1" in set(trace.names("ranges"))
     assert sqlite_for_report(report) == sqlite  # cached
     assert fingerprint(report) == before
+
+
+# --- what the cache stores, and who exports ---------------------------------------------------------
+
+
+def test_an_export_that_exits_0_with_a_truncated_file_is_refused_and_not_cached(report, stand_in, monkeypatch):
+    monkeypatch.setenv("STAND_IN_TRUNCATE", "1")
+    with pytest.raises(TraceError, match="exited 0 but wrote an incomplete SQLite file") as info:
+        sqlite_for_report(report)
+    assert str(info.value).startswith(f"{report}: ")
+    assert list((report.parent / CACHE_DIR).iterdir()) == []
+    monkeypatch.delenv("STAND_IN_TRUNCATE")
+    assert sqlite_for_report(report).stat().st_size == EXPORT.stat().st_size  # the next run exports again
+
+
+def test_a_cached_export_damaged_later_is_exported_again(report, stand_in):
+    target = sqlite_for_report(report)
+    size = target.stat().st_size
+    with open(target, "r+b") as handle:  # same size, header no longer an SQLite one
+        handle.write(b"garbage!" * 4)
+    assert sqlite_for_report(report).stat().st_size == size
+    assert calls(stand_in) == 2
+
+
+def test_concurrent_runs_on_one_report_export_it_once(report, stand_in, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("STAND_IN_SLOW", "1")
+    results, errors = [], []
+
+    def run() -> None:
+        try:
+            results.append(sqlite_for_report(report))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(results)) == 1
+    assert calls(stand_in) == 1  # one export (with blobs), shared by all three runs
+    assert sorted(p.name for p in (report.parent / CACHE_DIR).iterdir()) == [f"{report.name}.sqlite", f"{report.name}.sqlite.json"]
+
+
+@pytest.mark.timeout(60)
+def test_a_hanging_nsys_is_killed_with_its_children_after_the_timeout(report, stand_in, monkeypatch, tmp_path):
+    child_pid = tmp_path / "child.pid"
+    monkeypatch.setenv("STAND_IN_HANG", str(child_pid))
+    monkeypatch.setenv("VERIFYPROF_NSYS_EXPORT_TIMEOUT", "3")
+    with pytest.raises(TraceError, match="did not finish within 3 s"):
+        sqlite_for_report(report)
+    pid = int(child_pid.read_text())
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        import time
+
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"nsys's child {pid} outlived the timeout")
+    assert list((report.parent / CACHE_DIR).iterdir()) == []

@@ -43,7 +43,7 @@ def test_range_gpu_projection_matches_nvtx_gpu_proj_sum(traced):
     result = breakdown(trace, step_regex=r"^verifyprof\.")
     steps = result.steps
     rows = [r for r in read_csv(folder / "stats_nvtx_gpu_proj_sum.csv") if r["Range"].startswith("verifyprof:")]
-    assert len(rows) >= 5
+    assert len(rows) >= (1 if "pipelined" in folder.name else 5)  # pipelined sets: verify ranges only
     for row in rows:  # other domains (e.g. CCCL's cub ranges) are not steps
         text = row["Range"].removeprefix("verifyprof:")
         ours = steps[steps["text"] == text]

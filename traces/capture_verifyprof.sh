@@ -27,9 +27,9 @@ step() {  # step NAME COMMAND...: run, log, remember failures
     "$@" >"$OUT/$name.log" 2>&1 || { echo "  FAILED ($?), see $name.log"; failed+=("$name"); }
 }
 
-breakdown() {  # breakdown DIR: the verify steps the hooks produced, as JSON and as the table
-    "$PY" -m verifyprof.cli breakdown "$1/capture.sqlite.gz" --json >"$1/breakdown.json" \
-        && COLUMNS=140 "$PY" -m verifyprof.cli breakdown "$1/capture.sqlite.gz" >"$1/breakdown.txt"
+breakdown() {  # breakdown DIR: the verify steps the hooks produced, as JSON and as the table (run in DIR: no temp path in them)
+    (cd "$1" && "$PY" -m verifyprof.cli breakdown capture.sqlite.gz --json >breakdown.json \
+        && COLUMNS=140 "$PY" -m verifyprof.cli breakdown capture.sqlite.gz >breakdown.txt)
 }
 
 step capture-workload-hooks "$PY" -m verifyprof.cli capture --gzip --hooks workload --out "$OUT/capture-workload-hooks" -- \

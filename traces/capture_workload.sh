@@ -11,7 +11,10 @@
 # OUTDIR/reference/ holds summaries of eager+graph runs in one process without nsys, with and
 # without NVTX ranges. Set KEEP_REP=1 to also copy the .nsys-rep files; PYTHON to pick the interpreter;
 # WORKLOAD_ARGS to append arguments to every workload command (e.g. "--preset tiny --device cpu" for a dry run);
-# ONLY to run a subset, e.g. ONLY=dense or ONLY=moe,reference (names containing one of the words).
+# ONLY to run a subset, e.g. ONLY=dense or ONLY=moe,reference (names containing one of the words);
+# ONLY=pipelined,compile makes the issue-9 sets: 30 verifies queued back to back without a host sync
+# (eager, CUDA graph) and eager / CUDA graph / torch.compile(reduce-overhead) verify in one process,
+# plus OUTDIR/reference/eager-graph-compile.summary.json, the same compile run without nsys.
 # Exit status: 0 when every required trace was captured and each gzipped SQLite is under 16 MiB.
 set -uo pipefail
 
@@ -31,6 +34,7 @@ if ! command -v nsys >/dev/null 2>&1; then
 fi
 command -v nsys >/dev/null 2>&1 || { echo "nsys not found: source .device/nsys-env.sh first" >&2; exit 2; }
 
+"$PY" -c "import nvtx" 2>/dev/null || echo "warning: no nvtx package for $PY: ranges go to NVTX's default domain without payload (carry the nvtx wheel)" >&2
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/verifyprof-capture.XXXXXX")
 failed=()
 started=$(date +%s)
@@ -39,6 +43,8 @@ started=$(date +%s)
 COMMON=(--warmup 5 --num-draft 3 --accept-len 2.0 --widths 1,2,4,8,16 --batch 1 --context 512)
 DENSE=(--steps 40 --decode-steps 30 --sweep-steps 8)
 MOE=(--moe-experts 64 --moe-topk 4 --moe-intermediate 1024 --steps 30 --decode-steps 20 --sweep-steps 6)
+PIPELINED=(--steps 0 --decode-steps 0 --widths "" --pipelined 30)  # verify only, no host sync between steps
+COMPILE=(--steps 30 --decode-steps 0 --widths "")                   # speculative steps, verify compiled
 read -r -a EXTRA <<<"${WORKLOAD_ARGS:-}"
 
 selected() {  # ONLY="dense-eager,reference" limits the run to names containing one of the words
@@ -63,13 +69,13 @@ capture() {  # capture NAME required|optional WORKLOAD-ARGS...
     [ "$TP" -gt 1 ] && reports=$reports,nccl_sum
     echo "[$(date +%T)] $name: capturing"
     if "${profiler[@]}" "${target[@]}" >"$dir/profile.log" 2>&1 \
-        && nsys export --type sqlite -f true -o "$dir/trace.sqlite" "$dir/trace.nsys-rep" >"$dir/export.log" 2>&1 \
+        && nsys export --type sqlite --include-blobs=true -f true -o "$dir/trace.sqlite" "$dir/trace.nsys-rep" >"$dir/export.log" 2>&1 \
         && nsys stats -q -r "$reports" --format csv -o "$dir/stats" "$dir/trace.sqlite" >"$dir/stats.log" 2>&1; then
         gzip -9 "$dir/trace.sqlite"
         [ "${KEEP_REP:-0}" = 1 ] || mv "$dir/trace.nsys-rep" "$WORK/$name.nsys-rep"
         "$PY" -m verifyprof.workload.manifest "$dir" --target-from "${#profiler[@]}" -- "${profiler[@]}" "${target[@]}" \
             || failed+=("$name (size)")
-        echo "[$(date +%T)] $name: $(du -h "$dir/trace.sqlite.gz" | cut -f1) gzipped; $(grep -E '^(spec|decode)' "$dir/profile.log" | tr '\n' ';')"
+        echo "[$(date +%T)] $name: $(du -h "$dir/trace.sqlite.gz" | cut -f1) gzipped; $(grep -E '^(spec|decode|pipe)' "$dir/profile.log" | tr '\n' ';')"
     else
         echo "[$(date +%T)] $name: FAILED, see $name/*.log" >&2
         rm -f "$dir/trace.nsys-rep" "$dir/trace.sqlite"
@@ -87,6 +93,16 @@ else
     capture workload-dense-graph required --mode graph "${COMMON[@]}" "${DENSE[@]}"
     capture workload-moe-eager required --mode eager "${COMMON[@]}" "${MOE[@]}"
     capture workload-moe-graph optional --mode graph "${COMMON[@]}" "${MOE[@]}"
+    capture workload-dense-pipelined-eager required --mode eager "${COMMON[@]}" "${PIPELINED[@]}"
+    capture workload-dense-pipelined-graph required --mode graph "${COMMON[@]}" "${PIPELINED[@]}"
+    capture workload-dense-compile required --mode eager,graph,compile "${COMMON[@]}" "${COMPILE[@]}"
+    if selected reference-compile; then  # the compile set without nsys: the profiler's dilation
+        mkdir -p "$OUT/reference"
+        echo "[$(date +%T)] reference-compile: running"
+        "$PY" -m verifyprof.workload --mode eager,graph,compile "${COMMON[@]}" "${COMPILE[@]}" "${EXTRA[@]}" \
+            --out "$OUT/reference/eager-graph-compile.summary.json" >"$OUT/reference/eager-graph-compile.log" 2>&1 \
+            || failed+=("reference-compile")
+    fi
 
     # Without nsys: eager and graph measured in one process, with and without the NVTX ranges.
     for variant in ranges noranges; do

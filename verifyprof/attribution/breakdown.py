@@ -18,9 +18,12 @@ import pandas as pd
 
 from verifyprof.attribution.context import (
     DeviceBusy,
+    busy_of,
     context_intervals,
-    device_busy,
     launch_windows,
+    op_call_ends,
+    queue_seams,
+    seam_intervals,
 )
 from verifyprof.attribution.steps import (
     NO_STEP,
@@ -100,6 +103,7 @@ def breakdown(
         raise TraceError("no GPU activity in the trace (empty capture: no kernels, copies or graphs)", where)
     calls = link_calls(trace, ops)
     launch, op_launch = launches(ops, calls)
+    seam = queue_seams(ops.device, ops.start, ops.end, op_call_ends(ops, calls))  # before the calls are released
     if release:
         calls.start = calls.end = np.empty(0, np.int64)  # launches holds what is needed of them
         calls.tid = calls.tid.copy()
@@ -109,10 +113,8 @@ def breakdown(
     else:
         steps = find_steps(trace, step_regex)
         levels = assign_levels(steps, launch, op_launch, calls)
-    replay = launch.graph_launch  # a graph replay occupies its device from its first node to its last
-    busy = device_busy(np.r_[ops.device, launch.device[replay]], np.r_[ops.start, launch.first_op_start[replay]],
-                       np.r_[ops.end, launch.last_op_end[replay]])
-    parts = [level_rows(trace, steps, ops, launch, op_launch, op_step, launch_step, busy) for op_step, launch_step in levels]
+    busy = busy_of(ops, launch, seam)
+    parts = [level_rows(trace, steps, ops, launch, op_launch, op_step, launch_step, busy, seam) for op_step, launch_step in levels]
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     rows = _add_idle_steps(rows, steps).sort_values(["step", "device"], kind="stable").reset_index(drop=True)
     rows.insert(rows.columns.get_loc("wall_ns") + 1, "cost_ns", rows["wall_ns"] - rows["other_work"])  # what the step occupies
@@ -142,7 +144,7 @@ def breakdown(
 
 def level_rows(
     trace: Trace, steps: pd.DataFrame, ops: GpuOps, launch: Launches, op_launch: np.ndarray, op_step: np.ndarray,
-    launch_step: np.ndarray, busy_union: DeviceBusy,
+    launch_step: np.ndarray, busy_union: DeviceBusy, seam: np.ndarray,
 ) -> pd.DataFrame:
     """One row per (step, device) of one nesting level, with window, counts, mode and phases."""
     member = np.flatnonzero(op_step != NO_STEP).astype(np.int32 if len(op_step) < 2**31 else np.int64)
@@ -189,7 +191,8 @@ def level_rows(
     graph_kernel = is_kernel & (op_row >= 0)
     graph_kernel[graph_kernel] = launch.graph_launch[op_row[graph_kernel]]
     graph_kernels = np.bincount(window[graph_kernel], minlength=n)
-    context = context_intervals(launch, mine, launch_window, ws, we, busy_union, window_device)
+    seams = seam_intervals(seam[member], start, window, _graph_op(op_row, launch), ws)
+    context = context_intervals(launch, mine, launch_window, ws, we, busy_union, window_device, seams)
 
     del graph_kernel, op_row, is_kernel
     phase = ops.phase[member]
@@ -219,6 +222,13 @@ def level_rows(
     rows["attrs"] = info["attrs"]
     _add_phase_columns(rows, result.phase_ns, result.total_ns, counts)
     return rows
+
+
+def _graph_op(op_row: np.ndarray, launch: Launches) -> np.ndarray:
+    """Whether each op (by its launch row, -1 if unlinked) came from a graph launch."""
+    out = op_row >= 0
+    out[out] = launch.graph_launch[op_row[out]]
+    return out
 
 
 def _add_phase_columns(rows: pd.DataFrame, phase_ns: np.ndarray, total_ns: np.ndarray, counts: np.ndarray) -> None:

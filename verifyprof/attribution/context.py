@@ -9,6 +9,10 @@ split a step's non-busy time by what the GPU waited for (see :mod:`verifyprof.at
   step's window (its own replays' gaps stay ``graph_gap``: that slot ranks above)
 * an op queued (its call returned) while the device sat idle for longer than ``BLOCKED_IDLE_NS``:
   the stream was blocked (an event wait on work outside the step, a sync) -> ``host_wait``
+* the short idle *seam* before an op that sat in its device's queue (its call had returned before
+  the device finished the op before it): the device's latency in starting it, owned by the op's
+  step (``launch_gap`` eager, ``graph_launch`` for a graph's first node); for every other step
+  the seam is part of the device's busy time -> ``other_work``
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from verifyprof.attribution.sweep import (
     GRAPH_REPLAY,
     LAUNCH,
     OTHER_BUSY,
+    SEAM_EAGER,
+    SEAM_GRAPH,
     Intervals,
 )
 
@@ -53,6 +59,48 @@ def device_busy(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> Devic
         starts[int(dev)] = s[heads]
         ends[int(dev)] = np.maximum.reduceat(e, heads)
     return DeviceBusy(starts, ends)
+
+
+def op_call_ends(ops, calls) -> np.ndarray:  # (GpuOps, Calls)
+    """When each op's launching call returned (int64 max for unlinked ops)."""
+    big = np.iinfo(np.int64).max
+    if len(calls.end) == 0:
+        return np.full(len(ops), big, np.int64)
+    return np.where(ops.call >= 0, calls.end[np.maximum(ops.call, 0)], big)
+
+
+def busy_of(ops, launch: Launches, seam: np.ndarray) -> DeviceBusy:  # ops: GpuOps
+    """The device-busy union the breakdown uses: every op, every graph replay from its first node
+    to its last, and the seams before queued ops (the device starting its next op)."""
+    replay, queued = launch.graph_launch, seam >= 0
+    return device_busy(np.r_[ops.device, launch.device[replay], ops.device[queued]],
+                       np.r_[ops.start, launch.first_op_start[replay], seam[queued]],
+                       np.r_[ops.end, launch.last_op_end[replay], ops.start[queued]])
+
+
+def queue_seams(device: np.ndarray, start: np.ndarray, end: np.ndarray, call_end: np.ndarray) -> np.ndarray:
+    """Per op, the start of the idle seam before it while it sat queued (its launch call returned
+    before the device finished the op before it), or -1; seams over ``BLOCKED_IDLE_NS`` are
+    blocked queues, not start latency, and are left to ``blocked_intervals``."""
+    seam = np.full(len(start), -1, np.int64)
+    for dev in np.unique(device):  # a handful of devices
+        idx = np.flatnonzero(device == dev)
+        order = idx[np.argsort(start[idx], kind="stable")]
+        prev = np.r_[np.iinfo(np.int64).min // 2, np.maximum.accumulate(end[order])[:-1]]
+        s = start[order]
+        queued = (call_end[order] <= prev) & (prev < s) & (s - prev <= BLOCKED_IDLE_NS)
+        seam[order[queued]] = prev[queued]
+    return seam
+
+
+def seam_intervals(seam: np.ndarray, start: np.ndarray, window: np.ndarray, graph: np.ndarray, ws: np.ndarray) -> list[Intervals]:
+    """The seams of a level's member ops, each in its window, by launch kind."""
+    has = seam >= 0
+    out = []
+    for kind, slot in ((~graph, SEAM_EAGER), (graph, SEAM_GRAPH)):
+        m = has & kind
+        out.append(_intervals([(window[m], np.maximum(seam[m], ws[window[m]]), start[m])], slot))
+    return out
 
 
 def busy_in_windows(busy: DeviceBusy, ws: np.ndarray, we: np.ndarray, device: np.ndarray) -> Intervals:
@@ -127,13 +175,14 @@ def blocked_intervals(busy: DeviceBusy, launch: Launches, mine: np.ndarray, wind
 
 
 def context_intervals(launch: Launches, mine: np.ndarray, launch_window: np.ndarray, ws: np.ndarray, we: np.ndarray,
-                      busy: DeviceBusy, window_device: np.ndarray) -> Intervals:
+                      busy: DeviceBusy, window_device: np.ndarray, seams: list[Intervals]) -> Intervals:
     """Every context interval of one level's windows, sorted by window (as the sweep needs)."""
     parts = [
         launch_intervals(*issue_intervals(launch, mine, launch_window), ws, we),
         *graph_intervals(launch, mine, launch_window, ws, we),
         busy_in_windows(busy, ws, we, window_device),
         blocked_intervals(busy, launch, mine, launch_window, window_device),
+        *seams,
     ]
     window = np.concatenate([p.window for p in parts]).astype(np.int64)
     order = np.argsort(window, kind="stable")

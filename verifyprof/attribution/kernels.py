@@ -60,7 +60,7 @@ def kernel_table(trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None
         for op_step, _ in levels:
             inside |= op_step != NO_STEP
         selected &= inside
-        scope = f"kernels launched inside ranges matching {step_regex!r}"
+        scope = f"kernels launched inside ranges matching '{step_regex}'"
     frame = pd.DataFrame({"name_id": ops.name_id[selected], "phase": ops.phase[selected], "ns": ops.end[selected] - ops.start[selected]})
     table = frame.groupby("name_id", sort=False).agg(phase=("phase", "first"), count=("ns", "size"), total_ns=("ns", "sum")).reset_index()
     table["name"] = trace.strings.lookup(table["name_id"].to_numpy())

@@ -24,13 +24,12 @@ import pandas as pd
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import NoStepsError
-from verifyprof.contracts.ranges import split_text
+from verifyprof.contracts.ranges import step_name
 from verifyprof.trace.events import COPY_KIND_MEMSET, RANGE_KIND_GPU_ANNOTATION, Trace
 from verifyprof.trace.nesting import nesting_depth
 
 WHOLE_TRACE = "whole_trace"
 _KEY_SHIFT = np.int64(1) << np.int64(40)  # (pid, correlation) -> one int64 key
-_DIGITS = re.compile(r"\d+")
 _ATTR = re.compile(r"(\w+)=([\w.]+)")
 NO_STEP = -1
 
@@ -121,19 +120,12 @@ def link_calls(trace: Trace, ops: GpuOps) -> Calls:
     )
 
 
-def step_name(text: str) -> str:
-    """The group a step belongs to: verifyprof's base name, or the text with numbers as N."""
-    if text.startswith("verifyprof."):
-        return split_text(text)[0]
-    return _DIGITS.sub("N", text)
-
-
 def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
     """Host ranges whose text matches ``regex`` (re.search): one row per step."""
     try:
         re.compile(regex)
     except re.error as exc:
-        raise NoStepsError(f"--range {regex!r} is not a valid regular expression: {exc}") from None
+        raise NoStepsError(f"--range '{regex}' is not a valid regular expression: {exc}") from None
     ranges = trace.ranges
     host = ranges[ranges["kind"].to_numpy() != RANGE_KIND_GPU_ANNOTATION]
     matching = trace.strings.matching(regex) if len(trace.strings) else np.zeros(0, bool)
@@ -264,10 +256,10 @@ def _match_calls(level_steps: pd.DataFrame, call_tid: np.ndarray, call_start: np
 
 def _no_steps_message(trace: Trace, host: pd.DataFrame, regex: str) -> str:
     if host.empty:
-        return f"no range matches --range {regex!r}: the trace has no NVTX ranges or annotations (use --whole-trace)"
+        return f"no range matches --range '{regex}': the trace has no NVTX ranges or annotations (use --whole-trace)"
     ids, n_ids = np.unique(host["name_id"].to_numpy(), return_counts=True)
     counts: Counter[str] = Counter()
     for sid, n in zip(ids, n_ids):  # once per distinct range text
         counts[step_name(trace.strings[int(sid)])] += int(n)
     common = ", ".join(f"{name!r} ({n})" for name, n in counts.most_common(8))
-    return f"no range matches --range {regex!r}; most frequent range names: {common}"
+    return f"no range matches --range '{regex}'; most frequent range names: {common}"

@@ -62,13 +62,12 @@ def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None, kerne
             continue
         for kind in sorted(kinds, key=lambda v: (_tokens(v), v)):
             groups.append(_group_summary(name, rows[in_name & (variants.to_numpy() == kind)], kind))
-    summary: dict[str, Any] = {"unit": "ns", "groups": groups}
+    # both keys always present (the documented form): null when there is nothing to report
+    summary: dict[str, Any] = {"unit": "ns", "groups": groups, "collectives": None, "collective_kernels": kernel_stats}
     if collectives is not None:
         from verifyprof.attribution.comm import summarize_calls
 
         summary["collectives"] = summarize_calls(collectives)
-    if kernel_stats is not None:
-        summary["collective_kernels"] = kernel_stats  # comm.summarize_kernels of every collective kernel
     return summary
 
 

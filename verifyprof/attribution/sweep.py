@@ -23,17 +23,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifyprof.contracts import phases
+from verifyprof.contracts.errors import TraceError
 
 N_BUSY = len(phases.PRIORITY)
 # Slots of the non-busy intervals, lowest priority first; each books its uncovered time to a phase.
 LAUNCH = N_BUSY  # this step's launch calls (bridged): GPU idle -> launch_gap
 BLOCKED = N_BUSY + 1  # queued work blocked while the device sat idle (event wait, sync) -> host_wait
 GRAPH_CALL = N_BUSY + 2  # a graph-launch call up to its first node -> graph_launch
-OTHER_BUSY = N_BUSY + 3  # the device busy (any op, or inside any graph replay) -> other_work
-GRAPH_REPLAY = N_BUSY + 4  # first to last node of one of this step's graph replays -> graph_gap
-BOUNDARY = N_BUSY + 5  # slot of window start/end markers
+OTHER_BUSY = N_BUSY + 3  # the device busy (any op, any graph replay, any op's queue seam) -> other_work
+SEAM_EAGER = N_BUSY + 4  # idle just before one of this step's queued eager ops (launch latency) -> launch_gap
+SEAM_GRAPH = N_BUSY + 5  # idle just before one of this step's queued graph nodes -> graph_launch
+GRAPH_REPLAY = N_BUSY + 6  # first to last node of one of this step's graph replays -> graph_gap
+BOUNDARY = N_BUSY + 7  # slot of window start/end markers
 IDLE_SLOTS = {LAUNCH: "launch_gap", BLOCKED: "host_wait", GRAPH_CALL: "graph_launch", OTHER_BUSY: "other_work",
-              GRAPH_REPLAY: "graph_gap"}  # lowest priority first
+              SEAM_EAGER: "launch_gap", SEAM_GRAPH: "graph_launch", GRAPH_REPLAY: "graph_gap"}  # lowest priority first
 SLOT_BITS = 6  # 5 bits of slot (<= 32 slots) + 1 bit open/close
 CHUNK_INTERVALS = 1 << 18  # intervals per sweep chunk: bounds memory on million-kernel traces
 IDLE_HOST = phases.INDEX["host_wait"]
@@ -82,7 +85,9 @@ def sweep(windows: Windows, busy: Intervals, launches: Intervals, chunk_interval
         phase_ns[lo:hi], total_ns[lo:hi] = _sweep_chunk(Windows(windows.ws[lo:hi], windows.we[lo:hi]), chunk)
         lo = hi
     wall = windows.we - windows.ws
-    assert np.array_equal(phase_ns.sum(axis=1), wall), "phases must sum to wall time"
+    if not np.array_equal(phase_ns.sum(axis=1), wall):  # an invariant: only inconsistent timestamps break it
+        raise TraceError("timestamps cannot be attributed consistently (phases do not sum to the step's wall time): "
+                         "clocks of merged files too far apart, or corrupt times")
     return SweepResult(phase_ns, total_ns)
 
 

@@ -21,7 +21,6 @@ from verifyprof.capture.target_hooks import never_fired_lines
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import MANIFEST
 
-
 # Signals that end a capture the way Ctrl-C does: a job scheduler's kill (SIGTERM), a closed
 # terminal (SIGHUP), Ctrl-\\ (SIGQUIT). Each becomes an interruption, so the cleanup runs.
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))

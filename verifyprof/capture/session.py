@@ -14,7 +14,12 @@ from pathlib import Path
 from rich.console import Console
 
 from verifyprof.capture import driver, manifest, nsys
-from verifyprof.capture.options import CaptureOptions, check_out_dir, server_address, split_server_cmd
+from verifyprof.capture.options import (
+    CaptureOptions,
+    check_out_dir,
+    server_address,
+    split_server_cmd,
+)
 from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
 from verifyprof.capture.hooks.search_path import importable_from, program_folder

@@ -22,9 +22,9 @@ from verifyprof.contracts.ranges import (
     DECODE,
     DRAFT,
     DRAFT_EXTEND,
-    SGLANG_VERIFY_PATTERN,
     SPEC_STEP,
     VERIFY,
+    is_phase,
 )
 from verifyprof.contracts.schema import COMM_COLUMNS, WHOLE_TRACE, BreakdownFrame
 
@@ -176,7 +176,9 @@ def _first_number(attrs: pd.DataFrame, keys: tuple[str, ...], integer: bool) -> 
 
 
 def _is_verify(names: pd.Series) -> pd.Series:
-    return (names == VERIFY) | names.str.contains(SGLANG_VERIFY_PATTERN, regex=True)
+    """verifyprof's verify ranges, SGLang's TARGET_VERIFY spans and user ranges named verify."""
+    verdict = {name: is_phase(name, "verify") for name in names.unique()}  # a handful of step names
+    return names.map(verdict).astype(bool)
 
 
 def _most_frequent(values: pd.Series) -> int | str | None:

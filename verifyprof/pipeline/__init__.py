@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.breakdown import breakdown as attribute
@@ -20,6 +24,8 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.model.candidates import Ranking
+from verifyprof.model.compare import Comparison, check_predictions
+from verifyprof.model.compare import compare as compare_frames
 from verifyprof.model.profile import verify_profile
 from verifyprof.model.verdict import verdict as verdict_line
 from verifyprof.model.whatif import (
@@ -28,10 +34,17 @@ from verifyprof.model.whatif import (
     from_breakdown,
     plain_numbers,
 )
+from verifyprof.pipeline.parallel import (
+    MapOptions,
+    ParallelOptions,
+    breakdown_files,
+    rank_files,
+)
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import Trace
 
-__all__ = ["load", "breakdown", "breakdown_frame", "kernels", "whatif", "whatif_plain", "verdict", "is_breakdown_json"]
+__all__ = ["load", "breakdown", "ParallelOptions", "breakdown_frame", "kernels", "whatif", "whatif_plain", "verdict",
+           "is_breakdown_json", "load_input", "compare", "whatif_of", "report"]
 
 _SCHEMA_HEAD = re.compile(rb'"schema"\s*:\s*"verifyprof\.breakdown/')
 
@@ -42,16 +55,27 @@ def load(source: str | Path) -> Trace:
 
 
 def breakdown(
-    source: str | Path | Trace,
+    source: str | Path | Trace | list[str | Path],
     step_regex: str | None = None,
     taxonomy: str | Path | None = None,
     whole_trace: bool = False,
     release: bool = False,
+    parallel: ParallelOptions | None = None,
 ) -> Breakdown:
     """Per step and device, where the wall time went (see :mod:`verifyprof.attribution.breakdown`).
 
-    ``release=True`` drops the trace's event tables once read: for one-shot runs such as the CLI.
+    ``source``: a trace, or file(s), directories and globs; several files are mapped one per
+    process (``parallel``: local workers or a Dask scheduler) and reduced into one multi-rank
+    breakdown (:mod:`verifyprof.pipeline.parallel`). ``release=True`` drops the trace's event
+    tables once read: for one-shot runs such as the CLI.
     """
+    if not isinstance(source, Trace):
+        specs = list(source) if isinstance(source, (list, tuple)) else [source]
+        files, notes = rank_files(specs)
+        if len(files) > 1 or (parallel is not None and parallel.scheduler):
+            options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
+            return breakdown_files(files, options, parallel, notes)
+        source = specs[0] if notes and len(specs) == 1 else files[0]  # one file: read as always
     trace = source if isinstance(source, Trace) else load(source)
     return attribute(trace, step_regex=step_regex or DEFAULT_STEP_REGEX, taxonomy=load_taxonomy(taxonomy),
                      whole_trace=whole_trace, release=release)
@@ -89,6 +113,7 @@ def breakdown_frame(
     step_regex: str | None = None,
     whole_trace: bool = False,
     taxonomy: str | Path | None = None,
+    parallel: ParallelOptions | None = None,
 ) -> BreakdownFrame:
     """What the model consumes, from a breakdown JSON, a trace, or a breakdown already made."""
     if isinstance(source, Breakdown):
@@ -96,15 +121,16 @@ def breakdown_frame(
     path = Path(str(source))
     if is_breakdown_json(path):
         return read_breakdown_json(path)
-    return breakdown(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace).frame()
+    return breakdown(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, parallel=parallel).frame()
 
 
-def whatif(options: WhatifOptions) -> Ranking:
-    """``whatif --from``: the breakdown of ``options.source`` (JSON or trace) ranked into candidates."""
+def whatif(options: WhatifOptions, parallel: ParallelOptions | None = None) -> Ranking:
+    """``whatif --from``: the breakdown of ``options.source`` (JSON, trace, or several trace
+    files by directory or glob) ranked into candidates."""
     if options.source is None:
         raise VerifyprofError("give --from a breakdown JSON or a trace")
     check_options(options)  # a bad option fails before a trace is read
-    frame = breakdown_frame(options.source, options.step_range, options.whole_trace)
+    frame = breakdown_frame(options.source, options.step_range, options.whole_trace, parallel=parallel)
     return from_breakdown(frame, options)
 
 
@@ -123,3 +149,136 @@ def verdict(result: Breakdown, accept_len: float | None = None, manifest: Path |
 def whatif_plain(options: WhatifOptions) -> dict:
     """``whatif --verify-ms ... --accept-len ...``: plain numbers, no breakdown."""
     return plain_numbers(options)
+
+
+# ---- compare and report (issue 13) ------------------------------------------------------------
+
+VERIFY_KERNELS_REGEX = r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"  # kernel families: the verify ranges' kernels
+
+
+@dataclass
+class Loaded:
+    """One input of compare/report: its breakdown frame and, for a trace, what only a trace has."""
+
+    frame: BreakdownFrame
+    result: Breakdown | None = None  # None for a breakdown JSON
+    kernel_table: KernelTable | None = None
+    verify_kernels: Any = None  # kernel table (DataFrame) of the verify ranges, for kernel families
+
+    @property
+    def trace(self) -> Trace | None:
+        return self.result.trace if self.result is not None else None
+
+
+def load_input(source: str | Path, step_regex: str | None = None, taxonomy: str | Path | None = None, whole_trace: bool = False) -> Loaded:
+    """A breakdown JSON read back, or a trace broken down with its kernel tables (the trace is kept: the report's timeline needs it)."""
+    path = Path(str(source))
+    if is_breakdown_json(path):
+        return Loaded(frame=read_breakdown_json(path))
+    trace = load(source)
+    result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
+    rules = load_taxonomy(taxonomy)
+    table = kernel_table(trace, rules)
+    try:
+        verify = kernel_table(trace, rules, step_regex=VERIFY_KERNELS_REGEX).table
+    except VerifyprofError:  # no verify ranges or none with kernels: families from the whole trace
+        verify = table.table
+    return Loaded(frame=result.frame(), result=result, kernel_table=table, verify_kernels=verify)
+
+
+def _input(source: str | Path | Loaded, step_regex: str | None, taxonomy: str | Path | None) -> Loaded:
+    return source if isinstance(source, Loaded) else load_input(source, step_regex=step_regex, taxonomy=taxonomy)
+
+
+def whatif_of(frame: BreakdownFrame, accept_len: float | None = None, manifest: str | Path | None = None) -> Ranking | None:
+    """The what-if of a breakdown when an accept length is known (``accept_len`` or a manifest), else None."""
+    if accept_len is None and manifest is None:
+        return None
+    options = WhatifOptions(accept_len=accept_len, manifest=Path(manifest) if manifest else None)
+    return from_breakdown(frame, options)
+
+
+def compare(
+    before: str | Path | Loaded,
+    after: str | Path | Loaded,
+    accept_len: float | None = None,
+    manifest: str | Path | None = None,
+    step_regex: str | None = None,
+    taxonomy: str | Path | None = None,
+) -> Comparison:
+    """``verifyprof compare BEFORE AFTER``: the verify steps side by side and, when an accept length
+    is known, BEFORE's what-if prediction for the change beside AFTER's measured cycle."""
+    b, a = _input(before, step_regex, taxonomy), _input(after, step_regex, taxonomy)
+    result = compare_frames(b.frame, a.frame, b.verify_kernels, a.verify_kernels)
+    if accept_len is None and manifest is None:
+        result.prediction_note = "no accept length: give --accept-len or --manifest for the prediction check"
+        return result
+    try:
+        before_whatif = whatif_of(b.frame, accept_len, manifest)
+        assert before_whatif is not None
+        after_whatif = whatif_of(a.frame, before_whatif.current.accept_len)
+        assert after_whatif is not None
+    except VerifyprofError as err:
+        result.prediction_note = f"no prediction check: {err.problem}"
+        return result
+    check_predictions(result, before_whatif.to_json(), after_whatif.to_json())
+    return result
+
+
+def median_verify_windows(frame: BreakdownFrame, summary: dict[str, Any]) -> list[tuple[int, int]]:
+    """The (step, device) windows a report's timeline draws: per rank (or device), the step
+    nearest the median wall of the first summary group (the verify steps come first)."""
+    from verifyprof.attribution.summary import variant
+
+    groups = summary.get("groups") or []
+    if not groups:
+        return []
+    first = groups[0]
+    steps = frame.steps
+    rows = steps[(steps["name"] == first["name"]).to_numpy() & (steps["device"] >= 0).to_numpy()]
+    rows = rows[[variant(a) == first["variant"] for a in rows["attrs"]]] if first["variant"] else rows
+    windows = []
+    for _, group in rows.groupby(["rank", "device"], sort=True):  # ranks: a handful
+        wall = group["wall_ns"].to_numpy()
+        pick = group.iloc[int(abs(wall - float(np.median(wall))).argmin())]
+        windows.append((int(pick["step"]), int(pick["device"])))
+    return windows[:16]
+
+
+def report(
+    source: str | Path,
+    compare_with: str | Path | None = None,
+    accept_len: float | None = None,
+    manifest: str | Path | None = None,
+    step_regex: str | None = None,
+    taxonomy: str | Path | None = None,
+    top_kernels: int = 40,
+    whole_trace: bool = False,
+):
+    """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or breakdown JSON."""
+    from verifyprof.attribution.summary import summarize
+    from verifyprof.attribution.timeline import step_timelines
+    from verifyprof.contracts import phases as phase_names
+    from verifyprof.report.data import ReportData
+
+    loaded = load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
+    frame = loaded.frame
+    summary = loaded.result.summary() if loaded.result is not None else (frame.summary or summarize(frame.steps))
+    data = ReportData(source=str(source), trace=frame.trace, phases=list(phase_names.ALL), steps=frame.steps, summary=summary)
+    try:
+        ranking = whatif_of(frame, accept_len, manifest)
+        data.whatif = ranking.to_json() if ranking is not None else None
+        data.whatif_note = "" if ranking is not None else "no plan: give an accept length (--accept-len A or --manifest M)"
+    except VerifyprofError as err:
+        data.whatif_note = f"no plan: {err.problem}"
+    if loaded.result is not None and loaded.trace is not None:
+        data.kernels = loaded.kernel_table.to_json(top_kernels) if loaded.kernel_table is not None else None
+        windows = median_verify_windows(frame, summary)
+        per_window = max(400, 4000 // max(len(windows), 1))  # the page stays a few MB with many ranks
+        data.timelines = step_timelines(loaded.trace, loaded.result, windows, taxonomy=load_taxonomy(taxonomy), max_ops=per_window)
+    else:
+        data.timeline_note = "the timeline and the kernel table need the trace (a breakdown JSON has no kernels): give the trace"
+    if compare_with is not None:
+        after = load_input(compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
+        data.compare = compare(loaded, after, accept_len=accept_len, manifest=manifest).to_json()
+    return data

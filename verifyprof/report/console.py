@@ -1,5 +1,6 @@
 """Rich tables for the terminal. Reads the same dicts as the JSON output, so what a user sees
-and what a script parses never disagree."""
+and what a script parses never disagree; every table fits the console's width (names shorten,
+numbers never: :mod:`verifyprof.report.layout`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from verifyprof.contracts import phases
+from verifyprof.contracts import ranges
+from verifyprof.report.layout import Col, fits, fitted_table, short_name
 
 
 def _ms(ns: float) -> str:
@@ -33,82 +34,90 @@ def _pct(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:.1f}" if whole else "-"
 
 
-def print_breakdown(result: Any, console: Console | None = None, show_zero: bool = False) -> None:
+def _count(value: float) -> str:
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+
+def lead_group(groups: list[dict[str, Any]]) -> int | None:
+    """Index of the group to lead with: the verify steps (verifyprof, SGLang or a user's ranges;
+    not a width sweep) with the most steps, else the group with the most steps."""
+    if not groups:
+        return None
+    verify = [i for i, g in enumerate(groups) if ranges.is_phase(g["name"], "verify") and "sweep=1" not in (g.get("variant") or "")]
+    pool = verify or range(len(groups))
+    return max(pool, key=lambda i: (groups[i]["steps"], -i))
+
+
+def print_breakdown(result: Any, console: Console | None = None, show_zero: bool = False, show_all: bool = False) -> None:
+    """The verify step's phase table first, the other step groups as one table (``show_all``:
+    a phase table for every group), then the collectives."""
     console = console or Console()
-    # the summary and header only: per-step records are for --json and files
-    data = {"trace": result.trace_info(), "summary": result.summary()} if hasattr(result, "trace_info") else result
+    data = {**result.header(), "summary": result.summary()} if hasattr(result, "header") else result
+    _print_header(console, data)
+    groups = data["summary"]["groups"]
+    phase_names = data.get("phases") or (list(groups[0]["phases"]) if groups else [])
+    lead = lead_group(groups)
+    if show_all:
+        for group in groups:
+            _print_group(console, group, phase_names, show_zero)
+    elif lead is not None:
+        _print_group(console, groups[lead], phase_names, show_zero)
+        others = [g for i, g in enumerate(groups) if i != lead]
+        if others:
+            _print_other_groups(console, others, phase_names)
+    _print_collectives(console, data["summary"])
+
+
+def _print_header(console: Console, data: dict[str, Any]) -> None:
     trace = data["trace"]
     paths = ", ".join(trace["path"])
-    console.print(f"[bold]{paths}[/bold]  ({trace['format']}, {trace['kernels']} kernels, devices {[d['device'] for d in trace['devices']]}, ranks {trace['ranks'] or '-'})")
+    devices = [d["device"] for d in trace["devices"]]
+    console.print(f"[bold]{escape(paths)}[/bold]  ({trace['format']}, {trace['kernels']} kernels, devices {devices}, ranks {trace['ranks'] or '-'})")
+    options = data.get("options") or {}
+    if options.get("whole_trace"):
+        console.print("steps: one per device spanning the whole trace (--whole-trace)", highlight=False)
+    elif options.get("range"):
+        console.print(f"steps: ranges whose text matches the regex {options['range']}", markup=False, highlight=False, soft_wrap=True)
     for warning in trace.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     if trace.get("unlinked_ops"):
         console.print(f"[yellow]note:[/yellow] {trace['unlinked_ops']} GPU ops have no launching API call in the trace and belong to no step")
-    for group in data["summary"]["groups"]:
-        _print_group(console, group, show_zero)
-    collectives = data["summary"].get("collectives")
-    if collectives:
-        table = Table(title="Collectives across ranks (per call)", title_justify="left")
-        for col in ("collective", "calls", "devices", "transfer p50 ms", "wait p50 ms", "spread p50 ms", "spread p90 ms", "bytes p50", "busbw p50 GB/s"):
-            table.add_column(col, justify="right" if col != "collective" else "left")
-        for family, stats in collectives.items():
-            table.add_row(family, str(stats["calls"]), str(stats["devices"]), _ms(stats["transfer_ns_p50"]), _ms(stats["wait_ns_p50"]), _ms(stats["spread_ns_p50"]), _ms(stats["spread_ns_p90"]),
-                          _bytes(stats.get("bytes_p50")), _gbps(stats.get("busbw_gbps_p50")))
-        console.print(table)
-        console.print("  busbw: nccl-tests' bus bandwidth over the transfer time (after the last rank joined); bytes: the call's size S as nccl-tests counts it")
-    kernels = data["summary"].get("collective_kernels")
-    if kernels and not collectives:
-        _print_collective_kernels(console, kernels)
 
 
-def _print_collective_kernels(console: Console, kernels: dict[str, Any]) -> None:
-    """One rank's view (no other rank to match against): kernel time includes waiting for peers."""
-    table = Table(title="Collective kernels (one rank: not matched across ranks)", title_justify="left")
-    for col in ("collective", "kernels", "devices", "kernel p50 ms", "kernel p90 ms", "sized", "bytes p50", "ranks", "busbw >= GB/s"):
-        table.add_column(col, justify="right" if col != "collective" else "left")
-    for family, stats in kernels.items():
-        table.add_row(family, str(stats["kernels"]), str(stats["devices"]), _ms(stats["kernel_ns_p50"]), _ms(stats["kernel_ns_p90"]), str(stats["sized_calls"]),
-                      _bytes(stats.get("bytes_p50")), str(stats.get("group_size") or "-"), _gbps(stats.get("kernel_busbw_gbps_p50")))
-    console.print(table)
-    console.print("  kernel time includes waiting for the other ranks, so busbw from it is a lower bound on the link's bus bandwidth")
+def _label(group: dict[str, Any]) -> str:
+    return f"{group['name']} [{group['variant']}]" if group.get("variant") else group["name"]
 
 
-def _print_group(console: Console, group: dict[str, Any], show_zero: bool) -> None:
-    median = group["median_step"]
+def _print_group(console: Console, group: dict[str, Any], phase_names: list[str], show_zero: bool) -> None:
     wall = group["wall_ns"]
+    median = group["median_step"]
     modes = ", ".join(f"{k} {v}" for k, v in group["modes"].items())
-    label = escape(f"{group['name']} [{group['variant']}]" if group.get("variant") else group["name"])
-    title = (
-        f"{label}: {group['steps']} steps on devices {group['devices']} ({modes}); "
-        f"wall mean {_ms(wall['mean'])} / p50 {_ms(wall['p50'])} / p90 {_ms(wall['p90'])} ms; "
-        f"median step #{median['index']} (device {median['device']}) {_ms(median['wall_ns'])} ms"
+    console.print(
+        f"\n[bold]{escape(_label(group))}[/bold]: {group['steps']} step{'s' if group['steps'] != 1 else ''} on devices {group['devices']} ({modes}); "
+        f"per step {_count(group['kernels']['mean'])} kernels, {_count(group['launches']['mean'])} launches (means); "
+        f"median step #{median['index']} (device {median['device']}) {_ms(median['wall_ns'])} ms",
+        highlight=False,
     )
-    table = Table(title=title, title_justify="left")
-    table.add_column("phase")
-    table.add_column("median step ms", justify="right")
-    table.add_column("%", justify="right")
-    table.add_column("mean ms", justify="right")
-    table.add_column("p50 ms", justify="right")
-    table.add_column("p90 ms", justify="right")
     by_rank = group.get("by_rank", {})
     ranks = [r for r in by_rank if r != "-1"]
-    if len(ranks) > 1:
-        for rank in ranks:
-            table.add_column(f"rank {rank} mean", justify="right")
-    for phase in phases.ALL:
-        stats = group["phases"][phase]
-        if not show_zero and stats["mean"] == 0 and median["phases"][phase] == 0:
-            continue
-        row = [phase, _ms(median["phases"][phase]), _pct(median["phases"][phase], median["wall_ns"]), _ms(stats["mean"]), _ms(stats["p50"]), _ms(stats["p90"])]
-        if len(ranks) > 1:
-            row += [_ms(by_rank[r]["phases"][phase]) for r in ranks]
-        table.add_row(*row)
-    table.add_section()
-    total_row = ["wall", _ms(median["wall_ns"]), "100.0", _ms(wall["mean"]), _ms(wall["p50"]), _ms(wall["p90"])]
-    if len(ranks) > 1:
-        total_row += [_ms(by_rank[r]["wall_ns"]["mean"]) for r in ranks]
-    table.add_row(*total_row, style="bold")
+    rank_cols = ranks if len(ranks) > 1 else []
+    shown = [p for p in phase_names if show_zero or group["phases"][p]["mean"] or median["phases"].get(p)]
+    rows = [[p, _ms(group["phases"][p]["mean"]), f"{100 * group['phases'][p]['share']:.1f}", _ms(group["phases"][p]["p50"]),
+             _ms(group["phases"][p]["p90"])] + [_ms(by_rank[r]["phases"][p]) for r in rank_cols] for p in shown]
+    rows.append(["wall", _ms(wall["mean"]), "100.0", _ms(wall["p50"]), _ms(wall["p90"])] + [_ms(by_rank[r]["wall_ns"]["mean"]) for r in rank_cols])
+    columns = [Col("phase", "text"), Col("mean ms"), Col("% of mean\nwall"), Col("p50 ms"), Col("p90 ms")] + [Col(f"rank {r}\nmean ms") for r in rank_cols]
+    if rank_cols and not fits(console, columns, rows):
+        rows = [row[:5] for row in rows]
+        columns = columns[:5]
+        rank_cols = []
+        console.print(f"  ({len(ranks)} ranks: per-rank columns need a wider terminal, or see --json by_rank)", highlight=False)
+    table = fitted_table(console, columns, rows, styles=[None] * (len(rows) - 1) + ["bold"])
     console.print(table)
+    console.print("  % = mean phase time / mean wall time (the JSON's share); phases sum to the wall time", style="dim", highlight=False)
+    _print_group_notes(console, group)
+
+
+def _print_group_notes(console: Console, group: dict[str, Any]) -> None:
     totals = group.get("totals", {})
     hidden = [
         f"{p} {_ms(totals[p]['mean'])} ms in total, {_ms(totals[p]['mean'] - group['phases'][p]['mean'])} ms of it hidden behind compute"
@@ -116,74 +125,136 @@ def _print_group(console: Console, group: dict[str, Any], show_zero: bool) -> No
         if totals[p]["mean"] - group["phases"][p]["mean"] > 0
     ]
     if hidden:
-        console.print("  " + "; ".join(hidden) + " (the table shows exposed time)")
+        console.print("  " + "; ".join(hidden) + " (the table shows exposed time)", highlight=False)
     if "comm" in group:
         comm = group["comm"]
         console.print(
-            f"  collectives: {comm['comm_calls']['mean']} calls/step, wait for slowest rank {_ms(comm['comm_wait_ns']['mean'])} ms, "
-            f"transfer {_ms(comm['comm_transfer_ns']['mean'])} ms (means per step)"
+            f"  collectives: {_count(comm['comm_calls']['mean'])} calls/step, wait for slowest rank {_ms(comm['comm_wait_ns']['mean'])} ms, "
+            f"transfer {_ms(comm['comm_transfer_ns']['mean'])} ms (means per step)",
+            highlight=False,
         )
 
 
-def short_name(name: str, width: int = 100) -> str:
-    """A kernel name a human can scan: no ``void`` or parameters, templates folded past one level."""
-    name = name.removeprefix("void ")
-    out, angle, paren = [], 0, 0
-    for ch in name:  # per character of one name, for display only
-        if ch == "(":
-            paren += 1
-            if paren == 1 and angle == 0:
-                break  # parameters say nothing the name does not
-        elif ch == ")":
-            paren = max(paren - 1, 0)
-        elif ch == "<":
-            angle += 1
-            if angle == 2:
-                out.append("<…>")
-            if angle > 1:
-                continue
-        elif ch == ">":
-            angle = max(angle - 1, 0)
-            if angle >= 1:
-                continue
-        if angle <= 1:
-            out.append(ch)
-    text = "".join(out)
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _print_other_groups(console: Console, groups: list[dict[str, Any]], phase_names: list[str]) -> None:
+    """One row per other group (a name and its attributes): the variants folded into one table."""
+    common = _common_attrs(groups)
+    rows = []
+    for group in groups:
+        top = max(phase_names, key=lambda p: group["phases"][p]["mean"])
+        share = group["phases"][top]["share"]
+        attrs = " ".join(a for a in (group.get("variant") or "").split() if a not in common)
+        label = group["name"].removeprefix(ranges.DOMAIN + ".") + (f" [{attrs}]" if attrs else "")
+        rows.append([label, str(group["steps"]), _ms(group["wall_ns"]["mean"]), _count(group["kernels"]["mean"]),
+                     _count(group["launches"]["mean"]), f"{top} {100 * share:.0f}%"])
+    columns = [Col("step [attributes]", "name"), Col("steps"), Col("mean ms"), Col("kernels"), Col("launches"), Col("largest phase", "text")]
+    console.print(f"\n[bold]Other steps[/bold] ({len(groups)} groups; means per step; --all for a phase table of each)", highlight=False)
+    console.print(fitted_table(console, columns, rows))
+    if common:
+        console.print(f"  attributes left out above, the same in every group that has them: {' '.join(sorted(common))}", highlight=False)
 
 
-def print_kernels(table: Any, top: int, console: Console | None = None) -> None:
+def _common_attrs(groups: list[dict[str, Any]]) -> set[str]:
+    """``key=value`` pairs of most groups, the same in every group that has the key (``bs=1``
+    everywhere): noise in a label. A minority key (``sweep=1``) tells groups apart: kept."""
+    pairs = [dict(a.split("=", 1) for a in (g.get("variant") or "").split() if "=" in a) for g in groups]
+    keys = {k for p in pairs for k in p}
+    common = set()
+    for key in keys:
+        values = {p[key] for p in pairs if key in p}
+        if len(values) == 1 and 2 * sum(key in p for p in pairs) > len(pairs):
+            common.add(f"{key}={values.pop()}")
+    return common
+
+
+def _print_collectives(console: Console, summary: dict[str, Any]) -> None:
+    collectives = summary.get("collectives")
+    if collectives:
+        columns = [Col("collective", "text"), Col("calls"), Col("devs"), Col("transfer\np50 ms"), Col("wait\np50 ms"), Col("spread\np50 ms"),
+                   Col("spread\np90 ms"), Col("bytes\np50"), Col("busbw p50\nGB/s")]
+        rows = [[family, str(s["calls"]), str(s["devices"]), _ms(s["transfer_ns_p50"]), _ms(s["wait_ns_p50"]), _ms(s["spread_ns_p50"]),
+                 _ms(s["spread_ns_p90"]), _bytes(s.get("bytes_p50")), _gbps(s.get("busbw_gbps_p50"))] for family, s in collectives.items()]
+        console.print(fitted_table(console, columns, rows, title="\nCollectives across ranks (per call)"))
+        console.print("  busbw: nccl-tests' bus bandwidth over the transfer time (after the last rank joined); bytes: the call's size S as nccl-tests counts it", highlight=False)
+    kernels = summary.get("collective_kernels")
+    if kernels and not collectives:
+        columns = [Col("collective", "text"), Col("kernels"), Col("devs"), Col("kernel\np50 ms"), Col("kernel\np90 ms"), Col("sized"),
+                   Col("bytes\np50"), Col("ranks"), Col("busbw\n>= GB/s")]
+        rows = [[family, str(s["kernels"]), str(s["devices"]), _ms(s["kernel_ns_p50"]), _ms(s["kernel_ns_p90"]), str(s["sized_calls"]),
+                 _bytes(s.get("bytes_p50")), str(s.get("group_size") or "-"), _gbps(s.get("kernel_busbw_gbps_p50"))] for family, s in kernels.items()]
+        console.print(fitted_table(console, columns, rows, title="\nCollective kernels (one rank: not matched across ranks)"))
+        console.print("  kernel time includes waiting for the other ranks, so busbw from it is a lower bound on the link's bus bandwidth", highlight=False)
+
+
+def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
+    """``kernels``: the top kernels (``KernelTable.to_json(top)``) with their phase and share."""
     console = console or Console()
-    data = table.to_json(top)
-    out = Table(title=f"Top {min(top, data['distinct_kernels'])} of {data['distinct_kernels']} kernels ({data['scope']}; taxonomy {data['taxonomy']})", title_justify="left")
-    for col in ("#", "phase", "share %", "total ms", "count", "mean us", "kernel"):
-        out.add_column(col, justify="left" if col in ("phase", "kernel") else "right", no_wrap=True, overflow="ellipsis")
-    for i, row in enumerate(data["kernels"], start=1):
-        style = "yellow" if row["phase"] == "other" else None
-        out.add_row(str(i), row["phase"], f"{100 * row['share']:.1f}", _ms(row["total_ns"]), str(row["count"]), f"{row['mean_ns'] / 1e3:.1f}", escape(short_name(row["name"])), style=style)
-    console.print(out)
-    by_phase = ", ".join(f"{k} {_pct(v, data['total_kernel_ns'])}%" for k, v in data["by_phase"].items())
-    console.print(f"kernel time by phase: {by_phase}")
+    total = data["total_kernel_ns"]
+    shown = len(data["kernels"])
+    title = f"Top {shown} of {data['distinct_kernels']} kernels ({data['scope']}; taxonomy {data['taxonomy']}; % of kernel time)"
+    columns = [Col("#"), Col("phase", "text"), Col("%"), Col("total ms"), Col("count"), Col("mean us"), Col("kernel", "name")]
+    rows = [[str(i), row["phase"], f"{100 * row['share']:.1f}", _ms(row["total_ns"]), str(row["count"]), f"{row['mean_ns'] / 1e3:.1f}", short_name(row["name"])]
+            for i, row in enumerate(data["kernels"], start=1)]
+    styles = ["yellow" if row["phase"] == "other" else None for row in data["kernels"]]
+    console.print(escape(title), highlight=False)
+    console.print(fitted_table(console, columns, rows, styles=styles))
+    by_phase = ", ".join(f"{k} {_pct(v, total)}%" for k, v in data["by_phase"].items())
+    console.print(f"kernel time by phase: {by_phase}", highlight=False)
     if "other" in data["by_phase"]:
         console.print("[yellow]kernels in 'other' matched no taxonomy rule: add a rule with --taxonomy FILE (see verifyprof/data/taxonomy.toml)[/yellow]")
 
 
 def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) -> None:
+    """Hook targets by state. Targets missing because their package is not installed fold into one
+    line per package; the table lists the rest."""
     console = console or Console()
-    table = Table(title=f"hook targets for {escape(spec)!r} in this Python", title_justify="left")
-    for col in ("state", "target", "ranges", "detail"):
-        table.add_column(col, overflow="fold")
-    style = {"patched": "green", "pending": "cyan", "absent": "dim", "missing": "red", "unsupported": "red"}
+    not_installed: dict[str, int] = {}
+    listed = []
     for status in statuses:
-        table.add_row(status.state, escape(status.target), ", ".join(status.ranges), escape(status.detail), style=style.get(status.state))
-    console.print(table)
+        package = _missing_package(status)
+        if package:
+            not_installed[package] = not_installed.get(package, 0) + 1
+        else:
+            listed.append(status)
+    if listed:
+        columns = [Col("state", "text"), Col("target", "name"), Col("ranges", "text"), Col("detail", "name")]
+        rows = [[s.state, s.target, ", ".join(s.ranges), s.detail] for s in listed]
+        style = {"patched": "green", "pending": "cyan", "absent": "dim", "missing": "red", "unsupported": "red"}
+        console.print(f"hook targets for {escape(spec)!r} in this Python", highlight=False)
+        console.print(fitted_table(console, columns, rows, styles=[style.get(s.state) for s in listed]))
+    for package, n in sorted(not_installed.items()):
+        console.print(f"[red]{n} targets not checked[/red]: the package {package!r} is not installed in this Python ({escape(_python())})", highlight=False)
     counts: dict[str, int] = {}
-    for status in statuses:
+    for status in listed:
         counts[status.state] = counts.get(status.state, 0) + 1
-    console.print(", ".join(f"{n} {state}" for state, n in sorted(counts.items())) + "  (absent: a name this installed version does not have, expected across versions)")
+    if not counts:
+        return
+    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    if listed and any(s.state == "absent" for s in listed):
+        summary += "  (absent: a name this installed version does not have, expected across versions)"
+    console.print(summary, highlight=False)
+
+
+def _missing_package(status: Any) -> str | None:
+    """The top-level package whose absence made ``status`` missing (None: some other reason)."""
+    if status.state not in ("missing", "absent"):
+        return None
+    detail = str(status.detail)
+    marker = "No module named "
+    if marker not in detail:
+        return None
+    module = detail.split(marker, 1)[1].strip().strip("'\"").split("'")[0]
+    top = module.split(".")[0]
+    target_top = str(status.target).split(":")[0].split(".")[0]
+    return top if top == target_top else None
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
 
 
 def print_verdict(text: str | None, console: Console | None = None) -> None:
     """The verdict under the breakdown tables (nothing when the trace has no verify steps)."""
     if text:
-        (console or Console()).print(f"[bold]verdict[/bold]: {text}", highlight=False)
+        (console or Console()).print(f"[bold]verdict[/bold]: {escape(text)}", highlight=False)

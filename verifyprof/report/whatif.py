@@ -5,7 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from verifyprof.report.layout import Col, fitted_table
+
+
+def _hanging(console: Console, lines: list[str], bullet: str, indent: int, style: str | None = None) -> None:
+    """Bulleted lines whose wrapped continuation stays indented under the text, at any width."""
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(width=indent, justify="right", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for line in lines:
+        grid.add_row(bullet, escape(line), style=style)
+    console.print(grid, highlight=False)
 
 
 def _num(value: Any, fmt: str = ".3f", unit: str = "") -> str:
@@ -60,37 +73,28 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
         f"{cur['accept_len']:.3f} -> [bold]{cur['tokens_per_s']:.1f} tok/s[/bold] per request"
         + (f", speedup {cur['speedup']:.2f}x" if cur.get("speedup") is not None else "")
     )
-    for note in cur.get("notes", []):
-        console.print(f"  [dim]{note}[/dim]")
+    _hanging(console, list(cur.get("notes", [])), "-", 3, style="dim")
     if result.get("verdict"):
-        console.print(f"[bold]verdict[/bold]: {result['verdict']}", highlight=False)
+        console.print("[bold]verdict[/bold]:", highlight=False)
+        _hanging(console, [result["verdict"]], "", 1)
     _print_plan(result, console)
-    table = Table(title="Each candidate alone, best first (predicted)", title_justify="left")
-    for col in ("#", "candidate", "verify ms", "cycle ms", "accept", "tok/s", "gain"):
-        table.add_column(col, justify="left" if col == "candidate" else "right")
-    table.add_row("", "current (measured)", f"{cur['verify_ms']:.3f}", f"{cur['cycle_ms']:.3f}", f"{cur['accept_len']:.2f}",
-                  f"{cur['tokens_per_s']:.1f}", "", style="dim")
+    columns = [Col("#"), Col("candidate", "name"), Col("verify ms"), Col("cycle ms"), Col("accept"), Col("tok/s"), Col("gain")]
+    rows = [["", "current (measured)", f"{cur['verify_ms']:.3f}", f"{cur['cycle_ms']:.3f}", f"{cur['accept_len']:.2f}", f"{cur['tokens_per_s']:.1f}", ""]]
+    styles: list[str | None] = ["dim"]
     for i, cand in enumerate(result["candidates"], start=1):
         gain = 100 * cand["gain"]
-        table.add_row(
-            str(i),
-            cand["name"],
-            f"{cand['verify_ms']:.3f}",
-            f"{cand['cycle_ms']:.3f}",
-            f"{cand['accept_len']:.2f}",
-            f"{cand['tokens_per_s']:.1f}",
-            f"[{'green' if gain > 0 else 'red'}]{gain:+.1f}%[/]",
-        )
-    console.print(table)
+        rows.append([str(i), cand["name"], f"{cand['verify_ms']:.3f}", f"{cand['cycle_ms']:.3f}", f"{cand['accept_len']:.2f}",
+                     f"{cand['tokens_per_s']:.1f}", f"{gain:+.1f}%"])
+        styles.append("green" if gain > 0 else "red")
+    console.print("[bold]Each candidate alone, best first (predicted)[/bold]")
+    console.print(fitted_table(console, columns, rows, styles=styles))
     console.print("[bold]Assumptions[/bold]")
     for i, cand in enumerate(result["candidates"], start=1):
-        console.print(f"{i}. [bold]{cand['name']}[/bold]")
-        for assumption in cand["assumptions"]:
-            console.print(f"   - {assumption}", highlight=False)
+        console.print(f"{i}. [bold]{escape(cand['name'])}[/bold]", highlight=False)
+        _hanging(console, list(cand["assumptions"]), "-", 4)
     if result.get("skipped"):
         console.print("[dim]not applicable:[/dim]")
-        for skip in result["skipped"]:
-            console.print(f"  [dim]{skip['name']}: {skip['reason']}[/dim]")
+        _hanging(console, [f"{skip['name']}: {skip['reason']}" for skip in result["skipped"]], "-", 3, style="dim")
 
 
 def _print_plan(result: dict[str, Any], console: Console) -> None:
@@ -99,13 +103,11 @@ def _print_plan(result: dict[str, Any], console: Console) -> None:
     if not plan:
         return
     cur = result["current"]
-    table = Table(title="Plan: fixes stacked, each on top of the ones above (predicted, cumulative)", title_justify="left")
-    for col in ("#", "then", "verify ms", "cycle ms", "tok/s", "total gain"):
-        table.add_column(col, justify="left" if col == "then" else "right")
-    table.add_row("", "today (measured)", f"{cur['verify_ms']:.3f}", f"{cur['cycle_ms']:.3f}", f"{cur['tokens_per_s']:.1f}", "", style="dim")
-    for i, line in enumerate(plan, start=1):
-        table.add_row(str(i), line["name"], f"{line['verify_ms']:.3f}", f"{line['cycle_ms']:.3f}", f"{line['tokens_per_s']:.1f}",
-                      f"{100 * line['gain']:+.1f}%")
-    console.print(table)
-    for gap in result.get("unaddressed") or []:
-        console.print(f"  [dim]not addressed: {gap['phase']} {gap['ms']:.3f} ms ({100 * gap['share']:.0f}%): {gap['reason']}[/dim]", highlight=False)
+    columns = [Col("#"), Col("then", "name"), Col("verify ms"), Col("cycle ms"), Col("tok/s"), Col("total gain")]
+    rows = [["", "today (measured)", f"{cur['verify_ms']:.3f}", f"{cur['cycle_ms']:.3f}", f"{cur['tokens_per_s']:.1f}", ""]]
+    rows += [[str(i), line["name"], f"{line['verify_ms']:.3f}", f"{line['cycle_ms']:.3f}", f"{line['tokens_per_s']:.1f}",
+              f"{100 * line['gain']:+.1f}%"] for i, line in enumerate(plan, start=1)]
+    console.print("[bold]Plan: fixes stacked, each on top of the ones above (predicted, cumulative)[/bold]")
+    console.print(fitted_table(console, columns, rows, styles=["dim"] + [None] * len(plan)))
+    gaps = [f"not addressed: {g['phase']} {g['ms']:.3f} ms ({100 * g['share']:.0f}%): {g['reason']}" for g in result.get("unaddressed") or []]
+    _hanging(console, gaps, "-", 3, style="dim")

@@ -18,17 +18,13 @@ from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
-KINETO_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+from verifyprof.trace.formats import GZIP_MAGIC, KINETO_SUFFIXES, SQLITE_MAGIC
+from verifyprof.trace.inputs import is_directory, list_directory
 
 
 def sniff(path: Path) -> str:
     """'nsys-sqlite', 'nsys-rep', 'kineto' or raise TraceError naming the file."""
-    if not path.exists():
-        raise TraceError("no such file", path)
-    if path.is_dir():
+    if is_directory(path):  # TraceError for what cannot be read, or would block (a FIFO)
         return "kineto"
     try:
         with path.open("rb") as handle:
@@ -61,8 +57,17 @@ def _gzip_head(path: Path) -> bytes:
         raise TraceError(f"corrupt or truncated gzip: {exc}", path) from None
 
 
+# verifyprof's own JSON outputs, which sit beside traces in a capture folder and are not traces
+NOT_TRACES = ("manifest.json", "results.json", "summary.json", "workload.json", "breakdown.json", "whatif.json", "kernels.json")
+
+
 def expand(spec: str | Path) -> list[Path]:
-    """A path, a directory (its Kineto files) or a glob -> the files it names."""
+    """A path, a directory or a glob -> the files it names.
+
+    A directory is a capture folder (``verifyprof capture``'s or the workload's: the nsys export
+    or report beside ``manifest.json``; SQLite preferred, it needs no nsys; SGLang's torch traces
+    in ``torch/``) or a directory of per-rank Kineto files.
+    """
     text = str(spec)
     if any(ch in text for ch in "*?["):
         paths = sorted(Path(p) for p in _glob.glob(text))
@@ -70,12 +75,23 @@ def expand(spec: str | Path) -> list[Path]:
             raise TraceError("glob matches no files", text)
         return paths
     path = Path(text)
-    if path.is_dir():
-        paths = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES))
-        if not paths:
-            raise TraceError("directory holds no PyTorch-profiler trace files (*.json, *.json.gz)", path)
-        return paths
-    return [path]
+    if not is_directory(path):
+        return [path]
+    files = sorted(p for p in list_directory(path) if p.is_file())
+    for suffixes in ((".sqlite",), (".sqlite.gz",), (".nsys-rep", ".qdrep")):
+        nsys = [p for p in files if p.name.endswith(suffixes)]
+        if len(nsys) > 1:
+            raise TraceError(f"folder holds several nsys traces ({', '.join(p.name for p in nsys)}): name one", path)
+        if nsys:
+            return nsys
+    paths = [p for p in files if p.name.endswith(KINETO_SUFFIXES) and p.name not in NOT_TRACES]
+    if not paths and (path / "torch").is_dir():
+        return expand(path / "torch")
+    if not paths:
+        raise TraceError(
+            "folder holds no trace: no nsys export (.sqlite, .sqlite.gz, .nsys-rep) and no PyTorch-profiler trace files (*.json, *.json.gz)", path
+        )
+    return paths
 
 
 def load_trace(spec: str | Path) -> Trace:

@@ -41,7 +41,9 @@ def _ints(text: str) -> tuple[int, ...]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m verifyprof.workload", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--mode", default="eager", help="eager, graph, or both as eager,graph (measured in one run)")
+    p.add_argument("--mode", default="eager",
+                   help="eager, graph or compile (verify under torch.compile), or several as eager,graph,compile "
+                        "(measured in one run)")
     p.add_argument("--steps", type=int, default=40, help="measured speculative iterations per mode")
     p.add_argument("--warmup", type=int, default=5, help="unmeasured iterations per run before the capture window")
     p.add_argument("--decode-steps", type=int, default=None,
@@ -54,6 +56,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=int, default=512, help="prompt tokens per sequence (prefilled before the window)")
     p.add_argument("--widths", default="1,2,4,8,16", help="verify widths of the t(n) sweep ('' skips)")
     p.add_argument("--sweep-steps", type=int, default=10, help="verify forwards per sweep width")
+    p.add_argument("--pipelined", type=int, default=0,
+                   help="verify forwards per mode launched back to back with no host sync between them (0 skips)")
+    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend of mode compile")
+    p.add_argument("--compile-mode", default="reduce-overhead",
+                   help="torch.compile mode of mode compile (inductor only; 'default' for none)")
+    p.add_argument("--no-fullgraph", action="store_true", help="let Dynamo break the compiled verify into graphs")
     p.add_argument("--no-ranges", action="store_true", help="emit no NVTX ranges (overhead baseline)")
     p.add_argument("--preset", default="default", choices=sorted(PRESETS))
     for flag in TARGET_FLAGS:
@@ -84,7 +92,9 @@ def build_configs(args: argparse.Namespace) -> tuple[Any, Any, RunConfig]:
         decode_steps=args.steps if args.decode_steps is None else args.decode_steps, num_draft=args.num_draft,
         accept_len=accept, accept_method=args.accept_method, batch=args.batch, context=args.context,
         widths=_ints(args.widths), sweep_steps=args.sweep_steps, ranges=not args.no_ranges, seed=args.seed,
-        moe_impl=args.moe_impl)
+        moe_impl=args.moe_impl, pipelined=args.pipelined, compile_backend=args.compile_backend,
+        compile_mode=None if args.compile_mode in ("", "default", "none") else args.compile_mode,
+        compile_fullgraph=not args.no_fullgraph)
     return target, draft, run
 
 
@@ -106,6 +116,12 @@ def report_lines(results: list[dict[str, Any]]) -> list[str]:
                                                              if "speedup_vs_decode" in r else ""))
         elif r["kind"] == "decode":
             lines.append(f"decode {r['mode']:5s} step {r['decode_ms']['median']:.3f} ms  {r['tokens_per_s']:.1f} tok/s")
+        elif r["kind"] == "verify_pipelined":
+            lines.append(f"pipe   {r['mode']:5s} width {r['width']:3d}"
+                         f"  verify {r['verify_ms']['median']:.3f} ms on the GPU"
+                         f"  host {r['host_ms']['median']:.3f} ms/step  {r['steps']} steps:"
+                         f" GPU {r['gpu_elapsed_ms']:.1f} ms, host {r['host_elapsed_ms']:.1f} ms"
+                         f" + {r['host_wait_ms']:.1f} ms waiting")
         else:
             lines.append(f"sweep  {r['mode']:5s} width {r['width']:3d}  verify {r['verify_ms']['median']:.3f} ms")
     return lines
@@ -119,6 +135,9 @@ def capture_results(results: list[dict[str, Any]]) -> dict[str, Any]:
     if spec is not None:
         out.update(mode=spec["mode"], accept_len=spec["accept_len"], tokens_per_s=spec["tokens_per_s"],
                    verify_ms=spec["verify_ms"]["median"], draft_ms=spec["draft_ms"]["median"], cycle_ms=spec["step_ms"]["median"])
+    pipelined = next((r for r in results if r["kind"] == "verify_pipelined"), None)
+    if spec is None and pipelined is not None:
+        out.update(mode=pipelined["mode"], verify_ms=pipelined["verify_ms"]["median"], pipelined=pipelined["steps"])
     if decode is not None:
         out.update(baseline_tokens_per_s=decode["tokens_per_s"], decode_ms=decode["decode_ms"]["median"])
     return out

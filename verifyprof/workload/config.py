@@ -64,6 +64,11 @@ DEFAULT = ModelConfig()
 DEFAULT_DRAFT = ModelConfig(layers=2, hidden=1024, heads=8, kv_heads=8, intermediate=2816, seed=1)
 
 
+# eager; graph: each phase captured once as a CUDA graph and replayed; compile: the verify forward
+# under torch.compile (the other phases eager), measured in the same process as the others.
+MODES = ("eager", "graph", "compile")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """What to run: modes, steps, speculation and sweep settings."""
@@ -82,18 +87,24 @@ class RunConfig:
     ranges: bool = True
     seed: int = 0
     moe_impl: str = "auto"
+    pipelined: int = 0  # verify forwards per mode launched back to back, no host sync between them
+    compile_backend: str = "inductor"  # torch.compile of the verify forward in mode "compile"
+    compile_mode: str | None = "reduce-overhead"  # inductor only; reduce-overhead = CUDA graphs on CUDA
+    compile_fullgraph: bool = True
 
     def validate(self) -> None:
         problems = []
         for mode in self.modes:
-            if mode not in ("eager", "graph"):
-                problems.append(f"unknown mode {mode!r} (eager, graph)")
+            if mode not in MODES:
+                problems.append(f"unknown mode {mode!r} ({', '.join(MODES)})")
         if self.num_draft < 1:
             problems.append("num_draft must be at least 1")
         if self.accept_len is not None and not 1.0 <= self.accept_len <= self.num_draft + 1:
             problems.append(f"accept_len {self.accept_len} outside [1, num_draft + 1 = {self.num_draft + 1}]")
-        if self.steps < 1 or self.warmup < 0 or self.decode_steps < 0 or self.sweep_steps < 0:
-            problems.append("steps must be >= 1 and warmup, decode_steps, sweep_steps >= 0")
+        if min(self.steps, self.warmup, self.decode_steps, self.sweep_steps, self.pipelined) < 0:
+            problems.append("steps, warmup, decode_steps, sweep_steps and pipelined must be >= 0")
+        elif not (self.steps or self.decode_steps or self.pipelined or (self.sweep_steps and self.widths)):
+            problems.append("nothing to measure: steps, decode_steps, pipelined and the sweep are all 0")
         if self.batch < 1 or self.context < 1:
             problems.append("batch and context must be >= 1")
         if any(w < 1 for w in self.widths):

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts import outputs
-from verifyprof.contracts.manifest import MANIFEST, document, gpus, now_iso, trace_record, versions_record
+from verifyprof.contracts.manifest import (
+    MANIFEST,
+    document,
+    gpus,
+    now_iso,
+    trace_record,
+    versions_record,
+)
 
 MAX_GZ_BYTES = 16 * 2**20
 
@@ -42,11 +49,26 @@ def _verifyprof_version() -> str | None:
         return None
 
 
-def build(directory: Path, argv: list[str], target_from: int, status: str) -> dict[str, Any]:
+def _results(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The headline numbers: the first speculative run's, else the first pipelined verify run's
+    (no accept length there: those steps accept nothing)."""
+    spec = next((r for r in runs if r["kind"] == "spec"), None)
+    if spec is not None:
+        return {"accept_len": spec["accept_len"], "accept_len_target": spec["accept_len_target"],
+                "tokens_per_s": spec["tokens_per_s"], "tokens_per_s_per_request": spec["tokens_per_s_per_request"],
+                "verify_ms_median": spec["verify_ms"]["median"], "mode": spec["mode"], "spec_verify_ct": spec["steps"]}
+    pipelined = next((r for r in runs if r["kind"] == "verify_pipelined"), None)
+    if pipelined is not None:
+        return {"verify_ms_median": pipelined["verify_ms"]["median"], "mode": pipelined["mode"],
+                "pipelined_verify_ct": pipelined["steps"]}
+    return None
+
+
+def build(directory: Path, argv: list[str], target_from: int, status: str,
+          script: str = "traces/capture_workload.sh") -> dict[str, Any]:
     summary_path = directory / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
     env = (summary or {}).get("env", {})
-    spec = next((r for r in (summary or {}).get("runs", []) if r["kind"] == "spec"), None)
     files = sorted(p for p in directory.iterdir() if p.is_file() and p.name != MANIFEST)
     traces = [r for r in (trace_record(p, directory) for p in files) if r is not None]
     warnings = [f"{t['path']} is {t['bytes'] / 2**20:.1f} MiB gzipped, over 16 MiB: capture fewer steps"
@@ -56,18 +78,14 @@ def build(directory: Path, argv: list[str], target_from: int, status: str) -> di
         name=directory.name, status=status, error=None, mode="program", backend="nsys",
         started_at=None, finished_at=now_iso("seconds"),
         command={"verifyprof": None, "target": argv[target_from:], "profiler": argv,
-                 "script": "traces/capture_workload.sh"},
+                 "script": script},
         options=(summary or {}).get("config", {}).get("run"),
         versions=versions_record(
             verifyprof=_verifyprof_version(), python=env.get("python", platform.python_version()),
             platform=platform.platform(), nsys=nsys_version, torch=env.get("torch"), torch_cuda=env.get("cuda"),
             nccl=env.get("nccl"), nvtx_backend=env.get("nvtx_backend"), server=None, gpus=gpus(60.0)),
         hooks=None, workload=None,
-        results=None if spec is None else {
-            "accept_len": spec["accept_len"], "accept_len_target": spec["accept_len_target"],
-            "tokens_per_s": spec["tokens_per_s"], "tokens_per_s_per_request": spec["tokens_per_s_per_request"],
-            "verify_ms_median": spec["verify_ms"]["median"], "mode": spec["mode"], "spec_verify_ct": spec["steps"],
-        },
+        results=_results((summary or {}).get("runs", [])),
         window={"kind": "cudaProfilerApi"},
         traces=traces,
         files=[{"path": p.name, "bytes": p.stat().st_size} for p in files],
@@ -83,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("directory", type=Path)
     p.add_argument("--target-from", type=int, default=0)
     p.add_argument("--status", default="ok")
+    p.add_argument("--script", default="traces/capture_workload.sh", help="the capture script, as recorded")
     args = p.parse_args(own)
-    manifest = build(args.directory, command, args.target_from, args.status)
+    manifest = build(args.directory, command, args.target_from, args.status, args.script)
     outputs.write_json(args.directory / MANIFEST, manifest, indent=1)
     for warning in manifest["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)

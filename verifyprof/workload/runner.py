@@ -8,7 +8,14 @@ Range layout (payload = step index; attributes in the range text):
   ``verifyprof.draft bs=B tokens=k graph=G``, ``verifyprof.verify bs=B tokens=k+1 graph=G``,
   ``verifyprof.accept bs=B tokens=k+1``, ``verifyprof.draft_extend bs=B tokens=k+1 graph=G``;
 * ``verifyprof.decode bs=B tokens=1 graph=G`` around each baseline step;
-* ``verifyprof.verify bs=B tokens=n graph=G sweep=1`` around each verify of the width sweep.
+* ``verifyprof.verify bs=B tokens=n graph=G sweep=1`` around each verify of the width sweep;
+* ``verifyprof.verify bs=B tokens=k+1 graph=G pipelined=1`` around each verify of the pipelined
+  run (``pipelined.py``: queued back to back, no host sync between them).
+
+Mode "compile" runs the speculative iterations (and the pipelined verifies) with the verify
+forward under ``torch.compile`` (``compiled.py``) and the other phases eager; its ranges add
+``compile=1`` (spec_step and verify; the verify's ``graph=1`` where cudagraph trees replay it).
+It has no decode baseline or width sweep.
 
 Each iteration ends with the host reading the accept lengths (a sync inside ``accept``, as a
 non-overlapped server does), so the host never runs more than one step ahead; each baseline step
@@ -20,8 +27,6 @@ end of the previous phase to the end of its own work, launch gaps included.
 from __future__ import annotations
 
 import contextlib
-import math
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,10 +43,13 @@ from verifyprof.contracts.ranges import (
     VERIFY,
 )
 from verifyprof.workload.accept import accepted_drafts, solve_alpha, survival_curve
+from verifyprof.workload.compiled import CompiledVerify
 from verifyprof.workload.config import ModelConfig, RunConfig
 from verifyprof.workload.graphs import PhaseGraphs
 from verifyprof.workload.model import DecoderLM
+from verifyprof.workload.pipelined import run_pipelined
 from verifyprof.workload.spec import SpecState
+from verifyprof.workload.timing import Clock, stats
 from verifyprof.workload.tp import TP
 
 SPEC_PHASES = ("draft", "verify", "accept", "draft_extend")
@@ -50,38 +58,6 @@ SPEC_PHASES = ("draft", "verify", "accept", "draft_extend")
 @contextlib.contextmanager
 def _no_range(name: str, payload: int | float | None = None, **attrs: object) -> Iterator[None]:
     yield
-
-
-class Clock:
-    """Timestamps on the GPU stream (CUDA events) or, on the CPU, the host clock."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-
-    def mark(self) -> Any:
-        if not self.cuda:
-            return time.perf_counter_ns()
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    def ms(self, a: Any, b: Any) -> float:
-        return a.elapsed_time(b) if self.cuda else (b - a) / 1e6
-
-
-def stats(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-    n = len(ordered)
-
-    def pct(q: float) -> float:
-        pos = q * (n - 1)
-        lo, hi = math.floor(pos), math.ceil(pos)
-        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-    return {"n": n, "mean": sum(ordered) / n, "median": pct(0.5), "p90": pct(0.9),
-            "min": ordered[0], "max": ordered[-1]}
 
 
 def max_len_for(run: RunConfig) -> int:
@@ -118,6 +94,8 @@ class Workload:
             self.state.prefill(context)
         self.graphs = PhaseGraphs(self.state, run.widths, with_decode=run.decode_steps > 0) \
             if "graph" in run.modes else None
+        self.compiled = CompiledVerify(self.state, backend=run.compile_backend, mode=run.compile_mode,
+                                       fullgraph=run.compile_fullgraph) if "compile" in run.modes else None
         self.simulated = run.accept_len is not None
 
     # -- one step of each kind ---------------------------------------------------------------
@@ -130,8 +108,17 @@ class Workload:
         for _ in range(self.run_cfg.num_draft):
             self.graphs.draft_step.replay() if graph else self.state.draft_step()
 
-    def verify(self, graph: bool) -> torch.Tensor:
+    def verify(self, graph: bool, compiled: bool = False) -> torch.Tensor:
+        if compiled:
+            return self.compiled()
         return self.graphs.verify.replay() if graph else self.state.verify()
+
+    def verify_flags(self, mode: str) -> tuple[bool, bool]:
+        """(graph, compiled) of the verify forward in ``mode``: compiled verifies count as graph
+        replays only where cudagraph trees really replay them."""
+        if mode == "compile":
+            return self.compiled.cudagraphs, True
+        return mode == "graph", False
 
     def accept(self, logits: torch.Tensor, index: int) -> list[int]:
         if self.simulated:
@@ -141,16 +128,19 @@ class Workload:
     def draft_extend(self, graph: bool) -> None:
         self.graphs.draft_extend.replay() if graph else self.state.draft_extend()
 
-    def spec_step(self, index: int, graph: bool) -> tuple[list[Any], list[int]]:
+    def spec_step(self, index: int, graph: bool, compiled: bool = False) -> tuple[list[Any], list[int]]:
+        """One iteration; ``compiled``: the verify forward compiled, the other phases eager."""
         k, bs, g = self.run_cfg.num_draft, self.run_cfg.batch, int(graph)
+        c = 1 if compiled else None
+        verify_graph = self.compiled.cudagraphs if compiled else graph
         marks = []
-        with self.range(SPEC_STEP, payload=index, bs=bs, tokens=k + 1, graph=g):
+        with self.range(SPEC_STEP, payload=index, bs=bs, tokens=k + 1, graph=g, compile=c):
             marks.append(self.clock.mark())
             with self.range(DRAFT, payload=index, bs=bs, tokens=k, graph=g):
                 self.draft(graph)
             marks.append(self.clock.mark())
-            with self.range(VERIFY, payload=index, bs=bs, tokens=k + 1, graph=g):
-                logits = self.verify(graph)
+            with self.range(VERIFY, payload=index, bs=bs, tokens=k + 1, graph=int(verify_graph), compile=c):
+                logits = self.verify(verify_graph, compiled)
             marks.append(self.clock.mark())
             with self.range(ACCEPT, payload=index, bs=bs, tokens=k + 1):
                 accept_lens = self.accept(logits, index)
@@ -179,14 +169,14 @@ class Workload:
     # -- runs -----------------------------------------------------------------------------------
 
     def run_spec(self, mode: str, steps: int, seed: int) -> dict[str, Any]:
-        run, graph = self.run_cfg, mode == "graph"
+        run, graph, compiled = self.run_cfg, mode == "graph", mode == "compile"
         if self.simulated:
             table = accepted_drafts(run.accept_len, run.num_draft, steps, run.batch, seed=seed,
                                     method=run.accept_method)
             self._sim_table = table.to(self.device)
         self.state.reset()
         self._sync()
-        records = [self.spec_step(i, graph) for i in range(steps)]
+        records = [self.spec_step(i, graph, compiled) for i in range(steps)]
         self._sync()
         phase_ms = {p: [self.clock.ms(m[i], m[i + 1]) for m, _ in records] for i, p in enumerate(SPEC_PHASES)}
         step_ms = [self.clock.ms(m[0], m[-1]) for m, _ in records]
@@ -194,7 +184,9 @@ class Workload:
         accept_lens = [a for _, lens in records for a in lens]
         tokens = sum(accept_lens)
         out = {
-            "kind": "spec", "mode": mode, "graph": graph, "bs": run.batch, "num_draft": run.num_draft,
+            "kind": "spec", "mode": mode, "graph": graph, "compile": compiled, "bs": run.batch,
+            "num_draft": run.num_draft,
+            "verify_graph": self.verify_flags(mode)[0],
             "verify_tokens": run.num_draft + 1, "steps": steps,
             "accept": "simulated" if self.simulated else "greedy",
             "accept_len_target": run.accept_len,
@@ -236,28 +228,47 @@ class Workload:
                         "verify_ms": stats(ms), "per_step": {"verify_ms": ms}})
         return out
 
+    def run_pipelined(self, mode: str, steps: int) -> dict[str, Any]:
+        return run_pipelined(self, mode, steps)
+
+    def run_mode(self, mode: str, *, warmup: bool) -> list[dict[str, Any]]:
+        """Every run of one mode, in order; ``warmup``: a few unmeasured steps of each instead."""
+        run, out = self.run_cfg, []
+        spec_steps = (run.warmup if run.steps else 0) if warmup else run.steps
+        if spec_steps:
+            out.append(self.run_spec(mode, spec_steps, seed=run.seed + 1 if warmup else run.seed))
+        if mode == "compile":  # only the verify forward is compiled: no decode or sweep of its own
+            return out + self._pipelined(mode, warmup)
+        decode_steps = min(run.warmup, run.decode_steps) if warmup else run.decode_steps
+        if decode_steps:
+            out.append(self.run_decode(mode, decode_steps))
+        if run.sweep_steps and run.widths:
+            out.extend(self.run_sweep(mode, (min(run.warmup, 2) or 1) if warmup else run.sweep_steps))
+        return out + self._pipelined(mode, warmup)
+
+    def _pipelined(self, mode: str, warmup: bool) -> list[dict[str, Any]]:
+        steps = min(self.run_cfg.pipelined, max(self.run_cfg.warmup, 1)) if warmup else self.run_cfg.pipelined
+        return [self.run_pipelined(mode, steps)] if steps else []
+
     def run_all(self) -> list[dict[str, Any]]:
-        """Warm every run up, then measure them all inside one profiler capture window."""
+        """Warm every run up (compiling, capturing graphs), then measure them all inside one
+        profiler capture window."""
         run = self.run_cfg
         with torch.inference_mode():
-            for mode in run.modes:
-                if run.warmup:
-                    self.run_spec(mode, run.warmup, seed=run.seed + 1)
-                    if run.decode_steps:
-                        self.run_decode(mode, min(run.warmup, run.decode_steps))
-                    if run.sweep_steps:
-                        self.run_sweep(mode, min(run.warmup, 2) or 1)
+            if self.compiled is not None:  # compile (and record its graphs) before the window
+                for _ in range(3):
+                    self.compiled()
+                self.state.reset()
+            if run.warmup:
+                for mode in run.modes:
+                    self.run_mode(mode, warmup=True)
+            if self.compiled is not None:
+                self.compiled.settle()
             self.tp.barrier()
             self._sync()
             self._profiler(start=True)
             try:
-                results = []
-                for mode in run.modes:
-                    results.append(self.run_spec(mode, run.steps, seed=run.seed))
-                    if run.decode_steps:
-                        results.append(self.run_decode(mode, run.decode_steps))
-                    if run.sweep_steps:
-                        results.extend(self.run_sweep(mode, run.sweep_steps))
+                results = [r for mode in run.modes for r in self.run_mode(mode, warmup=False)]
                 self._sync()
             finally:
                 self._profiler(start=False)
@@ -294,7 +305,8 @@ class Workload:
         return {"run": run.to_json(), "target": self.target_cfg.to_json(), "draft": self.draft_cfg.to_json(),
                 "dtype": str(self.dtype).removeprefix("torch."), "device": self.device.type,
                 "tp": self.tp.world, "rank": self.tp.rank, "max_len": self.max_len,
-                "moe_impl": self.target_model.moe_impl, "simulated_acceptance": acceptance}
+                "moe_impl": self.target_model.moe_impl, "simulated_acceptance": acceptance,
+                "compile": self.compiled.describe() if self.compiled is not None else None}
 
 
 def _add_speedups(results: list[dict[str, Any]]) -> None:
@@ -308,9 +320,12 @@ def _add_speedups(results: list[dict[str, Any]]) -> None:
                 r["greedy_matches_decode"] = all(
                     s[:n] == d[:n] for s, d in zip(r["tokens_head"], decode[mode]["tokens_head"])
                     for n in [min(len(s), len(d))])
-    if "eager" in spec and "graph" in spec:
-        spec["graph"]["verify_ms_eager_over_graph"] = (spec["eager"]["verify_ms"]["median"]
-                                                       / spec["graph"]["verify_ms"]["median"])
+    for kind in ("spec", "verify_pipelined"):
+        by_mode = {r["mode"]: r for r in results if r["kind"] == kind}
+        for mode in ("graph", "compile"):
+            if "eager" in by_mode and mode in by_mode:
+                by_mode[mode][f"verify_ms_eager_over_{mode}"] = (by_mode["eager"]["verify_ms"]["median"]
+                                                                 / by_mode[mode]["verify_ms"]["median"])
 
 
 def environment(device: torch.device) -> dict[str, Any]:

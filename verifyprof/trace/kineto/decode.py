@@ -7,7 +7,7 @@ path decodes straight into typed ``msgspec`` structs that keep only the fields t
 faster than ``orjson.loads`` and ~10x faster than a plain ``json.loads`` on the same file, at a
 fraction of the memory. Files whose values have unexpected types (a string ``ts``, a list
 ``args``) fall back to a generic dict parse (orjson, else json) with the garbage collector off;
-the event extractor reads either representation through :class:`Rows`.
+the event extractor reads either representation through :class:`EventFields`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import gzip
 import zlib
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -23,13 +24,13 @@ from pathlib import Path
 from typing import Any, Iterator, Union
 
 from verifyprof.contracts.errors import TraceError
+from verifyprof.trace.formats import GZIP_MAGIC
+from verifyprof.trace.inputs import regular_file
 
 try:  # declared dependency; the fallback keeps the reader usable where it is missing
     import msgspec
 except ImportError:  # pragma: no cover - exercised only without msgspec
     msgspec = None
-
-GZIP_MAGIC = b"\x1f\x8b"
 
 # Field name in the event model -> JSON key, where they differ.
 JSON_KEYS = {
@@ -108,12 +109,14 @@ HEADER_KEYS = (
 )
 
 
-class Rows:
+class EventFields:
     """Column access over a list of events (or of their ``args``), structs or dicts alike."""
 
     def __init__(self, structs: bool):
         self.structs = structs
         self.empty_args: Any = _EMPTY_ARGS if structs else {}
+        self.bad_values: Counter[str] = Counter()  # field -> values that are not numbers, read as missing
+        self.dropped = 0  # GPU/host events dropped for want of a usable ts/dur
 
     def column(self, rows: list, key: str) -> list:
         """The value of ``key`` in every row (None where absent)."""
@@ -149,7 +152,7 @@ class KinetoFile:
 
     path: Path
     events: list
-    rows: Rows
+    rows: EventFields
     header: dict[str, Any] = field(default_factory=dict)
     raw_bytes: int = 0
 
@@ -168,11 +171,10 @@ def _gc_paused() -> Iterator[None]:
 
 def read_bytes(path: Path) -> bytes:
     """The file's JSON text, gunzipped if needed. Opened read-only; errors name the problem."""
+    regular_file(path)  # a FIFO would block the read below
     try:
         with path.open("rb") as handle:
             data = handle.read()
-    except IsADirectoryError:
-        raise TraceError("is a directory, not a trace file", path) from None
     except OSError as exc:
         raise TraceError(f"cannot read: {exc.strerror or exc}", path) from None
     if not data:
@@ -201,11 +203,11 @@ def _decode_structs(path: Path, data: bytes) -> KinetoFile | None:
     except msgspec.DecodeError as exc:
         raise TraceError(f"corrupt JSON: {_json_problem(str(exc))}", path) from None
     if isinstance(doc, list):
-        return KinetoFile(path, doc, Rows(structs=True), {}, len(data))
+        return KinetoFile(path, doc, EventFields(structs=True), {}, len(data))
     if doc.traceEvents is None:
         raise _not_a_trace(path, "no 'traceEvents' list in the JSON object")
     header = {key: getattr(doc, key) for key in HEADER_KEYS}
-    return KinetoFile(path, doc.traceEvents, Rows(structs=True), header, len(data))
+    return KinetoFile(path, doc.traceEvents, EventFields(structs=True), header, len(data))
 
 
 def _decode_dicts(path: Path, data: bytes) -> KinetoFile:
@@ -233,7 +235,7 @@ def _decode_dicts(path: Path, data: bytes) -> KinetoFile:
         raise _not_a_trace(path, f"the JSON document is a {type(doc).__name__}, not an object")
     if not all(type(e) is dict for e in events):
         raise _not_a_trace(path, "the event list holds values that are not JSON objects")
-    return KinetoFile(path, events, Rows(structs=False), header, len(data))
+    return KinetoFile(path, events, EventFields(structs=False), header, len(data))
 
 
 def _json_problem(message: str) -> str:

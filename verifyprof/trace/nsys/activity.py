@@ -38,6 +38,7 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
+from verifyprof.trace.validation import MISSING_TIME
 
 # CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER, stable across schema versions) -> copy names
 COPY_NAMES = {
@@ -53,7 +54,7 @@ API_CANDIDATE_SQL = (
     " OR value LIKE '%Synchronize%')"
 )
 API_NAME = re.compile(r"^cu(da)?[A-Z]\w*$")
-ABI_SUFFIX = re.compile(r"_v\d+$")
+VERSION_SUFFIX = re.compile(r"_v\d+$")
 SYNC_NAME = re.compile(r"Synchronize")
 
 GRAPH_WARNING = (
@@ -62,8 +63,10 @@ GRAPH_WARNING = (
     "re-capture with --cuda-graph-trace=node"
 )
 
-KERNEL_SPEC = {c: ("int64", NO_ID) for c in ("start", "end", "device", "stream", "correlation", "gpid", "name", "graph_node_id", "graph_id")}
-API_SPEC = {**{c: ("int64", NO_ID) for c in ("start", "end", "gtid", "correlation", "name")}, "from_driver": ("int8", 0)}
+# NULL -> fill; a NULL timestamp becomes MISSING_TIME, which trace.validation drops and counts
+TIMES = {"start": ("int64", MISSING_TIME), "end": ("int64", MISSING_TIME)}
+KERNEL_SPEC = {**TIMES, **{c: ("int64", NO_ID) for c in ("device", "stream", "correlation", "gpid", "name", "graph_node_id", "graph_id")}}
+API_SPEC = {**TIMES, **{c: ("int64", NO_ID) for c in ("gtid", "correlation", "name")}, "from_driver": ("int8", 0)}
 KERNEL_DTYPES = {"start": "int64", "end": "int64", "device": "int32", "stream": "int64", "name_id": "int32",
                  "correlation": "int64", "pid": "int64", "graph_id": "int64", "graph_node_id": "int64"}
 COPY_DTYPES = {"start": "int64", "end": "int64", "device": "int32", "stream": "int64", "kind": "int8", "name_id": "int32",
@@ -83,6 +86,7 @@ def correlation_key(pid: np.ndarray | pd.Series, correlation: np.ndarray | pd.Se
 
 
 def kernel_slices(export: NsysExport) -> list[tuple[str, int]]:
+    export.require(KERNEL, ("start", "end"))
     have = set(export.cols(KERNEL))
     name = "demangledName" if "demangledName" in have else "shortName"
     select = export.select(KERNEL, {
@@ -95,6 +99,7 @@ def kernel_slices(export: NsysExport) -> list[tuple[str, int]]:
 def copy_query(export: NsysExport, table: str) -> str | None:
     if not export.has_rows(table):
         return None
+    export.require(table, ("start", "end"))
     wanted = {"start": "start", "end": "end", "device": "deviceId", "stream": "streamId", "correlation": "correlationId",
               "gpid": "globalPid", "bytes": "bytes", "graph_node_id": "graphNodeId"}
     if table == MEMCPY:
@@ -105,6 +110,7 @@ def copy_query(export: NsysExport, table: str) -> str | None:
 def graph_query(export: NsysExport) -> str | None:
     if not export.has_rows(GRAPH_TRACE):
         return None
+    export.require(GRAPH_TRACE, ("start", "end"))
     select = export.select(GRAPH_TRACE, {
         "start": "start", "end": "end", "device": "deviceId", "stream": "streamId", "graph_id": "graphId",
         "correlation": "correlationId", "gpid": "globalPid",
@@ -115,12 +121,14 @@ def graph_query(export: NsysExport) -> str | None:
 def api_candidates(export: NsysExport) -> dict[int, str]:
     """nsys string id -> API name, for calls that may launch work or synchronize."""
     rows = export.sql(f"SELECT id, value FROM StringIds WHERE {API_CANDIDATE_SQL}")
-    return {sid: value for sid, value in rows if API_NAME.match(value)}
+    return {sid: value for sid, value in rows
+            if isinstance(sid, int) and isinstance(value, str) and API_NAME.match(value)}  # an edited id or value: not a call
 
 
 def api_slices(export: NsysExport, table: str, candidates: dict[int, str]) -> list[tuple[str, int]]:
     if not candidates or not export.has_rows(table) or "nameId" not in export.cols(table):
         return []
+    export.require(table, ("start", "end"))
     select = export.select(table, {"start": "start", "end": "end", "gtid": "globalTid", "correlation": "correlationId",
                                    "name": "nameId"})
     ids = ",".join(str(i) for i in sorted(candidates))
@@ -163,7 +171,8 @@ def copies_table(tables: dict[str, Rows | None], strings: StringTable) -> pd.Dat
             name_id = np.full(n, strings.intern([MEMSET_NAME])[0], dtype=np.int32)
             kind = np.full(n, COPY_KIND_MEMSET, dtype=np.int8)
         parts.append({
-            "start": rows.take("start", "int64"), "end": rows.take("end", "int64"), "device": rows.take("device", "int32"),
+            "start": rows.take("start", "int64", MISSING_TIME), "end": rows.take("end", "int64", MISSING_TIME),
+            "device": rows.take("device", "int32"),
             "stream": rows.take("stream", "int64"), "kind": kind, "name_id": name_id,
             "bytes": rows.take("bytes", "int64"), "correlation": rows.take("correlation", "int64"),
             "pid": os_pid(rows.take("gpid", "int64")), "graph_node_id": rows.take("graph_node_id", "int64"),
@@ -176,7 +185,7 @@ def copies_table(tables: dict[str, Rows | None], strings: StringTable) -> pd.Dat
 def graphs_table(rows: Rows) -> pd.DataFrame:
     if not rows.n:
         return model_table({}, GRAPH_DTYPES)
-    cols = {c: rows.take(c if c != "pid" else "gpid", dt) for c, dt in GRAPH_DTYPES.items()}
+    cols = {c: rows.take(c if c != "pid" else "gpid", dt, MISSING_TIME if c in TIMES else NO_ID) for c, dt in GRAPH_DTYPES.items()}
     cols["pid"] = os_pid(cols["pid"])
     return model_table(cols, GRAPH_DTYPES)
 
@@ -192,7 +201,7 @@ def api_table(rows: Rows, candidates: dict[int, str], strings: StringTable, gpu_
     # per candidate name: base name (ABI suffix stripped), suffixed?, synchronizing?, driver API?
     cand_ids = np.array(sorted(candidates), dtype=np.int64)
     raw = [candidates[i] for i in cand_ids]
-    base = [ABI_SUFFIX.sub("", r) for r in raw]
+    base = [VERSION_SUFFIX.sub("", r) for r in raw]
     lut = np.searchsorted(cand_ids, nsys_name)
     name_id = strings.intern(base)[lut]
     suffixed = np.array([b != r for b, r in zip(base, raw)])[lut]

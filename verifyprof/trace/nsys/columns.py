@@ -28,18 +28,31 @@ MAX_THREADS = 8
 
 
 def readonly_uri(path: Path) -> str:
-    """An SQLite URI that opens ``path`` read-only (never creates, never writes)."""
-    return f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+    """An SQLite URI that opens ``path`` read-only and creates nothing beside it.
+
+    ``immutable=1``: no locks and no ``-shm``/``-wal`` files, which ``mode=ro`` alone creates for a
+    WAL-mode database (and fails on in a read-only folder). Content still in a ``-wal`` file is
+    not seen this way: :mod:`~verifyprof.trace.nsys.export` reads such exports from a copy."""
+    return f"file:{quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
 
 
-def rowid_slices(table: str, select: str, where: str, lo: int, hi: int) -> list[tuple[str, int]]:
+def rowid_slices(table: str, select: str, where: str, lo: int, hi: int, rows: int | None = None) -> list[tuple[str, int]]:
     """``SELECT select FROM table`` over rowids ``lo..hi`` in slices, each with its most rows.
 
-    Rowid tables store rows in rowid order, so each slice is a range scan of its own pages."""
+    Rowid tables store rows in rowid order, so each slice is a range scan of its own pages.
+    ``rows`` (the table's row count, when known) bounds a sparse span: rowids edited to huge or
+    negative values then read as one slice sized by the count, not by the span."""
     cond = f" AND ({where})" if where else ""
-    parts = max(1, min(-(-(hi - lo + 1) // SLICE_ROWS), (os.cpu_count() or 1) * 2))
-    bounds = np.linspace(lo, hi + 1, parts + 1).astype(np.int64).tolist()
-    return [(f'SELECT {select} FROM "{table}" WHERE rowid >= {a} AND rowid < {b}{cond}', b - a) for a, b in pairwise(bounds)]
+    if rows is not None and rows < (hi - lo + 1) // 2:
+        return [(f'SELECT {select} FROM "{table}" WHERE rowid >= {lo} AND rowid <= {hi}{cond}', rows)]
+    span = hi - lo + 1
+    parts = max(1, min(-(-span // SLICE_ROWS), (os.cpu_count() or 1) * 2))
+    bounds = [lo + span * k // parts for k in range(parts + 1)]  # Python ints: exact up to int64 max
+    last = len(bounds) - 2
+    return [
+        (f'SELECT {select} FROM "{table}" WHERE rowid >= {a} AND rowid {"<=" if i == last else "<"} {b - 1 if i == last else b}{cond}', b - a)
+        for i, (a, b) in enumerate(pairwise(bounds))
+    ]
 
 
 def run_queries(uri: str, jobs: list[Query]) -> None:

@@ -22,14 +22,14 @@ import pandas as pd
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable
+from verifyprof.trace.formats import is_wal_mode, read_head, sqlite_header_problem
+from verifyprof.trace.inputs import regular_file
 from verifyprof.trace.nsys.columns import (
     Query,
     readonly_uri,
     rowid_slices,
     run_queries,
 )
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -39,6 +39,8 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
 NVTX = "NVTX_EVENTS"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # nsys >= 2023 / nsys 2022.x
+KNOWN_SCHEMAS = ((2, 9), (3, 99))  # EXPORT_SCHEMA_VERSION of nsys 2022.2 .. current
+DENSE_SPAN = 1 << 24  # rowid spans wider than this are counted before slices are sized
 
 
 class NsysExport:
@@ -51,12 +53,14 @@ class NsysExport:
 
     def __enter__(self) -> Self:
         check_header(self.path)
+        self.uri = readonly_uri(readable_database(self.path))
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
+            self.con.text_factory = lambda raw: raw.decode("utf-8", "replace")  # names are not always valid UTF-8
             rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a garbled schema: undecodable SQL or names
             self.close()
-            raise TraceError(f"corrupt or truncated SQLite file ({exc})", self.path) from None
+            raise TraceError(f"corrupt or truncated SQLite file ({one_line(exc)})", self.path) from None
         self.tables = {name for (name,) in rows}
         self.columns: dict[str, list[str]] = {}
         return self
@@ -80,8 +84,16 @@ class NsysExport:
         assert self.con is not None
         try:
             return self.con.execute(query, params).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise TraceError(f"corrupt or truncated SQLite export ({exc})", self.path) from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a garbled schema: undecodable SQL or names
+            raise TraceError(f"corrupt or truncated SQLite export ({one_line(exc)})", self.path) from None
+
+    def require(self, table: str, columns: tuple[str, ...]) -> None:
+        """TraceError unless ``table`` has every one of ``columns`` (an edited or foreign export)."""
+        missing = [c for c in columns if c not in self.cols(table)]
+        if missing:
+            raise TraceError(
+                f"{table} has no {', '.join(repr(c) for c in missing)} column: not an export as nsys writes it", self.path
+            )
 
     def has_rows(self, table: str) -> bool:
         return table in self.tables and bool(self.sql(f'SELECT EXISTS (SELECT 1 FROM "{table}")')[0][0])
@@ -102,7 +114,10 @@ class NsysExport:
         hi = self.sql(f'SELECT max(rowid) FROM "{table}"')[0][0]
         if lo is None:
             return []
-        return rowid_slices(table, select, where, lo, hi)
+        rows = None
+        if hi - lo >= DENSE_SPAN:  # nsys numbers rows 1..n; a wider span is an edited file: count
+            rows = self.sql(f'SELECT count(*) FROM "{table}"')[0][0]
+        return rowid_slices(table, select, where, lo, hi, rows)
 
     def select(self, table: str, wanted: dict[str, str]) -> str:
         """SELECT list: ``alias -> expression``; expressions naming an absent column become NULL."""
@@ -136,17 +151,43 @@ class NsysExport:
         meta: dict = {}
         table = next((t for t in META_TABLES if t in self.tables), None)
         values = dict(self.sql(f'SELECT name, value FROM "{table}"')) if table else {}
-        meta["nsys_schema_version"] = values.get("EXPORT_SCHEMA_VERSION", "")
-        meta["nsys_version"] = values.get("EXPORT_PRODUCT_VERSION", "")
+        meta["nsys_schema_version"] = _text(values.get("EXPORT_SCHEMA_VERSION", ""))
+        meta["nsys_version"] = _text(values.get("EXPORT_PRODUCT_VERSION", ""))
         if "TARGET_INFO_SESSION_START_TIME" in self.tables and "utcEpochNs" in self.cols("TARGET_INFO_SESSION_START_TIME"):
             row = self.sql("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
-            if row and row[0][0] is not None:
-                meta["capture_start_utc_ns"] = int(row[0][0])
+            if row and _int64(row[0][0]) is not None:
+                meta["capture_start_utc_ns"] = _int64(row[0][0])
         if "ANALYSIS_DETAILS" in self.tables and {"startTime", "stopTime"} <= set(self.cols("ANALYSIS_DETAILS")):
             row = self.sql("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS")
-            if row and row[0][0] is not None:
-                meta["capture_start_ns"], meta["capture_end_ns"] = int(row[0][0]), int(row[0][1])
+            if row and _int64(row[0][0]) is not None and _int64(row[0][1]) is not None:
+                meta["capture_start_ns"], meta["capture_end_ns"] = _int64(row[0][0]), _int64(row[0][1])
         return meta
+
+
+def _int64(value: object) -> int | None:
+    """An SQLite value as an int64, None when it is not one (NULL, text, blob, out of range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if -(1 << 63) <= value < (1 << 63) else None
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def schema_warnings(version: str) -> list[str]:
+    """A warning when the export's schema version is not one the readers were written against
+    (2.9 of nsys 2022.2 to 3.x of current nsys): tables are still read by column name."""
+    try:
+        major, minor = (int(p) for p in str(version).split(".")[:2])
+    except ValueError:
+        major = minor = -1
+    if (major, minor) >= KNOWN_SCHEMAS[0] and major <= KNOWN_SCHEMAS[1][0]:
+        return []
+    shown = f"schema version {version!r}" if version else "no export schema version"
+    return [f"nsys export with {shown}, not one verifyprof knows (2.9 to 3.x): read by column name; check the numbers"]
 
 
 class NsysStrings:
@@ -185,7 +226,7 @@ class NsysStrings:
         for i in range(0, len(ids), 50_000):
             chunk = ",".join(map(str, ids[i : i + 50_000]))
             values.update(self.export.sql(f"SELECT id, value FROM StringIds WHERE id IN ({chunk})"))
-        texts = [values.get(i, f"<string {i}>") for i in ids]
+        texts = [v if isinstance(v := values.get(i), str) else f"<string {i}>" for i in ids]
         for i, sid in zip(ids, self.strings.intern(texts)):
             self.known[i] = int(sid)
 
@@ -207,25 +248,31 @@ def model_table(columns: dict[str, np.ndarray], dtypes: dict[str, str]) -> pd.Da
     return pd.DataFrame({c: columns.pop(c).astype(dt, copy=False) for c, dt in dtypes.items()}, copy=False)
 
 
+def readable_database(path: Path) -> Path:
+    """The file to open for ``path``: itself, or, for a WAL-mode database whose ``-wal`` still
+    holds content (which the immutable open would not see), a checkpointed copy in the cache."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        pending = is_wal_mode(read_head(path)) and wal.is_file() and wal.stat().st_size > 0
+    except OSError:
+        pending = False
+    if not pending:
+        return path
+    from verifyprof.trace.cache import checkpointed_copy
+
+    return checkpointed_copy(path, wal)
+
+
 def check_header(path: Path) -> None:
+    regular_file(path)
     try:
         with path.open("rb") as handle:
             head = handle.read(100)
-    except FileNotFoundError:
-        raise TraceError("no such file", path) from None
     except OSError as exc:
         raise TraceError(f"cannot read: {exc.strerror}", path) from None
-    if not head.startswith(SQLITE_MAGIC):
-        raise TraceError("not an SQLite file (an nsys export starts with 'SQLite format 3')", path)
-    if len(head) < 100:
-        raise TraceError("truncated SQLite file (shorter than its 100-byte header)", path)
-    page_size = int.from_bytes(head[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(head[28:32], "big")
-    size_valid = head[92:96] == head[24:28]  # the in-header page count is current only then
-    size = path.stat().st_size
-    if size_valid and pages and size < pages * page_size:
-        raise TraceError(f"truncated SQLite file: {size} bytes, its header says {pages * page_size}", path)
+    problem = sqlite_header_problem(head, path.stat().st_size)
+    if problem:
+        raise TraceError(problem, path)
 
 
 def one_line(exc: BaseException) -> str:

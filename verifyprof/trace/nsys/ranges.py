@@ -25,7 +25,7 @@ from verifyprof.trace.events import (
     RANGE_KIND_STARTEND,
     StringTable,
 )
-from verifyprof.trace.nesting import nesting_depth as interval_depth
+from verifyprof.trace.nesting import nesting_depth
 from verifyprof.trace.nsys.columns import Rows
 from verifyprof.trace.nsys.export import (
     NVTX,
@@ -34,6 +34,7 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
+from verifyprof.trace.validation import MISSING_TIME
 
 NVTX_PUSHPOP = 59
 NVTX_STARTEND = 60
@@ -78,7 +79,7 @@ def ranges_table(rows: Rows, names: NsysStrings, strings: StringTable) -> tuple[
     sel = np.flatnonzero(is_range & ~end_null)
     if not len(sel):
         return model_table({}, RANGE_DTYPES), warnings
-    start = rows.take("start", "int64")[sel]
+    start = rows.take("start", "int64", MISSING_TIME)[sel]  # NULL: dropped by trace.validation
     end = end[sel]
     tid = rows.take("gtid", "int64")[sel]
     kind = np.where(event_type[sel] == NVTX_PUSHPOP, RANGE_KIND_PUSHPOP, RANGE_KIND_STARTEND).astype(np.int8)
@@ -103,13 +104,13 @@ def ranges_table(rows: Rows, names: NsysStrings, strings: StringTable) -> tuple[
     payload = rows.take("payload", "float64", fill=np.nan)[sel]
     payload[~np.isfinite(payload)] = np.nan  # 1e999 (inf) marked "no payload" in the query
     cols = {"start": start, "end": end, "pid": os_pid(tid), "tid": tid, "name_id": name_id, "domain_id": domain_id,
-            "kind": kind, "depth": nesting_depth(tid, kind, start, end),
+            "kind": kind, "depth": nvtx_depth(tid, kind, start, end),
             "device": np.full(len(sel), NO_ID, dtype=np.int32), "payload": payload}
     return model_table(cols, RANGE_DTYPES), warnings
 
 
-def nesting_depth(tid: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def nvtx_depth(tid: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per range: how many ranges of the same (thread, kind) are open when it starts (0 = outermost);
     push/pop and start/end ranges keep separate stacks."""
     group = pd.factorize(tid)[0].astype(np.int64) * 2 + kind.astype(np.int64)
-    return interval_depth(group, start, end)
+    return nesting_depth(group, start, end)

@@ -19,6 +19,7 @@ ranges, process names, collectives), so that order is part of the output.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +27,6 @@ import numpy as np
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import StringTable, Trace
 from verifyprof.trace.nsys.activity import (
-    API_CANDIDATE_SQL,
-    API_NAME,
     API_SPEC,
     KERNEL_SPEC,
     api_candidates,
@@ -50,12 +49,15 @@ from verifyprof.trace.nsys.export import (
     RUNTIME,
     NsysExport,
     NsysStrings,
+    one_line,
+    schema_warnings,
 )
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.processes import devices_table, processes_table
-from verifyprof.trace.nsys.ranges import nesting_depth, nvtx_query, ranges_table
+from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
+from verifyprof.trace.validation import drop_bad_times
 
-__all__ = ["API_CANDIDATE_SQL", "API_NAME", "FORMAT", "nesting_depth", "read_nsys_sqlite"]
+__all__ = ["FORMAT", "read_nsys_sqlite"]
 
 FORMAT = "nsys-sqlite"
 
@@ -86,6 +88,7 @@ def _read(export: NsysExport) -> Trace:
     names = NsysStrings(export, strings)
     warnings: list[str] = []
     meta = export.meta()
+    warnings += schema_warnings(meta["nsys_schema_version"])
 
     api_names = api_candidates(export)
     kernel_job = SlicedQuery(kernel_slices(export), KERNEL_SPEC)
@@ -111,11 +114,14 @@ def _read(export: NsysExport) -> Trace:
     processes = processes_table(export, names, kernels, copies, graphs, api, ranges)
     meta["graph_trace_rows"] = len(graphs)
     optional = {}
-    collective_args, nccl_warnings = nccl_collective_args(export.con, export.uri, export.tables, kernels, api, ranges, strings)
+    try:
+        collective_args, nccl_warnings = nccl_collective_args(export.con, export.uri, export.tables, kernels, api, ranges, strings)
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the payload tables are read with plain queries
+        raise TraceError(f"corrupt NVTX payload tables ({one_line(exc)})", export.path) from None
     warnings += nccl_warnings
     if collective_args is not None:
         optional["collective_args"] = collective_args
-    return Trace(
+    return drop_bad_times(Trace(
         source=[export.path], format=FORMAT, strings=strings, kernels=kernels, copies=copies, graphs=graphs,
         api=api, ranges=ranges, devices=devices, processes=processes, meta=meta, warnings=warnings, **optional,
-    )
+    ))

@@ -24,11 +24,8 @@ import torch.nn as nn
 from ..pytorch_utils import prune_linear_layer
 from ..utils import ModelOutput, is_sklearn_available
 from .configuration_utils import GenerationConfig
-from .logits_process import (
-    LogitsProcessorList,
-    MinLengthLogitsProcessor,
-    SuppressTokensLogitsProcessor,
-)
+from .logits_process import LogitsProcessorList, MinLengthLogitsProcessor, SuppressTokensLogitsProcessor
+
 
 if is_sklearn_available():
     from sklearn.metrics import roc_curve

@@ -114,6 +114,7 @@ from .stopping_criteria import (
     StopStringCriteria,
 )
 
+
 if TYPE_CHECKING:
     from .._typing import GenerativePreTrainedModel
     from ..modeling_utils import PreTrainedModel

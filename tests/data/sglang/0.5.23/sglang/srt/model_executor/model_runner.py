@@ -24,6 +24,7 @@ from typing import List, Optional, Union
 
 import torch
 import torch.distributed as dist
+
 from sglang.srt.configs.draft_parallel import DraftParallelLayout
 from sglang.srt.configs.load_config import (
     _DEFAULT_LOAD_GROUP,

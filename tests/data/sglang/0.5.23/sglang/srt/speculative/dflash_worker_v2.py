@@ -4,6 +4,7 @@ import os
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import torch
+
 from sglang.kernels.ops.speculative.cache_locs import (
     assign_extend_cache_locs_func,
     rebuild_compact_draft_req_to_token_func,

@@ -3,6 +3,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 import torch
+
 from sglang.srt.mem_cache.kv_index_translator import KVIndexTranslator
 from sglang.srt.mem_cache.kv_loc_plan import IdSpaceKind, KVLocPlan
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode

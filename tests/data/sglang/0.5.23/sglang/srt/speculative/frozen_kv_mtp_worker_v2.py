@@ -26,6 +26,7 @@ import time
 from typing import Optional
 
 import torch
+
 from sglang.srt.configs.draft_parallel import DraftParallelSpec, DraftTPExecution
 from sglang.srt.layers.moe.utils import (
     draft_model_build_scope,

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import torch
+
 from sglang.srt.configs.draft_parallel import DraftParallelSpec, DraftTPExecution
 from sglang.srt.environ import envs
 from sglang.srt.hardware_backend.npu.graph_runner.multi_layer_eagle_draft_extend_npu_graph_runner import (

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 import torch
+
 from sglang.srt.mem_cache.kv_index_translator import KVIndexTranslator
 from sglang.srt.mem_cache.kv_loc_plan import IdSpaceKind, KVLocPlan
 from sglang.srt.speculative.spec_info import SpecInput, SpecInputType

@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Optional
 
 import torch
+
 from sglang.kernels.ops.speculative.uno_tree import build_uno_tree_proposal
 from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import (

@@ -28,6 +28,8 @@ from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 import torch.distributed as dist
+from torch import nn
+
 from sglang.srt.configs import (
     FalconH1Config,
     JetNemotronConfig,
@@ -183,7 +185,6 @@ from sglang.srt.weight_sync.tensor_bucket import (
     FlattenedTensorBucket,
     FlattenedTensorMetadata,
 )
-from torch import nn
 
 _is_cuda = is_cuda()
 _is_hip = is_hip()
@@ -1219,7 +1220,7 @@ class ModelRunner:
             )
             reconstructed_tensors = bucket.reconstruct_tensors()
             self.model.load_weights(reconstructed_tensors)
-            return True, "Succeeded to update parameter online."
+            return True, f"Succeeded to update parameter online."
         except Exception as e:
             error_msg = (
                 f"Failed to update parameter online: {e}. "
@@ -1651,10 +1652,10 @@ class ModelRunner:
         elif self.server_args.kv_cache_dtype == "fp4_e2m1":
             if hasattr(torch, "float4_e2m1fn_x2"):
                 self.kv_cache_dtype = torch.float4_e2m1fn_x2
-                logger.warning("FP4 (E2M1) KV Cache might lead to a accuracy drop!")
+                logger.warning(f"FP4 (E2M1) KV Cache might lead to a accuracy drop!")
             else:
                 logger.warning(
-                    "--kv-cache-dtype falls back to 'auto' because this torch version does not support torch.float4_e2m1fn_x2"
+                    f"--kv-cache-dtype falls back to 'auto' because this torch version does not support torch.float4_e2m1fn_x2"
                 )
                 self.kv_cache_dtype = self.dtype
         else:

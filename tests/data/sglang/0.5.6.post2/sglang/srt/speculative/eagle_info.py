@@ -5,6 +5,7 @@ from typing import ClassVar, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
+
 from sglang.srt.constrained.base_grammar_backend import BaseGrammarObject
 from sglang.srt.layers.attention.utils import create_flashinfer_kv_indices_triton
 from sglang.srt.layers.logits_processor import LogitsProcessorOutput

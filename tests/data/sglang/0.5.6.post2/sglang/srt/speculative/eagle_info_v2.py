@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+
 from sglang.srt.layers.logits_processor import LogitsProcessorOutput
 from sglang.srt.managers.schedule_batch import ModelWorkerBatch, ScheduleBatch
 from sglang.srt.mem_cache.common import (

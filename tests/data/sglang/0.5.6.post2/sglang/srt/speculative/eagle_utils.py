@@ -3,6 +3,7 @@ from enum import IntEnum
 from typing import List, Optional
 
 import torch
+
 from sglang.srt.utils import is_cuda, is_hip, is_npu
 
 _is_cuda = is_cuda()

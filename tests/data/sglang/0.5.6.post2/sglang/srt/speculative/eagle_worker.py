@@ -3,6 +3,7 @@ import time
 from typing import List, Optional, Tuple
 
 import torch
+
 from sglang.srt.distributed import get_tp_group
 from sglang.srt.hardware_backend.npu.graph_runner.eagle_draft_npu_graph_runner import (
     EAGLEDraftNpuGraphRunner,

@@ -4,6 +4,7 @@ import time
 from typing import List, Optional, Tuple
 
 import torch
+
 from sglang.srt.environ import envs
 from sglang.srt.hardware_backend.npu.graph_runner.eagle_draft_extend_npu_graph_runner import (
     EAGLEDraftExtendNpuGraphRunner,

@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 
 import torch
 import triton
+
 from sglang.srt.server_args import get_global_server_args
 
 logger = logging.getLogger(__name__)
@@ -13,6 +14,7 @@ logger = logging.getLogger(__name__)
 from dataclasses import dataclass
 
 import torch.nn.functional as F
+
 from sglang.srt.environ import envs
 from sglang.srt.layers.attention.utils import create_flashinfer_kv_indices_triton
 from sglang.srt.layers.logits_processor import LogitsProcessorOutput

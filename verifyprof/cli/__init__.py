@@ -8,33 +8,86 @@ from typing import Annotated, Optional
 
 import typer
 
+from verifyprof.cli.args import (
+    _check_manifest,
+    _Group,
+    _nsys_hint,
+    _parallel,
+    _ranking,
+    _step_regex,
+    _wrote,
+)
+from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 
+KERNELS_SCHEMA = "verifyprof.kernels/1"
+WHATIF_SCHEMA = "verifyprof.whatif/1"
+
+
+
+
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="What is inside the speculative-decoding verify step, and which fix is worth the most tokens/s.",
 )
 
-TraceArg = Annotated[str, typer.Argument(help="nsys .nsys-rep / .sqlite, or PyTorch-profiler JSON(.gz) file, directory or glob")]
-RangeOpt = Annotated[str, typer.Option("--range", help="regex selecting the step ranges")]
+TraceArg = Annotated[str, typer.Argument(help="nsys .nsys-rep / .sqlite(.gz), PyTorch-profiler JSON(.gz), a directory (capture folder or per-rank files) or a glob", metavar="TRACE")]
+RangeOpt = Annotated[Optional[str], typer.Option("--range", help="regex (Python re.search on each range's text) selecting the step ranges; default: verifyprof's ranges and SGLang's TARGET_VERIFY", show_default=False)]
+StepOpt = Annotated[Optional[str], typer.Option("--step", help=f"steps of one phase, from verifyprof ranges, SGLang spans and user ranges alike: {'|'.join(ranges.PHASES)}", metavar="PHASE")]
 TaxonomyOpt = Annotated[Optional[Path], typer.Option("--taxonomy", help="kernel-name rules (TOML) replacing the built-in ones")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON instead of tables")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON instead of tables (a flag: no value)")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"verifyprof {version('verifyprof')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="print the version and exit", callback=_version, is_eager=True)] = False,
+) -> None:
+    """What is inside the speculative-decoding verify step, and which fix is worth the most tokens/s."""
+
+
+
+
+
+
+TracesArg = Annotated[list[str], typer.Argument(help="trace file(s), directories or globs; several files (one per rank, stage or node) are broken down in parallel and reduced to one multi-rank result")]
+WorkersOpt = Annotated[Optional[int], typer.Option("--workers", min=1, help="local worker processes for several files (default: one per file, at most one per CPU)")]
+SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help="run the per-file map on a Dask cluster: tcp://HOST:PORT, or 'dask' for a local cluster (needs verifyprof[dist])")]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="a file that fails is an error (exit 2), not a warning")]
+
+
 
 
 @app.command()
 def breakdown(
-    trace: TraceArg,
-    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    traces: TracesArg,
+    step_range: RangeOpt = None,
+    step: StepOpt = None,
     taxonomy: TaxonomyOpt = None,
     whole_trace: Annotated[bool, typer.Option("--whole-trace", help="one step per device spanning the whole trace")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="a phase table for every step group (default: the verify step's, the rest folded into one table)")] = False,
     as_json: JsonOpt = False,
     csv: Annotated[Optional[Path], typer.Option("--csv", help="write per-step rows as CSV")] = None,
     parquet: Annotated[Optional[Path], typer.Option("--parquet", help="write per-step rows as Parquet")] = None,
     accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length: the verdict adds the plan's first fix")] = None,
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length) for the verdict")] = None,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
@@ -42,36 +95,44 @@ def breakdown(
     from verifyprof.report import console, files
     from verifyprof.trace.sources import expand
 
-    outputs.protect(expand(trace), outputs=(csv, parquet))  # never write onto the trace read
-    result = pipeline.breakdown(trace, step_regex=step_range, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
+    regex = _step_regex(step_range, step)
+    outputs.protect([p for spec in traces for p in expand(spec)], outputs=(csv, parquet))  # never write onto a trace read
+    with _nsys_hint(traces[0]):
+        result = pipeline.breakdown(traces, step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True,
+                                    parallel=_parallel(workers, scheduler, strict))
     if csv is not None:
         files.write_steps_csv(result, csv)
+        _wrote(csv)
     if parquet is not None:
         files.write_steps_parquet(result, parquet)
+        _wrote(parquet)
     if as_json:
         files.print_breakdown_json(result)
     else:
-        console.print_breakdown(result)
+        console.print_breakdown(result, show_all=show_all)
         console.print_verdict(pipeline.verdict(result, accept_len=accept_len, manifest=manifest))
 
 
 @app.command()
 def kernels(
     trace: TraceArg,
-    top: Annotated[int, typer.Option("--top", help="how many kernels to list")] = 30,
+    top: Annotated[int, typer.Option("--top", help="how many kernels to list (>= 1)", min=1)] = 30,
     taxonomy: TaxonomyOpt = None,
-    step_range: Annotated[Optional[str], typer.Option("--range", help="only kernels inside ranges matching this regex")] = None,
+    step_range: Annotated[Optional[str], typer.Option("--range", help="only kernels inside ranges matching this regex (Python re.search)")] = None,
+    step: StepOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Top kernels with their phase and share of GPU time: check and fix the taxonomy rules."""
     from verifyprof import pipeline
     from verifyprof.report import console, files
 
-    table = pipeline.kernels(trace, taxonomy=taxonomy, step_regex=step_range)
+    with _nsys_hint(trace):
+        table = pipeline.kernels(trace, taxonomy=taxonomy, step_regex=_step_regex(step_range, step, default=None))
+    data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
-        files.print_json(table.to_json(top))
+        files.print_json(data)
     else:
-        console.print_kernels(table, top)
+        console.print_kernels(data)
 
 
 # --- whatif (model stage) and capture (capture stage) register their commands below. ---
@@ -123,7 +184,7 @@ def capture(
         accept_len_convention=accept_len_convention, argv=list(sys.argv),
     )
     for line in summary_lines(run_capture(options)):
-        print(line)
+        print(" ".join(line.split()) if "\n" in line else line)
 
 
 @app.command()
@@ -139,10 +200,10 @@ def whatif(
     batch: Annotated[Optional[int], typer.Option("--batch", help="requests per step (throughput for the batch)")] = None,
     baseline_tps: Annotated[Optional[float], typer.Option("--baseline-tps", help="plain decode tokens/s per request")] = None,
     decode_ms: Annotated[Optional[float], typer.Option("--decode-ms", help="plain decode step time (ms)")] = None,
-    source: Annotated[Optional[str], typer.Option("--from", help="breakdown JSON (verifyprof breakdown --json) or a trace")] = None,
+    source: Annotated[Optional[str], typer.Option("--from", help="breakdown JSON (verifyprof breakdown --json), a trace, or several trace files (directory or quoted glob)")] = None,
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest.json (accept length, baseline)")] = None,
-    step: Annotated[Optional[str], typer.Option("--step", help="step name to model (default: the verify steps)")] = None,
-    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    step: Annotated[Optional[str], typer.Option("--step", help=f"the steps to model: a phase ({'|'.join(ranges.PHASES)}: verifyprof, SGLang and user ranges alike) or a step name (default: the verify steps)")] = None,
+    step_range: RangeOpt = None,
     whole_trace: Annotated[bool, typer.Option("--whole-trace", help="model the whole trace as one step (a trace given to --from)")] = False,
     width: Annotated[Optional[int], typer.Option("--width", help="verify tokens per request: which width to model, or the width when the trace does not say")] = None,
     mode: Annotated[Optional[str], typer.Option("--mode", help="eager or graph, when the trace has both")] = None,
@@ -154,6 +215,9 @@ def whatif(
     drafter_gain: Annotated[Optional[float], typer.Option("--drafter-gain", help="accept-length gain assumed by better_drafter (default: published drafter data)")] = None,
     candidate: Annotated[Optional[list[str]], typer.Option("--candidate", help="only these candidates (repeatable)")] = None,
     as_json: JsonOpt = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a breakdown."""
     from verifyprof import pipeline
@@ -161,19 +225,33 @@ def whatif(
     from verifyprof.report import files
     from verifyprof.report import whatif as show
 
+    if source is not None and verify_ms is not None:
+        raise VerifyprofError("--verify-ms is for the plain model; with --from the verify time is measured from the trace (choose it with --step, --width, --mode)")
+    notes: list[str] = []
+    if manifest is None and source is not None and (Path(source) / "manifest.json").is_file():
+        manifest = Path(source) / "manifest.json"
+        notes.append(f"manifest {manifest} found in the capture folder given to --from (accept length, baseline)")
+    if manifest is not None:
+        _check_manifest(manifest)
+    phase = step if step in ranges.PHASES else None
     options = WhatifOptions(
         verify_ms=verify_ms, accept_len=accept_len, alpha=alpha, num_draft=num_draft, survival=survival,
         draft_cost_ratio=draft_cost_ratio, draft_ms=draft_ms, overhead_ms=overhead_ms, batch=batch,
-        baseline_tps=baseline_tps, decode_ms=decode_ms, source=source, manifest=manifest, step=step,
-        step_range=step_range, whole_trace=whole_trace, width=width, mode=mode, hardware=hardware, link=link, model=model, tp=tp,
+        baseline_tps=baseline_tps, decode_ms=decode_ms, source=source, manifest=manifest, step=None if phase else step,
+        step_range=_step_regex(step_range, None), whole_trace=whole_trace, width=width, mode=mode, hardware=hardware, link=link, model=model, tp=tp,
         context=context, drafter_gain=drafter_gain, candidates=candidate or [],
     )
     if source is None:
-        result = pipeline.whatif_plain(options)
+        result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
         files.print_json(result) if as_json else show.print_plain(result)
-    else:
-        ranking = pipeline.whatif(options).to_json()
-        files.print_json(ranking) if as_json else show.print_ranking(ranking)
+        return
+    ranking = {"schema": WHATIF_SCHEMA, "unit": "ms", **_ranking(options, phase, notes, _parallel(workers, scheduler, strict))}
+    ranking["current"].setdefault("notes", []).extend(notes)
+    files.print_json(ranking) if as_json else show.print_ranking(ranking)
+
+
+
+
 
 
 @app.command()
@@ -200,12 +278,60 @@ def hooks(
         raise typer.Exit(1)
 
 
+# --- compare and report (issue 13) ---
+
+
+@app.command()
+def compare(
+    before: Annotated[str, typer.Argument(help="BEFORE: a trace or a breakdown JSON")],
+    after: Annotated[str, typer.Argument(help="AFTER: a trace or a breakdown JSON")],
+    accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length for the prediction check (BEFORE's what-if)")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="BEFORE's capture manifest (accept length) for the prediction check")] = None,
+    gate: Annotated[Optional[float], typer.Option("--gate", help="exit 1 when verify got slower by more than PCT percent")] = None,
+    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    taxonomy: TaxonomyOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a verdict and a CI gate."""
+    from verifyprof import pipeline
+    from verifyprof.report import compare as show
+    from verifyprof.report import files
+
+    result = pipeline.compare(before, after, accept_len=accept_len, manifest=manifest, step_regex=step_range, taxonomy=taxonomy)
+    data = result.to_json(gate=gate)
+    files.print_json(data) if as_json else show.print_compare(data)
+    if gate is not None and result.gate_failed(gate):
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    source: Annotated[str, typer.Argument(help="a trace or a breakdown JSON")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="the HTML file to write (e.g. reports/NAME.html)")],
+    compare_with: Annotated[Optional[str], typer.Option("--compare", help="AFTER: a trace or breakdown JSON to compare SOURCE with")] = None,
+    accept_len: Annotated[Optional[float], typer.Option("--accept-len", help="accept length for the what-if plan and the heatmap")] = None,
+    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="capture manifest (accept length, baseline) for the what-if")] = None,
+    step_range: RangeOpt = DEFAULT_STEP_REGEX,
+    taxonomy: TaxonomyOpt = None,
+    whole_trace: Annotated[bool, typer.Option("--whole-trace", help="one step per device spanning the whole trace")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="print nothing but errors")] = False,
+) -> None:
+    """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps, timeline, kernels, heatmap."""
+    from verifyprof import pipeline
+    from verifyprof.report import html
+
+    html.check_output(out, [source] + ([compare_with] if compare_with else []) + ([str(manifest)] if manifest else []))
+    data = pipeline.report(source, compare_with=compare_with, accept_len=accept_len, manifest=manifest, step_regex=step_range,
+                           taxonomy=taxonomy, whole_trace=whole_trace)
+    size = html.write_report(data, out)
+    if not quiet:
+        print(f"wrote {out} ({size / 1e6:.1f} MB)")
+
+
 def main() -> None:
+    """The console script: errors are one line (see :class:`_Group`)."""
     try:
         app()
-    except VerifyprofError as err:
-        print(f"verifyprof: error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
     except KeyboardInterrupt:
         print("verifyprof: interrupted", file=sys.stderr)
         sys.exit(130)

@@ -1,0 +1,300 @@
+"""Many ranks (issue 14): breakdown of 8-rank sets, one file and one file per rank, local
+workers and a Dask LocalCluster, against sqlite3 fetchall / json.loads of the same data.
+
+    python bench/bench_ranks.py                       # 1M kernels over 8 ranks; Kineto 8 x 150 MB
+    python bench/bench_ranks.py --kernels 200000 --kineto-mb 30 --repeat 1   # quick
+
+Generates once under ``bench/out/ranks/`` (reused while the sizes match): the nsys export with 8
+ranks (``gen_nsys_export.py``), the same events as 8 per-rank exports (``split_nsys_ranks.py``),
+and 8 Kineto rank files (``gen_kineto_trace.py``'s tiling of the real B200 trace, then one copy
+per rank with its own ``distributedInfo.rank``). Every contender runs in a fresh subprocess;
+peak RSS is sampled (every 20 ms) over that process and all its descendants (workers), the
+largest single process reported. Times exclude interpreter start and imports.
+
+Prints: nsys one file (fetchall, table, --json), nsys 8 files (fetchall, 1 / 2 workers,
+LocalCluster), Kineto 8 files (json.loads, 1 / 2 workers, LocalCluster), the cost of 1, 2, 4, 8
+per-rank files with one worker (linear: constant per file), and the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
+
+RANKS = 8
+TARGET_NSYS_RATIO = 0.6
+TARGET_RSS_MB = 400
+TARGET_KINETO_SPEEDUP = 1.7
+
+
+# --- measured things (each in its own subprocess) ------------------------------------------------
+
+
+def m_fetchall(paths: list[Path]) -> dict:
+    from bench_nsys import fetchall
+
+    results = [fetchall(p) for p in paths]
+    return {"seconds": sum(r["seconds"] for r in results), "rows": sum(r["rows"]["kernels"] for r in results)}
+
+
+def m_json_loads(paths: list[Path]) -> dict:
+    t = time.perf_counter()
+    events = 0
+    for path in paths:
+        doc = json.loads(path.read_bytes())
+        events += len(doc["traceEvents"])
+        del doc
+    return {"seconds": time.perf_counter() - t, "rows": events}
+
+
+def _breakdown(paths: list[Path], records: bool, workers: int | None = None, scheduler: str | None = None) -> dict:
+    from verifyprof import pipeline
+    from verifyprof.report.files import stream_breakdown_json
+
+    t = time.perf_counter()
+    source = [str(p) for p in paths] if len(paths) > 1 else paths[0]
+    whole = paths[0].name.endswith(".json")  # the tiled vLLM trace has no verify ranges: as bench_kineto.py
+    parallel = pipeline.ParallelOptions(workers=workers, scheduler=scheduler, strict=True)
+    result = pipeline.breakdown(source, release=True, whole_trace=whole, parallel=parallel)
+    if records:
+        with open(os.devnull, "wb") as sink:
+            stream_breakdown_json(result, sink)
+    else:
+        result.summary()
+    return {"seconds": time.perf_counter() - t, "rows": len(result.steps)}
+
+
+def m_table(paths):
+    return _breakdown(paths, records=False, workers=1)
+
+
+def m_json(paths):
+    return _breakdown(paths, records=True, workers=1)
+
+
+def m_w1(paths):
+    return _breakdown(paths, records=True, workers=1)
+
+
+def m_w2(paths):
+    return _breakdown(paths, records=True, workers=2)
+
+
+def m_dask(paths):
+    """A LocalCluster of 2 single-threaded worker processes, started before the clock runs."""
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None, silence_logs=50)
+    try:
+        return _breakdown(paths, records=True, scheduler=cluster.scheduler_address)
+    finally:
+        cluster.close()
+
+
+MEASURES = {"fetchall": m_fetchall, "json.loads": m_json_loads, "table": m_table, "json-out": m_json,
+            "1 worker": m_w1, "2 workers": m_w2, "LocalCluster(2)": m_dask}
+
+
+def _sample_peaks(pid: int, peaks: dict[int, float], stop: threading.Event) -> None:
+    import psutil
+
+    root = psutil.Process(pid)
+    while not stop.is_set():
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            break
+        for proc in procs:
+            try:
+                peaks[proc.pid] = max(peaks.get(proc.pid, 0.0), proc.memory_info().rss / 2**20)
+            except psutil.Error:
+                pass
+        stop.wait(0.02)
+
+
+def run_measure(name: str, paths: list[Path]) -> dict:
+    """One contender in a fresh interpreter; its time, and the largest RSS of it or any worker."""
+    command = [sys.executable, __file__, "--measure", name, *map(str, paths)]
+    peaks: dict[int, float] = {}
+    stop = threading.Event()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = threading.Thread(target=_sample_peaks, args=(child.pid, peaks, stop), daemon=True)
+    sampler.start()
+    out, err = child.communicate()
+    stop.set()
+    sampler.join()
+    if child.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{err}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result["peak_rss_mb"] = max(peaks.values(), default=0.0)
+    result["parent_rss_mb"] = peaks.get(child.pid, 0.0)
+    return result
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+
+def nsys_inputs(kernels: int, out: Path) -> tuple[Path, list[Path]]:
+    from bench_nsys import export_for
+    from split_nsys_ranks import split
+
+    whole = export_for(kernels, RANKS, out, regenerate=False)
+    folder = out / f"nsys_{kernels}_{RANKS}r_split"
+    files = sorted(folder.glob("rank-*.sqlite"))
+    if len(files) != RANKS or any(f.stat().st_mtime < whole.stat().st_mtime for f in files):
+        print(f"splitting {whole.name} per rank ...", flush=True)
+        files = split(whole, folder)
+    return whole, files
+
+
+def kineto_inputs(mb: float, out: Path) -> list[Path]:
+    folder = out / f"kineto_{mb:g}mb_{RANKS}r"
+    files = [folder / f"bench-TP-{r}.trace.json" for r in range(RANKS)]
+    if all(f.exists() for f in files):
+        return files
+    import gen_kineto_trace
+
+    folder.mkdir(parents=True, exist_ok=True)
+    base = folder / "tiled.json"
+    print(f"generating {RANKS} Kineto rank files of {mb:g} MB ...", flush=True)
+    gen_kineto_trace.generate(gen_kineto_trace.DEFAULT_SOURCE, base, mb, use_gzip=False)
+    data = base.read_bytes()
+    head, tail = data[:65536], data[65536:]
+    for rank, path in enumerate(files):  # each rank its own distributedInfo.rank (same-length edit of the header)
+        ranked = head.replace(b'"rank": 0,', f'"rank": {rank},'.encode(), 1)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(ranked + tail)
+        os.replace(tmp, path)
+    base.unlink()
+    return files
+
+
+def count_rows(path: Path) -> int:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0])
+    finally:
+        con.close()
+
+
+# --- driver ---------------------------------------------------------------------------------------
+
+
+def rounds(plan: list[tuple[str, str, list[Path]]], repeat: int) -> dict[str, list[dict]]:
+    """Every (label, measure, files) once per round, interleaved; ratios are taken within a round."""
+    runs: dict[str, list[dict]] = {label: [] for label, _, _ in plan}
+    for i in range(repeat):
+        for label, name, paths in plan:
+            r = run_measure(name, paths)
+            runs[label].append(r)
+            print(f"  round {i + 1} {label:<34} {r['seconds']:8.3f} s  peak {r['peak_rss_mb']:6.0f} MB", flush=True)
+    return runs
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def ratio(runs: dict[str, list[dict]], label: str, base: str) -> float:
+    return median([a["seconds"] / b["seconds"] for a, b in zip(runs[label], runs[base])])
+
+
+def report(runs: dict[str, list[dict]], groups: list[tuple[str, str, list[str]]]) -> dict:
+    """One table per group: best time, median ratio to its baseline, largest process RSS."""
+    out = {}
+    for title, base, labels in groups:
+        print(f"\n{title}")
+        print(f"{'contender':<34} {'best s':>8} {'ratio':>7} {'peak MB':>8}")
+        for label in [base, *labels]:
+            best = min(r["seconds"] for r in runs[label])
+            peak = max(r["peak_rss_mb"] for r in runs[label])
+            rel = ratio(runs, label, base)
+            row = out.setdefault(label, {"best_s": round(best, 3), "peak_rss_mb": round(peak)})
+            row["ratio" if "ratio" not in row else f"ratio to {base}"] = round(rel, 3)  # a row in two tables
+            print(f"{label:<34} {best:8.3f} {rel:7.2f} {peak:8.0f}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", type=int, default=1_000_000, help="nsys kernels over all 8 ranks")
+    parser.add_argument("--kineto-mb", type=float, default=150.0, help="size of each Kineto rank file (uncompressed JSON)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=HERE / "out" / "ranks")
+    parser.add_argument("--skip-kineto", action="store_true")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--measure", choices=list(MEASURES), help=argparse.SUPPRESS)
+    parser.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:  # child: one measurement, one JSON line
+        print(json.dumps(MEASURES[args.measure](args.paths)))
+        return
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    whole, per_rank = nsys_inputs(args.kernels, args.out)
+    plan = [("nsys 1 file: fetchall", "fetchall", [whole]), ("nsys 1 file: table", "table", [whole]),
+            ("nsys 1 file: --json", "json-out", [whole]), ("nsys 8 files: fetchall", "fetchall", per_rank)]
+    plan += [(f"nsys 8 files: {w}", w, per_rank) for w in ("1 worker", "2 workers", "LocalCluster(2)")]
+    plan += [(f"nsys {n} files: 1 worker", "1 worker", per_rank[:n]) for n in (1, 2, 4)]
+    kineto = [] if args.skip_kineto else kineto_inputs(args.kineto_mb, args.out)
+    if kineto:
+        plan += [("kineto 8 files: json.loads", "json.loads", kineto)]
+        plan += [(f"kineto 8 files: {w}", w, kineto) for w in ("1 worker", "2 workers", "LocalCluster(2)")]
+    runs = rounds(plan, args.repeat)
+
+    print(f"\n{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {count_rows(whole)} kernels over {RANKS} ranks "
+          f"({whole.stat().st_size / 1e6:.0f} MB); ratios are medians over {args.repeat} rounds of time / baseline in that round")
+    groups = [("nsys, one 8-rank file", "nsys 1 file: fetchall", ["nsys 1 file: table", "nsys 1 file: --json"]),
+              ("nsys, 8 per-rank files (same events)", "nsys 8 files: fetchall",
+               ["nsys 8 files: 1 worker", "nsys 8 files: 2 workers", "nsys 8 files: LocalCluster(2)"]),
+              ("cost growth, per-rank files, 1 worker", "nsys 1 files: 1 worker",
+               ["nsys 2 files: 1 worker", "nsys 4 files: 1 worker", "nsys 8 files: 1 worker"])]
+    if kineto:
+        groups.append((f"Kineto, 8 rank files x {args.kineto_mb:g} MB", "kineto 8 files: json.loads",
+                       ["kineto 8 files: 1 worker", "kineto 8 files: 2 workers", "kineto 8 files: LocalCluster(2)"]))
+    table = report(runs, groups)
+    targets = verdicts(runs, table, bool(kineto))
+    if args.json:
+        args.json.write_text(json.dumps({"runs": runs, "table": table, "targets": targets}, indent=1))
+
+
+def verdicts(runs: dict[str, list[dict]], table: dict, kineto: bool) -> dict:
+    """The issue's targets, each PASS / MISS with the measured number."""
+    checks = {
+        "nsys 1 file: table <= 0.6x fetchall": (table["nsys 1 file: table"]["ratio"], TARGET_NSYS_RATIO),
+        "nsys 1 file: --json <= 0.6x fetchall": (table["nsys 1 file: --json"]["ratio"], TARGET_NSYS_RATIO),
+        "nsys 8 files, 2 workers: --json <= 0.6x fetchall": (table["nsys 8 files: 2 workers"]["ratio"], TARGET_NSYS_RATIO),
+        "nsys peak RSS per process < 400 MB": (max(table[k]["peak_rss_mb"] for k in table if k.startswith("nsys") and "fetchall" not in k), TARGET_RSS_MB),
+    }
+    growth = table["nsys 8 files: 1 worker"]["ratio to nsys 1 files: 1 worker"]
+    print(f"\ncost growth 1 -> 8 files: {growth:.2f}x ({growth / RANKS:.2f} of linear per file; the 1-file run takes the single-file path, no reduce)")
+    out = {}
+    for name, (value, limit) in checks.items():
+        ok = value <= limit if "RSS" not in name else value < limit
+        out[name] = {"value": value, "pass": ok}
+        print(f"{name}: {value:.2f} -> {'PASS' if ok else 'MISS'}")
+    if kineto:
+        speedup = 1 / ratio(runs, "kineto 8 files: 2 workers", "kineto 8 files: 1 worker")
+        out["kineto 2 workers >= 1.7x faster than 1"] = {"value": speedup, "pass": speedup >= TARGET_KINETO_SPEEDUP}
+        print(f"kineto 2 workers / 1 worker speedup: {speedup:.2f}x (target >= {TARGET_KINETO_SPEEDUP}) -> "
+              f"{'PASS' if speedup >= TARGET_KINETO_SPEEDUP else 'MISS'}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""`verifyprof compare`: the bundled eager and CUDA-graph verify traces of one workload, before and after."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from verifyprof import pipeline
+from verifyprof.cli import app
+from verifyprof.model.compare import kernel_family
+
+ROOT = Path(__file__).resolve().parents[1]
+EAGER = ROOT / "traces" / "workload-dense-eager" / "trace.sqlite.gz"
+GRAPH = ROOT / "traces" / "workload-dense-graph" / "trace.sqlite.gz"
+EAGER_MANIFEST = EAGER.parent / "manifest.json"
+
+
+@pytest.fixture(scope="module")
+def eager() -> pipeline.Loaded:
+    return pipeline.load_input(EAGER)
+
+
+@pytest.fixture(scope="module")
+def graph() -> pipeline.Loaded:
+    return pipeline.load_input(GRAPH)
+
+
+@pytest.fixture(scope="module")
+def eager_to_graph(eager, graph) -> dict:
+    return pipeline.compare(eager, graph, manifest=EAGER_MANIFEST).to_json()
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def test_graph_verify_is_faster_than_eager(eager_to_graph):
+    out = eager_to_graph
+    assert out["schema"] == "verifyprof.compare/1"
+    assert out["comparable"] and out["verdict"] == "faster"
+    assert out["verify"]["after_ms"] < 0.3 * out["verify"]["before_ms"]
+    assert re.match(r"faster: verify (wall|cost) 12\.631 -> 2\.202 ms", out["verdict_line"])
+
+
+def test_the_launch_gap_is_what_graphs_removed(eager_to_graph):
+    phases = {row["phase"]: row for row in eager_to_graph["phases"]}
+    biggest = min(eager_to_graph["phases"], key=lambda row: row["delta_ms"])
+    assert biggest["phase"] == "launch_gap"
+    assert sum(row["delta_ms"] for row in eager_to_graph["phases"]) == pytest.approx(eager_to_graph["verify"]["delta_ms"], abs=1e-6)
+    assert abs(phases["gemm_dense"]["delta_pct"]) < 5  # the same kernels ran
+    counts = eager_to_graph["counts"]
+    assert counts["kernels"]["delta"] == 0 and counts["launches"]["after"] == 1 and counts["graph_launches"]["after"] == 1
+
+
+def test_same_kernel_families_on_both_sides(eager_to_graph):
+    families = eager_to_graph["kernel_families"]
+    assert families["available"] and families["appeared"] == [] and families["vanished"] == []
+    assert families["families_before"] == families["families_after"] > 5
+
+
+def test_prediction_check_puts_cuda_graph_verify_beside_the_measured_graph_run(eager_to_graph):
+    (pred,) = eager_to_graph["predictions"]
+    assert pred["candidate"] == "cuda_graph_verify" and pred["accept_len"] == pytest.approx(2.025)
+    assert pred["measured_verify_ms"] == pytest.approx(eager_to_graph["verify"]["after_ms"])
+    assert pred["verify_error_pct"] == pytest.approx(100 * (pred["predicted_verify_ms"] / pred["measured_verify_ms"] - 1))
+    assert abs(pred["verify_error_pct"]) < 15
+    # the graph run also graphed the drafter: the candidate alone under-predicts tok/s, and says why
+    assert pred["tokens_per_s_error_pct"] < -50 and any(s.startswith("draft ") for s in pred["outside_verify"])
+    assert abs(pred["at_after_cycle_error_pct"]) < 10
+
+
+def test_a_trace_compared_with_itself_is_no_change(graph):
+    out = pipeline.compare(graph, graph).to_json()
+    assert out["verdict"] == "no change" and out["verify"]["delta_ms"] == 0
+    assert all(row["delta_ms"] == 0 for row in out["phases"]) and out["mode_switch"] is None and out["warnings"] == []
+
+
+def test_graph_to_eager_is_loud(eager, graph):
+    out = pipeline.compare(graph, eager).to_json()
+    assert out["verdict"] == "slower" and out["mode_switch"] == "graph->eager"
+    assert any("SWITCHED FROM CUDA GRAPHS TO EAGER" in w for w in out["warnings"])
+
+
+def test_gate_passes_when_verify_got_faster():
+    code, output = cli("compare", str(EAGER), str(GRAPH), "--gate", "5")
+    assert code == 0 and "gate 5%: passed" in output and "faster: verify " in output
+
+
+def test_gate_fails_when_verify_got_slower_by_more_than_pct():
+    code, output = cli("compare", str(GRAPH), str(EAGER), "--gate", "5")
+    assert code == 1 and "FAILED" in output and "SWITCHED FROM CUDA GRAPHS TO EAGER" in output
+
+
+def test_gate_passes_a_slowdown_within_pct():
+    code, output = cli("compare", str(GRAPH), str(EAGER), "--gate", "500", "--json")
+    data = json.loads(output)
+    assert code == 0 and data["gate"] == {"pct": 500.0, "failed": False} and 400 < data["verify"]["delta_pct"] < 500
+
+
+def test_breakdown_json_inputs_compare_like_their_traces(tmp_path, eager_to_graph):
+    before = tmp_path / "eager.json"
+    before.write_text(subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(EAGER), "--json"],
+                                     capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+    out = pipeline.compare(before, GRAPH).to_json()
+    assert out["verify"] == eager_to_graph["verify"] and out["phases"] == eager_to_graph["phases"]
+    assert out["kernel_families"]["available"] is False and "breakdown JSON" in out["kernel_families"]["reason"]
+
+
+def test_different_gpus_are_not_comparable(tmp_path, graph):
+    data = json.loads(subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(GRAPH), "--json"],
+                                     capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+    other = copy.deepcopy(data)
+    other["trace"]["devices"][0]["name"] = "NVIDIA H100 80GB HBM3"
+    path = tmp_path / "h100.json"
+    path.write_text(json.dumps(other))
+    out = pipeline.compare(graph, path).to_json()
+    assert out["verdict"] == "not comparable" and out["verdict_line"].startswith("not comparable (different GPUs")
+
+
+def test_a_missing_input_is_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "verifyprof.cli", "compare", str(tmp_path / "nope.json"), str(GRAPH)],
+                          capture_output=True, text=True, check=False, cwd=ROOT, env={**os.environ, "COLUMNS": "160"})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("verifyprof: error: ") and "nope.json" in lines[0]
+
+
+def test_kernel_family_drops_templates_signatures_and_numbers():
+    assert kernel_family("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float)") == \
+        "at::native::vectorized_layer_norm_kernel"
+    assert kernel_family("nvjet_sm90_tst_128x64_64x8_2x1_v_bz_TNT") == kernel_family("nvjet_sm90_tst_256x128_64x4_1x2_v_bz_TNT")

@@ -1,0 +1,185 @@
+"""Several trace files (one per rank, stage or node) broken down in parallel and reduced to one
+multi-rank breakdown: the same answer as reading them as one trace, whoever runs the map."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PUBLIC, REPO
+from golden_cases import differences
+from test_kineto_reader import A100, B200, MI300X, plain, write_trace
+
+from verifyprof import pipeline
+from verifyprof.attribution.breakdown import breakdown as attribute
+from verifyprof.attribution.taxonomy import load_taxonomy
+from verifyprof.pipeline.parallel import ParallelOptions
+from verifyprof.trace import load_trace
+
+sys.path.insert(0, str(REPO / "bench"))
+import gen_nsys_export  # noqa: E402
+from split_nsys_ranks import split  # noqa: E402
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+NSYS_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+
+
+def rank_file(src: Path, dst: Path, rank: int, base_shift_ns: int = 0) -> Path:
+    """A real trace rewritten as another rank's process: its rank, clock base and host pid."""
+    doc = json.loads(json.dumps(plain(src)))
+    if "distributedInfo" in doc:
+        doc["distributedInfo"]["rank"] = rank
+    doc["baseTimeNanoseconds"] = doc.get("baseTimeNanoseconds", 0) + base_shift_ns
+    gpu_tracks = {e.get("pid") for e in doc["traceEvents"] if e.get("cat") in GPU_CATS}
+    for e in doc["traceEvents"]:
+        if e.get("cat") not in GPU_CATS and isinstance(e.get("pid"), int) and e["pid"] not in gpu_tracks:
+            e["pid"] += 7 * rank  # each rank is its own process
+    return write_trace(dst, doc)
+
+
+def as_json(result) -> dict:
+    return json.loads(json.dumps(result.to_json()))
+
+
+def one_process(source, regex: str | None = None, whole: bool = False) -> dict:
+    """Today's path: every file read into one trace in this process, broken down once."""
+    return as_json(attribute(load_trace(source), step_regex=regex or "^$", taxonomy=load_taxonomy(), whole_trace=whole))
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "verifyprof.cli", *args], capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, COLUMNS="160"))
+
+
+@pytest.fixture(scope="module")
+def a100_ranks(tmp_path_factory) -> Path:
+    """Two ranks of the HTA A100 training trace (NCCL allreduce and broadcast), 1 ms apart."""
+    folder = tmp_path_factory.mktemp("a100")
+    rank_file(A100, folder / "run-TP-0.trace.json.gz", 0)
+    rank_file(A100, folder / "run-TP-1.trace.json.gz", 1, base_shift_ns=1_000_000)
+    return folder
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_kineto_rank_directory_reduces_to_the_one_process_breakdown(a100_ranks, workers):
+    expected = one_process(a100_ranks, "ProfilerStep")
+    got = as_json(pipeline.breakdown(a100_ranks, step_regex="ProfilerStep", parallel=ParallelOptions(workers=workers)))
+    assert expected["summary"]["collectives"]["allreduce"]["devices"] == 2  # matched across the two files
+    assert differences(expected, got) == []
+
+
+@pytest.mark.parametrize(("src", "regex", "whole"), [(B200, None, True), (MI300X, "DECODE", False)])
+def test_sglang_rank_files_reduce_like_one_trace(tmp_path, src, regex, whole):
+    for rank in (0, 1):  # the MI300X trace has no distributedInfo: ranks come from SGLang's -TP-<r> names
+        rank_file(src, tmp_path / f"1721480000.123-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 2_000_000)
+    got = as_json(pipeline.breakdown(str(tmp_path / "*-TP-*.trace.json.gz"), step_regex=regex, whole_trace=whole))
+    assert got["trace"]["ranks"] == [0, 1]
+    assert differences(one_process(tmp_path, regex, whole), got) == []
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_real_two_gpu_nsys_trace_split_per_rank_reduces_to_the_same_breakdown(tmp_path, whole):
+    files = split(NSYS_2GPU, tmp_path)
+    assert len(files) == 2
+    expected = as_json(pipeline.breakdown(NSYS_2GPU, step_regex=".", whole_trace=whole))
+    got = as_json(pipeline.breakdown([str(f) for f in files], step_regex=".", whole_trace=whole, parallel=ParallelOptions(workers=2)))
+    assert "sendrecv" in got["summary"]["collectives"]
+    assert differences(expected, got) == ["$.trace.path: length 1 -> 2"]
+
+
+@pytest.fixture(scope="module")
+def generated_ranks(tmp_path_factory) -> tuple[Path, list[Path]]:
+    """A generated 2-rank speculative-decoding export (graphs, NCCL allreduce) and its per-rank split."""
+    folder = tmp_path_factory.mktemp("gen")
+    whole = folder / "tp2.sqlite"
+    gen_nsys_export.generate(whole, kernels=8_000, ranks=2, layers=4, seed=5)
+    return whole, split(whole, folder / "ranks")
+
+
+def test_per_rank_nsys_exports_give_the_multi_rank_breakdown_steps_and_summary(generated_ranks):
+    whole, files = generated_ranks
+    expected = as_json(pipeline.breakdown(whole))
+    got = as_json(pipeline.breakdown(str(files[0].parent / "*.sqlite"), parallel=ParallelOptions(workers=2)))
+    assert {s["rank"] for s in got["steps"]} == {0, 1} and got["steps"][0]["comm"]["comm_calls"] >= 0
+    assert differences(expected, got) == ["$.trace.path: length 1 -> 2"]
+
+
+def test_whatif_takes_the_per_rank_files(generated_ranks):
+    whole, files = generated_ranks
+    single = run_cli("whatif", "--from", str(whole), "--accept-len", "2.5", "--json")
+    several = run_cli("whatif", "--from", str(files[0].parent), "--accept-len", "2.5", "--workers", "2", "--json")
+    assert single.returncode == several.returncode == 0, several.stderr
+    expected, got = json.loads(single.stdout), json.loads(several.stdout)
+    assert differences(expected, got) == [f"$.current.source: {str(whole)!r} -> {str(files[0])!r}"]  # the first file names it
+
+
+def test_stage_files_match_collectives_only_within_their_stage(tmp_path):
+    for stage, shift in (("EXTEND", 0), ("DECODE", 10**10)):
+        for rank in (0, 1):
+            rank_file(B200, tmp_path / f"p-TP-{rank}-{stage}.trace.json.gz", rank, base_shift_ns=shift + rank * 1_000)
+    got = as_json(pipeline.breakdown(tmp_path, whole_trace=True))
+    one_stage = as_json(pipeline.breakdown(str(tmp_path / "*-EXTEND.trace.json.gz"), whole_trace=True))
+    calls = {f: c["calls"] for f, c in got["summary"]["collectives"].items()}
+    assert calls == {f: 2 * c["calls"] for f, c in one_stage["summary"]["collectives"].items()}
+    assert [d["device"] for d in got["trace"]["devices"]] == [0, 1]  # a rank's stage files share its GPU
+    assert len(got["steps"]) == 4
+
+
+def test_a_corrupt_file_is_one_warning_and_the_others_result_stays(a100_ranks, tmp_path):
+    for f in a100_ranks.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "run-TP-2.trace.json.gz").write_bytes((a100_ranks / "run-TP-1.trace.json.gz").read_bytes()[:200_000])
+    done = run_cli("breakdown", str(tmp_path), "--range", "ProfilerStep", "--workers", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("verifyprof: warning:")]
+    assert len(warnings) == 1 and "run-TP-2.trace.json.gz" in warnings[0] and "truncated gzip" in warnings[0]
+    got = json.loads(done.stdout)
+    assert any("skipped run-TP-2.trace.json.gz" in w for w in got["trace"]["warnings"])
+    assert got["steps"] == one_process(a100_ranks, "ProfilerStep")["steps"]
+
+
+def test_strict_makes_a_failed_file_exit_2_naming_it(a100_ranks, tmp_path):
+    (tmp_path / "good-TP-0.trace.json.gz").write_bytes((a100_ranks / "run-TP-0.trace.json.gz").read_bytes())
+    (tmp_path / "bad-TP-1.trace.json.gz").write_bytes(b"\x1f\x8b\x08\x00 not really gzip")
+    done = run_cli("breakdown", str(tmp_path), "--range", "ProfilerStep", "--strict")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "bad-TP-1.trace.json.gz" in done.stderr.strip().splitlines()[-1]
+
+
+def test_a_killed_worker_costs_only_its_file(a100_ranks):
+    import signal
+    import threading
+
+    import psutil
+
+    from verifyprof.pipeline.local_map import map_local
+    from verifyprof.pipeline.parallel import Failure, MapOptions
+
+    files = sorted(a100_ranks.iterdir()) + [A100]
+    killed: list[int] = []
+
+    def kill_first_worker() -> None:  # a worker's process dies mid-file (as under the OOM killer)
+        while not killed:
+            try:  # forked from this process, or from a forkserver it started
+                me = psutil.Process()
+                children = me.children()
+                servers = [c for c in children if "forkserver" in " ".join(c.cmdline())]
+                workers = [w for server in servers for w in server.children()]
+                workers += [c for c in children if c.cmdline() == me.cmdline()]
+            except psutil.Error:  # a process ended while listed
+                continue
+            if workers:
+                os.kill(workers[0].pid, signal.SIGKILL)
+                killed.append(workers[0].pid)
+
+    watcher = threading.Thread(target=kill_first_worker, daemon=True)
+    watcher.start()
+    outcomes = dict(map_local(list(enumerate(files)), MapOptions(step_regex="ProfilerStep"), workers=2))
+    watcher.join(timeout=5)
+    failures = [o for o in outcomes.values() if isinstance(o, Failure)]
+    assert killed and len(outcomes) == 3
+    assert len(failures) == 1 and "worker process died (killed by signal 9)" in failures[0].reason

@@ -1,0 +1,153 @@
+"""The map side of a multi-file breakdown: one trace file -> a compact :class:`RankPart`.
+
+A part holds what the reduce (:mod:`verifyprof.attribution.reduce`) needs to rebuild the
+breakdown of all files read as one trace, and nothing of the event tables: the file's steps
+frame, the (thread, start) of each step (the order steps are numbered by), the collective
+kernels with the step each belongs to on every nesting level (for cross-rank matching), and the
+file's devices, processes, counts and warnings. A 1M-kernel file's part is a few MB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from verifyprof.attribution.breakdown import breakdown
+from verifyprof.attribution.comm import collective_kernels
+from verifyprof.attribution.steps import (
+    GpuOps,
+    assign_levels,
+    find_steps,
+    launches,
+    link_calls,
+)
+from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
+from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+from verifyprof.contracts.schema import COMM_COLUMNS
+from verifyprof.trace.events import NO_ID, Trace
+
+KERNEL_FIELDS = ("op", "device", "family", "start", "end", "bytes")
+
+
+@dataclass
+class RankPart:
+    """One file's share of a multi-file breakdown (picklable: it crosses process boundaries)."""
+
+    path: str
+    index: int  # position in the file list: the merge's pid/tid key offset and tie-breaker
+    format: str
+    rows: pd.DataFrame  # the file's steps frame, without comm_* columns (matched in the reduce)
+    step_keys: pd.DataFrame  # per local step: tid, start (whole trace: device)
+    collectives: pd.DataFrame | None  # per collective kernel: KERNEL_FIELDS, group, step_<level>
+    devices: pd.DataFrame
+    processes: pd.DataFrame
+    driver_pids: np.ndarray  # processes that launched GPU work (nsys rank inference)
+    ordinals: np.ndarray  # device ids its GPU ops ran on
+    rank: int
+    world_size: int
+    base_ns: int | None  # epoch ns of its clock's zero, None when the file does not say
+    meta: dict[str, Any]
+    counts: dict[str, int]
+    warnings: list[str]
+    options: dict[str, Any]
+    linked_ops: int
+    unlinked_ops: int
+    stage: str = ""  # SGLang's -EXTEND / -DECODE: collectives are matched within one stage
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def rank_part(
+    trace: Trace,
+    index: int = 0,
+    step_regex: str = DEFAULT_STEP_REGEX,
+    taxonomy: Taxonomy | None = None,
+    whole_trace: bool = False,
+    stage: str = "",
+) -> RankPart:
+    """Break ``trace`` (one file) down and keep what the reduce needs; releases its event tables."""
+    taxonomy = taxonomy or load_taxonomy()
+    steps = None if whole_trace else find_steps(trace, step_regex)
+    collectives = _collective_kernel_steps(trace, taxonomy, steps)
+    ordinals, drivers = _gpu_users(trace)
+    result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
+    rows = result.steps.drop(columns=[c for c in COMM_COLUMNS if c in result.steps.columns])
+    if whole_trace:
+        per_device = rows.drop_duplicates("device").set_index("device")["step"]
+        step_keys = pd.DataFrame({"device": per_device.sort_values().index.to_numpy(np.int64)})
+        if collectives is not None:
+            collectives["step_0"] = per_device.reindex(collectives["device"].to_numpy()).fillna(NO_ID).to_numpy(np.int64)
+    else:
+        step_keys = pd.DataFrame({"tid": steps["tid"].to_numpy(np.int64), "start": steps["start"].to_numpy(np.int64)})
+    info = trace.describe()
+    files = trace.meta.get("kineto_files") or [{}]
+    base = files[0].get("base_time_ns") if trace.format == "kineto" else trace.meta.get("capture_start_utc_ns")
+    return RankPart(
+        path=str(trace.source[0]) if trace.source else "", index=index, format=trace.format, rows=rows,
+        step_keys=step_keys, collectives=collectives, devices=trace.devices.copy(), processes=trace.processes.copy(),
+        driver_pids=drivers, ordinals=ordinals, rank=int(files[0].get("rank", NO_ID)),
+        world_size=int(trace.meta.get("world_size", NO_ID) or NO_ID), base_ns=None if base is None else int(base),
+        meta={k: v for k, v in trace.meta.items() if isinstance(v, (str, int, float, bool)) or v is None},
+        counts={k: info[k] for k in ("kernels", "copies", "ranges")}, warnings=list(trace.warnings),
+        options=result.options, linked_ops=result.linked_ops, unlinked_ops=result.unlinked_ops, stage=stage,
+    )
+
+
+def _gpu_users(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Device ids GPU work ran on, and the processes that launched it."""
+    tables = (trace.kernels, trace.copies, trace.graphs)
+    devices = np.unique(np.concatenate([t["device"].to_numpy() for t in tables]))
+    pids = np.unique(np.concatenate([t["pid"].to_numpy() for t in tables]))
+    return devices[devices >= 0].astype(np.int64), pids[pids >= 0].astype(np.int64)
+
+
+def _collective_kernel_steps(trace: Trace, taxonomy: Taxonomy, steps: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Collective kernels (kernel rows only: op == kernel row, as in the full op table) with the
+    step of each nesting level they belong to, by the rule of :mod:`steps` (the launching call's
+    thread and start), and the communicator size their args give (-1 unknown)."""
+    kernels = trace.kernels
+    if not len(kernels):
+        return None
+    names = kernels["name_id"].to_numpy()
+    phase = taxonomy.phase_of_ids(trace.strings, names)[names]
+    ops = _kernel_ops(kernels, phase, None)
+    frame = collective_kernels(trace, ops)
+    if frame is None:
+        return None
+    index = frame["op"].to_numpy()
+    frame = frame[list(KERNEL_FIELDS)].copy()
+    frame["group"] = _arg_group_sizes(trace, index)
+    if steps is not None:
+        subset = _kernel_ops(kernels, phase[index], index)
+        calls = link_calls(trace, subset)
+        launch, op_launch = launches(subset, calls)
+        for level, (op_step, _) in enumerate(assign_levels(steps, launch, op_launch, calls)):
+            frame[f"step_{level}"] = op_step.astype(np.int64)
+    return frame.reset_index(drop=True)
+
+
+def _kernel_ops(kernels: pd.DataFrame, phase: np.ndarray, rows: np.ndarray | None) -> GpuOps:
+    """The kernels (``rows`` of them; all, as views, when None) as GPU ops."""
+    take = (lambda col: kernels[col].to_numpy()) if rows is None else (lambda col: kernels[col].to_numpy()[rows])
+    n = len(kernels) if rows is None else len(rows)
+    return GpuOps(
+        start=take("start"), end=take("end"), device=take("device"), pid=take("pid"), correlation=take("correlation"),
+        phase=phase.astype(np.int8, copy=False), is_kernel=np.ones(n, bool),
+        name_id=take("name_id").astype(np.int32, copy=False), call=np.full(n, -1, np.int64),
+    )
+
+
+def _arg_group_sizes(trace: Trace, index: np.ndarray) -> np.ndarray:
+    """The communicator size recorded with each collective kernel (-1 where the trace has none):
+    the reduce falls back to the size of the whole set of ranks, which one file cannot know."""
+    group = np.full(len(index), NO_ID, dtype=np.int64)
+    args = trace.collective_args
+    if args.empty:
+        return group
+    rows = args["kernel"].to_numpy()
+    at = np.searchsorted(rows, index)
+    hit = (at < len(rows)) & (rows[np.minimum(at, len(rows) - 1)] == index)
+    group[hit] = args["group_size"].to_numpy()[at[hit]]
+    return group

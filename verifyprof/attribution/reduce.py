@@ -1,0 +1,300 @@
+"""The reduce side of a multi-file breakdown: per-file :class:`RankPart` s -> one :class:`Breakdown`.
+
+The result is the breakdown of all files read as one trace (what ``read_kineto`` of a rank
+directory gives), rebuilt from the parts by the merge's own rules:
+
+* **one clock**: each file shifted by its clock base (Kineto ``baseTimeNanoseconds``, nsys session
+  start) minus the earliest file's;
+* **keys**: Kineto pid/tid become ``raw + (file index << 32)``, as the Kineto merge does (nsys
+  keys are already global: ``globalPid`` / ``globalTid``);
+* **devices**: a later rank that reuses a device id an earlier rank drives is renumbered after
+  it (several nodes); a rank's files (SGLang's per-stage files) share its devices;
+* **steps** numbered as one trace numbers them (by thread, then start), **ranks** from the files,
+  or for nsys inferred over all files' processes (each drives one distinct device);
+* **collectives** matched across the files' devices, per stage (SGLang's ``-EXTEND`` and
+  ``-DECODE`` files are separate captures: their calls are never matched with each other).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+
+import numpy as np
+import pandas as pd
+
+from verifyprof.attribution.breakdown import Breakdown
+from verifyprof.attribution.comm import (
+    busbw_factor,
+    collective_calls,
+    step_collectives,
+    summarize_kernels,
+)
+from verifyprof.attribution.rank_part import KERNEL_FIELDS, RankPart
+from verifyprof.contracts.errors import TraceError
+from verifyprof.trace.events import NO_ID, StringTable, Trace
+
+KEY_SHIFT = 32  # the Kineto merge's per-file pid/tid offset
+SUMMED_META = ("files", "events", "python_function_events", "graph_trace_rows")
+_COUNTED = re.compile(r"(\d+) (.+)")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one file's events land in the merged trace."""
+
+    shift_ns: int
+    key_offset: int
+    device_offset: int
+
+
+def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None) -> Breakdown:
+    """One multi-rank breakdown from the files' parts (any order); ``warnings`` go first."""
+    if not parts:
+        raise TraceError("no trace file could be read")
+    parts = sorted(parts, key=lambda p: p.index)
+    formats = {p.format for p in parts}
+    if len(formats) > 1:
+        raise TraceError(f"files of different formats ({', '.join(sorted(formats))}) cannot be one trace", parts[0].path)
+    notes = list(warnings or [])
+    places = placements(parts, notes)
+    mapping = global_steps(parts, places)
+    processes = merged_processes(parts, places)
+    rows = pd.concat([_place_rows(p, s, m) for p, s, m in zip(parts, places, mapping)], ignore_index=True)
+    rows["rank"] = _row_ranks(rows, processes)
+    rows = rows.sort_values(["step", "device"], kind="stable").reset_index(drop=True)
+    trace = Trace(
+        source=[p.path for p in parts], format=parts[0].format, strings=StringTable(),
+        devices=merged_devices(parts, places), processes=processes,
+        meta=merged_meta(parts, places), warnings=merged_warnings(parts, notes),
+    )
+    result = Breakdown(
+        trace=trace, steps=rows, options=parts[0].options,
+        linked_ops=sum(p.linked_ops for p in parts), unlinked_ops=sum(p.unlinked_ops for p in parts),
+    )
+    kernels = merged_collective_kernels(parts, places, mapping, trace.meta.get("world_size"))
+    if kernels is not None:
+        result.collective_kernels = summarize_kernels(kernels[["op", *KERNEL_FIELDS[1:], "group_size", "busbw_factor"]])
+        calls = matched_calls(kernels)
+        if calls is not None:
+            levels = [kernels[c].to_numpy() for c in kernels.columns if c.startswith("step_")]
+            result.collectives = step_collectives(calls, levels, rows)
+    return result
+
+
+def placements(parts: list[RankPart], warnings: list[str]) -> list[Placement]:
+    """Clock shift, pid/tid key offset and device offset of every file."""
+    bases = [p.base_ns for p in parts if p.base_ns is not None]
+    reference = min(bases) if bases else 0
+    if len(parts) > 1 and len(bases) < len(parts):
+        missing = ", ".join(PurePath(p.path).name for p in parts if p.base_ns is None)
+        what = "baseTimeNanoseconds" if parts[0].format == "kineto" else "session start time"
+        warnings.append(f"no {what} in {missing}: assumed on the same clock as the other ranks")
+    offsets = device_offsets(parts)
+    kineto = parts[0].format == "kineto"
+    return [
+        Placement(0 if p.base_ns is None else p.base_ns - reference, (p.index << KEY_SHIFT) if kineto else 0, offsets[i])
+        for i, p in enumerate(parts)
+    ]
+
+
+def device_offsets(parts: list[RankPart]) -> list[int]:
+    """Renumber devices of later ranks that reuse an id an earlier rank already drives (the
+    Kineto merge's rule: one offset per rank, so a rank's files share its devices)."""
+    owner_of_device: dict[int, object] = {}
+    offset_of_owner: dict[object, int] = {}
+    offsets = [0] * len(parts)
+    for i in sorted(range(len(parts)), key=lambda i: (parts[i].rank < 0, parts[i].rank, parts[i].index)):
+        part = parts[i]
+        owner: object = part.rank if part.rank >= 0 else ("file", part.index)
+        ordinals = part.ordinals
+        if owner in offset_of_owner:
+            offset = offset_of_owner[owner]
+        elif any(owner_of_device.get(int(d), owner) != owner for d in ordinals):
+            offset = max(owner_of_device) + 1 - int(ordinals.min())
+        else:
+            offset = 0
+        offset_of_owner[owner] = offset
+        offsets[i] = offset
+        for d in ordinals:
+            owner_of_device[int(d) + offset] = owner
+    return offsets
+
+
+def _key(values: np.ndarray, offset: int) -> np.ndarray:
+    values = np.asarray(values, dtype=np.int64)
+    return values if offset == 0 else np.where(values == NO_ID, NO_ID, values + offset)
+
+
+def _device(values: np.ndarray, offset: int, dtype=np.int64) -> np.ndarray:
+    values = np.asarray(values)
+    return (values if offset == 0 else np.where(values < 0, values, values + offset)).astype(dtype)
+
+
+def global_steps(parts: list[RankPart], places: list[Placement]) -> list[np.ndarray]:
+    """Per file, its local step ids -> the step ids of all files read as one trace: steps sorted
+    by (thread, start) as ``find_steps`` numbers them; whole-trace steps by device."""
+    whole = "device" in parts[0].step_keys.columns
+    primary, secondary, files, local = [], [], [], []
+    for n, (part, place) in enumerate(zip(parts, places)):
+        keys = part.step_keys
+        if whole:
+            primary.append(_device(keys["device"].to_numpy(), place.device_offset))
+            secondary.append(np.zeros(len(keys), np.int64))
+        else:
+            primary.append(_key(keys["tid"].to_numpy(), place.key_offset))
+            secondary.append(keys["start"].to_numpy(np.int64) + place.shift_ns)
+        files.append(np.full(len(keys), n, np.int64))
+        local.append(np.arange(len(keys), dtype=np.int64))
+    order = np.lexsort((np.concatenate(local), np.concatenate(files), np.concatenate(secondary), np.concatenate(primary)))
+    number = np.empty(len(order), np.int64)
+    number[order] = np.arange(len(order))
+    bounds = np.cumsum([0] + [len(p.step_keys) for p in parts])
+    return [number[bounds[i]:bounds[i + 1]] for i in range(len(parts))]
+
+
+def _place_rows(part: RankPart, place: Placement, mapping: np.ndarray) -> pd.DataFrame:
+    rows = part.rows.copy()
+    rows["step"] = mapping[rows["step"].to_numpy()]
+    for col in ("start_ns", "end_ns"):
+        rows[col] = rows[col].to_numpy() + place.shift_ns
+    for col in ("pid", "tid"):
+        rows[col] = _key(rows[col].to_numpy(), place.key_offset)
+    rows["device"] = _device(rows["device"].to_numpy(), place.device_offset)
+    return rows
+
+
+def merged_processes(parts: list[RankPart], places: list[Placement]) -> pd.DataFrame:
+    """Every file's processes on the merged keys; nsys ranks inferred over all of them."""
+    frames = []
+    for part, place in zip(parts, places):
+        frame = part.processes.copy()
+        frame["pid"] = _key(frame["pid"].to_numpy(), place.key_offset)
+        frame["device"] = _device(frame["device"].to_numpy(), place.device_offset, np.int32)
+        frames.append(frame)
+    processes = pd.concat(frames, ignore_index=True)
+    if parts[0].format != "kineto":
+        drivers = np.isin(processes["pid"].to_numpy(), np.concatenate([p.driver_pids for p in parts]))
+        device = processes["device"].to_numpy()
+        if drivers.sum() > 1 and (device[drivers] >= 0).all() and len(np.unique(device[drivers])) == drivers.sum():
+            rank = np.full(len(processes), NO_ID, dtype=np.int32)
+            rank[drivers] = np.argsort(np.argsort(device[drivers]))  # the nsys reader's rule, over all files
+            processes["rank"] = rank
+    return processes
+
+
+def _row_ranks(rows: pd.DataFrame, processes: pd.DataFrame) -> np.ndarray:
+    """Rank of each row: by the process that drives its device, else by the step's process."""
+    known = processes[processes["rank"].to_numpy() >= 0]
+    by_device = known[known["device"].to_numpy() >= 0].drop_duplicates("device").set_index("device")["rank"]
+    by_pid = known.drop_duplicates("pid").set_index("pid")["rank"]
+    device = rows["device"].to_numpy()
+    ranks = by_device.reindex(device).to_numpy(dtype=float)
+    from_pid = by_pid.reindex(rows["pid"].to_numpy()).to_numpy(dtype=float)
+    ranks = np.where(np.isnan(ranks), from_pid, ranks)
+    ranks = np.nan_to_num(ranks, nan=NO_ID).astype(np.int64)
+    return np.where(device < 0, NO_ID, ranks)  # steps that launched nothing have no rank
+
+
+def merged_devices(parts: list[RankPart], places: list[Placement]) -> pd.DataFrame:
+    frames = []
+    for part, place in zip(parts, places):
+        frame = part.devices.copy()
+        frame["device"] = _device(frame["device"].to_numpy(), place.device_offset, np.int32)
+        frames.append(frame)
+    devices = pd.concat(frames, ignore_index=True).drop_duplicates("device", keep="first")
+    return devices.sort_values("device", kind="stable").reset_index(drop=True)
+
+
+def merged_meta(parts: list[RankPart], places: list[Placement]) -> dict:
+    """Scalar metadata of all files: counts summed, clocks from the earliest, the rest where all agree."""
+    keys = list(dict.fromkeys(k for p in parts for k in p.meta))
+    meta: dict = {}
+    for key in keys:
+        values = [p.meta[key] for p in parts if key in p.meta]
+        shifted = [p.meta[key] + s.shift_ns for p, s in zip(parts, places) if isinstance(p.meta.get(key), int)]
+        if key in SUMMED_META:
+            meta[key] = sum(values)
+        elif key in ("base_time_ns", "capture_start_utc_ns"):
+            bases = [p.base_ns for p in parts if p.base_ns is not None]
+            meta[key] = min(bases) if bases else values[0]
+        elif key == "world_size":
+            sizes = [v for v in values if isinstance(v, int) and v > 0]
+            meta[key] = max(sizes) if sizes else NO_ID
+        elif key in ("capture_start_ns", "capture_end_ns") and shifted:
+            meta[key] = min(shifted) if key == "capture_start_ns" else max(shifted)
+        elif all(v == values[0] for v in values):
+            meta[key] = values[0]
+    meta["released_counts"] = {k: sum(p.counts[k] for p in parts) for k in parts[0].counts}
+    return meta
+
+
+def merged_warnings(parts: list[RankPart], leading: list[str]) -> list[str]:
+    """``leading``, then each file's warnings once; ``N <what>`` warnings summed over files."""
+    totals: dict[str, int | None] = {}
+    for part in parts:
+        for warning in part.warnings:
+            match = _COUNTED.fullmatch(warning)
+            key = match.group(2) if match else warning
+            if match:
+                totals[key] = (totals.get(key) or 0) + int(match.group(1))
+            else:
+                totals.setdefault(key, None)
+    return list(leading) + [k if n is None else f"{n} {k}" for k, n in totals.items()]
+
+
+def merged_collective_kernels(parts: list[RankPart], places: list[Placement], mapping: list[np.ndarray], world) -> pd.DataFrame | None:
+    """All files' collective kernels on the merged clock, devices and step ids, in the merged
+    trace's kernel order, with the communicator size (args, else the world, else the devices)."""
+    frames = []
+    for n, (part, place) in enumerate(zip(parts, places)):
+        if part.collectives is None or part.collectives.empty:
+            continue
+        frame = part.collectives.copy()
+        frame["start"] += place.shift_ns
+        frame["end"] += place.shift_ns
+        frame["device"] = _device(frame["device"].to_numpy(), place.device_offset, frame["device"].dtype)
+        for col in [c for c in frame.columns if c.startswith("step_")]:
+            local = frame[col].to_numpy()
+            frame[col] = np.where(local >= 0, mapping[n][np.maximum(local, 0)], NO_ID)
+        frame["stage"] = part.stage
+        frames.append(frame)
+    if not frames:
+        return None
+    kernels = pd.concat(frames, ignore_index=True)
+    kernels = kernels.iloc[np.argsort(kernels["start"].to_numpy(), kind="stable")].reset_index(drop=True)
+    for col in [c for c in kernels.columns if c.startswith("step_")]:
+        kernels[col] = kernels[col].fillna(NO_ID).astype(np.int64)  # files with fewer nesting levels
+    kernels["op"] = np.arange(len(kernels), dtype=np.int64)
+    group = kernels.pop("group").to_numpy()
+    fallback = world if isinstance(world, int) and world >= 2 else int(kernels["device"].nunique())
+    n = np.where(group >= 2, group, fallback)
+    kernels["group_size"] = n.astype(np.int32)
+    family = kernels["family"].to_numpy()
+    factor = np.full(len(kernels), np.nan, dtype=np.float32)
+    for fam in pd.unique(family):
+        mine = family == fam
+        factor[mine] = busbw_factor(str(fam), n[mine])
+    kernels["busbw_factor"] = factor
+    return kernels
+
+
+def matched_calls(kernels: pd.DataFrame) -> pd.DataFrame | None:
+    """Calls matched across devices, within each stage; call numbers (``seq``) kept distinct."""
+    columns = ["op", *KERNEL_FIELDS[1:], "group_size", "busbw_factor"]
+    found = []
+    next_seq: dict[str, int] = {}
+    for _, group in kernels.groupby("stage", sort=True):
+        calls = collective_calls(None, None, group[columns].reset_index(drop=True))  # type: ignore[arg-type]
+        if calls is None:
+            continue
+        if next_seq:  # a later stage: its calls numbered after the earlier stages' (dict lookup, vectorised)
+            base = calls["family"].map(next_seq).fillna(0).to_numpy(np.int64)
+            calls["seq"] = calls["seq"].to_numpy() + base
+        for family, top in calls.groupby("family")["seq"].max().items():
+            next_seq[family] = int(top) + 1
+        found.append(calls)
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else pd.concat(found, ignore_index=True)

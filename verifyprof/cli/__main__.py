@@ -1,0 +1,5 @@
+"""``python -m verifyprof.cli``."""
+
+from verifyprof.cli import main
+
+main()

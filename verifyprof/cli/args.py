@@ -1,0 +1,126 @@
+"""What the command functions share: one-line usage errors, step selection by phase, the
+parallel-map options, hints for inputs, and the whatif-by-phase path. Parsing helpers only."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Optional
+
+import typer
+from typer.core import TyperGroup
+
+from verifyprof.contracts import ranges
+from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
+from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+
+_BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
+# click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
+UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+NoArgsIsHelpError = getattr(sys.modules[UsageError.__module__], "NoArgsIsHelpError", type("NoArgsIsHelpError", (Exception,), {}))
+
+
+class _Group(TyperGroup):
+    """Errors as one line: ``verifyprof: error: ...`` on stderr, exit 2, no boxed panel or traceback."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[no-untyped-def, override]
+        try:
+            code = super().main(args=args, prog_name=prog_name or "verifyprof", complete_var=complete_var, standalone_mode=False, **extra)
+        except NoArgsIsHelpError as err:
+            print(err.format_message(), file=sys.stderr)
+            code = 2
+        except UsageError as err:
+            print(f"verifyprof: error: {_usage_message(err, list(sys.argv[1:] if args is None else args))}", file=sys.stderr)
+            code = 2
+        except typer.Abort:
+            print("verifyprof: interrupted", file=sys.stderr)
+            code = 130
+        except VerifyprofError as err:
+            print(f"verifyprof: error: {err}", file=sys.stderr)
+            code = err.exit_code
+        code = code if isinstance(code, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _usage_message(err: Exception, argv: list[str]) -> str:
+    message = " ".join(err.format_message().split())  # type: ignore[attr-defined]
+    ctx = getattr(err, "ctx", None)
+    command = ctx.command_path if ctx is not None else "verifyprof"
+    extra = [a for a in argv if a.lower() in _BOOL_WORDS]
+    if "unexpected extra argument" in message and extra:
+        message += f" (flags such as --json take no value: give '--json', not '--json {extra[0]}')"
+    return f"{command}: {message} (see {command} --help)"
+
+
+def _step_regex(step_range: str | None, phase: str | None, default: str | None = DEFAULT_STEP_REGEX) -> str | None:
+    """``--step PHASE`` -> that phase's regex; ``--range`` as given; both is an error."""
+    if phase is None:
+        return step_range if step_range is not None else default
+    if step_range is not None:
+        raise VerifyprofError("give --step PHASE or --range REGEX, not both")
+    try:
+        return ranges.phase_regex(phase)
+    except ValueError as exc:
+        raise VerifyprofError(f"--step: {exc}") from None
+
+
+def _wrote(path: Path) -> None:
+    print(f"wrote {path}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _nsys_hint(trace: str) -> Iterator[None]:
+    """A .nsys-rep without nsys: the error names the SQLite export beside it."""
+    try:
+        yield
+    except ToolMissingError as err:
+        rep = err.path or Path(trace)
+        beside = sorted(p.name for p in rep.parent.glob("*") if p.name.endswith((".sqlite", ".sqlite.gz")))
+        if beside:
+            raise ToolMissingError(f"{err.problem}; or give the SQLite export beside it: {rep.parent / beside[0]}", rep) from None
+        raise
+
+
+def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool):
+    from verifyprof.pipeline import ParallelOptions
+
+    warn = lambda failure: print(f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr)
+    return ParallelOptions(workers=workers, scheduler=scheduler, strict=strict, report=warn)
+
+
+def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:  # type: ignore[no-untyped-def]
+    """``whatif --from``; with ``--step PHASE``, the steps of that phase whatever made them."""
+    from verifyprof import pipeline
+    from verifyprof.contracts.errors import NoStepsError
+    from verifyprof.model.whatif import check_options, from_breakdown
+
+    if phase is None:
+        return pipeline.whatif(options, parallel=parallel).to_json()
+    check_options(options)
+    options.step_range = f"{options.step_range}|{ranges.phase_regex(phase)}"
+    frame = pipeline.breakdown_frame(options.source, options.step_range, options.whole_trace, parallel=parallel)
+    counts = frame.steps["name"].value_counts()
+    names = [str(n) for n in counts.index if ranges.is_phase(str(n), phase)]
+    if not names:
+        raise NoStepsError(f"no {phase} steps (verifyprof, SGLang or user ranges); the steps are: {', '.join(map(str, counts.index[:8]))}", options.source)
+    options.step = names[0]
+    notes.append(f"--step {phase}: modelling the {counts[names[0]]} steps named {names[0]!r}" + (f" (also {phase}: {', '.join(names[1:])})" if len(names) > 1 else ""))
+    return from_breakdown(frame, options).to_json()
+
+
+def _check_manifest(path: Path) -> None:
+    """A breakdown, whatif or kernels JSON, or a trace, given to --manifest: say so, not 'accept length unknown'."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return  # the manifest reader names the problem
+    if head[:2] == b"\x1f\x8b" or b'"traceEvents"' in head or head.startswith(b"SQLite format 3"):
+        raise VerifyprofError("not a capture manifest: this is a trace (give it to --from)", path)
+    for kind in (b"breakdown", b"whatif", b"kernels"):
+        if b'"verifyprof.' + kind + b"/" in head:
+            raise VerifyprofError(f"not a capture manifest: this is a {kind.decode()} JSON (schema verifyprof.{kind.decode()}/1){'; give it to --from' if kind == b'breakdown' else ''}", path)

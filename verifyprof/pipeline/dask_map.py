@@ -1,0 +1,76 @@
+"""The map on a Dask cluster (``dask.distributed``, the optional extra ``verifyprof[dist]``).
+
+``scheduler`` is the address of a running scheduler (``tcp://host:port``), or ``dask`` to start
+a local cluster (one single-threaded worker process per file, at most one per CPU, on
+127.0.0.1). Workers read the files themselves, so the paths sent are absolute and must name the
+same files on every worker (a shared file system). The client only receives the compact parts.
+
+A task whose worker dies is not retried on the local cluster (``allowed-failures`` 0): the file
+is reported as failed and the others' parts kept. An existing cluster keeps its own retry policy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from verifyprof.attribution.rank_part import RankPart
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.pipeline.parallel import (
+    Failure,
+    MapOptions,
+    default_workers,
+    safe_map,
+    task_key,
+)
+
+LOCAL = "dask"
+
+
+def map_dask(tasks: list[tuple[int, Path]], options: MapOptions, scheduler: str) -> Iterator[tuple[int, RankPart | Failure]]:
+    """(index, part or failure) per task, as they finish on the cluster."""
+    try:
+        from distributed import as_completed
+    except ImportError:
+        raise VerifyprofError("--scheduler needs dask.distributed: pip install 'verifyprof[dist]'") from None
+    with _client(scheduler, len(tasks)) as client:
+        futures = {
+            client.submit(safe_map, str(Path(path).resolve()), index, options, key=task_key(index), pure=False): (index, path)
+            for index, path in tasks
+        }
+        try:
+            for future in as_completed(futures):
+                index, path = futures[future]
+                try:
+                    yield index, future.result()
+                except Exception as exc:  # noqa: BLE001 - KilledWorker, lost connection: report the file
+                    yield index, Failure(str(path), f"worker lost ({type(exc).__name__}: {str(exc)[:200]})")
+        finally:
+            client.cancel(list(futures))
+
+
+@contextmanager
+def _client(scheduler: str, n_files: int):
+    import dask
+    from distributed import Client, LocalCluster
+
+    if scheduler == LOCAL:
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            cluster = LocalCluster(n_workers=default_workers(n_files), threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
+            try:
+                with Client(cluster) as client:
+                    yield client
+            finally:
+                cluster.close()
+        return
+    try:
+        client = Client(scheduler, timeout="20s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise VerifyprofError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    try:
+        yield client
+    finally:
+        client.close()

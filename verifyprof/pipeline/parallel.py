@@ -1,0 +1,164 @@
+"""Many trace files (one per rank, stage or node) -> one breakdown: map per file, reduce once.
+
+Each file is read and broken down on its own (:func:`map_file`: a worker holds one file's events
+at a time, so memory is bounded per file) into a compact :class:`~verifyprof.attribution.rank_part.RankPart`;
+the parent reduces the parts into the breakdown of all files read as one trace, collectives
+matched across ranks (:mod:`verifyprof.attribution.reduce`). The map runs in this process
+(``workers=1``), in a local pool of processes (one per file, ``workers`` at a time), or on a Dask
+cluster (``scheduler``: ``tcp://host:port`` of a running scheduler, or ``dask`` for a local
+cluster), the engine Nsight Systems' multi-node recipes use. On a cluster the files must be
+where the workers can read them (a shared path).
+
+A file that fails, or whose worker dies, is reported by name (``Breakdown.extra["failed_files"]``
+and a trace warning) and the others' results are kept; ``strict`` raises instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from verifyprof.attribution.breakdown import Breakdown
+from verifyprof.attribution.rank_part import RankPart, rank_part
+from verifyprof.attribution.reduce import reduce_parts
+from verifyprof.attribution.taxonomy import Taxonomy
+from verifyprof.contracts.errors import NoStepsError, TraceError, VerifyprofError
+from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+from verifyprof.trace import load_trace
+from verifyprof.trace.sources import expand
+
+KINETO_SUFFIXES = (".json", ".json.gz")
+NSYS_SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")
+STAGE = re.compile(r"-(EXTEND|DECODE)(?=[.-]|$)")
+
+
+@dataclass(frozen=True)
+class Failure:
+    path: str
+    reason: str
+    no_steps: bool = False  # the file has no matching range (an error only if no file has one)
+
+
+@dataclass(frozen=True)
+class ParallelOptions:
+    """How to map: ``workers`` local processes (default: one per file, at most one per CPU), or
+    a Dask ``scheduler``; ``strict``: a failed file is an error, not a warning; ``report`` is
+    told of each failed file as it fails (the CLI prints a warning line)."""
+
+    workers: int | None = None
+    scheduler: str | None = None
+    strict: bool = False
+    report: Callable[[Failure], None] | None = None
+
+
+@dataclass(frozen=True)
+class MapOptions:
+    step_regex: str = DEFAULT_STEP_REGEX
+    taxonomy: Taxonomy | None = None
+    whole_trace: bool = False
+
+
+def rank_files(specs: list[str | Path]) -> tuple[list[Path], list[str]]:
+    """Files named by paths, directories (their trace files) and globs, in order, each once;
+    SGLang's ``merged-*`` file dropped beside its rank files (as the Kineto reader does)."""
+    files: list[Path] = []
+    for spec in specs:
+        path = Path(str(spec))
+        if path.is_dir():
+            listed = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES + NSYS_SUFFIXES))
+            if not listed:
+                raise TraceError("directory holds no trace files (*.json[.gz], *.sqlite[.gz], *.nsys-rep)", path)
+        else:
+            listed = expand(spec)
+        files += [f for f in listed if f not in files]
+    warnings = []
+    merged = [f for f in files if f.name.startswith("merged-")]
+    if merged and len(merged) < len(files):
+        files = [f for f in files if f not in merged]
+        warnings.append(f"skipped {', '.join(f.name for f in merged)}: SGLang's merge of the per-rank files also given")
+    return files, warnings
+
+
+def stage_of(path: Path | str) -> str:
+    """SGLang's per-stage file suffix (``EXTEND`` / ``DECODE``), "" when the name has none."""
+    match = STAGE.search(Path(str(path)).name)
+    return match.group(1) if match else ""
+
+
+def map_file(path: str, index: int, options: MapOptions) -> RankPart:
+    """Read one file and break it down into its part (runs in a worker)."""
+    trace = load_trace(path)
+    return rank_part(trace, index, options.step_regex, options.taxonomy, options.whole_trace, stage_of(path))
+
+
+def safe_map(path: str, index: int, options: MapOptions) -> RankPart | Failure:
+    """:func:`map_file`, with a failure returned (not raised) so that it names its file."""
+    try:
+        return map_file(path, index, options)
+    except NoStepsError as err:
+        return Failure(path, err.problem, no_steps=True)
+    except VerifyprofError as err:
+        return Failure(path, err.problem)
+    except MemoryError:
+        return Failure(path, "out of memory reading it")
+    except Exception as exc:  # noqa: BLE001 - a worker reports every failure by file, never dies silently
+        return Failure(path, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def default_workers(n_files: int) -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(n_files, cpus))
+
+
+def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOptions | None = None,
+                    warnings: list[str] | None = None) -> Breakdown:
+    """Map every file, reduce to one breakdown; failed files become warnings (or, strict, an error)."""
+    parallel = parallel or ParallelOptions()
+    tasks = list(enumerate(files))
+    if parallel.scheduler:
+        from verifyprof.pipeline.dask_map import map_dask
+
+        outcomes = map_dask(tasks, options, parallel.scheduler)
+    else:
+        from verifyprof.pipeline.local_map import map_local
+
+        outcomes = map_local(tasks, options, parallel.workers or default_workers(len(files)))
+    parts: list[RankPart] = []
+    failures: list[tuple[int, Failure]] = []
+    for index, outcome in outcomes:
+        if isinstance(outcome, Failure):
+            if parallel.strict:
+                outcomes.close()  # stops the workers still running
+                raise VerifyprofError(outcome.reason, files[index])
+            failures.append((index, outcome))
+            if parallel.report is not None:
+                parallel.report(outcome)
+        else:
+            outcome.path = str(files[index])  # as the user spelled it (workers may get it absolute)
+            parts.append(outcome)
+    failures.sort(key=lambda f: f[0])
+    if not parts:
+        first = failures[0][1]
+        error = NoStepsError if all(f.no_steps for _, f in failures) else TraceError
+        raise error(first.reason + (f" (and {len(failures) - 1} more files failed)" if len(failures) > 1 else ""), first.path)
+    notes = list(warnings or []) + [f"skipped {Path(f.path).name}: {f.reason}" for _, f in failures]
+    result = reduce_parts(parts, notes)
+    result.extra["failed_files"] = [f for _, f in failures]
+    return result
+
+
+def task_key(index: int) -> str:
+    return f"verifyprof-map-{index}-{uuid.uuid4().hex[:8]}"
+
+
+def map_inline(tasks: list[tuple[int, Path]], options: MapOptions) -> Iterator[tuple[int, RankPart | Failure]]:
+    """The map in this process, one file after another (one file's events in memory at a time)."""
+    for index, path in tasks:
+        yield index, safe_map(str(path), index, options)

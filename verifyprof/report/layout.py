@@ -1,0 +1,126 @@
+"""Width-aware tables: names shorten (ellipsis in the middle or at the end), numbers never.
+
+Rich squeezes every column of a too-wide table, numbers included, down to one character. Here
+the numeric and text columns get their full content width (``min_width``), and the name column
+gets what is left of the console's width, with each name pre-shortened to fit, so rich never
+has to cut a number.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+ELLIPSIS = "…"
+MIN_NAME = 12  # a name column narrower than this says nothing: let the table grow past the width
+_CASTS = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool|unsigned)\)")
+_ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::|\bvoid ")
+_OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
+_FOLD = {"<": "<…>", "(": "(…)", "[": "[…]", "{": "{…}"}
+
+
+@dataclass(frozen=True)
+class Col:
+    header: str
+    kind: Literal["num", "text", "name"] = "num"  # num: right-aligned, never cut; name: shortened to fit
+
+
+def short_name(name: str) -> str:
+    """A demangled kernel name a human can scan: the function's name and one level of template
+    arguments, without ``void``, the return type, ``(anonymous namespace)::`` or parameters.
+
+    ``void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(...)`` ->
+    ``multimem_all_reduce_kernel<c10::BFloat16, 16>``. Names without C++ syntax pass through.
+    """
+    text = _ANON.sub("", _CASTS.sub("", name)).strip()
+    out: list[str] = []
+    stack: list[str] = []
+    last_space = -1  # in ``out``: the return type ends at the last top-level space
+    for ch in text:  # per character of one name, for display only
+        top = stack[-1] if stack else None
+        if ch in _OPEN and not (ch == "<" and top == "("):
+            if not stack and ch == "(":
+                break  # the parameter list: says nothing the name does not
+            stack.append(ch)
+            if len(stack) == 2:
+                out.append(_FOLD[ch])
+            if len(stack) >= 2:
+                continue
+        elif stack and ch == _OPEN[top]:
+            stack.pop()
+            if len(stack) >= 1:
+                continue
+        elif not stack and ch == " ":
+            last_space = len(out)
+        elif len(stack) >= 2:
+            continue
+        out.append(ch)
+    short = "".join(out[last_space + 1 :]).strip()
+    return short if short and not stack else (short or name)
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters. The function's name matters most, then its
+    template arguments (cut at the end), then its namespaces (dropped); a name too long by
+    itself (``Cijk_..._MT256x32x64_...``, ``bmm_..._sm100f``) is cut in the middle, keeping both ends."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    base, angle, args = text.partition("<")
+    if angle and len(base) + 3 <= width:
+        return text[: width - 2] + ELLIPSIS + ">"
+    if "::" in base:
+        return fit(base.rsplit("::", 1)[1] + angle + args, width)
+    if angle:
+        return fit(base, width)  # no room for any argument: the name alone
+    head = (width - 1) * 2 // 3
+    tail = width - 1 - head
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+def _share(room: int, wants: dict[int, int]) -> dict[int, int]:
+    """Split ``room`` between name columns: narrow ones get all they need, wide ones the rest."""
+    budget: dict[int, int] = {}
+    left = room
+    for n, i in enumerate(sorted(wants, key=wants.__getitem__)):
+        budget[i] = max(min(wants[i], left // (len(wants) - n)), min(MIN_NAME, wants[i]))
+        left -= budget[i]
+    return budget
+
+
+def fits(console: Console, columns: list[Col], rows: list[list[str]]) -> bool:
+    """Whether the table's columns other than names fit the console with a usable name column."""
+    widths = [max([len(line) for line in c.header.split("\n")] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    names = sum(1 for c in columns if c.kind == "name")
+    fixed = sum(w for w, c in zip(widths, columns) if c.kind != "name")
+    return fixed + 2 * (len(columns) - 1) + MIN_NAME * names <= console.width
+
+
+def fitted_table(
+    console: Console, columns: list[Col], rows: list[list[str]], title: str | None = None, styles: list[str | None] | None = None
+) -> Table:
+    """A table of ``rows`` (plain strings) that fits ``console.width``: numbers at full width,
+    names shortened into the rest. Cells are escaped here, so rows hold no rich markup."""
+    widths = [max([len(line) for line in c.header.split("\n")] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    names = [i for i, c in enumerate(columns) if c.kind == "name"]
+    fixed = sum(w for i, w in enumerate(widths) if i not in names)
+    overhead = 2 * (len(columns) - 1)  # box.SIMPLE_HEAD without edges, right padding 1: 2 between columns
+    room = max(console.width - fixed - overhead, MIN_NAME * len(names)) if names else 0
+    budget = _share(room, {i: widths[i] for i in names})
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for i, col in enumerate(columns):
+        if col.kind == "name":
+            table.add_column(col.header, no_wrap=True, overflow="ellipsis", max_width=budget[i])
+        else:
+            table.add_column(col.header, justify="right" if col.kind == "num" else "left", no_wrap=True, min_width=widths[i])
+    for n, row in enumerate(rows):
+        cells = [escape(fit(cell, budget[i]) if i in budget else cell) for i, cell in enumerate(row)]
+        table.add_row(*cells, style=styles[n] if styles else None)
+    return table

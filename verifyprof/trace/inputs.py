@@ -1,0 +1,67 @@
+"""What the user named, checked before anything opens it: one line naming the path and the cause.
+
+``open()`` on a FIFO blocks until a writer appears and a character device never ends, so only
+regular files (and directories, for Kineto rank files) are read. ``stat`` errors are told apart
+(no such file, permission denied, a symlink loop) instead of all reading as "no such file".
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from verifyprof.contracts.errors import TraceError
+
+
+def stat_input(path: Path) -> os.stat_result:
+    """``os.stat`` of an input, following symlinks; TraceError saying why it cannot be read."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise TraceError("broken symlink: its target does not exist", path) from None
+        raise TraceError("no such file", path) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TraceError("symlink loop: too many levels of symbolic links", path) from None
+        if exc.errno == errno.ENAMETOOLONG:
+            raise TraceError("file name too long", path) from None
+        raise TraceError(f"cannot access: {exc.strerror or exc}", path) from None
+
+
+def kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def regular_file(path: Path) -> os.stat_result:
+    """The stat of ``path`` when it is a regular file (symlinks followed); TraceError otherwise."""
+    st = stat_input(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceError("is a directory, not a trace file", path)
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceError(f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never end)", path)
+    return st
+
+
+def is_directory(path: Path) -> bool:
+    """True for a directory, False for a regular file; TraceError for anything else or an error."""
+    st = stat_input(path)
+    if stat.S_ISDIR(st.st_mode):
+        return True
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceError(f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never end)", path)
+    return False
+
+
+def list_directory(path: Path) -> list[Path]:
+    """The entries of a directory, TraceError (permission denied, ...) naming it."""
+    try:
+        return list(path.iterdir())
+    except OSError as exc:
+        raise TraceError(f"cannot list directory: {exc.strerror or exc}", path) from None

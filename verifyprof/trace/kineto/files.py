@@ -1,0 +1,198 @@
+"""Which Kineto files to read and what each one is: rank, world size, clock base, device numbering.
+
+* **rank**: ``distributedInfo.rank``, else ``-TP-(\\d+)`` in the file name (SGLang's
+  ``{id}-TP-{r}[-DP-..][-PP-..][-EP-..][-EXTEND|-DECODE].trace.json.gz``), else -1.
+* **one clock**: a file's ``ts`` count from its ``baseTimeNanoseconds``; each file is shifted by
+  ``base - min(base)`` (:func:`align_clocks`).
+* **keys**: pid and tid become ``raw + (file_index << 32)`` (file 0 keeps the raw ids).
+* **devices**: later ranks that reuse an ordinal an earlier rank drives are renumbered after it
+  (:func:`assign_device_offsets`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verifyprof.contracts.errors import TraceError
+from verifyprof.trace.events import NO_ID
+from verifyprof.trace.formats import KINETO_SUFFIXES
+from verifyprof.trace.inputs import is_directory, list_directory
+from verifyprof.trace.kineto.decode import decode_file
+from verifyprof.trace.kineto.events import FileEvents, extract
+
+RANK_IN_NAME = re.compile(r"-TP-(\d+)")
+
+
+FILE_KEY_SHIFT = 32
+MAX_RUN_NS = 86_400 * 10**9  # rank files of one run lie within a day of each other
+
+
+@dataclass
+class RankFile:
+    """One file's events plus what the merge derives for it."""
+
+    index: int
+    path: Path
+    events: FileEvents
+    header: dict[str, Any]
+    rank: int
+    world_size: int
+    base_ns: int | None
+    shift_ns: int = 0
+    device_offset: int = 0
+
+    @property
+    def key_offset(self) -> int:
+        return self.index << FILE_KEY_SHIFT
+
+    def key(self, raw: np.ndarray) -> np.ndarray:
+        """Raw pid/tid -> trace-wide key (missing stays -1)."""
+        if self.index == 0:
+            return raw
+        return np.where(raw == NO_ID, NO_ID, raw + self.key_offset)
+
+    def ordinals(self) -> np.ndarray:
+        e = self.events
+        devices = np.concatenate(
+            [e.kernels.columns["device"], e.copies.columns["device"], e.gpu_annotations.columns["device"]]
+        )
+        return np.unique(devices[devices != NO_ID])
+
+    def gpu_span(self) -> tuple[int, int] | None:
+        """(first start, last end) of the file's GPU work on the trace clock; None without any."""
+        e = self.events
+        starts = [t.columns["start"] for t in (e.kernels, e.copies, e.gpu_annotations) if len(t)]
+        if not starts:
+            return None
+        ends = [t.columns["end"] for t in (e.kernels, e.copies, e.gpu_annotations) if len(t)]
+        return min(int(s.min()) for s in starts) + self.shift_ns, max(int(x.max()) for x in ends) + self.shift_ns
+
+
+def int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _rank_of(path: Path, header: dict[str, Any]) -> tuple[int, int]:
+    """(rank, world_size), -1 where unknown."""
+    info = header.get("distributedInfo")
+    rank = world = None
+    if isinstance(info, dict):
+        rank = int_or_none(info.get("rank"))
+        world = int_or_none(info.get("world_size"))
+    if rank is None:
+        match = RANK_IN_NAME.search(path.name)
+        rank = int(match.group(1)) if match else None
+    return (NO_ID if rank is None else rank), (NO_ID if world is None else world)
+
+
+def trace_files_in(directory: Path) -> list[Path]:
+    """The PyTorch-profiler trace files in ``directory`` (sorted; TraceError when there are none)."""
+    paths = sorted(p for p in list_directory(directory) if p.name.endswith(KINETO_SUFFIXES) and p.is_file())
+    if not paths:
+        raise TraceError("directory holds no PyTorch-profiler trace files (*.json, *.json.gz)", directory)
+    return paths
+
+
+def trace_files(paths: list[Path] | Path | str) -> tuple[list[Path], list[str]]:
+    """Files to read: directories expanded, SGLang's merged file dropped beside its rank files."""
+    if isinstance(paths, (str, Path)):
+        paths = [Path(paths)]
+    files: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        for file in trace_files_in(path) if is_directory(path) else [path]:
+            if file not in files:
+                files.append(file)
+    if not files:
+        raise TraceError("no PyTorch-profiler trace files given")
+    warnings = []
+    merged = [f for f in files if f.name.startswith("merged-")]
+    if merged and len(merged) < len(files):
+        files = [f for f in files if f not in merged]
+        warnings.append(
+            f"skipped {', '.join(f.name for f in merged)}: SGLang's merge of the per-rank files also given"
+        )
+    return files, warnings
+
+
+def load_file(index: int, path: Path, fast: bool) -> RankFile:
+    decoded = decode_file(path, fast=fast)
+    events = extract(decoded)
+    rank, world = _rank_of(path, decoded.header)
+    base = int_or_none(decoded.header.get("baseTimeNanoseconds"))
+    return RankFile(index, path, events, decoded.header, rank, world, base)
+
+
+def align_clocks(files: list[RankFile], warnings: list[str]) -> int:
+    """Shift each file onto the earliest file's clock; returns that file's base (epoch ns)."""
+    bases = [f.base_ns for f in files if f.base_ns is not None]
+    reference = min(bases) if bases else 0
+    for f in files:
+        f.shift_ns = 0 if f.base_ns is None else f.base_ns - reference
+    if len(files) > 1 and len(bases) < len(files):
+        missing = ", ".join(f.path.name for f in files if f.base_ns is None)
+        warnings.append(f"no baseTimeNanoseconds in {missing}: assumed on the same clock as the other ranks")
+    return reference
+
+
+def check_one_run(files: list[RankFile]) -> None:
+    """Refuse rank files that cannot be one run's: world sizes that disagree, one rank whose GPU
+    work appears twice at the same time (a copy, or two captures), clocks days apart.
+
+    A rank may own several files that follow each other (SGLang's per-stage EXTEND/DECODE files)."""
+    sized = [f for f in files if f.world_size > 0]
+    for f in sized[1:]:
+        if f.world_size != sized[0].world_size:
+            raise TraceError(
+                f"says world size {sized[0].world_size}, {f.path} says {f.world_size}: traces of different runs; "
+                "give one run's rank files", sized[0].path,
+            )
+    spans = [(f, f.gpu_span()) for f in files]
+    spans = [(f, s) for f, s in spans if s is not None]
+    for i, (a, sa) in enumerate(spans):
+        for b, sb in spans[i + 1 :]:
+            if a.rank >= 0 and a.rank == b.rank and sa[0] < sb[1] and sb[0] < sa[1]:
+                raise TraceError(
+                    f"claims rank {a.rank}, as does {b.path}, and their GPU work overlaps in time: one rank captured "
+                    "twice, or one file given twice; give one capture's rank files", a.path,
+                )
+    if spans:
+        first = min(spans, key=lambda fs: fs[1][0])
+        last = max(spans, key=lambda fs: fs[1][1])
+        if last[1][1] - first[1][0] > MAX_RUN_NS:
+            days = (last[1][1] - first[1][0]) / 86_400e9
+            raise TraceError(
+                f"and {last[0].path} were captured {days:.1f} days apart: not one run's rank files", first[0].path,
+            )
+
+
+def assign_device_offsets(files: list[RankFile]) -> None:
+    """Renumber devices of later ranks that reuse an ordinal an earlier rank already drives."""
+    owner_of_device: dict[int, object] = {}
+    offset_of_owner: dict[object, int] = {}
+    for f in sorted(files, key=lambda f: (f.rank < 0, f.rank, f.index)):
+        owner: object = f.rank if f.rank >= 0 else ("file", f.index)
+        ordinals = f.ordinals()
+        if owner in offset_of_owner:
+            offset = offset_of_owner[owner]
+        elif any(owner_of_device.get(int(d), owner) != owner for d in ordinals):
+            offset = max(owner_of_device) + 1 - int(ordinals.min())
+        else:
+            offset = 0
+        offset_of_owner[owner] = offset
+        f.device_offset = offset
+        for d in ordinals:
+            owner_of_device[int(d) + offset] = owner
