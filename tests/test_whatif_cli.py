@@ -312,3 +312,13 @@ def test_whatif_on_the_h200_eager_workload_trace_ranks_graphs_first():
     assert cur["speedup"] is not None  # baseline from the trace's decode ranges
     assert [c["name"] for c in out["candidates"][:2]] == ["graph_fusion_verify", "cuda_graph_verify"]
     assert {s["name"] for s in out["skipped"]} >= {"custom_allreduce", "allreduce_fusion"}  # one GPU: no allreduce
+
+
+def test_a_billion_drafts_is_one_line_not_an_out_of_memory():
+    done = run("whatif", "--alpha", "0.7", "--num-draft", "1000000000", "--verify-ms", "10")
+    assert done.returncode == 2 and done.stderr.strip() == "verifyprof: error: --num-draft must be <= 256, got 1000000000"
+
+
+def test_accept_length_above_drafts_plus_one_is_refused():
+    done = run("whatif", "--accept-len", "9", "--num-draft", "3", "--verify-ms", "10")
+    assert done.returncode == 2 and "cannot exceed --num-draft + 1 = 4" in done.stderr

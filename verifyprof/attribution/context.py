@@ -61,6 +61,12 @@ def device_busy(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> Devic
     return DeviceBusy(starts, ends)
 
 
+def ranges_of(lo: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Expand ``count[i]`` consecutive indices from ``lo[i]``: (i of each, the index), vectorised."""
+    which = np.repeat(np.arange(len(count)), count)
+    return which, np.repeat(lo, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+
+
 def op_call_ends(ops, calls) -> np.ndarray:  # (GpuOps, Calls)
     """When each op's launching call returned (int64 max for unlinked ops)."""
     big = np.iinfo(np.int64).max
@@ -117,8 +123,8 @@ def busy_in_windows(busy: DeviceBusy, ws: np.ndarray, we: np.ndarray, device: np
         total = int(count.sum())
         if total == 0:
             continue
-        owner = np.repeat(windows, count)
-        pos = np.repeat(lo, count) + (np.arange(total) - np.repeat(np.cumsum(count) - count, count))
+        which, pos = ranges_of(lo, count)
+        owner = windows[which]
         parts.append((owner, np.maximum(s[pos], ws[owner]), np.minimum(e[pos], we[owner])))
     return _intervals(parts, OTHER_BUSY)
 
@@ -166,8 +172,8 @@ def blocked_intervals(busy: DeviceBusy, launch: Launches, mine: np.ndarray, wind
         total = int(count.sum())
         if total == 0:
             continue
-        owner = np.repeat(rows, count)
-        pos = np.repeat(lo, count) + (np.arange(total) - np.repeat(np.cumsum(count) - count, count))
+        which, pos = ranges_of(lo, count)
+        owner = rows[which]
         lo_t, hi_t = np.maximum(gap_start[pos], start[owner]), np.minimum(gap_end[pos], end[owner])
         long = hi_t - lo_t > BLOCKED_IDLE_NS  # a short wait on an idle GPU is launch latency
         parts.append((window[owner][long], lo_t[long], hi_t[long]))

@@ -34,6 +34,8 @@ from verifyprof.attribution.comm import (
 from verifyprof.attribution.rank_part import KERNEL_FIELDS, RankPart
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable, Trace
+from verifyprof.trace.kineto.files import check_run_entries
+from verifyprof.trace.kineto.files import device_offsets as kineto_device_offsets
 
 KEY_SHIFT = 32  # the Kineto merge's per-file pid/tid offset
 SUMMED_META = ("files", "events", "python_function_events", "graph_trace_rows")
@@ -58,6 +60,8 @@ def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None) -> Br
     if len(formats) > 1:
         raise TraceError(f"files of different formats ({', '.join(sorted(formats))}) cannot be one trace", parts[0].path)
     notes = list(warnings or [])
+    if parts[0].format == "kineto":
+        check_run_entries([(p.path, p.rank, p.world_size, _gpu_span(p)) for p in parts])
     places = placements(parts, notes)
     mapping = global_steps(parts, places)
     processes = merged_processes(parts, places)
@@ -99,27 +103,19 @@ def placements(parts: list[RankPart], warnings: list[str]) -> list[Placement]:
     ]
 
 
+def _gpu_span(part: RankPart) -> tuple[int, int] | None:
+    """The file's step windows on the epoch clock (its own clock where it does not say)."""
+    rows = part.rows[part.rows["device"] >= 0]
+    if rows.empty:
+        return None
+    base = part.base_ns or 0
+    return int(rows["start_ns"].min()) + base, int(rows["end_ns"].max()) + base
+
+
 def device_offsets(parts: list[RankPart]) -> list[int]:
     """Renumber devices of later ranks that reuse an id an earlier rank already drives (the
-    Kineto merge's rule: one offset per rank, so a rank's files share its devices)."""
-    owner_of_device: dict[int, object] = {}
-    offset_of_owner: dict[object, int] = {}
-    offsets = [0] * len(parts)
-    for i in sorted(range(len(parts)), key=lambda i: (parts[i].rank < 0, parts[i].rank, parts[i].index)):
-        part = parts[i]
-        owner: object = part.rank if part.rank >= 0 else ("file", part.index)
-        ordinals = part.ordinals
-        if owner in offset_of_owner:
-            offset = offset_of_owner[owner]
-        elif any(owner_of_device.get(int(d), owner) != owner for d in ordinals):
-            offset = max(owner_of_device) + 1 - int(ordinals.min())
-        else:
-            offset = 0
-        offset_of_owner[owner] = offset
-        offsets[i] = offset
-        for d in ordinals:
-            owner_of_device[int(d) + offset] = owner
-    return offsets
+    Kineto merge's rule, one function for both)."""
+    return kineto_device_offsets([(p.rank, p.index, p.ordinals) for p in parts])
 
 
 def _key(values: np.ndarray, offset: int) -> np.ndarray:

@@ -24,6 +24,7 @@ from verifyprof.attribution.context import (
     context_intervals,
     op_call_ends,
     queue_seams,
+    ranges_of,
     seam_intervals,
 )
 from verifyprof.attribution.steps import (
@@ -136,8 +137,7 @@ def labelled_gaps(start: np.ndarray, end: np.ndarray, launch, in_launch: np.ndar
     first = np.searchsorted(gap_end, context.start, side="right")  # gaps each context interval meets
     stop = np.searchsorted(gap_start, context.end, side="left")
     count = np.maximum(stop - first, 0)
-    which = np.repeat(np.arange(len(count)), count)
-    gap = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    which, gap = ranges_of(first, count)
     lo, hi = np.maximum(context.start[which], gap_start[gap]), np.minimum(context.end[which], gap_end[gap])
     keep = hi > lo
     order = np.argsort(gap[keep], kind="stable")

@@ -41,6 +41,7 @@ app = typer.Typer(
 TraceArg = Annotated[str, typer.Argument(help="nsys .nsys-rep / .sqlite(.gz), PyTorch-profiler JSON(.gz), a directory (capture folder or per-rank files) or a glob", metavar="TRACE")]
 RangeOpt = Annotated[Optional[str], typer.Option("--range", help="regex (Python re.search on each range's text) selecting the step ranges; default: verifyprof's ranges and SGLang's TARGET_VERIFY", show_default=False)]
 StepOpt = Annotated[Optional[str], typer.Option("--step", help=f"steps of one phase, from verifyprof ranges, SGLang spans and user ranges alike: {'|'.join(ranges.PHASES)}", metavar="PHASE")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress line on the terminal while reading")]
 TaxonomyOpt = Annotated[Optional[Path], typer.Option("--taxonomy", help="kernel-name rules (TOML) replacing the built-in ones")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print machine-readable JSON instead of tables (a flag: no value)")]
 
@@ -88,16 +89,17 @@ def breakdown(
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     strict: StrictOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
     from verifyprof.contracts import outputs
-    from verifyprof.report import console, files
+    from verifyprof.report import console, files, progress
     from verifyprof.trace.sources import expand
 
     regex = _step_regex(step_range, step)
     outputs.protect([p for spec in traces for p in expand(spec)], outputs=(csv, parquet))  # never write onto a trace read
-    with _nsys_hint(traces[0]):
+    with _nsys_hint(traces[0]), progress.status(f"breaking down {', '.join(traces)[:60]}", quiet):
         result = pipeline.breakdown(traces, step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True,
                                     parallel=_parallel(workers, scheduler, strict))
     if csv is not None:
@@ -121,12 +123,13 @@ def kernels(
     step_range: Annotated[Optional[str], typer.Option("--range", help="only kernels inside ranges matching this regex (Python re.search)")] = None,
     step: StepOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Top kernels with their phase and share of GPU time: check and fix the taxonomy rules."""
     from verifyprof import pipeline
-    from verifyprof.report import console, files
+    from verifyprof.report import console, files, progress
 
-    with _nsys_hint(trace):
+    with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
         table = pipeline.kernels(trace, taxonomy=taxonomy, step_regex=_step_regex(step_range, step, default=None))
     data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
@@ -218,11 +221,12 @@ def whatif(
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     strict: StrictOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a breakdown."""
     from verifyprof import pipeline
     from verifyprof.model.whatif import WhatifOptions
-    from verifyprof.report import files
+    from verifyprof.report import files, progress
     from verifyprof.report import whatif as show
 
     if source is not None and verify_ms is not None:
@@ -245,7 +249,8 @@ def whatif(
         result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
         files.print_json(result) if as_json else show.print_plain(result)
         return
-    ranking = {"schema": WHATIF_SCHEMA, "unit": "ms", **_ranking(options, phase, notes, _parallel(workers, scheduler, strict))}
+    with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet):
+        ranking = {"schema": WHATIF_SCHEMA, "unit": "ms", **_ranking(options, phase, notes, _parallel(workers, scheduler, strict))}
     ranking["current"].setdefault("notes", []).extend(notes)
     files.print_json(ranking) if as_json else show.print_ranking(ranking)
 

@@ -43,10 +43,16 @@ def check_accept_len(value: float) -> float:
     return value
 
 
-def check_count(name: str, value: int, minimum: int = 1) -> int:
+MAX_DRAFTS = 256  # draft tokens per cycle: servers verify at most a few dozen; past this a count is a typo
+MAX_COUNT = 1 << 20  # batch, widths, tp: bounds that keep every model loop and array small
+
+
+def check_count(name: str, value: int, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
     if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
         raise VerifyprofError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < minimum:
         raise VerifyprofError(f"{name} must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise VerifyprofError(f"{name} must be <= {maximum}, got {value}")
     return value

@@ -18,6 +18,7 @@ from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.acceptance import Survival, parse_survival
 from verifyprof.model.candidates import Ranking, Scenario, rank_candidates
 from verifyprof.model.checks import (
+    MAX_DRAFTS,
     check_accept_len,
     check_alpha,
     check_count,
@@ -81,7 +82,10 @@ def _check_options(o: WhatifOptions) -> None:
     if o.alpha is not None:
         check_alpha(o.alpha)
     if o.num_draft is not None:
-        check_count("--num-draft", o.num_draft, minimum=1)
+        check_count("--num-draft", o.num_draft, minimum=1, maximum=MAX_DRAFTS)
+        if o.accept_len is not None and o.accept_len > o.num_draft + 1:
+            raise VerifyprofError(f"--accept-len {o.accept_len:g} cannot exceed --num-draft + 1 = {o.num_draft + 1} "
+                                  "(accepted drafts plus the bonus token)")
     if o.draft_cost_ratio is not None:
         check_nonnegative("--draft-cost-ratio", o.draft_cost_ratio)
     for name, value in (("--draft-ms", o.draft_ms), ("--overhead-ms", o.overhead_ms)):
@@ -112,7 +116,7 @@ def acceptance(o: WhatifOptions, manifest: Manifest | None = None, profile: Veri
     """Accept length and survival curve: options first, then the manifest, then the trace."""
     num_draft = o.num_draft
     if num_draft is None and manifest is not None and manifest.num_draft:
-        num_draft = manifest.num_draft
+        num_draft = check_count(f"number of drafts in {manifest.path}", manifest.num_draft, minimum=1, maximum=MAX_DRAFTS)
     if o.accept_len is not None:
         return Acceptance(o.accept_len, "--accept-len", None, num_draft)
     if o.alpha is not None:

@@ -111,7 +111,13 @@ def _print_group(console: Console, group: dict[str, Any], phase_names: list[str]
         columns = columns[:5]
         rank_cols = []
         console.print(f"  ({len(ranks)} ranks: per-rank columns need a wider terminal, or see --json by_rank)", highlight=False)
-    table = fitted_table(console, columns, rows, styles=[None] * (len(rows) - 1) + ["bold"])
+    styles: list[str | None] = [None] * (len(rows) - 1) + ["bold"]
+    cost = group.get("cost_ns")
+    if cost and cost["mean"] < wall["mean"]:  # pipelined: the window holds other steps' GPU work
+        rows.append(["cost (wall - other_work)", _ms(cost["mean"]), f"{100 * cost['mean'] / wall['mean']:.1f}" if wall["mean"] else "-",
+                     _ms(cost["p50"]), _ms(cost["p90"])] + ["" for _ in rank_cols])
+        styles.append("bold")
+    table = fitted_table(console, columns, rows, styles=styles)
     console.print(table)
     console.print("  % = mean phase time / mean wall time (the JSON's share); phases sum to the wall time", style="dim", highlight=False)
     _print_group_notes(console, group)

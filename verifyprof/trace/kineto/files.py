@@ -149,43 +149,56 @@ def align_clocks(files: list[RankFile], warnings: list[str]) -> int:
 
 
 def check_one_run(files: list[RankFile]) -> None:
-    """Refuse rank files that cannot be one run's: world sizes that disagree, one rank whose GPU
-    work appears twice at the same time (a copy, or two captures), clocks days apart.
+    """Refuse rank files that cannot be one run's (see :func:`check_run_entries`)."""
+    check_run_entries([(f.path, f.rank, f.world_size, f.gpu_span()) for f in files])
 
-    A rank may own several files that follow each other (SGLang's per-stage EXTEND/DECODE files)."""
-    sized = [f for f in files if f.world_size > 0]
-    for f in sized[1:]:
-        if f.world_size != sized[0].world_size:
+
+def check_run_entries(entries: list[tuple[object, int, int, tuple[int, int] | None]]) -> None:
+    """Per file (path, rank, world size, GPU span on one clock): refuse files that cannot be one
+    run's: world sizes that disagree, one rank whose GPU work appears twice at the same time (a
+    copy, or two captures), clocks days apart. A rank may own several files that follow each
+    other (SGLang's per-stage EXTEND/DECODE files). Also the multi-file reduce's check."""
+    sized = [e for e in entries if e[2] > 0]
+    for e in sized[1:]:
+        if e[2] != sized[0][2]:
             raise TraceError(
-                f"says world size {sized[0].world_size}, {f.path} says {f.world_size}: traces of different runs; "
-                "give one run's rank files", sized[0].path,
+                f"says world size {sized[0][2]}, {e[0]} says {e[2]}: traces of different runs; "
+                "give one run's rank files", sized[0][0],
             )
-    spans = [(f, f.gpu_span()) for f in files]
-    spans = [(f, s) for f, s in spans if s is not None]
+    spans = [(e, e[3]) for e in entries if e[3] is not None]
     for i, (a, sa) in enumerate(spans):
         for b, sb in spans[i + 1 :]:
-            if a.rank >= 0 and a.rank == b.rank and sa[0] < sb[1] and sb[0] < sa[1]:
+            if a[1] >= 0 and a[1] == b[1] and sa[0] < sb[1] and sb[0] < sa[1]:
                 raise TraceError(
-                    f"claims rank {a.rank}, as does {b.path}, and their GPU work overlaps in time: one rank captured "
-                    "twice, or one file given twice; give one capture's rank files", a.path,
+                    f"claims rank {a[1]}, as does {b[0]}, and their GPU work overlaps in time: one rank captured "
+                    "twice, or one file given twice; give one capture's rank files", a[0],
                 )
     if spans:
-        first = min(spans, key=lambda fs: fs[1][0])
-        last = max(spans, key=lambda fs: fs[1][1])
+        first = min(spans, key=lambda es: es[1][0])
+        last = max(spans, key=lambda es: es[1][1])
         if last[1][1] - first[1][0] > MAX_RUN_NS:
             days = (last[1][1] - first[1][0]) / 86_400e9
             raise TraceError(
-                f"and {last[0].path} were captured {days:.1f} days apart: not one run's rank files", first[0].path,
+                f"and {last[0][0]} were captured {days:.1f} days apart: not one run's rank files", first[0][0],
             )
 
 
 def assign_device_offsets(files: list[RankFile]) -> None:
     """Renumber devices of later ranks that reuse an ordinal an earlier rank already drives."""
+    for f, offset in zip(files, device_offsets([(f.rank, f.index, f.ordinals()) for f in files])):
+        f.device_offset = offset
+
+
+def device_offsets(ranks: list[tuple[int, int, np.ndarray]]) -> list[int]:
+    """Per (rank, file index, device ordinals), the offset that renumbers a later rank's devices
+    when an earlier rank already drives an ordinal: one offset per rank, so a rank's files share
+    its devices. Also the multi-file reduce's rule (attribution.reduce)."""
     owner_of_device: dict[int, object] = {}
     offset_of_owner: dict[object, int] = {}
-    for f in sorted(files, key=lambda f: (f.rank < 0, f.rank, f.index)):
-        owner: object = f.rank if f.rank >= 0 else ("file", f.index)
-        ordinals = f.ordinals()
+    offsets = [0] * len(ranks)
+    for i in sorted(range(len(ranks)), key=lambda i: (ranks[i][0] < 0, ranks[i][0], ranks[i][1])):
+        rank, index, ordinals = ranks[i]
+        owner: object = rank if rank >= 0 else ("file", index)
         if owner in offset_of_owner:
             offset = offset_of_owner[owner]
         elif any(owner_of_device.get(int(d), owner) != owner for d in ordinals):
@@ -193,6 +206,7 @@ def assign_device_offsets(files: list[RankFile]) -> None:
         else:
             offset = 0
         offset_of_owner[owner] = offset
-        f.device_offset = offset
+        offsets[i] = offset
         for d in ordinals:
             owner_of_device[int(d) + offset] = owner
+    return offsets
