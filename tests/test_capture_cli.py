@@ -92,29 +92,52 @@ def test_summary_printed_names_accept_length_throughput_and_manifest(tmp_path, t
     assert "tok/s" in proc.stdout and str(out / "manifest.json") in proc.stdout
 
 
+def hook_report_files(out):
+    """What each process that installed the hooks reported (OUT/hooks/hooks-<pid>.json)."""
+    return [json.loads(p.read_text()) for p in sorted((out / "hooks").glob("hooks-*.json"))]
+
+
 def test_hooks_are_injected_into_the_servers_spawned_scheduler(tmp_path, tag):
     out = tmp_path / "cap"
     args = torch_capture_args(out, free_port())
     args[args.index("--hooks") + 1] = "none"
     proc = run_capture([*args, "--hook", "json:dumps=verify"], tag)
     assert proc.returncode == 0, proc.stderr
-    processes = read_manifest(out)["hooks"]["processes"]
+    reports = hook_report_files(out)
     # the HTTP front end and its multiprocessing-spawn scheduler child both installed the hook
-    assert any("--multiprocessing-fork" in (p["argv"] or []) for p in processes), processes
-    assert all(p["patched"] == 1 and not p["missing"] for p in processes)
+    assert any("--multiprocessing-fork" in (r["argv"] or []) for r in reports), reports
+    assert all([h["state"] for h in r["hooks"]] == ["patched"] for r in reports)
+    # the manifest lists the processes that opened ranges (json.dumps replies), with their counts
+    hooks = read_manifest(out)["hooks"]
+    assert hooks["processes"] and all(p["calls"]["user hook json:dumps=verify"] >= 1 for p in hooks["processes"])
+    assert hooks["fired"]["user hook json:dumps=verify"] >= 6
+
+
+def test_default_sglang_hooks_that_never_fire_fail_the_capture_with_exit_2(tmp_path, tag):
+    out = tmp_path / "cap"
+    args = torch_capture_args(out, free_port())
+    del args[args.index("--hooks"):args.index("--hooks") + 2]
+    proc = run_capture(args, tag)
+    assert proc.returncode == 2, proc.stderr
+    assert "no verifyprof range was recorded" in proc.stderr
+    assert "sglang.toml hook 1 (spec_step): pending:" in proc.stderr
+    assert_nothing_left(tag)
 
 
 def test_default_sglang_hooks_reach_every_server_process_and_never_break_it(tmp_path, tag):
     out = tmp_path / "cap"
-    args = torch_capture_args(out, free_port())
+    args = torch_capture_args(out, free_port(), extra=("--allow-missing-hooks",))
     del args[args.index("--hooks"):args.index("--hooks") + 2]
     proc = run_capture(args, tag)
     assert proc.returncode == 0, proc.stderr
     hooks = read_manifest(out)["hooks"]
     assert hooks["presets"] == ["sglang"] and "VERIFYPROF_HOOKS" in hooks["env"]
     # no sglang in the fake: every target waits for a module that is never imported
-    assert len(hooks["processes"]) >= 2
-    assert all(p["patched"] == 0 and p["pending"] > 0 for p in hooks["processes"])
+    reports = hook_report_files(out)
+    assert len(reports) >= 2 and hooks["processes"] == [] and hooks["idle_processes"] == len(reports)
+    assert all({h["state"] for h in r["hooks"]} == {"pending"} for r in reports)
+    assert {row["state"] for row in hooks["never_fired"]} == {"pending"}
+    assert "never fired" in proc.stdout
 
 
 def test_backend_none_measures_without_profiling(tmp_path, tag):
@@ -369,7 +392,9 @@ def test_numbers_a_program_reports_in_results_json_become_the_manifests_results(
     )
     proc = run_capture(["--backend", "none", "--out", str(out), "--", "python", "-c", script], tag)
     assert proc.returncode == 0, proc.stderr
-    assert read_manifest(out)["results"] == {"accept_len": 2.25, "tokens_per_s": 91.5}
+    results = read_manifest(out)["results"]
+    assert (results["accept_len"], results["tokens_per_s"]) == (2.25, 91.5)
+    assert results["accept_len_convention"] == "tokens_per_verify"  # named, as reported (assumed)
     assert "accept length: 2.250 tokens/verify" in proc.stdout
 
 

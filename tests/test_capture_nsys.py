@@ -164,3 +164,24 @@ def test_nsys_capture_of_the_fake_server_writes_report_sqlite_and_manifest(tmp_p
         assert_nothing_left(tag)
     finally:
         kill_tagged(tag)
+
+
+def test_a_program_that_never_opened_the_window_is_told_so_and_pointed_at_capture_all(tmp_path):
+    message = nsys.explain_missing_report(tmp_path / "capture", mode="program")
+    assert "never called cudaProfilerStart" in message and "--capture-all" in message
+    assert "server" not in message and "/start_profile" not in message
+
+
+def test_nsys_missing_for_a_program_suggests_backend_none_not_the_servers_torch_backend(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("VERIFYPROF_NSYS", raising=False)
+    monkeypatch.setattr(nsys, "_SEARCH", ())
+    from rich.console import Console
+
+    from verifyprof.capture.options import CaptureOptions
+    from verifyprof.capture.session import CaptureSession
+
+    run = CaptureSession(CaptureOptions(out=tmp_path / "cap", program=["prog"]), Console(stderr=True))
+    with pytest.raises(ToolMissingError) as caught:
+        run.setup()
+    assert "--backend none" in str(caught.value) and "SGLang" not in str(caught.value)

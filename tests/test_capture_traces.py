@@ -76,3 +76,14 @@ def test_nsys_report_without_nsys_says_how_to_export_it_elsewhere(monkeypatch, t
         load_trace(report)
     done = subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(report)], capture_output=True, text=True)
     assert done.returncode == 2 and "capture.nsys-rep" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_h200_hf_capture_with_a_baseline_run_records_the_dilation_whatif_reads():
+    from verifyprof.contracts.manifest import read_manifest
+
+    path = OWN_TRACES / "capture10-hf-assisted-dilation" / "manifest.json"
+    manifest = read_manifest(path)
+    assert manifest.dilation == pytest.approx(25.856 / 20.049, rel=1e-3) and manifest.dilation_source == "baseline run"
+    assert manifest.unprofiled_tps == pytest.approx(25.856, rel=1e-3)
+    hooks = json.loads(path.read_text())["hooks"]
+    assert hooks["presets"] == [] and hooks["never_fired"] == [] and hooks["trace_ranges"] == 190

@@ -30,3 +30,35 @@ def test_a_malformed_hook_spec_is_a_one_line_error():
     done = run("not-a-target=verify")
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+MYMOD = "def model_forward(input_ids, cache=None):\n    return input_ids\n"
+
+
+def run_as_console_script(*args: str, cwd) -> subprocess.CompletedProcess:
+    """``verifyprof hooks`` as the installed console script runs: ``-P`` keeps the current
+    directory off ``sys.path``, as a script in the environment's bin/ has it."""
+    return subprocess.run([sys.executable, "-P", "-m", "verifyprof.cli", "hooks", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_target_in_a_module_of_the_current_folder_is_found(tmp_path):
+    (tmp_path / "mymod.py").write_text(MYMOD)
+    done = run_as_console_script("mymod:model_forward=verify", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [(s["target"], s["state"]) for s in json.loads(done.stdout)] == [("mymod:model_forward", "patched")]
+
+
+def test_a_target_beside_the_program_script_is_found_from_another_folder(tmp_path):
+    program = tmp_path / "prog"
+    program.mkdir()
+    (program / "mymod.py").write_text(MYMOD)
+    (program / "script.py").write_text("import mymod\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = run_as_console_script("mymod:model_forward=verify", "--json", "--", "python", "-u", str(program / "script.py"),
+                                 cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["state"] == "patched"
+    alone = run_as_console_script("mymod:model_forward=verify", "--json", cwd=elsewhere)
+    assert alone.returncode == 1 and "cannot import mymod" in json.loads(alone.stdout)[0]["detail"]

@@ -150,15 +150,27 @@ def test_missing_target_in_a_module_imported_later_warns_at_import_and_the_impor
     assert sum(issubclass(w.category, HookWarning) for w in caught) == 1
 
 
-def test_target_in_an_uninstalled_package_warns_once(demo):
+def test_target_whose_module_is_not_importable_yet_stays_pending_without_a_warning(demo):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         status = hooks.patch("no_such_package_xyz.mod:f", "verify")
-    assert status.state == "missing"
-    assert [str(w.message) for w in caught] == [
-        "verifyprof: hook target no_such_package_xyz.mod:f not found "
-        "(module no_such_package_xyz.mod is not importable); skipped"
-    ]
+    assert status.state == "pending" and "not importable yet" in status.detail
+    assert [w for w in caught if issubclass(w.category, HookWarning)] == []
+
+
+def test_pending_target_is_patched_when_a_later_sys_path_entry_makes_its_module_importable(demo, tmp_path, monkeypatch):
+    hooks.patch("latemod:step", "verify")  # installed before the folder is on sys.path (a script's own)
+    late = tmp_path / "late"
+    late.mkdir()
+    (late / "latemod.py").write_text("def step(x):\n    return x + 1\n")
+    monkeypatch.syspath_prepend(str(late))
+    try:
+        import latemod
+        result, recorded = profiled(latemod.step, 1)
+    finally:
+        forget_modules("latemod")
+    assert result == 2 and [r.text for r in recorded] == ["verifyprof.verify"]
+    assert hooks.status()[0].state == "patched"
 
 
 def test_import_error_of_a_target_module_reaches_the_host_unchanged(demo):

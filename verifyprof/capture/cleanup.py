@@ -17,6 +17,7 @@ from rich.console import Console
 from verifyprof.capture import driver, nsys
 from verifyprof.capture.profile_window import stop_profile
 from verifyprof.capture.session import CaptureSession
+from verifyprof.capture.target_hooks import never_fired_lines
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import MANIFEST
 
@@ -111,6 +112,7 @@ def cleanup(run: CaptureSession) -> None:
                 run.fail(f"{len(run.stop_report.leftover)} process(es) survived SIGKILL: pids {run.stop_report.leftover}")
         if run.nsys is not None and run.proc is not None:
             _export(run)
+        _check_ranges(run)
         try:
             run.doc = run.write_manifest()
         except (OSError, VerifyprofError) as err:
@@ -118,17 +120,36 @@ def cleanup(run: CaptureSession) -> None:
             run.doc = run.manifest()
 
 
+def _check_ranges(run: CaptureSession) -> None:
+    """Hooks asked for, and not one verifyprof range recorded (no hook fired, none in the trace):
+    the capture is useless for ``breakdown``, so it fails (exit 2) with the list of what never
+    fired, unless ``--allow-missing-hooks``."""
+    if run.status != "ok" or run.opts.allow_missing_hooks or not (run.presets or run.opts.hook_targets):
+        return
+    try:
+        hooks = run.hooks()
+    except Exception:
+        return
+    if hooks["fired"] or run.trace_ranges:
+        return
+    run.no_ranges = True
+    lines = never_fired_lines(hooks)
+    run.fail("no verifyprof range was recorded: no hook fired" + (":\n" + "\n".join(lines) if lines else "")
+             + "\n(--allow-missing-hooks accepts such a capture)")
+
+
 def _export(run: CaptureSession) -> None:
     assert run.nsys is not None
     report = nsys.report_path(run.nsys_output)
     if not report.exists():
         if run.status in ("running", "ok"):
-            run.fail(nsys.explain_missing_report(run.nsys_output))
+            run.fail(nsys.explain_missing_report(run.nsys_output, run.opts.mode, run.opts.capture_all))
         return
     sqlite = report.with_suffix(".sqlite")
     try:
         with run.console.status(f"exporting {report.name} to SQLite"):
             nsys.export_sqlite(run.nsys, report, sqlite, run.out / "nsys-export.log", timeout=run.opts.report_timeout)
+        run.trace_ranges = nsys.count_ranges(sqlite)
         if run.opts.gzip:
             with run.console.status(f"compressing {sqlite.name}"):
                 nsys.gzip_export(sqlite)

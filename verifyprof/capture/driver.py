@@ -320,6 +320,7 @@ def summarize(results: Sequence[RequestResult], server_avg_accept: float | None 
     verify_ct = sum(int(r.spec["spec_verify_ct"]) for r in with_spec)
     summary["spec_verify_ct"] = verify_ct
     summary["accept_len"] = sum(r.completion_tokens for r in with_spec) / verify_ct if verify_ct else None
+    summary["accept_len_convention"] = "tokens_per_verify"  # bonus token included, as SGLang counts
     rates = [r.spec["spec_accept_rate"] for r in with_spec if "spec_accept_rate" in r.spec]
     summary["accept_rate"] = sum(rates) / len(rates) if rates else None
     return summary

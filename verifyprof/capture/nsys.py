@@ -6,9 +6,11 @@ what a missing report means) is a pure function, so it is tested on machines wit
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
+import sqlite3
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -102,13 +104,25 @@ def export_command(nsys: Path | str, report: Path, sqlite: Path, blobs: bool = T
     return [str(nsys), "export", "--type", "sqlite", *extra, "--force-overwrite", "true", "-o", str(sqlite), str(report)]
 
 
-def explain_missing_report(output: Path) -> str:
-    """Why ``nsys profile -o OUTPUT`` left no report, from what it did leave."""
+PROGRAM_HOW_TO_GET = HOW_TO_GET.split("; or capture with")[0] + "; or capture with --backend none (no profiler)"
+
+
+def explain_missing_report(output: Path, mode: str = "server", capture_all: bool = False) -> str:
+    """Why ``nsys profile -o OUTPUT`` left no report, from what it did leave, in the words of
+    the kind of target (a program has no ``/start_profile``)."""
     qdstrm = output.with_name(output.name + ".qdstrm")
     if qdstrm.exists():
         return (
             f"nsys left only {qdstrm.name}: its importer (QdstrmImporter) failed, usually for lack of "
             "libdw.so.1/libelf.so.1; the raw stream is kept"
+        )
+    if mode == "program" and capture_all:
+        return "nsys wrote no report: the program ran no CUDA work, or nsys was killed before writing it"
+    if mode == "program":
+        return (
+            "nsys wrote no report: the program never called cudaProfilerStart (torch.cuda.profiler.start()), and by "
+            "default nsys collects only between cudaProfilerStart and cudaProfilerStop: run again with --capture-all "
+            "to profile all of it, or open that window around the steps to profile"
         )
     return (
         "nsys wrote no report: the capture range never opened (no cudaProfilerStart: did the server get "
@@ -143,3 +157,19 @@ def gzip_export(sqlite: Path) -> Path:
         shutil.copyfileobj(src, dst, length=1 << 20)
     sqlite.unlink()
     return target
+
+
+def count_ranges(sqlite: Path, prefix: str = "verifyprof.") -> int | None:
+    """NVTX ranges whose text (explicit or registered) starts with ``prefix`` in an export; None
+    when the file cannot be read as one (the caller then relies on the hook reports)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)) as con:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "NVTX_EVENTS" not in tables:
+                return 0
+            join = "LEFT JOIN StringIds s ON s.id = e.textId" if "StringIds" in tables else ""
+            text = "COALESCE(e.text, s.value)" if join else "e.text"
+            query = f"SELECT COUNT(*) FROM NVTX_EVENTS e {join} WHERE {text} LIKE ?"
+            return int(con.execute(query, (prefix + "%",)).fetchone()[0])
+    except (sqlite3.Error, OSError):
+        return None

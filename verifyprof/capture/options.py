@@ -12,6 +12,7 @@ from pathlib import Path
 
 from verifyprof.capture import driver
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import ACCEPT_CONVENTIONS
 
 BACKENDS = ("nsys", "torch", "none")
 DEFAULT_PORT = 30000  # SGLang's
@@ -42,6 +43,10 @@ class CaptureOptions:
     stop_timeout: float = 60.0
     report_timeout: float = 900.0
     trace_wait: float = 120.0
+    allow_missing_hooks: bool = False  # exit 0 even when hooks were asked for and none fired
+    baseline_run: bool = False  # program: run it once with no profiler and no hooks first (dilation)
+    unprofiled_requests: int | None = None  # server: requests after the window (None: a default, 0: none)
+    accept_len_convention: str | None = None  # program's accept_len: tokens_per_verify | accepted_drafts
     argv: list[str] = field(default_factory=list)  # verifyprof's own command line, for the manifest
 
     @property
@@ -99,6 +104,14 @@ def _check_numbers(opts: CaptureOptions) -> None:
         raise VerifyprofError("--num-steps must be at least 1")
     if opts.warmup < 0:
         raise VerifyprofError("--warmup must be 0 or more")
+    if opts.unprofiled_requests is not None and opts.unprofiled_requests < 0:
+        raise VerifyprofError("--unprofiled-requests must be 0 or more")
+    if opts.accept_len_convention is not None and opts.accept_len_convention not in ACCEPT_CONVENTIONS:
+        raise VerifyprofError(f"--accept-len-convention must be one of {', '.join(ACCEPT_CONVENTIONS)}, "
+                              f"not {opts.accept_len_convention!r}")
+    if opts.baseline_run and opts.mode != "program":
+        raise VerifyprofError("--baseline-run is for a program (-- cmd ...); a server's unprofiled rate comes "
+                              "from --unprofiled-requests after the window")
 
 
 def check_port(port: int, what: str) -> int:

@@ -1,17 +1,24 @@
 """The capture of a program, once it is started: it runs to its end by itself (its own profiler
 window, its own workload), so verifyprof only times it, collects the numbers it reported, and turns
-a non-zero exit into an error that shows the log's tail."""
+a non-zero exit into an error that shows the log's tail. With ``--baseline-run`` the program runs
+once before, with no profiler and no hooks, for the rate the profiler's dilation is measured against."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import time
 
+from verifyprof.capture.process import ManagedProcess
 from verifyprof.capture.profile_window import close_window
 from verifyprof.capture.results import program_results
 from verifyprof.capture.server import CaptureError, with_log_tail
 from verifyprof.capture.session import CaptureSession
+from verifyprof.contracts.manifest import dilation_record
+
+BASELINE_DIR = "baseline"
 
 
 def wait_program(run: CaptureSession) -> None:
@@ -20,9 +27,42 @@ def wait_program(run: CaptureSession) -> None:
     code = run.proc.wait()
     close_window(run, None)
     run.exit_code = code
-    run.summary = program_results(run.out)
+    run.summary = program_results(run.out, run.opts.accept_len_convention)
+    run.dilation = program_dilation(run)
     if code != 0:
         raise CaptureError(with_log_tail(f"program exited with {describe_exit(code)}", run.log, 10))
+
+
+def run_baseline(run: CaptureSession) -> None:
+    """The program once, as it is (no profiler, no hooks), its outputs in ``OUT/baseline/``."""
+    folder = run.out / BASELINE_DIR
+    env = {k: v for k, v in os.environ.items()} | {"VERIFYPROF_CAPTURE_DIR": str(folder.resolve())}
+    run.console.print("verifyprof: baseline run (no profiler, no hooks) for the unprofiled rate")
+    started = time.monotonic()
+    run.proc = ManagedProcess(run.target, log=folder / "program.log", env=env, echo=sys.stderr)
+    code = run.proc.wait()
+    run.proc.stop(int_timeout=run.opts.stop_timeout)  # anything it left behind
+    run.proc = None
+    run.baseline = {"exit_code": code, "wall_s": time.monotonic() - started,
+                    "results": program_results(folder, run.opts.accept_len_convention)}
+    if code != 0:
+        raise CaptureError(with_log_tail(f"baseline run exited with {describe_exit(code)}", folder / "program.log", 10))
+
+
+def program_dilation(run: CaptureSession) -> dict | None:
+    """profiled / unprofiled: the baseline run's ``tokens_per_s`` (``--baseline-run``), else the
+    program's own ``unprofiled_tokens_per_s`` (measured outside its profile window), against the
+    ``tokens_per_s`` it reported under the profiler; None when neither was measured."""
+    profiled = run.summary.get("tokens_per_s")
+    if run.baseline is not None:
+        unprofiled = run.baseline["results"].get("tokens_per_s")
+        record = dilation_record(profiled, unprofiled, "baseline run", baseline_wall_s=run.baseline["wall_s"])
+        if record["factor"] is None:
+            record["note"] = "the baseline run or the profiled run wrote no tokens_per_s to results.json"
+        return record
+    if run.summary.get("unprofiled_tokens_per_s") is not None:
+        return dilation_record(profiled, run.summary["unprofiled_tokens_per_s"], "program results")
+    return None
 
 
 def describe_exit(code: int | None) -> str:

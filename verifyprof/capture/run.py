@@ -20,9 +20,9 @@ from verifyprof.capture import driver
 from verifyprof.capture.cleanup import Terminated, cleanup, sigterm_as_interrupt
 from verifyprof.capture.options import CaptureOptions, validate
 from verifyprof.capture.process import become_subreaper
-from verifyprof.capture.program_flow import wait_program
+from verifyprof.capture.program_flow import run_baseline, wait_program
 from verifyprof.capture.results import CaptureResult
-from verifyprof.capture.server import LOG_TAIL_LINES, CaptureError, with_log_tail
+from verifyprof.capture.server import LOG_TAIL_LINES, CaptureError, NoRangesError, with_log_tail
 from verifyprof.capture.server_flow import serve
 from verifyprof.capture.session import CaptureSession
 from verifyprof.contracts.errors import VerifyprofError
@@ -41,6 +41,8 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
         run.write_manifest()
         failure: BaseException | None = None
         try:
+            if opts.mode == "program" and opts.baseline_run:
+                run_baseline(run)
             run.start(env)
             if opts.mode == "server":
                 serve(run)
@@ -66,6 +68,9 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     if isinstance(failure, KeyboardInterrupt):
         console.print(f"verifyprof: capture interrupted; partial outputs kept in {run.out}")
         raise failure
+    if run.no_ranges:
+        first, _, rest = (run.error or "").partition("\n")
+        raise NoRangesError(f"{first} (outputs kept in {run.out})" + (f"\n{rest}" if rest else ""))
     if run.status != "ok":
         first, _, rest = (run.error or "failed").partition("\n")
         raise CaptureError(f"{first} (outputs kept in {run.out})" + (f"\n{rest}" if rest else ""))

@@ -25,6 +25,10 @@ class CaptureError(VerifyprofError):
     exit_code = 1
 
 
+class NoRangesError(VerifyprofError):
+    """Hooks were asked for and not one verifyprof range was recorded (exit 2: fix the hooks)."""
+
+
 class PortInUseError(VerifyprofError):
     """The server's port is taken before we start it: the request would go to someone else."""
 

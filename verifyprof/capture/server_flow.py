@@ -31,6 +31,7 @@ from verifyprof.capture.server import (
     with_log_tail,
 )
 from verifyprof.capture.session import CaptureSession
+from verifyprof.contracts.manifest import dilation_record
 
 
 def serve(run: CaptureSession) -> None:
@@ -69,6 +70,39 @@ def serve(run: CaptureSession) -> None:
         raise CaptureError(f"all {failed} requests failed, the first with {first}")
     if opts.backend == "torch":
         _wait_for_torch_traces(run)
+    if opts.backend != "none":
+        _unprofiled_rate(run, prompts)
+
+
+def unprofiled_count(opts) -> int:
+    """Requests sent after the window: ``--unprofiled-requests``, else enough to fill the concurrency."""
+    if opts.unprofiled_requests is not None:
+        return opts.unprofiled_requests
+    return min(opts.requests, max(4, opts.concurrency))
+
+
+def _unprofiled_rate(run: CaptureSession, prompts: list[driver.Prompt]) -> None:
+    """The server's rate with the profile window closed (after the torch traces were written: their
+    export runs in the server), against the window's: the manifest's ``dilation``. Per-request
+    tok/s, which does not depend on how many requests there were. Never fails the capture."""
+    opts = run.opts
+    n = unprofiled_count(opts)
+    if n == 0:
+        return
+    profiled = run.summary.get("tokens_per_s_per_request")
+    workload = driver.Workload(n, min(opts.concurrency, n), opts.output_len, opts.input_len, opts.temperature, opts.request_timeout)
+    try:
+        with run.console.status(f"{n} requests after the profile window (the unprofiled rate)"):
+            results = driver.run_workload(run.base_url, workload, prompts, first_index=opts.requests + opts.warmup,
+                                          server_alive=run.proc.alive if run.proc else None)
+        after = driver.summarize(results)
+    except (driver.ServerGone, TimeoutError, OSError) as err:
+        run.dilation = dilation_record(profiled, None, "requests after the window", "tokens_per_s_per_request",
+                                       note=f"requests after the window failed: {err}")
+        return
+    run.dilation = dilation_record(profiled, after.get("tokens_per_s_per_request"), "requests after the window",
+                                   "tokens_per_s_per_request", requests=n, requests_ok=after["requests_ok"],
+                                   unprofiled_accept_len=after.get("accept_len"))
 
 
 def _drive(run: CaptureSession, workload: driver.Workload, prompts: list[driver.Prompt]) -> None:

@@ -22,7 +22,9 @@ from verifyprof.capture.options import (
 )
 from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
-from verifyprof.capture.target_hooks import hook_presets, hook_reports, hooks_env
+from verifyprof.capture.hooks.search_path import importable_from, program_folder
+from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_record
+from verifyprof.contracts.errors import ToolMissingError
 from verifyprof.contracts.manifest import document, now_iso
 
 
@@ -53,6 +55,11 @@ class CaptureSession:
         self.presets = hook_presets(opts)
         self.hook_env: dict[str, str] = {}
         self.prompts: list[driver.Prompt] = []
+        self.program_folder: Path | None = None  # what the target's Python puts first on sys.path
+        self.trace_ranges: int | None = None  # verifyprof ranges in the exported nsys trace
+        self.no_ranges = False  # hooks were asked for and no verifyprof range was recorded
+        self.dilation: dict | None = None  # the profiler's slow-down, when an unprofiled rate was measured
+        self.baseline: dict | None = None  # program: the unprofiled baseline run (--baseline-run)
         self.doc: dict = {}  # the manifest as last written by the cleanup
 
     @property
@@ -78,10 +85,7 @@ class CaptureSession:
             command={"verifyprof": opts.argv, "target": self.target, "profiler": self.command},
             options=options,
             versions=self.versions,
-            hooks={
-                "presets": self.presets, "targets": opts.hook_targets, "env": sorted(self.hook_env),
-                "processes": hook_reports(self.out / "hooks"),
-            },
+            hooks=self.hooks(),
             workload=None,
             results=self.summary or None,
             window=self.window or None,
@@ -94,6 +98,8 @@ class CaptureSession:
                 "log": self.log.name,
             },
         )
+        if self.dilation is not None:
+            doc["dilation"] = self.dilation
         if opts.mode == "server":
             doc["workload"] = {
                 "requests": opts.requests, "concurrency": opts.concurrency, "input_len": opts.input_len,
@@ -102,6 +108,11 @@ class CaptureSession:
                 "url": self.base_url,
             }
         return doc
+
+    def hooks(self) -> dict:
+        record = hooks_record(self.presets, self.opts.hook_targets, self.hook_env, self.out / "hooks", self.program_folder)
+        record["trace_ranges"] = self.trace_ranges
+        return record
 
     def write_manifest(self) -> dict:
         doc = self.manifest()
@@ -123,7 +134,12 @@ class CaptureSession:
     def setup(self) -> dict[str, str]:
         opts = self.opts
         if opts.backend == "nsys":
-            self.nsys = nsys.find_nsys()
+            try:
+                self.nsys = nsys.find_nsys()
+            except ToolMissingError as err:
+                if opts.mode != "program":
+                    raise
+                raise ToolMissingError(str(err).replace(nsys.HOW_TO_GET, nsys.PROGRAM_HOW_TO_GET)) from None
             self.nsys_version = nsys.nsys_version(self.nsys)
         if opts.mode == "server":
             self.prompts = driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
@@ -134,6 +150,8 @@ class CaptureSession:
         else:
             self.target = list(opts.program)
         self.hook_env = hooks_env(self.presets, opts.hook_targets, (self.out / "hooks").resolve())
+        self.program_folder = program_folder(self.target)
+        self._check_user_targets()
         env = dict(os.environ)
         env.update(self.hook_env)
         env["VERIFYPROF_CAPTURE_DIR"] = str(self.out.resolve())
@@ -147,6 +165,20 @@ class CaptureSession:
         self.out.mkdir(parents=True, exist_ok=True)  # only now: a rejected capture leaves nothing behind
         self.versions = manifest.versions(self.nsys_version)
         return env
+
+    def _check_user_targets(self) -> None:
+        """Say now (not after minutes of loading) when a user target's module is neither in the
+        program's own folder nor importable here; it still stays pending in the target, which
+        may use another interpreter or extend its sys.path."""
+        from verifyprof.capture.hooks.presets import parse_user_hook
+
+        folders = [self.program_folder] if self.program_folder else []
+        for text in self.opts.hook_targets:
+            module = parse_user_hook(text).alternatives[0].target.module
+            if not importable_from(module, folders):
+                where = f"in the program's folder {self.program_folder} or" if folders else ""
+                self.console.print(f"[yellow]verifyprof: hook {text}: module {module} is not {where} importable here; "
+                                   "it is patched if the program imports it[/]")
 
     def start(self, env: dict[str, str]) -> None:
         echo = sys.stderr if self.opts.mode == "program" else None

@@ -163,6 +163,10 @@ def capture(
     capture_all: Annotated[bool, typer.Option("--capture-all", help="program: profile all of it, not just cudaProfilerStart..Stop")] = False,
     gzip: Annotated[bool, typer.Option("--gzip", help="nsys: gzip the SQLite export (capture.sqlite.gz)")] = False,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="seconds after SIGINT before SIGTERM (then SIGKILL)")] = 60.0,
+    allow_missing_hooks: Annotated[bool, typer.Option("--allow-missing-hooks", help="exit 0 even if no hook fired and no verifyprof range was recorded")] = False,
+    baseline_run: Annotated[bool, typer.Option("--baseline-run", help="program: run it once unprofiled first (no nsys, no hooks) to measure the profiler's dilation")] = False,
+    unprofiled_requests: Annotated[Optional[int], typer.Option("--unprofiled-requests", help="server: requests after the profile window, for the dilation (default: max(4, concurrency), at most --requests; 0: none)")] = None,
+    accept_len_convention: Annotated[Optional[str], typer.Option("--accept-len-convention", help="program: its accept_len counts tokens_per_verify (bonus included) or accepted_drafts (converted +1)")] = None,
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
@@ -178,7 +182,9 @@ def capture(
         requests=requests, concurrency=concurrency, input_len=input_len, output_len=output_len,
         prompts=prompts, warmup=warmup, temperature=temperature, health_timeout=health_timeout,
         hooks=None if hooks is None else [h.strip() for h in hooks.split(",")], hook_targets=list(hook or []),
-        num_steps=num_steps, osrt=osrt, capture_all=capture_all, gzip=gzip, stop_timeout=stop_timeout, argv=list(sys.argv),
+        num_steps=num_steps, osrt=osrt, capture_all=capture_all, gzip=gzip, stop_timeout=stop_timeout,
+        allow_missing_hooks=allow_missing_hooks, baseline_run=baseline_run, unprofiled_requests=unprofiled_requests,
+        accept_len_convention=accept_len_convention, argv=list(sys.argv),
     )
     for line in summary_lines(run_capture(options)):
         print(" ".join(line.split()) if "\n" in line else line)
@@ -256,13 +262,19 @@ def whatif(
 @app.command()
 def hooks(
     spec: Annotated[str, typer.Argument(help="presets and targets: sglang, hf-assisted, workload, module:qualname=phase (comma-separated)")] = "sglang",
+    program: Annotated[Optional[list[str]], typer.Argument(help="the program to be captured (-- python script.py): its folder is searched as Python will", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which hook targets exist in the installed packages: run before a capture to see what will be wrapped."""
+    """Which hook targets exist in the installed packages (and the program's own folder, default
+    the current one): run before a capture to see what will be wrapped."""
+    import os as _os
+
     from verifyprof.capture.hooks import api as hook_api
+    from verifyprof.capture.hooks.search_path import program_folder
     from verifyprof.report import console, files
 
-    statuses = hook_api.check(spec)
+    folder = program_folder(program) if program else None
+    statuses = hook_api.check(spec, path=[p for p in (folder, _os.getcwd()) if p is not None])
     if as_json:
         files.print_json([s.to_json() for s in statuses])
     else:

@@ -15,7 +15,19 @@ Schema ``verifyprof.capture/1`` (every key in ``KEYS`` present; values null when
     window {start_unix_ns, end_unix_ns, duration_ns, start_reply, stop_reply},
     traces [{path (relative to the manifest), kind, bytes}], files [what the directory holds],
     and optionally name, target {exit_code, stopped_by, leftover_pids, log}, warnings,
-    workload_summary (a ``verifyprof.workload/1`` summary)
+    workload_summary (a ``verifyprof.workload/1`` summary),
+    dilation {factor (profiled cycle / unprofiled cycle = unprofiled / profiled tok/s; > 1: the
+    profiler slowed the program), basis ("tokens_per_s", or "tokens_per_s_per_request" for a
+    server), profiled_tokens_per_s,
+    unprofiled_tokens_per_s, source ("requests after the window" | "program results" |
+    "baseline run"), ...} (null factor when no unprofiled rate was measured)
+
+``hooks`` also holds ``fired`` {source: ranges}, ``never_fired`` [{source, phase, targets, state,
+detail}], ``idle_processes`` (processes that installed hooks and opened none, not listed),
+``program_folder`` and ``trace_ranges`` (verifyprof ranges in the nsys export). ``results`` may
+hold ``accept_len_convention`` ("tokens_per_verify": ``accept_len`` is always tokens per verify
+step, bonus included) and ``accept_len_reported`` / ``accept_len_reported_convention`` (what the
+program reported, before conversion).
 
 ``results`` keys in ``RESULT_KEYS`` are what ``whatif`` reads. Other JSON (no ``schema``) is read
 by searching nested objects for the first of a few known key names.
@@ -40,7 +52,8 @@ MANIFEST = "manifest.json"
 
 KEYS = ("status", "error", "mode", "backend", "started_at", "finished_at", "command", "options", "versions",
         "hooks", "workload", "results", "window", "traces", "files")
-OPTIONAL_KEYS = ("name", "target", "warnings", "workload_summary")
+OPTIONAL_KEYS = ("name", "target", "warnings", "workload_summary", "dilation")
+ACCEPT_CONVENTIONS = ("tokens_per_verify", "accepted_drafts")  # accepted_drafts + 1 bonus token = tokens_per_verify
 # Manifest field -> its key under ``results`` (what the reader takes from a schema'd manifest).
 RESULT_KEYS = {"accept_len": "accept_len", "tokens_per_s": "tokens_per_s", "baseline_tps": "baseline_tokens_per_s",
                "decode_ms": "decode_ms", "survival": "survival", "num_draft": "num_draft"}
@@ -154,6 +167,9 @@ class Manifest:
     tokens_per_s: float | None = None
     survival: tuple[float, ...] | None = None
     num_draft: int | None = None
+    dilation: float | None = None  # profiled cycle / unprofiled cycle (manifest ``dilation.factor``)
+    unprofiled_tps: float | None = None  # the rate without the profiler (``dilation.unprofiled_tokens_per_s``)
+    dilation_source: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -205,12 +221,12 @@ def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
     if schema == SCHEMA:
         inner = data.get("workload_summary")
         if isinstance(inner, dict) and inner.get("schema") == WORKLOAD_SCHEMA:
-            return _manifest(path, _workload_values(inner, mode), inner)  # traces/capture_workload.sh manifests
+            return _with_dilation(_manifest(path, _workload_values(inner, mode), inner), data.get("dilation"))  # traces/capture_workload.sh
         results = data.get("results") or {}
         if not isinstance(results, dict):
             raise VerifyprofError(f"manifest field 'results' must be an object, got {results!r}", path)
         values = {name: results.get(key) for name, key in RESULT_KEYS.items()}
-        return _manifest(path, values, {"results": results})
+        return _with_dilation(_manifest(path, values, {"results": results}), data.get("dilation"))
     if isinstance(schema, str) and schema.startswith("verifyprof."):
         raise VerifyprofError(f"unsupported manifest schema {schema!r}: this verifyprof reads {SCHEMA} and {WORKLOAD_SCHEMA}", path)
     return _manifest(path, {name: _find(data, keys) for name, keys in ALIASES.items()}, data)
@@ -242,6 +258,35 @@ def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manife
         num_draft=int(num_draft) if num_draft is not None else None,
         raw=raw,
     )
+
+
+def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
+    """The manifest's ``dilation`` record, if it has a measured factor (checked like the rest)."""
+    if not isinstance(dilation, dict) or dilation.get("factor") is None:
+        return manifest
+    factor, unprofiled = dilation.get("factor"), dilation.get("unprofiled_tokens_per_s")
+    for name, value in (("dilation.factor", factor), ("dilation.unprofiled_tokens_per_s", unprofiled)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise VerifyprofError(f"manifest field {name!r} is not a positive number: {value!r}", manifest.path)
+    manifest.dilation = float(factor)
+    manifest.unprofiled_tps = float(unprofiled) if unprofiled is not None else None
+    manifest.dilation_source = str(dilation.get("source") or "")
+    return manifest
+
+
+def dilation_record(profiled_tps: float | None, unprofiled_tps: float | None, source: str,
+                    basis: str = "tokens_per_s", **extra: Any) -> dict[str, Any]:
+    """The manifest's ``dilation``: the factor when both rates are known and positive, else null."""
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (profiled_tps, unprofiled_tps))
+    return {"factor": unprofiled_tps / profiled_tps if ok else None, "basis": basis,  # type: ignore[operator]
+            "profiled_tokens_per_s": profiled_tps, "unprofiled_tokens_per_s": unprofiled_tps, "source": source, **extra}
+
+
+def to_tokens_per_verify(value: float, convention: str) -> float:
+    """An accept length in ``convention`` as verifyprof's (tokens per verify step, bonus included)."""
+    if convention not in ACCEPT_CONVENTIONS:
+        raise ValueError(f"accept length convention must be one of {', '.join(ACCEPT_CONVENTIONS)}, not {convention!r}")
+    return value + 1.0 if convention == "accepted_drafts" else value
 
 
 def _workload_values(data: dict[str, Any], mode: str | None) -> dict[str, Any]:

@@ -271,9 +271,33 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
         tp=tp,
         context=context or 0.0,
         drafter_gain=o.drafter_gain,
-        notes=notes + ([f"trace ranks {ranks}"] if len(ranks) > 1 else []),
+        notes=notes + ([f"trace ranks {ranks}"] if len(ranks) > 1 else []) + _dilation_notes(manifest),
     )
-    return rank_candidates(profile, scenario, o.candidates or None)
+    ranking = rank_candidates(profile, scenario, o.candidates or None)
+    if manifest is not None and manifest.dilation:
+        return UnprofiledRanking(**ranking.__dict__, dilation=manifest.dilation, unprofiled_tps=manifest.unprofiled_tps)
+    return ranking
+
+
+@dataclass
+class UnprofiledRanking(Ranking):
+    """A ranking whose program runs faster unprofiled than its trace (the manifest's ``dilation``)."""
+
+    dilation: float = 1.0  # profiled cycle / unprofiled cycle
+    unprofiled_tps: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["current"].update(dilation=self.dilation, unprofiled_tokens_per_s=self.unprofiled_tps)
+        return out
+
+
+def _dilation_notes(manifest: Manifest | None) -> list[str]:
+    if manifest is None or not manifest.dilation:
+        return []
+    rate = f"{manifest.unprofiled_tps:,.1f} tok/s" if manifest.unprofiled_tps else "its unprofiled rate"
+    return [f"the profiler slowed the program {manifest.dilation:.2f}x ({manifest.dilation_source}): it runs at {rate} "
+            "unprofiled; 'current' and the plan are the profiled trace's, so read each fix's gain against that rate"]
 
 
 def _attr_float(profile: VerifyProfile, *keys: str) -> float | None:

@@ -18,6 +18,8 @@ graph capture (a range pushed there is recorded once at capture and never on rep
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import sys
@@ -25,6 +27,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from verifyprof.capture.hooks import expressions
 from verifyprof.capture.hooks import targets as _targets
 from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES, Call
 from verifyprof.capture.hooks.presets import (
@@ -62,6 +65,9 @@ ENV_REPORT = "VERIFYPROF_HOOKS_REPORT"  # directory: each process writes hooks-<
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
 SGLANG_PLUGIN_NAME = "verifyprof"  # entry-point name in the group sglang.srt.plugins
 
+_report_at_exit: list[bool] = []
+_report_argv: list[list[str]] = []
+
 Attrs = Mapping[str, object] | Callable[[Call], Mapping[str, object]] | None
 
 
@@ -92,6 +98,7 @@ def wrap(
     text; the NVTX payload is the range's index among this function's calls. Wrapping a wrapper
     adds a rule to it rather than nesting: ``wrap(wrap(f, "verify"), "verify") is`` the same wrapper.
     """
+    _targets.watch_torch()
     return wrap_function(fn, _rule(phase, when, attrs, label=getattr(fn, "__qualname__", "")))
 
 
@@ -117,9 +124,29 @@ def patch(
 
 
 def _entry_rule(entry: HookEntry) -> Rule:
-    when = PREDICATES[entry.when].fn if entry.when else None
+    when = None
+    if entry.when:
+        when = PREDICATES[entry.when].fn if entry.when in PREDICATES else expressions.condition(entry.when)
     attrs = EXTRACTORS[entry.attrs].fn if entry.attrs else None
+    if entry.tags:
+        attrs = _merged(attrs, expressions.attributes(entry.tags))
     return Rule(entry.range_name, when, attrs, entry.mode == "self_forward", entry.source)
+
+
+@functools.lru_cache(maxsize=256)
+def _merged(named: Callable | None, tagged: Callable) -> Callable[[Call], Mapping[str, object]]:
+    """A named extractor's attributes, then the tagged ones (which win); cached so that the same
+    entry installed twice gives an equal rule."""
+    if named is None:
+        return tagged
+    return lambda call: {**_safe(named, call), **tagged(call)}
+
+
+def _safe(extract: Callable, call: Call) -> Mapping[str, object]:
+    try:
+        return extract(call)
+    except Exception:
+        return {}
 
 
 def install_entries(entries: Iterable[HookEntry]) -> list[HookStatus]:
@@ -144,6 +171,9 @@ def install(spec: str | Iterable[str] | None = None) -> list[HookStatus]:
     if os.environ.get(ENV_REPORT):
         _targets.add_listener(_write_report)
         _write_report()
+        if not _report_at_exit:
+            atexit.register(_write_report)  # the final calls (a killed process keeps its last report)
+            _report_at_exit.append(True)
     return statuses
 
 
@@ -159,11 +189,16 @@ def install_from_env() -> list[HookStatus] | None:
         return None
 
 
-def check(spec: str | Iterable[str]) -> list[HookStatus]:
+def check(spec: str | Iterable[str], path: Iterable[str | Path] = ()) -> list[HookStatus]:
     """What ``spec`` would hook in this interpreter: installs it, imports every target's module
     (and so whatever those import), and reports each target's state (``verifyprof hooks check``).
-    The hooks stay installed; call :func:`uninstall` to remove them."""
+
+    ``path``: folders the program will have first on ``sys.path`` (its script's directory, the
+    current directory for ``-m``; see :mod:`~verifyprof.capture.hooks.search_path`), put in front
+    for the imports as Python will. The hooks stay installed; call :func:`uninstall` to remove them."""
     install(spec)
+    added = [str(Path(p)) for p in path if str(Path(p)) not in sys.path]
+    sys.path[:0] = added
     _targets.import_pending()
     return status()
 
@@ -188,7 +223,9 @@ def _write_report() -> None:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"hooks-{os.getpid()}.json"
         tmp = path.with_name(path.name + ".tmp")
-        report = {"pid": os.getpid(), "argv": sys.argv[:3], "hooks": [s.to_json() for s in status()]}
+        if not _report_argv:  # as at start-up: a spawn child's sys.argv later becomes its parent's
+            _report_argv.append(sys.argv[:3])
+        report = {"pid": os.getpid(), "argv": _report_argv[0], "hooks": [s.to_json() for s in status()]}
         tmp.write_text(json.dumps(report, indent=1))
         os.replace(tmp, path)
     except Exception:

@@ -19,12 +19,24 @@ from typing import Any
 class Call:
     """The arguments of one hooked call, looked up by parameter name without ``inspect`` per call."""
 
-    __slots__ = ("args", "kwargs", "_index")
+    __slots__ = ("args", "kwargs", "_index", "_offset")
 
-    def __init__(self, args: tuple, kwargs: dict, index: dict[str, int]):
+    def __init__(self, args: tuple, kwargs: dict, index: dict[str, int], offset: int = 0):
         self.args = args
         self.kwargs = kwargs
         self._index = index
+        self._offset = offset  # 1 for a method: arg0 is the first argument after self
+
+    def positional(self, n: int) -> Any:
+        """Argument ``n`` by position (``self`` of a method not counted), passed positionally or
+        by the keyword of the parameter at that position; None if it was not passed."""
+        i = n + self._offset
+        if 0 <= i < len(self.args):
+            return self.args[i]
+        for name, position in self._index.items():
+            if position == i:
+                return self.kwargs.get(name)
+        return None
 
     def arg(self, *names: str) -> Any:
         """The first of ``names`` that was passed (by keyword or position); None if none was."""

@@ -9,7 +9,10 @@ target is feature-detected (names absent from the installed version are skipped 
 the versions are claims checked by the tests against the packages' real source.
 
 The hooks spec (``VERIFYPROF_HOOKS``, ``--hook``) is a comma-separated list of preset names,
-preset file paths, and user targets ``module:qualname=phase``.
+preset file paths, and user targets ``module:qualname=phase``, optionally tagged:
+``module:qualname=phase;key=EXPR;...;when=EXPR`` (attributes and a condition over the call's
+arguments, see :mod:`~verifyprof.capture.hooks.expressions`). Commas and semicolons inside
+brackets or quotes do not split.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifyprof.capture.hooks import expressions
 from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
 from verifyprof.capture.hooks.targets import Target
 from verifyprof.contracts import datafiles
@@ -48,11 +52,12 @@ class Alternative:
 class HookEntry:
     range_name: str  # verifyprof.verify, ...
     alternatives: tuple[Alternative, ...]
-    when: str | None = None  # a name in extractors.PREDICATES
+    when: str | None = None  # a name in extractors.PREDICATES, or a condition expression
     attrs: str | None = None  # a name in extractors.EXTRACTORS
     mode: str = "call"
     source: str = ""  # "sglang.toml hook 3", "user hook mymod:f=verify"
     user: bool = False  # named explicitly by the user: warn when missing
+    tags: tuple[tuple[str, str], ...] = ()  # (attribute, expression): range attributes from the arguments
 
     @property
     def phase(self) -> str:
@@ -119,8 +124,11 @@ def _entry(hook: dict, where: str) -> HookEntry:
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     when, attrs, mode = hook.get("when"), hook.get("attrs"), hook.get("mode", "call")
-    if when is not None and when not in PREDICATES:
-        raise ValueError(f"{where}: unknown predicate {when!r} (known: {', '.join(sorted(PREDICATES))})")
+    tags: tuple[tuple[str, str], ...] = ()
+    if isinstance(attrs, dict):  # attrs = {tokens = "arg0.shape[-1]"}: expressions
+        tags, attrs = _tags(attrs.items(), where), None
+    if when is not None:
+        _check_when(str(when), where)
     if attrs is not None and attrs not in EXTRACTORS:
         raise ValueError(f"{where}: unknown attrs extractor {attrs!r} (known: {', '.join(sorted(EXTRACTORS))})")
     if mode not in MODES:
@@ -142,25 +150,91 @@ def _entry(hook: dict, where: str) -> HookEntry:
             for b in item.get("bindings", ())
         )
         alternatives.append(Alternative(target, item.get("since"), item.get("until"), bindings))
-    return HookEntry(range_name, tuple(alternatives), when, attrs, mode, where)
+    return HookEntry(range_name, tuple(alternatives), when, attrs, mode, where, tags=tags)
+
+
+_KEY = re.compile(r"^[A-Za-z_]\w*$")
+
+
+def _check_when(when: str, where: str) -> None:
+    if when in PREDICATES:
+        return
+    prefix = f"{where}: " if where else ""
+    try:
+        expressions.condition(when)
+    except expressions.ExpressionError as exc:
+        if _KEY.match(when.strip()):
+            raise ValueError(f"{prefix}unknown predicate {when!r} (known: {', '.join(sorted(PREDICATES))}; "
+                             "or a condition such as arg0.shape[-1] > 1)") from None
+        raise ValueError(f"{prefix}when: {exc}") from None
+
+
+def _tags(items, where: str) -> tuple[tuple[str, str], ...]:
+    tags = []
+    for key, text in items:
+        if not _KEY.match(str(key)):
+            raise ValueError(f"{where}: attribute name {key!r} is not an identifier")
+        try:
+            expressions.value(str(text))
+        except expressions.ExpressionError as exc:
+            raise ValueError(f"{where}: {key}: {exc}") from None
+        tags.append((str(key), str(text)))
+    return tuple(tags)
 
 
 def parse_user_hook(spec: str) -> HookEntry:
-    """``module:qualname=phase`` -> a hook entry; VerifyprofError with one clear line otherwise."""
+    """``module:qualname=phase[;key=EXPR...][;when=EXPR]`` -> a hook entry; VerifyprofError with
+    one clear line otherwise. ``when`` may also name a predicate, ``attrs=NAME`` an extractor."""
     text = spec.strip()
-    target_text, sep, phase = text.rpartition("=")
+    head, *fields = split_top_level(text, ";")
+    target_text, sep, phase = head.rpartition("=")
     if not sep or not target_text:
         raise VerifyprofError(f"bad hook {spec!r}: expected module:qualname=phase, e.g. mypkg.model:Model.forward=verify")
+    when, attrs, pairs = None, None, []
     try:
         range_name = phase_range(phase.strip())
         target = Target.parse(target_text)
+        for field_text in fields:
+            key, eq, expression = field_text.partition("=")
+            key = key.strip()
+            if not eq or not expression.strip():
+                raise ValueError(f"{field_text!r} is not key=expression (e.g. tokens=arg0.shape[-1])")
+            if key == "when":
+                _check_when(expression.strip(), "")
+                when = expression.strip()
+            elif key == "attrs":
+                if expression.strip() not in EXTRACTORS:
+                    raise ValueError(f"unknown attrs extractor {expression.strip()!r} (known: {', '.join(sorted(EXTRACTORS))})")
+                attrs = expression.strip()
+            else:
+                pairs.append((key, expression.strip()))
+        tags = _tags(pairs, "attribute")
     except ValueError as exc:
         raise VerifyprofError(f"bad hook {spec!r}: {exc}") from None
-    return HookEntry(range_name, (Alternative(target),), source=f"user hook {text}", user=True)
+    return HookEntry(range_name, (Alternative(target),), when, attrs, source=f"user hook {text}", user=True, tags=tags)
+
+
+def split_top_level(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` outside brackets and quotes, items stripped, empty ones dropped."""
+    items, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+        elif char == sep and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip()]
 
 
 def split_spec(spec: str) -> list[str]:
-    return [item.strip() for item in spec.split(",") if item.strip()]
+    return split_top_level(spec, ",")
 
 
 def resolve_spec(spec: str) -> list[HookEntry]:

@@ -108,7 +108,7 @@ def check_preset(preset: Preset, source: SourceTree, version: str) -> list[Findi
     """Everything wrong with ``preset``'s claims about the source of ``version``."""
     findings: list[Finding] = []
     for entry in preset.entries:
-        needs = [PREDICATES[entry.when]] if entry.when else []
+        needs = [PREDICATES[entry.when]] if entry.when in PREDICATES else []  # not an expression
         if entry.attrs and entry.mode == "call":  # self_forward extractors read the model's forward
             needs.append(EXTRACTORS[entry.attrs])
         for alt in entry.alternatives:

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifyprof.capture.hooks import import_watch
-from verifyprof.capture.hooks.wrappers import Rule, hooked, wrap_function
+from verifyprof.capture.hooks import compiled, import_watch
+from verifyprof.capture.hooks.wrappers import FIRST_FIRE_LISTENERS, Rule, hooked, wrap_function
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -65,6 +65,7 @@ class HookStatus:
     detail: str = ""
     bindings: tuple[str, ...] = ()  # other modules whose copy of the function was replaced
     sources: tuple[str, ...] = ()  # the preset entries / user hooks that asked for it
+    calls: tuple[tuple[str, int], ...] = ()  # (source, ranges opened so far) per source that fired
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -74,6 +75,7 @@ class HookStatus:
             "detail": self.detail,
             "bindings": list(self.bindings),
             "sources": list(self.sources),
+            "calls": dict(self.calls),
         }
 
 
@@ -106,7 +108,7 @@ def add_listener(callback: Callable[[], None]) -> None:
             _listeners.append(callback)
 
 
-def _notify() -> None:
+def _notify(*_: object) -> None:
     global _watched_names
     _watched_names = None
     for callback in list(_listeners):
@@ -142,13 +144,25 @@ def request(target: Target, rule: Rule, bindings: Iterable[str] = (), warn_missi
             _rebind(patch, patch.bindings)
         elif target.module in sys.modules:
             _apply(patch, sys.modules[target.module], scan_package=True)
+            watch_torch()
         else:
+            # Pending, never missing for good: the module may become importable later (Python puts
+            # a script's folder on sys.path after sitecustomize ran; programs extend sys.path).
             import_watch.install(_watched, _on_imported)
-            if warn_missing and importlib.util.find_spec(target.module.partition(".")[0]) is None:
-                patch.state, patch.detail = "missing", f"module {target.module} is not importable"
-                _warn_once(str(target), f"verifyprof: hook target {target} not found ({patch.detail}); skipped")
+            patch.detail = _pending_detail(target)
+            watch_torch()
         _notify()
         return _status(patch)
+
+
+def _pending_detail(target: Target) -> str:
+    try:
+        found = importlib.util.find_spec(target.module.partition(".")[0]) is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        return f"module {target.module} not imported yet"
+    return f"module {target.module} not importable yet (patched if a later sys.path makes it importable)"
 
 
 def _resolve(module: Any, qualname: str) -> tuple[Any, str, Any, bool]:
@@ -209,6 +223,8 @@ def _apply(patch: _Patch, module: Any, scan_package: bool) -> None:
         patch.state, patch.detail = "unsupported", f"cannot set {target}: {exc}"
         _warn_once(str(target), f"verifyprof: hook target {patch.detail}; skipped")
         return
+    if in_class and kind is not staticmethod:
+        hooked(wrapper).offset = 1  # arg0 is the first argument after self (or cls)
     patch.owner, patch.raw, patch.shadowed = owner, raw, inherited
     patch.function, patch.wrapper = function, wrapper
     patch.state, patch.detail = "patched", ""
@@ -238,8 +254,31 @@ def _rebind(patch: _Patch, module_names: Iterable[str]) -> None:
             continue
 
 
+_torch_patched = False  # torch.compile replaced (compiled.py), once torch is imported
+_torch_wanted = False  # something is hooked: replace torch.compile when torch is imported
+
+
+def watch_torch() -> None:
+    """Make ``torch.compile`` of a hooked function keep its range: now if torch is loaded, else
+    when it is imported (the finder watches ``torch`` until then)."""
+    global _torch_patched, _torch_wanted, _watched_names
+    _torch_wanted = True
+    if _torch_patched:
+        return
+    if "torch" in sys.modules:
+        compiled.patch_torch(sys.modules["torch"])
+        _torch_patched = True
+    else:
+        import_watch.install(_watched, _on_imported)
+        _watched_names = None
+
+
 def _on_imported(module_name: str, module: Any) -> None:
     """Called by the finder right after ``module_name`` executed."""
+    global _torch_patched
+    if module_name == "torch" and not _torch_patched:
+        compiled.patch_torch(module)
+        _torch_patched = True
     with _lock:
         changed = False
         for patch in list(_patches.values()):
@@ -259,7 +298,7 @@ _watched_names: frozenset[str] | None = None  # recomputed after any change (fin
 def _watched() -> frozenset[str]:
     global _watched_names
     if _watched_names is None:
-        names = set()
+        names = {"torch"} if _torch_wanted and not _torch_patched else set()
         for patch in _patches.values():
             if patch.state == "pending":
                 names.add(patch.target.module)
@@ -272,7 +311,9 @@ def _status(patch: _Patch) -> HookStatus:
     ranges = tuple(dict.fromkeys(rule.range_name for rule in patch.rules))
     rebound = tuple(sorted({module.__name__ for module, _, _ in patch.rebound}))
     sources = tuple(dict.fromkeys(rule.label for rule in patch.rules if rule.label))
-    return HookStatus(str(patch.target), ranges, patch.state, patch.detail, rebound, sources)
+    state = hooked(patch.wrapper) if patch.wrapper is not None else None
+    calls = tuple((label, n) for label, n in (state.counts.items() if state else ()) if n)
+    return HookStatus(str(patch.target), ranges, patch.state, patch.detail, rebound, sources, calls)
 
 
 def import_pending() -> None:
@@ -321,3 +362,10 @@ def restore_all() -> None:
         _listeners.clear()
         _notify()
         import_watch.uninstall()
+        global _torch_patched, _torch_wanted
+        if _torch_patched and "torch" in sys.modules:
+            compiled.unpatch_torch(sys.modules["torch"])
+        _torch_patched = _torch_wanted = False
+
+
+FIRST_FIRE_LISTENERS.append(_notify)  # a target's first range: rewrite the report (its calls)

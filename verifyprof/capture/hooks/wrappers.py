@@ -7,13 +7,18 @@ same name on the same thread, so a subclass calling ``super()`` of a hooked meth
 helper called from a hooked step, gives one range, the outermost.
 
 Wrappers never break the host program: predicates and extractors that raise are ignored, and
-the wrapped function is called exactly once with the original arguments.
+the wrapped function is called exactly once with the original arguments. While Dynamo traces
+(``torch.compile``), a wrapper emits nothing and only calls the original, so a hooked function
+inside a compiled region is traced as if unhooked; ``torch.compile`` of a wrapper itself is
+handled by :mod:`~verifyprof.capture.hooks.compiled` (the range stays on the host around the
+compiled callable).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,24 +76,83 @@ def _text(name: str, attrs: Callable[[Call], dict[str, object]], call: Call) -> 
         return name
 
 
+def _signature_params(fn: Callable) -> list[inspect.Parameter]:
+    """The parameters of ``fn``; for a ``*args, **kwargs`` wrapper (a ``torch.compile`` result,
+    a decorator) those of the function it wraps, so lookups by name and position still work."""
+    seen = 0
+    while fn is not None and seen < 8:
+        try:
+            params = list(inspect.signature(fn, follow_wrapped=False).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        if any(p.kind in _POSITIONAL for p in params):
+            return params
+        fn = getattr(fn, "_torchdynamo_orig_callable", None) or getattr(fn, "__wrapped__", None)
+        seen += 1
+    return []
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
 def _parameter_index(fn: Callable) -> dict[str, int]:
+    params = _signature_params(fn)
+    return {p.name: i for i, p in enumerate(params) if p.kind in _POSITIONAL}
+
+
+def compiling() -> bool:
+    """Whether Dynamo (``torch.compile``) or export is tracing right now; False without torch
+    loaded (never imports it). Dynamo folds the call to a constant True while it traces."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
     try:
-        params = inspect.signature(fn, follow_wrapped=False).parameters.values()
-    except (TypeError, ValueError):
-        return {}
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return {p.name: i for i, p in enumerate(params) if p.kind in kinds}
+        compiler = getattr(torch, "compiler", None)
+        check = getattr(compiler, "is_compiling", None) or torch._dynamo.is_compiling
+        return bool(check())
+    except Exception:
+        return False
+
+
+# Called with the HookedFunction after a rule's first range (targets keeps a report file current).
+FIRST_FIRE_LISTENERS: list[Callable[[HookedFunction], None]] = []
+
+
+def _first_fire(state: HookedFunction) -> None:
+    for listener in list(FIRST_FIRE_LISTENERS):
+        try:
+            listener(state)
+        except Exception:
+            pass
 
 
 class HookedFunction:
     """The state behind one wrapper: the original, its rules, and how often each range opened."""
 
-    def __init__(self, original: Callable):
+    def __init__(self, original: Callable, like: HookedFunction | None = None):
         self.original = original
-        self.rules: list[Rule] = []
-        self.index = _parameter_index(original)
+        if like is None:
+            self.rules: list[Rule] = []
+            self.index = _parameter_index(original)
+            self.offset = 0  # positional arguments before arg0 (1 for a method's self)
+            self.counts: dict[str, int] = {}  # ranges opened per rule label
+        else:  # a compiled callable of ``like``'s original: same rules, names and counts
+            self.rules, self.index, self.offset, self.counts = like.rules, like.index, like.offset, like.counts
         self.calls = 0  # ranges opened (after predicates), the payload of the next range
         self.wrapper = self._make_wrapper()
+
+    def rewrap(self, compiled: Callable) -> Callable:
+        """A wrapper around ``compiled`` (``torch.compile`` of the original) sharing this one's
+        rules, argument names and counts: the range opens on the host around the compiled call."""
+        return HookedFunction(compiled, like=self).wrapper
+
+    def _opened(self, rule: Rule) -> None:
+        """Count one range of ``rule``; tell the listeners the first time it fires."""
+        label = rule.label
+        n = self.counts.get(label, 0)
+        self.counts[label] = n + 1
+        if n == 0:
+            _first_fire(self)
 
     def add_rule(self, rule: Rule) -> bool:
         """Adds ``rule`` unless an equal one is there; False when it was (idempotent patching)."""
@@ -115,12 +179,14 @@ class HookedFunction:
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            call = Call(args, kwargs, state.index)
+            if compiling():  # Dynamo is tracing this call: no range, nothing it cannot trace
+                return fn(*args, **kwargs)
+            call = Call(args, kwargs, state.index, state.offset)
             rule = state._choose(call)
             if rule is None:
                 return fn(*args, **kwargs)
             if rule.self_forward:
-                with _forwards_in_range(args[0] if args else None, rule):
+                with _forwards_in_range(args[0] if args else None, rule, state):
                     return fn(*args, **kwargs)
             names = active.names
             name = rule.range_name
@@ -129,6 +195,7 @@ class HookedFunction:
             text = name if rule.attrs is None else _text(name, rule.attrs, call)
             token = nvtx.push(text, state.calls)
             state.calls += 1
+            state._opened(rule)
             names.append(name)
             try:
                 return fn(*args, **kwargs)
@@ -137,6 +204,9 @@ class HookedFunction:
                 nvtx.pop(token)
 
         setattr(wrapper, MARK, self)
+        # Dynamo, meeting this wrapper inside a compiled region, inlines the original instead
+        # (the ``compiling()`` guard above covers the paths that do not look at this attribute).
+        wrapper._torchdynamo_inline = fn  # type: ignore[attr-defined]
         return wrapper
 
 
@@ -159,9 +229,10 @@ class _forwards_in_range:
     forward inside assisted decoding), except forwards nested in another verifyprof range other
     than a spec step (the assistant's own forwards while drafting)."""
 
-    def __init__(self, module: Any, rule: Rule):
+    def __init__(self, module: Any, rule: Rule, state: HookedFunction | None = None):
         self.module = module
         self.rule = rule
+        self.state = state
         self.handles: list[Any] = []
         self.tokens: list[tuple[bool, Any]] = []  # (opened a range, nvtx token) per running forward
         self.index: dict[str, int] = {}
@@ -190,6 +261,9 @@ class _forwards_in_range:
             self._post(None, None, None)
 
     def _pre(self, module: Any, args: tuple, kwargs: dict) -> None:
+        if compiling():
+            self.tokens.append((False, None))
+            return
         names = _active.names
         name = self.rule.range_name
         if names and (name in names or names[-1] != SPEC_STEP):
@@ -198,6 +272,8 @@ class _forwards_in_range:
         text = name if self.rule.attrs is None else _text(name, self.rule.attrs, Call(args, kwargs, self.index))
         self.tokens.append((True, nvtx.push(text)))
         names.append(name)
+        if self.state is not None:
+            self.state._opened(self.rule)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
         if not self.tokens:
