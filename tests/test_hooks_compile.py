@@ -29,6 +29,16 @@ def compile_it(**options):
 
 def generate(input_ids):
     return model_forward(input_ids)
+
+
+class State:
+    """What the project's workload does: torch.compile(self.state.verify), a bound method."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def verify(self, input_ids):
+        return torch.cos(input_ids) * self.scale
 '''
 
 
@@ -104,3 +114,14 @@ def test_the_compiling_guard_never_imports_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["False", "False"], done.stderr
     assert wrappers.compiling() is False  # torch loaded here, nothing compiling
+
+
+def test_a_hooked_method_compiled_through_its_bound_instance_keeps_self_and_the_range(model):
+    hooks.install(f"{model}:State.verify=verify;tokens=arg0.shape[-1]")  # as --hook gives it
+    module = importlib.import_module(model)
+    state = module.State(3.0)
+    compiled = torch.compile(state.verify, backend="eager", fullgraph=True)
+    x = torch.ones(2, 5)
+    result, recorded = profiled(compiled, x)
+    assert torch.equal(result, torch.cos(x) * 3.0)
+    assert [r.text for r in recorded] == ["verifyprof.verify tokens=5"]  # arg0 is the first argument after self

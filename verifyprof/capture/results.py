@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifyprof.capture.target_hooks import never_fired_lines
-from verifyprof.contracts.manifest import ACCEPT_CONVENTIONS, MANIFEST, to_tokens_per_verify
+from verifyprof.contracts.manifest import (
+    ACCEPT_CONVENTIONS,
+    MANIFEST,
+    to_tokens_per_verify,
+)
 
 PROGRAM_RESULTS = "results.json"  # a program may write its own numbers here (see program_results)
 

@@ -22,7 +22,12 @@ from verifyprof.capture.options import CaptureOptions, validate
 from verifyprof.capture.process import become_subreaper
 from verifyprof.capture.program_flow import run_baseline, wait_program
 from verifyprof.capture.results import CaptureResult
-from verifyprof.capture.server import LOG_TAIL_LINES, CaptureError, NoRangesError, with_log_tail
+from verifyprof.capture.server import (
+    LOG_TAIL_LINES,
+    CaptureError,
+    NoRangesError,
+    with_log_tail,
+)
 from verifyprof.capture.server_flow import serve
 from verifyprof.capture.session import CaptureSession
 from verifyprof.contracts.errors import VerifyprofError

@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from verifyprof.capture import driver, manifest, nsys
+from verifyprof.capture.hooks.search_path import importable_from, program_folder
 from verifyprof.capture.options import (
     CaptureOptions,
     check_out_dir,
@@ -22,7 +23,6 @@ from verifyprof.capture.options import (
 )
 from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
-from verifyprof.capture.hooks.search_path import importable_from, program_folder
 from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_record
 from verifyprof.contracts.errors import ToolMissingError
 from verifyprof.contracts.manifest import document, now_iso

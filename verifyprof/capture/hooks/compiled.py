@@ -17,6 +17,8 @@ without verifyprof.
 from __future__ import annotations
 
 import functools
+import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -30,12 +32,14 @@ def _compile_with_ranges(real: Callable[..., Any]) -> Callable[..., Any]:
     def compile(model: Any = None, *args: Any, **kwargs: Any) -> Any:
         if model is None:  # @torch.compile(mode=...) used as a decorator factory
             return lambda fn: compile(fn, *args, **kwargs)
-        state = hooked(model)
+        state = hooked(getattr(model, "__func__", model))  # a bound method of a hooked method too
         if state is None:
             return real(model, *args, **kwargs)
-        compiled = real(state.original, *args, **kwargs)
+        instance = getattr(model, "__self__", None) if inspect.ismethod(model) else None
+        original = types.MethodType(state.original, instance) if instance is not None else state.original
+        compiled = real(original, *args, **kwargs)
         try:
-            return state.rewrap(compiled)
+            return state.rewrap(compiled, bound=instance is not None)
         except Exception:  # no range then, but the program gets its compiled function
             return compiled
 

@@ -25,7 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifyprof.capture.hooks import compiled, import_watch
-from verifyprof.capture.hooks.wrappers import FIRST_FIRE_LISTENERS, Rule, hooked, wrap_function
+from verifyprof.capture.hooks.wrappers import (
+    FIRST_FIRE_LISTENERS,
+    Rule,
+    hooked,
+    wrap_function,
+)
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 

@@ -141,10 +141,16 @@ class HookedFunction:
         self.calls = 0  # ranges opened (after predicates), the payload of the next range
         self.wrapper = self._make_wrapper()
 
-    def rewrap(self, compiled: Callable) -> Callable:
+    def rewrap(self, compiled: Callable, bound: bool = False) -> Callable:
         """A wrapper around ``compiled`` (``torch.compile`` of the original) sharing this one's
-        rules, argument names and counts: the range opens on the host around the compiled call."""
-        return HookedFunction(compiled, like=self).wrapper
+        rules, argument names and counts: the range opens on the host around the compiled call.
+        ``bound``: ``compiled`` was made from the original bound to an instance, so its calls carry
+        no ``self`` and argument positions shift by one."""
+        state = HookedFunction(compiled, like=self)
+        if bound:
+            state.offset = max(self.offset - 1, 0)
+            state.index = {name: i - 1 for name, i in self.index.items() if i >= 1}
+        return state.wrapper
 
     def _opened(self, rule: Rule) -> None:
         """Count one range of ``rule``; tell the listeners the first time it fires."""
