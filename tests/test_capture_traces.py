@@ -87,3 +87,22 @@ def test_the_h200_hf_capture_with_a_baseline_run_records_the_dilation_whatif_rea
     assert manifest.unprofiled_tps == pytest.approx(25.856, rel=1e-3)
     hooks = json.loads(path.read_text())["hooks"]
     assert hooks["presets"] == [] and hooks["never_fired"] == [] and hooks["trace_ranges"] == 190
+
+
+def test_the_compiled_workload_captured_with_user_hooks_only_has_graph_mode_verify_steps_and_its_dilation():
+    """H200: the workload's verify under torch.compile (reduce-overhead, fullgraph), hooked on the
+    very method it compiles, through user --hook targets only, with a baseline run."""
+    from verifyprof.contracts.manifest import read_manifest
+    from verifyprof.pipeline import breakdown_frame
+
+    folder = OWN_TRACES / "capture-workload-compile-userhooks"
+    m = manifest(folder)
+    assert m["hooks"]["presets"] == [] and m["hooks"]["never_fired"] == []
+    assert "--no-ranges" in m["command"]["target"]
+    assert read_manifest(folder / "manifest.json").dilation == pytest.approx(154.1 / 65.1, rel=0.01)
+    steps = breakdown_frame(folder).steps
+    verify = steps[steps["name"] == "verifyprof.verify"]
+    assert verify["mode"].value_counts().to_dict() == {"eager": 20, "graph": 20}
+    graph = verify[verify["mode"] == "graph"]
+    assert graph["kernels"].mean() == 167  # Inductor's fused forward, replayed as a graph
+    assert graph["cost_ns"].mean() < verify[verify["mode"] == "eager"]["cost_ns"].mean() / 5

@@ -35,6 +35,13 @@ step() {  # step NAME COMMAND...: run, log, remember failures
     "$@" >"$OUT/$name.log" 2>&1 || { echo "  FAILED ($?), see $name.log"; failed+=("$name"); }
 }
 
+# capture-workload-compile-userhooks (issue 10, with the capture fixes): the same, plus --baseline-run
+# for the profiler's dilation; verify hooked on the method the workload hands to torch.compile.
+step capture-workload-compile-userhooks "$PY" -m verifyprof.cli capture --gzip --baseline-run --out "$OUT/capture-workload-compile-userhooks" \
+    --hook 'verifyprof.workload.spec:SpecState.verify=verify' --hook verifyprof.workload.runner:Workload.draft=draft -- \
+    "$PY" -m verifyprof.workload --no-ranges --mode eager,compile --steps 20 --decode-steps 0 --widths "" \
+    --num-draft 3 --accept-len 2.0 "${EXTRA[@]}" --out "$OUT/capture-workload-compile-userhooks/workload.json"
+
 step capture-workload-compile-hooks "$PY" -m verifyprof.cli capture --gzip --out "$OUT/capture-workload-compile-hooks" \
     --hook verifyprof.workload.spec:SpecState.verify=verify --hook verifyprof.workload.runner:Workload.draft=draft -- \
     "$PY" -m verifyprof.workload --no-ranges --mode eager,compile --steps 20 --decode-steps 0 --widths "" \

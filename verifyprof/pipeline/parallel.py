@@ -67,13 +67,7 @@ def rank_files(specs: list[str | Path]) -> tuple[list[Path], list[str]]:
     SGLang's ``merged-*`` file dropped beside its rank files (as the Kineto reader does)."""
     files: list[Path] = []
     for spec in specs:
-        path = Path(str(spec))
-        if path.is_dir():
-            listed = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES + NSYS_SUFFIXES))
-            if not listed:
-                raise TraceError("directory holds no trace files (*.json[.gz], *.sqlite[.gz], *.nsys-rep)", path)
-        else:
-            listed = expand(spec)
+        listed = expand(spec)  # a directory: its per-rank files, or a capture folder's one trace
         files += [f for f in listed if f not in files]
     warnings = []
     merged = [f for f in files if f.name.startswith("merged-")]

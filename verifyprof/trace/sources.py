@@ -80,7 +80,7 @@ def expand(spec: str | Path) -> list[Path]:
     files = sorted(p for p in list_directory(path) if p.is_file())
     for suffixes in ((".sqlite",), (".sqlite.gz",), (".nsys-rep", ".qdrep")):
         nsys = [p for p in files if p.name.endswith(suffixes)]
-        if len(nsys) > 1:
+        if len(nsys) > 1 and (path / "manifest.json").is_file():  # a capture folder: one capture, one trace
             raise TraceError(f"folder holds several nsys traces ({', '.join(p.name for p in nsys)}): name one", path)
         if nsys:
             return nsys
