@@ -123,9 +123,8 @@ def test_summary_printed_names_accept_length_throughput_and_manifest(torch_captu
 
 def test_hooks_are_injected_into_the_servers_spawned_scheduler(tmp_path, tag):
     out = tmp_path / "cap"
-    args = torch_capture_args(out, free_port())
+    args = untraced_capture_args(out, free_port())  # which processes hooked: no trace, no torch needed
     args[args.index("--hooks") + 1] = "none"
-    args[args.index("--backend") + 1] = "none"  # which processes hooked: no trace needed
     proc = run_capture([*args, "--hook", "json:dumps=verify"], tag)
     assert proc.returncode == 0, proc.stderr
     processes = read_manifest(out)["hooks"]["processes"]
