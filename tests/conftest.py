@@ -23,3 +23,14 @@ def public_dir() -> Path:
     if not PUBLIC.is_dir():
         pytest.fail(f"public traces missing at {PUBLIC}")
     return PUBLIC
+
+
+@pytest.fixture(scope="session")
+def b200_whole_breakdown_json() -> str:
+    """`verifyprof breakdown <B200 trace> --whole-trace --json` as printed: computed once per session
+    for the tests that read it (whatif from a breakdown file, the collective sizes it carries)."""
+    from cli_helpers import verifyprof
+
+    done = verifyprof("breakdown", str(PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"), "--whole-trace", "--json")
+    assert done.returncode == 0, done.stderr
+    return done.stdout

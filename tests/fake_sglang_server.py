@@ -15,12 +15,15 @@ meta_info}`` with the spec fields of SGLang >= 0.5), ``GET|POST /start_profile``
 Failure switches (flags): ``--startup-delay S``, ``--never-healthy``, ``--exit-at-start CODE``,
 ``--die-after-requests N`` (the front end crashes, leaving its scheduler orphaned),
 ``--ignore-sigint``, ``--ignore-sigterm``, ``--detached-child`` (the scheduler starts a helper in
-a new session, outside the process group). Unknown flags (SGLang's own) are ignored.
+a new session, outside the process group). ``--no-torch``: the scheduler loads no torch "model"
+(no torch work, no profiler), for tests of process management that never profile: importing
+torch costs about a second of CPU per start. Unknown flags (SGLang's own) are ignored.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import multiprocessing as mp
@@ -53,6 +56,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ignore-sigint", action="store_true")
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--detached-child", action="store_true")
+    parser.add_argument("--no-torch", action="store_true", help="no torch model or profiler in the scheduler")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         log(f"ignoring SGLang arguments: {' '.join(unknown)}")
@@ -146,15 +150,16 @@ def scheduler_main(requests: mp.Queue, results: mp.Queue, cfg: dict) -> None:
 
 
 def _scheduler_loop(requests: mp.Queue, results: mp.Queue, cfg: dict) -> None:
-    import torch  # the "model load": slow, like the real thing
+    torch = None if cfg["no_torch"] else importlib.import_module("torch")  # the "model load": slow, like the real thing
 
     if cfg["detached_child"]:
         helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True)
         log(f"started detached helper pid={helper.pid}")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.manual_seed(0)
-    weight = torch.randn(256, 256, device=device)
-    profiler = Profiler(torch)
+    if torch is not None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        torch.manual_seed(0)
+        weight = torch.randn(256, 256, device=device)
+    profiler = Profiler(torch) if torch is not None else None
     accept_len, width, step_s = cfg["accept_len"], cfg["num_draft_tokens"], cfg["step_ms"] / 1000.0
     active: dict[int, dict] = {}
     steps = 0
@@ -173,7 +178,10 @@ def _scheduler_loop(requests: mp.Queue, results: mp.Queue, cfg: dict) -> None:
                 active[rid] = {"prompt_tokens": prompt_tokens, "target": max_new, "done": 0, "verify_ct": 0, "credit": 0.0}
             elif kind in ("start_profile", "stop_profile"):
                 _, cid, body = msg
-                ok, text = profiler.start(body) if kind == "start_profile" else profiler.stop()
+                if profiler is None:
+                    ok, text = False, "This server has no torch (--no-torch): no profiler."
+                else:
+                    ok, text = profiler.start(body) if kind == "start_profile" else profiler.stop()
                 results.put(("profile", cid, ok, text))
             try:
                 msg = requests.get_nowait()
@@ -182,12 +190,14 @@ def _scheduler_loop(requests: mp.Queue, results: mp.Queue, cfg: dict) -> None:
         if not active:
             continue
         bs = len(active)
-        with torch.profiler.record_function(f"step[TARGET_VERIFY bs={bs}]"):
-            x = torch.randn(bs * width, 256, device=device)
-            (x @ weight).relu_().sum().item()
+        if torch is not None:
+            with torch.profiler.record_function(f"step[TARGET_VERIFY bs={bs}]"):
+                x = torch.randn(bs * width, 256, device=device)
+                (x @ weight).relu_().sum().item()
         time.sleep(step_s)
         steps += 1
-        profiler.step_done()
+        if profiler is not None:
+            profiler.step_done()
         for rid in list(active):
             req = active[rid]
             req["credit"] += accept_len
@@ -344,7 +354,7 @@ def make_handler(front: FrontEnd):
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    cfg = {k: getattr(args, k) for k in ("accept_len", "num_draft_tokens", "step_ms", "ignore_sigint", "ignore_sigterm", "detached_child")}
+    cfg = {k: getattr(args, k) for k in ("accept_len", "num_draft_tokens", "step_ms", "ignore_sigint", "ignore_sigterm", "detached_child", "no_torch")}
     ignore_signals(cfg)
     log(f"server_args={vars(args)}")
     if args.exit_at_start is not None:

@@ -1,23 +1,21 @@
-"""`verifyprof breakdown` and `verifyprof kernels` as a user runs them: real process, real trace."""
+"""`verifyprof breakdown` and `verifyprof kernels` as a user runs them: the real entry (`cli.main`,
+in-process), real traces. The console script as a real process: tests/test_cli_smoke.py."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
+from cli_helpers import Ran, verifyprof
 from conftest import OWN_TRACES, PUBLIC
 
 BUNDLED = OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz"  # the README's first command
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, COLUMNS="160")
-    return subprocess.run([sys.executable, "-m", "verifyprof.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=240)
+def run(*args: str) -> Ran:
+    return verifyprof(*args)
 
 
 def digest(path: Path) -> str:

@@ -1,5 +1,6 @@
 """``verifyprof capture`` end to end: the real CLI as a subprocess, driving the real fake-SGLang
-server process (HTTP front end + spawned scheduler child), with every failure mode for real."""
+server process (HTTP front end + spawned scheduler child), with every failure mode for real.
+Refusals before anything starts run the same entry (``cli.main``) in-process."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 
 import pytest
 from capture_helpers import (
+    TAG,
     assert_nothing_left,
     fake_server_cmd,
     free_port,
@@ -22,6 +24,7 @@ from capture_helpers import (
     tagged_processes,
     wait_for_log,
 )
+from cli_helpers import verifyprof
 
 from verifyprof.capture import nsys
 
@@ -41,12 +44,40 @@ def torch_capture_args(out, port, *server_flags, requests=6, concurrency=2, outp
     ]
 
 
+def capture_in_process(args, tag, **env):
+    """`verifyprof capture ARGS` through cli.main in this process, for refusals before anything
+    starts (an interpreter start costs more than the check); the tag in its environment marks
+    anything it would start, so assert_nothing_left still sees it."""
+    return verifyprof("capture", *args, env={TAG: tag, **env})
+
+
+def untraced_capture_args(out, port, *server_flags, **kwargs):
+    """For tests of stopping and cleanup, where no trace is looked at: no profiler (--backend none)
+    and no torch in the fake server, which saves the seconds torch and its profiler take to start."""
+    args = torch_capture_args(out, port, *server_flags, "--no-torch", **kwargs)
+    args[args.index("--backend") + 1] = "none"
+    return args
+
+
 # ---- the happy path ---------------------------------------------------------------------------
 
 
-def test_torch_backend_capture_writes_trace_and_manifest_with_server_metrics(tmp_path, tag):
-    out = tmp_path / "cap"
-    proc = run_capture(torch_capture_args(out, free_port(), "--accept-len", "2.5"), tag)
+@pytest.fixture(scope="module")
+def torch_capture(tmp_path_factory):
+    """One torch-backend capture (6 requests, accept length 2.5) that the happy-path tests each
+    read a part of: a capture costs seconds of CPU (torch and its profiler start in the server)."""
+    value = new_tag()
+    out = tmp_path_factory.mktemp("torch-capture") / "cap"
+    try:
+        proc = run_capture(torch_capture_args(out, free_port(), "--accept-len", "2.5"), value)
+        assert_nothing_left(value)
+        yield out, proc
+    finally:
+        kill_tagged(value)
+
+
+def test_torch_backend_capture_writes_trace_and_manifest_with_server_metrics(torch_capture):
+    out, proc = torch_capture  # the fixture checked that nothing it started is left running
     assert proc.returncode == 0, proc.stderr
     doc = read_manifest(out)
     assert doc["schema"] == "verifyprof.capture/1"
@@ -61,12 +92,11 @@ def test_torch_backend_capture_writes_trace_and_manifest_with_server_metrics(tmp
     assert results["tokens_per_s"] == pytest.approx(results["completion_tokens"] / results["wall_s"])
     assert doc["window"]["duration_ns"] > 0 and doc["window"]["start_reply"].startswith("Start profiling")
     assert doc["target"]["stopped_by"] == "SIGINT" and doc["target"]["leftover_pids"] == []
-    assert_nothing_left(tag)
 
 
-def test_torch_backend_trace_is_sglangs_real_profiler_output(tmp_path, tag):
-    out = tmp_path / "cap"
-    assert run_capture(torch_capture_args(out, free_port()), tag).returncode == 0
+def test_torch_backend_trace_is_sglangs_real_profiler_output(torch_capture):
+    out, proc = torch_capture
+    assert proc.returncode == 0, proc.stderr
     traces = read_manifest(out)["traces"]
     assert [t["kind"] for t in traces] == ["kineto"]
     path = out / traces[0]["path"]
@@ -76,19 +106,18 @@ def test_torch_backend_trace_is_sglangs_real_profiler_output(tmp_path, tag):
     assert steps and all(name.startswith("step[TARGET_VERIFY bs=") for name in steps)
 
 
-def test_per_request_meta_info_is_kept_beside_the_manifest(tmp_path, tag):
-    out = tmp_path / "cap"
-    assert run_capture(torch_capture_args(out, free_port(), requests=4), tag).returncode == 0
+def test_per_request_meta_info_is_kept_beside_the_manifest(torch_capture):
+    out, proc = torch_capture
+    assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
-    assert sorted(r["index"] for r in rows) == [0, 1, 2, 3]
+    assert sorted(r["index"] for r in rows) == [0, 1, 2, 3, 4, 5]
     assert all(r["ok"] and r["completion_tokens"] == 20 and r["spec"]["spec_verify_ct"] == 8 for r in rows)
 
 
-def test_summary_printed_names_accept_length_throughput_and_manifest(tmp_path, tag):
-    out = tmp_path / "cap"
-    proc = run_capture(torch_capture_args(out, free_port(), "--accept-len", "2.0"), tag)
+def test_summary_printed_names_accept_length_throughput_and_manifest(torch_capture):
+    out, proc = torch_capture
     assert proc.returncode == 0, proc.stderr
-    assert "accept length: 2.000 tokens/verify" in proc.stdout
+    assert "accept length: 2.500 tokens/verify" in proc.stdout
     assert "tok/s" in proc.stdout and str(out / "manifest.json") in proc.stdout
 
 
@@ -99,7 +128,7 @@ def hook_report_files(out):
 
 def test_hooks_are_injected_into_the_servers_spawned_scheduler(tmp_path, tag):
     out = tmp_path / "cap"
-    args = torch_capture_args(out, free_port())
+    args = untraced_capture_args(out, free_port())  # which processes hooked: no trace, no torch needed
     args[args.index("--hooks") + 1] = "none"
     proc = run_capture([*args, "--hook", "json:dumps=verify"], tag)
     assert proc.returncode == 0, proc.stderr
@@ -128,6 +157,7 @@ def test_default_sglang_hooks_reach_every_server_process_and_never_break_it(tmp_
     out = tmp_path / "cap"
     args = torch_capture_args(out, free_port(), extra=("--allow-missing-hooks",))
     del args[args.index("--hooks"):args.index("--hooks") + 2]
+    args[args.index("--backend") + 1] = "none"  # which processes hooked: no trace needed
     proc = run_capture(args, tag)
     assert proc.returncode == 0, proc.stderr
     hooks = read_manifest(out)["hooks"]
@@ -142,8 +172,7 @@ def test_default_sglang_hooks_reach_every_server_process_and_never_break_it(tmp_
 
 def test_backend_none_measures_without_profiling(tmp_path, tag):
     out = tmp_path / "cap"
-    args = torch_capture_args(out, free_port())
-    args[args.index("--backend") + 1] = "none"
+    args = untraced_capture_args(out, free_port())
     proc = run_capture(args, tag)
     assert proc.returncode == 0, proc.stderr
     doc = read_manifest(out)
@@ -160,7 +189,7 @@ def test_port_in_use_is_refused_before_the_server_starts(tmp_path, tag):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        proc = run_capture(torch_capture_args(out, port), tag)
+        proc = capture_in_process(torch_capture_args(out, port), tag)
     assert proc.returncode == 2
     assert f"port {port} is already in use" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -175,7 +204,7 @@ def test_missing_nsys_says_how_to_get_it_and_starts_nothing(tmp_path, tag):
     args[args.index("--backend") + 1] = "nsys"
     empty = tmp_path / "bin"
     empty.mkdir()
-    proc = run_capture(args, tag, PATH=str(empty))
+    proc = capture_in_process(args, tag, PATH=str(empty))
     assert proc.returncode == 2
     assert "nsys (Nsight Systems) not found" in proc.stderr
     assert "VERIFYPROF_NSYS" in proc.stderr and "--backend torch" in proc.stderr
@@ -186,7 +215,7 @@ def test_missing_nsys_says_how_to_get_it_and_starts_nothing(tmp_path, tag):
 def test_verifyprof_nsys_pointing_nowhere_is_named_in_the_error(tmp_path, tag):
     args = torch_capture_args(tmp_path / "cap", free_port())
     args[args.index("--backend") + 1] = "nsys"
-    proc = run_capture(args, tag, VERIFYPROF_NSYS=str(tmp_path / "no-nsys"))
+    proc = capture_in_process(args, tag, VERIFYPROF_NSYS=str(tmp_path / "no-nsys"))
     assert proc.returncode == 2
     assert f"{tmp_path / 'no-nsys'}: VERIFYPROF_NSYS is set but is not an executable file" in proc.stderr
 
@@ -195,7 +224,7 @@ def test_non_empty_output_directory_is_never_overwritten(tmp_path, tag):
     out = tmp_path / "cap"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    proc = run_capture(torch_capture_args(out, free_port()), tag)
+    proc = capture_in_process(torch_capture_args(out, free_port()), tag)
     assert proc.returncode == 2 and "not empty" in proc.stderr
     assert (out / "keep.txt").read_text() == "mine" and sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
@@ -205,7 +234,7 @@ def test_non_empty_output_directory_is_never_overwritten(tmp_path, tag):
 
 def test_health_timeout_shows_the_server_log_tail_and_stops_the_server(tmp_path, tag):
     out = tmp_path / "cap"
-    proc = run_capture([*torch_capture_args(out, free_port(), "--never-healthy"), "--health-timeout", "4"], tag)
+    proc = run_capture([*torch_capture_args(out, free_port(), "--never-healthy", "--no-torch"), "--health-timeout", "4"], tag)
     assert proc.returncode == 1
     assert "server not healthy after 4 s" in proc.stderr
     assert "Capturing batches" in proc.stderr  # a line of the server's own log
@@ -241,7 +270,7 @@ def test_server_dying_mid_run_keeps_partial_results_and_kills_its_orphans(tmp_pa
 
 def test_orphans_are_found_without_psutil_too(tmp_path, tag):
     out = tmp_path / "cap"
-    args = torch_capture_args(out, free_port(), "--die-after-requests", "2", "--detached-child", requests=5, concurrency=1)
+    args = untraced_capture_args(out, free_port(), "--die-after-requests", "2", "--detached-child", requests=5, concurrency=1)
     args[args.index("--warmup") + 1] = "0"
     proc = run_capture(args, tag, VERIFYPROF_PROCTABLE="proc")
     assert proc.returncode == 1 and "after 2/5 requests" in proc.stderr
@@ -275,7 +304,7 @@ def test_ctrl_c_mid_workload_stops_everything_and_keeps_partial_outputs(tmp_path
 
 def test_ctrl_c_while_waiting_for_health_stops_the_starting_server(tmp_path, tag):
     out = tmp_path / "cap"
-    capture = start_capture(torch_capture_args(out, free_port(), "--never-healthy"), tag)
+    capture = start_capture(torch_capture_args(out, free_port(), "--never-healthy", "--no-torch"), tag)
     try:
         wait_for_log(out / "server.log", "Capturing batches")
         capture.send_signal(signal.SIGINT)
@@ -314,7 +343,7 @@ def test_bad_prompts_file_is_reported_before_the_server_starts(tmp_path, tag):
     bad = tmp_path / "prompts.jsonl"
     bad.write_text("not json\n")
     out = tmp_path / "cap"
-    proc = run_capture([*torch_capture_args(out, free_port()), "--prompts", str(bad)], tag)
+    proc = capture_in_process([*torch_capture_args(out, free_port()), "--prompts", str(bad)], tag)
     assert proc.returncode == 2 and f"{bad}: line 1 is not JSON" in proc.stderr
     assert not out.exists()
     assert_nothing_left(tag)
@@ -337,7 +366,7 @@ def test_sigterm_to_verifyprof_cleans_up_like_ctrl_c(tmp_path, tag):
 
 def test_server_leader_gets_sigterm_when_verifyprof_is_killed(tmp_path, tag):
     out = tmp_path / "cap"
-    capture = start_capture(torch_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag)
+    capture = start_capture(untraced_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag)
     try:
         wait_for_log(out / "server.log", '"POST /generate', count=2)
         leader = next(p for p in tagged_processes(tag) if "fake_sglang_server.py" in " ".join(p.cmdline()) and p.ppid() == capture.pid)
@@ -354,7 +383,7 @@ def test_server_leader_gets_sigterm_when_verifyprof_is_killed(tmp_path, tag):
 
 def test_server_ignoring_sigint_is_escalated_to_sigterm(tmp_path, tag):
     out = tmp_path / "cap"
-    args = [*torch_capture_args(out, free_port(), "--ignore-sigint", requests=2), "--stop-timeout", "1"]
+    args = [*untraced_capture_args(out, free_port(), "--ignore-sigint", requests=2), "--stop-timeout", "1"]
     proc = run_capture(args, tag)
     assert proc.returncode == 0, proc.stderr
     assert read_manifest(out)["target"]["stopped_by"] == "SIGTERM"
@@ -421,10 +450,10 @@ def test_ctrl_c_stops_a_program_and_the_children_it_started(tmp_path, tag):
 
 
 def test_torch_backend_needs_a_server(tmp_path, tag):
-    proc = run_capture(["--backend", "torch", "--out", str(tmp_path / "cap"), "--", "python", "-c", "pass"], tag)
+    proc = capture_in_process(["--backend", "torch", "--out", str(tmp_path / "cap"), "--", "python", "-c", "pass"], tag)
     assert proc.returncode == 2 and "--backend torch needs --server-cmd" in proc.stderr
 
 
 def test_server_and_program_together_are_refused(tmp_path, tag):
-    proc = run_capture(["--server-cmd", "x", "--out", str(tmp_path / "cap"), "--", "python", "-c", "pass"], tag)
+    proc = capture_in_process(["--server-cmd", "x", "--out", str(tmp_path / "cap"), "--", "python", "-c", "pass"], tag)
     assert proc.returncode == 2 and "either --server-cmd" in proc.stderr

@@ -100,7 +100,7 @@ def fake_server(tmp_path):
     tag = new_tag()
     port = free_port()
     proc = ManagedProcess(
-        [sys.executable, str(FAKE_SERVER), "--port", str(port), "--accept-len", "3.0"],
+        [sys.executable, str(FAKE_SERVER), "--port", str(port), "--accept-len", "3.0", "--no-torch"],  # no profiling here
         log=tmp_path / "server.log", env=tagged_env(tag),
     )
     url = f"http://127.0.0.1:{port}"

@@ -50,8 +50,9 @@ def table(request):
 
 
 def start_fake(tmp_path, tag, *flags):
+    """The fake server without its torch "model": these tests send no requests and never profile."""
     port = free_port()
-    argv = [sys.executable, str(FAKE_SERVER), "--port", str(port), *flags]
+    argv = [sys.executable, str(FAKE_SERVER), "--port", str(port), "--no-torch", *flags]
     proc = ManagedProcess(argv, log=tmp_path / "server.log", env=tagged_env(tag))
     return proc, f"http://127.0.0.1:{port}"
 

@@ -9,8 +9,6 @@ import json
 import shutil
 import sqlite3
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -335,10 +333,8 @@ def test_console_shows_bytes_and_busbw_columns_across_ranks(tmp_path):
     assert f"{stats['bytes_p50'] / 1024:.1f} KiB" in line and f"{stats['busbw_gbps_p50']:.1f}" in line
 
 
-def test_breakdown_json_carries_collective_kernels():
-    done = subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(B200), "--whole-trace", "--json"], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    data = json.loads(done.stdout)
+def test_breakdown_json_carries_collective_kernels(b200_whole_breakdown_json):
+    data = json.loads(b200_whole_breakdown_json)  # `verifyprof breakdown B200 --whole-trace --json`
     stats = data["summary"]["collective_kernels"]["allreduce"]
     assert stats["sized_calls"] == 73 and stats["bytes_p50"] == 5114880 and stats["group_size"] == 8
 

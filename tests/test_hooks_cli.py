@@ -1,14 +1,27 @@
-"""`verifyprof hooks`: what a capture would wrap, checked in the user's own Python."""
+"""`verifyprof hooks`: what a capture would wrap, checked in the user's own Python (the real entry,
+`cli.main`, in-process; the console script's exit 1 for a missing target: tests/test_cli_smoke.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+
+import pytest
+from cli_helpers import Ran, verifyprof
+
+from verifyprof.capture.hooks import api as hook_api
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "verifyprof.cli", "hooks", *args], capture_output=True, text=True, timeout=120)
+@pytest.fixture(autouse=True)
+def no_hooks_before_or_after():
+    """`hooks` installs what it checks and leaves it installed, as the command's own process ends
+    right after; in-process each test starts and ends with none, like that fresh process."""
+    hook_api.uninstall()
+    yield
+    hook_api.uninstall()
+
+
+def run(*args: str) -> Ran:
+    return verifyprof("hooks", *args)
 
 
 def test_workload_preset_targets_all_exist_in_this_checkout():

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pandas as pd
 import pytest
 from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
@@ -67,7 +68,7 @@ def digest(path: Path) -> tuple[str, int]:
 
 def write_trace(path: Path, doc: dict) -> Path:
     data = json.dumps(doc).encode()
-    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+    path.write_bytes(gzip.compress(data, compresslevel=1) if path.name.endswith(".gz") else data)  # level 9: 10x the time
     return path
 
 
@@ -287,7 +288,7 @@ def test_tables_are_sorted_by_start():
 
 def rank_copy(src: Path, dst: Path, *, rank: int | None, base_shift_ns: int = 0, device: int | None = None) -> Path:
     """A real trace rewritten as another rank: its rank, base time and (optionally) GPU ordinal."""
-    doc = json.loads(json.dumps(plain(src)))
+    doc = orjson.loads(orjson.dumps(plain(src)))  # a deep copy, 2x faster than json's
     if rank is None:
         doc.pop("distributedInfo", None)
     else:

@@ -7,10 +7,8 @@ SQL on the same file.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -579,10 +577,11 @@ def test_bad_input_missing_file(tmp_path):
 # --- bad input through the CLI (reader-level errors: exit 2, one line, no traceback) ---------------------------
 
 
-def run_cli(path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(path)], capture_output=True, text=True, check=False,
-                          cwd=REPO, env=env, timeout=120)
+def run_cli(path: Path):
+    """`verifyprof breakdown PATH` through cli.main in-process (tests/cli_helpers.py)."""
+    from cli_helpers import verifyprof
+
+    return verifyprof("breakdown", str(path))
 
 
 def assert_cli_error(path: Path, fragment: str) -> None:

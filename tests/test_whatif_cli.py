@@ -1,14 +1,13 @@
-"""`verifyprof whatif` end to end: real processes, real breakdowns, exit codes and one-line errors."""
+"""`verifyprof whatif` end to end: the real entry (`cli.main`, in-process), real breakdowns, exit
+codes and one-line errors. The console script as a real process: tests/test_cli_smoke.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import Ran, verifyprof
 
 ROOT = Path(__file__).resolve().parents[1]
 from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
@@ -17,11 +16,8 @@ B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
 needs_b200 = pytest.mark.public_traces
 
 
-def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "verifyprof.cli", *args],
-        capture_output=True, text=True, check=False, cwd=ROOT, env={**os.environ, "COLUMNS": "160", **(env or {})}, timeout=120,
-    )
+def run(*args: str, env: dict | None = None) -> Ran:
+    return verifyprof(*args, env=env)
 
 
 def run_json(*args: str, env: dict | None = None) -> dict:
@@ -30,7 +26,7 @@ def run_json(*args: str, env: dict | None = None) -> dict:
     return json.loads(proc.stdout)
 
 
-def assert_bad_input(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+def assert_bad_input(proc: Ran, *fragments: str) -> None:
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("verifyprof: error: "), proc.stderr
@@ -128,11 +124,9 @@ def test_bad_numbers_are_one_line_and_exit_2(args, fragment):
 
 
 @pytest.fixture(scope="module")
-def b200_json(tmp_path_factory) -> Path:
+def b200_json(tmp_path_factory, b200_whole_breakdown_json) -> Path:
     path = tmp_path_factory.mktemp("b200") / "breakdown.json"
-    proc = run("breakdown", str(B200), "--whole-trace", "--json")
-    assert proc.returncode == 0, proc.stderr
-    path.write_text(proc.stdout)
+    path.write_text(b200_whole_breakdown_json)
     return path
 
 
