@@ -15,7 +15,7 @@ TRACE = Path(__file__).resolve().parents[1] / "traces" / "workload-moe-eager" / 
 def run_on_a_terminal(*args: str) -> str:
     """The bytes a real pseudo-terminal received on stderr (stdout goes to a pipe)."""
     master, slave = pty.openpty()
-    done = subprocess.Popen([sys.executable, "-m", "verifyprof.cli", *args], stdout=subprocess.PIPE, stderr=slave,
+    done = subprocess.Popen([sys.executable, "-m", "verifyprof.cli", *args], stdout=subprocess.DEVNULL, stderr=slave,
                             env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
     os.close(slave)
     seen = b""

@@ -39,7 +39,13 @@ def map_local(tasks: list[tuple[int, Path]], options: MapOptions, workers: int) 
                 index, path = pending.pop()
                 receive, send = context.Pipe(duplex=False)
                 process = context.Process(target=_work, args=(send, str(path), index, options), daemon=True)
-                process.start()
+                try:
+                    process.start()
+                except OSError as exc:  # the fork server died (killed with its workers, say): this file is lost, not the run
+                    send.close()
+                    receive.close()
+                    yield index, Failure(str(path), f"worker process could not start: {exc.strerror or exc}")
+                    continue
                 send.close()  # the child holds the write end: EOF here once it exits
                 running[receive] = (process, index, path)
             for receive in wait(list(running)):
