@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -11,6 +12,14 @@ REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO / "tests" / "data" / "public"  # copies of ../shared/traces/public, with PROVENANCE.md
 OWN_TRACES = REPO / "traces"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (tracebuilder, ...)
+
+# A runner that starts the suite in the background or under nohup hands every process an ignored
+# SIGINT / SIGHUP, which children inherit: the tests that stop real processes with Ctrl-C or a hang-up
+# would then test the runner, not verifyprof. Give this process (and so its children) the defaults.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def public_traces(kind: str) -> list[Path]:

@@ -18,7 +18,7 @@ from verifyprof.contracts.ranges import (
     SPEC_STEP,
     VERIFY,
 )
-from verifyprof.contracts.schema import COMM_COLUMNS
+from verifyprof.contracts.schema import COMM_COLUMNS, variant
 
 # The verify step first: it is what the tool is about; then the rest of the cycle and the baseline.
 GROUP_ORDER = (VERIFY, SPEC_STEP, DRAFT, ACCEPT, DRAFT_EXTEND, DECODE, PREFILL)
@@ -38,12 +38,6 @@ def _group_order(names: list[str]) -> list[str]:
 
 
 MAX_VARIANTS = 12  # more distinct attribute sets than this (e.g. every batch size): group by name only
-VOLATILE_ATTRS = frozenset({"step", "index", "iter", "accepted", "accept_len", "seq", "id"})
-
-
-def variant(attrs: dict[str, str]) -> str:
-    """The attributes that make steps of one name comparable (``tokens=4 graph=1 sweep=1``)."""
-    return " ".join(f"{k}={v}" for k, v in attrs.items() if k not in VOLATILE_ATTRS)
 
 
 def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None, kernel_stats: dict[str, Any] | None = None) -> dict[str, Any]:

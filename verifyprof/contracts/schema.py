@@ -37,6 +37,15 @@ COUNT_COLUMNS = tuple(f"count_{p}" for p in phases.PRIORITY)
 SIGNED_FIELDS = frozenset({"start_ns", "end_ns", "rank", "device", "step", "index", "pid", "tid"})  # -1 = unknown
 
 
+VOLATILE_ATTRS = frozenset({"step", "index", "iter", "accepted", "accept_len", "seq", "id"})
+
+
+def variant(attrs: dict[str, str]) -> str:
+    """The attributes that make steps of one name comparable (``tokens=4 graph=1 sweep=1``): the
+    summary's groups and the model's choice of steps use the same rule."""
+    return " ".join(f"{k}={v}" for k, v in attrs.items() if k not in VOLATILE_ATTRS)
+
+
 @dataclass
 class BreakdownFrame:
     """A breakdown as the model consumes it: the steps frame plus what the JSON says of the trace."""

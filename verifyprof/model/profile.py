@@ -26,7 +26,12 @@ from verifyprof.contracts.ranges import (
     VERIFY,
     is_phase,
 )
-from verifyprof.contracts.schema import COMM_COLUMNS, WHOLE_TRACE, BreakdownFrame
+from verifyprof.contracts.schema import (
+    COMM_COLUMNS,
+    WHOLE_TRACE,
+    BreakdownFrame,
+    variant,
+)
 
 NS_PER_MS = 1e6
 CYCLE_PHASES = (DRAFT, ACCEPT, DRAFT_EXTEND)
@@ -100,6 +105,7 @@ def verify_profile(
     mode = _pick_mode(pool, mode, notes, where)
     in_mode = pool[pool["mode"] == mode]
     main, width = _pick_width(in_mode, width, notes, where)
+    main = _pick_variant(main, notes)
     batch = _most_frequent(main["_batch"].dropna().astype(np.int64))
 
     groups = [_mean_group(str(main["name"].iloc[0]), int(dev), rows) for dev, rows in main.groupby("device", sort=False)]
@@ -248,6 +254,19 @@ def _pick_width(in_mode: pd.DataFrame, width: int | None, notes: list[str], wher
     if main.empty:
         raise NoStepsError(f"no verify steps of width {width} (the breakdown has widths {sorted(set(known.tolist()))})", where)
     return main, width
+
+
+def _pick_variant(main: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """One configuration of the verify (e.g. graph vs torch.compile'd graph at the same width):
+    steps whose attributes differ are different measurements, never averaged into one."""
+    kinds = main["attrs"].map(variant)
+    if kinds.nunique() <= 1:
+        return main
+    chosen = str(_most_frequent(kinds))
+    others = sorted(set(kinds) - {chosen})
+    notes.append(f"verify steps of several configurations: modelling [{chosen}] ({int((kinds == chosen).sum())} steps), "
+                 f"not {', '.join(f'[{o}]' for o in others)} (select with --range)")
+    return main[kinds == chosen]
 
 
 def _mean_group(name: str, device: int, rows: pd.DataFrame) -> StepGroup:
