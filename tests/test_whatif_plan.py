@@ -149,3 +149,14 @@ def test_breakdown_verdict_without_an_accept_length_asks_for_one():
     done = CliRunner().invoke(app, ["breakdown", str(DENSE_EAGER / "trace.sqlite.gz")])
     text = " ".join(done.output.split())
     assert "80% launch_gap" in text and "Give an accept length" in text
+
+
+def test_graph_and_compiled_graph_verify_steps_of_one_width_are_never_averaged():
+    compile_trace = TRACES / "workload-dense-compile"
+    doc = whatif(WhatifOptions(source=str(compile_trace / "trace.sqlite.gz"), manifest=compile_trace / "manifest.json")).to_json()
+    cur = doc["current"]
+    assert cur["verify_steps"] == 30 and cur["kernels"] in (535, 167)  # one configuration's steps, not a blend
+    assert any("several configurations" in n and "compile=1" in n for n in cur["notes"])
+    only_compiled = whatif(WhatifOptions(source=str(compile_trace / "trace.sqlite.gz"), accept_len=2.0,
+                                         step_range=r"compile=1")).to_json()["current"]
+    assert only_compiled["kernels"] == 167 and only_compiled["verify_ms"] < cur["verify_ms"]
