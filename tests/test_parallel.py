@@ -190,3 +190,10 @@ def test_a_killed_worker_costs_only_its_file(a100_ranks):
             break
     assert len(failures) == 1
     assert "worker process died (killed by signal 9)" in failures[0].reason or "worker process could not start" in failures[0].reason
+
+
+def test_nsys_files_of_separate_runs_are_refused_not_merged_as_ranks():
+    """Five single-GPU runs made one after another are not a five-rank run."""
+    done = run_cli("breakdown", str(REPO / "traces" / "workload-dense-eager" / "trace.sqlite.gz"),
+                   str(REPO / "traces" / "workload-dense-graph" / "trace.sqlite.gz"))
+    assert done.returncode == 2 and "ran at different times" in done.stderr and "Traceback" not in done.stderr

@@ -62,6 +62,8 @@ def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None) -> Br
     notes = list(warnings or [])
     if parts[0].format == "kineto":
         check_run_entries([(p.path, p.rank, p.world_size, _gpu_span(p)) for p in parts])
+    else:
+        _check_concurrent(parts)
     places = placements(parts, notes)
     mapping = global_steps(parts, places)
     processes = merged_processes(parts, places)
@@ -101,6 +103,19 @@ def placements(parts: list[RankPart], warnings: list[str]) -> list[Placement]:
         Placement(0 if p.base_ns is None else p.base_ns - reference, (p.index << KEY_SHIFT) if kineto else 0, offsets[i])
         for i, p in enumerate(parts)
     ]
+
+
+def _check_concurrent(parts: list[RankPart]) -> None:
+    """nsys files of one run (one per rank or node) ran at the same time; files whose GPU work
+    shares no instant are separate runs, never one multi-rank trace."""
+    spans = [(p, s) for p in parts if p.base_ns is not None and (s := _gpu_span(p)) is not None]
+    if len(spans) < 2:
+        return
+    latest = max(spans, key=lambda ps: ps[1][0])
+    earliest_end = min(spans, key=lambda ps: ps[1][1])
+    if latest[1][0] >= earliest_end[1][1]:
+        raise TraceError(f"and {latest[0].path} ran at different times (their GPU work shares no instant): "
+                         "separate runs, not one run's ranks; give one run's files", earliest_end[0].path)
 
 
 def _gpu_span(part: RankPart) -> tuple[int, int] | None:
