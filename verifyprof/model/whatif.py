@@ -222,7 +222,7 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
         draft = profile.draft_ms or 0.0
         notes.append(
             f"draft {draft:.3f} ms per cycle from the trace's draft ranges (scales with the number of drafts)" if profile.draft_ms is not None
-            else "no draft ranges in the trace and no --draft-ms: draft time taken as 0"
+            else "no draft ranges among the steps broken down (the trace has none, or --range left them out) and no --draft-ms: draft time taken as 0"
         )
     if o.overhead_ms is not None:
         overhead = o.overhead_ms
