@@ -43,3 +43,34 @@ def b200_whole_breakdown_json() -> str:
     done = verifyprof("breakdown", str(PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"), "--whole-trace", "--json")
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+@pytest.fixture
+def tag():
+    """A tag put in the environment of every process a capture test starts; whatever still carries
+    it when the test ends is killed, so no test leaves a server behind."""
+    from capture_helpers import kill_tagged, new_tag
+
+    value = new_tag()
+    yield value
+    kill_tagged(value)
+
+
+def in_threads(fn, n: int) -> tuple[list, list]:
+    """Runs ``fn()`` in ``n`` threads at once: (results, exceptions), for the concurrency tests."""
+    import threading
+
+    results, errors = [], []
+
+    def run() -> None:
+        try:
+            results.append(fn())
+        except Exception as exc:  # noqa: BLE001 (collected for the test to assert on)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, errors

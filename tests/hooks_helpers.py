@@ -38,3 +38,19 @@ def profiled(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, li
 def forget_modules(prefix: str) -> None:
     for name in [m for m in sys.modules if m == prefix or m.startswith(prefix + ".")]:
         del sys.modules[name]
+
+
+def demo_module(tmp_path, monkeypatch, name: str, source: str):
+    """A module ``name`` of ``source`` importable from ``tmp_path``; forgotten (hooks, Dynamo) after."""
+    import textwrap
+
+    import torch
+
+    from verifyprof.capture.hooks import api as hooks
+
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    hooks.uninstall()
+    forget_modules(name)
+    torch._dynamo.reset()

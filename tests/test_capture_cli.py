@@ -29,13 +29,6 @@ from cli_helpers import verifyprof
 from verifyprof.capture import nsys
 
 
-@pytest.fixture
-def tag():
-    value = new_tag()
-    yield value
-    kill_tagged(value)
-
-
 def torch_capture_args(out, port, *server_flags, requests=6, concurrency=2, output_len=20, extra=()):
     return [
         "--server-cmd", fake_server_cmd(*server_flags), "--port", str(port), "--backend", "torch",

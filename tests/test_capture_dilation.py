@@ -11,14 +11,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from capture_helpers import REPO, fake_server_cmd, free_port, kill_tagged, new_tag, read_manifest, run_capture
-
-
-@pytest.fixture
-def tag():
-    value = new_tag()
-    yield value
-    kill_tagged(value)
+from capture_helpers import (
+    REPO,
+    fake_server_cmd,
+    free_port,
+    read_manifest,
+    run_capture,
+)
 
 
 def program(tmp_path: Path, code: str) -> Path:

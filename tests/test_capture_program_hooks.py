@@ -10,8 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-from capture_helpers import kill_tagged, new_tag, read_manifest, run_capture
+from capture_helpers import read_manifest, run_capture
 
 MYMOD = '''
 import torch
@@ -33,13 +32,6 @@ with profile(activities=[ProfilerActivity.CPU]) as prof:
         mymod.model_forward(torch.ones(1, width))
 prof.export_chrome_trace(os.path.join(os.environ["VERIFYPROF_CAPTURE_DIR"], "program.trace.json"))
 '''
-
-
-@pytest.fixture
-def tag():
-    value = new_tag()
-    yield value
-    kill_tagged(value)
 
 
 def write_program(folder: Path, script: str = SCRIPT, mymod: str = MYMOD) -> Path:

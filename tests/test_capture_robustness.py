@@ -18,8 +18,6 @@ from capture_helpers import (
     assert_nothing_left,
     fake_server_cmd,
     free_port,
-    kill_tagged,
-    new_tag,
     read_manifest,
     run_capture,
     start_capture,
@@ -29,13 +27,6 @@ from capture_helpers import (
 
 from verifyprof.capture import nsys
 from verifyprof.contracts.errors import VerifyprofError
-
-
-@pytest.fixture
-def tag():
-    value = new_tag()
-    yield value
-    kill_tagged(value)
 
 
 def one_line_error(proc, *needles: str) -> None:

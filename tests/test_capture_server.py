@@ -15,8 +15,6 @@ from capture_helpers import (
     FAKE_SERVER,
     assert_nothing_left,
     free_port,
-    kill_tagged,
-    new_tag,
     tagged_env,
     tagged_processes,
 )
@@ -31,13 +29,6 @@ from verifyprof.capture.server import (
     port_in_use,
     wait_healthy,
 )
-
-
-@pytest.fixture
-def tag():
-    value = new_tag()
-    yield value
-    kill_tagged(value)
 
 
 @pytest.fixture(params=["psutil", "proc"])

@@ -187,10 +187,10 @@ def test_written_files_are_named_on_stderr(tmp_path):
 
 
 def test_capture_summary_lines_are_single_lines(tmp_path):
+    import sys
+
     from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import CaptureOptions, capture
-
-    import sys
 
     result = capture(CaptureOptions(out=tmp_path / "cap", program=[sys.executable, "-c", "print(1)"], backend="none"))
     lines = summary_lines(result)

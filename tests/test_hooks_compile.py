@@ -7,11 +7,10 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
-from hooks_helpers import forget_modules, profiled
+from hooks_helpers import demo_module, profiled
 
 from verifyprof.capture.hooks import api as hooks
 from verifyprof.capture.hooks import wrappers
@@ -44,12 +43,7 @@ class State:
 
 @pytest.fixture
 def model(tmp_path, monkeypatch):
-    (tmp_path / "compdemo.py").write_text(textwrap.dedent(MODEL))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "compdemo"
-    hooks.uninstall()
-    forget_modules("compdemo")
-    torch._dynamo.reset()
+    yield from demo_module(tmp_path, monkeypatch, "compdemo", MODEL)
 
 
 class CountingBackend:

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import torch
-from hooks_helpers import forget_modules, profiled
+from hooks_helpers import demo_module, profiled
 
 from verifyprof.capture.hooks import api as hooks
 from verifyprof.capture.hooks.presets import load_preset, parse_user_hook, split_spec
@@ -35,12 +35,7 @@ CATCH_UP = "tagdemo:model_forward=draft_extend;tokens=arg0.shape[-1]"
 
 @pytest.fixture
 def model(tmp_path, monkeypatch):
-    (tmp_path / "tagdemo.py").write_text(textwrap.dedent(MODEL))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "tagdemo"
-    hooks.uninstall()
-    forget_modules("tagdemo")
-    torch._dynamo.reset()
+    yield from demo_module(tmp_path, monkeypatch, "tagdemo", MODEL)
 
 
 def texts(fn, *args) -> list[str]:

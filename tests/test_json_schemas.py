@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from golden_cases import run_case
 
 NUM = (int, float)

@@ -24,7 +24,10 @@ from verifyprof.trace.nsys.reader import read_nsys_sqlite
 from verifyprof.trace.nsys.report_cache import CACHE_DIR, NSYS_ENV, sqlite_for_report
 
 REPO = Path(__file__).resolve().parents[1]
-from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
+from conftest import (
+    PUBLIC,  # tests/data/public: copies of the shared public traces
+    in_threads,
+)
 
 EXPORT = PUBLIC / "nsys/nsysai_mock_rtx3080_nsys2026.1.sqlite"
 needs_public = pytest.mark.public_traces
@@ -281,22 +284,9 @@ def test_a_cached_export_damaged_later_is_exported_again(report, stand_in):
 
 
 def test_concurrent_runs_on_one_report_export_it_once(report, stand_in, monkeypatch):
-    import threading
 
     monkeypatch.setenv("STAND_IN_SLOW", "1")
-    results, errors = [], []
-
-    def run() -> None:
-        try:
-            results.append(sqlite_for_report(report))
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = in_threads(lambda: sqlite_for_report(report), 3)
     assert not errors and len(set(results)) == 1
     assert calls(stand_in) == 1  # one export (with blobs), shared by all three runs
     assert sorted(p.name for p in (report.parent / CACHE_DIR).iterdir()) == [f"{report.name}.sqlite", f"{report.name}.sqlite.json"]

@@ -13,12 +13,11 @@ import os
 import re
 import shutil
 import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
 from clirun import digest, folder_state, run_cli
-from conftest import OWN_TRACES, PUBLIC
+from conftest import OWN_TRACES, PUBLIC, in_threads
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace import load_trace
@@ -325,19 +324,7 @@ def test_a_gzip_holding_a_truncated_export_is_not_cached(tmp_path):
 
 def test_concurrent_reads_of_one_gzip_all_get_the_whole_export(tmp_path):
     path = gzipped_export(tmp_path)
-    counts, errors = [], []
-
-    def read() -> None:
-        try:
-            counts.append(len(load_trace(path).kernels))
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    threads = [threading.Thread(target=read) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    counts, errors = in_threads(lambda: len(load_trace(path).kernels), 4)
     assert not errors and counts == [counts[0]] * 4
     assert len(list((tmp_path / "cache").iterdir())) == 1  # one entry, no temp files left
 

@@ -10,11 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import browser
 import numpy as np
 import pytest
 from PIL import Image
 
-import browser
 from verifyprof import pipeline
 from verifyprof.contracts import phases
 from verifyprof.report import html

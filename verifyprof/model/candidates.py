@@ -8,7 +8,7 @@ under ``skipped`` with the reason (REFERENCE 6.12).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
@@ -70,7 +70,7 @@ class Ranking:
         c = (s.draft_ms / k) / target if k and target and s.draft_ms > 0 else None
         widths = []
         n0 = p.width or (k or 0) + 1
-        modelled = Scenario(**{**s.__dict__, "use_measured_widths": False})
+        modelled = replace(s, use_measured_widths=False)
         for width, measured in sorted(p.width_times.items()):  # t(n) predicted from the measured t(n0)
             change = verify_at_width(p, modelled, width)[0] - p.verify.wall_ms
             base = p.width_times.get(n0)

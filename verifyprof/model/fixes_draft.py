@@ -8,6 +8,7 @@ from dataclasses import replace
 from verifyprof.contracts.datafiles import catalogue, read_toml
 from verifyprof.model.acceptance import Survival
 from verifyprof.model.fix import Candidate, Scenario, Skip, edited, idle_split_ms, ms
+from verifyprof.model.fixes_verify import launch_costs
 from verifyprof.model.leviathan import expected_tokens
 from verifyprof.model.profile import StepGroup, VerifyProfile
 from verifyprof.model.throughput import Cycle
@@ -155,8 +156,6 @@ def better_drafter(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate
 
 def _graph_group(group: StepGroup, s: Scenario) -> tuple[float, list[str]]:
     """A draft-side forward's time once captured as a graph, from its measured phases."""
-    from verifyprof.model.fixes_verify import launch_costs
-
     graph_us, kernel_us, node_us, where = launch_costs(s)
     interior, edges = idle_split_ms(group)
     after = group.wall_ms - interior + ms(max(graph_us - kernel_us, 0.0) + group.kernels * node_us)

@@ -6,7 +6,7 @@ addresses, with the reason.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from verifyprof.model.fix import Candidate, Scenario, Skip, current_cycle
@@ -96,8 +96,6 @@ def stack(builders: list[tuple[str, Builder]], profile: VerifyProfile, scenario:
 
 
 def _with_cycle(s: Scenario, cycle: Cycle) -> Scenario:
-    from dataclasses import replace
-
     return replace(s, accept_len=cycle.accept_len, draft_ms=cycle.draft_ms, overhead_ms=cycle.overhead_ms)
 
 
