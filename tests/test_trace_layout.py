@@ -1,5 +1,6 @@
-"""The trace stage's layout rules, read from its source (ast): what it may import, how large its
-modules and functions may grow, and that every name has one definition."""
+"""The trace stage's own layout rules, read from its source (ast): its format subpackages never
+import back up, and every name has one definition (the stage order, sizes and forbidden imports of
+every stage are tests/test_architecture.py's)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from collections import defaultdict
 from pathlib import Path
 
 TRACE = Path(__file__).resolve().parents[1] / "verifyprof" / "trace"
-LATER_STAGES = ("attribution", "model", "report", "capture", "cli", "pipeline")
-ANALYSIS_FORBIDDEN = ("rich", "plotly", "torch")
 
 
 def _modules() -> dict[Path, ast.Module]:
@@ -29,17 +28,6 @@ def _imports(tree: ast.Module) -> list[str]:
     return names
 
 
-def test_trace_imports_no_later_stage_and_no_ui_or_torch():
-    bad = []
-    for path, tree in _modules().items():
-        for name in _imports(tree):
-            parts = name.split(".")
-            later = parts[0] == "verifyprof" and len(parts) > 1 and parts[1] in LATER_STAGES
-            if later or parts[0] in ANALYSIS_FORBIDDEN:
-                bad.append(f"{path.relative_to(TRACE)}: {name}")
-    assert not bad
-
-
 def test_format_subpackages_do_not_import_back_up_from_the_trace_package():
     """nsys/ and kineto/ read only their siblings and the shared trace modules below them."""
     upward = ("verifyprof.trace", "verifyprof.trace.sources", "verifyprof.trace.load_trace")
@@ -49,18 +37,6 @@ def test_format_subpackages_do_not_import_back_up_from_the_trace_package():
             continue
         bad += [f"{path.relative_to(TRACE)}: {n}" for n in _imports(tree) if n in upward]
     assert not bad
-
-
-def test_trace_modules_stay_under_400_lines_and_functions_under_80():
-    too_long = []
-    for path, tree in _modules().items():
-        lines = len(path.read_text().splitlines())
-        if lines >= 400:
-            too_long.append(f"{path.relative_to(TRACE)}: {lines} lines")
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80:
-                too_long.append(f"{path.relative_to(TRACE)}:{node.name}: {node.end_lineno - node.lineno + 1} lines")
-    assert not too_long
 
 
 def test_every_top_level_name_in_trace_is_defined_once():
