@@ -160,3 +160,13 @@ def test_graph_and_compiled_graph_verify_steps_of_one_width_are_never_averaged()
     only_compiled = whatif(WhatifOptions(source=str(compile_trace / "trace.sqlite.gz"), accept_len=2.0,
                                          step_range=r"compile=1")).to_json()["current"]
     assert only_compiled["kernels"] == 167 and only_compiled["verify_ms"] < cur["verify_ms"]
+
+
+def test_breakdown_of_a_capture_folder_takes_the_accept_length_from_its_manifest():
+    from typer.testing import CliRunner
+
+    from verifyprof.cli import app
+
+    done = CliRunner().invoke(app, ["breakdown", str(DENSE_EAGER)])
+    text = " ".join(done.output.split())
+    assert done.exit_code == 0 and "First fix: graph_fusion_verify" in text and "Give an accept length" not in text

@@ -112,6 +112,9 @@ def breakdown(
         files.print_breakdown_json(result)
     else:
         console.print_breakdown(result, show_all=show_all)
+        folder_manifest = Path(traces[0]) / "manifest.json" if len(traces) == 1 else None  # a capture folder's, as whatif reads it
+        if manifest is None and accept_len is None and folder_manifest is not None and folder_manifest.is_file():
+            manifest = folder_manifest
         console.print_verdict(pipeline.verdict(result, accept_len=accept_len, manifest=manifest))
 
 
