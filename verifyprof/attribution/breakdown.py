@@ -9,8 +9,11 @@ first op start to last op end (nsys's GPU projection); ``phases`` split ``wall_n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -20,6 +23,7 @@ from verifyprof.attribution.context import (
     DeviceBusy,
     busy_of,
     context_intervals,
+    device_major_order,
     launch_windows,
     op_call_ends,
     queue_seams,
@@ -44,6 +48,10 @@ from verifyprof.contracts.errors import TraceError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import SCHEMA, BreakdownFrame, step_records
 from verifyprof.trace.events import Trace
+
+
+GROUP_OPS = 1 << 18  # ops per (level, device group) task: bounds the working memory
+THREADS = 1  # tasks side by side: the sorts that dominate release the GIL, the rest does not
 
 
 @dataclass
@@ -113,8 +121,11 @@ def breakdown(
     else:
         steps = find_steps(trace, step_regex)
         levels = assign_levels(steps, launch, op_launch, calls)
-    busy = busy_of(ops, launch, seam)
-    parts = [level_rows(trace, steps, ops, launch, op_launch, op_step, launch_step, busy, seam) for op_step, launch_step in levels]
+    devices, device_code = device_codes(ops.device)
+    shared = LevelInputs(trace, steps, ops, launch, op_launch, busy_of(ops, launch, seam), seam, devices, device_code,
+                         np.searchsorted(devices, launch.device).astype(device_code.dtype))  # a launch's device is an op's
+    tasks = [(op_step, launch_step, group) for op_step, launch_step in levels for group in device_groups(shared)]
+    parts = in_threads([partial(level_rows, shared, *task) for task in tasks])
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     rows = _add_idle_steps(rows, steps).sort_values(["step", "device"], kind="stable").reset_index(drop=True)
     rows.insert(rows.columns.get_loc("wall_ns") + 1, "cost_ns", rows["wall_ns"] - rows["other_work"])  # what the step occupies
@@ -142,22 +153,75 @@ def breakdown(
     return result
 
 
-def level_rows(
-    trace: Trace, steps: pd.DataFrame, ops: GpuOps, launch: Launches, op_launch: np.ndarray, op_step: np.ndarray,
-    launch_step: np.ndarray, busy_union: DeviceBusy, seam: np.ndarray,
-) -> pd.DataFrame:
-    """One row per (step, device) of one nesting level, with window, counts, mode and phases."""
-    member = np.flatnonzero(op_step != NO_STEP).astype(np.int32 if len(op_step) < 2**31 else np.int64)
+@dataclass(frozen=True)
+class LevelInputs:
+    """What every (level, device group) task reads; none of them writes it."""
+
+    trace: Trace
+    steps: pd.DataFrame
+    ops: GpuOps
+    launch: Launches
+    op_launch: np.ndarray
+    busy: DeviceBusy
+    seam: np.ndarray
+    devices: np.ndarray  # every device, ascending
+    device_code: np.ndarray  # per op: its device's position in ``devices`` (int16)
+    launch_code: np.ndarray  # per launch: the same, of its first op's device
+
+
+def device_codes(device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    devices, code = np.unique(device, return_inverse=True)
+    return devices, code.astype(np.int16 if len(devices) < 2**15 else np.int64)
+
+
+def device_groups(shared: LevelInputs, group_ops: int = GROUP_OPS) -> list[np.ndarray]:
+    """The devices split into consecutive groups of about ``group_ops`` ops each (a device is
+    never split: its windows need all its busy time). Each group is one task: the tasks' working
+    memory is a group's, not the whole trace's, and tasks run side by side on threads."""
+    per_device = np.bincount(shared.device_code, minlength=len(shared.devices))
+    groups, current, size = [], [], 0
+    for code, n in enumerate(per_device.tolist()):
+        if current and size + n > group_ops:
+            groups.append(np.array(current))
+            current, size = [], 0
+        current.append(code)
+        size += n
+    groups.append(np.array(current))
+    return groups
+
+
+def in_threads(tasks: list[Callable[[], pd.DataFrame]]) -> list[pd.DataFrame]:
+    """Run the tasks on up to ``THREADS`` threads (numpy's sorts and ufuncs release the GIL), in order."""
+    threads = min(len(tasks), THREADS, _cpus())
+    if threads <= 1:
+        return [task() for task in tasks]
+    with ThreadPoolExecutor(threads, thread_name_prefix="verifyprof-breakdown") as pool:
+        return list(pool.map(lambda task: task(), tasks))
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def level_rows(shared: LevelInputs, op_step: np.ndarray, launch_step: np.ndarray, group: np.ndarray) -> pd.DataFrame:
+    """One row per (step, device) of one nesting level and one group of devices (codes into
+    ``shared.devices``), with window, counts, mode and phases."""
+    trace, steps, ops, launch, op_launch, seam = shared.trace, shared.steps, shared.ops, shared.launch, shared.op_launch, shared.seam
+    in_group = np.zeros(len(shared.devices), bool)
+    in_group[group] = True
+    member = np.flatnonzero((op_step != NO_STEP) & in_group[shared.device_code])
+    member = member.astype(np.int32 if len(op_step) < 2**31 else np.int64)
     if len(member) == 0:
         return pd.DataFrame()
-    devices = np.unique(ops.device)  # a handful: code devices by lookup, not by sorting ops
-    n_dev = len(devices)
-    key = op_step[member]  # (step, device) as one sortable int
-    if (len(steps) + 1) * n_dev >= 2**31:
-        key = key.astype(np.int64)
-    key *= n_dev
-    key += np.searchsorted(devices, ops.device[member])
-    order = np.argsort(key, kind="stable")
+    devices = shared.devices[group]  # ascending: groups are consecutive codes
+    stride = max(len(steps), 1)
+    dev_code = shared.device_code[member] - int(group[0])
+    key = window_key(op_step[member], dev_code, stride, len(devices))
+    order = device_major_order(dev_code, key)
+    del dev_code
     member = member[order]
     key = key[order]
     del order
@@ -171,8 +235,8 @@ def level_rows(
     window_keys = key[bounds]
     del key
     n = len(bounds)
-    window_step = (window_keys // n_dev).astype(np.int64)
-    window_device = devices[window_keys % n_dev]
+    window_step = (window_keys % stride).astype(np.int64)
+    window_device = devices[window_keys // stride]
 
     start, end = ops.start[member], ops.end[member]
     first = np.minimum.reduceat(start, bounds)
@@ -184,7 +248,7 @@ def level_rows(
     ws = np.minimum(info["start"], first)
     we = np.maximum(info["end"], last)
 
-    mine, launch_window = launch_windows(launch, launch_step, devices, window_keys)
+    mine, launch_window = launch_windows(launch_step, shared.launch_code, in_group, int(group[0]), window_keys, stride)
     n_launches = np.bincount(launch_window, minlength=n).astype(np.int64)
     n_graph_launches = np.bincount(launch_window[launch.graph_launch[mine]], minlength=n).astype(np.int64)
     op_row = op_launch[member]
@@ -192,7 +256,7 @@ def level_rows(
     graph_kernel[graph_kernel] = launch.graph_launch[op_row[graph_kernel]]
     graph_kernels = np.bincount(window[graph_kernel], minlength=n)
     seams = seam_intervals(seam[member], start, window, _graph_op(op_row, launch), ws)
-    context = context_intervals(launch, mine, launch_window, ws, we, busy_union, window_device, seams)
+    context = context_intervals(launch, mine, launch_window, ws, we, shared.busy, window_device, seams)
 
     del graph_kernel, op_row, is_kernel
     phase = ops.phase[member]
@@ -217,11 +281,22 @@ def level_rows(
             "launches": n_launches,
             "graph_launches": n_graph_launches,
             "mode": np.where(kernels == 0, "none", np.where(graph_kernels * 2 >= kernels, "graph", "eager")),
+            "attrs": info["attrs"],
+            **_phase_columns(result.phase_ns, result.total_ns, counts),
         }
     )
-    rows["attrs"] = info["attrs"]
-    _add_phase_columns(rows, result.phase_ns, result.total_ns, counts)
     return rows
+
+
+def window_key(step: np.ndarray, dev_code: np.ndarray, stride: int, n_dev: int) -> np.ndarray:
+    """(device, step) as one sortable int: windows are numbered device by device, so that a
+    device's launches and ops, which come in time order and so in step order, are already
+    nearly sorted by window (the sorts below merge runs instead of sorting interleaved keys)."""
+    wide = np.int64 if stride * n_dev >= 2**31 else np.int32
+    key = dev_code.astype(wide)
+    key *= stride
+    key += step
+    return key
 
 
 def _graph_op(op_row: np.ndarray, launch: Launches) -> np.ndarray:
@@ -231,12 +306,11 @@ def _graph_op(op_row: np.ndarray, launch: Launches) -> np.ndarray:
     return out
 
 
-def _add_phase_columns(rows: pd.DataFrame, phase_ns: np.ndarray, total_ns: np.ndarray, counts: np.ndarray) -> None:
+def _phase_columns(phase_ns: np.ndarray, total_ns: np.ndarray, counts: np.ndarray) -> dict[str, np.ndarray]:
     columns = {name: phase_ns[:, p] for p, name in enumerate(phases.ALL)}
     columns.update({f"total_{name}": total_ns[:, t] for t, name in enumerate(phases.TOTALS)})
     columns.update({f"count_{name}": counts[:, p] for p, name in enumerate(phases.PRIORITY)})
-    for name, values in columns.items():
-        rows[name] = values
+    return columns
 
 
 def _add_idle_steps(rows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -247,18 +321,18 @@ def _add_idle_steps(rows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         return rows
     wall = (idle["end"] - idle["start"]).to_numpy()
     zeros = np.zeros(len(idle), dtype=np.int64)
+    phase_ns = np.zeros((len(idle), len(phases.ALL)), dtype=np.int64)
+    phase_ns[:, phases.INDEX["host_wait"]] = wall
     extra = pd.DataFrame(
         {
             "step": idle["step"].to_numpy(), "name": idle["name"].to_numpy(), "text": idle["text"].to_numpy(),
             "pid": idle["pid"].to_numpy(), "tid": idle["tid"].to_numpy(), "device": zeros - 1, "rank": zeros - 1,
             "start_ns": idle["start"].to_numpy(), "end_ns": idle["end"].to_numpy(), "wall_ns": wall,
             "gpu_span_ns": zeros, "kernels": zeros, "launches": zeros, "graph_launches": zeros, "mode": "none",
+            "attrs": idle["attrs"].to_numpy(),
+            **_phase_columns(phase_ns, np.zeros((len(idle), len(phases.TOTALS)), np.int64), np.zeros((len(idle), len(phases.PRIORITY)), np.int64)),
         }
     )
-    extra["attrs"] = idle["attrs"].to_numpy()
-    phase_ns = np.zeros((len(idle), len(phases.ALL)), dtype=np.int64)
-    phase_ns[:, phases.INDEX["host_wait"]] = wall
-    _add_phase_columns(extra, phase_ns, np.zeros((len(idle), len(phases.TOTALS)), np.int64), np.zeros((len(idle), len(phases.PRIORITY)), np.int64))
     return pd.concat([rows, extra], ignore_index=True) if len(rows) else extra
 
 

@@ -184,14 +184,14 @@ def context_intervals(launch: Launches, mine: np.ndarray, launch_window: np.ndar
                       busy: DeviceBusy, window_device: np.ndarray, seams: list[Intervals]) -> Intervals:
     """Every context interval of one level's windows, sorted by window (as the sweep needs)."""
     parts = [
-        launch_intervals(*issue_intervals(launch, mine, launch_window), ws, we),
+        launch_intervals(*issue_intervals(launch, mine, launch_window), ws, we, window_device),
         *graph_intervals(launch, mine, launch_window, ws, we),
         busy_in_windows(busy, ws, we, window_device),
         blocked_intervals(busy, launch, mine, launch_window, window_device),
         *seams,
     ]
     window = np.concatenate([p.window for p in parts]).astype(np.int64)
-    order = np.argsort(window, kind="stable")
+    order = device_major_order(window_device[window], window)  # = np.argsort(window, kind="stable")
     return Intervals(window[order], np.concatenate([p.start for p in parts])[order],
                      np.concatenate([p.end for p in parts])[order], np.concatenate([p.slot for p in parts])[order])
 
@@ -206,20 +206,21 @@ def _intervals(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], slot: int
     return Intervals(owner[keep], start[keep], end[keep], np.full(int(keep.sum()), slot, np.int8))
 
 
-def launch_windows(launch: Launches, launch_step: np.ndarray, devices: np.ndarray, window_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The launches of one level (rows of ``launch``), each with the window of its step and device."""
-    n_dev, n = len(devices), len(window_keys)
-    mine = np.flatnonzero(launch_step != NO_STEP)
-    dev_code = np.searchsorted(devices, launch.device[mine])
-    known = (dev_code < n_dev) & (devices[np.minimum(dev_code, n_dev - 1)] == launch.device[mine])
-    mine, dev_code = mine[known], dev_code[known]
-    key = launch_step[mine] * n_dev + dev_code
+def launch_windows(launch_step: np.ndarray, launch_code: np.ndarray, in_group: np.ndarray, first_code: int,
+                   window_keys: np.ndarray, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """The launches of one level and device group (rows of the launch table), each with its
+    window (``window_keys``: (device code - ``first_code``) * ``stride`` + step, ascending);
+    ``launch_code``: each launch's device code, ``in_group``: whether a code is in the group."""
+    n = len(window_keys)
+    mine = np.flatnonzero((launch_step != NO_STEP) & in_group[launch_code])
+    key = (launch_code[mine].astype(np.int64) - first_code) * stride + launch_step[mine]
     launch_window = np.searchsorted(window_keys, key)
     found = (launch_window < n) & (window_keys[np.minimum(launch_window, n - 1)] == key)
     return mine[found], launch_window[found]
 
 
-def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws: np.ndarray, we: np.ndarray, bridge_ns: int = LAUNCH_BRIDGE_NS) -> Intervals:
+def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws: np.ndarray, we: np.ndarray,
+                     window_device: np.ndarray, bridge_ns: int = LAUNCH_BRIDGE_NS) -> Intervals:
     """When the host was issuing a window's work: GPU idle then is a launch gap.
 
     Per launching call: from the call's start to the later of its end and the start of the last
@@ -227,13 +228,12 @@ def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws:
     ``bridge_ns`` are joined (the Python between eager launches of one forward, which a CUDA
     graph removes); a longer pause means the host was doing something else: host wait.
     """
-    start = np.maximum(start, ws[window])
-    end = np.minimum(end, we[window])
-    order = np.argsort(window, kind="stable")  # launches arrive in start order: keep it per window
+    base = ws[window]
+    start = np.maximum(start, base)
+    end = np.maximum(np.minimum(end, we[window]), start)  # clipped to the window; never ends before it starts
+    order = order_by_window(window, start - base, int((we - ws).max(initial=0)), window_device[window])
     window, start, end = window[order], start[order], end[order]
-    if not np.all((start[1:] >= start[:-1]) | (window[1:] != window[:-1])):
-        order = np.lexsort((start, window))
-        window, start, end = window[order], start[order], end[order]
+    del order, base
     reach = _running_max_by_group(end, window)
     new_run = np.r_[True, (window[1:] != window[:-1]) | (start[1:] - reach[:-1] >= bridge_ns)] if len(window) else np.zeros(0, bool)
     heads = np.flatnonzero(new_run)
@@ -241,6 +241,26 @@ def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws:
     merged_end = np.maximum.reduceat(end, heads) if len(heads) else end
     keep = merged_end > merged_start
     return Intervals(window[heads][keep], merged_start[keep], merged_end[keep], np.full(int(keep.sum()), LAUNCH, np.int8))
+
+
+def order_by_window(window: np.ndarray, offset: np.ndarray, max_offset: int, device: np.ndarray) -> np.ndarray:
+    """Indices sorting by (window, offset >= 0), windows numbered device by device (``device``:
+    each element's): one packed int64 key when the bits fit, else a lexsort. Ties come in any order."""
+    bits = max(max_offset, 1).bit_length()
+    if len(window) == 0 or int(window.max()).bit_length() + bits > 63:
+        return np.lexsort((offset, window))
+    key = window.astype(np.int64) << bits
+    key |= offset
+    return device_major_order(device, key)
+
+
+def device_major_order(device: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The stable argsort of a device-major ``key``, as a radix sort by device and then a stable
+    sort of each device's keys: those come in time order, so they are nearly sorted and the
+    merge sort runs in near-linear time, where sorting the devices' interleaved keys would not."""
+    small = device.astype(np.int16) if len(device) and -(2**15) <= int(device.min()) and int(device.max()) < 2**15 else device
+    by_device = np.argsort(small, kind="stable")  # a radix sort for 16-bit ints
+    return by_device[np.argsort(key[by_device], kind="stable")]
 
 
 def _running_max_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:

@@ -153,7 +153,7 @@ def _sorted_events(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, 
             keys.append(key)
         key = np.concatenate(keys)
         del keys
-        key.sort()
+        key.sort(kind="stable")
         code = (key & ((1 << SLOT_BITS) - 1)).astype(np.int8)
         window = key >> shift
         key >>= SLOT_BITS
