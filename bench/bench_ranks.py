@@ -19,6 +19,7 @@ per-rank files with one worker (linear: constant per file), and the targets.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sqlite3
@@ -34,6 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 RANKS = 8
+DASK = importlib.util.find_spec("distributed") is not None  # the LocalCluster contender needs it
 TARGET_NSYS_RATIO = 0.6
 TARGET_RSS_MB = 400
 TARGET_KINETO_SPEEDUP = 1.7
@@ -77,10 +79,16 @@ def _breakdown(paths: list[Path], records: bool, workers: int | None = None, sch
 
 
 def m_table(paths):
-    return _breakdown(paths, records=False, workers=1)
+    """What ``verifyprof breakdown`` does by default: a large many-process export read in shares, one per CPU."""
+    return _breakdown(paths, records=False)
 
 
 def m_json(paths):
+    return _breakdown(paths, records=True)
+
+
+def m_json_whole(paths):
+    """``--workers 1``: the export read whole in this process."""
     return _breakdown(paths, records=True, workers=1)
 
 
@@ -90,6 +98,10 @@ def m_w1(paths):
 
 def m_w2(paths):
     return _breakdown(paths, records=True, workers=2)
+
+
+def m_w8(paths):
+    return _breakdown(paths, records=True, workers=8)
 
 
 def m_dask(paths):
@@ -105,8 +117,8 @@ def m_dask(paths):
         cluster.close()
 
 
-MEASURES = {"fetchall": m_fetchall, "json.loads": m_json_loads, "table": m_table, "json-out": m_json,
-            "1 worker": m_w1, "2 workers": m_w2, "LocalCluster(2)": m_dask}
+MEASURES = {"fetchall": m_fetchall, "json.loads": m_json_loads, "table": m_table, "json-out": m_json, "json-whole": m_json_whole,
+            "1 worker": m_w1, "2 workers": m_w2, "8 workers": m_w8, "LocalCluster(2)": m_dask}
 
 
 def _sample_peaks(pid: int, peaks: dict[int, float], stop: threading.Event) -> None:
@@ -248,25 +260,28 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     whole, per_rank = nsys_inputs(args.kernels, args.out)
     plan = [("nsys 1 file: fetchall", "fetchall", [whole]), ("nsys 1 file: table", "table", [whole]),
-            ("nsys 1 file: --json", "json-out", [whole]), ("nsys 8 files: fetchall", "fetchall", per_rank)]
-    plan += [(f"nsys 8 files: {w}", w, per_rank) for w in ("1 worker", "2 workers", "LocalCluster(2)")]
+            ("nsys 1 file: --json", "json-out", [whole]), ("nsys 1 file: --json --workers 1", "json-whole", [whole]),
+            ("nsys 8 files: fetchall", "fetchall", per_rank)]
+    pools = ["1 worker", "2 workers"] + (["8 workers"] if (os.cpu_count() or 1) >= 8 else []) + (["LocalCluster(2)"] if DASK else [])
+    plan += [(f"nsys 8 files: {w}", w, per_rank) for w in pools]
     plan += [(f"nsys {n} files: 1 worker", "1 worker", per_rank[:n]) for n in (1, 2, 4)]
     kineto = [] if args.skip_kineto else kineto_inputs(args.kineto_mb, args.out)
     if kineto:
         plan += [("kineto 8 files: json.loads", "json.loads", kineto)]
-        plan += [(f"kineto 8 files: {w}", w, kineto) for w in ("1 worker", "2 workers", "LocalCluster(2)")]
+        plan += [(f"kineto 8 files: {w}", w, kineto) for w in pools]
     runs = rounds(plan, args.repeat)
 
     print(f"\n{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {count_rows(whole)} kernels over {RANKS} ranks "
           f"({whole.stat().st_size / 1e6:.0f} MB); ratios are medians over {args.repeat} rounds of time / baseline in that round")
-    groups = [("nsys, one 8-rank file", "nsys 1 file: fetchall", ["nsys 1 file: table", "nsys 1 file: --json"]),
+    groups = [("nsys, one 8-rank file", "nsys 1 file: fetchall",
+               ["nsys 1 file: table", "nsys 1 file: --json", "nsys 1 file: --json --workers 1"]),
               ("nsys, 8 per-rank files (same events)", "nsys 8 files: fetchall",
-               ["nsys 8 files: 1 worker", "nsys 8 files: 2 workers", "nsys 8 files: LocalCluster(2)"]),
+               [f"nsys 8 files: {w}" for w in pools]),
               ("cost growth, per-rank files, 1 worker", "nsys 1 files: 1 worker",
                ["nsys 2 files: 1 worker", "nsys 4 files: 1 worker", "nsys 8 files: 1 worker"])]
     if kineto:
         groups.append((f"Kineto, 8 rank files x {args.kineto_mb:g} MB", "kineto 8 files: json.loads",
-                       ["kineto 8 files: 1 worker", "kineto 8 files: 2 workers", "kineto 8 files: LocalCluster(2)"]))
+                       [f"kineto 8 files: {w}" for w in pools]))
     table = report(runs, groups)
     targets = verdicts(runs, table, bool(kineto))
     if args.json:

@@ -178,7 +178,7 @@ for attempt in range(10):  # the kill races the worker's end: retry until it lan
     killed.clear()
     watcher = threading.Thread(target=kill_first_worker, daemon=True)
     watcher.start()
-    outcomes = dict(map_local(list(enumerate(files)), MapOptions(step_regex="ProfilerStep"), workers=2))
+    outcomes = dict(map_local([(i, f, None) for i, f in enumerate(files)], MapOptions(step_regex="ProfilerStep"), workers=2))
     killed.append(-1)
     watcher.join(timeout=5)
     failures = [o.reason for o in outcomes.values() if isinstance(o, Failure)]

@@ -75,7 +75,7 @@ def test_a_worker_killed_mid_task_costs_only_its_files(cluster, ranks):
     files = sorted(ranks.iterdir())
     watcher = threading.Thread(target=kill_a_busy_worker, daemon=True)
     watcher.start()
-    outcomes = dict(map_dask(list(enumerate(files)), MapOptions(step_regex="ProfilerStep"), cluster.scheduler_address))
+    outcomes = dict(map_dask([(i, f, None) for i, f in enumerate(files)], MapOptions(step_regex="ProfilerStep"), cluster.scheduler_address))
     watcher.join(timeout=5)
     client.close()
     failures = [o for o in outcomes.values() if isinstance(o, Failure)]

@@ -102,14 +102,7 @@ def _part(frame: pd.DataFrame, phase: np.ndarray, is_kernel: bool, name_id: np.n
 def link_calls(trace: Trace, ops: GpuOps) -> Calls:
     """Set ``ops.call`` to the launching API row (same process, same correlation id)."""
     api = trace.api
-    keys = op_key(api["pid"].to_numpy(), api["correlation"].to_numpy())
-    index = pd.Index(keys)
-    rows = np.arange(len(keys))
-    if not index.is_unique:  # keep the first call of a duplicated correlation
-        first = ~index.duplicated(keep="first")
-        index, rows = index[first], rows[first]
-    found = index.get_indexer(op_key(ops.pid, ops.correlation))
-    ops.call = np.where(found >= 0, rows[np.maximum(found, 0)] if len(rows) else -1, -1).astype(np.int64)
+    ops.call = _call_rows(api["pid"].to_numpy(), api["correlation"].to_numpy(), ops.pid, ops.correlation)
     graph_names = trace.strings.matching(r"GraphLaunch") if len(trace.strings) else np.zeros(0, bool)
     name_ids = api["name_id"].to_numpy()
     return Calls(
@@ -118,6 +111,39 @@ def link_calls(trace: Trace, ops: GpuOps) -> Calls:
         tid=api["tid"].to_numpy(),
         graph_launch=graph_names[name_ids] if len(name_ids) else np.zeros(0, bool),
     )
+
+
+def _call_rows(api_pid: np.ndarray, api_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """Per op, the row of the API call with its (pid, correlation), -1 if none; the first row
+    where a correlation repeats. Correlation ids count up per process, so each process's calls
+    go into a table indexed by id (no hashing, no sort); ids too sparse for a table, or
+    repeated, take the hash path."""
+    out = np.full(len(pid), -1, np.int64)
+    for p in np.unique(api_pid):  # a handful of processes
+        rows = np.flatnonzero(api_pid == p)
+        ids = api_corr[rows]
+        low, high = int(ids.min()), int(ids.max())
+        if high - low >= 4 * len(rows) + 1024:
+            return _call_rows_hashed(api_pid, api_corr, pid, corr)
+        table = np.full(high - low + 1, -1, np.int64)
+        table[ids - low] = rows
+        if np.count_nonzero(table[ids - low] == rows) < len(rows):  # a repeated id
+            return _call_rows_hashed(api_pid, api_corr, pid, corr)
+        mine = np.flatnonzero(pid == p)
+        at = corr[mine] - low
+        inside = (at >= 0) & (at < len(table))
+        out[mine[inside]] = table[at[inside]]
+    return out
+
+
+def _call_rows_hashed(api_pid: np.ndarray, api_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    index = pd.Index(op_key(api_pid, api_corr))
+    rows = np.arange(len(index))
+    if not index.is_unique:  # keep the first call of a duplicated correlation
+        first = ~index.duplicated(keep="first")
+        index, rows = index[first], rows[first]
+    found = index.get_indexer(op_key(pid, corr))
+    return np.where(found >= 0, rows[np.maximum(found, 0)] if len(rows) else -1, -1).astype(np.int64)
 
 
 def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
@@ -198,13 +224,14 @@ class Launches:
 def launches(ops: GpuOps, calls: Calls) -> tuple[Launches, np.ndarray]:
     """The launching calls, and for every op its row in them (-1 when unlinked)."""
     linked = np.flatnonzero(ops.call >= 0)
-    used, first, inverse = np.unique(ops.call[linked], return_index=True, return_inverse=True)
-    last_op_start = np.full(len(used), np.iinfo(np.int64).min)
-    np.maximum.at(last_op_start, inverse, ops.start[linked])
-    first_op_start = np.full(len(used), np.iinfo(np.int64).max)
-    np.minimum.at(first_op_start, inverse, ops.start[linked])
-    last_op_end = np.full(len(used), np.iinfo(np.int64).min)
-    np.maximum.at(last_op_end, inverse, ops.end[linked])
+    call = ops.call[linked]
+    used, inverse = _dense_unique(call, len(calls.start))
+    shared = np.bincount(inverse, minlength=len(used))[inverse] > 1  # ops whose call launched others too
+    low, high = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    first = _reduce_by(np.minimum, np.arange(len(linked)), inverse, shared, len(used), high)  # each call's first op
+    last_op_start = _reduce_by(np.maximum, ops.start[linked], inverse, shared, len(used), low)
+    first_op_start = _reduce_by(np.minimum, ops.start[linked], inverse, shared, len(used), high)
+    last_op_end = _reduce_by(np.maximum, ops.end[linked], inverse, shared, len(used), low)
     op_launch = np.full(len(ops), -1, dtype=np.int64)
     op_launch[linked] = inverse
     table = Launches(
@@ -218,6 +245,25 @@ def launches(ops: GpuOps, calls: Calls) -> tuple[Launches, np.ndarray]:
         last_op_end=last_op_end,
     )
     return table, op_launch
+
+
+def _dense_unique(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for ints in ``[0, bound)``, by a presence table
+    instead of a sort (values are rows of the API table)."""
+    seen = np.zeros(bound, bool)
+    seen[values] = True
+    rank = np.cumsum(seen, dtype=np.int64)
+    rank -= 1
+    return np.flatnonzero(seen), rank[values]
+
+
+def _reduce_by(ufunc: np.ufunc, values: np.ndarray, group: np.ndarray, shared: np.ndarray, n: int, initial: int) -> np.ndarray:
+    """``ufunc`` of ``values`` per ``group`` (n groups): groups of one value (an eager launch's
+    one op) by plain assignment, only the values ``shared`` with others (a graph's nodes) by ``ufunc.at``."""
+    out = np.full(n, initial, dtype=values.dtype)
+    out[group[~shared]] = values[~shared]
+    ufunc.at(out, group[shared], values[shared])
+    return out
 
 
 def assign_levels(steps: pd.DataFrame, launch: Launches, op_launch: np.ndarray, calls: Calls) -> list[tuple[np.ndarray, np.ndarray]]:

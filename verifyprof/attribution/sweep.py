@@ -107,14 +107,14 @@ def _sweep_chunk(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np
     present = np.unique(intervals.slot)
     for which, name in IDLE_SLOTS.items():  # lower priority first, overwritten by higher
         if which in present:
-            top[_active(slot, delta, which)] = phases.INDEX[name]
+            np.copyto(top, np.int8(phases.INDEX[name]), where=_active(slot, delta, which))
     total_ns = np.zeros((n, len(phases.TOTALS)), dtype=np.int64)
     for name in reversed(phases.PRIORITY):  # lower priority first, overwritten by higher
         p = phases.INDEX[name]
         if p not in present:
             continue
         active = _active(slot, delta, p)
-        top[active] = p
+        np.copyto(top, np.int8(p), where=active)
         if name in phases.TOTALS:
             total_ns[:, phases.TOTALS.index(name)] = _sum_by(window[active], seg[active], n)
     flat = window * n_phases
@@ -170,10 +170,8 @@ def _sorted_events(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, 
 
 def _active(slot: np.ndarray, delta: np.ndarray, which: int) -> np.ndarray:
     """Whether any interval of ``which`` is open on each segment."""
-    steps = np.zeros(len(slot), dtype=np.int32)
-    mask = slot == which
-    steps[mask] = delta[mask]
-    return np.cumsum(steps, out=steps) > 0
+    steps = (slot == which).view(np.int8) * delta  # +1 / -1 at this slot's events, 0 elsewhere
+    return np.cumsum(steps, dtype=np.int32) > 0
 
 
 def _sum_by(window: np.ndarray, seg: np.ndarray, n: int) -> np.ndarray:

@@ -66,7 +66,7 @@ def _root(
 
 
 TracesArg = Annotated[list[str], typer.Argument(help="trace file(s), directories or globs; several files (one per rank, stage or node) are broken down in parallel and reduced to one multi-rank result")]
-WorkersOpt = Annotated[Optional[int], typer.Option("--workers", min=1, help="local worker processes for several files (default: one per file, at most one per CPU)")]
+WorkersOpt = Annotated[Optional[int], typer.Option("--workers", min=1, help="local worker processes for several files, or for the processes of one large nsys export (default: one per file or process, at most one per CPU; 1: read in this process)")]
 SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help="run the per-file map on a Dask cluster: tcp://HOST:PORT, or 'dask' for a local cluster (needs verifyprof[dist])")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="a file that fails is an error (exit 2), not a warning")]
 

@@ -38,9 +38,11 @@ from verifyprof.pipeline.parallel import (
     MapOptions,
     ParallelOptions,
     breakdown_files,
+    default_workers,
     rank_files,
 )
 from verifyprof.trace import load_trace
+from verifyprof.trace.shares import ProcessFilter, process_shares
 from verifyprof.trace.events import Trace
 
 __all__ = ["load", "breakdown", "ParallelOptions", "breakdown_frame", "kernels", "whatif", "whatif_plain", "verdict",
@@ -76,9 +78,21 @@ def breakdown(
             options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
             return breakdown_files(files, options, parallel, notes)
         source = specs[0] if notes and len(specs) == 1 else files[0]  # one file: read as always
+        shares = _process_shares(files[0], parallel)
+        if shares:  # a large many-process nsys export: mapped in shares of its processes, like per-rank files
+            options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
+            return breakdown_files([files[0]], options, parallel, notes, shares)
     trace = source if isinstance(source, Trace) else load(source)
     return attribute(trace, step_regex=step_regex or DEFAULT_STEP_REGEX, taxonomy=load_taxonomy(taxonomy),
                      whole_trace=whole_trace, release=release)
+
+
+def _process_shares(path: Path, parallel: ParallelOptions | None) -> list[ProcessFilter] | None:
+    """Shares of a plain nsys SQLite export's processes, one per local worker (None: read it whole)."""
+    if Path(path).suffix != ".sqlite" or not Path(path).is_file():
+        return None
+    workers = parallel.workers if parallel is not None and parallel.workers else default_workers(1 << 30)
+    return process_shares(Path(path), workers)
 
 
 def kernels(source: str | Path | Trace, taxonomy: str | Path | None = None, step_regex: str | None = None) -> KernelTable:

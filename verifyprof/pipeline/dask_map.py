@@ -22,6 +22,7 @@ from verifyprof.pipeline.parallel import (
     Failure,
     MapOptions,
     default_workers,
+    MapTask,
     safe_map,
     task_key,
 )
@@ -29,7 +30,7 @@ from verifyprof.pipeline.parallel import (
 LOCAL = "dask"
 
 
-def map_dask(tasks: list[tuple[int, Path]], options: MapOptions, scheduler: str) -> Iterator[tuple[int, RankPart | Failure]]:
+def map_dask(tasks: list[MapTask], options: MapOptions, scheduler: str) -> Iterator[tuple[int, RankPart | Failure]]:
     """(index, part or failure) per task, as they finish on the cluster."""
     try:
         from distributed import as_completed
@@ -37,8 +38,8 @@ def map_dask(tasks: list[tuple[int, Path]], options: MapOptions, scheduler: str)
         raise VerifyprofError("--scheduler needs dask.distributed: pip install 'verifyprof[dist]'") from None
     with _client(scheduler, len(tasks)) as client:
         futures = {
-            client.submit(safe_map, str(Path(path).resolve()), index, options, key=task_key(index), pure=False): (index, path)
-            for index, path in tasks
+            client.submit(safe_map, str(Path(path).resolve()), index, options, share, key=task_key(index), pure=False): (index, path)
+            for index, path, share in tasks
         }
         try:
             for future in as_completed(futures):

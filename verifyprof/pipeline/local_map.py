@@ -18,14 +18,15 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 from verifyprof.attribution.rank_part import RankPart
-from verifyprof.pipeline.parallel import Failure, MapOptions, map_inline, safe_map
+from verifyprof.pipeline.parallel import Failure, MapOptions, MapTask, map_inline, safe_map
+from verifyprof.trace.shares import ProcessFilter
 
 # everything a task imports, so that no task pays for an import (pyarrow and ADBC: ~0.2 s)
 _PRELOAD = ["verifyprof.pipeline.parallel", "verifyprof.pipeline.local_map", "verifyprof.trace.nsys.reader",
             "verifyprof.trace.kineto.reader", "verifyprof.trace.cache", "pyarrow", "adbc_driver_sqlite.dbapi"]
 
 
-def map_local(tasks: list[tuple[int, Path]], options: MapOptions, workers: int) -> Iterator[tuple[int, RankPart | Failure]]:
+def map_local(tasks: list[MapTask], options: MapOptions, workers: int) -> Iterator[tuple[int, RankPart | Failure]]:
     """(index, part or failure) per task, as they finish. ``workers <= 1`` maps in this process."""
     if workers <= 1 or len(tasks) <= 1:
         yield from map_inline(tasks, options)
@@ -36,9 +37,9 @@ def map_local(tasks: list[tuple[int, Path]], options: MapOptions, workers: int) 
     try:
         while pending or running:
             while pending and len(running) < workers:
-                index, path = pending.pop()
+                index, path, share = pending.pop()
                 receive, send = context.Pipe(duplex=False)
-                process = context.Process(target=_work, args=(send, str(path), index, options), daemon=True)
+                process = context.Process(target=_work, args=(send, str(path), index, options, share), daemon=True)
                 try:
                     process.start()
                 except OSError as exc:  # the fork server died (killed with its workers, say): this file is lost, not the run
@@ -68,9 +69,9 @@ def _context():
     return context
 
 
-def _work(send: Connection, path: str, index: int, options: MapOptions) -> None:
-    """In the child: map one file, send the part (or the failure) back."""
-    send.send(safe_map(path, index, options))
+def _work(send: Connection, path: str, index: int, options: MapOptions, share: ProcessFilter | None) -> None:
+    """In the child: map one file (or its share of processes), send the part (or the failure) back."""
+    send.send(safe_map(path, index, options, share))
     send.close()
 
 

@@ -29,6 +29,7 @@ from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts.errors import NoStepsError, TraceError, VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.trace import load_trace
+from verifyprof.trace.shares import ProcessFilter
 from verifyprof.trace.sources import expand
 
 KINETO_SUFFIXES = (".json", ".json.gz")
@@ -83,16 +84,19 @@ def stage_of(path: Path | str) -> str:
     return match.group(1) if match else ""
 
 
-def map_file(path: str, index: int, options: MapOptions) -> RankPart:
-    """Read one file and break it down into its part (runs in a worker)."""
-    trace = load_trace(path)
+MapTask = tuple[int, Path, ProcessFilter | None]  # (index, file, share of its processes or None: all)
+
+
+def map_file(path: str, index: int, options: MapOptions, share: ProcessFilter | None = None) -> RankPart:
+    """Read one file (or one share of its processes) and break it down into its part (runs in a worker)."""
+    trace = load_trace(path, share)
     return rank_part(trace, index, options.step_regex, options.taxonomy, options.whole_trace, stage_of(path))
 
 
-def safe_map(path: str, index: int, options: MapOptions) -> RankPart | Failure:
+def safe_map(path: str, index: int, options: MapOptions, share: ProcessFilter | None = None) -> RankPart | Failure:
     """:func:`map_file`, with a failure returned (not raised) so that it names its file."""
     try:
-        return map_file(path, index, options)
+        return map_file(path, index, options, share)
     except NoStepsError as err:
         return Failure(path, err.problem, no_steps=True)
     except VerifyprofError as err:
@@ -112,10 +116,13 @@ def default_workers(n_files: int) -> int:
 
 
 def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOptions | None = None,
-                    warnings: list[str] | None = None) -> Breakdown:
-    """Map every file, reduce to one breakdown; failed files become warnings (or, strict, an error)."""
+                    warnings: list[str] | None = None, shares: list[ProcessFilter] | None = None) -> Breakdown:
+    """Map every file, reduce to one breakdown; failed files become warnings (or, strict, an error).
+    With ``shares``, the one file is mapped once per share of its processes instead."""
     parallel = parallel or ParallelOptions()
-    tasks = list(enumerate(files))
+    if shares:
+        files = [files[0]] * len(shares)
+    tasks: list[MapTask] = [(i, path, shares[i] if shares else None) for i, path in enumerate(files)]
     if parallel.scheduler:
         from verifyprof.pipeline.dask_map import map_dask
 
@@ -128,7 +135,10 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
     failures: list[tuple[int, Failure]] = []
     for index, outcome in outcomes:
         if isinstance(outcome, Failure):
-            if parallel.strict:
+            if shares and outcome.no_steps:
+                failures.append((index, outcome))  # a share of processes without steps: not a skipped file
+                continue
+            if parallel.strict or shares:  # a share that fails is the one file failing
                 outcomes.close()  # stops the workers still running
                 raise VerifyprofError(outcome.reason, files[index])
             failures.append((index, outcome))
@@ -141,10 +151,14 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
     if not parts:
         first = failures[0][1]
         error = NoStepsError if all(f.no_steps for _, f in failures) else TraceError
-        raise error(first.reason + (f" (and {len(failures) - 1} more files failed)" if len(failures) > 1 else ""), first.path)
-    notes = list(warnings or []) + [f"skipped {Path(f.path).name}: {f.reason}" for _, f in failures]
+        more = f" (and {len(failures) - 1} more files failed)" if len(failures) > 1 and not shares else ""
+        raise error(first.reason + more, first.path)
+    notes = list(warnings or []) + [f"skipped {Path(f.path).name}: {f.reason}" for _, f in failures if not shares]
     result = reduce_parts(parts, notes)
-    result.extra["failed_files"] = [f for _, f in failures]
+    if shares:
+        result.trace.source = [str(files[0])]  # one file, read in shares
+        result.extra["process_shares"] = len(shares)
+    result.extra["failed_files"] = [] if shares else [f for _, f in failures]
     return result
 
 
@@ -152,7 +166,7 @@ def task_key(index: int) -> str:
     return f"verifyprof-map-{index}-{uuid.uuid4().hex[:8]}"
 
 
-def map_inline(tasks: list[tuple[int, Path]], options: MapOptions) -> Iterator[tuple[int, RankPart | Failure]]:
+def map_inline(tasks: list[MapTask], options: MapOptions) -> Iterator[tuple[int, RankPart | Failure]]:
     """The map in this process, one file after another (one file's events in memory at a time)."""
-    for index, path in tasks:
-        yield index, safe_map(str(path), index, options)
+    for index, path, share in tasks:
+        yield index, safe_map(str(path), index, options, share)

@@ -20,6 +20,7 @@ from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
 from verifyprof.trace.formats import GZIP_MAGIC, KINETO_SUFFIXES, SQLITE_MAGIC
 from verifyprof.trace.inputs import is_directory, list_directory
+from verifyprof.trace.shares import ProcessFilter
 
 
 def sniff(path: Path) -> str:
@@ -94,8 +95,9 @@ def expand(spec: str | Path) -> list[Path]:
     return paths
 
 
-def load_trace(spec: str | Path) -> Trace:
-    """Read any supported trace into the event model."""
+def load_trace(spec: str | Path, processes: ProcessFilter | None = None) -> Trace:
+    """Read any supported trace into the event model; ``processes``: only those processes' events
+    of an nsys export (one share of a per-process map; other formats ignore it)."""
     paths = expand(spec)
     kinds = {p: sniff(p) for p in paths}
     if len(paths) == 1:
@@ -104,19 +106,19 @@ def load_trace(spec: str | Path) -> Trace:
         if kind == "nsys-sqlite":
             from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
-            return read_nsys_sqlite(path)
+            return read_nsys_sqlite(path, processes)
         if kind == "nsys-sqlite-gz":
             from verifyprof.trace.cache import gunzipped
             from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
-            trace = read_nsys_sqlite(gunzipped(path, ".sqlite"))
+            trace = read_nsys_sqlite(gunzipped(path, ".sqlite"), processes)
             trace.source = [path]
             return trace
         if kind == "nsys-rep":
             from verifyprof.trace.nsys.reader import read_nsys_sqlite
             from verifyprof.trace.nsys.report_cache import sqlite_for_report
 
-            trace = read_nsys_sqlite(sqlite_for_report(path))
+            trace = read_nsys_sqlite(sqlite_for_report(path), processes)
             trace.source = [path]
             return trace
     if any(kind != "kineto" for kind in kinds.values()):

@@ -104,7 +104,7 @@ def copy_query(export: NsysExport, table: str) -> str | None:
               "gpid": "globalPid", "bytes": "bytes", "graph_node_id": "graphNodeId"}
     if table == MEMCPY:
         wanted["copy_kind"] = "copyKind"
-    return f'SELECT {export.select(table, wanted)} FROM "{table}"'
+    return _where(f'SELECT {export.select(table, wanted)} FROM "{table}"', export.of_processes(table))
 
 
 def graph_query(export: NsysExport) -> str | None:
@@ -115,7 +115,11 @@ def graph_query(export: NsysExport) -> str | None:
         "start": "start", "end": "end", "device": "deviceId", "stream": "streamId", "graph_id": "graphId",
         "correlation": "correlationId", "gpid": "globalPid",
     })
-    return f'SELECT {select} FROM "{GRAPH_TRACE}"'
+    return _where(f'SELECT {select} FROM "{GRAPH_TRACE}"', export.of_processes(GRAPH_TRACE))
+
+
+def _where(query: str, condition: str) -> str:
+    return f"{query} WHERE {condition}" if condition else query
 
 
 def api_candidates(export: NsysExport) -> dict[int, str]:

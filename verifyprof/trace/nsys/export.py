@@ -24,6 +24,7 @@ from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable
 from verifyprof.trace.formats import is_wal_mode, read_head, sqlite_header_problem
 from verifyprof.trace.inputs import regular_file
+from verifyprof.trace.shares import ProcessFilter
 from verifyprof.trace.nsys.columns import (
     Query,
     readonly_uri,
@@ -44,12 +45,14 @@ DENSE_SPAN = 1 << 24  # rowid spans wider than this are counted before slices ar
 
 
 class NsysExport:
-    """One export opened read-only: a sqlite3 connection for small queries, ADBC for bulk reads."""
+    """One export opened read-only: a sqlite3 connection for small queries, ADBC for bulk reads;
+    with ``processes``, only those processes' rows of the per-process tables."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, processes: ProcessFilter | None = None):
         self.path = path
         self.uri = readonly_uri(path)
         self.con: sqlite3.Connection | None = None
+        self.processes = processes
 
     def __enter__(self) -> Self:
         check_header(self.path)
@@ -105,6 +108,16 @@ class NsysExport:
         except Exception as exc:  # noqa: BLE001 - ADBC surfaces SQLite corruption as driver errors of several types
             raise TraceError(f"corrupt or truncated SQLite export ({one_line(exc)})", self.path) from None
 
+    def of_processes(self, table: str, where: str = "") -> str:
+        """``where`` and, with a process filter, the table's rows of those processes."""
+        if self.processes is None:
+            return where
+        column = "globalPid" if "globalPid" in self.cols(table) else "globalTid" if "globalTid" in self.cols(table) else None
+        if column is None:
+            return where
+        mine = self.processes.sql(column)
+        return f"({where}) AND {mine}" if where else mine
+
     def sliced(self, table: str, select: str, where: str = "") -> list[tuple[str, int]]:
         """``select`` over ``table`` in rowid slices, with each slice's most rows.
 
@@ -117,7 +130,7 @@ class NsysExport:
         rows = None
         if hi - lo >= DENSE_SPAN:  # nsys numbers rows 1..n; a wider span is an edited file: count
             rows = self.sql(f'SELECT count(*) FROM "{table}"')[0][0]
-        return rowid_slices(table, select, where, lo, hi, rows)
+        return rowid_slices(table, select, self.of_processes(table, where), lo, hi, rows)
 
     def select(self, table: str, wanted: dict[str, str]) -> str:
         """SELECT list: ``alias -> expression``; expressions naming an absent column become NULL."""

@@ -56,7 +56,11 @@ def nvtx_query(export: NsysExport) -> str | None:
     select = export.select(NVTX, {"start": "start", "end": "end", "event_type": "eventType", "gtid": "globalTid",
                                   "text_id": "textId", "domain": "domainId"})
     types = f"{NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN_CREATE}"
-    return f'SELECT {select}, {text} AS text, {payload_expr} AS payload FROM "{NVTX}" WHERE eventType IN ({types})'
+    where = f"eventType IN ({types})"
+    mine = export.of_processes(NVTX)
+    if mine:  # domain registrations of every process: as an export of all of them has them
+        where = f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}) AND {mine} OR eventType = {NVTX_DOMAIN_CREATE}"
+    return f'SELECT {select}, {text} AS text, {payload_expr} AS payload FROM "{NVTX}" WHERE {where}'
 
 
 def ranges_table(rows: Rows, names: NsysStrings, strings: StringTable) -> tuple[pd.DataFrame, list[str]]:

@@ -55,6 +55,7 @@ from verifyprof.trace.nsys.export import (
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.processes import devices_table, processes_table
 from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
+from verifyprof.trace.shares import ProcessFilter
 from verifyprof.trace.validation import drop_bad_times
 
 __all__ = ["FORMAT", "read_nsys_sqlite"]
@@ -62,10 +63,11 @@ __all__ = ["FORMAT", "read_nsys_sqlite"]
 FORMAT = "nsys-sqlite"
 
 
-def read_nsys_sqlite(path: Path) -> Trace:
-    """Read an nsys SQLite export (never modifying it) into the event model."""
+def read_nsys_sqlite(path: Path, processes: ProcessFilter | None = None) -> Trace:
+    """Read an nsys SQLite export (never modifying it) into the event model; with
+    ``processes``, only those processes' events (one share of a per-process map)."""
     path = Path(path)
-    with NsysExport(path) as export:
+    with NsysExport(path, processes) as export:
         trace = _read(export)
     _release_free_memory()
     return trace

@@ -1,0 +1,70 @@
+"""One nsys export read in shares of its processes, so that a many-rank file is mapped like
+many per-rank files: each worker reads and breaks down only its processes' rows (bounded memory,
+one core each), and the reduce matches collectives across the shares as across files.
+
+The shares partition the export's rows: every share but the last names its processes; the last
+takes every other process and the rows that name none, so no row is lost or read twice.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from verifyprof.trace.nsys.columns import readonly_uri
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+SAMPLE_ROWS = 512  # kernel rows looked at to find the GPU processes and their weights
+SHARE_MIN_KERNELS = 200_000  # smaller exports are read whole: a share's process costs more than it saves
+
+
+@dataclass(frozen=True)
+class ProcessFilter:
+    """Which processes' rows to read: those in ``pids`` (``globalPid`` values), or with
+    ``rest`` every process *not* in ``pids`` plus rows that name none."""
+
+    pids: tuple[int, ...]
+    rest: bool = False
+
+    def sql(self, column: str) -> str:
+        """The condition on ``column`` (``globalPid``, or ``globalTid``, whose process bits are the same)."""
+        process = f'("{column}" >> 24)'
+        keys = ", ".join(str(p >> 24) for p in self.pids) or "NULL"
+        if self.rest:
+            return f'({process} NOT IN ({keys}) OR "{column}" IS NULL)' if self.pids else "1"
+        return f"{process} IN ({keys})"
+
+
+def process_shares(path: Path, shares: int, min_kernels: int | None = None) -> list[ProcessFilter] | None:
+    """Up to ``shares`` filters splitting the export's GPU processes by their kernel counts (a
+    sample of rows spread over the table), or None when the export is small, holds one GPU
+    process, or cannot be sampled (it is then read whole, as always)."""
+    if shares < 2:
+        return None
+    min_kernels = SHARE_MIN_KERNELS if min_kernels is None else min_kernels
+    try:
+        con = sqlite3.connect(readonly_uri(path), uri=True)
+        try:
+            lo = con.execute(f'SELECT min(rowid) FROM "{KERNEL}"').fetchone()[0]
+            hi = con.execute(f'SELECT max(rowid) FROM "{KERNEL}"').fetchone()[0]
+            if lo is None or hi - lo + 1 < min_kernels:
+                return None
+            step = max(1, (hi - lo + 1) // SAMPLE_ROWS)
+            rowids = ",".join(str(r) for r in range(lo, hi + 1, step))
+            sample = con.execute(f'SELECT globalPid, count(*) FROM "{KERNEL}" WHERE rowid IN ({rowids}) GROUP BY 1').fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    weights = sorted(((int(n), int(gpid)) for gpid, n in sample if isinstance(gpid, int)), reverse=True)
+    if len(weights) < 2:
+        return None
+    groups: list[list[int]] = [[] for _ in range(min(shares, len(weights)))]
+    load = [0] * len(groups)
+    for n, gpid in weights:  # heaviest first, each onto the lightest share
+        lightest = load.index(min(load))
+        groups[lightest].append(gpid)
+        load[lightest] += n
+    named = [tuple(sorted(g)) for g in groups[:-1]]
+    return [ProcessFilter(g) for g in named] + [ProcessFilter(tuple(sorted(p for g in named for p in g)), rest=True)]
