@@ -59,6 +59,8 @@ class Breakdown:
     unlinked_ops: int = 0
     collectives: pd.DataFrame | None = None
     collective_kernels: dict[str, Any] | None = None  # summary of every collective kernel (comm.summarize_kernels)
+    step_table: pd.DataFrame | None = None  # the steps found (find_steps), the rows' step ids index it
+    collective_ops: pd.DataFrame | None = None  # every collective kernel (comm.collective_kernels) + step_<level>
     extra: dict[str, Any] = field(default_factory=dict)
 
     def step_records(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
@@ -141,6 +143,10 @@ def breakdown(
     )
 
     kernels = collective_kernels(trace, ops)
+    result.step_table = steps
+    if kernels is not None:
+        op = kernels["op"].to_numpy()
+        result.collective_ops = kernels.assign(**{f"step_{n}": op_step[op].astype(np.int64) for n, (op_step, _) in enumerate(levels)})
     result.collective_kernels = summarize_kernels(kernels) if kernels is not None else None
     collective = collective_calls(trace, ops, kernels)
     del kernels

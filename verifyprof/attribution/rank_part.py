@@ -16,14 +16,6 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution.breakdown import breakdown
-from verifyprof.attribution.comm import collective_kernels
-from verifyprof.attribution.steps import (
-    GpuOps,
-    assign_levels,
-    find_steps,
-    launches,
-    link_calls,
-)
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import COMM_COLUMNS
@@ -69,10 +61,10 @@ def rank_part(
 ) -> RankPart:
     """Break ``trace`` (one file) down and keep what the reduce needs; releases its event tables."""
     taxonomy = taxonomy or load_taxonomy()
-    steps = None if whole_trace else find_steps(trace, step_regex)
-    collectives = _collective_kernel_steps(trace, taxonomy, steps)
     ordinals, drivers = _gpu_users(trace)
     result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
+    steps = result.step_table
+    collectives = _collective_kernel_steps(trace, result.collective_ops)
     rows = result.steps.drop(columns=[c for c in COMM_COLUMNS if c in result.steps.columns])
     if whole_trace:
         per_device = rows.drop_duplicates("device").set_index("device")["step"]
@@ -103,40 +95,14 @@ def _gpu_users(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return devices[devices >= 0].astype(np.int64), pids[pids >= 0].astype(np.int64)
 
 
-def _collective_kernel_steps(trace: Trace, taxonomy: Taxonomy, steps: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Collective kernels (kernel rows only: op == kernel row, as in the full op table) with the
-    step of each nesting level they belong to, by the rule of :mod:`steps` (the launching call's
-    thread and start), and the communicator size their args give (-1 unknown)."""
-    kernels = trace.kernels
-    if not len(kernels):
+def _collective_kernel_steps(trace: Trace, kernels: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The breakdown's collective kernels (op == kernel row) with the step of each nesting level
+    they belong to, and the communicator size their args give (-1 unknown: the reduce knows the set)."""
+    if kernels is None:
         return None
-    names = kernels["name_id"].to_numpy()
-    phase = taxonomy.phase_of_ids(trace.strings, names)[names]
-    ops = _kernel_ops(kernels, phase, None)
-    frame = collective_kernels(trace, ops)
-    if frame is None:
-        return None
-    index = frame["op"].to_numpy()
-    frame = frame[list(KERNEL_FIELDS)].copy()
-    frame["group"] = _arg_group_sizes(trace, index)
-    if steps is not None:
-        subset = _kernel_ops(kernels, phase[index], index)
-        calls = link_calls(trace, subset)
-        launch, op_launch = launches(subset, calls)
-        for level, (op_step, _) in enumerate(assign_levels(steps, launch, op_launch, calls)):
-            frame[f"step_{level}"] = op_step.astype(np.int64)
+    frame = kernels[[*KERNEL_FIELDS, *(c for c in kernels.columns if c.startswith("step_"))]].copy()
+    frame.insert(len(KERNEL_FIELDS), "group", _arg_group_sizes(trace, kernels["op"].to_numpy()))
     return frame.reset_index(drop=True)
-
-
-def _kernel_ops(kernels: pd.DataFrame, phase: np.ndarray, rows: np.ndarray | None) -> GpuOps:
-    """The kernels (``rows`` of them; all, as views, when None) as GPU ops."""
-    take = (lambda col: kernels[col].to_numpy()) if rows is None else (lambda col: kernels[col].to_numpy()[rows])
-    n = len(kernels) if rows is None else len(rows)
-    return GpuOps(
-        start=take("start"), end=take("end"), device=take("device"), pid=take("pid"), correlation=take("correlation"),
-        phase=phase.astype(np.int8, copy=False), is_kernel=np.ones(n, bool),
-        name_id=take("name_id").astype(np.int32, copy=False), call=np.full(n, -1, np.int64),
-    )
 
 
 def _arg_group_sizes(trace: Trace, index: np.ndarray) -> np.ndarray:
