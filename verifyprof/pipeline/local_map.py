@@ -34,6 +34,7 @@ def map_local(tasks: list[MapTask], options: MapOptions, workers: int) -> Iterat
     context = _context()
     pending = list(reversed(tasks))
     running: dict[Connection, tuple[multiprocessing.process.BaseProcess, int, Path]] = {}
+    exiting: list[multiprocessing.process.BaseProcess] = []  # answered; still tearing down its memory
     try:
         while pending or running:
             while pending and len(running) < workers:
@@ -51,12 +52,16 @@ def map_local(tasks: list[MapTask], options: MapOptions, workers: int) -> Iterat
                 running[receive] = (process, index, path)
             for receive in wait(list(running)):
                 process, index, path = running.pop(receive)  # type: ignore[index]
+                exiting.append(process)  # reaped later: the next file starts while this one exits
                 yield index, _collect(receive, process, path)
+            exiting = [p for p in exiting if p.exitcode is None]  # exitcode polls (and reaps) without blocking
     finally:
         for receive, (process, _, _) in running.items():  # stopped early (strict, interrupt)
             process.kill()
             process.join()
             receive.close()
+        for process in exiting:
+            process.join()
 
 
 def _context():
@@ -76,16 +81,16 @@ def _work(send: Connection, path: str, index: int, options: MapOptions, share: P
 
 
 def _collect(receive: Connection, process: multiprocessing.process.BaseProcess, path: Path) -> RankPart | Failure:
-    """The child's answer, or a failure saying how it died."""
+    """The child's answer (the child is left to exit), or a failure saying how it died."""
     try:
         outcome = receive.recv()
     except (EOFError, OSError):
         outcome = None
     finally:
         receive.close()
+    if outcome is not None:
+        return outcome
     process.join()
-    if outcome is None:
-        code = process.exitcode
-        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return Failure(str(path), f"worker process died ({how}) before it finished the file")
-    return outcome
+    code = process.exitcode
+    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    return Failure(str(path), f"worker process died ({how}) before it finished the file")
