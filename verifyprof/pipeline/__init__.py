@@ -42,8 +42,9 @@ from verifyprof.pipeline.parallel import (
     rank_files,
 )
 from verifyprof.trace import load_trace
-from verifyprof.trace.shares import ProcessFilter, process_shares
 from verifyprof.trace.events import Trace
+from verifyprof.trace.nsys.export import ProcessFilter
+from verifyprof.trace.shares import process_shares
 
 __all__ = ["load", "breakdown", "ParallelOptions", "breakdown_frame", "kernels", "whatif", "whatif_plain", "verdict",
            "is_breakdown_json", "load_input", "compare", "whatif_of", "report"]

@@ -29,7 +29,7 @@ from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts.errors import NoStepsError, TraceError, VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.trace import load_trace
-from verifyprof.trace.shares import ProcessFilter
+from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.sources import expand
 
 KINETO_SUFFIXES = (".json", ".json.gz")

@@ -9,31 +9,13 @@ takes every other process and the rows that name none, so no row is lost or read
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 
 from verifyprof.trace.nsys.columns import readonly_uri
+from verifyprof.trace.nsys.export import KERNEL, ProcessFilter
 
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 SAMPLE_ROWS = 512  # kernel rows looked at to find the GPU processes and their weights
 SHARE_MIN_KERNELS = 200_000  # smaller exports are read whole: a share's process costs more than it saves
-
-
-@dataclass(frozen=True)
-class ProcessFilter:
-    """Which processes' rows to read: those in ``pids`` (``globalPid`` values), or with
-    ``rest`` every process *not* in ``pids`` plus rows that name none."""
-
-    pids: tuple[int, ...]
-    rest: bool = False
-
-    def sql(self, column: str) -> str:
-        """The condition on ``column`` (``globalPid``, or ``globalTid``, whose process bits are the same)."""
-        process = f'("{column}" >> 24)'
-        keys = ", ".join(str(p >> 24) for p in self.pids) or "NULL"
-        if self.rest:
-            return f'({process} NOT IN ({keys}) OR "{column}" IS NULL)' if self.pids else "1"
-        return f"{process} IN ({keys})"
 
 
 def process_shares(path: Path, shares: int, min_kernels: int | None = None) -> list[ProcessFilter] | None:

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import glob as _glob
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
 from verifyprof.trace.formats import GZIP_MAGIC, KINETO_SUFFIXES, SQLITE_MAGIC
 from verifyprof.trace.inputs import is_directory, list_directory
-from verifyprof.trace.shares import ProcessFilter
+
+if TYPE_CHECKING:
+    from verifyprof.trace.nsys.export import ProcessFilter
 
 
 def sniff(path: Path) -> str:

@@ -14,6 +14,7 @@ ranges: the same bits of ``globalTid``); ``tid`` = the full ``globalTid``.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
@@ -24,7 +25,6 @@ from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable
 from verifyprof.trace.formats import is_wal_mode, read_head, sqlite_header_problem
 from verifyprof.trace.inputs import regular_file
-from verifyprof.trace.shares import ProcessFilter
 from verifyprof.trace.nsys.columns import (
     Query,
     readonly_uri,
@@ -42,6 +42,23 @@ NVTX = "NVTX_EVENTS"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # nsys >= 2023 / nsys 2022.x
 KNOWN_SCHEMAS = ((2, 9), (3, 99))  # EXPORT_SCHEMA_VERSION of nsys 2022.2 .. current
 DENSE_SPAN = 1 << 24  # rowid spans wider than this are counted before slices are sized
+
+
+@dataclass(frozen=True)
+class ProcessFilter:
+    """Which processes' rows to read: those in ``pids`` (``globalPid`` values), or with
+    ``rest`` every process *not* in ``pids`` plus rows that name none."""
+
+    pids: tuple[int, ...]
+    rest: bool = False
+
+    def sql(self, column: str) -> str:
+        """The condition on ``column`` (``globalPid``, or ``globalTid``, whose process bits are the same)."""
+        process = f'("{column}" >> 24)'
+        keys = ", ".join(str(p >> 24) for p in self.pids) or "NULL"
+        if self.rest:
+            return f'({process} NOT IN ({keys}) OR "{column}" IS NULL)' if self.pids else "1"
+        return f"{process} IN ({keys})"
 
 
 class NsysExport:

@@ -49,13 +49,13 @@ from verifyprof.trace.nsys.export import (
     RUNTIME,
     NsysExport,
     NsysStrings,
+    ProcessFilter,
     one_line,
     schema_warnings,
 )
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.processes import devices_table, processes_table
 from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
-from verifyprof.trace.shares import ProcessFilter
 from verifyprof.trace.validation import drop_bad_times
 
 __all__ = ["FORMAT", "read_nsys_sqlite"]
