@@ -4,7 +4,9 @@ every row of the export in exactly one share."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -84,3 +86,13 @@ def test_small_and_one_process_exports_are_read_whole(four_ranks):
     assert process_shares(four_ranks, 2) is None  # 12k kernels: under the default size
     assert process_shares(ONE_GPU, 2, min_kernels=0) is None
     assert process_shares(four_ranks, 1, min_kernels=0) is None
+
+
+def test_a_gzipped_export_is_read_in_shares_of_its_decompressed_copy_and_named_as_given(any_size, four_ranks, tmp_path):
+    gz = tmp_path / "tp4.sqlite.gz"
+    with four_ranks.open("rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    expected, got, shares = whole_and_shared(gz, 2)
+    assert shares == 2
+    assert got["trace"]["path"] == [str(gz)]
+    assert differences(expected, got) == []

@@ -45,6 +45,7 @@ from verifyprof.trace import load_trace
 from verifyprof.trace.events import Trace
 from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.shares import process_shares
+from verifyprof.trace.sources import NSYS_KINDS, nsys_sqlite, sniff
 
 __all__ = ["load", "breakdown", "ParallelOptions", "breakdown_frame", "kernels", "whatif", "whatif_plain", "verdict",
            "is_breakdown_json", "load_input", "compare", "whatif_of", "report"]
@@ -79,21 +80,26 @@ def breakdown(
             options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
             return breakdown_files(files, options, parallel, notes)
         source = specs[0] if notes and len(specs) == 1 else files[0]  # one file: read as always
-        shares = _process_shares(files[0], parallel)
+        export, shares = _process_shares(files[0], parallel)
         if shares:  # a large many-process nsys export: mapped in shares of its processes, like per-rank files
             options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
-            return breakdown_files([files[0]], options, parallel, notes, shares)
+            return breakdown_files([files[0]], options, parallel, notes, shares, read_from=export)
     trace = source if isinstance(source, Trace) else load(source)
     return attribute(trace, step_regex=step_regex or DEFAULT_STEP_REGEX, taxonomy=load_taxonomy(taxonomy),
                      whole_trace=whole_trace, release=release)
 
 
-def _process_shares(path: Path, parallel: ParallelOptions | None) -> list[ProcessFilter] | None:
-    """Shares of a plain nsys SQLite export's processes, one per local worker (None: read it whole)."""
-    if Path(path).suffix != ".sqlite" or not Path(path).is_file():
-        return None
+def _process_shares(path: Path, parallel: ParallelOptions | None) -> tuple[Path | None, list[ProcessFilter] | None]:
+    """The SQLite export of an nsys file (``.sqlite``, ``.sqlite.gz``, ``.nsys-rep``) and shares of its
+    processes, one per local worker; (None, None) for other files or when it is read whole."""
+    path = Path(path)
+    if not path.is_file() or sniff(path) not in NSYS_KINDS:
+        return None, None
     workers = parallel.workers if parallel is not None and parallel.workers else default_workers(1 << 30)
-    return process_shares(Path(path), workers)
+    if workers < 2:
+        return None, None
+    export = nsys_sqlite(path)  # the same cached copy or export the whole read would make
+    return export, process_shares(export, workers)
 
 
 def kernels(source: str | Path | Trace, taxonomy: str | Path | None = None, step_regex: str | None = None) -> KernelTable:

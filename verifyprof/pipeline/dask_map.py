@@ -21,8 +21,8 @@ from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.pipeline.parallel import (
     Failure,
     MapOptions,
-    default_workers,
     MapTask,
+    default_workers,
     safe_map,
     task_key,
 )

@@ -116,13 +116,16 @@ def default_workers(n_files: int) -> int:
 
 
 def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOptions | None = None,
-                    warnings: list[str] | None = None, shares: list[ProcessFilter] | None = None) -> Breakdown:
+                    warnings: list[str] | None = None, shares: list[ProcessFilter] | None = None,
+                    read_from: Path | None = None) -> Breakdown:
     """Map every file, reduce to one breakdown; failed files become warnings (or, strict, an error).
-    With ``shares``, the one file is mapped once per share of its processes instead."""
+    With ``shares``, the one file is mapped once per share of its processes instead, read from its
+    SQLite export ``read_from`` (a decompressed or exported copy; the results name the file)."""
     parallel = parallel or ParallelOptions()
     if shares:
         files = [files[0]] * len(shares)
-    tasks: list[MapTask] = [(i, path, shares[i] if shares else None) for i, path in enumerate(files)]
+    tasks: list[MapTask] = [(i, read_from or path if shares else path, shares[i] if shares else None)
+                            for i, path in enumerate(files)]
     if parallel.scheduler:
         from verifyprof.pipeline.dask_map import map_dask
 

@@ -98,6 +98,26 @@ def expand(spec: str | Path) -> list[Path]:
     return paths
 
 
+NSYS_KINDS = ("nsys-sqlite", "nsys-sqlite-gz", "nsys-rep")
+
+
+def nsys_sqlite(path: Path, kind: str | None = None) -> Path:
+    """The plain SQLite export to read for an nsys file: itself, its decompressed copy (made once,
+    cached), or the cached export of an ``.nsys-rep`` (exported on first use)."""
+    kind = kind or sniff(path)
+    if kind == "nsys-sqlite-gz":
+        from verifyprof.trace.cache import gunzipped
+
+        return gunzipped(path, ".sqlite")
+    if kind == "nsys-rep":
+        from verifyprof.trace.nsys.report_cache import sqlite_for_report
+
+        return sqlite_for_report(path)
+    if kind != "nsys-sqlite":
+        raise TraceError("not an nsys export", path)
+    return path
+
+
 def load_trace(spec: str | Path, processes: ProcessFilter | None = None) -> Trace:
     """Read any supported trace into the event model; ``processes``: only those processes' events
     of an nsys export (one share of a per-process map; other formats ignore it)."""
@@ -106,22 +126,10 @@ def load_trace(spec: str | Path, processes: ProcessFilter | None = None) -> Trac
     if len(paths) == 1:
         path = paths[0]
         kind = kinds[path]
-        if kind == "nsys-sqlite":
+        if kind in NSYS_KINDS:
             from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
-            return read_nsys_sqlite(path, processes)
-        if kind == "nsys-sqlite-gz":
-            from verifyprof.trace.cache import gunzipped
-            from verifyprof.trace.nsys.reader import read_nsys_sqlite
-
-            trace = read_nsys_sqlite(gunzipped(path, ".sqlite"), processes)
-            trace.source = [path]
-            return trace
-        if kind == "nsys-rep":
-            from verifyprof.trace.nsys.reader import read_nsys_sqlite
-            from verifyprof.trace.nsys.report_cache import sqlite_for_report
-
-            trace = read_nsys_sqlite(sqlite_for_report(path), processes)
+            trace = read_nsys_sqlite(nsys_sqlite(path, kind), processes)
             trace.source = [path]
             return trace
     if any(kind != "kineto" for kind in kinds.values()):
