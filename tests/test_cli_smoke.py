@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
 
 from cli_helpers import REPO, console_script, verifyprof
 from conftest import OWN_TRACES
@@ -42,3 +46,16 @@ def test_python_m_verifyprof_cli_prints_what_the_in_process_run_prints():
     in_process = verifyprof(*PLAIN)
     assert in_process.returncode == 0 and json.loads(done.stdout) == json.loads(in_process.stdout)
     assert round(json.loads(done.stdout)["tokens_per_s"], 1) == 133.3
+
+
+@pytest.mark.parametrize("output", [[], ["--json"]], ids=["table", "json"])
+def test_a_closed_pipe_stops_quietly_with_141_for_tables_and_json_alike(output):
+    """``verifyprof breakdown T | head -0``: the reader is gone before the first write; no error
+    line, and the exit code other Unix tools give (128 + SIGPIPE), whatever the output format."""
+    script = Path(sysconfig.get_path("scripts")) / "verifyprof"
+    command = [str(script), "breakdown", str(BUNDLED), "--all", *output]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO) as proc:
+        proc.stdout.close()  # the reader went away: every write fails
+        stderr = proc.stderr.read().decode()
+        code = proc.wait(timeout=120)
+    assert code == 141 and stderr == ""

@@ -13,7 +13,13 @@ import typer
 from typer.core import TyperGroup
 
 from verifyprof.contracts import ranges
-from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
+from verifyprof.contracts.errors import (
+    EXIT_CLOSED_PIPE,
+    OutputClosed,
+    ToolMissingError,
+    VerifyprofError,
+)
+from verifyprof.contracts.outputs import silence_stdout
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
@@ -24,6 +30,14 @@ NoArgsIsHelpError = getattr(sys.modules[UsageError.__module__], "NoArgsIsHelpErr
 
 class _Group(TyperGroup):
     """Errors as one line: ``verifyprof: error: ...`` on stderr, exit 2, no boxed panel or traceback."""
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        """A table written to a closed pipe is the same quiet stop as JSON (click would exit 1)."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            silence_stdout()
+            raise OutputClosed("standard output closed") from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[no-untyped-def, override]
         try:
@@ -37,6 +51,11 @@ class _Group(TyperGroup):
         except typer.Abort:
             print("verifyprof: interrupted", file=sys.stderr)
             code = 130
+        except OutputClosed as err:  # the reader of a pipe went away (| head): quiet
+            code = err.exit_code
+        except BrokenPipeError:  # a table's write to a closed pipe
+            silence_stdout()
+            code = EXIT_CLOSED_PIPE
         except VerifyprofError as err:
             print(f"verifyprof: error: {err}", file=sys.stderr)
             code = err.exit_code

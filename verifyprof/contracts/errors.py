@@ -28,3 +28,12 @@ class NoStepsError(VerifyprofError):
 
 class ToolMissingError(VerifyprofError):
     """An external tool (nsys) is needed and absent; the message gives the command to run elsewhere."""
+
+
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what other Unix tools end with when the reader goes (``| head``)
+
+
+class OutputClosed(VerifyprofError):
+    """Standard output's reader went away (``| head``): stop quietly, as other Unix tools do."""
+
+    exit_code = EXIT_CLOSED_PIPE

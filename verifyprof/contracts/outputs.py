@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.errors import OutputClosed, VerifyprofError
 
 _protected: set[str] = set()  # real paths of this process's inputs
 _protected_ids: set[tuple[int, int]] = set()  # (st_dev, st_ino) of the same: hard links too
@@ -200,8 +200,16 @@ def stdout_bytes() -> Iterator[IO[bytes]]:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+        silence_stdout()
+        if isinstance(exc, BrokenPipeError):
+            raise OutputClosed("standard output closed") from None
         raise VerifyprofError(f"cannot write to standard output: {exc.strerror or exc}") from None
+
+
+def silence_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's own flush at exit does not
+    fail a second time (with a traceback) after a write to it failed."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from verifyprof.report.layout import Console
 
 
 def _ms(value: float | None) -> str:

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 
 from verifyprof.contracts import ranges
-from verifyprof.report.layout import Col, fits, fitted_table, short_name
+from verifyprof.report.layout import Col, Console, fits, fitted_table, short_name
 
 
 def _ms(ns: float) -> str:

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rich import box
-from rich.console import Console
+from rich import console as rich_console
 from rich.markup import escape
 from rich.table import Table
+
+from verifyprof.contracts.errors import OutputClosed
+from verifyprof.contracts.outputs import silence_stdout
 
 ELLIPSIS = "…"
 MIN_NAME = 12  # a name column narrower than this says nothing: let the table grow past the width
@@ -23,6 +26,15 @@ _CASTS = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|b
 _ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::|\bvoid ")
 _OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
 _FOLD = {"<": "<…>", "(": "(…)", "[": "[…]", "{": "{…}"}
+
+
+class Console(rich_console.Console):
+    """Rich's console, except that a closed pipe (``| head``) stops the command quietly with the
+    same exit code as JSON output (rich itself exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        silence_stdout()
+        raise OutputClosed("standard output closed")
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from verifyprof.report.layout import Col, fitted_table
+from verifyprof.report.layout import Col, Console, fitted_table
 
 
 def _hanging(console: Console, lines: list[str], bullet: str, indent: int, style: str | None = None) -> None:
