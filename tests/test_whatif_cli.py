@@ -316,3 +316,12 @@ def test_a_billion_drafts_is_one_line_not_an_out_of_memory():
 def test_accept_length_above_drafts_plus_one_is_refused():
     done = run("whatif", "--accept-len", "9", "--num-draft", "3", "--verify-ms", "10")
     assert done.returncode == 2 and "cannot exceed --num-draft + 1 = 4" in done.stderr
+
+
+def test_an_accept_length_given_over_a_manifest_says_what_the_manifest_measured():
+    capture = ROOT / "traces" / "capture-workload-hooks"
+    ran = verifyprof("whatif", "--from", str(capture / "capture.sqlite.gz"), "--manifest", str(capture / "manifest.json"),
+                     "--accept-len", "1.5", "--json")
+    assert ran.returncode == 0, ran.stderr
+    notes = json.loads(ran.stdout)["current"]["notes"]
+    assert any("from --accept-len (over 1.93333 measured in" in n and "manifest.json" in n for n in notes)

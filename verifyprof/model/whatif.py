@@ -118,7 +118,9 @@ def acceptance(o: WhatifOptions, manifest: Manifest | None = None, profile: Veri
     if num_draft is None and manifest is not None and manifest.num_draft:
         num_draft = check_count(f"number of drafts in {manifest.path}", manifest.num_draft, minimum=1, maximum=MAX_DRAFTS)
     if o.accept_len is not None:
-        return Acceptance(o.accept_len, "--accept-len", None, num_draft)
+        measured = manifest.accept_len if manifest is not None else None
+        overridden = f" (over {measured:g} measured in {manifest.path})" if measured is not None and measured != o.accept_len else ""
+        return Acceptance(o.accept_len, "--accept-len" + overridden, None, num_draft)
     if o.alpha is not None:
         assert o.num_draft is not None
         survival = Survival.from_alpha(o.alpha, o.num_draft)
