@@ -138,3 +138,15 @@ def test_kernel_family_drops_templates_signatures_and_numbers():
     assert kernel_family("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float)") == \
         "at::native::vectorized_layer_norm_kernel"
     assert kernel_family("nvjet_sm90_tst_128x64_64x8_2x1_v_bz_TNT") == kernel_family("nvjet_sm90_tst_256x128_64x4_1x2_v_bz_TNT")
+
+
+def test_traces_without_ranges_compare_whole_and_are_not_called_verify():
+    """Two real 2-GPU training captures (no verify ranges): ``--whole-trace`` compares one step per
+    device of each, and the verdict names the whole-trace step, not a verify step."""
+    public = ROOT / "tests" / "data" / "public" / "nsys"
+    before, after = public / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite", public / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite"
+    ran = CliRunner().invoke(app, ["compare", str(before), str(after), "--whole-trace", "--json"])
+    assert ran.exit_code == 0, ran.output
+    data = json.loads(ran.stdout)
+    assert data["before"]["step"] == data["after"]["step"] == "whole_trace" and data["before"]["devices"] == 2
+    assert data["verdict_line"].startswith(f"{data['verdict']}: whole-trace cost ") and "verify" not in data["verdict_line"]

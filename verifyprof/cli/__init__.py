@@ -298,6 +298,7 @@ def compare(
     gate: Annotated[Optional[float], typer.Option("--gate", help="exit 1 when verify got slower by more than PCT percent")] = None,
     step_range: RangeOpt = DEFAULT_STEP_REGEX,
     taxonomy: TaxonomyOpt = None,
+    whole_trace: Annotated[bool, typer.Option("--whole-trace", help="compare one step per device spanning each whole trace (traces without ranges)")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a verdict and a CI gate."""
@@ -305,7 +306,8 @@ def compare(
     from verifyprof.report import compare as show
     from verifyprof.report import files
 
-    result = pipeline.compare(before, after, accept_len=accept_len, manifest=manifest, step_regex=step_range, taxonomy=taxonomy)
+    result = pipeline.compare(before, after, accept_len=accept_len, manifest=manifest, step_regex=step_range, taxonomy=taxonomy,
+                              whole_trace=whole_trace)
     data = result.to_json(gate=gate)
     files.print_json(data) if as_json else show.print_compare(data)
     if gate is not None and result.gate_failed(gate):

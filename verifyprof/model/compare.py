@@ -91,7 +91,8 @@ class Comparison:
 
     def verdict_line(self) -> str:
         b, a = self.verify_ms(self.before), self.verify_ms(self.after)
-        numbers = f"verify {self.measure} {b:.3f} -> {a:.3f} ms ({self.delta_pct:+.1f}%)"
+        what = "verify" if "verify" in self.before.step else self.before.step.replace("_", "-")  # a whole-trace step is no verify
+        numbers = f"{what} {self.measure} {b:.3f} -> {a:.3f} ms ({self.delta_pct:+.1f}%)"
         if self.reasons:
             return f"not comparable ({'; '.join(self.reasons)}): {numbers}"
         return f"{self.verdict}: {numbers}"

@@ -207,8 +207,8 @@ def load_input(source: str | Path, step_regex: str | None = None, taxonomy: str 
     return Loaded(frame=result.frame(), result=result, kernel_table=table, verify_kernels=verify)
 
 
-def _input(source: str | Path | Loaded, step_regex: str | None, taxonomy: str | Path | None) -> Loaded:
-    return source if isinstance(source, Loaded) else load_input(source, step_regex=step_regex, taxonomy=taxonomy)
+def _input(source: str | Path | Loaded, step_regex: str | None, taxonomy: str | Path | None, whole_trace: bool = False) -> Loaded:
+    return source if isinstance(source, Loaded) else load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
 
 
 def whatif_of(frame: BreakdownFrame, accept_len: float | None = None, manifest: str | Path | None = None) -> Ranking | None:
@@ -226,10 +226,11 @@ def compare(
     manifest: str | Path | None = None,
     step_regex: str | None = None,
     taxonomy: str | Path | None = None,
+    whole_trace: bool = False,
 ) -> Comparison:
     """``verifyprof compare BEFORE AFTER``: the verify steps side by side and, when an accept length
     is known, BEFORE's what-if prediction for the change beside AFTER's measured cycle."""
-    b, a = _input(before, step_regex, taxonomy), _input(after, step_regex, taxonomy)
+    b, a = _input(before, step_regex, taxonomy, whole_trace), _input(after, step_regex, taxonomy, whole_trace)
     result = compare_frames(b.frame, a.frame, b.verify_kernels, a.verify_kernels)
     if accept_len is None and manifest is None:
         result.prediction_note = "no accept length: give --accept-len or --manifest for the prediction check"

@@ -34,18 +34,19 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"verify mode changed: {data['mode_switch']}")
     for warning in data["warnings"]:
         console.print(f"[bold red]{escape(warning)}[/bold red]")
-    table = Table(title="Verify step per phase (mean ms; the step whatif models)", title_justify="left")
+    what = _step_word(b["step"])
+    table = Table(title=f"{what.capitalize()} step per phase (mean ms; the step whatif models)", title_justify="left")
     for col in ("phase", "before", "after", "delta", "delta %"):
         table.add_column(col, justify="left" if col == "phase" else "right")
     for row in data["phases"]:
         style = _colour(row["delta_ms"])
         table.add_row(row["phase"], _ms(row["before_ms"]), _ms(row["after_ms"]), f"[{style}]{row['delta_ms']:+.3f}[/]" if style else f"{row['delta_ms']:+.3f}", _pct(row["delta_pct"]))
     v = data["verify"]
-    table.add_row(f"[bold]verify {v['measure']}[/bold]", _ms(v["before_ms"]), _ms(v["after_ms"]), f"{v['delta_ms']:+.3f}", _pct(v["delta_pct"]), end_section=True)
+    table.add_row(f"[bold]{escape(what)} {v['measure']}[/bold]", _ms(v["before_ms"]), _ms(v["after_ms"]), f"{v['delta_ms']:+.3f}", _pct(v["delta_pct"]), end_section=True)
     for key, count in data["counts"].items():
         table.add_row(f"{key} per step", f"{count['before']:.1f}", f"{count['after']:.1f}", f"{count['delta']:+.1f}", "")
     console.print(table)
-    _print_ranks(console, data["ranks"])
+    _print_ranks(console, data["ranks"], what)
     _print_families(console, data["kernel_families"])
     _print_predictions(console, data)
     colour = {"faster": "green", "slower": "red", "no change": "", "not comparable": "yellow"}[data["verdict"]]
@@ -56,10 +57,15 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"gate {gate['pct']:g}%: " + ("[bold red]FAILED[/bold red] (verify slower by more than the gate)" if gate["failed"] else "passed"))
 
 
-def _print_ranks(console: Console, ranks: list[dict[str, Any]]) -> None:
+def _step_word(step: str) -> str:
+    """What the compared step is called: 'verify' for verify steps, else its own name (a whole trace)."""
+    return "verify" if "verify" in step else step.replace("_", "-")
+
+
+def _print_ranks(console: Console, ranks: list[dict[str, Any]], what: str = "verify") -> None:
     if len(ranks) < 2:
         return
-    table = Table(title="Per rank (mean verify wall ms, breakdown)", title_justify="left")
+    table = Table(title=f"Per rank (mean {escape(what)} wall ms, breakdown)", title_justify="left")
     for col in ("rank", "before", "after", "delta", "delta %"):
         table.add_column(col, justify="left" if col == "rank" else "right")
     for row in ranks:
