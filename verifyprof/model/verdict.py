@@ -33,7 +33,8 @@ def verdict(profile: VerifyProfile, now: Cycle | None, plan: list[Any], unaddres
     (``now``), the plan's first fix; without one, where the time goes only."""
     v = profile.verify
     width = f", width {profile.width}" if profile.width else ""
-    parts = [f"verify {v.wall_ms:.3f} ms ({v.mode}{width}, {v.launches:.0f} launches, {v.kernels:.0f} kernels)"]
+    what = "verify" if "verify" in v.name else f"{v.name.replace('_', '-')} step"  # a whole trace is no verify
+    parts = [f"{what} {v.wall_ms:.3f} ms ({v.mode}{width}, {v.launches:.0f} launches, {v.kernels:.0f} kernels)"]
     if v.other_work_ms > 0.01 * v.wall_ms:
         parts.append(f"its window is {v.window_ms:.3f} ms, {v.other_work_ms:.3f} ms of it other steps' GPU work (pipelined)")
     top = sorted(v.phases_ms.items(), key=lambda kv: kv[1], reverse=True)[:2]
