@@ -210,3 +210,10 @@ def test_hooks_sglang_without_sglang_is_a_short_summary():
     assert len(" ".join(lines)) < 200, done.stdout
     assert "targets not checked: the package 'sglang' is not installed" in " ".join(lines)
     assert "ModuleNotFoundError" not in done.stdout
+
+
+@pytest.mark.parametrize("phase", ["draft", "accept", "draft_extend", "spec_step"])
+def test_whatif_refuses_to_model_another_part_of_the_cycle_as_the_verify(phase):
+    """A draft modelled as the verify would be counted twice in the cycle it is part of."""
+    message = one_line_error(cli("whatif", "--from", FOLDER, "--step", phase, "--accept-len", "2"))
+    assert f"--step {phase}: whatif models the verify step" in message

@@ -22,6 +22,7 @@ from verifyprof.contracts.errors import (
 from verifyprof.contracts.outputs import silence_stdout
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 
+CYCLE_PARTS = ("spec_step", "draft", "accept", "draft_extend")  # the cycle's other parts: not a verify to model
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -119,6 +120,10 @@ def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:  #
 
     if phase is None:
         return pipeline.whatif(options, parallel=parallel).to_json()
+    if phase in CYCLE_PARTS:  # modelled as the verify, it would count twice in the cycle
+        raise VerifyprofError(f"--step {phase}: whatif models the verify step of the speculative cycle (or, with --step "
+                              f"decode/prefill, a step in its place); the {phase} steps are already in the cycle from their "
+                              "own ranges, and their fixes in the plan (e.g. cuda_graph_draft)")
     check_options(options)
     options.step_range = f"{options.step_range}|{ranges.phase_regex(phase)}"
     frame = pipeline.breakdown_frame(options.source, options.step_range, options.whole_trace, parallel=parallel)
