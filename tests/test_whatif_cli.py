@@ -325,3 +325,14 @@ def test_an_accept_length_given_over_a_manifest_says_what_the_manifest_measured(
     assert ran.returncode == 0, ran.stderr
     notes = json.loads(ran.stdout)["current"]["notes"]
     assert any("from --accept-len (over 1.93333 measured in" in n and "manifest.json" in n for n in notes)
+
+
+def test_a_width_only_the_sweep_measured_models_the_sweeps_steps_of_that_width():
+    """The bundled eager trace's loop verifies 4 tokens; its width sweep also ran 16: --width 16
+    models those 8 sweep steps (it used to be an error listing width 4 alone)."""
+    ran = verifyprof("whatif", "--from", str(ROOT / "traces" / "workload-dense-eager" / "trace.sqlite.gz"),
+                     "--accept-len", "2", "--width", "16", "--json")
+    assert ran.returncode == 0, ran.stderr
+    current = json.loads(ran.stdout)["current"]
+    assert current["width"] == 16 and current["verify_steps"] == 8
+    assert any(n.startswith("width 16: only the width sweep's verify steps") for n in current["notes"])

@@ -101,6 +101,7 @@ def verify_profile(
     where = frame.source or None
     notes: list[str] = []
     chosen = _chosen_steps(steps, step_name, notes, where)
+    sweep = sweep or _only_swept(chosen, width, notes)
     pool, sweeps = _split_sweep(chosen, sweep, where)
     mode = _pick_mode(pool, mode, notes, where)
     in_mode = pool[pool["mode"] == mode]
@@ -111,10 +112,8 @@ def verify_profile(
     groups = [_mean_group(str(main["name"].iloc[0]), int(dev), rows) for dev, rows in main.groupby("device", sort=False)]
     critical = max(groups, key=lambda g: g.wall_ms)
     if len(groups) > 1:
-        notes.append(
-            f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the slowest "
-            f"({critical.wall_ms:.3f} ms vs fastest {min(g.wall_ms for g in groups):.3f} ms)"
-        )
+        notes.append(f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the slowest "
+                     f"({critical.wall_ms:.3f} ms vs fastest {min(g.wall_ms for g in groups):.3f} ms)")
     here = steps["device"].isin((critical.device, -1))
     width_pool = sweeps if len(sweeps) else in_mode
     width_pool = width_pool[(width_pool["mode"] == mode) & width_pool["device"].isin((critical.device, -1))]
@@ -219,6 +218,18 @@ def _chosen_steps(steps: pd.DataFrame, step_name: str | None, notes: list[str], 
             )
     on_gpu = chosen[chosen["device"] >= 0]
     return on_gpu if len(on_gpu) else chosen
+
+
+def _only_swept(chosen: pd.DataFrame, width: int | None, notes: list[str]) -> bool:
+    """Whether only the width sweep's steps (sweep=1) have the width asked for: then they are modelled."""
+    if width is None:
+        return False
+    is_sweep = chosen["_sweep"].to_numpy()
+    loop, swept = chosen["_width"][~is_sweep], chosen["_width"][is_sweep]
+    if only := not (loop == width).any() and (swept == width).any():
+        notes.append(f"width {width}: only the width sweep's verify steps (sweep=1) have it; modelling those "
+                     f"(the main loop has widths {sorted(set(loop.dropna().astype(np.int64).tolist()))})")
+    return bool(only)
 
 
 def _split_sweep(chosen: pd.DataFrame, sweep: bool, where: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
