@@ -336,3 +336,13 @@ def test_a_width_only_the_sweep_measured_models_the_sweeps_steps_of_that_width()
     current = json.loads(ran.stdout)["current"]
     assert current["width"] == 16 and current["verify_steps"] == 8
     assert any(n.startswith("width 16: only the width sweep's verify steps") for n in current["notes"])
+
+
+def test_a_draft_cost_ratio_without_draft_ms_costs_the_drafts_as_thm_3_8_does():
+    """--draft-cost-ratio c prices each draft at c verify steps: the cycle's tokens/s over one
+    token per verify is Leviathan's walltime improvement (it used to be printed beside a free draft)."""
+    ran = verifyprof("whatif", "--verify-ms", "15", "--alpha", "0.7", "--num-draft", "4", "--draft-cost-ratio", "0.1", "--json")
+    assert ran.returncode == 0, ran.stderr
+    data = json.loads(ran.stdout)
+    assert data["draft_ms"] == pytest.approx(4 * 0.1 * 15)
+    assert data["tokens_per_s"] * 15 / 1000 == pytest.approx(data["leviathan"]["walltime_improvement"])

@@ -172,15 +172,19 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
         raise VerifyprofError("accept length unknown: give --accept-len, --alpha/--num-draft, --survival or --manifest")
     baseline_tps = o.baseline_tps if o.baseline_tps is not None else (manifest.baseline_tps if manifest and o.decode_ms is None else None)
     decode = o.decode_ms if o.decode_ms is not None else (manifest.decode_ms if manifest and baseline_tps is None else None)
+    draft_ms, draft_source = o.draft_ms or 0.0, "--draft-ms" if o.draft_ms else "none given"
+    if o.draft_ms is None and o.draft_cost_ratio is not None and o.num_draft:  # Thm 3.8's cost model: c target steps per draft
+        draft_ms = o.num_draft * o.draft_cost_ratio * o.verify_ms
+        draft_source = f"{o.num_draft} drafts x c {o.draft_cost_ratio:g} x verify {o.verify_ms:g} ms (Thm 3.8's model)"
     cycle = Cycle(
         verify_ms=o.verify_ms,
         accept_len=acc.accept_len,
-        draft_ms=o.draft_ms or 0.0,
+        draft_ms=draft_ms,
         overhead_ms=o.overhead_ms or 0.0,
         batch=o.batch or 1,
         decode_ms=decode_ms_from(baseline_tps, decode),
     )
-    return cycle.to_json() | {"accept_len_source": acc.source} | out
+    return cycle.to_json() | {"accept_len_source": acc.source, "draft_source": draft_source} | out
 
 
 def guess_hardware(device_names: list[str]) -> Hardware | None:

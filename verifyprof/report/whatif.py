@@ -49,6 +49,8 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
     table = Table(title="Speculative cycle", title_justify="left", show_header=False)
     table.add_row("accept length", f"{result['accept_len']:.3f}  ({result['accept_len_source']})")
     table.add_row("cycle = draft + verify + overhead", f"{result['cycle_ms']:.3f} ms = {result['draft_ms']:.3f} + {result['verify_ms']:.3f} + {result['overhead_ms']:.3f}")
+    if result.get("draft_source", "").endswith("(Thm 3.8's model)"):
+        table.add_row("draft", escape(result["draft_source"]))
     table.add_row("tokens/s per request", f"{result['tokens_per_s']:.1f}")
     if result["batch"] > 1:
         table.add_row(f"tokens/s for batch {result['batch']}", f"{result['batch_tokens_per_s']:.1f}")
