@@ -204,3 +204,20 @@ def test_nsys_files_of_separate_runs_are_refused_not_merged_as_ranks():
     done = run_cli("breakdown", str(REPO / "traces" / "workload-dense-eager" / "trace.sqlite.gz"),
                    str(REPO / "traces" / "workload-dense-graph" / "trace.sqlite.gz"))
     assert done.returncode == 2 and "ran at different times" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_map_stopped_after_its_first_file_leaves_no_worker_behind(a100_ranks):
+    """strict stops the map at the first failure (``close()`` on its iterator): every worker it
+    started, the one that just answered included, is stopped and reaped."""
+    import psutil
+
+    from verifyprof.pipeline.local_map import map_local
+    from verifyprof.pipeline.parallel import MapOptions
+
+    files = sorted(a100_ranks.iterdir())
+    outcomes = map_local([(i, f, None) for i, f in enumerate(files)], MapOptions(step_regex="ProfilerStep"), workers=2)
+    next(outcomes)
+    outcomes.close()
+    workers = [c for c in psutil.Process().children(recursive=True)
+               if c.status() != psutil.STATUS_ZOMBIE and "forkserver" not in " ".join(c.cmdline())]
+    assert workers == []

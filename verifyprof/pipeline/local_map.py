@@ -48,38 +48,39 @@ def map_local(tasks: list[MapTask], options: MapOptions, workers: int) -> Iterat
     context = _context()
     pending = list(reversed(tasks))
     busy: dict[Connection, _Worker] = {}
-    done: list[_Worker] = []  # told to stop; reaped at the end, so that exiting never holds up a file
+    done: list[_Worker] = []  # every worker started: stopped and reaped at the end, so exiting never holds up a file
     lost_starts = 0  # workers in a row that were gone before their first file
     try:
         while pending or busy:
             while pending and len(busy) < workers:  # start workers (at first, and for those that died)
-                worker = _start(context, options)
-                if isinstance(worker, Failure) or lost_starts >= MAX_LOST_STARTS:  # the fork server died, say
+                worker = _start(context, options) if lost_starts < MAX_LOST_STARTS else None
+                if not isinstance(worker, _Worker):  # the fork server died, say: a busy worker may take the file
+                    if busy:
+                        break
                     index, path, _ = pending.pop()
-                    reason = worker.reason if isinstance(worker, Failure) else "worker processes die as they start"
-                    yield index, Failure(str(path), reason)
+                    yield index, Failure(str(path), worker.reason if worker else "worker processes die as they start")
                     continue
+                done.append(worker)
                 if _give(worker, pending):
                     busy[worker.conn] = worker
                 else:
                     lost_starts += 1
-                    done.append(worker)
+            if not busy:
+                continue
             for conn in wait(list(busy)):
                 worker = busy.pop(conn)  # type: ignore[arg-type]
                 index, path, _ = worker.task  # type: ignore[misc]
                 outcome = _answer(worker)
                 if outcome is not None:
                     lost_starts = 0
+                    if pending and _give(worker, pending):
+                        busy[worker.conn] = worker  # the next file on the warm worker
+                    else:
+                        _stop(worker)  # exits now, while the others still map; reaped at the end
                 yield index, outcome if outcome is not None else _died(worker, str(path))
-                if outcome is not None and pending and _give(worker, pending):
-                    busy[worker.conn] = worker  # the next file on the warm worker
-                else:
-                    _stop(worker)
-                    done.append(worker)
     finally:
         for worker in busy.values():  # stopped early (strict, interrupt)
             worker.process.kill()
-            done.append(worker)
         for worker in done:
             _stop(worker)
             worker.process.join()
