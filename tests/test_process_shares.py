@@ -96,3 +96,41 @@ def test_a_gzipped_export_is_read_in_shares_of_its_decompressed_copy_and_named_a
     assert shares == 2
     assert got["trace"]["path"] == [str(gz)]
     assert differences(expected, got) == []
+
+
+def edited(four_ranks: Path, tmp_path: Path, *sql: str) -> Path:
+    """A copy of the 4-rank export with ``sql`` applied (``:last`` = the last GPU process's globalPid)."""
+    import sqlite3
+
+    path = tmp_path / "edited.sqlite"
+    shutil.copy(four_ranks, path)
+    con = sqlite3.connect(path)
+    last = con.execute("SELECT max(globalPid) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    for statement in sql:
+        con.execute(statement.replace(":last", str(last)))
+    con.commit()
+    con.close()
+    return path
+
+
+def test_processes_of_different_shares_on_one_gpu_keep_its_one_device(any_size, four_ranks, tmp_path):
+    path = edited(four_ranks, tmp_path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 0 WHERE globalPid = :last",
+                  "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET deviceId = 0 WHERE globalPid = :last")
+    expected, got, shares = whole_and_shared(path, 2)
+    assert shares == 2 and differences(expected, got) == []
+
+
+def test_processes_that_ran_one_after_another_in_one_file_are_not_separate_runs(any_size, four_ranks, tmp_path):
+    late = [f"UPDATE {t} SET start = start + 10000000000, \"end\" = \"end\" + 10000000000 WHERE {col}"
+            for t, col in (("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid = :last"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid = :last"),
+                           ("CUPTI_ACTIVITY_KIND_RUNTIME", "(globalTid >> 24) = (:last >> 24)"),
+                           ("NVTX_EVENTS", "(globalTid >> 24) = (:last >> 24) AND eventType != 75"))]
+    expected, got, shares = whole_and_shared(edited(four_ranks, tmp_path, *late), 2)
+    assert shares == 2 and differences(expected, got) == []
+
+
+def test_a_gpu_process_without_ranges_makes_the_file_read_whole(any_size, four_ranks, tmp_path):
+    path = edited(four_ranks, tmp_path, "DELETE FROM NVTX_EVENTS WHERE (globalTid >> 24) = (:last >> 24) AND eventType != 75")
+    expected, got, shares = whole_and_shared(path, 4)
+    assert shares == 0  # the share of that process has no steps: its kernels still count, so no shares
+    assert differences(expected, got) == []

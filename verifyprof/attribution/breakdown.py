@@ -46,7 +46,6 @@ from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import SCHEMA, BreakdownFrame, step_records
 from verifyprof.trace.events import Trace
 
-
 GROUP_OPS = 1 << 18  # ops per (level, device group) task: bounds the working memory
 
 

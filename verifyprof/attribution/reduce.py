@@ -51,8 +51,10 @@ class Placement:
     device_offset: int
 
 
-def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None) -> Breakdown:
-    """One multi-rank breakdown from the files' parts (any order); ``warnings`` go first."""
+def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None, one_file: bool = False) -> Breakdown:
+    """One multi-rank breakdown from the files' parts (any order); ``warnings`` go first. With
+    ``one_file`` the parts are shares of one file's processes: one clock, one set of devices
+    (processes of different shares may drive the same GPU), never separate runs."""
     if not parts:
         raise TraceError("no trace file could be read")
     parts = sorted(parts, key=lambda p: p.index)
@@ -62,9 +64,9 @@ def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None) -> Br
     notes = list(warnings or [])
     if parts[0].format == "kineto":
         check_run_entries([(p.path, p.rank, p.world_size, _gpu_span(p)) for p in parts])
-    else:
+    elif not one_file:
         _check_concurrent(parts)
-    places = placements(parts, notes)
+    places = [Placement(0, 0, 0) for _ in parts] if one_file else placements(parts, notes)
     mapping = global_steps(parts, places)
     processes = merged_processes(parts, places)
     rows = pd.concat([_place_rows(p, s, m) for p, s, m in zip(parts, places, mapping)], ignore_index=True)
@@ -188,10 +190,10 @@ def merged_processes(parts: list[RankPart], places: list[Placement]) -> pd.DataF
     if parts[0].format != "kineto":
         drivers = np.isin(processes["pid"].to_numpy(), np.concatenate([p.driver_pids for p in parts]))
         device = processes["device"].to_numpy()
+        rank = np.full(len(processes), NO_ID, dtype=np.int32)  # ranks only where unambiguous over all files
         if drivers.sum() > 1 and (device[drivers] >= 0).all() and len(np.unique(device[drivers])) == drivers.sum():
-            rank = np.full(len(processes), NO_ID, dtype=np.int32)
             rank[drivers] = np.argsort(np.argsort(device[drivers]))  # the nsys reader's rule, over all files
-            processes["rank"] = rank
+        processes["rank"] = rank
     return processes
 
 

@@ -37,13 +37,14 @@ from verifyprof.model.whatif import (
 from verifyprof.pipeline.parallel import (
     MapOptions,
     ParallelOptions,
+    ShareWithoutSteps,
     breakdown_files,
     default_workers,
     rank_files,
 )
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import Trace
-from verifyprof.trace.nsys.export import ProcessFilter
+from verifyprof.trace.nsys.export import ProcessFilter, readable_database
 from verifyprof.trace.shares import process_shares
 from verifyprof.trace.sources import NSYS_KINDS, nsys_sqlite, sniff
 
@@ -83,7 +84,10 @@ def breakdown(
         export, shares = _process_shares(files[0], parallel)
         if shares:  # a large many-process nsys export: mapped in shares of its processes, like per-rank files
             options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
-            return breakdown_files([files[0]], options, parallel, notes, shares, read_from=export)
+            try:
+                return breakdown_files([files[0]], options, parallel, notes, shares, read_from=export)
+            except ShareWithoutSteps:
+                pass  # some process has no matching range: read whole, as always
     trace = source if isinstance(source, Trace) else load(source)
     return attribute(trace, step_regex=step_regex or DEFAULT_STEP_REGEX, taxonomy=load_taxonomy(taxonomy),
                      whole_trace=whole_trace, release=release)
@@ -98,7 +102,7 @@ def _process_shares(path: Path, parallel: ParallelOptions | None) -> tuple[Path 
     workers = parallel.workers if parallel is not None and parallel.workers else default_workers(1 << 30)
     if workers < 2:
         return None, None
-    export = nsys_sqlite(path)  # the same cached copy or export the whole read would make
+    export = readable_database(nsys_sqlite(path))  # the same cached copy, export or WAL checkpoint the whole read makes
     return export, process_shares(export, workers)
 
 

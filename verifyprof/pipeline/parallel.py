@@ -37,6 +37,11 @@ NSYS_SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")
 STAGE = re.compile(r"-(EXTEND|DECODE)(?=[.-]|$)")
 
 
+class ShareWithoutSteps(Exception):
+    """A share of one file's processes has no matching range: the file is read whole instead
+    (the shares' parts would leave that share's processes, devices and op counts out)."""
+
+
 @dataclass(frozen=True)
 class Failure:
     path: str
@@ -138,9 +143,9 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
     failures: list[tuple[int, Failure]] = []
     for index, outcome in outcomes:
         if isinstance(outcome, Failure):
-            if shares and outcome.no_steps:
-                failures.append((index, outcome))  # a share of processes without steps: not a skipped file
-                continue
+            if shares and outcome.no_steps:  # its processes, devices and counts would be missing: read the file whole
+                outcomes.close()
+                raise ShareWithoutSteps(outcome.reason)
             if parallel.strict or shares:  # a share that fails is the one file failing
                 outcomes.close()  # stops the workers still running
                 raise VerifyprofError(outcome.reason, files[index])
@@ -154,14 +159,14 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
     if not parts:
         first = failures[0][1]
         error = NoStepsError if all(f.no_steps for _, f in failures) else TraceError
-        more = f" (and {len(failures) - 1} more files failed)" if len(failures) > 1 and not shares else ""
+        more = f" (and {len(failures) - 1} more files failed)" if len(failures) > 1 else ""
         raise error(first.reason + more, first.path)
-    notes = list(warnings or []) + [f"skipped {Path(f.path).name}: {f.reason}" for _, f in failures if not shares]
-    result = reduce_parts(parts, notes)
+    notes = list(warnings or []) + [f"skipped {Path(f.path).name}: {f.reason}" for _, f in failures]
+    result = reduce_parts(parts, notes, one_file=bool(shares))
     if shares:
         result.trace.source = [str(files[0])]  # one file, read in shares
         result.extra["process_shares"] = len(shares)
-    result.extra["failed_files"] = [] if shares else [f for _, f in failures]
+    result.extra["failed_files"] = [f for _, f in failures]
     return result
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from verifyprof.trace.nsys.columns import readonly_uri
 from verifyprof.trace.nsys.export import KERNEL, ProcessFilter
 
-SAMPLE_ROWS = 512  # kernel rows looked at to find the GPU processes and their weights
+SAMPLE_ROWS = 4096  # kernel rows looked at to find the GPU processes, their devices and weights
 SHARE_MIN_KERNELS = 200_000  # smaller exports are read whole: a share's process costs more than it saves
 
 
@@ -34,19 +34,46 @@ def process_shares(path: Path, shares: int, min_kernels: int | None = None) -> l
                 return None
             step = max(1, (hi - lo + 1) // SAMPLE_ROWS)
             rowids = ",".join(str(r) for r in range(lo, hi + 1, step))
-            sample = con.execute(f'SELECT globalPid, count(*) FROM "{KERNEL}" WHERE rowid IN ({rowids}) GROUP BY 1').fetchall()
+            sample = con.execute(f'SELECT globalPid, deviceId, count(*) FROM "{KERNEL}" WHERE rowid IN ({rowids}) GROUP BY 1, 2').fetchall()
         finally:
             con.close()
     except sqlite3.Error:
         return None
-    weights = sorted(((int(n), int(gpid)) for gpid, n in sample if isinstance(gpid, int)), reverse=True)
+    weights = _units(sample)
     if len(weights) < 2:
         return None
     groups: list[list[int]] = [[] for _ in range(min(shares, len(weights)))]
     load = [0] * len(groups)
-    for n, gpid in weights:  # heaviest first, each onto the lightest share
+    for n, gpids in weights:  # heaviest first, each onto the lightest share
         lightest = load.index(min(load))
-        groups[lightest].append(gpid)
+        groups[lightest] += gpids
         load[lightest] += n
     named = [tuple(sorted(g)) for g in groups[:-1]]
     return [ProcessFilter(g) for g in named] + [ProcessFilter(tuple(sorted(p for g in named for p in g)), rest=True)]
+
+
+def _units(sample: list[tuple]) -> list[tuple[int, list[int]]]:
+    """(sampled rows, globalPids) of each set of processes that must share a share, heaviest first:
+    processes keyed as the filters compare them (``globalPid >> 24``), and processes that drive one
+    GPU together (a device's busy time is only right with all its work in one share)."""
+    parent: dict[object, object] = {}
+
+    def root(x: object) -> object:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    rows: dict[int, int] = {}
+    pid_of: dict[int, int] = {}
+    for gpid, device, n in sample:
+        if not isinstance(gpid, int):
+            continue
+        key = gpid >> 24
+        pid_of.setdefault(key, gpid)
+        rows[key] = rows.get(key, 0) + int(n)
+        parent[root(("process", key))] = root(("device", device))
+    units: dict[object, tuple[int, list[int]]] = {}
+    for key, n in rows.items():
+        total, gpids = units.get(root(("process", key)), (0, []))
+        units[root(("process", key))] = (total + n, [*gpids, pid_of[key]])
+    return sorted(units.values(), key=lambda u: (-u[0], u[1]))

@@ -130,8 +130,9 @@ class NsysExport:
         if self.processes is None:
             return where
         column = "globalPid" if "globalPid" in self.cols(table) else "globalTid" if "globalTid" in self.cols(table) else None
-        if column is None:
-            return where
+        if column is None:  # a table that names no process: all of it in the last share, none in the others
+            mine = "1" if self.processes.rest else "0"
+            return f"({where}) AND {mine}" if where else mine
         mine = self.processes.sql(column)
         return f"({where}) AND {mine}" if where else mine
 
