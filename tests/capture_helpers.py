@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 try:
@@ -159,3 +160,19 @@ def wait_for_log(path: Path, text: str, count: int = 1, timeout: float = 60.0) -
             return
         time.sleep(0.05)
     raise AssertionError(f"{text!r} did not appear {count} time(s) in {path} within {timeout} s")
+
+
+def signal_when_logged(capture: subprocess.Popen, log: Path, text: str, sig: int, count: int = 1,
+                       before: Callable[[], None] | None = None) -> str:
+    """Send ``sig`` to a running capture once ``text`` is in ``log`` ``count`` times (``before``
+    runs just before the signal), wait for it to end, and return its stderr; killed if it hangs."""
+    try:
+        wait_for_log(log, text, count=count)
+        if before is not None:
+            before()
+        capture.send_signal(sig)
+        _, stderr = capture.communicate(timeout=60)
+    finally:
+        if capture.poll() is None:
+            capture.kill()
+    return stderr

@@ -20,6 +20,7 @@ from capture_helpers import (
     new_tag,
     read_manifest,
     run_capture,
+    signal_when_logged,
     start_capture,
     tagged_processes,
     wait_for_log,
@@ -274,14 +275,11 @@ def test_ctrl_c_mid_workload_stops_everything_and_keeps_partial_outputs(tmp_path
     out = tmp_path / "cap"
     args = torch_capture_args(out, free_port(), "--step-ms", "20", requests=200, concurrency=2, output_len=40)
     capture = start_capture(args, tag)
-    try:
-        wait_for_log(out / "server.log", '"POST /generate', count=6)
+
+    def still_running() -> None:
         assert capture.poll() is None
-        capture.send_signal(signal.SIGINT)
-        _, stderr = capture.communicate(timeout=60)
-    finally:
-        if capture.poll() is None:
-            capture.kill()
+
+    stderr = signal_when_logged(capture, out / "server.log", '"POST /generate', signal.SIGINT, count=6, before=still_running)
     assert capture.returncode == 130, stderr
     assert "interrupted" in stderr and str(out) in stderr
     doc = read_manifest(out)
@@ -298,13 +296,7 @@ def test_ctrl_c_mid_workload_stops_everything_and_keeps_partial_outputs(tmp_path
 def test_ctrl_c_while_waiting_for_health_stops_the_starting_server(tmp_path, tag):
     out = tmp_path / "cap"
     capture = start_capture(torch_capture_args(out, free_port(), "--never-healthy", "--no-torch"), tag)
-    try:
-        wait_for_log(out / "server.log", "Capturing batches")
-        capture.send_signal(signal.SIGINT)
-        capture.communicate(timeout=60)
-    finally:
-        if capture.poll() is None:
-            capture.kill()
+    signal_when_logged(capture, out / "server.log", "Capturing batches", signal.SIGINT)
     assert capture.returncode == 130
     assert read_manifest(out)["status"] == "interrupted"
     assert_nothing_left(tag)
@@ -345,13 +337,7 @@ def test_bad_prompts_file_is_reported_before_the_server_starts(tmp_path, tag):
 def test_sigterm_to_verifyprof_cleans_up_like_ctrl_c(tmp_path, tag):
     out = tmp_path / "cap"
     capture = start_capture(torch_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag)
-    try:
-        wait_for_log(out / "server.log", '"POST /generate', count=3)
-        capture.send_signal(signal.SIGTERM)
-        capture.communicate(timeout=60)
-    finally:
-        if capture.poll() is None:
-            capture.kill()
+    signal_when_logged(capture, out / "server.log", '"POST /generate', signal.SIGTERM, count=3)
     assert capture.returncode == 130
     assert read_manifest(out)["error"] == "interrupted (SIGTERM)"
     assert_nothing_left(tag)
@@ -428,15 +414,12 @@ def test_ctrl_c_stops_a_program_and_the_children_it_started(tmp_path, tag):
         "print('started', flush=True); time.sleep(600)"
     )
     capture = start_capture(["--backend", "none", "--out", str(out), "--", "python", "-c", script], tag)
-    try:
-        wait_for_log(out / "program.log", "started")
+
+    def all_three_running() -> None:
         time.sleep(0.3)
         assert len(tagged_processes(tag)) >= 3  # verifyprof, the program, its detached child
-        capture.send_signal(signal.SIGINT)
-        capture.communicate(timeout=60)
-    finally:
-        if capture.poll() is None:
-            capture.kill()
+
+    signal_when_logged(capture, out / "program.log", "started", signal.SIGINT, before=all_three_running)
     assert capture.returncode == 130
     assert read_manifest(out)["status"] == "interrupted"
     assert_nothing_left(tag)

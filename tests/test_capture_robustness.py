@@ -20,9 +20,9 @@ from capture_helpers import (
     free_port,
     read_manifest,
     run_capture,
+    signal_when_logged,
     start_capture,
     tagged_processes,
-    wait_for_log,
 )
 
 from verifyprof.capture import nsys
@@ -151,14 +151,11 @@ def test_a_setsid_daemon_with_a_cleared_environment_does_not_outlive_the_capture
 def test_sighup_and_sigquit_clean_up_like_sigterm(tmp_path, tag, daemon_pid, sig):
     out = tmp_path / "cap"
     capture = start_capture(["--out", str(out), "--backend", "none", "--", sys.executable, "-c", ESCAPER, str(daemon_pid), "600"], tag)
-    try:
-        wait_for_log(out / "program.log", "daemon")
+
+    def both_running() -> None:
         assert len(tagged_processes(tag)) >= 2  # verifyprof and the program (the daemon has no tag)
-        capture.send_signal(sig)
-        _, stderr = capture.communicate(timeout=60)
-    finally:
-        if capture.poll() is None:
-            capture.kill()
+
+    stderr = signal_when_logged(capture, out / "program.log", "daemon", sig, before=both_running)
     assert capture.returncode == 130, stderr
     doc = read_manifest(out)
     assert doc["status"] == "interrupted" and doc["error"] == f"interrupted ({sig.name})"
@@ -172,13 +169,7 @@ def test_sighup_mid_server_capture_stops_the_server_and_its_scheduler(tmp_path, 
     args = ["--server-cmd", fake_server_cmd("--step-ms", "20"), "--port", str(free_port()), "--backend", "torch",
             "--requests", "200", "--out", str(out)]
     capture = start_capture(args, tag)
-    try:
-        wait_for_log(out / "server.log", '"POST /generate', count=3)
-        capture.send_signal(signal.SIGHUP)
-        capture.communicate(timeout=60)
-    finally:
-        if capture.poll() is None:
-            capture.kill()
+    signal_when_logged(capture, out / "server.log", '"POST /generate', signal.SIGHUP, count=3)
     assert capture.returncode == 130
     doc = read_manifest(out)
     assert doc["status"] == "interrupted" and doc["error"] == "interrupted (SIGHUP)"
