@@ -117,16 +117,18 @@ def busy_in_windows(busy: DeviceBusy, ws: np.ndarray, we: np.ndarray, device: np
         s, e = busy.starts.get(int(dev)), busy.ends.get(int(dev))
         if s is None or len(s) == 0:
             continue
-        lo = np.searchsorted(e, ws[windows], side="right")  # first interval ending after the window starts
-        hi = np.searchsorted(s, we[windows], side="left")  # past the last one starting before it ends
-        count = np.maximum(hi - lo, 0)
-        total = int(count.sum())
-        if total == 0:
-            continue
-        which, pos = ranges_of(lo, count)
-        owner = windows[which]
-        parts.append((owner, np.maximum(s[pos], ws[owner]), np.minimum(e[pos], we[owner])))
+        which, lo, hi = overlaps(s, e, ws[windows], we[windows])
+        parts.append((windows[which], lo, hi))
     return _intervals(parts, OTHER_BUSY)
+
+
+def overlaps(s: np.ndarray, e: np.ndarray, qs: np.ndarray, qe: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every overlap of the query spans ``[qs, qe)`` with the sorted, disjoint intervals ``[s, e)``:
+    (the query of each, the overlap's start and end), by two binary searches per query."""
+    lo = np.searchsorted(e, qs, side="right")  # first interval ending after the query starts
+    hi = np.searchsorted(s, qe, side="left")  # past the last one starting before it ends
+    which, pos = ranges_of(lo, np.maximum(hi - lo, 0))
+    return which, np.maximum(s[pos], qs[which]), np.minimum(e[pos], qe[which])
 
 
 def graph_intervals(launch: Launches, mine: np.ndarray, window: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[Intervals, Intervals]:
@@ -166,17 +168,9 @@ def blocked_intervals(busy: DeviceBusy, launch: Launches, mine: np.ndarray, wind
         gap_start, gap_end = np.r_[np.iinfo(np.int64).min // 2, e], np.r_[s, np.iinfo(np.int64).max // 2]
         long_gap = gap_end - gap_start > BLOCKED_IDLE_NS
         gap_start, gap_end = gap_start[long_gap], gap_end[long_gap]
-        lo = np.searchsorted(gap_end, start[rows], side="right")
-        hi = np.searchsorted(gap_start, end[rows], side="left")
-        count = np.maximum(hi - lo, 0)
-        total = int(count.sum())
-        if total == 0:
-            continue
-        which, pos = ranges_of(lo, count)
-        owner = rows[which]
-        lo_t, hi_t = np.maximum(gap_start[pos], start[owner]), np.minimum(gap_end[pos], end[owner])
+        which, lo_t, hi_t = overlaps(gap_start, gap_end, start[rows], end[rows])
         long = hi_t - lo_t > BLOCKED_IDLE_NS  # a short wait on an idle GPU is launch latency
-        parts.append((window[owner][long], lo_t[long], hi_t[long]))
+        parts.append((window[rows[which]][long], lo_t[long], hi_t[long]))
     return _intervals(parts, BLOCKED)
 
 

@@ -97,12 +97,13 @@ def _process_shares(path: Path, parallel: ParallelOptions | None) -> tuple[Path 
     """The SQLite export of an nsys file (``.sqlite``, ``.sqlite.gz``, ``.nsys-rep``) and shares of its
     processes, one per local worker; (None, None) for other files or when it is read whole."""
     path = Path(path)
-    if not path.is_file() or sniff(path) not in NSYS_KINDS:
+    kind = sniff(path) if path.is_file() else None
+    if kind not in NSYS_KINDS:
         return None, None
     workers = parallel.workers if parallel is not None and parallel.workers else default_workers(1 << 30)
     if workers < 2:
         return None, None
-    export = readable_database(nsys_sqlite(path))  # the same cached copy, export or WAL checkpoint the whole read makes
+    export = readable_database(nsys_sqlite(path, kind))  # the same cached copy, export or WAL checkpoint the whole read makes
     return export, process_shares(export, workers)
 
 
