@@ -1,0 +1,90 @@
+"""Stage timings of one many-rank nsys export in one process: read, breakdown, summary and the
+``--json`` step records, best of N, plus one rank file mapped in a fresh worker process vs in a
+worker that mapped one before (what the persistent local workers save).
+
+    python bench/bench_stages.py                                  # the bench_ranks 8-rank inputs
+    python bench/bench_stages.py --trace X.sqlite --rank-file R.sqlite --repeat 5
+
+Inputs default to ``bench/out/ranks/`` (made by ``bench/bench_ranks.py``). Run it from another
+checkout (``PYTHONPATH=OTHER python bench/bench_stages.py``) to compare two versions of the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out" / "ranks"
+
+
+def stages(trace_path: Path, repeat: int) -> dict[str, float]:
+    from verifyprof import pipeline
+    from verifyprof.attribution.breakdown import breakdown
+
+    best: dict[str, float] = {}
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        trace = pipeline.load(trace_path)
+        t1 = time.perf_counter()
+        result = breakdown(trace, release=True)
+        t2 = time.perf_counter()
+        result.summary()
+        t3 = time.perf_counter()
+        for _batch in result.step_record_batches():
+            pass
+        t4 = time.perf_counter()
+        for name, seconds in (("read", t1 - t0), ("breakdown", t2 - t1), ("summary", t3 - t2), ("step records", t4 - t3)):
+            best[name] = min(best.get(name, seconds), seconds)
+    return best
+
+
+def _map(path: str, times: int, queue) -> None:  # in a worker: map the file ``times`` times
+    from verifyprof.pipeline.parallel import MapOptions, map_file
+
+    out = []
+    for _ in range(times):
+        t = time.perf_counter()
+        map_file(path, 0, MapOptions())
+        out.append(time.perf_counter() - t)
+    queue.put(out)
+
+
+def cold_and_warm(rank_file: Path, repeat: int) -> tuple[float, float]:
+    """(best time in a fresh process, best time of the later maps in one process)."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    runs = []
+    for times in [1] * repeat + [repeat + 1]:
+        process = context.Process(target=_map, args=(str(rank_file), times, queue))
+        process.start()
+        runs.append(queue.get())
+        process.join()
+    return min(r[0] for r in runs[:-1]), min(runs[-1][1:])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", type=Path, default=OUT / "nsys_1000000_8r.sqlite")
+    parser.add_argument("--rank-file", type=Path, default=OUT / "nsys_1000000_8r_split" / "rank-1.sqlite")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    for path in (args.trace, args.rank_file):
+        if not path.exists():
+            sys.exit(f"{path}: missing; run python bench/bench_ranks.py --skip-kineto --repeat 1 first")
+    import verifyprof
+
+    print(f"code: {Path(verifyprof.__file__).parent}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    for name, seconds in stages(args.trace, args.repeat).items():
+        print(f"{args.trace.name} {name:<13} best {seconds:6.3f} s")
+    if hasattr(__import__("verifyprof.pipeline.parallel", fromlist=["map_file"]), "map_file"):
+        cold, warm = cold_and_warm(args.rank_file, args.repeat)
+        print(f"{args.rank_file.name} map in a fresh process {cold:.3f} s, in a worker that mapped one before {warm:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
