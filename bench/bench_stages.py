@@ -81,9 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"code: {Path(verifyprof.__file__).parent}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     for name, seconds in stages(args.trace, args.repeat).items():
         print(f"{args.trace.name} {name:<13} best {seconds:6.3f} s")
-    if hasattr(__import__("verifyprof.pipeline.parallel", fromlist=["map_file"]), "map_file"):
-        cold, warm = cold_and_warm(args.rank_file, args.repeat)
-        print(f"{args.rank_file.name} map in a fresh process {cold:.3f} s, in a worker that mapped one before {warm:.3f} s")
+    cold, warm = cold_and_warm(args.rank_file, args.repeat)
+    print(f"{args.rank_file.name} map in a fresh process {cold:.3f} s, in a worker that mapped one before {warm:.3f} s")
 
 
 if __name__ == "__main__":
