@@ -9,7 +9,6 @@ first op start to last op end (nsys's GPU projection); ``phases`` split ``wall_n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,11 +64,6 @@ class Breakdown:
     def step_records(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         """The JSON records of step rows ``start:stop`` (all by default)."""
         return step_records(self.steps.iloc[start:stop])
-
-    def step_record_batches(self, batch: int = 2048) -> Iterator[list[dict[str, Any]]]:
-        """The step records a batch at a time: JSON output streams without holding them all."""
-        for start in range(0, len(self.steps), batch):
-            yield self.step_records(start, start + batch)
 
     def header(self) -> dict[str, Any]:
         """Everything of the JSON before ``steps``."""

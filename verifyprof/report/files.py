@@ -12,6 +12,9 @@ import pandas as pd
 
 from verifyprof.contracts.outputs import atomic_path, stdout_bytes, write_bytes
 from verifyprof.contracts.schema import flat_rows
+from verifyprof.report.step_json import steps_json
+
+STEP_BATCH = 8192  # step rows encoded at a time: bounds the output's working memory
 
 
 def dumps(data: Any) -> bytes:
@@ -31,18 +34,16 @@ def print_json(data: Any, stream: IO[str] | None = None) -> None:
 
 
 def stream_breakdown_json(result: Any, stream: IO[bytes]) -> None:
-    """``result.to_json()`` written piecewise: same bytes once parsed, but step records are
-    made and serialised a batch at a time, so a million-kernel trace's output never sits in
-    memory as one object tree."""
+    """``result.to_json()`` written piecewise: same bytes once parsed, but the steps are
+    encoded a batch of rows at a time (column-wise, :mod:`~verifyprof.report.step_json`), so a
+    million-kernel trace's output never sits in memory as one object tree."""
     options = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
     header = orjson.dumps(result.header(), option=options)
     stream.write(header[:-1] + b',"steps":[')
-    first = True
-    for batch in result.step_record_batches():
-        if batch:
-            body = orjson.dumps(batch, option=options)[1:-1]
-            stream.write(body if first else b"," + body)
-            first = False
+    steps = result.steps
+    for start in range(0, len(steps), STEP_BATCH):
+        body = steps_json(steps.iloc[start:start + STEP_BATCH])
+        stream.write(body if start == 0 else b"," + body)
     stream.write(b'],"summary":' + orjson.dumps(result.summary(), option=options) + b"}\n")
 
 
