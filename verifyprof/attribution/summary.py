@@ -18,7 +18,7 @@ from verifyprof.contracts.ranges import (
     SPEC_STEP,
     VERIFY,
 )
-from verifyprof.contracts.schema import COMM_COLUMNS, variant
+from verifyprof.contracts.schema import COMM_COLUMNS, variants
 
 # The verify step first: it is what the tool is about; then the rest of the cycle and the baseline.
 GROUP_ORDER = (VERIFY, SPEC_STEP, DRAFT, ACCEPT, DRAFT_EXTEND, DECODE, PREFILL)
@@ -49,22 +49,27 @@ def _group_order(names: list[str]) -> list[str]:
 MAX_VARIANTS = 12  # more distinct attribute sets than this (e.g. every batch size): group by name only
 
 
+SCALARS = ("step", "device", "rank", "wall_ns", "cost_ns", "gpu_span_ns", "kernels", "launches")
+
+
 def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None, kernel_stats: dict[str, Any] | None = None) -> dict[str, Any]:
     """Groups of comparable steps: same name and, unless a name has too many, same attributes.
 
     A verify at width 16 and one at width 4 are different measurements; averaging them hides
     exactly what a width sweep is for.
     """
-    variants = pd.Series([variant(a) for a in rows["attrs"]], index=rows.index, dtype=object)
+    kinds_of = variants(rows["attrs"])
+    names = rows["name"].to_numpy(object)
+    columns = _Columns(rows)
     groups = []
-    for name in _group_order(rows["name"].unique().tolist()):  # a handful of step names
-        in_name = rows["name"].to_numpy() == name
-        kinds = pd.unique(variants[in_name])
+    for name in _group_order(pd.unique(names).tolist()):  # a handful of step names
+        in_name = names == name
+        kinds = pd.unique(kinds_of[in_name])
         if len(kinds) > MAX_VARIANTS:
-            groups.append(_group_summary(name, rows[in_name], ""))
+            groups.append(_group_summary(name, columns, np.flatnonzero(in_name), ""))
             continue
         for kind in sorted(kinds, key=lambda v: (_tokens(v), v)):
-            groups.append(_group_summary(name, rows[in_name & (variants.to_numpy() == kind)], kind))
+            groups.append(_group_summary(name, columns, np.flatnonzero(in_name & (kinds_of == kind)), kind))
     # both keys always present (the documented form): null when there is nothing to report
     summary: dict[str, Any] = {"unit": "ns", "groups": groups, "collectives": None, "collective_kernels": kernel_stats}
     if collectives is not None:
@@ -74,6 +79,17 @@ def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None, kerne
     return summary
 
 
+class _Columns:
+    """The steps frame's columns as arrays, taken once: a group is a set of row positions."""
+
+    def __init__(self, rows: pd.DataFrame) -> None:
+        self.scalar = {c: rows[c].to_numpy(np.int64) for c in SCALARS}
+        self.phases = rows[list(phases.ALL)].to_numpy(dtype=np.int64)
+        self.totals = {p: rows[f"total_{p}"].to_numpy(np.int64) for p in phases.TOTALS}
+        self.comm = {c: rows[c].to_numpy(np.int64) for c in COMM_COLUMNS} if all(c in rows.columns for c in COMM_COLUMNS) else None
+        self.mode = rows["mode"].to_numpy(object)
+
+
 def _tokens(kind: str) -> tuple[int, int]:
     """Sort key: the main loop's steps first, then sweeps by width."""
     attrs = dict(part.split("=", 1) for part in kind.split() if "=" in part)
@@ -81,18 +97,18 @@ def _tokens(kind: str) -> tuple[int, int]:
     return (1 if "sweep" in attrs else 0, int(width) if width.isdigit() else 0)
 
 
-def _group_summary(name: str, group: pd.DataFrame, kind: str) -> dict[str, Any]:
-    wall = group["wall_ns"].to_numpy()
+def _group_summary(name: str, columns: _Columns, at: np.ndarray, kind: str) -> dict[str, Any]:
+    col = {c: v[at] for c, v in columns.scalar.items()}
+    wall = col["wall_ns"]
     mean_wall = float(wall.mean()) if len(wall) else 0.0
-    matrix = np.asfortranarray(group[list(phases.ALL)].to_numpy(dtype=np.int64))  # columns contiguous: each reduced as alone
+    matrix = np.asfortranarray(columns.phases[at])  # columns contiguous: each reduced as alone
     phase_stats = {}
     for phase, stats, mean in zip(phases.ALL, _column_stats(matrix), matrix.mean(axis=0) if len(matrix) else np.zeros(len(phases.ALL))):
         stats["share"] = round(float(mean) / mean_wall, 6) if mean_wall > 0 else 0.0
         phase_stats[phase] = stats
-    median_pos = int(np.argmin(np.abs(wall - np.median(wall)))) if len(wall) else 0
-    median = group.iloc[median_pos]
+    median = int(np.argmin(np.abs(wall - np.median(wall)))) if len(wall) else 0
     by_rank = {}
-    ranks = group["rank"].to_numpy()
+    ranks = col["rank"]
     for rank in np.unique(ranks):  # a handful of ranks
         mine = ranks == rank
         means = np.asfortranarray(matrix[mine]).mean(axis=0)
@@ -101,29 +117,29 @@ def _group_summary(name: str, group: pd.DataFrame, kind: str) -> dict[str, Any]:
             "wall_ns": _stats(wall[mine]),
             "phases": {p: int(round(float(m))) for p, m in zip(phases.ALL, means)},
         }
+    mode_codes, modes = pd.factorize(columns.mode[at])
+    mode_counts = np.bincount(mode_codes, minlength=len(modes))
+    by_count = np.argsort(-mode_counts, kind="stable")  # as value_counts: most first, ties by first seen
     out: dict[str, Any] = {
         "name": name,
         "variant": kind,
-        "steps": int(group["step"].nunique()),
-        "rows": int(len(group)),
-        "devices": sorted(int(d) for d in group["device"].unique()),
-        "modes": {str(k): int(v) for k, v in group["mode"].value_counts().items()},
+        "steps": len(np.unique(col["step"])),
+        "rows": len(at),
+        "devices": np.unique(col["device"]).tolist(),
+        "modes": {str(modes[i]): int(mode_counts[i]) for i in by_count},
         "wall_ns": _stats(wall),
-        "cost_ns": _stats(group["cost_ns"].to_numpy()),
-        "gpu_span_ns": _stats(group["gpu_span_ns"].to_numpy()),
-        "kernels": _stats(group["kernels"].to_numpy()),
-        "launches": _stats(group["launches"].to_numpy()),
+        **{c: _stats(col[c]) for c in ("cost_ns", "gpu_span_ns", "kernels", "launches")},
         "phases": phase_stats,
-        "totals": {p: _stats(group[f"total_{p}"].to_numpy()) for p in phases.TOTALS},
+        "totals": {p: _stats(v[at]) for p, v in columns.totals.items()},
         "median_step": {
-            "index": int(median["step"]),
-            "device": int(median["device"]),
-            "rank": int(median["rank"]),
-            "wall_ns": int(median["wall_ns"]),
-            "phases": {p: int(median[p]) for p in phases.ALL},
+            "index": int(col["step"][median]),
+            "device": int(col["device"][median]),
+            "rank": int(ranks[median]),
+            "wall_ns": int(wall[median]),
+            "phases": {p: int(v) for p, v in zip(phases.ALL, columns.phases[at[median]])},
         },
         "by_rank": by_rank,
     }
-    if all(c in group.columns for c in COMM_COLUMNS):
-        out["comm"] = {c: _stats(group[c].to_numpy()) for c in COMM_COLUMNS}
+    if columns.comm is not None:
+        out["comm"] = {c: _stats(v[at]) for c, v in columns.comm.items()}
     return out

@@ -46,6 +46,22 @@ def variant(attrs: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in attrs.items() if k not in VOLATILE_ATTRS)
 
 
+def variants(attrs: pd.Series | list) -> np.ndarray:
+    """:func:`variant` of every row, each distinct attrs object computed once (steps of one range
+    text share theirs)."""
+    values = list(attrs)
+    codes, firsts = shared_objects(values)
+    return np.array([variant(values[i]) for i in firsts], dtype=object)[codes]
+
+
+def shared_objects(values: list) -> tuple[np.ndarray, list[int]]:
+    """Per value, a code of its object (by identity), and where each code's object first occurs:
+    per-row work on shared objects (attrs dicts) done once per object."""
+    ids = np.fromiter(map(id, values), np.int64, len(values))
+    codes, _ = pd.factorize(ids)
+    return codes, np.unique(codes, return_index=True)[1].tolist()
+
+
 @dataclass
 class BreakdownFrame:
     """A breakdown as the model consumes it: the steps frame plus what the JSON says of the trace."""

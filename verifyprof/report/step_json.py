@@ -22,6 +22,7 @@ from verifyprof.contracts.schema import (
     COUNT_COLUMNS,
     SCALAR_FIELDS,
     TOTAL_COLUMNS,
+    shared_objects,
     step_records,
 )
 
@@ -69,20 +70,12 @@ def _encodable(rows: pd.DataFrame) -> bool:
 def _column(rows: pd.DataFrame, field: str) -> pa.Array:
     if field == "attrs":  # shared dicts (one per distinct range text) are serialised once
         values = rows["attrs"].tolist()
-        codes, firsts = _identity_codes(values)
+        codes, firsts = shared_objects(values)
         return _take([orjson.dumps(values[i], option=ORJSON_OPTIONS) for i in firsts], codes)
     if field in TEXT_FIELDS:
         codes, uniques = pd.factorize(rows[field].to_numpy(object), use_na_sentinel=False)
         return _take([orjson.dumps(u, option=ORJSON_OPTIONS) for u in uniques], codes)
     return _integers(rows[field].to_numpy())
-
-
-def _identity_codes(values: list) -> tuple[np.ndarray, list[int]]:
-    """Per value, the code of its object (by identity), and the position of each code's first use."""
-    codes, firsts = pd.factorize(np.fromiter(map(id, values), np.int64, len(values)))
-    first = np.full(len(firsts), len(values), np.int64)
-    np.minimum.at(first, codes, np.arange(len(values)))
-    return codes, first.tolist()
 
 
 def _take(encoded: list[bytes], codes: np.ndarray) -> pa.Array:
