@@ -255,7 +255,7 @@ def compare(
 def median_verify_windows(frame: BreakdownFrame, summary: dict[str, Any]) -> list[tuple[int, int]]:
     """The (step, device) windows a report's timeline draws: per rank (or device), the step
     nearest the median wall of the first summary group (the verify steps come first)."""
-    from verifyprof.attribution.summary import variant
+    from verifyprof.contracts.schema import variant
 
     groups = summary.get("groups") or []
     if not groups:

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from verifyprof.attribution.summary import variant
 from verifyprof.attribution.timeline import StepTimeline
+from verifyprof.contracts.schema import variant
 from verifyprof.model.throughput import Cycle
 
 MAX_BARS = 300  # steps per chart; more are averaged in bins
