@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from verifyprof.attribution.rank_part import RankPart
+from verifyprof.pipeline.heap import keep_freed_memory
 from verifyprof.pipeline.parallel import (
     Failure,
     MapOptions,
@@ -29,7 +30,7 @@ from verifyprof.pipeline.parallel import (
 
 MAX_LOST_STARTS = 3
 # everything a task imports, so that no task pays for an import (pyarrow and ADBC: ~0.2 s)
-_PRELOAD = ["verifyprof.pipeline.parallel", "verifyprof.pipeline.local_map", "verifyprof.trace.nsys.reader",
+_PRELOAD = ["verifyprof.pipeline.parallel", "verifyprof.pipeline.local_map", "verifyprof.pipeline.heap", "verifyprof.trace.nsys.reader",
             "verifyprof.trace.kineto.reader", "verifyprof.trace.cache", "pyarrow", "adbc_driver_sqlite.dbapi"]
 
 
@@ -147,7 +148,9 @@ def _context():
 
 
 def _serve(conn: Connection, options: MapOptions) -> None:
-    """In the worker: map the files it is sent, one at a time, until the pipe closes."""
+    """In the worker: map the files it is sent, one at a time, until the pipe closes (the memory
+    one file frees kept for the next: :mod:`~verifyprof.pipeline.heap`)."""
+    keep_freed_memory()
     while True:
         try:
             task = conn.recv()
