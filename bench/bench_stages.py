@@ -48,8 +48,15 @@ class _Discard:
         return len(data)
 
 
-def _map(path: str, times: int, queue) -> None:  # in a worker: map the file ``times`` times
+def _map(path: str, times: int, queue) -> None:  # in a worker: map the file ``times`` times, as a worker does
     from verifyprof.pipeline.parallel import MapOptions, map_file
+
+    try:
+        from verifyprof.pipeline.heap import keep_freed_memory  # a worker keeps freed memory (absent in older code)
+    except ImportError:
+        pass
+    else:
+        keep_freed_memory()
 
     out = []
     for _ in range(times):
