@@ -13,7 +13,9 @@ largest single process reported. Times exclude interpreter start and imports.
 
 Prints: nsys one file (fetchall, table, --json), nsys 8 files (fetchall, 1 / 2 workers,
 LocalCluster), Kineto 8 files (json.loads, 1 / 2 workers, LocalCluster), the cost of 1, 2, 4, 8
-per-rank files with one worker (linear: constant per file), and the targets.
+per-rank files with one worker (linear: constant per file), the targets, and the machine's own
+ceiling on a 2-process speedup (a pure-Python loop, and the Kineto files' read + msgspec decode
+alone, in 1 and 2 processes: a 2-worker map cannot scale better than its main cost does).
 """
 
 from __future__ import annotations
@@ -117,8 +119,66 @@ def m_dask(paths):
         cluster.close()
 
 
+# --- the machine's own ceiling on a 2-process speedup -----------------------------------------------
+
+
+SPIN = 20_000_000
+
+
+def _spin(n: int) -> int:
+    x = 0
+    for i in range(n):
+        x += i & 7
+    return x
+
+
+def _decode(paths: list[Path]) -> None:
+    from verifyprof.pipeline.heap import keep_freed_memory
+    from verifyprof.trace.kineto.decode import decode_file
+
+    keep_freed_memory()  # as a map worker
+    for path in paths:
+        decode_file(path)  # read + msgspec's typed decode: the map's main cost, none of the rest
+
+
+def _in_processes(work, shares: list) -> float:
+    """Seconds for ``work(share)`` run in one forked process per share, all at once."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    t = time.perf_counter()
+    procs = [context.Process(target=work, args=(share,)) for share in shares]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+    return time.perf_counter() - t
+
+
+def m_spin1(paths):
+    """A pure-Python loop (no memory traffic) in one process."""
+    return {"seconds": _in_processes(_spin, [SPIN]), "rows": SPIN}
+
+
+def m_spin2(paths):
+    """The same loop in 2 processes at once (twice the work): 2 x spin1 / spin2 is the ceiling."""
+    return {"seconds": _in_processes(_spin, [SPIN, SPIN]) / 2, "rows": SPIN}
+
+
+def m_decode1(paths):
+    """Every Kineto file read and decoded (the reader's msgspec structs, nothing after) in one process."""
+    return {"seconds": _in_processes(_decode, [paths]), "rows": len(paths)}
+
+
+def m_decode2(paths):
+    """The same files split over 2 processes at once."""
+    half = len(paths) // 2
+    return {"seconds": _in_processes(_decode, [paths[:half], paths[half:]]), "rows": len(paths)}
+
+
 MEASURES = {"fetchall": m_fetchall, "json.loads": m_json_loads, "table": m_table, "json-out": m_json, "json-whole": m_json_whole,
-            "1 worker": m_w1, "2 workers": m_w2, "8 workers": m_w8, "LocalCluster(2)": m_dask}
+            "1 worker": m_w1, "2 workers": m_w2, "8 workers": m_w8, "LocalCluster(2)": m_dask,
+            "spin x1": m_spin1, "spin x2": m_spin2, "decode x1": m_decode1, "decode x2": m_decode2}
 
 
 def _sample_peaks(pid: int, peaks: dict[int, float], stop: threading.Event) -> None:
@@ -269,6 +329,8 @@ def main(argv: list[str] | None = None) -> None:
     if kineto:
         plan += [("kineto 8 files: json.loads", "json.loads", kineto)]
         plan += [(f"kineto 8 files: {w}", w, kineto) for w in pools]
+        plan += [("ceiling: spin, 1 process", "spin x1", []), ("ceiling: spin, 2 processes", "spin x2", []),
+                 ("ceiling: decode, 1 process", "decode x1", kineto), ("ceiling: decode, 2 processes", "decode x2", kineto)]
     runs = rounds(plan, args.repeat)
 
     print(f"\n{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {count_rows(whole)} kernels over {RANKS} ranks "
@@ -308,6 +370,11 @@ def verdicts(runs: dict[str, list[dict]], table: dict, kineto: bool) -> dict:
         out["kineto 2 workers >= 1.7x faster than 1"] = {"value": speedup, "pass": speedup >= TARGET_KINETO_SPEEDUP}
         print(f"kineto 2 workers / 1 worker speedup: {speedup:.2f}x (target >= {TARGET_KINETO_SPEEDUP}) -> "
               f"{'PASS' if speedup >= TARGET_KINETO_SPEEDUP else 'MISS'}")
+        spin = 1 / ratio(runs, "ceiling: spin, 2 processes", "ceiling: spin, 1 process")
+        decode = 1 / ratio(runs, "ceiling: decode, 2 processes", "ceiling: decode, 1 process")
+        out["machine ceiling: 2 processes vs 1"] = {"spin": spin, "decode": decode}
+        print(f"this machine, 2 processes vs 1: a pure-Python loop {spin:.2f}x, "
+              f"the Kineto files' read + decode alone {decode:.2f}x")
     return out
 
 
