@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -133,4 +134,16 @@ def test_a_gpu_process_without_ranges_makes_the_file_read_whole(any_size, four_r
     path = edited(four_ranks, tmp_path, "DELETE FROM NVTX_EVENTS WHERE (globalTid >> 24) = (:last >> 24) AND eventType != 75")
     expected, got, shares = whole_and_shared(path, 4)
     assert shares == 0  # the share of that process has no steps: its kernels still count, so no shares
+    assert differences(expected, got) == []
+
+
+def test_rows_dropped_in_several_shares_are_one_warning_counted_over_the_file(any_size, four_ranks, tmp_path):
+    path = edited(four_ranks, tmp_path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = start - 1 WHERE rowid % 500 = 0")
+    expected, got, shares = whole_and_shared(path, 3)
+    con = sqlite3.connect(path)
+    bad, rows = con.execute('SELECT sum("end" < start), count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
+    con.close()
+    dropped = [w for w in got["trace"]["warnings"] if "rows of kernels dropped" in w]
+    assert shares == 3 and bad > 0
+    assert len(dropped) == 1 and dropped[0].startswith(f"{bad} of {rows} rows of kernels dropped")
     assert differences(expected, got) == []

@@ -40,6 +40,7 @@ from verifyprof.trace.kineto.files import device_offsets as kineto_device_offset
 KEY_SHIFT = 32  # the Kineto merge's per-file pid/tid offset
 SUMMED_META = ("files", "events", "python_function_events", "graph_trace_rows")
 _COUNTED = re.compile(r"(\d+) (.+)")
+_OF_COUNTED = re.compile(r"(\d+) of (\d+) (.+)")  # "3 of 1000 rows of kernels dropped: ..."
 
 
 @dataclass(frozen=True)
@@ -244,17 +245,28 @@ def merged_meta(parts: list[RankPart], places: list[Placement]) -> dict:
 
 
 def merged_warnings(parts: list[RankPart], leading: list[str]) -> list[str]:
-    """``leading``, then each file's warnings once; ``N <what>`` warnings summed over files."""
-    totals: dict[str, int | None] = {}
+    """``leading``, then each file's warnings once; ``N <what>`` and ``N of M <what>`` warnings
+    summed over files (the shares of one export count its rows once, not once per share)."""
+    totals: dict[str, list[int] | None] = {}
     for part in parts:
         for warning in part.warnings:
-            match = _COUNTED.fullmatch(warning)
-            key = match.group(2) if match else warning
-            if match:
-                totals[key] = (totals.get(key) or 0) + int(match.group(1))
-            else:
-                totals.setdefault(key, None)
-    return list(leading) + [k if n is None else f"{n} {k}" for k, n in totals.items()]
+            match = _OF_COUNTED.fullmatch(warning) or _COUNTED.fullmatch(warning)
+            if not match:
+                totals.setdefault(warning, None)
+                continue
+            *numbers, key = match.groups()
+            key = key if len(numbers) == 1 else f"of {key}"
+            counts = totals.get(key) or [0] * len(numbers)
+            totals[key] = [a + int(b) for a, b in zip(counts, numbers)]
+    return list(leading) + [_counted(k, n) for k, n in totals.items()]
+
+
+def _counted(key: str, numbers: list[int] | None) -> str:
+    if numbers is None:
+        return key
+    if len(numbers) == 1:
+        return f"{numbers[0]} {key}"
+    return f"{numbers[0]} of {numbers[1]} {key.removeprefix('of ')}"
 
 
 def merged_collective_kernels(parts: list[RankPart], places: list[Placement], mapping: list[np.ndarray], world) -> pd.DataFrame | None:
