@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from verifyprof.trace.cache import gunzipped
+from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.nsys.nccl_payloads import nccl_payload_ranges
 
 FIXTURE = Path(__file__).parent / "data" / "nccl_payloads"
@@ -31,3 +32,18 @@ def test_every_nccl_call_decodes_to_the_size_the_program_used():
     assert calls["comm"].nunique() == 1
     init = payloads[payloads["text"] == "ncclCommInitRankConfig"]
     assert init["ranks"].tolist() == [1]
+
+
+def test_a_share_of_the_processes_reads_only_its_processes_payloads():
+    path = gunzipped(FIXTURE / "nccl_1gpu_h200_blobs.sqlite.gz", ".sqlite")
+    uri = f"file:{path}?mode=ro"
+    con = sqlite3.connect(uri, uri=True)
+    tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    (pid,) = con.execute("SELECT DISTINCT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    every, _ = nccl_payload_ranges(con, uri, tables)
+    mine, warnings = nccl_payload_ranges(con, uri, tables, ProcessFilter((pid,)))
+    assert warnings == [] and mine is not None and mine.equals(every)
+    another = pid + (1 << 24)  # a process id the export does not hold
+    for share in (ProcessFilter((another,)), ProcessFilter((pid,), rest=True)):
+        # no payload of its own, and none missing from the export: nothing read, nothing to warn of
+        assert nccl_payload_ranges(con, uri, tables, share) == (None, [])

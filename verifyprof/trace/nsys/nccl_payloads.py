@@ -36,6 +36,7 @@ from verifyprof.trace.collectives import collective_args_table, family
 from verifyprof.trace.events import NO_ID, StringTable
 from verifyprof.trace.nsys.activity import correlation_key
 from verifyprof.trace.nsys.columns import Rows, TableQuery, run_queries
+from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.nsys.ranges import NVTX_PUSHPOP, NVTX_STARTEND
 
 HEADER_BYTES = 32
@@ -65,9 +66,11 @@ def nccl_collective_args(
     api: pd.DataFrame,
     ranges: pd.DataFrame,
     strings: StringTable,
+    processes: ProcessFilter | None = None,
 ) -> tuple[pd.DataFrame | None, list[str]]:
-    """``collective_args`` for the NCCL kernels whose size the export records, plus warnings."""
-    payloads, warnings = nccl_payload_ranges(con, uri, tables)
+    """``collective_args`` for the NCCL kernels whose size the export records, plus warnings;
+    with ``processes``, only those processes' payload ranges are read (one share's)."""
+    payloads, warnings = nccl_payload_ranges(con, uri, tables, processes)
     if payloads is None:
         return None, warnings
     launches = _nccl_launches(kernels, api, strings)
@@ -78,9 +81,10 @@ def nccl_collective_args(
     return (table if len(table) else None), []
 
 
-def nccl_payload_ranges(con: sqlite3.Connection, uri: str, tables: set[str]) -> tuple[pd.DataFrame | None, list[str]]:
+def nccl_payload_ranges(con: sqlite3.Connection, uri: str, tables: set[str],
+                        processes: ProcessFilter | None = None) -> tuple[pd.DataFrame | None, list[str]]:
     """NCCL's API ranges with their decoded payloads (tid, start, end, text, bytes, comm, ranks),
-    or None and why not."""
+    or None and why not; ``processes``: only theirs."""
     schemas = _schemas(con, tables)
     if not any(s.size_offset >= 0 for s in schemas.values()):
         return None, []  # NCCL registered no sized payloads: nothing to say
@@ -92,15 +96,22 @@ def nccl_payload_ranges(con: sqlite3.Connection, uri: str, tables: set[str]) -> 
         "SELECT e.start AS start, e.\"end\" AS \"end\", e.globalTid AS tid, COALESCE(NULLIF(e.text, ''), s.value, '') AS text, "
         "CAST(e.binaryData AS BLOB) AS blob FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
         f"WHERE e.binaryData IS NOT NULL AND e.\"end\" IS NOT NULL AND e.eventType IN {NVTX_RANGE_TYPES}"
+        + (f" AND {processes.sql('globalTid')}" if processes is not None else "")
     )
     run_queries(uri, [job])
     rows = job.rows()
-    if not rows.n:
-        return None, [MISSING_BLOBS_WARNING]
+    if not rows.n:  # a share's processes made no NCCL calls: a warning only if no process's payloads were kept
+        return None, [MISSING_BLOBS_WARNING] if processes is None or not _any_payload(con) else []
     payloads = _decode(rows, schemas)
     if payloads is None:
         return None, ["NCCL NVTX payloads present but none matched a registered schema: collective bytes unknown"]
     return payloads, []
+
+
+def _any_payload(con: sqlite3.Connection) -> bool:
+    return bool(con.execute(
+        f"SELECT EXISTS (SELECT 1 FROM NVTX_EVENTS WHERE binaryData IS NOT NULL AND eventType IN {NVTX_RANGE_TYPES})"
+    ).fetchone()[0])
 
 
 def _schemas(con: sqlite3.Connection, tables: set[str]) -> dict[tuple[int, int], _Schema]:

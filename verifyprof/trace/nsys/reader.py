@@ -117,7 +117,8 @@ def _read(export: NsysExport) -> Trace:
     meta["graph_trace_rows"] = len(graphs)
     optional = {}
     try:
-        collective_args, nccl_warnings = nccl_collective_args(export.con, export.uri, export.tables, kernels, api, ranges, strings)
+        collective_args, nccl_warnings = nccl_collective_args(export.con, export.uri, export.tables, kernels, api, ranges, strings,
+                                                               export.processes)
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the payload tables are read with plain queries
         raise TraceError(f"corrupt NVTX payload tables ({one_line(exc)})", export.path) from None
     warnings += nccl_warnings
