@@ -1,31 +1,34 @@
-"""Freed memory kept for the next file, in a process that maps file after file.
+"""Freed memory kept for the next file, in a map worker process.
 
 glibc returns a large block to the OS as soon as it is freed (blocks over the mmap threshold, and
-the heap's free top over the trim threshold), so every file's arrays are faulted in afresh: on
-the 16-CPU H200 host (a KVM guest) ~110k page faults, a fifth to a quarter of a rank file's map
-(bench/README.md, "Many ranks"). A worker that keeps freed memory in its heap serves the next
-file from it. Its peak RSS is unchanged (the next file reuses what the last one freed); only the
-return of memory between files is given up, which is why the inline map restores the defaults.
-No-op where the C library is not glibc.
+the heap's free top over the trim threshold), so every file's arrays are faulted in afresh: a
+150 MB Kineto rank file ~105k page faults, ~0.2 s of system time on the 16-CPU H200 host (a KVM
+guest). A worker that keeps freed memory in its heap serves the next file from it (~64k faults);
+bench/README.md ("Many ranks") has the measurements. The nsys reader trims the heap after each
+read (its Arrow threads' arenas), which gives most of it back: for nsys rank files the gain is a
+few per cent.
+
+Only worker processes, which exist to map files and exit, are set so: mallopt switches glibc's
+dynamic thresholds off for the life of the process, which no later call can undo, so the map in
+the caller's own process (``--workers 1``, a notebook) leaves the allocator alone. The cost is
+resident memory: a worker holds its largest file's footprint between files, and files of growing
+sizes can fragment its heap above the largest one's peak. No-op where the C library is not glibc.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 KEPT_MMAP_THRESHOLD = 1 << 30  # blocks up to 1 GiB come from the heap (a file's largest array is ~100 MB)
 KEPT_TRIM_THRESHOLD = (1 << 31) - 1  # never give the heap's free top back between files
-DEFAULT_THRESHOLD = 128 * 1024  # glibc's initial mmap and trim thresholds
 
 
 def _glibc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL("libc.so.6")
-        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+        return libc if hasattr(libc, "mallopt") else None
     except OSError:  # not glibc (musl, macOS): its allocator keeps its own policy
         return None
 
@@ -36,18 +39,3 @@ def keep_freed_memory() -> bool:
     if libc is None:
         return False
     return bool(libc.mallopt(M_MMAP_THRESHOLD, KEPT_MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD, KEPT_TRIM_THRESHOLD))
-
-
-@contextmanager
-def freed_memory_kept() -> Iterator[None]:
-    """Within the block (the inline map of several files) freed memory is kept; after it, glibc's
-    initial thresholds again and the free heap handed back (a notebook's process is not a worker)."""
-    kept = keep_freed_memory()
-    try:
-        yield
-    finally:
-        libc = _glibc() if kept else None
-        if libc is not None:
-            libc.mallopt(M_MMAP_THRESHOLD, DEFAULT_THRESHOLD)
-            libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_THRESHOLD)
-            libc.malloc_trim(0)

@@ -19,7 +19,6 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,6 @@ from verifyprof.attribution.reduce import reduce_parts
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts.errors import NoStepsError, TraceError, VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
-from verifyprof.pipeline.heap import freed_memory_kept
 from verifyprof.trace import load_trace
 from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.sources import expand
@@ -178,7 +176,6 @@ def task_key(index: int) -> str:
 
 def map_inline(tasks: list[MapTask], options: MapOptions) -> Iterator[tuple[int, RankPart | Failure]]:
     """The map in this process, one file after another (one file's events in memory at a time;
-    the memory one frees kept for the next, :mod:`~verifyprof.pipeline.heap`)."""
-    with freed_memory_kept() if len(tasks) > 1 else nullcontext():
-        for index, path, share in tasks:
-            yield index, safe_map(str(path), index, options, share)
+    the allocator left as the caller has it: :mod:`~verifyprof.pipeline.heap`)."""
+    for index, path, share in tasks:
+        yield index, safe_map(str(path), index, options, share)
