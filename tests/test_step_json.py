@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import orjson
+import pandas as pd
 import pytest
 from conftest import OWN_TRACES, PUBLIC
 from test_parallel import rank_file
@@ -73,3 +75,20 @@ def test_a_column_of_another_type_takes_the_records_path():
     rows["wall_ns"] = rows["wall_ns"].astype(float)  # orjson writes 123.0: the integer cast would not
     assert steps_json(rows) == records_json(rows)
     assert b'"wall_ns":' + str(float(rows["wall_ns"].iloc[0])).encode() in steps_json(rows)
+
+
+def test_a_nullable_integer_column_with_a_missing_value_is_refused_as_the_records_path_refuses_it():
+    rows = breakdown(load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")).steps.copy()
+    rows["wall_ns"] = rows["wall_ns"].astype("Int64")
+    rows.loc[rows.index[0], "wall_ns"] = pd.NA  # never written as a bare nan (invalid JSON)
+    with pytest.raises(TypeError):
+        records_json(rows)
+    with pytest.raises(TypeError):
+        steps_json(rows)
+
+
+def test_names_and_counts_of_other_types_encode_as_the_records_path_encodes_them():
+    rows = breakdown(load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")).steps.copy()
+    rows["mode"] = [[1, 1.0, True, -0.0, None][i % 5] for i in range(len(rows))]  # equal values of distinct types
+    rows["kernels"] = rows["kernels"].astype(np.uint64) + np.uint64(1 << 63)  # past int64
+    assert steps_json(rows) == records_json(rows)

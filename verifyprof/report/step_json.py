@@ -34,23 +34,25 @@ def steps_json(rows: pd.DataFrame) -> bytes:
     """The records of ``rows`` as JSON, comma-separated, without the enclosing brackets."""
     if rows.empty:
         return b""
-    if not _encodable(rows):
+    texts = {field: _text_column(rows[field]) for field in TEXT_FIELDS} if _encodable(rows) else {}
+    if not texts or any(column is None for column in texts.values()):  # not the frame the tool makes
         return orjson.dumps(step_records(rows), option=ORJSON_OPTIONS)[1:-1]
     pieces: list[pa.Scalar | pa.Array] = []
     separator = "{"
     for field in (*(f for f in SCALAR_FIELDS if f != "step"), "step", "attrs"):  # step_records' key order
         key = "index" if field == "step" else field
-        pieces += [_literal(f'{separator}"{key}":'), _column(rows, field)]
+        column = texts[field] if field in texts else _attrs(rows["attrs"]) if field == "attrs" else _integers(rows[field])
+        pieces += [_literal(f'{separator}"{key}":'), column]
         separator = ","
     for block, names, columns in _blocks(rows):
         separator = f',"{block}":{{'
         for name, column in zip(names, columns):
-            pieces += [_literal(f'{separator}"{name}":'), _integers(rows[column].to_numpy())]
+            pieces += [_literal(f'{separator}"{name}":'), _integers(rows[column])]
             separator = ","
         pieces.append(_literal("}"))
     pieces.append(_literal("},"))
-    joined = pc.binary_join_element_wise(*pieces, _literal(""))
-    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32, count=len(rows) + 1, offset=joined.offset * 4)
+    joined = pc.binary_join_element_wise(*pieces, _literal(""))  # large_binary: 64-bit offsets, no 2 GiB limit
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64, count=len(rows) + 1, offset=joined.offset * 8)
     return bytes(memoryview(joined.buffers()[2])[offsets[0]:offsets[-1] - 1])  # the last record's comma dropped
 
 
@@ -63,28 +65,35 @@ def _blocks(rows: pd.DataFrame) -> list[tuple[str, tuple[str, ...], tuple[str, .
 
 
 def _encodable(rows: pd.DataFrame) -> bool:
+    """Every number column a plain signed integer array (no nullable ``Int64``, no ``uint64``),
+    each name once: what the cast writes is then what orjson writes."""
     numeric = [f for f in SCALAR_FIELDS if f not in TEXT_FIELDS] + [c for _, _, cols in _blocks(rows) for c in cols]
-    return all(pd.api.types.is_integer_dtype(rows[c].dtype) for c in numeric)
+    return rows.columns.is_unique and all(isinstance(rows[c].dtype, np.dtype) and rows[c].dtype.kind == "i" for c in numeric)
 
 
-def _column(rows: pd.DataFrame, field: str) -> pa.Array:
-    if field == "attrs":  # shared dicts (one per distinct range text) are serialised once
-        values = rows["attrs"].tolist()
-        codes, firsts = shared_objects(values)
-        return _take([orjson.dumps(values[i], option=ORJSON_OPTIONS) for i in firsts], codes)
-    if field in TEXT_FIELDS:
-        codes, uniques = pd.factorize(rows[field].to_numpy(object), use_na_sentinel=False)
-        return _take([orjson.dumps(u, option=ORJSON_OPTIONS) for u in uniques], codes)
-    return _integers(rows[field].to_numpy())
+def _text_column(values: pd.Series) -> pa.Array | None:
+    """Each distinct string serialised once; None when a value is not a string or None (numbers,
+    NaN, pd.NA: equal values of other types would be merged, the records path keeps them apart)."""
+    codes, uniques = pd.factorize(values.to_numpy(object), use_na_sentinel=False)
+    if not all(u is None or isinstance(u, str) for u in uniques):
+        return None
+    return _take([orjson.dumps(u) for u in uniques], codes)
+
+
+def _attrs(values: pd.Series) -> pa.Array:
+    """Each distinct attrs object (steps of one range text share theirs) serialised once."""
+    objects = values.tolist()
+    codes, firsts = shared_objects(objects)
+    return _take([orjson.dumps(objects[i], option=ORJSON_OPTIONS) for i in firsts], codes)
 
 
 def _take(encoded: list[bytes], codes: np.ndarray) -> pa.Array:
-    return pa.array(encoded, type=pa.binary()).take(pa.array(codes))
+    return pa.array(encoded, type=pa.large_binary()).take(pa.array(codes))
 
 
-def _integers(values: np.ndarray) -> pa.Array:
-    return pc.cast(pa.array(values), pa.string()).cast(pa.binary())
+def _integers(values: pd.Series) -> pa.Array:
+    return pc.cast(pa.array(values.to_numpy()), pa.large_string()).cast(pa.large_binary())
 
 
 def _literal(text: str) -> pa.Scalar:
-    return pa.scalar(text.encode(), pa.binary())
+    return pa.scalar(text.encode(), pa.large_binary())
