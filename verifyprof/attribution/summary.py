@@ -118,7 +118,7 @@ def _group_summary(name: str, columns: _Columns, at: np.ndarray, kind: str) -> d
             "phases": {p: int(round(float(m))) for p, m in zip(phases.ALL, means)},
         }
     mode_codes, modes = pd.factorize(columns.mode[at])
-    mode_counts = np.bincount(mode_codes, minlength=len(modes))
+    mode_counts = np.bincount(mode_codes[mode_codes >= 0], minlength=len(modes))  # a missing mode: not counted
     by_count = np.argsort(-mode_counts, kind="stable")  # as value_counts: most first, ties by first seen
     out: dict[str, Any] = {
         "name": name,
