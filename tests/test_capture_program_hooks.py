@@ -161,3 +161,13 @@ def test_tagged_hooks_from_the_cli_split_one_function_into_verify_and_draft_exte
     assert proc.returncode == 0, proc.stderr
     assert annotations(out) == ["verifyprof.verify tokens=5", "verifyprof.draft_extend tokens=1"] * 2
     assert sorted(read_manifest(out)["hooks"]["fired"].values()) == [2, 2]
+
+
+def test_a_hook_on_a_function_of_the_main_script_is_refused_before_the_program_starts(tmp_path, tag):
+    script = write_program(tmp_path / "prog", script="def step(x):\n    return x\n\nopen('started', 'w').close()\n")
+    out = tmp_path / "cap"
+    proc = capture_program(out, script, ["script:step=verify"], tag=tag)
+    assert proc.returncode == 2, proc.stderr
+    assert "script is the program's main module: it runs as __main__" in proc.stderr
+    assert "move the function into a module script imports" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "started").exists() and not (script.parent / "started").exists() and not out.exists()

@@ -77,3 +77,23 @@ def test_a_target_beside_the_program_script_is_found_from_another_folder(tmp_pat
     assert json.loads(done.stdout)[0]["state"] == "patched"
     alone = run_as_console_script("mymod:model_forward=verify", "--json", cwd=elsewhere)
     assert alone.returncode == 1 and "cannot import mymod" in json.loads(alone.stdout)[0]["detail"]
+
+
+def test_a_target_in_the_programs_main_script_is_reported_unhookable_without_running_it(tmp_path):
+    program = tmp_path / "prog"
+    program.mkdir()
+    marker = tmp_path / "ran"
+    (program / "script.py").write_text(f"def step(x):\n    return x\n\nopen({str(marker)!r}, 'w').close()\n")
+    done = run_as_console_script("script:step=verify", "--json", "--", "python", str(program / "script.py"), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    (status,) = json.loads(done.stdout)
+    assert status["state"] == "missing" and "runs as __main__" in status["detail"]
+    assert not marker.exists()  # the check never imported (ran) the script
+
+
+def test_a_target_in_the_module_run_with_dash_m_is_reported_unhookable(tmp_path):
+    (tmp_path / "tool.py").write_text("def step(x):\n    return x\n")
+    done = run_as_console_script("tool:step=verify", "--json", "--", "python", "-m", "tool", cwd=tmp_path)
+    assert done.returncode == 1 and "tool is the program's main module" in json.loads(done.stdout)[0]["detail"]
+    other = run_as_console_script("tool:step=verify", "--json", "--", "python", "-m", "other", cwd=tmp_path)
+    assert other.returncode == 0 and json.loads(other.stdout)[0]["state"] == "patched"

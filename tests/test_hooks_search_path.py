@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verifyprof.capture.hooks.search_path import program_folder
+from verifyprof.capture.hooks.search_path import main_module, program_folder
 
 
 def test_a_script_run_by_python_starts_with_the_scripts_folder(tmp_path):
@@ -20,3 +20,11 @@ def test_isolated_and_safe_path_interpreters_add_no_folder(tmp_path):
 def test_an_executable_py_script_starts_with_its_folder_and_other_programs_are_unknown(tmp_path):
     assert program_folder(["./tools/run.py"], cwd=tmp_path, environ={}) == tmp_path / "tools"
     assert program_folder(["torchrun", "--nproc-per-node", "2", "run.py"], cwd=tmp_path, environ={}) is None
+
+def test_the_main_module_is_the_scripts_stem_or_the_dash_m_module(tmp_path):
+    assert main_module(["python", "-u", "sub/run.py", "--flag"], environ={}) == "run"
+    assert main_module(["./tools/serve.py"], environ={}) == "serve"
+    assert main_module(["python3", "-X", "dev", "-m", "pkg.main", "x"], environ={}) == "pkg.main"
+    assert main_module(["python", "-mpkg"], environ={}) == "pkg"
+    for argv in (["python", "-c", "pass"], ["python"], ["torchrun", "run.py"], ["python", "my-tool.py"]):
+        assert main_module(argv, environ={}) is None, argv

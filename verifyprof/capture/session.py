@@ -14,7 +14,12 @@ from pathlib import Path
 from rich.console import Console
 
 from verifyprof.capture import driver, manifest, nsys
-from verifyprof.capture.hooks.search_path import importable_from, program_folder
+from verifyprof.capture.hooks.api import main_module_problem
+from verifyprof.capture.hooks.search_path import (
+    importable_from,
+    main_module,
+    program_folder,
+)
 from verifyprof.capture.options import (
     CaptureOptions,
     check_out_dir,
@@ -24,7 +29,7 @@ from verifyprof.capture.options import (
 from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
 from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_record
-from verifyprof.contracts.errors import ToolMissingError
+from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 from verifyprof.contracts.manifest import document, now_iso
 
 
@@ -173,8 +178,11 @@ class CaptureSession:
         from verifyprof.capture.hooks.presets import parse_user_hook
 
         folders = [self.program_folder] if self.program_folder else []
+        main = main_module(self.target)
         for text in self.opts.hook_targets:
             module = parse_user_hook(text).alternatives[0].target.module
+            if module == main:  # never patched: refused now, not after a capture that finds no range
+                raise VerifyprofError(f"hook {text}: {main_module_problem(module)}")
             if not importable_from(module, folders):
                 where = f"in the program's folder {self.program_folder} or" if folders else ""
                 self.console.print(f"[yellow]verifyprof: hook {text}: module {module} is not {where} importable here; "

@@ -321,6 +321,18 @@ def _status(patch: _Patch) -> HookStatus:
     return HookStatus(str(patch.target), ranges, patch.state, patch.detail, rebound, sources, calls)
 
 
+def run_as_main(module_name: str, detail: str) -> None:
+    """The program runs ``module_name`` as ``__main__``: its pending targets can never be patched
+    (its functions are defined as it runs), so they are not imported to be checked either (that
+    would run the program's top level); they become missing (user targets) or absent."""
+    with _lock:
+        for patch in _patches.values():
+            if patch.target.module == module_name and patch.state == "pending":
+                patch.state = "missing" if patch.warn_missing else "absent"
+                patch.detail = detail
+        _notify()
+
+
 def import_pending() -> None:
     """Imports the module of every pending target (``check``); one that cannot be imported makes
     its targets absent (preset alternatives) or missing (user targets), with the reason."""
