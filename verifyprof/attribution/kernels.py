@@ -62,7 +62,8 @@ def kernel_table(trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None
         selected &= inside
         scope = f"kernels launched inside ranges matching '{step_regex}'"
     frame = pd.DataFrame({"name_id": ops.name_id[selected], "phase": ops.phase[selected], "ns": ops.end[selected] - ops.start[selected]})
-    table = frame.groupby("name_id", sort=False).agg(phase=("phase", "first"), count=("ns", "size"), total_ns=("ns", "sum")).reset_index()
+    # by (name, phase): a context rule can book one kernel name to two phases (a row each)
+    table = frame.groupby(["name_id", "phase"], sort=False).agg(count=("ns", "size"), total_ns=("ns", "sum")).reset_index()
     table["name"] = trace.strings.lookup(table["name_id"].to_numpy())
     table["phase"] = np.asarray(phases.ALL, dtype=object)[table["phase"].to_numpy()]
     table["mean_ns"] = (table["total_ns"] / table["count"].clip(lower=1)).round().astype(np.int64)

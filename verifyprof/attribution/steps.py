@@ -83,6 +83,8 @@ def gpu_ops(trace: Trace, taxonomy: Taxonomy) -> GpuOps:
         if len(opaque):
             parts.append(_part(opaque, np.full(len(opaque), phases.INDEX["graph"], np.int8), False, np.full(len(opaque), -1, np.int32)))
     fields = {name: np.concatenate([p[name] for p in parts]) if len(parts) > 1 else parts[0][name] for name in parts[0]}
+    if taxonomy.contexts:  # names whose phase their neighbours decide (MoE routing's top-k and sort)
+        fields["phase"] = taxonomy.in_context(trace.strings, fields["name_id"], fields["phase"], fields["device"], fields["start"])
     return GpuOps(**fields, call=np.full(len(fields["start"]), -1, dtype=np.int64))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +30,25 @@ class Rule:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class ContextRule:
+    """A kernel in phase ``source`` whose name matches ``pattern`` is booked to ``phase`` when the
+    next GPU op on its device among the ``before`` and ``until`` phases is a ``before`` op (MoE
+    routing's generic top-k and sort kernels run between the router GEMM and the expert GEMM)."""
+
+    phase: str
+    source: str
+    pattern: re.Pattern[str]
+    before: str
+    until: tuple[str, ...]
+    note: str = ""
+
+
 @dataclass
 class Taxonomy:
     rules: list[Rule]
     source: str  # "builtin" or the file path
+    contexts: list[ContextRule] = field(default_factory=list)
 
     def phase_of(self, name: str) -> str:
         for rule in self.rules:
@@ -52,6 +67,31 @@ class Taxonomy:
             if sid >= 0:
                 out[sid] = phases.INDEX[self.phase_of(strings[int(sid)])]
         return out
+
+    def in_context(self, strings: StringTable, name_id: np.ndarray, phase: np.ndarray, device: np.ndarray,
+                   start: np.ndarray) -> np.ndarray:
+        """``phase`` (per GPU op) with the context rules applied: only ops of a matching name and
+        the ops that decide for them (their ``before`` / ``until`` phases) are sorted."""
+        for rule in self.contexts:
+            booked = (phase == phases.INDEX[rule.source]) & (name_id >= 0)
+            ids = np.unique(name_id[booked])  # each distinct kernel name tested once
+            named = ids[[rule.pattern.search(strings[int(i)]) is not None for i in ids]]
+            candidate = booked & np.isin(name_id, named)
+            if not candidate.any():
+                continue
+            marker = np.isin(phase, [phases.INDEX[p] for p in (rule.before, *rule.until)])
+            picked = np.flatnonzero(candidate | marker)
+            order = picked[np.lexsort((start[picked], device[picked]))]  # by device, then time
+            is_marker = marker[order]
+            at = np.where(is_marker, np.arange(len(order)), len(order))
+            following = np.minimum.accumulate(at[::-1])[::-1]  # the next marker at or after each position
+            found = following < len(order)
+            nxt = order[np.minimum(following, len(order) - 1)]
+            hit = ~is_marker & found & (device[nxt] == device[order]) & (phase[nxt] == phases.INDEX[rule.before])
+            if hit.any():
+                phase = phase.copy()
+                phase[order[hit]] = phases.INDEX[rule.phase]
+        return phase
 
 
 def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
@@ -92,4 +132,23 @@ def parse_taxonomy(text: str, source: str) -> Taxonomy:
                 raise VerifyprofError(f"taxonomy rule {n} ({phase}): bad regex {pattern!r}: {exc}", where) from None
     if not rules:
         raise VerifyprofError("taxonomy has no [[rule]] entries", where)
-    return Taxonomy(rules, source)
+    return Taxonomy(rules, source, [_context(n, entry, where) for n, entry in enumerate(data.get("context", []), start=1)])
+
+
+def _context(n: int, entry: dict, where: Path | None) -> ContextRule:
+    """One ``[[context]]`` entry, every field checked (a bad one is one line naming the rule)."""
+    booked = [p for p in phases.PRIORITY if p not in phases.COPIES]
+    until = entry.get("until", [])
+    until = [until] if isinstance(until, str) else until
+    for key, value in (("phase", entry.get("phase")), ("from", entry.get("from")), ("before", entry.get("before")),
+                       *(("until", u) for u in until)):
+        if value not in booked:
+            raise VerifyprofError(f"taxonomy context rule {n}: {key} {value!r} is not one of {', '.join(booked)}", where)
+    patterns = entry.get("patterns") or ([entry["pattern"]] if "pattern" in entry else [])
+    if not patterns:
+        raise VerifyprofError(f"taxonomy context rule {n} ({entry['phase']}) has no patterns", where)
+    try:
+        pattern = re.compile("|".join(f"(?:{p})" for p in patterns))
+    except re.error as exc:
+        raise VerifyprofError(f"taxonomy context rule {n} ({entry['phase']}): bad regex: {exc}", where) from None
+    return ContextRule(entry["phase"], entry["from"], pattern, entry["before"], tuple(until), entry.get("note", ""))
