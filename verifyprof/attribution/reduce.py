@@ -70,7 +70,7 @@ def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None, one_f
     places = [Placement(0, 0, 0) for _ in parts] if one_file else placements(parts, notes)
     mapping = global_steps(parts, places)
     processes = merged_processes(parts, places)
-    rows = pd.concat([_place_rows(p, s, m) for p, s, m in zip(parts, places, mapping)], ignore_index=True)
+    rows = placed_rows(parts, places, mapping)
     rows["rank"] = _row_ranks(rows, processes)
     rows = rows.sort_values(["step", "device"], kind="stable").reset_index(drop=True)
     trace = Trace(
@@ -168,14 +168,23 @@ def global_steps(parts: list[RankPart], places: list[Placement]) -> list[np.ndar
     return [number[bounds[i]:bounds[i + 1]] for i in range(len(parts))]
 
 
-def _place_rows(part: RankPart, place: Placement, mapping: np.ndarray) -> pd.DataFrame:
-    rows = part.rows.copy()
-    rows["step"] = mapping[rows["step"].to_numpy()]
+def placed_rows(parts: list[RankPart], places: list[Placement], mapping: list[np.ndarray]) -> pd.DataFrame:
+    """Every file's step rows on the merged clock, keys, devices and step ids: one concatenation,
+    then each column shifted by its file's placement (per row, vectorised; not a copy per file)."""
+    rows = pd.concat([p.rows for p in parts], ignore_index=True)
+    part = np.repeat(np.arange(len(parts)), [len(p.rows) for p in parts])
+    shift = np.array([s.shift_ns for s in places], np.int64)[part]
+    key_offset = np.array([s.key_offset for s in places], np.int64)[part]
+    device_offset = np.array([s.device_offset for s in places], np.int64)[part]
+    first_step = np.cumsum([0] + [len(m) for m in mapping[:-1]])  # where each file's mapping starts
+    rows["step"] = np.concatenate(mapping)[first_step[part] + rows["step"].to_numpy(np.int64)]
     for col in ("start_ns", "end_ns"):
-        rows[col] = rows[col].to_numpy() + place.shift_ns
+        rows[col] = rows[col].to_numpy() + shift
     for col in ("pid", "tid"):
-        rows[col] = _key(rows[col].to_numpy(), place.key_offset)
-    rows["device"] = _device(rows["device"].to_numpy(), place.device_offset)
+        keys = rows[col].to_numpy(np.int64)
+        rows[col] = np.where(keys == NO_ID, NO_ID, keys + key_offset)
+    device = rows["device"].to_numpy(np.int64)
+    rows["device"] = np.where(device < 0, device, device + device_offset)
     return rows
 
 
