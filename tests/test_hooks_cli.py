@@ -97,3 +97,14 @@ def test_a_target_in_the_module_run_with_dash_m_is_reported_unhookable(tmp_path)
     assert done.returncode == 1 and "tool is the program's main module" in json.loads(done.stdout)[0]["detail"]
     other = run_as_console_script("tool:step=verify", "--json", "--", "python", "-m", "other", cwd=tmp_path)
     assert other.returncode == 0 and json.loads(other.stdout)[0]["state"] == "patched"
+
+
+def test_a_package_run_with_dash_m_keeps_its_package_hookable_and_its_main_unhookable(tmp_path):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("def step(x):\n    return x\n")
+    marker = tmp_path / "ran"
+    (tmp_path / "app" / "__main__.py").write_text(f"def go(x):\n    return x\n\nopen({str(marker)!r}, 'w').close()\n")
+    done = run_as_console_script("app:step=verify,app.__main__:go=draft", "--json", "--", "python", "-m", "app", cwd=tmp_path)
+    states = {s["target"]: s["state"] for s in json.loads(done.stdout)}
+    assert states == {"app:step": "patched", "app.__main__:go": "missing"} and done.returncode == 1
+    assert not marker.exists()

@@ -17,7 +17,7 @@ from verifyprof.capture import driver, manifest, nsys
 from verifyprof.capture.hooks.api import main_module_problem
 from verifyprof.capture.hooks.search_path import (
     importable_from,
-    main_module,
+    is_main_module,
     program_folder,
 )
 from verifyprof.capture.options import (
@@ -178,10 +178,9 @@ class CaptureSession:
         from verifyprof.capture.hooks.presets import parse_user_hook
 
         folders = [self.program_folder] if self.program_folder else []
-        main = main_module(self.target)
         for text in self.opts.hook_targets:
             module = parse_user_hook(text).alternatives[0].target.module
-            if module == main:  # never patched: refused now, not after a capture that finds no range
+            if is_main_module(module, self.target):  # never patched: refused now, not after a capture that finds no range
                 raise VerifyprofError(f"hook {text}: {main_module_problem(module)}")
             if not importable_from(module, folders):
                 where = f"in the program's folder {self.program_folder} or" if folders else ""

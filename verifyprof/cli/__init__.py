@@ -273,12 +273,12 @@ def hooks(
     import os as _os
 
     from verifyprof.capture.hooks import api as hook_api
-    from verifyprof.capture.hooks.search_path import main_module, program_folder
+    from verifyprof.capture.hooks.search_path import is_main_module, program_folder
     from verifyprof.report import console, files
 
     folder = program_folder(program) if program else None
-    main = main_module(program) if program else None
-    statuses = hook_api.check(spec, path=[p for p in (folder, _os.getcwd()) if p is not None], main=main)
+    is_main = (lambda module: is_main_module(module, program)) if program else None
+    statuses = hook_api.check(spec, path=[p for p in (folder, _os.getcwd()) if p is not None], is_main=is_main)
     if as_json:
         files.print_json([s.to_json() for s in statuses])
     else:

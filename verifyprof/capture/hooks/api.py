@@ -189,20 +189,21 @@ def install_from_env() -> list[HookStatus] | None:
         return None
 
 
-def check(spec: str | Iterable[str], path: Iterable[str | Path] = (), main: str | None = None) -> list[HookStatus]:
+def check(spec: str | Iterable[str], path: Iterable[str | Path] = (),
+          is_main: Callable[[str], bool] | None = None) -> list[HookStatus]:
     """What ``spec`` would hook in this interpreter: installs it, imports every target's module
     (and so whatever those import), and reports each target's state (``verifyprof hooks check``).
 
     ``path``: folders the program will have first on ``sys.path`` (its script's directory, the
     current directory for ``-m``; see :mod:`~verifyprof.capture.hooks.search_path`), put in front
-    for the imports as Python will. ``main``: the module the program runs as ``__main__``
-    (:func:`~verifyprof.capture.hooks.search_path.main_module`); its targets are reported as
-    unhookable, never imported. The hooks stay installed; call :func:`uninstall` to remove them."""
+    for the imports as Python will. ``is_main(module)``: whether the program runs ``module`` as
+    ``__main__`` (:func:`~verifyprof.capture.hooks.search_path.is_main_module`); such targets are
+    reported missing, never imported. The hooks stay installed; call :func:`uninstall` to remove them."""
     install(spec)
     added = [str(Path(p)) for p in path if str(Path(p)) not in sys.path]
     sys.path[:0] = added
-    if main:
-        _targets.run_as_main(main, main_module_problem(main))
+    if is_main is not None:
+        _targets.run_as_main(is_main, main_module_problem)
     _targets.import_pending()
     return status()
 
@@ -210,7 +211,7 @@ def check(spec: str | Iterable[str], path: Iterable[str | Path] = (), main: str 
 def main_module_problem(module: str) -> str:
     """Why a target in the program's ``__main__`` module cannot be hooked, and what to do."""
     return (f"{module} is the program's main module: it runs as __main__ and defines its functions after the "
-            f"hooks are installed, so they cannot be wrapped; move the function into a module {module} imports, "
+            f"hooks are installed, so they cannot be wrapped; move the function into a module it imports, "
             f"or start the program with python -c 'import {module}; {module}.main()'")
 
 

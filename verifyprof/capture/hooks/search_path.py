@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
-_TAKES_VALUE = {"-W", "-X", "--check-hash-based-pycs"}  # interpreter options followed by a value
 
 
 def _is_python(command: str) -> bool:
@@ -39,19 +38,65 @@ def program_folder(argv: Sequence[str], cwd: str | Path | None = None,
     return cwd.resolve()  # -m, -c and the interactive interpreter: the current folder
 
 
-def main_module(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> str | None:
-    """The module name of what ``argv`` runs as ``__main__``: ``pkg.mod`` for ``-m pkg.mod``, the
-    script's stem for ``script.py``; None for ``-c``, the interactive interpreter or other programs.
-    Its functions are defined while it runs, after the hooks are installed: they cannot be hooked."""
-    kind, value, _ = _command(argv, environ)
-    if kind in ("script", "exec"):
-        return Path(value).stem if Path(value).stem.isidentifier() else None
-    return value if kind == "module" else None
+def is_main_module(module: str, argv: Sequence[str], cwd: str | Path | None = None,
+                   environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``module`` is what ``argv`` runs as ``__main__`` (the script, found by name or by
+    file; ``-m pkg.mod``; ``pkg.__main__`` for ``-m pkg`` on a package; the script a launcher such
+    as ``torchrun`` runs in each worker). Its functions are defined while it runs, after the hooks
+    are installed: they can never be wrapped. Decided from the file system, never by importing."""
+    cwd = Path(cwd or os.getcwd())
+    kind, value, safe = _command(argv, environ)
+    if kind == "module" and value in LAUNCHER_MODULES or kind is None and _is_launcher(argv):
+        kind, value = "script", _launched_script(argv)
+    if kind in ("script", "exec") and value:
+        script = (cwd / value).resolve()
+        folders = [script.parent, cwd] if not safe else [cwd]
+        return module == script.stem or _module_file(module, folders) == script
+    if kind == "module" and value:
+        folders = ([] if safe else [cwd]) + [Path(p) for p in sys.path if p]
+        return module == (f"{value}.__main__" if _is_package(value, folders) else value)
+    return False
+
+
+LAUNCHERS = {"torchrun", "deepspeed"}  # run a script in each worker process, as __main__
+LAUNCHER_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
+
+
+def _is_launcher(argv: Sequence[str]) -> bool:
+    name = Path(argv[0]).name if argv else ""
+    return name in LAUNCHERS or (name == "accelerate" and len(argv) > 1 and argv[1] == "launch")
+
+
+def _launched_script(argv: Sequence[str]) -> str:
+    """The launcher's script: its first ``.py`` argument (its own options come before it)."""
+    return next((a for a in argv[1:] if a.endswith(".py")), "")
+
+
+def _module_file(module: str, folders: Sequence[Path]) -> Path | None:
+    for base in folders:
+        path = base.joinpath(*module.split("."))
+        for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+            if candidate.is_file():
+                return candidate.resolve()
+    return None
+
+
+def _is_package(module: str, folders: Sequence[Path]) -> bool:
+    """Whether ``module`` names a package (a folder; ``-m`` then runs its ``__main__``), looked up
+    as the import system would find it first, without importing it."""
+    for base in folders:
+        path = base.joinpath(*module.split("."))
+        if path.with_suffix(".py").is_file():
+            return False
+        if path.is_dir() and ((path / "__init__.py").is_file() or (path / "__main__.py").is_file()):
+            return True
+    return False
 
 
 def _command(argv: Sequence[str], environ: Mapping[str, str] | None) -> tuple[str | None, str, bool]:
     """(kind, value, safe path) of a command line: ``exec`` (an executable ``.py``), ``script``,
-    ``module`` (``-m``), ``code`` (``-c``), ``interactive``, or None (not Python)."""
+    ``module`` (``-m``), ``code`` (``-c``), ``interactive``, or None (not Python). Short options
+    combine as the interpreter reads them (``-um pkg``, ``-Wignore``, ``-IX dev``)."""
     environ = os.environ if environ is None else environ
     if not argv:
         return None, "", False
@@ -64,19 +109,25 @@ def _command(argv: Sequence[str], environ: Mapping[str, str] | None) -> tuple[st
     i = 1
     while i < len(argv):
         arg = argv[i]
-        if arg in ("-m", "-c"):
-            return ("module" if arg == "-m" else "code"), (argv[i + 1] if i + 1 < len(argv) else ""), safe
-        if arg in _TAKES_VALUE:
+        if arg == "--check-hash-based-pycs":
             i += 2
             continue
-        if arg.startswith("-") and arg != "-":
-            if not arg.startswith("--") and ("I" in arg[1:] or "P" in arg[1:]):
-                safe = True
-            if arg.startswith(("-m", "-c")) and len(arg) > 2:  # -mpkg.mod, -c'code'
-                return ("module" if arg.startswith("-m") else "code"), arg[2:], safe
+        if arg.startswith("--"):  # --version, --help: no value
             i += 1
             continue
-        return "script", arg, safe
+        if not arg.startswith("-") or arg == "-":
+            return "script", arg, safe
+        for j, flag in enumerate(arg[1:], start=1):
+            rest = arg[j + 1:]
+            if flag in "mc":  # the rest of the word, or the next one, is its argument
+                value = rest or (argv[i + 1] if i + 1 < len(argv) else "")
+                return ("module" if flag == "m" else "code"), value, safe
+            if flag in "WX":  # takes a value: the rest of the word, or the next one
+                i += 0 if rest else 1
+                break
+            if flag in "IP":
+                safe = True
+        i += 1
     return "interactive", "", safe
 
 

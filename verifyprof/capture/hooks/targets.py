@@ -321,15 +321,15 @@ def _status(patch: _Patch) -> HookStatus:
     return HookStatus(str(patch.target), ranges, patch.state, patch.detail, rebound, sources, calls)
 
 
-def run_as_main(module_name: str, detail: str) -> None:
-    """The program runs ``module_name`` as ``__main__``: its pending targets can never be patched
-    (its functions are defined as it runs), so they are not imported to be checked either (that
-    would run the program's top level); they become missing (user targets) or absent."""
+def run_as_main(is_main: Callable[[str], bool], detail: Callable[[str], str]) -> None:
+    """The program runs some module as ``__main__`` (``is_main`` says which): its pending targets,
+    preset or user, can never be patched (its functions are defined as it runs), so they are not
+    imported to be checked either (that would run the program's top level): they are missing."""
     with _lock:
         for patch in _patches.values():
-            if patch.target.module == module_name and patch.state == "pending":
-                patch.state = "missing" if patch.warn_missing else "absent"
-                patch.detail = detail
+            if patch.state == "pending" and is_main(patch.target.module):
+                patch.state = "missing"
+                patch.detail = detail(patch.target.module)
         _notify()
 
 
