@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from cli_helpers import verifyprof
 from conftest import OWN_TRACES, REPO
 
 from verifyprof.attribution.breakdown import breakdown
@@ -64,3 +65,33 @@ def test_a_context_rule_naming_no_booked_phase_is_one_error_naming_the_rule(tmp_
     path.write_text(f'[[rule]]\nphase = "elementwise"\npatterns = ["x"]\n\n[[context]]\n{rule}patterns = ["topk"]\n')
     with pytest.raises(VerifyprofError, match=f"context rule 1: {field} '{value}' is not one of"):
         load_taxonomy(path)
+
+
+RULE = '[[rule]]\nphase = "elementwise"\npatterns = ["x"]\n\n'
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('[context]\nphase = "moe_aux"\n', "'context' must be an array of tables, written [[context]]"),
+    ("context = 3\n", "'context' must be an array of tables"),
+    ('[[context]]\nphase = "moe_aux"\nbefore = "gemm_moe"\npatterns = ["topk"]\n', "context rule 1: missing 'from'"),
+    ('[[context]]\nphase = "moe_aux"\nfrom = "elementwise"\nbefore = "gemm_moe"\nuntil = 5\npatterns = ["t"]\n', "until must be a phase or a list"),
+    ('[[context]]\nphase = "moe_aux"\nfrom = "elementwise"\nbefore = "gemm_moe"\npatterns = [1]\n', "patterns must be a list of regular expressions"),
+    ('[[context]]\nphase = "moe_aux"\nfrom = "gemm_moe"\nbefore = "gemm_moe"\npatterns = ["t"]\n', "it could never apply"),
+], ids=["table", "number", "no-from", "until-number", "pattern-number", "from-is-before"])
+def test_a_malformed_context_rule_is_one_line_and_exit_2_through_the_cli(tmp_path, text, problem):
+    path = tmp_path / "taxonomy.toml"
+    path.write_text(RULE + text if text.startswith("[") else text + RULE)  # a bare key: before any table
+    done = verifyprof("kernels", str(MOE), "--taxonomy", str(path))
+    assert done.returncode == 2 and problem in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_patterns_given_as_one_string_are_one_regex_not_its_characters(tmp_path):
+    text = (REPO / "verifyprof" / "data" / "taxonomy.toml").read_text().replace(
+        "patterns = ['gatherTopK|radixSort", "patterns = 'gatherTopK|radixSort").replace("|bincount|histogram']", "|bincount|histogram'")
+    path = tmp_path / "taxonomy.toml"
+    path.write_text(text)
+    one_string = kernel_table(load_trace(MOE), load_taxonomy(path))
+    as_list = kernel_table(load_trace(MOE), load_taxonomy())
+    assert one_string.table.equals(as_list.table)
+    assert one_string.to_json()["distinct_kernels"] == as_list.table["name"].nunique()

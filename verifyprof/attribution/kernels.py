@@ -35,7 +35,7 @@ class KernelTable:
             "taxonomy": self.taxonomy,
             "scope": self.scope,
             "total_kernel_ns": self.total_ns,
-            "distinct_kernels": int(len(self.table)),
+            "distinct_kernels": int(self.table["name"].nunique()),  # names: a context rule can list one twice
             "kernels": [
                 {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
                 for row in rows.to_dict("records")

@@ -117,38 +117,59 @@ def parse_taxonomy(text: str, source: str) -> Taxonomy:
     except tomllib.TOMLDecodeError as exc:
         raise VerifyprofError(f"taxonomy is not valid TOML: {exc}", where) from None
     rules: list[Rule] = []
-    for n, entry in enumerate(data.get("rule", []), start=1):
+    for n, entry in enumerate(_entries(data, "rule", where), start=1):
         phase = entry.get("phase")
-        if phase not in phases.PRIORITY or phase in phases.COPIES:
-            allowed = ", ".join(p for p in phases.PRIORITY if p not in phases.COPIES)
-            raise VerifyprofError(f"taxonomy rule {n}: phase {phase!r} is not one of {allowed}", where)
-        patterns = entry.get("patterns") or ([entry["pattern"]] if "pattern" in entry else [])
-        if not patterns:
-            raise VerifyprofError(f"taxonomy rule {n} ({phase}) has no patterns", where)
-        for pattern in patterns:
+        if phase not in BOOKED:
+            raise VerifyprofError(f"taxonomy rule {n}: phase {phase!r} is not one of {', '.join(BOOKED)}", where)
+        for pattern in _patterns(entry, f"taxonomy rule {n} ({phase})", where):
             try:
                 rules.append(Rule(phase, re.compile(pattern), entry.get("note", "")))
             except re.error as exc:
                 raise VerifyprofError(f"taxonomy rule {n} ({phase}): bad regex {pattern!r}: {exc}", where) from None
     if not rules:
         raise VerifyprofError("taxonomy has no [[rule]] entries", where)
-    return Taxonomy(rules, source, [_context(n, entry, where) for n, entry in enumerate(data.get("context", []), start=1)])
+    return Taxonomy(rules, source, [_context(n, entry, where) for n, entry in enumerate(_entries(data, "context", where), start=1)])
+
+
+BOOKED = tuple(p for p in phases.PRIORITY if p not in phases.COPIES)  # phases a rule can book a kernel to
+
+
+def _entries(data: dict, key: str, where: Path | None) -> list[dict]:
+    entries = data.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise VerifyprofError(f"taxonomy: '{key}' must be an array of tables, written [[{key}]]", where)
+    return entries
+
+
+def _patterns(entry: dict, what: str, where: Path | None) -> list[str]:
+    """A rule's regexes: ``patterns`` (a list, or one string) or ``pattern``; every one a string."""
+    patterns = entry.get("patterns", entry.get("pattern", []))
+    patterns = [patterns] if isinstance(patterns, str) else patterns
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise VerifyprofError(f"{what}: patterns must be a list of regular expressions (strings)", where)
+    if not patterns:
+        raise VerifyprofError(f"{what} has no patterns", where)
+    return patterns
 
 
 def _context(n: int, entry: dict, where: Path | None) -> ContextRule:
     """One ``[[context]]`` entry, every field checked (a bad one is one line naming the rule)."""
-    booked = [p for p in phases.PRIORITY if p not in phases.COPIES]
+    what = f"taxonomy context rule {n}"
+    for key in ("phase", "from", "before"):
+        if key not in entry:
+            raise VerifyprofError(f"{what}: missing '{key}' (phase, from, before and patterns are needed)", where)
     until = entry.get("until", [])
     until = [until] if isinstance(until, str) else until
-    for key, value in (("phase", entry.get("phase")), ("from", entry.get("from")), ("before", entry.get("before")),
-                       *(("until", u) for u in until)):
-        if value not in booked:
-            raise VerifyprofError(f"taxonomy context rule {n}: {key} {value!r} is not one of {', '.join(booked)}", where)
-    patterns = entry.get("patterns") or ([entry["pattern"]] if "pattern" in entry else [])
-    if not patterns:
-        raise VerifyprofError(f"taxonomy context rule {n} ({entry['phase']}) has no patterns", where)
+    if not isinstance(until, list):
+        raise VerifyprofError(f"{what}: until must be a phase or a list of phases", where)
+    for key, value in (("phase", entry["phase"]), ("from", entry["from"]), ("before", entry["before"]), *(("until", u) for u in until)):
+        if value not in BOOKED:
+            raise VerifyprofError(f"{what}: {key} {value!r} is not one of {', '.join(BOOKED)}", where)
+    if entry["from"] == entry["before"] or entry["from"] in until:
+        raise VerifyprofError(f"{what}: from {entry['from']!r} is also a phase it looks for (before/until): it could never apply", where)
+    patterns = _patterns(entry, f"{what} ({entry['phase']})", where)
     try:
         pattern = re.compile("|".join(f"(?:{p})" for p in patterns))
     except re.error as exc:
-        raise VerifyprofError(f"taxonomy context rule {n} ({entry['phase']}): bad regex: {exc}", where) from None
+        raise VerifyprofError(f"{what} ({entry['phase']}): bad regex: {exc}", where) from None
     return ContextRule(entry["phase"], entry["from"], pattern, entry["before"], tuple(until), entry.get("note", ""))
