@@ -4,7 +4,8 @@
 with the current directory; ``-I``/``-P`` (and ``PYTHONSAFEPATH``) add nothing. The hooks are
 installed before that happens (``sitecustomize`` runs first), so a target in the program's own
 modules is resolved lazily (pending until imported); this module lets ``verifyprof hooks`` and
-``verifyprof capture`` look where the program will look when they check targets beforehand.
+``verifyprof capture`` look where the program will look when they check targets beforehand, and
+say which module the program runs as ``__main__`` (:func:`is_main_module`: never hookable).
 """
 
 from __future__ import annotations
