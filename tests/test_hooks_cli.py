@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -108,3 +109,14 @@ def test_a_package_run_with_dash_m_keeps_its_package_hookable_and_its_main_unhoo
     states = {s["target"]: s["state"] for s in json.loads(done.stdout)}
     assert states == {"app:step": "patched", "app.__main__:go": "missing"} and done.returncode == 1
     assert not marker.exists()
+
+
+def test_the_table_gives_a_missing_targets_whole_reason_at_80_columns(tmp_path):
+    (tmp_path / "script.py").write_text("def step(x):\n    return x\n")
+    done = subprocess.run([sys.executable, "-P", "-m", "verifyprof.cli", "hooks", "script:step=verify,json:nope=draft", "--", "python", "script.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 1, done.stderr
+    text = " ".join(done.stdout.split())  # the reason wraps over lines
+    assert done.stderr == ""  # no HookWarning with its source line: each is a row of the report
+    assert "python -c 'import script; script.main()'" in text and "missing json:nope: module 'json' has no attribute 'nope'" in text
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80

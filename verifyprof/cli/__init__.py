@@ -271,6 +271,7 @@ def hooks(
     """Which hook targets exist in the installed packages (and the program's own folder, default
     the current one): run before a capture to see what will be wrapped."""
     import os as _os
+    import warnings
 
     from verifyprof.capture.hooks import api as hook_api
     from verifyprof.capture.hooks.search_path import is_main_module, program_folder
@@ -278,7 +279,9 @@ def hooks(
 
     folder = program_folder(program) if program else None
     is_main = (lambda module: is_main_module(module, program)) if program else None
-    statuses = hook_api.check(spec, path=[p for p in (folder, _os.getcwd()) if p is not None], is_main=is_main)
+    with warnings.catch_warnings():  # each HookWarning is a row of the report below, not a stderr line with source
+        warnings.simplefilter("ignore", hook_api.HookWarning)
+        statuses = hook_api.check(spec, path=[p for p in (folder, _os.getcwd()) if p is not None], is_main=is_main)
     if as_json:
         files.print_json([s.to_json() for s in statuses])
     else:

@@ -222,10 +222,12 @@ def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) 
             listed.append(status)
     if listed:
         columns = [Col("state", "text"), Col("target", "name"), Col("ranges", "text"), Col("detail", "name")]
-        rows = [[s.state, s.target, ", ".join(s.ranges), s.detail] for s in listed]
+        rows = [[s.state, s.target, ", ".join(s.ranges), "(below)" if s.state == "missing" else s.detail] for s in listed]
         style = {"patched": "green", "pending": "cyan", "absent": "dim", "missing": "red", "unsupported": "red"}
         console.print(f"hook targets for {escape(spec)!r} in this Python", highlight=False)
         console.print(fitted_table(console, columns, rows, styles=[style.get(s.state) for s in listed]))
+        for status in (s for s in listed if s.state == "missing"):  # why, and what to do: whole, wrapped, never cut
+            console.print(f"[red]missing[/red] {escape(status.target)}: {escape(status.detail)}", highlight=False)
     for package, n in sorted(not_installed.items()):
         console.print(f"[red]{n} targets not checked[/red]: the package {package!r} is not installed in this Python ({escape(_python())})", highlight=False)
     counts: dict[str, int] = {}
