@@ -70,7 +70,7 @@ def _breakdown(paths: list[Path], records: bool, workers: int | None = None, sch
     t = time.perf_counter()
     source = [str(p) for p in paths] if len(paths) > 1 else paths[0]
     whole = paths[0].name.endswith(".json")  # the tiled vLLM trace has no verify ranges: as bench_kineto.py
-    parallel = pipeline.ParallelOptions(workers=workers, scheduler=scheduler, strict=True)
+    parallel = pipeline.ParallelOptions(workers=workers, scheduler=scheduler, strict=True, own_process=True)  # as the CLI runs it
     result = pipeline.breakdown(source, release=True, whole_trace=whole, parallel=parallel)
     if records:
         with open(os.devnull, "wb") as sink:

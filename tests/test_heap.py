@@ -41,6 +41,10 @@ elif mode == "after-inline-map":  # the caller's own process maps several files 
     from verifyprof import pipeline
     pipeline.breakdown([sys.argv[2]], whole_trace=True, parallel=pipeline.ParallelOptions(workers=1))
     out = {"small": faults_of_small_blocks()}
+elif mode == "after-cli-map":  # the CLI's own process, which ends with the run, maps them itself
+    from verifyprof import pipeline
+    pipeline.breakdown([sys.argv[2]], whole_trace=True, parallel=pipeline.ParallelOptions(workers=1, own_process=True))
+    out = {"first": faults_of_a_file(), "second": faults_of_a_file()}
 elif mode == "untouched":
     out = {"small": faults_of_small_blocks()}
 else:
@@ -80,3 +84,11 @@ def test_a_map_in_the_callers_own_process_leaves_its_allocator_as_it_was(tmp_pat
     # a mallopt call (even one "restoring" 128 KiB) ends glibc's dynamic threshold for good: every
     # 8 MB block would then be mapped and faulted afresh (~2k faults each, 200k for the 100)
     assert after <= 2 * untouched + 500, (after, untouched)
+
+
+def test_the_clis_own_process_mapping_several_files_keeps_freed_memory_as_a_worker_does(tmp_path):
+    source = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
+    for rank in (0, 1):
+        rank_file(source, tmp_path / f"run-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 1_000_000)
+    faults = probe("after-cli-map", str(tmp_path))
+    assert faults["second"] < max(faults["first"] / 20, 10)

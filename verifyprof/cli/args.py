@@ -109,7 +109,7 @@ def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool):
     from verifyprof.pipeline import ParallelOptions
 
     warn = lambda failure: print(f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr)
-    return ParallelOptions(workers=workers, scheduler=scheduler, strict=strict, report=warn)
+    return ParallelOptions(workers=workers, scheduler=scheduler, strict=strict, report=warn, own_process=True)
 
 
 def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:  # type: ignore[no-untyped-def]

@@ -8,9 +8,10 @@ bench/README.md ("Many ranks") has the measurements. The nsys reader trims the h
 read (its Arrow threads' arenas), which gives most of it back: for nsys rank files the gain is a
 few per cent.
 
-Only worker processes, which exist to map files and exit, are set so: mallopt switches glibc's
-dynamic thresholds off for the life of the process, which no later call can undo, so the map in
-the caller's own process (``--workers 1``, a notebook) leaves the allocator alone. The cost is
+Only processes that exist for the run are set so: map workers, and the CLI's own process when it
+maps file after file itself (``--workers 1``; ``ParallelOptions.own_process``). mallopt switches
+glibc's dynamic thresholds off for the life of the process, which no later call can undo, so a
+library caller's process (a notebook) keeps its allocator as it was. The cost is
 resident memory: a worker holds its largest file's footprint between files, and files of growing
 sizes can fragment its heap above the largest one's peak. No-op where the C library is not glibc.
 """

@@ -28,6 +28,7 @@ from verifyprof.attribution.reduce import reduce_parts
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts.errors import NoStepsError, TraceError, VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+from verifyprof.pipeline.heap import keep_freed_memory
 from verifyprof.trace import load_trace
 from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.sources import expand
@@ -53,12 +54,16 @@ class Failure:
 class ParallelOptions:
     """How to map: ``workers`` local processes (default: one per file, at most one per CPU), or
     a Dask ``scheduler``; ``strict``: a failed file is an error, not a warning; ``report`` is
-    told of each failed file as it fails (the CLI prints a warning line)."""
+    told of each failed file as it fails (the CLI prints a warning line). ``own_process``: the
+    caller's process ends with the run (the CLI), so the one-worker map may keep freed memory for
+    the next file as a worker process does (:mod:`~verifyprof.pipeline.heap`); a library caller's
+    allocator is left alone."""
 
     workers: int | None = None
     scheduler: str | None = None
     strict: bool = False
     report: Callable[[Failure], None] | None = None
+    own_process: bool = False  # this process exists for this run (the CLI): with one worker, it maps as a worker does
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,10 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
     else:
         from verifyprof.pipeline.local_map import map_local
 
-        outcomes = map_local(tasks, options, parallel.workers or default_workers(len(files)))
+        workers = parallel.workers or default_workers(len(files))
+        if parallel.own_process and workers <= 1 and len(tasks) > 1:
+            keep_freed_memory()
+        outcomes = map_local(tasks, options, workers)
     parts: list[RankPart] = []
     failures: list[tuple[int, Failure]] = []
     for index, outcome in outcomes:
@@ -176,6 +184,6 @@ def task_key(index: int) -> str:
 
 def map_inline(tasks: list[MapTask], options: MapOptions) -> Iterator[tuple[int, RankPart | Failure]]:
     """The map in this process, one file after another (one file's events in memory at a time;
-    the allocator left as the caller has it: :mod:`~verifyprof.pipeline.heap`)."""
+    the allocator as the caller has it, unless ``ParallelOptions.own_process``)."""
     for index, path, share in tasks:
         yield index, safe_map(str(path), index, options, share)
