@@ -2,7 +2,7 @@
 
 Facts come from shared/traces/public/PROVENANCE.md and from an independent plain-``json``
 computation inside each test; multi-rank inputs are built from real traces with rewritten
-rank / base time; bad inputs are checked for a one-line TraceError and an untouched file.
+rank / base time. Bad inputs (one-line TraceError, file untouched): tests/test_kineto_bad_input.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import pandas as pd
 import pytest
 from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 
-from verifyprof.contracts.errors import TraceError
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import (
     API_KIND_DRIVER,
@@ -391,92 +390,6 @@ def test_unexpected_value_types_fall_back_to_the_generic_parse(tmp_path):
     )
 
 
-# ---- bad input -----------------------------------------------------------------------------
-
-
-def assert_one_line_error(excinfo, path: Path, *fragments: str) -> None:
-    message = str(excinfo.value)
-    assert "\n" not in message
-    assert str(path) in message
-    for fragment in fragments:
-        assert fragment in message
-
-
-def test_truncated_gzip_is_a_clear_error_and_the_file_is_untouched(tmp_path):
-    path = tmp_path / "cut.trace.json.gz"
-    path.write_bytes(B200.read_bytes()[:300_000])
-    before = digest(path)
-    with pytest.raises(TraceError) as excinfo:
-        load_trace(path)
-    assert_one_line_error(excinfo, path, "truncated gzip")
-    assert digest(path) == before
-
-
-def test_corrupt_json_is_a_clear_error_and_the_file_is_untouched(tmp_path):
-    path = tmp_path / "corrupt.json"
-    text = gzip.decompress(MI300X.read_bytes())
-    path.write_bytes(text.replace(b'"dur": ', b'"dur" ', 1))  # a colon lost mid-file
-    before = digest(path)
-    with pytest.raises(TraceError) as excinfo:
-        load_trace(path)
-    assert_one_line_error(excinfo, path, "corrupt JSON")
-    assert digest(path) == before
-
-
-def test_truncated_json_says_it_ends_early(tmp_path):
-    path = tmp_path / "short.json.gz"
-    path.write_bytes(gzip.compress(gzip.decompress(MI300X.read_bytes())[:50_000]))
-    with pytest.raises(TraceError) as excinfo:
-        read_kineto([path])
-    assert_one_line_error(excinfo, path, "corrupt JSON", "ends early")
-
-
-def test_json_that_is_not_a_trace_is_a_clear_error(tmp_path):
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model": "qwen", "layers": 36}))
-    before = digest(path)
-    with pytest.raises(TraceError) as excinfo:
-        load_trace(path)
-    assert_one_line_error(excinfo, path, "not a PyTorch-profiler trace", "traceEvents")
-    assert digest(path) == before
-
-
-def test_trace_without_gpu_events_is_an_empty_capture_error(tmp_path):
-    doc = json.loads(json.dumps(plain(A100)))
-    gpu = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
-    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in gpu]
-    path = write_trace(tmp_path / "cpu_only.json.gz", doc)
-    before = digest(path)
-    with pytest.raises(TraceError) as excinfo:
-        load_trace(path)
-    assert_one_line_error(excinfo, path, "no GPU events", "empty")
-    assert digest(path) == before
-
-
-def test_directory_without_trace_files_is_a_clear_error(tmp_path):
-    (tmp_path / "notes.txt").write_text("no traces here")
-    with pytest.raises(TraceError) as excinfo:
-        load_trace(tmp_path)
-    assert_one_line_error(excinfo, tmp_path, "no PyTorch-profiler trace files")
-    with pytest.raises(TraceError):
-        read_kineto([tmp_path])
-
-
-def test_empty_file_is_a_clear_error(tmp_path):
-    path = tmp_path / "empty.json"
-    path.write_bytes(b"")
-    with pytest.raises(TraceError) as excinfo:
-        read_kineto([path])
-    assert_one_line_error(excinfo, path, "empty file")
-
-
-def test_bad_file_among_rank_files_is_named(tmp_path):
-    rank_copy(B200, tmp_path / "ok-TP-0.trace.json.gz", rank=0)
-    bad = tmp_path / "ok-TP-1.trace.json.gz"
-    bad.write_bytes(B200.read_bytes()[:1000])
-    with pytest.raises(TraceError) as excinfo:
-        load_trace(tmp_path)
-    assert_one_line_error(excinfo, bad, "truncated gzip")
 
 
 # ---- the benchmark's input -----------------------------------------------------------------
