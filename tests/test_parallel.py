@@ -117,6 +117,23 @@ def test_whatif_takes_the_per_rank_files(generated_ranks):
     assert differences(expected, got) == [f"$.current.source: {str(whole)!r} -> {str(files[0])!r}"]  # the first file names it
 
 
+def test_report_and_compare_take_the_per_rank_files(generated_ranks):
+    whole, files = generated_ranks
+    folder = files[0].parent
+    data = pipeline.report(folder, accept_len=2.5)
+    assert set(data.steps["rank"]) == {0, 1} and data.whatif is not None
+    assert data.kernels is None and "per-rank nsys files" in data.timeline_note  # no one trace: no timeline
+    assert data.steps[["step", "device", "wall_ns"]].equals(pipeline.breakdown(whole).steps[["step", "device", "wall_ns"]])
+    same = pipeline.compare(folder, whole)
+    assert same.to_json()["comparable"] and same.to_json()["verify"]["after_ms"] == same.to_json()["verify"]["before_ms"]
+
+
+def test_a_command_that_needs_one_trace_says_which_commands_take_per_rank_nsys_files(generated_ranks):
+    done = run_cli("kernels", str(generated_ranks[1][0].parent))
+    assert done.returncode == 2 and "breakdown, whatif, report and compare map them rank by rank" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_stage_files_match_collectives_only_within_their_stage(tmp_path):
     for stage, shift in (("EXTEND", 0), ("DECODE", 10**10)):
         for rank in (0, 1):

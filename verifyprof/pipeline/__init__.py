@@ -201,6 +201,10 @@ def load_input(source: str | Path, step_regex: str | None = None, taxonomy: str 
     path = Path(str(source))
     if is_breakdown_json(path):
         return Loaded(frame=read_breakdown_json(path))
+    files, _ = rank_files([source])
+    if len(files) > 1 and any(sniff(f) in NSYS_KINDS for f in files):  # per-rank nsys files: mapped, no one trace
+        result = breakdown([source], step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
+        return Loaded(frame=result.frame(), result=result)
     trace = load(source)
     result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
     rules = load_taxonomy(taxonomy)
@@ -298,11 +302,14 @@ def report(
         data.whatif_note = "" if ranking is not None else "no plan: give an accept length (--accept-len A or --manifest M)"
     except VerifyprofError as err:
         data.whatif_note = f"no plan: {err.problem}"
-    if loaded.result is not None and loaded.trace is not None:
-        data.kernels = loaded.kernel_table.to_json(top_kernels) if loaded.kernel_table is not None else None
+    if loaded.kernel_table is not None and loaded.trace is not None:  # a trace read whole (not per-rank files)
+        data.kernels = loaded.kernel_table.to_json(top_kernels)
         windows = median_verify_windows(frame, summary)
         per_window = max(400, 4000 // max(len(windows), 1))  # the page stays a few MB with many ranks
         data.timelines = step_timelines(loaded.trace, loaded.result, windows, taxonomy=load_taxonomy(taxonomy), max_ops=per_window)
+    elif loaded.result is not None:
+        data.timeline_note = ("the timeline and the kernel table need one trace: per-rank nsys files are broken down rank by "
+                              "rank and keep no events; give one rank's file for its timeline")
     else:
         data.timeline_note = "the timeline and the kernel table need the trace (a breakdown JSON has no kernels): give the trace"
     if compare_with is not None:

@@ -133,7 +133,8 @@ def load_trace(spec: str | Path, processes: ProcessFilter | None = None) -> Trac
             trace.source = [path]
             return trace
     if any(kind != "kineto" for kind in kinds.values()):
-        raise TraceError("several files given: only PyTorch-profiler (Kineto) rank files can be merged", spec)
+        raise TraceError("several nsys files make no one trace here: breakdown, whatif, report and compare map them "
+                         "rank by rank; for this command give one file (or a Kineto rank directory)", spec)
     from verifyprof.trace.kineto.reader import read_kineto
 
     return read_kineto(paths)
