@@ -76,8 +76,15 @@ RULE = '[[rule]]\nphase = "elementwise"\npatterns = ["x"]\n\n'
     ('[[context]]\nphase = "moe_aux"\nbefore = "gemm_moe"\npatterns = ["topk"]\n', "context rule 1: missing 'from'"),
     ('[[context]]\nphase = "moe_aux"\nfrom = "elementwise"\nbefore = "gemm_moe"\nuntil = 5\npatterns = ["t"]\n', "until must be a phase or a list"),
     ('[[context]]\nphase = "moe_aux"\nfrom = "elementwise"\nbefore = "gemm_moe"\npatterns = [1]\n', "patterns must be a list of regular expressions"),
-    ('[[context]]\nphase = "moe_aux"\nfrom = "gemm_moe"\nbefore = "gemm_moe"\npatterns = ["t"]\n', "it could never apply"),
-], ids=["table", "number", "no-from", "until-number", "pattern-number", "from-is-before"])
+    ('[[context]]\nphase = "moe_aux"\nfrom = "gemm_moe"\nbefore = "gemm_moe"\npatterns = ["t"]\n', "it could never change anything"),
+    ('[[context]]\nphase = "moe_aux"\nfrom = "elementwise"\nbefore = "gemm_moe"\nuntill = ["attention"]\npatterns = ["t"]\n',
+     "context rule 1: unknown key 'untill'"),
+    ('[[rules]]\nphase = "norm"\npatterns = ["x"]\n', "taxonomy: unknown key 'rules'"),
+    ("version = 2\n", "taxonomy version 2 is not one this verifyprof reads"),
+    ('[[context]]\nphase = "moe_aux"\nfrom = "elementwise"\nbefore = "gemm_moe"\npatterns = ["ok", "(unclosed"]\n',
+     "bad regex '(unclosed'"),
+], ids=["table", "number", "no-from", "until-number", "pattern-number", "from-is-before", "typo-key", "typo-table", "version",
+        "bad-regex"])
 def test_a_malformed_context_rule_is_one_line_and_exit_2_through_the_cli(tmp_path, text, problem):
     path = tmp_path / "taxonomy.toml"
     path.write_text(RULE + text if text.startswith("[") else text + RULE)  # a bare key: before any table

@@ -116,8 +116,12 @@ def parse_taxonomy(text: str, source: str) -> Taxonomy:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise VerifyprofError(f"taxonomy is not valid TOML: {exc}", where) from None
+    _check_keys(data, TOP_KEYS, "taxonomy", where)
+    if data.get("version", 1) != 1:
+        raise VerifyprofError(f"taxonomy version {data['version']!r} is not one this verifyprof reads (1)", where)
     rules: list[Rule] = []
     for n, entry in enumerate(_entries(data, "rule", where), start=1):
+        _check_keys(entry, RULE_KEYS, f"taxonomy rule {n}", where)
         phase = entry.get("phase")
         if phase not in BOOKED:
             raise VerifyprofError(f"taxonomy rule {n}: phase {phase!r} is not one of {', '.join(BOOKED)}", where)
@@ -132,6 +136,16 @@ def parse_taxonomy(text: str, source: str) -> Taxonomy:
 
 
 BOOKED = tuple(p for p in phases.PRIORITY if p not in phases.COPIES)  # phases a rule can book a kernel to
+TOP_KEYS = ("version", "rule", "context")
+RULE_KEYS = ("phase", "patterns", "pattern", "note")
+CONTEXT_KEYS = ("phase", "from", "before", "until", "patterns", "pattern", "note")
+
+
+def _check_keys(table: dict, known: tuple[str, ...], what: str, where: Path | None) -> None:
+    """A key the format does not have is a typo (``untill``, ``[[rules]]``), never silently ignored."""
+    unknown = [k for k in table if k not in known]
+    if unknown:
+        raise VerifyprofError(f"{what}: unknown key {unknown[0]!r} (known: {', '.join(known)})", where)
 
 
 def _entries(data: dict, key: str, where: Path | None) -> list[dict]:
@@ -155,6 +169,7 @@ def _patterns(entry: dict, what: str, where: Path | None) -> list[str]:
 def _context(n: int, entry: dict, where: Path | None) -> ContextRule:
     """One ``[[context]]`` entry, every field checked (a bad one is one line naming the rule)."""
     what = f"taxonomy context rule {n}"
+    _check_keys(entry, CONTEXT_KEYS, what, where)
     for key in ("phase", "from", "before"):
         if key not in entry:
             raise VerifyprofError(f"{what}: missing '{key}' (phase, from, before and patterns are needed)", where)
@@ -165,11 +180,14 @@ def _context(n: int, entry: dict, where: Path | None) -> ContextRule:
     for key, value in (("phase", entry["phase"]), ("from", entry["from"]), ("before", entry["before"]), *(("until", u) for u in until)):
         if value not in BOOKED:
             raise VerifyprofError(f"{what}: {key} {value!r} is not one of {', '.join(BOOKED)}", where)
-    if entry["from"] == entry["before"] or entry["from"] in until:
-        raise VerifyprofError(f"{what}: from {entry['from']!r} is also a phase it looks for (before/until): it could never apply", where)
+    if entry["from"] == entry["before"] or entry["from"] in until or entry["from"] == entry["phase"]:
+        raise VerifyprofError(f"{what}: from {entry['from']!r} is also its phase or a phase it looks for (before/until): "
+                              "it could never change anything", where)
     patterns = _patterns(entry, f"{what} ({entry['phase']})", where)
-    try:
-        pattern = re.compile("|".join(f"(?:{p})" for p in patterns))
-    except re.error as exc:
-        raise VerifyprofError(f"{what} ({entry['phase']}): bad regex: {exc}", where) from None
+    for text in patterns:  # each on its own first, so that an error names the bad one
+        try:
+            re.compile(text)
+        except re.error as exc:
+            raise VerifyprofError(f"{what} ({entry['phase']}): bad regex {text!r}: {exc}", where) from None
+    pattern = re.compile("|".join(f"(?:{p})" for p in patterns))
     return ContextRule(entry["phase"], entry["from"], pattern, entry["before"], tuple(until), entry.get("note", ""))
