@@ -169,5 +169,5 @@ def test_a_hook_on_a_function_of_the_main_script_is_refused_before_the_program_s
     proc = capture_program(out, script, ["script:step=verify"], tag=tag)
     assert proc.returncode == 2, proc.stderr
     assert "script is the program's main module: it runs as __main__" in proc.stderr
-    assert "move the function into a module it imports" in proc.stderr and "Traceback" not in proc.stderr
+    assert "move the function into a module the program imports" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "started").exists() and not (script.parent / "started").exists() and not out.exists()

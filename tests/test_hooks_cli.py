@@ -118,5 +118,17 @@ def test_the_table_gives_a_missing_targets_whole_reason_at_80_columns(tmp_path):
     assert done.returncode == 1, done.stderr
     text = " ".join(done.stdout.split())  # the reason wraps over lines
     assert done.stderr == ""  # no HookWarning with its source line: each is a row of the report
-    assert "python -c 'import script; script.main()'" in text and "missing json:nope: module 'json' has no attribute 'nope'" in text
+    assert "move the function into a module the program imports and hook it there" in text
+    assert "missing json:nope: json has no attribute 'nope'" in text
     assert max(len(line) for line in done.stdout.splitlines()) <= 80
+
+
+def test_a_function_missing_from_a_module_the_script_imports_is_named_as_missing(tmp_path):
+    (tmp_path / "helper.py").write_text("def f():\n    pass\n")
+    (tmp_path / "script.py").write_text("import helper\n")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    done = run_as_console_script("helper:nosuch=draft,app:main=verify", "--json", "--", "python", "script.py", cwd=tmp_path)
+    details = {s["target"]: s["detail"] for s in json.loads(done.stdout)}
+    assert details["helper:nosuch"] == "helper has no attribute 'nosuch'"  # not Python's "circular import" guess
+    assert details["app:main"] == "app has no attribute 'main' (one in its __main__.py: app.__main__:main)"

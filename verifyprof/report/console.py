@@ -229,7 +229,9 @@ def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) 
         for status in (s for s in listed if s.state == "missing"):  # why, and what to do: whole, wrapped, never cut
             console.print(f"[red]missing[/red] {escape(status.target)}: {escape(status.detail)}", highlight=False)
     for package, n in sorted(not_installed.items()):
-        console.print(f"[red]{n} targets not checked[/red]: the package {package!r} is not installed in this Python ({escape(_python())})", highlight=False)
+        what = "target" if n == 1 else "targets"
+        console.print(f"[red]{n} {what} not checked[/red]: the package {package!r} is not installed in this Python ({escape(_python())}); "
+                      "a program's own module? give the program after --, e.g. -- python script.py", highlight=False)
     counts: dict[str, int] = {}
     for status in listed:
         counts[status.state] = counts.get(status.state, 0) + 1

@@ -211,8 +211,8 @@ def check(spec: str | Iterable[str], path: Iterable[str | Path] = (),
 def main_module_problem(module: str) -> str:
     """Why a target in the program's ``__main__`` module cannot be hooked, and what to do."""
     return (f"{module} is the program's main module: it runs as __main__ and defines its functions after the "
-            f"hooks are installed, so they cannot be wrapped; move the function into a module it imports, "
-            f"or start the program with python -c 'import {module}; {module}.main()'")
+            "hooks are installed, so they cannot be wrapped; move the function into a module the program "
+            "imports and hook it there")
 
 
 def status() -> list[HookStatus]:

@@ -184,15 +184,27 @@ def _resolve(module: Any, qualname: str) -> tuple[Any, str, Any, bool]:
     return owner, name, getattr(owner, name), False
 
 
+def _not_found(module: Any, qualname: str) -> str:
+    """Which part of ``qualname`` the module lacks (a package: where its ``__main__.py``'s would be)."""
+    owner, path = module, module.__name__
+    for part in qualname.split("."):
+        if not hasattr(owner, part):
+            package = path == module.__name__ and getattr(module, "__path__", None) is not None
+            return f"{path} has no attribute {part!r}" + (f" (one in its __main__.py: {path}.__main__:{qualname})" if package else "")
+        owner, path = getattr(owner, part), f"{path}.{part}"
+    return f"{module.__name__} has no attribute {qualname!r}"
+
+
 def _apply(patch: _Patch, module: Any, scan_package: bool) -> None:
     target = patch.target
     try:
         owner, name, raw, inherited = _resolve(module, target.qualname)
-    except AttributeError as exc:
-        # A preset lists names of several versions: one this version lacks is expected ("absent").
-        patch.state, patch.detail = ("missing" if patch.warn_missing else "absent"), f"{exc}"
+    except AttributeError:
+        # A preset lists names of several versions: one this version lacks is expected ("absent"). Our
+        # own words: Python's, asked while the module still executes, blame a circular import.
+        patch.state, patch.detail = ("missing" if patch.warn_missing else "absent"), _not_found(module, target.qualname)
         if patch.warn_missing:
-            _warn_once(str(target), f"verifyprof: hook target {target} not found ({exc}); skipped")
+            _warn_once(str(target), f"verifyprof: hook target {target} not found ({patch.detail}); skipped")
         return
     in_class = isinstance(owner, type)
     kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
