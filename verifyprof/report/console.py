@@ -75,7 +75,10 @@ def _print_header(console: Console, data: dict[str, Any]) -> None:
     options = data.get("options") or {}
     if options.get("whole_trace"):
         console.print("steps: one per device spanning the whole trace (--whole-trace)", highlight=False)
-    elif options.get("range"):
+    elif options.get("range") == ranges.DEFAULT_STEP_REGEX:  # said in words: the regex itself is 127 columns wide
+        console.print("steps: verifyprof's spec_step, draft, verify, accept, draft_extend and decode ranges, and "
+                      "SGLang's TARGET_VERIFY (the default --range)", highlight=False)
+    elif options.get("range"):  # one line, copyable as given
         console.print(f"steps: ranges whose text matches the regex {options['range']}", markup=False, highlight=False, soft_wrap=True)
     for warning in trace.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
