@@ -128,6 +128,16 @@ def test_report_and_compare_take_the_per_rank_files(generated_ranks):
     assert same.to_json()["comparable"] and same.to_json()["verify"]["after_ms"] == same.to_json()["verify"]["before_ms"]
 
 
+def test_one_nsys_file_given_twice_is_refused_not_merged_as_two_ranks(generated_ranks, tmp_path):
+    rank0 = generated_ranks[1][0]
+    copies = [tmp_path / "trace-rank0.sqlite", tmp_path / "trace-rank1.sqlite"]
+    for copy in copies:
+        copy.write_bytes(rank0.read_bytes())
+    done = run_cli("breakdown", str(tmp_path))
+    assert done.returncode == 2 and f"{copies[1]}: is the same capture as {copies[0]}" in done.stderr
+    assert "one file given twice" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 def test_a_command_that_needs_one_trace_says_which_commands_take_per_rank_nsys_files(generated_ranks):
     done = run_cli("kernels", str(generated_ranks[1][0].parent))
     assert done.returncode == 2 and "breakdown, whatif, report and compare map them rank by rank" in done.stderr

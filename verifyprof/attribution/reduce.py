@@ -66,6 +66,7 @@ def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None, one_f
     if parts[0].format == "kineto":
         check_run_entries([(p.path, p.rank, p.world_size, _gpu_span(p)) for p in parts])
     elif not one_file:
+        _check_not_twice(parts)
         _check_concurrent(parts)
     places = [Placement(0, 0, 0) for _ in parts] if one_file else placements(parts, notes)
     mapping = global_steps(parts, places)
@@ -106,6 +107,18 @@ def placements(parts: list[RankPart], warnings: list[str]) -> list[Placement]:
         Placement(0 if p.base_ns is None else p.base_ns - reference, (p.index << KEY_SHIFT) if kineto else 0, offsets[i])
         for i, p in enumerate(parts)
     ]
+
+
+def _check_not_twice(parts: list[RankPart]) -> None:
+    """Two nsys files of the same session start, processes and row counts are one capture given
+    twice (a copy), never two ranks (ranks on other nodes may reuse a pid, not a session start)."""
+    seen: dict[tuple, str] = {}
+    for part in parts:
+        key = (part.base_ns, tuple(np.sort(part.driver_pids)), tuple(sorted(part.counts.items())))
+        if part.base_ns is not None and key in seen:
+            raise TraceError(f"is the same capture as {seen[key]} (same session start, processes and rows): one file given "
+                             "twice, not two ranks; give each rank's file once", part.path)
+        seen.setdefault(key, part.path)
 
 
 def _check_concurrent(parts: list[RankPart]) -> None:
