@@ -160,3 +160,11 @@ def test_cli_empty_capture(tmp_path):
     path = copy_of(PIPIT, tmp_path, "empty.sqlite")
     edit(path, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL", "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY")
     assert_cli_error(path, "empty capture")
+
+
+def test_cli_gzipped_export_holding_no_sqlite_file_is_named_as_not_an_export(tmp_path):
+    import gzip
+
+    path = tmp_path / "trace.sqlite.gz"
+    path.write_bytes(gzip.compress(b"\x00\x13garbage, not an SQLite database" * 200))
+    assert_cli_error(path, "not an nsys SQLite export: the gzip holds no SQLite file")

@@ -42,7 +42,12 @@ def sniff(path: Path) -> str:
     if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
         return "nsys-rep"
     if head.startswith(GZIP_MAGIC):
-        return "nsys-sqlite-gz" if _gzip_head(path).startswith(SQLITE_MAGIC) else "kineto"
+        inner = _gzip_head(path)
+        if inner.startswith(SQLITE_MAGIC):
+            return "nsys-sqlite-gz"
+        if path.name.endswith(".sqlite.gz") and inner.lstrip()[:1] not in (b"{", b"["):  # named an export, holds neither
+            raise TraceError("not an nsys SQLite export: the gzip holds no SQLite file (nor PyTorch-profiler JSON)", path)
+        return "kineto"
     if head.lstrip()[:1] in (b"{", b"["):
         return "kineto"
     raise TraceError(
