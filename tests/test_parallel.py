@@ -128,6 +128,18 @@ def test_report_and_compare_take_the_per_rank_files(generated_ranks):
     assert same.to_json()["comparable"] and same.to_json()["verify"]["after_ms"] == same.to_json()["verify"]["before_ms"]
 
 
+def test_a_directory_of_rank_files_in_mixed_forms_reads_every_rank(generated_ranks, tmp_path):
+    import gzip
+
+    whole, (rank0, rank1) = generated_ranks
+    (tmp_path / "run-rank0.sqlite").write_bytes(rank0.read_bytes())
+    (tmp_path / "run-rank1.sqlite.gz").write_bytes(gzip.compress(rank1.read_bytes()))  # every rank kept, whatever its form
+    (tmp_path / "run-rank0.sqlite.gz").write_bytes(gzip.compress(rank0.read_bytes()))  # rank 0 again, in a second form
+    got = pipeline.breakdown(tmp_path, parallel=ParallelOptions(workers=1))
+    assert got.trace.source == [str(tmp_path / "run-rank0.sqlite"), str(tmp_path / "run-rank1.sqlite.gz")]
+    assert got.steps[["step", "device", "wall_ns"]].equals(pipeline.breakdown(whole).steps[["step", "device", "wall_ns"]])
+
+
 def test_one_nsys_file_given_twice_is_refused_not_merged_as_two_ranks(generated_ranks, tmp_path):
     rank0 = generated_ranks[1][0]
     copies = [tmp_path / "trace-rank0.sqlite", tmp_path / "trace-rank1.sqlite"]

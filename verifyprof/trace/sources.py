@@ -87,12 +87,11 @@ def expand(spec: str | Path) -> list[Path]:
     if not is_directory(path):
         return [path]
     files = sorted(p for p in list_directory(path) if p.is_file())
-    for suffixes in ((".sqlite",), (".sqlite.gz",), (".nsys-rep", ".qdrep")):
-        nsys = [p for p in files if p.name.endswith(suffixes)]
-        if len(nsys) > 1 and (path / "manifest.json").is_file():  # a capture folder: one capture, one trace
-            raise TraceError(f"folder holds several nsys traces ({', '.join(p.name for p in nsys)}): name one", path)
-        if nsys:
-            return nsys
+    nsys = nsys_captures(files)
+    if len(nsys) > 1 and (path / "manifest.json").is_file():  # a capture folder: one capture, one trace
+        raise TraceError(f"folder holds several nsys traces ({', '.join(p.name for p in nsys)}): name one", path)
+    if nsys:
+        return nsys
     paths = [p for p in files if p.name.endswith(KINETO_SUFFIXES) and p.name not in NOT_TRACES]
     if not paths and (path / "torch").is_dir():
         return expand(path / "torch")
@@ -101,6 +100,24 @@ def expand(spec: str | Path) -> list[Path]:
             "folder holds no trace: no nsys export (.sqlite, .sqlite.gz, .nsys-rep) and no PyTorch-profiler trace files (*.json, *.json.gz)", path
         )
     return paths
+
+
+NSYS_FORMS = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")  # one capture's forms, the preferred first (no nsys needed)
+
+
+def nsys_captures(files: list[Path]) -> list[Path]:
+    """One file per nsys capture among ``files``: ``trace.sqlite`` beside ``trace.sqlite.gz`` or
+    ``trace.nsys-rep`` is one capture in two forms (its SQLite read); files of other names are
+    other captures (ranks), every one kept, whatever its form."""
+    chosen: dict[str, tuple[int, Path]] = {}
+    for p in files:
+        for rank, suffix in enumerate(NSYS_FORMS):
+            if p.name.endswith(suffix):
+                stem = p.name[: -len(suffix)]
+                if stem not in chosen or rank < chosen[stem][0]:
+                    chosen[stem] = (rank, p)
+                break
+    return sorted(p for _, p in chosen.values())
 
 
 NSYS_KINDS = ("nsys-sqlite", "nsys-sqlite-gz", "nsys-rep")
