@@ -33,8 +33,6 @@ from verifyprof.trace import load_trace
 from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.sources import expand
 
-KINETO_SUFFIXES = (".json", ".json.gz")
-NSYS_SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")
 STAGE = re.compile(r"-(EXTEND|DECODE)(?=[.-]|$)")
 
 

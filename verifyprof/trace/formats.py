@@ -8,6 +8,7 @@ from pathlib import Path
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database (an nsys export)
 GZIP_MAGIC = b"\x1f\x8b"
 KINETO_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+NSYS_SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")  # one capture's forms, the preferred first (no nsys needed)
 
 
 def sqlite_header_problem(head: bytes, size: int) -> str | None:

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
-from verifyprof.trace.formats import GZIP_MAGIC, KINETO_SUFFIXES, SQLITE_MAGIC
+from verifyprof.trace.formats import (
+    GZIP_MAGIC,
+    KINETO_SUFFIXES,
+    NSYS_SUFFIXES,
+    SQLITE_MAGIC,
+)
 from verifyprof.trace.inputs import is_directory, list_directory
 
 if TYPE_CHECKING:
@@ -102,16 +107,13 @@ def expand(spec: str | Path) -> list[Path]:
     return paths
 
 
-NSYS_FORMS = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")  # one capture's forms, the preferred first (no nsys needed)
-
-
 def nsys_captures(files: list[Path]) -> list[Path]:
     """One file per nsys capture among ``files``: ``trace.sqlite`` beside ``trace.sqlite.gz`` or
     ``trace.nsys-rep`` is one capture in two forms (its SQLite read); files of other names are
     other captures (ranks), every one kept, whatever its form."""
     chosen: dict[str, tuple[int, Path]] = {}
     for p in files:
-        for rank, suffix in enumerate(NSYS_FORMS):
+        for rank, suffix in enumerate(NSYS_SUFFIXES):
             if p.name.endswith(suffix):
                 stem = p.name[: -len(suffix)]
                 if stem not in chosen or rank < chosen[stem][0]:
