@@ -10,6 +10,7 @@ phases an older file lacks with zeros.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,24 +85,31 @@ class BreakdownFrame:
 # ---- frame -> JSON records and flat rows ---------------------------------------------------
 
 
+RECORD_SCALARS = tuple((f, f) for f in SCALAR_FIELDS if f != "step") + (("index", "step"),)  # (JSON key, column), in order
+
+
+def record_blocks(columns: Iterable[str]) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """The nested objects of a step record, in order: (key, their keys, the frame's columns);
+    ``comm`` only where the frame has the comm columns (several ranks)."""
+    blocks = [("phases", phases.ALL, phases.ALL), ("totals", phases.TOTALS, TOTAL_COLUMNS),
+              ("counts", phases.PRIORITY, COUNT_COLUMNS)]
+    if set(COMM_COLUMNS) <= set(columns):
+        blocks.append(("comm", COMM_COLUMNS, COMM_COLUMNS))
+    return [(b, tuple(keys), tuple(cols)) for b, keys, cols in blocks]
+
+
 def step_records(rows: pd.DataFrame) -> list[dict[str, Any]]:
-    """The JSON ``steps`` records of a steps frame (one dict per row: output assembly)."""
-    columns = {f: rows[f].tolist() for f in SCALAR_FIELDS}
-    columns["index"] = columns.pop("step")
-    blocks = {
-        "phases": (list(phases.ALL), rows[list(phases.ALL)].to_numpy(dtype=np.int64).tolist()),
-        "totals": (list(phases.TOTALS), rows[list(TOTAL_COLUMNS)].to_numpy(dtype=np.int64).tolist()),
-        "counts": (list(phases.PRIORITY), rows[list(COUNT_COLUMNS)].to_numpy(dtype=np.int64).tolist()),
-    }
-    if all(c in rows.columns for c in COMM_COLUMNS):
-        blocks["comm"] = (list(COMM_COLUMNS), rows[list(COMM_COLUMNS)].to_numpy(dtype=np.int64).tolist())
+    """The JSON ``steps`` records of a steps frame (one dict per row: output assembly): the
+    scalars of :data:`RECORD_SCALARS`, ``attrs``, then the :func:`record_blocks`."""
+    keys = [key for key, _ in RECORD_SCALARS]
+    scalars = [rows[column].tolist() for _, column in RECORD_SCALARS]
+    blocks = [(block, names, rows[list(cols)].to_numpy(dtype=np.int64).tolist()) for block, names, cols in record_blocks(rows.columns)]
     attrs = rows["attrs"].tolist()
-    keys = list(columns)
     records = []
-    for i, values in enumerate(zip(*columns.values())):
+    for i, values in enumerate(zip(*scalars)):
         record = dict(zip(keys, values))
         record["attrs"] = attrs[i]
-        for block, (names, matrix) in blocks.items():
+        for block, names, matrix in blocks:
             record[block] = dict(zip(names, matrix[i]))
         records.append(record)
     return records

@@ -16,12 +16,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from verifyprof.contracts import phases
 from verifyprof.contracts.schema import (
-    COMM_COLUMNS,
-    COUNT_COLUMNS,
+    RECORD_SCALARS,
     SCALAR_FIELDS,
-    TOTAL_COLUMNS,
+    record_blocks,
     shared_objects,
     step_records,
 )
@@ -39,12 +37,11 @@ def steps_json(rows: pd.DataFrame) -> bytes:
         return orjson.dumps(step_records(rows), option=ORJSON_OPTIONS)[1:-1]
     pieces: list[pa.Scalar | pa.Array] = []
     separator = "{"
-    for field in (*(f for f in SCALAR_FIELDS if f != "step"), "step", "attrs"):  # step_records' key order
-        key = "index" if field == "step" else field
-        column = texts[field] if field in texts else _attrs(rows["attrs"]) if field == "attrs" else _integers(rows[field])
-        pieces += [_literal(f'{separator}"{key}":'), column]
+    for key, column in (*RECORD_SCALARS, ("attrs", "attrs")):  # step_records' key order
+        encoded = texts[column] if column in texts else _attrs(rows["attrs"]) if column == "attrs" else _integers(rows[column])
+        pieces += [_literal(f'{separator}"{key}":'), encoded]
         separator = ","
-    for block, names, columns in _blocks(rows):
+    for block, names, columns in record_blocks(rows.columns):
         separator = f',"{block}":{{'
         for name, column in zip(names, columns):
             pieces += [_literal(f'{separator}"{name}":'), _integers(rows[column])]
@@ -56,18 +53,10 @@ def steps_json(rows: pd.DataFrame) -> bytes:
     return bytes(memoryview(joined.buffers()[2])[offsets[0]:offsets[-1] - 1])  # the last record's comma dropped
 
 
-def _blocks(rows: pd.DataFrame) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
-    blocks = [("phases", phases.ALL, phases.ALL), ("totals", phases.TOTALS, TOTAL_COLUMNS),
-              ("counts", phases.PRIORITY, COUNT_COLUMNS)]
-    if all(c in rows.columns for c in COMM_COLUMNS):
-        blocks.append(("comm", COMM_COLUMNS, COMM_COLUMNS))
-    return [(b, tuple(n), tuple(c)) for b, n, c in blocks]
-
-
 def _encodable(rows: pd.DataFrame) -> bool:
     """Every number column a plain signed integer array (no nullable ``Int64``, no ``uint64``),
     each name once: what the cast writes is then what orjson writes."""
-    numeric = [f for f in SCALAR_FIELDS if f not in TEXT_FIELDS] + [c for _, _, cols in _blocks(rows) for c in cols]
+    numeric = [f for f in SCALAR_FIELDS if f not in TEXT_FIELDS] + [c for _, _, cols in record_blocks(rows.columns) for c in cols]
     return rows.columns.is_unique and all(isinstance(rows[c].dtype, np.dtype) and rows[c].dtype.kind == "i" for c in numeric)
 
 
