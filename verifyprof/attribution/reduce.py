@@ -149,14 +149,19 @@ def device_offsets(parts: list[RankPart]) -> list[int]:
     return kineto_device_offsets([(p.rank, p.index, p.ordinals) for p in parts])
 
 
-def _key(values: np.ndarray, offset: int) -> np.ndarray:
+def _key(values: np.ndarray, offset: int | np.ndarray) -> np.ndarray:
+    """pid/tid keys moved by a file's offset (one, or one per row); NO_ID stays NO_ID."""
     values = np.asarray(values, dtype=np.int64)
-    return values if offset == 0 else np.where(values == NO_ID, NO_ID, values + offset)
+    if np.isscalar(offset) and offset == 0:
+        return values
+    return np.where(values == NO_ID, NO_ID, values + offset)
 
 
-def _device(values: np.ndarray, offset: int, dtype=np.int64) -> np.ndarray:
+def _device(values: np.ndarray, offset: int | np.ndarray, dtype=np.int64) -> np.ndarray:
+    """Device ids moved by a file's offset (one, or one per row); negative ids (none) stay."""
     values = np.asarray(values)
-    return (values if offset == 0 else np.where(values < 0, values, values + offset)).astype(dtype)
+    moved = values if np.isscalar(offset) and offset == 0 else np.where(values < 0, values, values + offset)
+    return moved.astype(dtype)
 
 
 def global_steps(parts: list[RankPart], places: list[Placement]) -> list[np.ndarray]:
@@ -194,10 +199,8 @@ def placed_rows(parts: list[RankPart], places: list[Placement], mapping: list[np
     for col in ("start_ns", "end_ns"):
         rows[col] = rows[col].to_numpy() + shift
     for col in ("pid", "tid"):
-        keys = rows[col].to_numpy(np.int64)
-        rows[col] = np.where(keys == NO_ID, NO_ID, keys + key_offset)
-    device = rows["device"].to_numpy(np.int64)
-    rows["device"] = np.where(device < 0, device, device + device_offset)
+        rows[col] = _key(rows[col].to_numpy(), key_offset)
+    rows["device"] = _device(rows["device"].to_numpy(), device_offset)
     return rows
 
 
