@@ -52,7 +52,7 @@ def is_main_module(module: str, argv: Sequence[str], cwd: str | Path | None = No
     if kind in ("script", "exec") and value:
         script = (cwd / value).resolve()
         folders = [script.parent, cwd] if not safe else [cwd]
-        return module == script.stem or _module_file(module, folders) == script
+        return module == script.stem or module_file(module, folders) == script
     if kind == "module" and value:
         folders = ([] if safe else [cwd]) + [Path(p) for p in sys.path if p]
         return module == (f"{value}.__main__" if _is_package(value, folders) else value)
@@ -73,7 +73,9 @@ def _launched_script(argv: Sequence[str]) -> str:
     return next((a for a in argv[1:] if a.endswith(".py")), "")
 
 
-def _module_file(module: str, folders: Sequence[Path]) -> Path | None:
+def module_file(module: str, folders: Sequence[Path]) -> Path | None:
+    """The source file of ``module`` (``a/b.py`` or ``a/b/__init__.py``) in the first of ``folders``
+    that has one, found on disk as the import system would, without importing it."""
     for base in folders:
         path = base.joinpath(*module.split("."))
         for candidate in (path.with_suffix(".py"), path / "__init__.py"):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
 from verifyprof.capture.hooks.presets import Preset, claimed
+from verifyprof.capture.hooks.search_path import module_file
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,7 @@ class SourceTree:
         self.root = Path(root)
 
     def module_file(self, module: str) -> Path | None:
-        base = self.root.joinpath(*module.split("."))
-        for path in (base.with_suffix(".py"), base / "__init__.py"):
-            if path.is_file():
-                return path
-        return None
+        return module_file(module, [self.root])
 
     def tree(self, module: str) -> ast.Module | None:
         path = self.module_file(module)
