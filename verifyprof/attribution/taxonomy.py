@@ -125,11 +125,7 @@ def parse_taxonomy(text: str, source: str) -> Taxonomy:
         phase = entry.get("phase")
         if phase not in BOOKED:
             raise VerifyprofError(f"taxonomy rule {n}: phase {phase!r} is not one of {', '.join(BOOKED)}", where)
-        for pattern in _patterns(entry, f"taxonomy rule {n} ({phase})", where):
-            try:
-                rules.append(Rule(phase, re.compile(pattern), entry.get("note", "")))
-            except re.error as exc:
-                raise VerifyprofError(f"taxonomy rule {n} ({phase}): bad regex {pattern!r}: {exc}", where) from None
+        rules += [Rule(phase, regex, entry.get("note", "")) for regex in _regexes(entry, f"taxonomy rule {n} ({phase})", where)]
     if not rules:
         raise VerifyprofError("taxonomy has no [[rule]] entries", where)
     return Taxonomy(rules, source, [_context(n, entry, where) for n, entry in enumerate(_entries(data, "context", where), start=1)])
@@ -155,15 +151,22 @@ def _entries(data: dict, key: str, where: Path | None) -> list[dict]:
     return entries
 
 
-def _patterns(entry: dict, what: str, where: Path | None) -> list[str]:
-    """A rule's regexes: ``patterns`` (a list, or one string) or ``pattern``; every one a string."""
+def _regexes(entry: dict, what: str, where: Path | None) -> list[re.Pattern[str]]:
+    """A rule's regexes, compiled: ``patterns`` (a list, or one string) or ``pattern``; an error
+    names the rule and the pattern that is not a string or not a regex."""
     patterns = entry.get("patterns", entry.get("pattern", []))
     patterns = [patterns] if isinstance(patterns, str) else patterns
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise VerifyprofError(f"{what}: patterns must be a list of regular expressions (strings)", where)
     if not patterns:
         raise VerifyprofError(f"{what} has no patterns", where)
-    return patterns
+    compiled = []
+    for text in patterns:
+        try:
+            compiled.append(re.compile(text))
+        except re.error as exc:
+            raise VerifyprofError(f"{what}: bad regex {text!r}: {exc}", where) from None
+    return compiled
 
 
 def _context(n: int, entry: dict, where: Path | None) -> ContextRule:
@@ -183,11 +186,6 @@ def _context(n: int, entry: dict, where: Path | None) -> ContextRule:
     if entry["from"] == entry["before"] or entry["from"] in until or entry["from"] == entry["phase"]:
         raise VerifyprofError(f"{what}: from {entry['from']!r} is also its phase or a phase it looks for (before/until): "
                               "it could never change anything", where)
-    patterns = _patterns(entry, f"{what} ({entry['phase']})", where)
-    for text in patterns:  # each on its own first, so that an error names the bad one
-        try:
-            re.compile(text)
-        except re.error as exc:
-            raise VerifyprofError(f"{what} ({entry['phase']}): bad regex {text!r}: {exc}", where) from None
-    pattern = re.compile("|".join(f"(?:{p})" for p in patterns))
+    regexes = _regexes(entry, f"{what} ({entry['phase']})", where)
+    pattern = re.compile("|".join(f"(?:{r.pattern})" for r in regexes))  # one search per distinct name
     return ContextRule(entry["phase"], entry["from"], pattern, entry["before"], tuple(until), entry.get("note", ""))
