@@ -1,6 +1,7 @@
 """Stage timings of one many-rank nsys export in one process: read, breakdown, summary and the
 whole ``--json`` output (steps and summary, into a discarding sink), best of N, plus one rank file mapped in a fresh worker process vs in a
-worker that mapped one before (what the persistent local workers save).
+worker that mapped one before (what the persistent local workers save), and the parent's work
+after a map of the 8 rank files (reduce, summary, ``--json`` output: first calls in a process).
 
     python bench/bench_stages.py                                  # the bench_ranks 8-rank inputs
     python bench/bench_stages.py --trace X.sqlite --rank-file R.sqlite --repeat 5
@@ -79,6 +80,34 @@ def cold_and_warm(rank_file: Path, repeat: int) -> tuple[float, float]:
     return min(r[0] for r in runs[:-1]), min(runs[-1][1:])
 
 
+def _tail(files: list[str], queue) -> None:  # in a fresh process: the parts made, then the parent's work after the map, once
+    from verifyprof.attribution.reduce import reduce_parts
+    from verifyprof.pipeline.parallel import MapOptions, map_file
+    from verifyprof.report.files import stream_breakdown_json
+
+    parts = [map_file(path, i, MapOptions()) for i, path in enumerate(files)]
+    t0 = time.perf_counter()
+    result = reduce_parts(parts, [])
+    t1 = time.perf_counter()
+    stream_breakdown_json(result, _Discard())  # the summary and the --json output
+    queue.put((t1 - t0, time.perf_counter() - t1))
+
+
+def parent_tail(rank_dir: Path, repeat: int) -> tuple[float, float]:
+    """Best (reduce, summary + --json output) of the rank files' parts, each run the first in its
+    process, as in the CLI's parent once its workers answered."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    files = [str(p) for p in sorted(rank_dir.glob("rank-*.sqlite"))]
+    runs = []
+    for _ in range(repeat):
+        process = context.Process(target=_tail, args=(files, queue))
+        process.start()
+        runs.append(queue.get())
+        process.join()
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=OUT / "nsys_1000000_8r.sqlite")
@@ -95,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{args.trace.name} {name:<13} best {seconds:6.3f} s")
     cold, warm = cold_and_warm(args.rank_file, args.repeat)
     print(f"{args.rank_file.name} map in a fresh process {cold:.3f} s, in a worker that mapped one before {warm:.3f} s")
+    reduce, output = parent_tail(args.rank_file.parent, args.repeat)
+    print(f"{args.rank_file.parent.name}: after the map, reduce {reduce:.3f} s, summary + --json output {output:.3f} s "
+          f"(first calls in a process, as in the CLI's parent)")
 
 
 if __name__ == "__main__":
