@@ -12,7 +12,8 @@ peak RSS is sampled (every 20 ms) over that process and all its descendants (wor
 largest single process reported. Times exclude interpreter start and imports.
 
 Prints: nsys one file (fetchall, table, --json), nsys 8 files (fetchall, 1 / 2 workers,
-LocalCluster), Kineto 8 files (json.loads, 1 / 2 workers, LocalCluster), the cost of 1, 2, 4, 8
+LocalCluster; 2 workers under the CLI's status line on a pseudo-terminal, its thread paused while
+workers fork as the CLI does, and not paused: workers from a fork server), Kineto 8 files (json.loads, 1 / 2 workers, LocalCluster), the cost of 1, 2, 4, 8
 per-rank files with one worker (linear: constant per file), the targets, and the machine's own
 ceiling on a 2-process speedup (a pure-Python loop, and the Kineto files' read + msgspec decode
 alone, in 1 and 2 processes: a 2-worker map cannot scale better than its main cost does).
@@ -24,6 +25,7 @@ import argparse
 import importlib.util
 import json
 import os
+import pty
 import sqlite3
 import subprocess
 import sys
@@ -63,15 +65,23 @@ def m_json_loads(paths: list[Path]) -> dict:
     return {"seconds": time.perf_counter() - t, "rows": events}
 
 
-def _breakdown(paths: list[Path], records: bool, workers: int | None = None, scheduler: str | None = None) -> dict:
+def _breakdown(paths: list[Path], records: bool, workers: int | None = None, scheduler: str | None = None,
+               terminal: str | None = None) -> dict:
+    """As the CLI runs it; ``terminal``: under its status line, drawn on stderr (a pty), "paused"
+    while workers fork (as the CLI does) or "threaded" (its thread running: workers from a fork server)."""
     from verifyprof import pipeline
+    from verifyprof.report import progress
     from verifyprof.report.files import stream_breakdown_json
 
     t = time.perf_counter()
     source = [str(p) for p in paths] if len(paths) > 1 else paths[0]
     whole = paths[0].name.endswith(".json")  # the tiled vLLM trace has no verify ranges: as bench_kineto.py
-    parallel = pipeline.ParallelOptions(workers=workers, scheduler=scheduler, strict=True, own_process=True)  # as the CLI runs it
-    result = pipeline.breakdown(source, release=True, whole_trace=whole, parallel=parallel)
+    with progress.status("breaking down", quiet=terminal is None) as shown:
+        if terminal is not None and shown.drawn is False:
+            raise SystemExit("stderr is not a terminal: no status line to measure under")
+        pause = shown.paused if terminal == "paused" else None
+        parallel = pipeline.ParallelOptions(workers=workers, scheduler=scheduler, strict=True, own_process=True, pause=pause)
+        result = pipeline.breakdown(source, release=True, whole_trace=whole, parallel=parallel)
     if records:
         with open(os.devnull, "wb") as sink:
             stream_breakdown_json(result, sink)
@@ -83,6 +93,11 @@ def _breakdown(paths: list[Path], records: bool, workers: int | None = None, sch
 def m_table(paths):
     """What ``verifyprof breakdown`` does by default: a large many-process export read in shares, one per CPU."""
     return _breakdown(paths, records=False)
+
+
+def m_table_tty(paths):
+    """The default, run from a terminal: the shares' workers fork while the status line waits."""
+    return _breakdown(paths, records=False, terminal="paused")
 
 
 def m_json(paths):
@@ -100,6 +115,14 @@ def m_w1(paths):
 
 def m_w2(paths):
     return _breakdown(paths, records=True, workers=2)
+
+
+def m_w2_terminal(paths):
+    return _breakdown(paths, records=True, workers=2, terminal="paused")
+
+
+def m_w2_threaded(paths):
+    return _breakdown(paths, records=True, workers=2, terminal="threaded")
 
 
 def m_w8(paths):
@@ -186,8 +209,9 @@ def m_decode2(paths):
     return {"seconds": _in_processes(_decode, [paths[:half], paths[half:]]), "rows": len(paths)}
 
 
-MEASURES = {"fetchall": m_fetchall, "json.loads": m_json_loads, "table": m_table, "json-out": m_json, "json-whole": m_json_whole,
-            "1 worker": m_w1, "2 workers": m_w2, "8 workers": m_w8, "LocalCluster(2)": m_dask,
+MEASURES = {"fetchall": m_fetchall, "json.loads": m_json_loads, "table": m_table, "table on a tty": m_table_tty, "json-out": m_json, "json-whole": m_json_whole,
+            "1 worker": m_w1, "2 workers": m_w2, "8 workers": m_w8,
+            "2 workers on a tty": m_w2_terminal, "2 workers on a tty, no pause": m_w2_threaded, "LocalCluster(2)": m_dask,
             "spin x1": m_spin1, "spin x2": m_spin2, "decode x1": m_decode1, "decode x2": m_decode2}
 
 
@@ -208,15 +232,37 @@ def _sample_peaks(pid: int, peaks: dict[int, float], stop: threading.Event) -> N
         stop.wait(0.02)
 
 
+def _drain(master: int, into: list[bytes]) -> None:
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            return
+        if not chunk:
+            return
+        into.append(chunk)
+
+
 def run_measure(name: str, paths: list[Path]) -> dict:
     """One contender in a fresh interpreter; its time, and the largest RSS of it or any worker."""
     command = [sys.executable, __file__, "--measure", name, *map(str, paths)]
     peaks: dict[int, float] = {}
     stop = threading.Event()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tty = "on a tty" in name  # stderr a pseudo-terminal (its output drained here), as a user's shell has it
+    master, slave = pty.openpty() if tty else (None, None)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE, text=True)
     sampler = threading.Thread(target=_sample_peaks, args=(child.pid, peaks, stop), daemon=True)
     sampler.start()
+    drained: list[bytes] = []
+    if tty:
+        os.close(slave)
+        drain = threading.Thread(target=_drain, args=(master, drained), daemon=True)
+        drain.start()
     out, err = child.communicate()
+    if tty:
+        drain.join()
+        os.close(master)
+        err = b"".join(drained).decode(errors="replace")
     stop.set()
     sampler.join()
     if child.returncode != 0:
@@ -283,7 +329,7 @@ def rounds(plan: list[tuple[str, str, list[Path]]], repeat: int) -> dict[str, li
         for label, name, paths in plan:
             r = run_measure(name, paths)
             runs[label].append(r)
-            print(f"  round {i + 1} {label:<34} {r['seconds']:8.3f} s  peak {r['peak_rss_mb']:6.0f} MB", flush=True)
+            print(f"  round {i + 1} {label:<44} {r['seconds']:8.3f} s  peak {r['peak_rss_mb']:6.0f} MB", flush=True)
     return runs
 
 
@@ -301,14 +347,14 @@ def report(runs: dict[str, list[dict]], groups: list[tuple[str, str, list[str]]]
     out = {}
     for title, base, labels in groups:
         print(f"\n{title}")
-        print(f"{'contender':<34} {'best s':>8} {'ratio':>7} {'peak MB':>8}")
+        print(f"{'contender':<44} {'best s':>8} {'ratio':>7} {'peak MB':>8}")
         for label in [base, *labels]:
             best = min(r["seconds"] for r in runs[label])
             peak = max(r["peak_rss_mb"] for r in runs[label])
             rel = ratio(runs, label, base)
             row = out.setdefault(label, {"best_s": round(best, 3), "peak_rss_mb": round(peak)})
             row["ratio" if "ratio" not in row else f"ratio to {base}"] = round(rel, 3)  # a row in two tables
-            print(f"{label:<34} {best:8.3f} {rel:7.2f} {peak:8.0f}")
+            print(f"{label:<44} {best:8.3f} {rel:7.2f} {peak:8.0f}")
     return out
 
 
@@ -330,10 +376,12 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     whole, per_rank = nsys_inputs(args.kernels, args.out)
     plan = [("nsys 1 file: fetchall", "fetchall", [whole]), ("nsys 1 file: table", "table", [whole]),
+            ("nsys 1 file: table on a tty", "table on a tty", [whole]),
             ("nsys 1 file: --json", "json-out", [whole]), ("nsys 1 file: --json --workers 1", "json-whole", [whole]),
             ("nsys 8 files: fetchall", "fetchall", per_rank)]
     pools = ["1 worker", "2 workers"] + (["8 workers"] if (os.cpu_count() or 1) >= 8 else []) + (["LocalCluster(2)"] if DASK else [])
-    plan += [(f"nsys 8 files: {w}", w, per_rank) for w in pools]
+    on_tty = ["2 workers on a tty", "2 workers on a tty, no pause"]  # the CLI's status line drawn: nsys only (Kineto's files take ~10 s)
+    plan += [(f"nsys 8 files: {w}", w, per_rank) for w in pools + on_tty]
     plan += [(f"nsys {n} files: 1 worker", "1 worker", per_rank[:n]) for n in (1, 2, 4)]
     kineto = [] if args.skip_kineto else kineto_inputs(args.kineto_mb, args.out)
     if kineto:
@@ -346,9 +394,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {count_rows(whole)} kernels over {RANKS} ranks "
           f"({whole.stat().st_size / 1e6:.0f} MB); ratios are medians over {args.repeat} rounds of time / baseline in that round")
     groups = [("nsys, one 8-rank file", "nsys 1 file: fetchall",
-               ["nsys 1 file: table", "nsys 1 file: --json", "nsys 1 file: --json --workers 1"]),
+               ["nsys 1 file: table", "nsys 1 file: table on a tty", "nsys 1 file: --json", "nsys 1 file: --json --workers 1"]),
               ("nsys, 8 per-rank files (same events)", "nsys 8 files: fetchall",
-               [f"nsys 8 files: {w}" for w in pools]),
+               [f"nsys 8 files: {w}" for w in pools + on_tty]),
               ("cost growth, per-rank files, 1 worker", "nsys 1 files: 1 worker",
                ["nsys 2 files: 1 worker", "nsys 4 files: 1 worker", "nsys 8 files: 1 worker"])]
     if kineto:
@@ -366,6 +414,8 @@ def verdicts(runs: dict[str, list[dict]], table: dict, kineto: bool) -> dict:
         "nsys 1 file: table <= 0.6x fetchall": (table["nsys 1 file: table"]["ratio"], TARGET_NSYS_RATIO),
         "nsys 1 file: --json <= 0.6x fetchall": (table["nsys 1 file: --json"]["ratio"], TARGET_NSYS_RATIO),
         "nsys 8 files, 2 workers: --json <= 0.6x fetchall": (table["nsys 8 files: 2 workers"]["ratio"], TARGET_NSYS_RATIO),
+        "nsys 8 files, 2 workers on a tty: --json <= 0.6x fetchall": (table["nsys 8 files: 2 workers on a tty"]["ratio"], TARGET_NSYS_RATIO),
+        "nsys 1 file on a tty: table <= 0.6x fetchall": (table["nsys 1 file: table on a tty"]["ratio"], TARGET_NSYS_RATIO),
         "nsys peak RSS per process < 400 MB": (max(table[k]["peak_rss_mb"] for k in table if k.startswith("nsys") and "fetchall" not in k), TARGET_RSS_MB),
     }
     growth = table["nsys 8 files: 1 worker"]["ratio to nsys 1 files: 1 worker"]

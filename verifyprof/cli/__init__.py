@@ -99,9 +99,9 @@ def breakdown(
 
     regex = _step_regex(step_range, step)
     outputs.protect([p for spec in traces for p in expand(spec)], outputs=(csv, parquet))  # never write onto a trace read
-    with _nsys_hint(traces[0]), progress.status(f"breaking down {', '.join(traces)[:60]}", quiet):
+    with _nsys_hint(traces[0]), progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown:
         result = pipeline.breakdown(traces, step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True,
-                                    parallel=_parallel(workers, scheduler, strict))
+                                    parallel=_parallel(workers, scheduler, strict, shown))
     if csv is not None:
         files.write_steps_csv(result, csv)
         _wrote(csv)
@@ -252,8 +252,8 @@ def whatif(
         result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
         files.print_json(result) if as_json else show.print_plain(result)
         return
-    with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet):
-        ranking = {"schema": WHATIF_SCHEMA, "unit": "ms", **_ranking(options, phase, notes, _parallel(workers, scheduler, strict))}
+    with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
+        ranking = {"schema": WHATIF_SCHEMA, "unit": "ms", **_ranking(options, phase, notes, _parallel(workers, scheduler, strict, shown))}
     ranking["current"].setdefault("notes", []).extend(notes)
     files.print_json(ranking) if as_json else show.print_ranking(ranking)
 

@@ -4,17 +4,19 @@ A worker maps files one after another (its heap, warm from the file before, make
 ~20% cheaper than in a fresh process) and holds one file's events at a time. A worker that dies
 (killed, out of memory, a crash in a native library) costs only the file it was mapping, which is
 reported by name; a new worker takes the files still to map. Workers are forked from this process
-when it runs no other thread (the CLI: a worker starts in milliseconds with everything imported),
-else from a ``forkserver`` that imports the analysis once (forking a threaded process is unsafe).
+when it runs no other thread (the CLI, its status line paused while a worker forks: a worker starts
+in milliseconds with everything imported), else from a ``forkserver`` that imports the analysis
+once (forking a threaded process is unsafe).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
@@ -41,12 +43,16 @@ class _Worker:
     task: MapTask | None = None  # the file it is mapping
 
 
-def map_local(tasks: list[MapTask], options: MapOptions, workers: int) -> Iterator[tuple[int, RankPart | Failure]]:
-    """(index, part or failure) per task, as they finish. ``workers <= 1`` maps in this process."""
+def map_local(tasks: list[MapTask], options: MapOptions, workers: int,
+              pause: Callable[[], contextlib.AbstractContextManager[None]] | None = None) -> Iterator[tuple[int, RankPart | Failure]]:
+    """(index, part or failure) per task, as they finish. ``workers <= 1`` maps in this process.
+    ``pause``: the caller's other threads wait inside it, so workers fork from this process."""
     if workers <= 1 or len(tasks) <= 1:
         yield from map_inline(tasks, options)
         return
-    context = _context()
+    pause = pause or contextlib.nullcontext
+    with pause():
+        context = _context()
     pending = list(reversed(tasks))
     busy: dict[Connection, _Worker] = {}
     done: list[_Worker] = []  # every worker started: stopped and reaped at the end, so exiting never holds up a file
@@ -54,7 +60,8 @@ def map_local(tasks: list[MapTask], options: MapOptions, workers: int) -> Iterat
     try:
         while pending or busy:
             while pending and len(busy) < workers:  # start workers (at first, and for those that died)
-                worker = _start(context, options) if lost_starts < MAX_LOST_STARTS else None
+                with pause():  # a fork while no other thread runs
+                    worker = _start(context, options) if lost_starts < MAX_LOST_STARTS else None
                 if not isinstance(worker, _Worker):  # the fork server died, say: a busy worker may take the file
                     if busy:
                         break
@@ -151,6 +158,7 @@ def _serve(conn: Connection, options: MapOptions) -> None:
     """In the worker: map the files it is sent, one at a time, until the pipe closes (the memory
     one file frees kept for the next: :mod:`~verifyprof.pipeline.heap`)."""
     keep_freed_memory()
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # not the parent's status line's redirection
     while True:
         try:
             task = conn.recv()

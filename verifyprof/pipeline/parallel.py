@@ -19,6 +19,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,13 +56,16 @@ class ParallelOptions:
     told of each failed file as it fails (the CLI prints a warning line). ``own_process``: the
     caller's process ends with the run (the CLI), so the one-worker map may keep freed memory for
     the next file as a worker process does (:mod:`~verifyprof.pipeline.heap`); a library caller's
-    allocator is left alone."""
+    allocator is left alone. ``pause``: a context in which the caller runs no other thread (the
+    CLI's status line waits), so that local workers are forked from this process with everything
+    imported; without it, a process running threads starts them from a fork server (~0.5 s)."""
 
     workers: int | None = None
     scheduler: str | None = None
     strict: bool = False
     report: Callable[[Failure], None] | None = None
     own_process: bool = False  # this process exists for this run (the CLI): with one worker, it maps as a worker does
+    pause: Callable[[], AbstractContextManager[None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
         workers = parallel.workers or default_workers(len(files))
         if parallel.own_process and workers <= 1 and len(tasks) > 1:
             keep_freed_memory()
-        outcomes = map_local(tasks, options, workers)
+        outcomes = map_local(tasks, options, workers, parallel.pause)
     parts: list[RankPart] = []
     failures: list[tuple[int, Failure]] = []
     for index, outcome in outcomes:
