@@ -264,3 +264,29 @@ def test_a_map_stopped_after_its_first_file_leaves_no_worker_behind(a100_ranks):
     started = live() - before
     outcomes.close()
     assert started and not (live() & started)  # workers ran, and none of them is left
+
+
+def test_two_nodes_reports_with_the_same_pids_and_device_ids_are_four_ranks_on_four_devices(generated_ranks, tmp_path):
+    """One nsys report per node: each node's processes drive its GPUs 0 and 1, and (containers)
+    may have the same pids. The second node's devices come after the first's, every process is
+    its own rank, and each node keeps its own steps."""
+    import sqlite3
+
+    whole, _ = generated_ranks
+    node_a, node_b = tmp_path / "node-a.sqlite", tmp_path / "node-b.sqlite"
+    node_a.write_bytes(whole.read_bytes())
+    node_b.write_bytes(whole.read_bytes())
+    con = sqlite3.connect(node_b)  # the second node's nsys started 1.5 ms later
+    con.execute("UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + 1500000")
+    con.commit()
+    con.close()
+    one = as_json(pipeline.breakdown(whole))
+    two = as_json(pipeline.breakdown([str(node_a), str(node_b)], parallel=ParallelOptions(workers=2)))
+    assert [d["device"] for d in two["trace"]["devices"]] == [0, 1, 2, 3] and two["trace"]["ranks"] == [0, 1, 2, 3]
+    assert len(two["steps"]) == 2 * len(one["steps"])
+    by_device = {d: sum(s["device"] == d for s in two["steps"]) for d in range(4)}
+    assert by_device[2] == by_device[0] and by_device[3] == by_device[1] and by_device[0] > 0
+    assert {(s["device"], s["rank"]) for s in two["steps"] if s["device"] >= 0} == {(d, d) for d in range(4)}
+    allreduce = two["summary"]["collectives"]["allreduce"]  # each call one call over both nodes, 1.5 ms apart
+    assert allreduce["devices"] == 4 and allreduce["calls"] == one["summary"]["collectives"]["allreduce"]["calls"]
+    assert 1_400_000 < allreduce["spread_ns_p50"] - one["summary"]["collectives"]["allreduce"]["spread_ns_p50"] < 1_600_000
