@@ -290,3 +290,11 @@ def test_two_nodes_reports_with_the_same_pids_and_device_ids_are_four_ranks_on_f
     allreduce = two["summary"]["collectives"]["allreduce"]  # each call one call over both nodes, 1.5 ms apart
     assert allreduce["devices"] == 4 and allreduce["calls"] == one["summary"]["collectives"]["allreduce"]["calls"]
     assert 1_400_000 < allreduce["spread_ns_p50"] - one["summary"]["collectives"]["allreduce"]["spread_ns_p50"] < 1_600_000
+
+
+def test_a_terminal_sees_how_many_rank_files_are_mapped(generated_ranks):
+    from test_progress import run_on_a_terminal
+
+    _, files = generated_ranks
+    seen = run_on_a_terminal("breakdown", *map(str, files), "--workers", "2", "--json")
+    assert "(1/2 files)" in seen and "(2/2 files)" in seen

@@ -58,7 +58,8 @@ class ParallelOptions:
     the next file as a worker process does (:mod:`~verifyprof.pipeline.heap`); a library caller's
     allocator is left alone. ``pause``: a context in which the caller runs no other thread (the
     CLI's status line waits), so that local workers are forked from this process with everything
-    imported; without it, a process running threads starts them from a fork server (~0.5 s)."""
+    imported; without it, a process running threads starts them from a fork server (~0.5 s).
+    ``progress`` is told (files done, files) as each file is mapped (shares of one file: ``shares``)."""
 
     workers: int | None = None
     scheduler: str | None = None
@@ -66,6 +67,7 @@ class ParallelOptions:
     report: Callable[[Failure], None] | None = None
     own_process: bool = False  # this process exists for this run (the CLI): with one worker, it maps as a worker does
     pause: Callable[[], AbstractContextManager[None]] | None = None
+    progress: Callable[[int, int, str], None] | None = None  # (done, total, "files" or "shares")
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
     parts: list[RankPart] = []
     failures: list[tuple[int, Failure]] = []
     for index, outcome in outcomes:
+        if parallel.progress is not None:
+            parallel.progress(len(parts) + len(failures) + 1, len(tasks), "shares" if shares else "files")
         if isinstance(outcome, Failure):
             if shares and outcome.no_steps:  # its processes, devices and counts would be missing: read the file whole
                 outcomes.close()

@@ -22,8 +22,9 @@ REDRAW_S = 0.1
 class Status:
     """The status line being drawn (or nothing, off a terminal)."""
 
-    def __init__(self, bar=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, bar=None, text: str = "") -> None:  # type: ignore[no-untyped-def]
         self._bar = bar
+        self._text = text
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -44,6 +45,13 @@ class Status:
         self._stop.set()
         self._thread.join()
         self._thread = None
+
+    def count(self, done: int, total: int, what: str) -> None:
+        """``reading run/*.sqlite (3/8 files)``: how far a map of several files has come."""
+        if self._bar is None:
+            return
+        self._bar.update(self._bar.task_ids[0], description=f"{self._text} ({done}/{total} {what})")
+        self._bar.refresh()
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -75,7 +83,7 @@ def status(text: str, quiet: bool = False) -> Iterator[Status]:
                   auto_refresh=False) as bar:
         bar.add_task(text, total=None)
         bar.refresh()
-        shown = Status(bar)
+        shown = Status(bar, text)
         shown.start()
         try:
             yield shown
