@@ -69,6 +69,7 @@ def _breakdown(paths: list[Path], records: bool, workers: int | None = None, sch
                terminal: str | None = None) -> dict:
     """As the CLI runs it; ``terminal``: under its status line, drawn on stderr (a pty), "paused"
     while workers fork (as the CLI does) or "threaded" (its thread running: workers from a fork server)."""
+    import rich.progress  # noqa: F401 - imported before the clock, as every contender's imports are
     from verifyprof import pipeline
     from verifyprof.report import progress
     from verifyprof.report.files import stream_breakdown_json
@@ -80,7 +81,8 @@ def _breakdown(paths: list[Path], records: bool, workers: int | None = None, sch
         if terminal is not None and shown.drawn is False:
             raise SystemExit("stderr is not a terminal: no status line to measure under")
         pause = shown.paused if terminal == "paused" else None
-        parallel = pipeline.ParallelOptions(workers=workers, scheduler=scheduler, strict=True, own_process=True, pause=pause)
+        parallel = pipeline.ParallelOptions(workers=workers, scheduler=scheduler, strict=True, own_process=True, pause=pause,
+                                            progress=shown.count if terminal is not None else None)
         result = pipeline.breakdown(source, release=True, whole_trace=whole, parallel=parallel)
     if records:
         with open(os.devnull, "wb") as sink:
@@ -98,6 +100,10 @@ def m_table(paths):
 def m_table_tty(paths):
     """The default, run from a terminal: the shares' workers fork while the status line waits."""
     return _breakdown(paths, records=False, terminal="paused")
+
+
+def m_table_tty_threaded(paths):
+    return _breakdown(paths, records=False, terminal="threaded")
 
 
 def m_json(paths):
@@ -209,7 +215,7 @@ def m_decode2(paths):
     return {"seconds": _in_processes(_decode, [paths[:half], paths[half:]]), "rows": len(paths)}
 
 
-MEASURES = {"fetchall": m_fetchall, "json.loads": m_json_loads, "table": m_table, "table on a tty": m_table_tty, "json-out": m_json, "json-whole": m_json_whole,
+MEASURES = {"fetchall": m_fetchall, "json.loads": m_json_loads, "table": m_table, "table on a tty": m_table_tty, "table on a tty, no pause": m_table_tty_threaded, "json-out": m_json, "json-whole": m_json_whole,
             "1 worker": m_w1, "2 workers": m_w2, "8 workers": m_w8,
             "2 workers on a tty": m_w2_terminal, "2 workers on a tty, no pause": m_w2_threaded, "LocalCluster(2)": m_dask,
             "spin x1": m_spin1, "spin x2": m_spin2, "decode x1": m_decode1, "decode x2": m_decode2}
@@ -377,6 +383,7 @@ def main(argv: list[str] | None = None) -> None:
     whole, per_rank = nsys_inputs(args.kernels, args.out)
     plan = [("nsys 1 file: fetchall", "fetchall", [whole]), ("nsys 1 file: table", "table", [whole]),
             ("nsys 1 file: table on a tty", "table on a tty", [whole]),
+            ("nsys 1 file: table on a tty, no pause", "table on a tty, no pause", [whole]),
             ("nsys 1 file: --json", "json-out", [whole]), ("nsys 1 file: --json --workers 1", "json-whole", [whole]),
             ("nsys 8 files: fetchall", "fetchall", per_rank)]
     pools = ["1 worker", "2 workers"] + (["8 workers"] if (os.cpu_count() or 1) >= 8 else []) + (["LocalCluster(2)"] if DASK else [])
@@ -394,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {count_rows(whole)} kernels over {RANKS} ranks "
           f"({whole.stat().st_size / 1e6:.0f} MB); ratios are medians over {args.repeat} rounds of time / baseline in that round")
     groups = [("nsys, one 8-rank file", "nsys 1 file: fetchall",
-               ["nsys 1 file: table", "nsys 1 file: table on a tty", "nsys 1 file: --json", "nsys 1 file: --json --workers 1"]),
+               ["nsys 1 file: table", "nsys 1 file: table on a tty", "nsys 1 file: table on a tty, no pause", "nsys 1 file: --json", "nsys 1 file: --json --workers 1"]),
               ("nsys, 8 per-rank files (same events)", "nsys 8 files: fetchall",
                [f"nsys 8 files: {w}" for w in pools + on_tty]),
               ("cost growth, per-rank files, 1 worker", "nsys 1 files: 1 worker",

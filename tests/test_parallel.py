@@ -298,3 +298,120 @@ def test_a_terminal_sees_how_many_rank_files_are_mapped(generated_ranks):
     _, files = generated_ranks
     seen = run_on_a_terminal("breakdown", *map(str, files), "--workers", "2", "--json")
     assert "(1/2 files)" in seen and "(2/2 files)" in seen
+
+
+def test_on_an_80_column_terminal_the_status_text_is_cut_never_the_count_or_the_clock(generated_ranks, tmp_path):
+    import re
+
+    from test_progress import run_on_a_terminal
+
+    _, files = generated_ranks
+    deep = tmp_path / "kimi-k2.5-tp8-eagle3-accept2-pcie-node-0-of-2" / "verify-profile-2026-12-01"
+    deep.mkdir(parents=True)
+    names = []
+    for f in files:
+        (deep / f.name).write_bytes(f.read_bytes())
+        names.append(str(deep / f.name))
+    seen = run_on_a_terminal("breakdown", *names, "--workers", "2", "--json", columns=80)
+    drawn = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", part).rstrip() for part in re.split(r"[\r\n]", seen)]
+    lines = [line for line in drawn if "(2/2 files)" in line]
+    assert lines and all(len(line) <= 80 for line in drawn)
+    assert "…" in lines[-1] and re.search(r"\(2/2 files\) \d+:\d\d:\d\d$", lines[-1])
+
+
+def interrupt_once_mapping(files: list[Path]) -> tuple[int, str, list[int]]:
+    """The CLI on a terminal, Ctrl-C (SIGINT to its process group) once two workers map:
+    (exit code, what the terminal showed, the workers' pids)."""
+    import pty
+    import select
+    import signal
+
+    import psutil
+
+    master, slave = pty.openpty()
+    cli = subprocess.Popen([sys.executable, "-m", "verifyprof.cli", "breakdown", *map(str, files), "--range", "ProfilerStep",
+                            "--workers", "2"], stdout=subprocess.DEVNULL, stderr=slave, start_new_session=True,
+                           env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
+    os.close(slave)
+    me, workers, seen = psutil.Process(cli.pid), [], b""
+    while cli.poll() is None and len(workers) < 2:
+        try:
+            workers = [c.pid for c in me.children() if c.cmdline() == me.cmdline()]
+        except psutil.Error:
+            pass
+        if select.select([master], [], [], 0.005)[0]:
+            seen += os.read(master, 65536)
+    if cli.poll() is None:
+        os.killpg(cli.pid, signal.SIGINT)
+    while select.select([master], [], [], 60)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    return cli.wait(timeout=60), seen.decode(errors="replace"), workers
+
+
+def test_ctrl_c_while_workers_map_is_one_line_exit_130_and_no_worker_left(a100_ranks, tmp_path):
+    import psutil
+
+    files = []
+    for n in range(6):  # enough files that the interrupt lands while they map
+        files.append(tmp_path / f"run{n}-TP-{n % 2}.trace.json.gz")
+        files[-1].write_bytes((a100_ranks / f"run-TP-{n % 2}.trace.json.gz").read_bytes())
+    for _ in range(5):
+        code, seen, workers = interrupt_once_mapping(files)
+        if workers:
+            break
+    assert code == 130 and seen.rstrip().endswith("verifyprof: interrupted")
+    assert "Traceback" not in seen and "KeyboardInterrupt" not in seen
+    assert not [p for p in workers if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+INTERRUPT_WORKERS = r"""
+import json, os, signal, sys, threading, time
+import psutil
+from verifyprof.pipeline.local_map import map_local
+from verifyprof.pipeline.parallel import Failure, MapOptions
+
+files = sys.argv[1:]
+hit = set()
+
+def interrupt_workers():  # SIGINT to each worker alone, once it maps
+    me = psutil.Process()
+    while len(hit) < 2:
+        try:
+            children = me.children()
+            servers = [c for c in children if "forkserver" in " ".join(c.cmdline())]
+            workers = [w for s in servers for w in s.children()] + [c for c in children if c not in servers and c.cmdline() == me.cmdline()]
+        except psutil.Error:
+            continue
+        for w in workers:
+            try:
+                busy = sum(w.cpu_times()[:2]) >= 0.02  # past its start: mapping a file
+            except psutil.Error:
+                continue
+            if busy and w.pid not in hit:
+                os.kill(w.pid, signal.SIGINT)
+                hit.add(w.pid)
+
+watcher = threading.Thread(target=interrupt_workers, daemon=True)
+watcher.start()
+outcomes = dict(map_local([(i, f, None) for i, f in enumerate(files)], MapOptions(step_regex="ProfilerStep"), workers=2))
+watcher.join(timeout=5)
+print(json.dumps({"interrupted": len(hit), "failures": [o.reason for o in outcomes.values() if isinstance(o, Failure)], "mapped": len(outcomes)}))
+"""
+
+
+def test_a_worker_ignores_ctrl_c_and_leaves_it_to_the_cli_that_stops_it(a100_ranks):
+    """Ctrl-C reaches every process of the terminal's group: a worker goes on (no traceback of
+    its own over the status line); the CLI, interrupted, stops the workers."""
+    files = [str(f) for f in sorted(a100_ranks.iterdir())] * 3
+    done = subprocess.run([sys.executable, "-c", INTERRUPT_WORKERS, *files], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["interrupted"] == 2 and result["failures"] == [] and result["mapped"] == 6
+    assert "KeyboardInterrupt" not in done.stderr

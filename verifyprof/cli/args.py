@@ -43,6 +43,8 @@ class _Group(TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[no-untyped-def, override]
         try:
             code = super().main(args=args, prog_name=prog_name or "verifyprof", complete_var=complete_var, standalone_mode=False, **extra)
+            if code == 130:  # typer turns Ctrl-C into a silent Exit(130); no command of ours exits 130 itself
+                print("verifyprof: interrupted", file=sys.stderr)
         except NoArgsIsHelpError as err:
             print(err.format_message(), file=sys.stderr)
             code = 2

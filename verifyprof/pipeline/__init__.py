@@ -86,8 +86,9 @@ def breakdown(
             options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
             try:
                 return breakdown_files([files[0]], options, parallel, notes, shares, read_from=export)
-            except ShareWithoutSteps:
-                pass  # some process has no matching range: read whole, as always
+            except ShareWithoutSteps:  # some process has no matching range: read whole, as always
+                if parallel is not None and parallel.progress is not None:
+                    parallel.progress(0, 0, "")  # no count of the parts any more
     trace = source if isinstance(source, Trace) else load(source)
     return attribute(trace, step_regex=step_regex or DEFAULT_STEP_REGEX, taxonomy=load_taxonomy(taxonomy),
                      whole_trace=whole_trace, release=release)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import multiprocessing
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -51,8 +52,6 @@ def map_local(tasks: list[MapTask], options: MapOptions, workers: int,
         yield from map_inline(tasks, options)
         return
     pause = pause or contextlib.nullcontext
-    with pause():
-        context = _context()
     pending = list(reversed(tasks))
     busy: dict[Connection, _Worker] = {}
     done: list[_Worker] = []  # every worker started: stopped and reaped at the end, so exiting never holds up a file
@@ -60,8 +59,8 @@ def map_local(tasks: list[MapTask], options: MapOptions, workers: int,
     try:
         while pending or busy:
             while pending and len(busy) < workers:  # start workers (at first, and for those that died)
-                with pause():  # a fork while no other thread runs
-                    worker = _start(context, options) if lost_starts < MAX_LOST_STARTS else None
+                with pause():  # forked while no other thread runs, else from a fork server (chosen at each start)
+                    worker = _start(_context(), options) if lost_starts < MAX_LOST_STARTS else None
                 if not isinstance(worker, _Worker):  # the fork server died, say: a busy worker may take the file
                     if busy:
                         break
@@ -159,6 +158,7 @@ def _serve(conn: Connection, options: MapOptions) -> None:
     one file frees kept for the next: :mod:`~verifyprof.pipeline.heap`)."""
     keep_freed_memory()
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # not the parent's status line's redirection
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
     while True:
         try:
             task = conn.recv()

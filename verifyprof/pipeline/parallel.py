@@ -59,7 +59,8 @@ class ParallelOptions:
     allocator is left alone. ``pause``: a context in which the caller runs no other thread (the
     CLI's status line waits), so that local workers are forked from this process with everything
     imported; without it, a process running threads starts them from a fork server (~0.5 s).
-    ``progress`` is told (files done, files) as each file is mapped (shares of one file: ``shares``)."""
+    ``progress`` is told (done, total, "files") as each file is mapped ("parts": shares of one
+    file's processes; (0, 0, "") when they are given up for a whole read)."""
 
     workers: int | None = None
     scheduler: str | None = None
@@ -67,7 +68,7 @@ class ParallelOptions:
     report: Callable[[Failure], None] | None = None
     own_process: bool = False  # this process exists for this run (the CLI): with one worker, it maps as a worker does
     pause: Callable[[], AbstractContextManager[None]] | None = None
-    progress: Callable[[int, int, str], None] | None = None  # (done, total, "files" or "shares")
+    progress: Callable[[int, int, str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
     failures: list[tuple[int, Failure]] = []
     for index, outcome in outcomes:
         if parallel.progress is not None:
-            parallel.progress(len(parts) + len(failures) + 1, len(tasks), "shares" if shares else "files")
+            parallel.progress(len(parts) + len(failures) + 1, len(tasks), "parts" if shares else "files")
         if isinstance(outcome, Failure):
             if shares and outcome.no_steps:  # its processes, devices and counts would be missing: read the file whole
                 outcomes.close()

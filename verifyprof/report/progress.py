@@ -1,4 +1,5 @@
-"""A live status line on stderr while a long ingest runs: what is being read and for how long.
+"""A live status line on stderr while a long ingest runs: what is being read, how many of its
+files are mapped, and for how long.
 
 Only on a terminal: in a pipe, in CI or with ``--quiet`` nothing is drawn, so stdout and stderr
 stay exactly what a script expects. The line is redrawn by one thread of ours (rich's own refresh
@@ -17,16 +18,16 @@ from collections.abc import Iterator
 from rich.console import Console
 
 REDRAW_S = 0.1
+JOIN_S = 0.5  # a redraw blocked on a stopped terminal (Ctrl-S) is left behind; the map then sees a thread and forks safely
 
 
 class Status:
     """The status line being drawn (or nothing, off a terminal)."""
 
-    def __init__(self, bar=None, text: str = "") -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, bar=None) -> None:  # type: ignore[no-untyped-def]
         self._bar = bar
-        self._text = text
-        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._stop: threading.Event | None = None  # the running thread's own: one left behind still ends
 
     @property
     def drawn(self) -> bool:
@@ -35,22 +36,22 @@ class Status:
     def start(self) -> None:
         if self._bar is None or self._thread is not None:
             return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._redraw, name="verifyprof-status", daemon=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._redraw, args=(self._stop,), name="verifyprof-status", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        if self._thread is None:
+        if self._thread is None or self._stop is None:
             return
         self._stop.set()
-        self._thread.join()
-        self._thread = None
+        self._thread.join(JOIN_S)
+        self._thread = self._stop = None
 
     def count(self, done: int, total: int, what: str) -> None:
-        """``reading run/*.sqlite (3/8 files)``: how far a map of several files has come."""
+        """``(3/8 files)`` beside the text: how far a map of several files has come (``total`` 0: none)."""
         if self._bar is None:
             return
-        self._bar.update(self._bar.task_ids[0], description=f"{self._text} ({done}/{total} {what})")
+        self._bar.update(self._bar.task_ids[0], count=f"({done}/{total} {what})" if total else "")
         self._bar.refresh()
 
     @contextlib.contextmanager
@@ -58,34 +59,43 @@ class Status:
         """No drawing thread inside: the process may fork (the line stays, its clock waits)."""
         running = self._thread is not None
         self.stop()
+        for stream in (sys.__stdout__, sys.__stderr__):  # a fork copies unwritten output; the worker would write it again
+            if stream is not None:
+                stream.flush()
         try:
             yield
         finally:
             if running:
                 self.start()
 
-    def _redraw(self) -> None:
-        while not self._stop.wait(REDRAW_S):
+    def _redraw(self, stop: threading.Event) -> None:
+        while not stop.wait(REDRAW_S):
             self._bar.refresh()
 
 
 @contextlib.contextmanager
 def status(text: str, quiet: bool = False) -> Iterator[Status]:
     """``with status("reading trace.sqlite.gz") as shown: ...`` shows a spinner and the elapsed
-    time; ``shown.paused()`` is for the moments the process forks."""
+    time; ``shown.count`` adds a file count, ``shown.paused()`` is for the moments the process forks.
+    The text is cut with an ellipsis, never the count or the clock, to fit the terminal."""
     err = Console(stderr=True)
     if quiet or not err.is_terminal or not sys.stderr.isatty():
         yield Status()
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Column
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True,
-                  auto_refresh=False) as bar:
-        bar.add_task(text, total=None)
-        bar.refresh()
-        shown = Status(bar, text)
-        shown.start()
-        try:
-            yield shown
-        finally:
-            shown.stop()
+    columns = (SpinnerColumn(), TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+               TextColumn("{task.fields[count]}"), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=err, transient=True, auto_refresh=False, expand=True) as bar:
+            bar.add_task(text, total=None, count="")
+            bar.refresh()
+            shown = Status(bar)
+            shown.start()
+            try:
+                yield shown
+            finally:
+                shown.stop()
+    finally:
+        err.show_cursor(True)  # even when interrupted while the line was being set up
