@@ -116,7 +116,10 @@ def breakdown(
     shared = LevelInputs(trace, steps, ops, launch, op_launch, busy_of(ops, launch, seam), seam, devices, device_code,
                          np.searchsorted(devices, launch.device).astype(device_code.dtype))  # a launch's device is an op's
     groups = device_groups(shared)
-    parts = [level_rows(shared, op_step, launch_step, group) for op_step, launch_step in levels for group in groups]
+    try:
+        parts = [level_rows(shared, op_step, launch_step, group) for op_step, launch_step in levels for group in groups]
+    except TraceError as err:  # the sweep's invariant broken: name the file
+        raise TraceError(err.problem, err.path or where) from None
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     rows = _add_idle_steps(rows, steps).sort_values(["step", "device"], kind="stable").reset_index(drop=True)
     rows.insert(rows.columns.get_loc("wall_ns") + 1, "cost_ns", rows["wall_ns"] - rows["other_work"])  # what the step occupies

@@ -153,11 +153,14 @@ def issue_intervals(launch: Launches, mine: np.ndarray, window: np.ndarray) -> t
             np.concatenate([own_end, last[queued]]))
 
 
-def blocked_intervals(busy: DeviceBusy, launch: Launches, mine: np.ndarray, window: np.ndarray, window_device: np.ndarray) -> Intervals:
+def blocked_intervals(busy: DeviceBusy, launch: Launches, mine: np.ndarray, window: np.ndarray, window_device: np.ndarray,
+                      ws: np.ndarray, we: np.ndarray) -> Intervals:
     """Where a launched op waited in its queue while its device sat idle for long: each stretch
     over ``BLOCKED_IDLE_NS`` of the op's queued time (call returned, op not started) in which
-    the device ran nothing."""
-    start, end = launch.end[mine], launch.last_op_start[mine]
+    the device ran nothing, within the op's window (a whole-trace window opens at its first op,
+    after that op's call: a wait before it, e.g. behind another process's work, is outside)."""
+    start = np.maximum(launch.end[mine], ws[window])
+    end = np.minimum(launch.last_op_start[mine], we[window])
     queued = end > start
     parts = []
     for dev in np.unique(window_device):
@@ -181,7 +184,7 @@ def context_intervals(launch: Launches, mine: np.ndarray, launch_window: np.ndar
         launch_intervals(*issue_intervals(launch, mine, launch_window), ws, we, window_device),
         *graph_intervals(launch, mine, launch_window, ws, we),
         busy_in_windows(busy, ws, we, window_device),
-        blocked_intervals(busy, launch, mine, launch_window, window_device),
+        blocked_intervals(busy, launch, mine, launch_window, window_device, ws, we),
         *seams,
     ]
     window = np.concatenate([p.window for p in parts]).astype(np.int64)

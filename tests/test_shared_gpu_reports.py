@@ -1,0 +1,37 @@
+"""Two nsys reports captured at the same time by two processes on one H200 (as two nodes'
+reports are, each of its own device 0): the second process's first kernels waited behind the
+first's work, on a GPU that its own trace shows idle."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import REPO
+
+from verifyprof import pipeline
+from verifyprof.pipeline.parallel import ParallelOptions
+
+FOLDER = REPO / "traces" / "two-processes-one-gpu"
+NODE_A, NODE_B = FOLDER / "node-a.sqlite.gz", FOLDER / "node-b.sqlite.gz"
+
+
+def as_json(result) -> dict:
+    return json.loads(json.dumps(result.to_json()))
+
+
+def test_a_wait_before_the_whole_trace_window_opens_is_not_booked_inside_it():
+    """The window opens at the first kernel; that kernel's call returned 2.1 ms before, and the
+    wait in between (behind the other process) lies outside it. It used to be booked from the
+    call's return and break the phase sum: 'timestamps cannot be attributed consistently'."""
+    steps = as_json(pipeline.breakdown(NODE_B, whole_trace=True))["steps"]
+    assert len(steps) == 1 and steps[0]["kernels"] == 20451
+    assert sum(steps[0]["phases"].values()) == steps[0]["wall_ns"]
+    assert steps[0]["phases"]["host_wait"] > 0  # the waits inside the window stay host wait
+
+
+def test_two_reports_captured_at_once_are_one_run_of_two_devices():
+    alone = [as_json(pipeline.breakdown(f, whole_trace=True))["steps"][0] for f in (NODE_A, NODE_B)]
+    both = as_json(pipeline.breakdown([str(NODE_A), str(NODE_B)], whole_trace=True, parallel=ParallelOptions(workers=2)))
+    assert both["trace"]["warnings"] == []  # no file skipped
+    assert [(s["device"], s["kernels"]) for s in both["steps"]] == [(0, alone[0]["kernels"]), (1, alone[1]["kernels"])]
+    assert [s["phases"] for s in both["steps"]] == [s["phases"] for s in alone]  # each read as alone
