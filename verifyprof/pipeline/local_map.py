@@ -96,12 +96,17 @@ def map_local(tasks: list[MapTask], options: MapOptions, workers: int,
 def _start(context, options: MapOptions) -> _Worker | Failure:
     parent, child = context.Pipe(duplex=True)
     process = context.Process(target=_serve, args=(child, options), daemon=True)
+    forked = context.get_start_method() == "fork"  # a forked worker starts with Ctrl-C held until it ignores it
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if forked else None
     try:
         process.start()
     except OSError as exc:
         parent.close()
         child.close()
         return Failure("", f"worker process could not start: {exc.strerror or exc}")
+    finally:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a Ctrl-C meanwhile reaches this process now
     child.close()  # the worker holds its end: EOF here once it exits
     return _Worker(process, parent)
 
@@ -159,6 +164,7 @@ def _serve(conn: Connection, options: MapOptions) -> None:
     keep_freed_memory()
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # not the parent's status line's redirection
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since the fork: one that came is dropped
     while True:
         try:
             task = conn.recv()
