@@ -1,6 +1,6 @@
-"""Two nsys reports captured at the same time by two processes on one H200 (as two nodes'
-reports are, each of its own device 0): the second process's first kernels waited behind the
-first's work, on a GPU that its own trace shows idle."""
+"""Ranks captured on one H200, each into its own file, as two nodes' files are (each of its own
+device 0): two processes' nsys reports, whose kernels wait behind each other's work on a GPU each
+trace shows idle, and two torchrun ranks' Kineto files from torch 2.11."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from verifyprof.pipeline.parallel import ParallelOptions
 
 FOLDER = REPO / "traces" / "two-processes-one-gpu"
 NODE_A, NODE_B = FOLDER / "node-a.sqlite.gz", FOLDER / "node-b.sqlite.gz"
+TORCHRUN = REPO / "traces" / "torchrun-2ranks-one-gpu"
 
 
 def as_json(result) -> dict:
@@ -35,3 +36,16 @@ def test_two_reports_captured_at_once_are_one_run_of_two_devices():
     assert both["trace"]["warnings"] == []  # no file skipped
     assert [(s["device"], s["kernels"]) for s in both["steps"]] == [(0, alone[0]["kernels"]), (1, alone[1]["kernels"])]
     assert [s["phases"] for s in both["steps"]] == [s["phases"] for s in alone]  # each read as alone
+
+
+def test_torchrun_ranks_on_one_gpu_are_two_ranks_on_two_devices_each_step_as_read_alone():
+    """torch 2.11's Kineto files, ``distributedInfo`` from a gloo process group: rank 1's device 0
+    comes after rank 0's, and each rank's five ProfilerSteps are what its file alone gives."""
+    files = sorted(TORCHRUN.glob("run-TP-*.trace.json.gz"))
+    both = as_json(pipeline.breakdown(TORCHRUN, step_regex="ProfilerStep", parallel=ParallelOptions(workers=2)))
+    assert [d["device"] for d in both["trace"]["devices"]] == [0, 1] and both["trace"]["ranks"] == [0, 1]
+    for rank, path in enumerate(files):
+        alone = as_json(pipeline.breakdown(path, step_regex="ProfilerStep"))["steps"]
+        mine = [s for s in both["steps"] if s["rank"] == rank]
+        assert len(mine) == len(alone) == 5 and {s["device"] for s in mine} == {rank}
+        assert [s["phases"] for s in mine] == [s["phases"] for s in alone]
