@@ -276,13 +276,15 @@ def test_two_nodes_reports_with_the_same_pids_and_device_ids_are_four_ranks_on_f
     node_a, node_b = tmp_path / "node-a.sqlite", tmp_path / "node-b.sqlite"
     node_a.write_bytes(whole.read_bytes())
     node_b.write_bytes(whole.read_bytes())
-    con = sqlite3.connect(node_b)  # the second node's nsys started 1.5 ms later
+    con = sqlite3.connect(node_b)  # the second node's nsys started 1.5 ms later, on GPUs of its own
     con.execute("UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + 1500000")
+    con.execute("UPDATE TARGET_INFO_GPU SET uuid = 'GPU-node-b-' || id")
     con.commit()
     con.close()
     one = as_json(pipeline.breakdown(whole))
     two = as_json(pipeline.breakdown([str(node_a), str(node_b)], parallel=ParallelOptions(workers=2)))
     assert [d["device"] for d in two["trace"]["devices"]] == [0, 1, 2, 3] and two["trace"]["ranks"] == [0, 1, 2, 3]
+    assert not [w for w in two["trace"]["warnings"] if "ran on one GPU" in w]  # other GPUs: no sharing to warn of
     assert len(two["steps"]) == 2 * len(one["steps"])
     by_device = {d: sum(s["device"] == d for s in two["steps"]) for d in range(4)}
     assert by_device[2] == by_device[0] and by_device[3] == by_device[1] and by_device[0] > 0

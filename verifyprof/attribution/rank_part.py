@@ -84,6 +84,7 @@ def rank_part(
         meta={k: v for k, v in trace.meta.items() if isinstance(v, (str, int, float, bool)) or v is None},
         counts={k: info[k] for k in ("kernels", "copies", "ranges")}, warnings=list(trace.warnings),
         options=result.options, linked_ops=result.linked_ops, unlinked_ops=result.unlinked_ops, stage=stage,
+        extra={"gpu_uuids": dict(trace.meta.get("gpu_uuids") or {})},
     )
 
 

@@ -69,6 +69,7 @@ def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None, one_f
         _check_not_twice(parts)
         _check_concurrent(parts)
     places = [Placement(0, 0, 0) for _ in parts] if one_file else placements(parts, notes)
+    notes += [] if one_file else shared_gpus(parts, places)
     mapping = global_steps(parts, places)
     processes = merged_processes(parts, places)
     rows = placed_rows(parts, places, mapping)
@@ -141,6 +142,21 @@ def _gpu_span(part: RankPart) -> tuple[int, int] | None:
         return None
     base = part.base_ns or 0
     return int(rows["start_ns"].min()) + base, int(rows["end_ns"].max()) + base
+
+
+def shared_gpus(parts: list[RankPart], places: list[Placement]) -> list[str]:
+    """A warning per physical GPU (nsys UUID) that files drive as different devices: processes
+    sharing one GPU, captured apart, not two nodes. Each file's trace shows the GPU idle while it
+    ran the other's work, so that time reads as host wait."""
+    seen: dict[str, dict[int, str]] = {}  # uuid -> merged device -> a file driving it
+    for part, place in zip(parts, places):
+        driven = set(part.ordinals.tolist())
+        for device, uuid in part.extra.get("gpu_uuids", {}).items():
+            if device in driven:
+                seen.setdefault(uuid, {}).setdefault(int(device) + place.device_offset, PurePath(part.path).name)
+    return [f"{', '.join(sorted(set(files.values())))} ran on one GPU (UUID {uuid}), read as devices "
+            f"{sorted(files)}: each file's time waiting behind the others' work on it reads as host wait"
+            for uuid, files in seen.items() if len(files) > 1]
 
 
 def device_offsets(parts: list[RankPart]) -> list[int]:

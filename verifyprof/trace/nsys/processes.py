@@ -47,6 +47,14 @@ def devices_table(export: NsysExport, *gpu_tables: pd.DataFrame) -> pd.DataFrame
     })
 
 
+def gpu_uuids(export: NsysExport) -> dict[int, str]:
+    """Device id -> the GPU's UUID (``TARGET_INFO_GPU.uuid``): which physical GPU a device id of
+    this report is, so that reports of processes sharing one GPU can be told from two nodes'."""
+    if "TARGET_INFO_GPU" not in export.tables or "uuid" not in set(export.cols("TARGET_INFO_GPU")):
+        return {}
+    return {int(dev): str(uuid) for dev, uuid in export.sql("SELECT id, uuid FROM TARGET_INFO_GPU") if dev is not None and uuid}
+
+
 def processes_table(
     export: NsysExport, names: NsysStrings, kernels: pd.DataFrame, copies: pd.DataFrame, graphs: pd.DataFrame,
     api: pd.DataFrame, ranges: pd.DataFrame,

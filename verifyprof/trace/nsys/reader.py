@@ -54,7 +54,7 @@ from verifyprof.trace.nsys.export import (
     schema_warnings,
 )
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
-from verifyprof.trace.nsys.processes import devices_table, processes_table
+from verifyprof.trace.nsys.processes import devices_table, gpu_uuids, processes_table
 from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
 from verifyprof.trace.validation import drop_bad_times
 
@@ -113,6 +113,7 @@ def _read(export: NsysExport) -> Trace:
     warnings += nvtx_warnings
     warnings += graph_warnings(kernels, graphs)
     devices = devices_table(export, kernels, copies, graphs)
+    meta["gpu_uuids"] = gpu_uuids(export)
     processes = processes_table(export, names, kernels, copies, graphs, api, ranges)
     meta["graph_trace_rows"] = len(graphs)
     optional = {}
