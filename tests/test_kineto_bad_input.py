@@ -24,25 +24,26 @@ def assert_one_line_error(excinfo, path: Path, *fragments: str) -> None:
         assert fragment in message
 
 
-def test_truncated_gzip_is_a_clear_error_and_the_file_is_untouched(tmp_path):
-    path = tmp_path / "cut.trace.json.gz"
-    path.write_bytes(B200.read_bytes()[:300_000])
+def assert_refused_untouched(path: Path, *fragments: str) -> None:
+    """Loading ``path`` is one TraceError line naming it and saying ``fragments``; the file is unchanged."""
     before = digest(path)
     with pytest.raises(TraceError) as excinfo:
         load_trace(path)
-    assert_one_line_error(excinfo, path, "truncated gzip")
+    assert_one_line_error(excinfo, path, *fragments)
     assert digest(path) == before
+
+
+def test_truncated_gzip_is_a_clear_error_and_the_file_is_untouched(tmp_path):
+    path = tmp_path / "cut.trace.json.gz"
+    path.write_bytes(B200.read_bytes()[:300_000])
+    assert_refused_untouched(path, "truncated gzip")
 
 
 def test_corrupt_json_is_a_clear_error_and_the_file_is_untouched(tmp_path):
     path = tmp_path / "corrupt.json"
     text = gzip.decompress(MI300X.read_bytes())
     path.write_bytes(text.replace(b'"dur": ', b'"dur" ', 1))  # a colon lost mid-file
-    before = digest(path)
-    with pytest.raises(TraceError) as excinfo:
-        load_trace(path)
-    assert_one_line_error(excinfo, path, "corrupt JSON")
-    assert digest(path) == before
+    assert_refused_untouched(path, "corrupt JSON")
 
 
 def test_truncated_json_says_it_ends_early(tmp_path):
@@ -56,11 +57,7 @@ def test_truncated_json_says_it_ends_early(tmp_path):
 def test_json_that_is_not_a_trace_is_a_clear_error(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model": "qwen", "layers": 36}))
-    before = digest(path)
-    with pytest.raises(TraceError) as excinfo:
-        load_trace(path)
-    assert_one_line_error(excinfo, path, "not a PyTorch-profiler trace", "traceEvents")
-    assert digest(path) == before
+    assert_refused_untouched(path, "not a PyTorch-profiler trace", "traceEvents")
 
 
 def test_trace_without_gpu_events_is_an_empty_capture_error(tmp_path):
@@ -68,11 +65,7 @@ def test_trace_without_gpu_events_is_an_empty_capture_error(tmp_path):
     gpu = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in gpu]
     path = write_trace(tmp_path / "cpu_only.json.gz", doc)
-    before = digest(path)
-    with pytest.raises(TraceError) as excinfo:
-        load_trace(path)
-    assert_one_line_error(excinfo, path, "no GPU events", "empty")
-    assert digest(path) == before
+    assert_refused_untouched(path, "no GPU events", "empty")
 
 
 def test_directory_without_trace_files_is_a_clear_error(tmp_path):

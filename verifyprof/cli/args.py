@@ -107,14 +107,14 @@ def _nsys_hint(trace: str) -> Iterator[None]:
         raise
 
 
-def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, shown=None):  # type: ignore[no-untyped-def]
+def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, shown):  # type: ignore[no-untyped-def]
     """The CLI's map: failed files as warning lines; ``shown`` (the status line) counts the files
     mapped and is paused while workers fork."""
     from verifyprof.pipeline import ParallelOptions
 
     warn = lambda failure: print(f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr)
     return ParallelOptions(workers=workers, scheduler=scheduler, strict=strict, report=warn, own_process=True,
-                           pause=shown.paused if shown is not None else None, progress=shown.count if shown is not None else None)
+                           pause=shown.paused, progress=shown.count)  # both do nothing where no line is drawn
 
 
 def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:  # type: ignore[no-untyped-def]
