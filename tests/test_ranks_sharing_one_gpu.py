@@ -10,6 +10,7 @@ from conftest import REPO
 
 from verifyprof import pipeline
 from verifyprof.pipeline.parallel import ParallelOptions
+from verifyprof.trace import load_trace
 
 FOLDER = REPO / "traces" / "two-processes-one-gpu"
 NODE_A, NODE_B = FOLDER / "node-a.sqlite.gz", FOLDER / "node-b.sqlite.gz"
@@ -24,6 +25,10 @@ def test_a_wait_before_the_whole_trace_window_opens_is_not_booked_inside_it():
     """The window opens at the first kernel; that kernel's call returned 2.1 ms before, and the
     wait in between (behind the other process) lies outside it. It used to be booked from the
     call's return and break the phase sum: 'timestamps cannot be attributed consistently'."""
+    trace = load_trace(NODE_B)
+    first = trace.kernels.sort_values("start").iloc[0]
+    call = trace.api[trace.api["correlation"] == first["correlation"]].iloc[0]
+    assert 2_000_000 < first["start"] - call["end"] < 2_200_000  # the 2.1 ms wait behind the other process
     steps = as_json(pipeline.breakdown(NODE_B, whole_trace=True))["steps"]
     assert len(steps) == 1 and steps[0]["kernels"] == 20451
     assert sum(steps[0]["phases"].values()) == steps[0]["wall_ns"]
