@@ -1,6 +1,7 @@
 """The allreduce cost model against the allreduces real traces measured, per message-size bucket.
 
-    python bench/bench_allreduce_model.py                     # the public traces, plus traces/workload-tp*/ if present
+    python bench/bench_allreduce_model.py                     # the public traces, plus
+    traces/workload-tp*/ if present
     python bench/bench_allreduce_model.py traces/workload-tp2-eager --hidden 2048
     python bench/bench_allreduce_model.py 'traces/workload-tp*/' --hidden 2048 --json out.json
 
@@ -54,7 +55,11 @@ def trace_inputs(specs: list[str]) -> list[Path]:
     any other directory is read as one multi-rank Kineto trace."""
     out: list[Path] = []
     for spec in specs:
-        paths = [Path(p) for p in sorted(glob.glob(spec))] if any(c in spec for c in "*?[") else [Path(spec)]
+        paths = (
+            [Path(p) for p in sorted(glob.glob(spec))]
+            if any(c in spec for c in "*?[")
+            else [Path(spec)]
+        )
         for path in paths:
             if path.is_dir():
                 nsys = [f for pattern in NSYS_FILES for f in sorted(path.glob(pattern))]
@@ -66,17 +71,44 @@ def trace_inputs(specs: list[str]) -> list[Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("traces", nargs="*", help="trace files, capture directories or globs (default: public traces + traces/workload-tp*/)")
-    parser.add_argument("--gpu", help="hardware file name or path for every trace (default: from the trace's device name)")
+    parser.add_argument(
+        "traces",
+        nargs="*",
+        help=(
+            "trace files, capture directories or globs (default: public traces +"
+            " traces/workload-tp*/)"
+        ),
+    )
+    parser.add_argument(
+        "--gpu",
+        help="hardware file name or path for every trace (default: from the trace's device name)",
+    )
     parser.add_argument("--link", help="override the hardware file's link (links.toml key)")
-    parser.add_argument("--hidden", type=int, help="model hidden size: infer sizes of unrecorded allreduces in verify/decode steps")
-    parser.add_argument("--dtype-bytes", type=int, default=2, help="activation bytes per element for --hidden (default 2, bf16)")
-    parser.add_argument("--max-error", type=float, help="exit 1 if a transfer-measured bucket's |median error| exceeds this (e.g. 0.3)")
-    parser.add_argument("--calls", action="store_true", help="also print every allreduce: size, measured, predicted")
+    parser.add_argument(
+        "--hidden",
+        type=int,
+        help="model hidden size: infer sizes of unrecorded allreduces in verify/decode steps",
+    )
+    parser.add_argument(
+        "--dtype-bytes",
+        type=int,
+        default=2,
+        help="activation bytes per element for --hidden (default 2, bf16)",
+    )
+    parser.add_argument(
+        "--max-error",
+        type=float,
+        help="exit 1 if a transfer-measured bucket's |median error| exceeds this (e.g. 0.3)",
+    )
+    parser.add_argument(
+        "--calls", action="store_true", help="also print every allreduce: size, measured, predicted"
+    )
     parser.add_argument("--json", type=Path, default=HERE / "out" / "bench_allreduce_model.json")
     args = parser.parse_args()
 
-    specs = args.traces or [str(p) for p in DEFAULT_TRACES] + ([TP_GLOB] if glob.glob(TP_GLOB) else [])
+    specs = args.traces or [str(p) for p in DEFAULT_TRACES] + (
+        [TP_GLOB] if glob.glob(TP_GLOB) else []
+    )
     hardware = load_hardware(args.gpu, args.link) if args.gpu else None
     report = {"traces": [], "buckets": []}
     failed = False
@@ -86,48 +118,96 @@ def main() -> int:
         except VerifyprofError as exc:
             print(f"{path}: skipped ({exc})")
             continue
-        samples = allreduce_samples(trace, hardware=hardware, hidden=args.hidden, dtype_bytes=args.dtype_bytes)
-        unsized = unsized_allreduces(trace) - int((samples["bytes_from"] == "inferred").sum()) if len(samples) else unsized_allreduces(trace)
-        devices = ", ".join(sorted(set(trace.devices["name"].astype(str)) - {""})) or "unnamed devices"
-        print(f"\n{path}  [{trace.format}; {devices}; {len(trace.devices)} device(s) in trace, world size {trace.meta.get('world_size', -1)}]")
+        samples = allreduce_samples(
+            trace, hardware=hardware, hidden=args.hidden, dtype_bytes=args.dtype_bytes
+        )
+        unsized = (
+            unsized_allreduces(trace) - int((samples["bytes_from"] == "inferred").sum())
+            if len(samples)
+            else unsized_allreduces(trace)
+        )
+        devices = (
+            ", ".join(sorted(set(trace.devices["name"].astype(str)) - {""})) or "unnamed devices"
+        )
+        print(
+            f"\n{path}  [{trace.format}; {devices}; {len(trace.devices)} device(s) in trace, world"
+            f" size {trace.meta.get('world_size', -1)}]"
+        )
         print(f"  allreduce kernels with a size: {len(samples)}; without: {unsized}")
         counts = collective_counts(trace)
-        print("  collective kernels: " + (", ".join(f"{fam} {n}" for fam, n in counts.items()) or "none"))
+        print(
+            "  collective kernels: "
+            + (", ".join(f"{fam} {n}" for fam, n in counts.items()) or "none")
+        )
         for warning in trace.warnings:
             if "NCCL" in warning:
                 print(f"  note: {warning}")
         buckets = by_bucket(samples)
-        entry = {"path": str(path), "format": trace.format, "devices": devices, "sized": len(samples), "unsized": int(unsized), "collective_kernels": counts}
+        entry = {
+            "path": str(path),
+            "format": trace.format,
+            "devices": devices,
+            "sized": len(samples),
+            "unsized": int(unsized),
+            "collective_kernels": counts,
+        }
         if buckets.empty:
             report["traces"].append(entry)
             continue
         entry["hardware"] = sorted(set(buckets["hardware"]))
         report["traces"].append(entry)
         print(f"  model: {', '.join(entry['hardware'])}")
-        header = f"  {'impl':9} {'measured':9} {'bytes':9} {'bucket':17} {'n':>4} {'ranks':>5} {'size p50':>10} {'meas p50 us':>11} {'meas min us':>11} {'model us':>9} {'error':>8} {'vs min':>8}   nccl / custom / alpha-beta us"
+        header = (
+            f"  {'impl':9} {'measured':9} {'bytes':9} {'bucket':17} {'n':>4} {'ranks':>5}"
+            f" {'size p50':>10} {'meas p50 us':>11} {'meas min us':>11} {'model us':>9}"
+            f" {'error':>8} {'vs min':>8}   nccl / custom / alpha-beta us"
+        )
         print(header)
         for row in buckets.to_dict("records"):
             print(
-                f"  {row['impl']:9} {row['basis']:9} {row['bytes_from']:9} {row['bucket']:17} {row['samples']:>4} {row['ranks']:>5} {row['bytes_p50']:>10} "
-                f"{row['measured_us_p50']:>11.1f} {row['measured_us_min']:>11.1f} {row['model_us_p50']:>9.1f} {row['error_p50']:>+8.1%} {row['error_vs_min']:>+8.1%}"
-                f"   {row['nccl_us_p50']:.1f} / {row['custom_us_p50']:.1f} / {row['alpha_beta_us_p50']:.1f}"
+                f"  {row['impl']:9} {row['basis']:9} {row['bytes_from']:9} {row['bucket']:17}"
+                f" {row['samples']:>4} {row['ranks']:>5} {row['bytes_p50']:>10}"
+                f" {row['measured_us_p50']:>11.1f} {row['measured_us_min']:>11.1f}"
+                f" {row['model_us_p50']:>9.1f} {row['error_p50']:>+8.1%}"
+                f" {row['error_vs_min']:>+8.1%}   {row['nccl_us_p50']:.1f} /"
+                f" {row['custom_us_p50']:.1f} / {row['alpha_beta_us_p50']:.1f}"
             )
-            if args.max_error is not None and row["basis"] == "transfer" and abs(row["error_p50"]) > args.max_error:
+            if (
+                args.max_error is not None
+                and row["basis"] == "transfer"
+                and abs(row["error_p50"]) > args.max_error
+            ):
                 failed = True
-            report["buckets"].append({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()})
+            report["buckets"].append(
+                {k: None if isinstance(v, float) and np.isnan(v) else v for k, v in row.items()}
+            )
         if args.calls:
             for row in samples.to_dict("records"):
-                print(f"    device {row['device']} {row['impl']:8} {row['bytes']:>10} B  measured {row['measured_us']:9.1f} us ({row['basis']})  model {row['model_us']:8.1f} us  {row['error']:+.1%}")
+                print(
+                    f"    device {row['device']} {row['impl']:8} {row['bytes']:>10} B  measured"
+                    f" {row['measured_us']:9.1f} us ({row['basis']})  model {row['model_us']:8.1f}"
+                    f" us  {row['error']:+.1%}"
+                )
         if (buckets["basis"] == "kernel").any():
-            print("  measured = whole kernel time on one rank: it includes waiting for the other ranks, so it is an upper bound of the")
-            print("  transfer the model predicts; a negative error there does not show the model is wrong, only how much was wait.")
+            print(
+                "  measured = whole kernel time on one rank: it includes waiting for the other"
+                " ranks, so it is an upper bound of the"
+            )
+            print(
+                "  transfer the model predicts; a negative error there does not show the model is"
+                " wrong, only how much was wait."
+            )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.json.with_name(f".{args.json.name}.tmp")
     tmp.write_text(json.dumps(report, indent=1))
     tmp.replace(args.json)
     print(f"\nwrote {args.json}")
     if args.max_error is not None:
-        print("target: |median error| <= {:.0%} on transfer-measured buckets: {}".format(args.max_error, "missed" if failed else "met"))
+        print(
+            "target: |median error| <= {:.0%} on transfer-measured buckets: {}".format(
+                args.max_error, "missed" if failed else "met"
+            )
+        )
     return 1 if failed else 0
 
 

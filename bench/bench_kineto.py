@@ -1,6 +1,7 @@
 """Kineto speed benchmark: verifyprof vs ``json.loads`` vs HolisticTraceAnalysis, in one run.
 
-    python bench/bench_kineto.py            # generates bench/out/kineto_large.json (150 MB) if missing
+    python bench/bench_kineto.py            # generates bench/out/kineto_large.json (150 MB) if
+    missing
 
 Measures, each in a fresh subprocess on the same file (OS page cache warmed first), the
 contenders taking turns round by round so that load on a shared machine hits all alike:
@@ -79,7 +80,11 @@ def child_verifyprof(path: Path) -> dict:
     t0 = time.perf_counter()
     trace = read_kineto([path])
     t1 = time.perf_counter()
-    result = {"read_seconds": t1 - t0, "kernels": len(trace.kernels), "events": trace.meta["events"]}
+    result = {
+        "read_seconds": t1 - t0,
+        "kernels": len(trace.kernels),
+        "events": trace.meta["events"],
+    }
     if breakdown is not None:
         report = breakdown(trace, whole_trace=True).to_json()
         t2 = time.perf_counter()
@@ -152,7 +157,9 @@ def ensure_hta() -> Path:
     python = HTA_VENV / "bin" / "python"
     if python.exists():
         return python
-    print(f"creating {HTA_VENV} with {HERE / 'requirements-hta.txt'} (first run only) ...", flush=True)
+    print(
+        f"creating {HTA_VENV} with {HERE / 'requirements-hta.txt'} (first run only) ...", flush=True
+    )
     subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], check=True)
     subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "-r", str(HERE / "requirements-hta.txt")],
@@ -179,9 +186,13 @@ def interleaved(contenders: dict[str, tuple[Path, list[str], int]]) -> dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Kineto reader + breakdown vs json.loads vs HTA")
-    parser.add_argument("--trace", type=Path, default=OUT / "kineto_large.json", help="generated if missing")
+    parser.add_argument(
+        "--trace", type=Path, default=OUT / "kineto_large.json", help="generated if missing"
+    )
     parser.add_argument("--mb", type=float, default=150.0, help="size to generate")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of json / verifyprof (median reported)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of json / verifyprof (median reported)"
+    )
     parser.add_argument("--hta-repeat", type=int, default=1)
     parser.add_argument("--skip-hta", action="store_true")
     args = parser.parse_args(argv)
@@ -210,29 +221,62 @@ def main(argv: list[str] | None = None) -> int:
     ours = results["verifyprof"]
     plain = results["json.loads"]["seconds"]
     size_mb = trace.stat().st_size / 1e6
-    what = "read_kineto + breakdown(whole_trace=True)" if ours["with_breakdown"] else "read_kineto only (no breakdown yet)"
-    print(f"\n{trace.name}: {size_mb:.1f} MB, {ours['events']:,} events, {ours['kernels']:,} kernels; {os.cpu_count()} CPUs")
+    what = (
+        "read_kineto + breakdown(whole_trace=True)"
+        if ours["with_breakdown"]
+        else "read_kineto only (no breakdown yet)"
+    )
+    print(
+        f"\n{trace.name}: {size_mb:.1f} MB, {ours['events']:,} events, {ours['kernels']:,} kernels;"
+        f" {os.cpu_count()} CPUs"
+    )
     print(f"{'contender':28s} {'seconds':>8s} {'peak MB':>8s}  runs")
     for name, r in results.items():
         print(f"{name:28s} {r['seconds']:8.3f} {r['peak_rss_mb']:8.0f}  {r['all_seconds']}")
-    print(f"verifyprof = {what}: read {ours['read_seconds']:.3f} s" + (f", breakdown {ours['breakdown_seconds']:.3f} s" if ours["with_breakdown"] else ""))
+    print(
+        f"verifyprof = {what}: read {ours['read_seconds']:.3f} s"
+        + (f", breakdown {ours['breakdown_seconds']:.3f} s" if ours["with_breakdown"] else "")
+    )
     ratios = {"verifyprof / json.loads": ours["seconds"] / plain}
-    ratios["verifyprof / json.loads (gc off)"] = ours["seconds"] / results["json.loads (gc off)"]["seconds"]
+    ratios["verifyprof / json.loads (gc off)"] = (
+        ours["seconds"] / results["json.loads (gc off)"]["seconds"]
+    )
     if "HTA" in results:
         hta = results["HTA"]
         ratios["HTA / verifyprof"] = hta["seconds"] / ours["seconds"]
-        print(f"HTA: load {hta['load_seconds']:.3f} s, temporal breakdown {hta['breakdown_seconds']:.3f} s (import {hta['import_seconds']:.1f} s not counted)")
+        print(
+            f"HTA: load {hta['load_seconds']:.3f} s, temporal breakdown"
+            f" {hta['breakdown_seconds']:.3f} s (import {hta['import_seconds']:.1f} s not counted)"
+        )
         if ours["with_breakdown"]:
-            print(f"cross-check, whole trace: HTA span {hta['total_us'] / 1e3:.3f} ms, idle {hta['idle_us'] / 1e3:.3f} ms; "
-                  f"verifyprof wall {ours['wall_ns'] / 1e6:.3f} ms, idle {ours['idle_ns'] / 1e6:.3f} ms "
-                  "(HTA shrinks every op to whole us: ceil(start), floor(end))")
+            print(
+                f"cross-check, whole trace: HTA span {hta['total_us'] / 1e3:.3f} ms, idle"
+                f" {hta['idle_us'] / 1e3:.3f} ms; verifyprof wall {ours['wall_ns'] / 1e6:.3f} ms,"
+                f" idle {ours['idle_ns'] / 1e6:.3f} ms (HTA shrinks every op to whole us:"
+                " ceil(start), floor(end))"
+            )
     print()
-    print(f"verifyprof / json.loads            = {ratios['verifyprof / json.loads']:.2f}x   (target <= 1.5x)")
-    print(f"verifyprof / json.loads (gc off)   = {ratios['verifyprof / json.loads (gc off)']:.2f}x   (stricter baseline, for context)")
+    print(
+        f"verifyprof / json.loads            = {ratios['verifyprof / json.loads']:.2f}x   (target"
+        " <= 1.5x)"
+    )
+    print(
+        f"verifyprof / json.loads (gc off)   = {ratios['verifyprof / json.loads (gc off)']:.2f}x  "
+        " (stricter baseline, for context)"
+    )
     if "HTA / verifyprof" in ratios:
-        print(f"HTA / verifyprof                   = {ratios['HTA / verifyprof']:.1f}x   (target >= 5x)")
-    report = {"trace": str(trace), "bytes": trace.stat().st_size, "cpus": os.cpu_count(), "verifyprof_measures": what,
-              "results": results, "ratios": ratios}
+        print(
+            f"HTA / verifyprof                   = {ratios['HTA / verifyprof']:.1f}x   (target"
+            " >= 5x)"
+        )
+    report = {
+        "trace": str(trace),
+        "bytes": trace.stat().st_size,
+        "cpus": os.cpu_count(),
+        "verifyprof_measures": what,
+        "results": results,
+        "ratios": ratios,
+    }
     (OUT / "bench_kineto.json").write_text(json.dumps(report, indent=2))
     ok = ratios["verifyprof / json.loads"] <= 1.5 and ratios.get("HTA / verifyprof", 5.0) >= 5.0
     print("targets met" if ok else "TARGETS MISSED")

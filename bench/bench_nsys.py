@@ -47,13 +47,18 @@ def fetchall(path: Path) -> dict:
 
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     t = time.perf_counter()
-    ids = [i for i, v in con.execute(f"SELECT id, value FROM StringIds WHERE {API_CANDIDATE_SQL}") if API_NAME.match(v)]
+    ids = [
+        i
+        for i, v in con.execute(f"SELECT id, value FROM StringIds WHERE {API_CANDIDATE_SQL}")
+        if API_NAME.match(v)
+    ]
     kernels = con.execute(
-        'SELECT start, "end", deviceId, streamId, correlationId, globalPid, demangledName, graphNodeId, graphId '
-        "FROM CUPTI_ACTIVITY_KIND_KERNEL"
+        'SELECT start, "end", deviceId, streamId, correlationId, globalPid, demangledName,'
+        " graphNodeId, graphId FROM CUPTI_ACTIVITY_KIND_KERNEL"
     ).fetchall()
     runtime = con.execute(
-        f'SELECT start, "end", globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({",".join(map(str, ids))})'
+        'SELECT start, "end", globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME'
+        f" WHERE nameId IN ({','.join(map(str, ids))})"
     ).fetchall()
     seconds = time.perf_counter() - t
     return {"seconds": seconds, "rows": {"kernels": len(kernels), "runtime": len(runtime)}}
@@ -65,7 +70,10 @@ def reader(path: Path) -> dict:
     t = time.perf_counter()
     trace = read_nsys_sqlite(path)
     seconds = time.perf_counter() - t
-    return {"seconds": seconds, "rows": {"kernels": len(trace.kernels), "api": len(trace.api), "ranges": len(trace.ranges)}}
+    return {
+        "seconds": seconds,
+        "rows": {"kernels": len(trace.kernels), "api": len(trace.api), "ranges": len(trace.ranges)},
+    }
 
 
 def breakdown(path: Path, records: bool = True) -> dict:
@@ -108,7 +116,12 @@ def peak_rss_mb() -> float:
 
 def measure_in_subprocess(name: str, path: Path) -> dict:
     t = time.perf_counter()
-    done = subprocess.run([sys.executable, __file__, "--measure", name, "--path", str(path)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "--measure", name, "--path", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - t
     if done.returncode != 0:
         raise SystemExit(f"{name} failed:\n{done.stderr}")
@@ -129,7 +142,9 @@ def export_for(kernels: int, ranks: int, out_dir: Path, regenerate: bool) -> Pat
     if path.exists() and not regenerate:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            row = con.execute("SELECT value FROM META_DATA_EXPORT WHERE name = 'GENERATOR_ARGS'").fetchone()
+            row = con.execute(
+                "SELECT value FROM META_DATA_EXPORT WHERE name = 'GENERATOR_ARGS'"
+            ).fetchone()
         except sqlite3.DatabaseError:
             row = None
         con.close()
@@ -138,8 +153,19 @@ def export_for(kernels: int, ranks: int, out_dir: Path, regenerate: bool) -> Pat
             return path
     print(f"generating {path} ...", flush=True)
     # in its own process: the benchmark's children should not inherit a large parent
-    subprocess.run([sys.executable, gen_nsys_export.__file__, "--kernels", str(kernels), "--ranks", str(ranks), "-o", str(path)],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            gen_nsys_export.__file__,
+            "--kernels",
+            str(kernels),
+            "--ranks",
+            str(ranks),
+            "-o",
+            str(path),
+        ],
+        check=True,
+    )
     return path
 
 
@@ -147,10 +173,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernels", type=int, default=1_000_000)
     parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement (best reported)")
-    parser.add_argument("--out", type=Path, default=HERE / "out", help="where the generated export lives")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each measurement (best reported)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=HERE / "out", help="where the generated export lives"
+    )
     parser.add_argument("--regenerate", action="store_true")
-    parser.add_argument("--skip", action="append", default=[], choices=list(MEASURES), help="leave a measurement out")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=list(MEASURES),
+        help="leave a measurement out",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--measure", choices=list(MEASURES), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
@@ -169,36 +205,63 @@ def main(argv: list[str] | None = None) -> None:
         for name in names:
             runs[name].append(measure_in_subprocess(name, path))
             r = runs[name][-1]
-            print(f"  run {i + 1} {name:<9} {r['seconds']:7.3f} s  peak {r['peak_rss_mb']:6.0f} MB  {r['rows']}", flush=True)
+            print(
+                f"  run {i + 1} {name:<9} {r['seconds']:7.3f} s  peak {r['peak_rss_mb']:6.0f} MB "
+                f" {r['rows']}",
+                flush=True,
+            )
     best = {n: min(rs, key=lambda r: r["seconds"]) for n, rs in runs.items()}
     peak = {n: max(r["peak_rss_mb"] for r in rs) for n, rs in runs.items()}
     # ratios within each round (same machine load), then their median: robust on a shared machine
     round_ratio = {
-        n: sorted(r["seconds"] / f["seconds"] for r, f in zip(runs[n], runs["fetchall"])) for n in names if "fetchall" in runs
+        n: sorted(r["seconds"] / f["seconds"] for r, f in zip(runs[n], runs["fetchall"]))
+        for n in names
+        if "fetchall" in runs
     }
     median = {n: v[len(v) // 2] for n, v in round_ratio.items()}
 
-    print(f"\nnsys export: {path.name} ({path.stat().st_size / 1e6:.0f} MB), {os.cpu_count()} CPUs, {args.repeat} rounds, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nnsys export: {path.name} ({path.stat().st_size / 1e6:.0f} MB), {os.cpu_count()} CPUs,"
+        f" {args.repeat} rounds, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'measure':<10} {'best s':>8} {'median ratio':>13} {'peak MB':>8} {'process s':>10}")
     for name in names:
         b = best[name]
         ratio = f"{median[name]:13.2f}" if name in median else f"{'-':>13}"
-        print(f"{name:<10} {b['seconds']:8.3f} {ratio} {peak[name]:8.0f} {b['process_seconds']:10.2f}")
-    summary = {"export": str(path), "kernels": args.kernels, "ranks": args.ranks, "cpus": os.cpu_count(), "runs": runs,
-               "best": best, "peak_rss_mb": peak, "median_ratio": median}
+        print(
+            f"{name:<10} {b['seconds']:8.3f} {ratio} {peak[name]:8.0f} {b['process_seconds']:10.2f}"
+        )
+    summary = {
+        "export": str(path),
+        "kernels": args.kernels,
+        "ranks": args.ranks,
+        "cpus": os.cpu_count(),
+        "runs": runs,
+        "best": best,
+        "peak_rss_mb": peak,
+        "median_ratio": median,
+    }
     if "breakdown" in median:
         ratio = median["breakdown"]
         ok_time = ratio <= TARGET_RATIO
         ok_mem = peak["breakdown"] < TARGET_RSS_MB
-        print(f"\nbreakdown / fetchall = {ratio:.2f} (median of rounds; target <= {TARGET_RATIO}): {'PASS' if ok_time else 'FAIL'}; "
-              f"peak {peak['breakdown']:.0f} MB (target < {TARGET_RSS_MB}): {'PASS' if ok_mem else 'FAIL'}")
+        print(
+            f"\nbreakdown / fetchall = {ratio:.2f} (median of rounds; target <= {TARGET_RATIO}):"
+            f" {'PASS' if ok_time else 'FAIL'}; peak {peak['breakdown']:.0f} MB (target <"
+            f" {TARGET_RSS_MB}): {'PASS' if ok_mem else 'FAIL'}"
+        )
         print(f"  of which load_trace: {best['breakdown']['read_seconds']:.3f} s (best round)")
         summary.update(pass_time=ok_time, pass_memory=ok_mem)
     if "table" in median:
-        print(f"table (default output) / fetchall = {median['table']:.2f}; peak {peak['table']:.0f} MB")
+        print(
+            f"table (default output) / fetchall = {median['table']:.2f}; peak"
+            f" {peak['table']:.0f} MB"
+        )
     if "reader" in median:
-        print(f"reader / fetchall = {median['reader']:.2f} (median of rounds); reader peak {peak['reader']:.0f} MB")
+        print(
+            f"reader / fetchall = {median['reader']:.2f} (median of rounds); reader peak"
+            f" {peak['reader']:.0f} MB"
+        )
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
 

@@ -13,7 +13,8 @@ largest single process reported. Times exclude interpreter start and imports.
 
 Prints: nsys one file (fetchall, table, --json), nsys 8 files (fetchall, 1 / 2 workers,
 LocalCluster; 2 workers under the CLI's status line on a pseudo-terminal, its thread paused while
-workers fork as the CLI does, and not paused: workers from a fork server), Kineto 8 files (json.loads, 1 / 2 workers, LocalCluster), the cost of 1, 2, 4, 8
+workers fork as the CLI does, and not paused: workers from a fork server), Kineto 8 files
+(json.loads, 1 / 2 workers, LocalCluster), the cost of 1, 2, 4, 8
 per-rank files with one worker (linear: constant per file), the targets, and the machine's own
 ceiling on a 2-process speedup (a pure-Python loop, and the Kineto files' read + msgspec decode
 alone, in 1 and 2 processes: a 2-worker map cannot scale better than its main cost does).
@@ -52,7 +53,10 @@ def m_fetchall(paths: list[Path]) -> dict:
     from bench_nsys import fetchall
 
     results = [fetchall(p) for p in paths]
-    return {"seconds": sum(r["seconds"] for r in results), "rows": sum(r["rows"]["kernels"] for r in results)}
+    return {
+        "seconds": sum(r["seconds"] for r in results),
+        "rows": sum(r["rows"]["kernels"] for r in results),
+    }
 
 
 def m_json_loads(paths: list[Path]) -> dict:
@@ -65,24 +69,40 @@ def m_json_loads(paths: list[Path]) -> dict:
     return {"seconds": time.perf_counter() - t, "rows": events}
 
 
-def _breakdown(paths: list[Path], records: bool, workers: int | None = None, scheduler: str | None = None,
-               terminal: str | None = None) -> dict:
+def _breakdown(
+    paths: list[Path],
+    records: bool,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    terminal: str | None = None,
+) -> dict:
     """As the CLI runs it; ``terminal``: under its status line, drawn on stderr (a pty), "paused"
-    while workers fork (as the CLI does) or "threaded" (its thread running: workers from a fork server)."""
+    while workers fork (as the CLI does) or "threaded" (its thread running: workers from a fork
+    server).
+    """
     import rich.progress  # noqa: F401 - imported before the clock, as every contender's imports are
+
     from verifyprof import pipeline
     from verifyprof.report import progress
     from verifyprof.report.files import stream_breakdown_json
 
     t = time.perf_counter()
     source = [str(p) for p in paths] if len(paths) > 1 else paths[0]
-    whole = paths[0].name.endswith(".json")  # the tiled vLLM trace has no verify ranges: as bench_kineto.py
+    whole = paths[0].name.endswith(
+        ".json"
+    )  # the tiled vLLM trace has no verify ranges: as bench_kineto.py
     with progress.status("breaking down", quiet=terminal is None) as shown:
         if terminal is not None and shown.drawn is False:
             raise SystemExit("stderr is not a terminal: no status line to measure under")
         pause = shown.paused if terminal == "paused" else None
-        parallel = pipeline.ParallelOptions(workers=workers, scheduler=scheduler, strict=True, own_process=True, pause=pause,
-                                            progress=shown.count if terminal is not None else None)
+        parallel = pipeline.ParallelOptions(
+            workers=workers,
+            scheduler=scheduler,
+            strict=True,
+            own_process=True,
+            pause=pause,
+            progress=shown.count if terminal is not None else None,
+        )
         result = pipeline.breakdown(source, release=True, whole_trace=whole, parallel=parallel)
     if records:
         with open(os.devnull, "wb") as sink:
@@ -93,7 +113,8 @@ def _breakdown(paths: list[Path], records: bool, workers: int | None = None, sch
 
 
 def m_table(paths):
-    """What ``verifyprof breakdown`` does by default: a large many-process export read in shares, one per CPU."""
+    """What ``verifyprof breakdown`` does by default: a large many-process export read in shares,
+    one per CPU."""
     return _breakdown(paths, records=False)
 
 
@@ -141,14 +162,21 @@ def m_dask(paths):
     from distributed import LocalCluster
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None, silence_logs=50)
+        cluster = LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=50,
+        )
     try:
         return _breakdown(paths, records=True, scheduler=cluster.scheduler_address)
     finally:
         cluster.close()
 
 
-# --- the machine's own ceiling on a 2-process speedup -----------------------------------------------
+# --- the machine's own ceiling on a 2-process speedup ---------------------------------------------
 
 
 SPIN = 20_000_000
@@ -201,7 +229,8 @@ def _preload() -> None:
 
 
 def m_decode1(paths):
-    """Every Kineto file read and decoded (the reader's msgspec structs, nothing after) in one process."""
+    """Every Kineto file read and decoded (the reader's msgspec structs, nothing after) in one
+    process."""
     _preload()
 
     return {"seconds": _in_processes(_decode, [paths]), "rows": len(paths)}
@@ -215,10 +244,25 @@ def m_decode2(paths):
     return {"seconds": _in_processes(_decode, [paths[:half], paths[half:]]), "rows": len(paths)}
 
 
-MEASURES = {"fetchall": m_fetchall, "json.loads": m_json_loads, "table": m_table, "table on a tty": m_table_tty, "table on a tty, no pause": m_table_tty_threaded, "json-out": m_json, "json-whole": m_json_whole,
-            "1 worker": m_w1, "2 workers": m_w2, "8 workers": m_w8,
-            "2 workers on a tty": m_w2_terminal, "2 workers on a tty, no pause": m_w2_threaded, "LocalCluster(2)": m_dask,
-            "spin x1": m_spin1, "spin x2": m_spin2, "decode x1": m_decode1, "decode x2": m_decode2}
+MEASURES = {
+    "fetchall": m_fetchall,
+    "json.loads": m_json_loads,
+    "table": m_table,
+    "table on a tty": m_table_tty,
+    "table on a tty, no pause": m_table_tty_threaded,
+    "json-out": m_json,
+    "json-whole": m_json_whole,
+    "1 worker": m_w1,
+    "2 workers": m_w2,
+    "8 workers": m_w8,
+    "2 workers on a tty": m_w2_terminal,
+    "2 workers on a tty, no pause": m_w2_threaded,
+    "LocalCluster(2)": m_dask,
+    "spin x1": m_spin1,
+    "spin x2": m_spin2,
+    "decode x1": m_decode1,
+    "decode x2": m_decode2,
+}
 
 
 def _sample_peaks(pid: int, peaks: dict[int, float], stop: threading.Event) -> None:
@@ -254,9 +298,13 @@ def run_measure(name: str, paths: list[Path]) -> dict:
     command = [sys.executable, __file__, "--measure", name, *map(str, paths)]
     peaks: dict[int, float] = {}
     stop = threading.Event()
-    tty = "on a tty" in name  # stderr a pseudo-terminal (its output drained here), as a user's shell has it
+    tty = (
+        "on a tty" in name
+    )  # stderr a pseudo-terminal (its output drained here), as a user's shell has it
     master, slave = pty.openpty() if tty else (None, None)
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE, text=True
+    )
     sampler = threading.Thread(target=_sample_peaks, args=(child.pid, peaks, stop), daemon=True)
     sampler.start()
     drained: list[bytes] = []
@@ -308,7 +356,9 @@ def kineto_inputs(mb: float, out: Path) -> list[Path]:
     gen_kineto_trace.generate(gen_kineto_trace.DEFAULT_SOURCE, base, mb, use_gzip=False)
     data = base.read_bytes()
     head, tail = data[:65536], data[65536:]
-    for rank, path in enumerate(files):  # each rank its own distributedInfo.rank (same-length edit of the header)
+    for rank, path in enumerate(
+        files
+    ):  # each rank its own distributedInfo.rank (same-length edit of the header)
         ranked = head.replace(b'"rank": 0,', f'"rank": {rank},'.encode(), 1)
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(ranked + tail)
@@ -329,13 +379,18 @@ def count_rows(path: Path) -> int:
 
 
 def rounds(plan: list[tuple[str, str, list[Path]]], repeat: int) -> dict[str, list[dict]]:
-    """Every (label, measure, files) once per round, interleaved; ratios are taken within a round."""
+    """Every (label, measure, files) once per round, interleaved; ratios are taken within a
+    round."""
     runs: dict[str, list[dict]] = {label: [] for label, _, _ in plan}
     for i in range(repeat):
         for label, name, paths in plan:
             r = run_measure(name, paths)
             runs[label].append(r)
-            print(f"  round {i + 1} {label:<44} {r['seconds']:8.3f} s  peak {r['peak_rss_mb']:6.0f} MB", flush=True)
+            print(
+                f"  round {i + 1} {label:<44} {r['seconds']:8.3f} s  peak"
+                f" {r['peak_rss_mb']:6.0f} MB",
+                flush=True,
+            )
     return runs
 
 
@@ -359,15 +414,24 @@ def report(runs: dict[str, list[dict]], groups: list[tuple[str, str, list[str]]]
             peak = max(r["peak_rss_mb"] for r in runs[label])
             rel = ratio(runs, label, base)
             row = out.setdefault(label, {"best_s": round(best, 3), "peak_rss_mb": round(peak)})
-            row["ratio" if "ratio" not in row else f"ratio to {base}"] = round(rel, 3)  # a row in two tables
+            row["ratio" if "ratio" not in row else f"ratio to {base}"] = round(
+                rel, 3
+            )  # a row in two tables
             print(f"{label:<44} {best:8.3f} {rel:7.2f} {peak:8.0f}")
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kernels", type=int, default=1_000_000, help="nsys kernels over all 8 ranks")
-    parser.add_argument("--kineto-mb", type=float, default=150.0, help="size of each Kineto rank file (uncompressed JSON)")
+    parser.add_argument(
+        "--kernels", type=int, default=1_000_000, help="nsys kernels over all 8 ranks"
+    )
+    parser.add_argument(
+        "--kineto-mb",
+        type=float,
+        default=150.0,
+        help="size of each Kineto rank file (uncompressed JSON)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE / "out" / "ranks")
     parser.add_argument("--skip-kineto", action="store_true")
@@ -381,52 +445,119 @@ def main(argv: list[str] | None = None) -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     whole, per_rank = nsys_inputs(args.kernels, args.out)
-    plan = [("nsys 1 file: fetchall", "fetchall", [whole]), ("nsys 1 file: table", "table", [whole]),
-            ("nsys 1 file: table on a tty", "table on a tty", [whole]),
-            ("nsys 1 file: table on a tty, no pause", "table on a tty, no pause", [whole]),
-            ("nsys 1 file: --json", "json-out", [whole]), ("nsys 1 file: --json --workers 1", "json-whole", [whole]),
-            ("nsys 8 files: fetchall", "fetchall", per_rank)]
-    pools = ["1 worker", "2 workers"] + (["8 workers"] if (os.cpu_count() or 1) >= 8 else []) + (["LocalCluster(2)"] if DASK else [])
-    on_tty = ["2 workers on a tty", "2 workers on a tty, no pause"]  # the CLI's status line drawn: nsys only (Kineto's files take ~10 s)
+    plan = [
+        ("nsys 1 file: fetchall", "fetchall", [whole]),
+        ("nsys 1 file: table", "table", [whole]),
+        ("nsys 1 file: table on a tty", "table on a tty", [whole]),
+        ("nsys 1 file: table on a tty, no pause", "table on a tty, no pause", [whole]),
+        ("nsys 1 file: --json", "json-out", [whole]),
+        ("nsys 1 file: --json --workers 1", "json-whole", [whole]),
+        ("nsys 8 files: fetchall", "fetchall", per_rank),
+    ]
+    pools = (
+        ["1 worker", "2 workers"]
+        + (["8 workers"] if (os.cpu_count() or 1) >= 8 else [])
+        + (["LocalCluster(2)"] if DASK else [])
+    )
+    on_tty = [
+        "2 workers on a tty",
+        "2 workers on a tty, no pause",
+    ]  # the CLI's status line drawn: nsys only (Kineto's files take ~10 s)
     plan += [(f"nsys 8 files: {w}", w, per_rank) for w in pools + on_tty]
     plan += [(f"nsys {n} files: 1 worker", "1 worker", per_rank[:n]) for n in (1, 2, 4)]
     kineto = [] if args.skip_kineto else kineto_inputs(args.kineto_mb, args.out)
     if kineto:
         plan += [("kineto 8 files: json.loads", "json.loads", kineto)]
         plan += [(f"kineto 8 files: {w}", w, kineto) for w in pools]
-        plan += [("ceiling: spin, 1 process", "spin x1", []), ("ceiling: spin, 2 processes", "spin x2", []),
-                 ("ceiling: decode, 1 process", "decode x1", kineto), ("ceiling: decode, 2 processes", "decode x2", kineto)]
+        plan += [
+            ("ceiling: spin, 1 process", "spin x1", []),
+            ("ceiling: spin, 2 processes", "spin x2", []),
+            ("ceiling: decode, 1 process", "decode x1", kineto),
+            ("ceiling: decode, 2 processes", "decode x2", kineto),
+        ]
     runs = rounds(plan, args.repeat)
 
-    print(f"\n{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {count_rows(whole)} kernels over {RANKS} ranks "
-          f"({whole.stat().st_size / 1e6:.0f} MB); ratios are medians over {args.repeat} rounds of time / baseline in that round")
-    groups = [("nsys, one 8-rank file", "nsys 1 file: fetchall",
-               ["nsys 1 file: table", "nsys 1 file: table on a tty", "nsys 1 file: table on a tty, no pause", "nsys 1 file: --json", "nsys 1 file: --json --workers 1"]),
-              ("nsys, 8 per-rank files (same events)", "nsys 8 files: fetchall",
-               [f"nsys 8 files: {w}" for w in pools + on_tty]),
-              ("cost growth, per-rank files, 1 worker", "nsys 1 files: 1 worker",
-               ["nsys 2 files: 1 worker", "nsys 4 files: 1 worker", "nsys 8 files: 1 worker"])]
+    print(
+        f"\n{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {count_rows(whole)}"
+        f" kernels over {RANKS} ranks ({whole.stat().st_size / 1e6:.0f} MB); ratios are medians"
+        f" over {args.repeat} rounds of time / baseline in that round"
+    )
+    groups = [
+        (
+            "nsys, one 8-rank file",
+            "nsys 1 file: fetchall",
+            [
+                "nsys 1 file: table",
+                "nsys 1 file: table on a tty",
+                "nsys 1 file: table on a tty, no pause",
+                "nsys 1 file: --json",
+                "nsys 1 file: --json --workers 1",
+            ],
+        ),
+        (
+            "nsys, 8 per-rank files (same events)",
+            "nsys 8 files: fetchall",
+            [f"nsys 8 files: {w}" for w in pools + on_tty],
+        ),
+        (
+            "cost growth, per-rank files, 1 worker",
+            "nsys 1 files: 1 worker",
+            ["nsys 2 files: 1 worker", "nsys 4 files: 1 worker", "nsys 8 files: 1 worker"],
+        ),
+    ]
     if kineto:
-        groups.append((f"Kineto, 8 rank files x {args.kineto_mb:g} MB", "kineto 8 files: json.loads",
-                       [f"kineto 8 files: {w}" for w in pools]))
+        groups.append(
+            (
+                f"Kineto, 8 rank files x {args.kineto_mb:g} MB",
+                "kineto 8 files: json.loads",
+                [f"kineto 8 files: {w}" for w in pools],
+            )
+        )
     table = report(runs, groups)
     targets = verdicts(runs, table, bool(kineto))
     if args.json:
-        args.json.write_text(json.dumps({"runs": runs, "table": table, "targets": targets}, indent=1))
+        args.json.write_text(
+            json.dumps({"runs": runs, "table": table, "targets": targets}, indent=1)
+        )
 
 
 def verdicts(runs: dict[str, list[dict]], table: dict, kineto: bool) -> dict:
     """The issue's targets, each PASS / MISS with the measured number."""
     checks = {
-        "nsys 1 file: table <= 0.6x fetchall": (table["nsys 1 file: table"]["ratio"], TARGET_NSYS_RATIO),
-        "nsys 1 file: --json <= 0.6x fetchall": (table["nsys 1 file: --json"]["ratio"], TARGET_NSYS_RATIO),
-        "nsys 8 files, 2 workers: --json <= 0.6x fetchall": (table["nsys 8 files: 2 workers"]["ratio"], TARGET_NSYS_RATIO),
-        "nsys 8 files, 2 workers on a tty: --json <= 0.6x fetchall": (table["nsys 8 files: 2 workers on a tty"]["ratio"], TARGET_NSYS_RATIO),
-        "nsys 1 file on a tty: table <= 0.6x fetchall": (table["nsys 1 file: table on a tty"]["ratio"], TARGET_NSYS_RATIO),
-        "nsys peak RSS per process < 400 MB": (max(table[k]["peak_rss_mb"] for k in table if k.startswith("nsys") and "fetchall" not in k), TARGET_RSS_MB),
+        "nsys 1 file: table <= 0.6x fetchall": (
+            table["nsys 1 file: table"]["ratio"],
+            TARGET_NSYS_RATIO,
+        ),
+        "nsys 1 file: --json <= 0.6x fetchall": (
+            table["nsys 1 file: --json"]["ratio"],
+            TARGET_NSYS_RATIO,
+        ),
+        "nsys 8 files, 2 workers: --json <= 0.6x fetchall": (
+            table["nsys 8 files: 2 workers"]["ratio"],
+            TARGET_NSYS_RATIO,
+        ),
+        "nsys 8 files, 2 workers on a tty: --json <= 0.6x fetchall": (
+            table["nsys 8 files: 2 workers on a tty"]["ratio"],
+            TARGET_NSYS_RATIO,
+        ),
+        "nsys 1 file on a tty: table <= 0.6x fetchall": (
+            table["nsys 1 file: table on a tty"]["ratio"],
+            TARGET_NSYS_RATIO,
+        ),
+        "nsys peak RSS per process < 400 MB": (
+            max(
+                table[k]["peak_rss_mb"]
+                for k in table
+                if k.startswith("nsys") and "fetchall" not in k
+            ),
+            TARGET_RSS_MB,
+        ),
     }
     growth = table["nsys 8 files: 1 worker"]["ratio to nsys 1 files: 1 worker"]
-    print(f"\ncost growth 1 -> 8 files: {growth:.2f}x ({growth / RANKS:.2f} of linear per file; the 1-file run takes the single-file path, no reduce)")
+    print(
+        f"\ncost growth 1 -> 8 files: {growth:.2f}x ({growth / RANKS:.2f} of linear per file; the"
+        " 1-file run takes the single-file path, no reduce)"
+    )
     out = {}
     for name, (value, limit) in checks.items():
         ok = value <= limit if "RSS" not in name else value < limit
@@ -434,14 +565,21 @@ def verdicts(runs: dict[str, list[dict]], table: dict, kineto: bool) -> dict:
         print(f"{name}: {value:.2f} -> {'PASS' if ok else 'MISS'}")
     if kineto:
         speedup = 1 / ratio(runs, "kineto 8 files: 2 workers", "kineto 8 files: 1 worker")
-        out["kineto 2 workers >= 1.7x faster than 1"] = {"value": speedup, "pass": speedup >= TARGET_KINETO_SPEEDUP}
-        print(f"kineto 2 workers / 1 worker speedup: {speedup:.2f}x (target >= {TARGET_KINETO_SPEEDUP}) -> "
-              f"{'PASS' if speedup >= TARGET_KINETO_SPEEDUP else 'MISS'}")
+        out["kineto 2 workers >= 1.7x faster than 1"] = {
+            "value": speedup,
+            "pass": speedup >= TARGET_KINETO_SPEEDUP,
+        }
+        print(
+            f"kineto 2 workers / 1 worker speedup: {speedup:.2f}x (target >="
+            f" {TARGET_KINETO_SPEEDUP}) -> {'PASS' if speedup >= TARGET_KINETO_SPEEDUP else 'MISS'}"
+        )
         spin = 1 / ratio(runs, "ceiling: spin, 2 processes", "ceiling: spin, 1 process")
         decode = 1 / ratio(runs, "ceiling: decode, 2 processes", "ceiling: decode, 1 process")
         out["machine ceiling: 2 processes vs 1"] = {"spin": spin, "decode": decode}
-        print(f"this machine, 2 processes vs 1: a pure-Python loop {spin:.2f}x, "
-              f"the Kineto files' read + decode alone {decode:.2f}x")
+        print(
+            f"this machine, 2 processes vs 1: a pure-Python loop {spin:.2f}x, "
+            f"the Kineto files' read + decode alone {decode:.2f}x"
+        )
     return out
 
 

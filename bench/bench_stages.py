@@ -1,5 +1,6 @@
 """Stage timings of one many-rank nsys export in one process: read, breakdown, summary and the
-whole ``--json`` output (steps and summary, into a discarding sink), best of N, plus one rank file mapped in a fresh worker process vs in a
+whole ``--json`` output (steps and summary, into a discarding sink), best of N, plus one rank file
+mapped in a fresh worker process vs in a
 worker that mapped one before (what the persistent local workers save), and the parent's work
 after a map of the 8 rank files (reduce, summary, ``--json`` output: first calls in a process).
 
@@ -39,7 +40,12 @@ def stages(trace_path: Path, repeat: int) -> dict[str, float]:
         t3 = time.perf_counter()
         stream_breakdown_json(result, _Discard())
         t4 = time.perf_counter()
-        for name, seconds in (("read", t1 - t0), ("breakdown", t2 - t1), ("summary", t3 - t2), ("--json output", t4 - t3)):
+        for name, seconds in (
+            ("read", t1 - t0),
+            ("breakdown", t2 - t1),
+            ("summary", t3 - t2),
+            ("--json output", t4 - t3),
+        ):
             best[name] = min(best.get(name, seconds), seconds)
     return best
 
@@ -49,11 +55,15 @@ class _Discard:
         return len(data)
 
 
-def _map(path: str, times: int, queue) -> None:  # in a worker: map the file ``times`` times, as a worker does
+def _map(
+    path: str, times: int, queue
+) -> None:  # in a worker: map the file ``times`` times, as a worker does
     from verifyprof.pipeline.parallel import MapOptions, map_file
 
     try:
-        from verifyprof.pipeline.heap import keep_freed_memory  # a worker keeps freed memory (absent in older code)
+        from verifyprof.pipeline.heap import (
+            keep_freed_memory,
+        )  # a worker keeps freed memory (absent in older code)
     except ImportError:
         pass
     else:
@@ -80,7 +90,9 @@ def cold_and_warm(rank_file: Path, repeat: int) -> tuple[float, float]:
     return min(r[0] for r in runs[:-1]), min(runs[-1][1:])
 
 
-def _tail(files: list[str], queue) -> None:  # in a fresh process: the parts made, then the parent's work after the map, once
+def _tail(
+    files: list[str], queue
+) -> None:  # in a fresh process: the parts made, then the parent's work after the map, once
     from verifyprof.attribution.reduce import reduce_parts
     from verifyprof.pipeline.parallel import MapOptions, map_file
     from verifyprof.report.files import stream_breakdown_json
@@ -111,22 +123,34 @@ def parent_tail(rank_dir: Path, repeat: int) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=OUT / "nsys_1000000_8r.sqlite")
-    parser.add_argument("--rank-file", type=Path, default=OUT / "nsys_1000000_8r_split" / "rank-1.sqlite")
+    parser.add_argument(
+        "--rank-file", type=Path, default=OUT / "nsys_1000000_8r_split" / "rank-1.sqlite"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     for path in (args.trace, args.rank_file):
         if not path.exists():
-            sys.exit(f"{path}: missing; run python bench/bench_ranks.py --skip-kineto --repeat 1 first")
+            sys.exit(
+                f"{path}: missing; run python bench/bench_ranks.py --skip-kineto --repeat 1 first"
+            )
     import verifyprof
 
-    print(f"code: {Path(verifyprof.__file__).parent}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"code: {Path(verifyprof.__file__).parent}; {os.cpu_count()} CPUs, load average"
+        f" {os.getloadavg()[0]:.1f}"
+    )
     for name, seconds in stages(args.trace, args.repeat).items():
         print(f"{args.trace.name} {name:<13} best {seconds:6.3f} s")
     cold, warm = cold_and_warm(args.rank_file, args.repeat)
-    print(f"{args.rank_file.name} map in a fresh process {cold:.3f} s, in a worker that mapped one before {warm:.3f} s")
+    print(
+        f"{args.rank_file.name} map in a fresh process {cold:.3f} s, in a worker that mapped one"
+        f" before {warm:.3f} s"
+    )
     reduce, output = parent_tail(args.rank_file.parent, args.repeat)
-    print(f"{args.rank_file.parent.name}: after the map, reduce {reduce:.3f} s, summary + --json output {output:.3f} s "
-          f"(first calls in a process, as in the CLI's parent)")
+    print(
+        f"{args.rank_file.parent.name}: after the map, reduce {reduce:.3f} s, summary + --json"
+        f" output {output:.3f} s (first calls in a process, as in the CLI's parent)"
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ Usage::
     python bench/bench_whatif.py --from-dir traces
     python bench/bench_whatif.py --eager-trace E.sqlite.gz --graph-trace G.sqlite.gz \\
         --eager-summary E.summary.json --graph-summary G.summary.json
-    python bench/bench_whatif.py --trace T.sqlite.gz --summary T.summary.json   # both modes in one trace
+    python bench/bench_whatif.py --trace T.sqlite.gz --summary T.summary.json   # both modes in one
+    trace
 
 Prints predicted, measured and error per case; writes ``bench_whatif.json`` under ``--out`` (or the
 ``--run`` directory). Exit code 1 when a headline error (loop cuda_graph_verify vs CUDA events,
@@ -57,9 +58,38 @@ from verifyprof.pipeline import breakdown_frame
 TARGET = 0.15
 NUM_DRAFT = 3
 WIDTHS = "1,2,3,4,5,6,8,16"
-WORKLOAD = ["--steps", "40", "--warmup", "5", "--decode-steps", "20", "--num-draft", str(NUM_DRAFT), "--accept-len", "2.0",
-            "--widths", WIDTHS, "--sweep-steps", "10", "--batch", "1", "--context", "512"]
-MOE = ["--moe-experts", "64", "--moe-topk", "4", "--moe-intermediate", "1024", "--steps", "30", "--sweep-steps", "8"]
+WORKLOAD = [
+    "--steps",
+    "40",
+    "--warmup",
+    "5",
+    "--decode-steps",
+    "20",
+    "--num-draft",
+    str(NUM_DRAFT),
+    "--accept-len",
+    "2.0",
+    "--widths",
+    WIDTHS,
+    "--sweep-steps",
+    "10",
+    "--batch",
+    "1",
+    "--context",
+    "512",
+]
+MOE = [
+    "--moe-experts",
+    "64",
+    "--moe-topk",
+    "4",
+    "--moe-intermediate",
+    "1024",
+    "--steps",
+    "30",
+    "--sweep-steps",
+    "8",
+]
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
@@ -77,8 +107,15 @@ class Row:
         return self.predicted_ms / self.measured_ms - 1.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"case": self.case, "predicted_ms": self.predicted_ms, "measured_ms": self.measured_ms,
-                "error": self.error, "measured_by": self.measured_by, "headline": self.headline, "note": self.note}
+        return {
+            "case": self.case,
+            "predicted_ms": self.predicted_ms,
+            "measured_ms": self.measured_ms,
+            "error": self.error,
+            "measured_by": self.measured_by,
+            "headline": self.headline,
+            "note": self.note,
+        }
 
 
 @dataclass
@@ -97,20 +134,56 @@ class Inputs:
 def capture(out: Path, label: str, extra: list[str]) -> tuple[Path, Path]:
     """One workload process, eager then graph, under nsys; returns (gzipped SQLite, summary)."""
     if shutil.which("nsys") is None:
-        raise SystemExit("nsys not found: on the GPU machine run `source .device/nsys-env.sh` first")
+        raise SystemExit(
+            "nsys not found: on the GPU machine run `source .device/nsys-env.sh` first"
+        )
     out.mkdir(parents=True, exist_ok=True)
     rep, summary = out / f"{label}.nsys-rep", out / f"{label}.summary.json"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-    profile = ["nsys", "profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--capture-range=cudaProfilerApi",
-               "--capture-range-end=stop", "--cuda-graph-trace=node", "-f", "true", "-o", str(rep.with_suffix(""))]
-    workload = [sys.executable, "-m", "verifyprof.workload", "--mode", "eager,graph", *WORKLOAD, *extra, "--out", str(summary)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "NCCL_NVLS_ENABLE": "0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
+    }
+    profile = [
+        "nsys",
+        "profile",
+        "-t",
+        "cuda,nvtx",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        "--cuda-graph-trace=node",
+        "-f",
+        "true",
+        "-o",
+        str(rep.with_suffix("")),
+    ]
+    workload = [
+        sys.executable,
+        "-m",
+        "verifyprof.workload",
+        "--mode",
+        "eager,graph",
+        *WORKLOAD,
+        *extra,
+        "--out",
+        str(summary),
+    ]
     started = time.time()
     with (out / f"{label}.log").open("w") as log:
-        subprocess.run(profile + workload, check=True, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        subprocess.run(
+            profile + workload, check=True, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
         sqlite = out / f"{label}.sqlite"
-        subprocess.run(["nsys", "export", "--type", "sqlite", "-f", "true", "-o", str(sqlite), str(rep)],
-                       check=True, stdout=log, stderr=subprocess.STDOUT)
+        subprocess.run(
+            ["nsys", "export", "--type", "sqlite", "-f", "true", "-o", str(sqlite), str(rep)],
+            check=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     subprocess.run(["gzip", "-9", "-f", str(sqlite)], check=True)
     rep.unlink(missing_ok=True)
     print(f"[{label}] captured in {time.time() - started:.0f} s: {sqlite}.gz")
@@ -129,32 +202,63 @@ def read_json(path: Path | None) -> dict[str, Any] | None:
 
 
 def from_dir(directory: Path) -> list[Inputs]:
-    """``traces/capture_workload.sh`` layout (NAME/trace.sqlite.gz + NAME/summary.json), or ``--run``'s."""
+    """``traces/capture_workload.sh`` layout (NAME/trace.sqlite.gz + NAME/summary.json), or
+    ``--run``'s."""
     found = []
     for kind in ("dense", "moe"):
         eager, graph = directory / f"workload-{kind}-eager", directory / f"workload-{kind}-graph"
         both = directory / f"{kind}.sqlite.gz"
         if (eager / "trace.sqlite.gz").exists():
-            found.append(load_inputs(kind, eager / "trace.sqlite.gz", graph / "trace.sqlite.gz" if (graph / "trace.sqlite.gz").exists() else None,
-                                     eager / "summary.json", graph / "summary.json" if (graph / "summary.json").exists() else None))
+            found.append(
+                load_inputs(
+                    kind,
+                    eager / "trace.sqlite.gz",
+                    graph / "trace.sqlite.gz" if (graph / "trace.sqlite.gz").exists() else None,
+                    eager / "summary.json",
+                    graph / "summary.json" if (graph / "summary.json").exists() else None,
+                )
+            )
         elif both.exists():
             summary = directory / f"{kind}.summary.json"
             found.append(load_inputs(kind, both, None, summary if summary.exists() else None, None))
     if not found:
-        raise SystemExit(f"{directory}: no workload-{{dense,moe}}-eager/trace.sqlite.gz nor {{dense,moe}}.sqlite.gz")
+        raise SystemExit(
+            f"{directory}: no workload-{{dense,moe}}-eager/trace.sqlite.gz nor"
+            " {dense,moe}.sqlite.gz"
+        )
     return found
 
 
-def load_inputs(label: str, eager_trace: Path, graph_trace: Path | None, eager_summary: Path | None,
-                graph_summary: Path | None) -> Inputs:
+def load_inputs(
+    label: str,
+    eager_trace: Path,
+    graph_trace: Path | None,
+    eager_summary: Path | None,
+    graph_summary: Path | None,
+) -> Inputs:
     started = time.time()
     eager = breakdown_frame(eager_trace)
     graph = breakdown_frame(graph_trace) if graph_trace is not None else eager
     es = read_json(eager_summary)
     gs = read_json(graph_summary) if graph_summary is not None else es
-    print(f"[{label}] broke down {eager_trace}" + (f" and {graph_trace}" if graph_trace else "") + f" in {time.time() - started:.1f} s")
-    return Inputs(label, eager, graph, es, gs, {"eager_trace": str(eager_trace), "graph_trace": str(graph_trace or eager_trace),
-                                                "eager_summary": str(eager_summary), "graph_summary": str(graph_summary or eager_summary)})
+    print(
+        f"[{label}] broke down {eager_trace}"
+        + (f" and {graph_trace}" if graph_trace else "")
+        + f" in {time.time() - started:.1f} s"
+    )
+    return Inputs(
+        label,
+        eager,
+        graph,
+        es,
+        gs,
+        {
+            "eager_trace": str(eager_trace),
+            "graph_trace": str(graph_trace or eager_trace),
+            "eager_summary": str(eager_summary),
+            "graph_summary": str(graph_summary or eager_summary),
+        },
+    )
 
 
 def summary_runs(summary: dict[str, Any] | None, kind: str, mode: str) -> list[dict[str, Any]]:
@@ -169,7 +273,9 @@ def model_for(inputs: Inputs) -> ModelConfig | None:
         return None
     config = summary.get("config", {})
     dtype = DTYPES.get(str(config.get("dtype", "bfloat16")), "bf16")
-    return model_from_workload(config.get("target", {}), Path(inputs.sources.get("eager_summary", "summary")), dtype)
+    return model_from_workload(
+        config.get("target", {}), Path(inputs.sources.get("eager_summary", "summary")), dtype
+    )
 
 
 def context_for(inputs: Inputs) -> float:
@@ -199,34 +305,70 @@ def graph_rows(inputs: Inputs, hardware: Hardware, sweep: bool, width: int | Non
     predicted = cuda_graph_verify(eager, scenario, current_cycle(eager, scenario)).cycle.verify_ms
     where = f"sweep width {width}" if sweep else f"loop verify width {eager.width}"
     rows = []
-    runs = (summary_runs(inputs.graph_summary, "verify_sweep", "graph") if sweep else summary_runs(inputs.graph_summary, "spec", "graph"))
+    runs = (
+        summary_runs(inputs.graph_summary, "verify_sweep", "graph")
+        if sweep
+        else summary_runs(inputs.graph_summary, "spec", "graph")
+    )
     runs = [r for r in runs if not sweep or r.get("width") == width]
     if runs:
         measured = runs[0]["verify_ms"]["mean"]
-        rows.append(Row(f"cuda_graph_verify, {where}", predicted, measured, "graph run, CUDA events (mean)", headline=not sweep))
+        rows.append(
+            Row(
+                f"cuda_graph_verify, {where}",
+                predicted,
+                measured,
+                "graph run, CUDA events (mean)",
+                headline=not sweep,
+            )
+        )
     graph = profile_or_none(inputs.graph, mode="graph", sweep=sweep, width=width)
     if graph is not None:
         v = graph.verify
-        rows.append(Row(f"cuda_graph_verify, {where}", predicted, v.wall_ms, "graph trace, breakdown wall (mean)"))
+        rows.append(
+            Row(
+                f"cuda_graph_verify, {where}",
+                predicted,
+                v.wall_ms,
+                "graph trace, breakdown wall (mean)",
+            )
+        )
         idle = v.phases_ms.get("launch_gap", 0.0) + v.phases_ms.get("host_wait", 0.0)
         interior, _ = idle_split_ms(v)
         node_us = interior / max(v.kernels, 1) * 1e3
-        rows[-1].note = (f"eager: {eager.verify.wall_ms:.3f} ms = launch gap {eager.verify.phases_ms.get('launch_gap', 0):.3f} + host wait "
-                         f"{eager.verify.phases_ms.get('host_wait', 0):.3f} + busy; graph: busy {v.wall_ms - idle:.3f}, idle {idle:.3f} ms; "
-                         f"the graph's idle between its first and last kernel = {node_us:.2f} us per node over {v.kernels:.0f} kernels "
-                         f"(the model assumes {hardware.launch.graph_node_us:g} us)")
+        rows[-1].note = (
+            f"eager: {eager.verify.wall_ms:.3f} ms = launch gap"
+            f" {eager.verify.phases_ms.get('launch_gap', 0):.3f} + host wait"
+            f" {eager.verify.phases_ms.get('host_wait', 0):.3f} + busy; graph: busy"
+            f" {v.wall_ms - idle:.3f}, idle {idle:.3f} ms; the graph's idle between its first and"
+            f" last kernel = {node_us:.2f} us per node over {v.kernels:.0f} kernels (the model"
+            f" assumes {hardware.launch.graph_node_us:g} us)"
+        )
     return rows
 
 
-def width_rows(inputs: Inputs, hardware: Hardware, model: ModelConfig | None, mode: str) -> list[Row]:
+def width_rows(
+    inputs: Inputs, hardware: Hardware, model: ModelConfig | None, mode: str
+) -> list[Row]:
     data = inputs.eager if mode == "eager" else inputs.graph
     n0 = NUM_DRAFT + 1
     base = profile_or_none(data, mode=mode, sweep=True, width=n0)
     if base is None:
         return []
-    scenario = Scenario(accept_len=2.0, hardware=hardware, model=model, num_draft=NUM_DRAFT, context=context_for(inputs),
-                        use_measured_widths=False)
-    measured_events = {r["width"]: r["verify_ms"]["mean"] for r in summary_runs(inputs.eager_summary if mode == "eager" else inputs.graph_summary, "verify_sweep", mode)}
+    scenario = Scenario(
+        accept_len=2.0,
+        hardware=hardware,
+        model=model,
+        num_draft=NUM_DRAFT,
+        context=context_for(inputs),
+        use_measured_widths=False,
+    )
+    measured_events = {
+        r["width"]: r["verify_ms"]["mean"]
+        for r in summary_runs(
+            inputs.eager_summary if mode == "eager" else inputs.graph_summary, "verify_sweep", mode
+        )
+    }
     rows = []
     for width in sorted(set(base.width_times) | set(measured_events)):
         if width == n0:
@@ -235,10 +377,20 @@ def width_rows(inputs: Inputs, hardware: Hardware, model: ModelConfig | None, mo
         direction = "fewer" if width < n0 else "more"
         case = f"{direction}_draft_tokens t({width}) from t({n0}), {mode}"
         if width in measured_events:
-            rows.append(Row(case, predicted, measured_events[width], "sweep, CUDA events (mean)", headline=True,
-                            note=notes[0] if notes else ""))
+            rows.append(
+                Row(
+                    case,
+                    predicted,
+                    measured_events[width],
+                    "sweep, CUDA events (mean)",
+                    headline=True,
+                    note=notes[0] if notes else "",
+                )
+            )
         if width in base.width_times:
-            rows.append(Row(case, predicted, base.width_times[width], "sweep, breakdown wall (mean)"))
+            rows.append(
+                Row(case, predicted, base.width_times[width], "sweep, breakdown wall (mean)")
+            )
     return rows
 
 
@@ -253,7 +405,13 @@ def check(inputs: Inputs, hardware: Hardware | None) -> dict[str, Any]:
         rows += graph_rows(inputs, hw, sweep=True, width=width)
     for mode in ("eager", "graph"):
         rows += width_rows(inputs, hw, model, mode)
-    return {"label": inputs.label, "hardware": hw.name, "model": model.name if model else None, "sources": inputs.sources, "rows": rows}
+    return {
+        "label": inputs.label,
+        "hardware": hw.name,
+        "model": model.name if model else None,
+        "sources": inputs.sources,
+        "rows": rows,
+    }
 
 
 # ---- output -------------------------------------------------------------------------------------
@@ -267,35 +425,71 @@ def report(results: list[dict[str, Any]]) -> tuple[list[str], bool]:
         lines.append(f"{'case':<52} {'predicted':>10} {'measured':>10} {'error':>8}  measured by")
         for row in rows:
             flag = "" if abs(row.error) <= TARGET else "  <-- over 15%"
-            lines.append(f"{row.case:<52} {row.predicted_ms:>9.3f}  {row.measured_ms:>9.3f}  {100 * row.error:>+6.1f}%  {row.measured_by}{flag}")
-            if row.note and "breakdown" in row.measured_by and row.case.startswith("cuda_graph_verify, loop"):
+            lines.append(
+                f"{row.case:<52} {row.predicted_ms:>9.3f}  {row.measured_ms:>9.3f} "
+                f" {100 * row.error:>+6.1f}%  {row.measured_by}{flag}"
+            )
+            if (
+                row.note
+                and "breakdown" in row.measured_by
+                and row.case.startswith("cuda_graph_verify, loop")
+            ):
                 lines.append(f"    {row.note}")
         headline = [r for r in rows if r.headline]
         graph = [r for r in headline if r.case.startswith("cuda_graph_verify")]
         widths = [abs(r.error) for r in headline if "draft_tokens" in r.case]
         if graph:
-            lines.append(f"headline cuda_graph_verify error: {100 * graph[0].error:+.1f}% (target |error| <= 15%)")
+            lines.append(
+                f"headline cuda_graph_verify error: {100 * graph[0].error:+.1f}% (target |error| <="
+                " 15%)"
+            )
             ok &= abs(graph[0].error) <= TARGET
         if widths:
             median = statistics.median(widths)
-            lines.append(f"headline t(n) median |error| over {len(widths)} widths x modes: {100 * median:.1f}% (max {100 * max(widths):.1f}%)")
+            lines.append(
+                f"headline t(n) median |error| over {len(widths)} widths x modes:"
+                f" {100 * median:.1f}% (max {100 * max(widths):.1f}%)"
+            )
             ok &= median <= TARGET
     return lines, ok
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("--run", type=Path, help="GPU machine: capture dense and MoE workloads under nsys into this directory, then check")
-    parser.add_argument("--dense-only", action="store_true", help="with --run: skip the MoE capture")
-    parser.add_argument("--from-dir", type=Path, help="check traces already captured (capture_workload.sh or --run layout)")
-    parser.add_argument("--trace", type=Path, help="one trace (or breakdown JSON) holding eager and graph steps")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    parser.add_argument(
+        "--run",
+        type=Path,
+        help=(
+            "GPU machine: capture dense and MoE workloads under nsys into this directory, then"
+            " check"
+        ),
+    )
+    parser.add_argument(
+        "--dense-only", action="store_true", help="with --run: skip the MoE capture"
+    )
+    parser.add_argument(
+        "--from-dir",
+        type=Path,
+        help="check traces already captured (capture_workload.sh or --run layout)",
+    )
+    parser.add_argument(
+        "--trace", type=Path, help="one trace (or breakdown JSON) holding eager and graph steps"
+    )
     parser.add_argument("--summary", type=Path, help="the workload summary of --trace")
     parser.add_argument("--eager-trace", type=Path)
     parser.add_argument("--graph-trace", type=Path)
     parser.add_argument("--eager-summary", type=Path)
     parser.add_argument("--graph-summary", type=Path)
-    parser.add_argument("--hardware", help="hardware file or name (default: recognised from the trace, else h200)")
-    parser.add_argument("--out", type=Path, help="where bench_whatif.json goes (default: --run dir or bench/out)")
+    parser.add_argument(
+        "--hardware", help="hardware file or name (default: recognised from the trace, else h200)"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="where bench_whatif.json goes (default: --run dir or bench/out)"
+    )
     args = parser.parse_args(argv)
 
     hardware = load_hardware(args.hardware) if args.hardware else None
@@ -309,10 +503,19 @@ def main(argv: list[str] | None = None) -> int:
     elif args.trace:
         inputs = [load_inputs(args.trace.name, args.trace, None, args.summary, None)]
     elif args.eager_trace:
-        inputs = [load_inputs(args.eager_trace.parent.name or "eager", args.eager_trace, args.graph_trace,
-                              args.eager_summary, args.graph_summary)]
+        inputs = [
+            load_inputs(
+                args.eager_trace.parent.name or "eager",
+                args.eager_trace,
+                args.graph_trace,
+                args.eager_summary,
+                args.graph_summary,
+            )
+        ]
     else:
-        parser.error("give --run DIR, --from-dir DIR, --trace T, or --eager-trace E [--graph-trace G]")
+        parser.error(
+            "give --run DIR, --from-dir DIR, --trace T, or --eager-trace E [--graph-trace G]"
+        )
     results = [check(i, hardware) for i in inputs]
     lines, ok = report(results)
     print("\n".join(lines))
@@ -322,7 +525,10 @@ def main(argv: list[str] | None = None) -> int:
     from verifyprof.report.files import write_json
 
     write_json(out_dir / "bench_whatif.json", {"target": TARGET, "ok": ok, "results": payload})
-    print(f"\n{'within' if ok else 'MISSED'} the 15% target; results in {out_dir / 'bench_whatif.json'}")
+    print(
+        f"\n{'within' if ok else 'MISSED'} the 15% target; results in"
+        f" {out_dir / 'bench_whatif.json'}"
+    )
     return 0 if ok else 1
 
 

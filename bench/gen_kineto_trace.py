@@ -44,7 +44,9 @@ def format_event(event: dict) -> str:
     head = ", ".join(f'"{k}": {_value(event[k])}' for k in event if k in HEAD_FIELDS)
     times = ", ".join(f'"{k}": {_value(event[k])}' for k in event if k in TIME_FIELDS)
     rest = ", ".join(
-        f'"{k}": {_value(event[k])}' for k in event if k not in HEAD_FIELDS and k not in TIME_FIELDS and k != "args"
+        f'"{k}": {_value(event[k])}'
+        for k in event
+        if k not in HEAD_FIELDS and k not in TIME_FIELDS and k != "args"
     )
     lines = ["  {", f"    {head}" + ("," if times or rest or "args" in event else "")]
     if times:
@@ -53,7 +55,7 @@ def format_event(event: dict) -> str:
         lines.append(f"    {rest}" + ("," if "args" in event else ""))
     if "args" in event:
         args = ", ".join(f'"{k}": {_value(v)}' for k, v in event["args"].items())
-        lines += ["    \"args\": {", f"      {args}", "    }"]
+        lines += ['    "args": {', f"      {args}", "    }"]
     lines.append("  }")
     return "\n".join(lines)
 
@@ -103,13 +105,17 @@ def generate(source: Path, out: Path, target_mb: float, use_gzip: bool) -> dict:
     spans = id_spans(body)
 
     header = {k: v for k, v in doc.items() if k not in ("traceEvents", "traceName")}
-    head_text = orjson.dumps(header, option=orjson.OPT_INDENT_2).decode().rstrip().rstrip("}").rstrip()
+    head_text = (
+        orjson.dumps(header, option=orjson.OPT_INDENT_2).decode().rstrip().rstrip("}").rstrip()
+    )
     one_copy = sum(len(format_event(e)) + 2 for e in body)
     copies = max(1, round(target_mb * 1e6 / one_copy))
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    opener = (lambda p: gzip.open(p, "wt", compresslevel=1)) if use_gzip else (lambda p: p.open("w"))
+    opener = (
+        (lambda p: gzip.open(p, "wt", compresslevel=1)) if use_gzip else (lambda p: p.open("w"))
+    )
     n_events = 0
     with opener(tmp) as handle:
         handle.write(head_text + ',\n  "traceEvents": [\n')
@@ -126,13 +132,23 @@ def generate(source: Path, out: Path, target_mb: float, use_gzip: bool) -> dict:
         handle.write('\n  ],\n  "traceName": ' + _value(str(out)) + "\n}\n")
     tmp.replace(out)
     kernels = sum(1 for e in body if e.get("cat") == "kernel") * copies
-    return {"path": str(out), "bytes": out.stat().st_size, "events": n_events, "copies": copies, "kernels": kernels}
+    return {
+        "path": str(out),
+        "bytes": out.stat().st_size,
+        "events": n_events,
+        "copies": copies,
+        "kernels": kernels,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="real Kineto trace to tile")
-    parser.add_argument("--mb", type=float, default=150.0, help="target size of the uncompressed JSON, MB")
+    parser.add_argument(
+        "--source", type=Path, default=DEFAULT_SOURCE, help="real Kineto trace to tile"
+    )
+    parser.add_argument(
+        "--mb", type=float, default=150.0, help="target size of the uncompressed JSON, MB"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench/out/kineto_large.json")
     parser.add_argument("--gzip", action="store_true", help="write .json.gz (as SGLang does)")
     args = parser.parse_args(argv)

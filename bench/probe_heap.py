@@ -37,8 +37,11 @@ def _map(tag: str, files: list[str], keep: bool, whole: bool) -> None:
         map_file(path, 0, MapOptions(whole_trace=whole))
         wall = time.perf_counter() - t
         after = resource.getrusage(resource.RUSAGE_SELF)
-        lines.append(f"{tag} {Path(path).name}: {wall:.3f} s, minflt {after.ru_minflt - before.ru_minflt}, "
-                     f"sys {after.ru_stime - before.ru_stime:.2f} s, user {after.ru_utime - before.ru_utime:.2f} s")
+        lines.append(
+            f"{tag} {Path(path).name}: {wall:.3f} s, minflt {after.ru_minflt - before.ru_minflt},"
+            f" sys {after.ru_stime - before.ru_stime:.2f} s, user"
+            f" {after.ru_utime - before.ru_utime:.2f} s"
+        )
         before = after
     print("\n".join(lines), flush=True)
 
@@ -59,8 +62,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     files = [str(f) for f in args.files]
     if len(files) < 2 or not all(Path(f).is_file() for f in files):
-        sys.exit("give two or more trace files (or make the default ones: python bench/bench_ranks.py --repeat 1)")
-    import verifyprof.pipeline.local_map  # noqa: F401 - imported before the forks, as the CLI's workers have it
+        sys.exit(
+            "give two or more trace files (or make the default ones: python bench/bench_ranks.py"
+            " --repeat 1)"
+        )
+    # imported before the forks, as the CLI's workers have it
+    import verifyprof.pipeline.local_map  # noqa: F401
 
     whole = files[0].endswith(".json")  # the tiled vLLM trace has no verify ranges: as bench_ranks
     half = len(files) // 2
@@ -69,12 +76,24 @@ def main(argv: list[str] | None = None) -> None:
     for keep in (False, True):
         label = "kept" if keep else "glibc"
         one = _timed(context, [(f"{label} 1 process", files[:half], keep, whole)])
-        two = _timed(context, [(f"{label} 2 processes[{k}]", files[k * half:(k + 1) * half], keep, whole) for k in range(2)])
+        two = _timed(
+            context,
+            [
+                (f"{label} 2 processes[{k}]", files[k * half : (k + 1) * half], keep, whole)
+                for k in range(2)
+            ],
+        )
         totals[keep] = (one, two)
-        print(f"== {label}: 1 process x {half} files {one:.2f} s; 2 processes x {half} files at once {two:.2f} s "
-              f"(each slowed {two / one:.2f}x by the other)", flush=True)
+        print(
+            f"== {label}: 1 process x {half} files {one:.2f} s; 2 processes x {half} files at once"
+            f" {two:.2f} s (each slowed {two / one:.2f}x by the other)",
+            flush=True,
+        )
     (plain1, plain2), (kept1, kept2) = totals[False], totals[True]
-    print(f"== freed memory kept / glibc's own: 1 process {kept1 / plain1:.2f}x, 2 processes {kept2 / plain2:.2f}x")
+    print(
+        f"== freed memory kept / glibc's own: 1 process {kept1 / plain1:.2f}x, 2 processes"
+        f" {kept2 / plain2:.2f}x"
+    )
 
 
 if __name__ == "__main__":

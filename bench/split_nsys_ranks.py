@@ -22,7 +22,9 @@ PID_MASK = ~((1 << 24) - 1)  # globalTid -> its process's globalPid (hardware, v
 
 def gpu_processes(con: sqlite3.Connection) -> list[tuple[int, list[int]]]:
     """(globalPid, its device ids) of every process that ran kernels, ordered by first device."""
-    rows = con.execute("SELECT globalPid, deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1, 2").fetchall()
+    rows = con.execute(
+        "SELECT globalPid, deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1, 2"
+    ).fetchall()
     devices: dict[int, list[int]] = {}
     for gpid, device in rows:
         devices.setdefault(int(gpid), []).append(int(device))
@@ -47,8 +49,12 @@ def split(export: Path, out_dir: Path) -> list[Path]:
     """Write ``out_dir/rank-<r>.sqlite`` per GPU process of ``export`` (atomically); return them."""
     out_dir.mkdir(parents=True, exist_ok=True)
     src = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
-    schema = src.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL").fetchall()
-    columns = {name: {row[1] for row in src.execute(f'PRAGMA table_info("{name}")')} for name, _ in schema}
+    schema = src.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL"
+    ).fetchall()
+    columns = {
+        name: {row[1] for row in src.execute(f'PRAGMA table_info("{name}")')} for name, _ in schema
+    }
     processes = gpu_processes(src)
     src.close()
     written = []
@@ -61,7 +67,9 @@ def split(export: Path, out_dir: Path) -> list[Path]:
         for name, sql in schema:
             con.execute(sql)
             where, params = _filter(name, columns[name], gpid, devices)
-            con.execute(f'INSERT INTO main."{name}" SELECT * FROM src."{name}" WHERE {where}', params)
+            con.execute(
+                f'INSERT INTO main."{name}" SELECT * FROM src."{name}" WHERE {where}', params
+            )
         con.commit()
         con.execute("DETACH DATABASE src")
         con.close()

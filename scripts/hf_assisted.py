@@ -27,26 +27,50 @@ from pathlib import Path
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--layers", type=int, default=16, help="target decoder layers")
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--intermediate", type=int, default=5632)
     p.add_argument("--vocab", type=int, default=32000)
-    p.add_argument("--draft", choices=("small", "noisy", "same"), default="small",
-                   help="small: an independent small random model (drafts almost never accepted); noisy: the target "
-                        "with --draft-noise added (partial acceptance, target-sized draft); same: a copy of the target")
-    p.add_argument("--draft-noise", type=float, default=0.03, help="noisy draft: noise / weight std (smaller: more accepted)")
+    p.add_argument(
+        "--draft",
+        choices=("small", "noisy", "same"),
+        default="small",
+        help=(
+            "small: an independent small random model (drafts almost never accepted); noisy: the"
+            " target with --draft-noise added (partial acceptance, target-sized draft); same: a"
+            " copy of the target"
+        ),
+    )
+    p.add_argument(
+        "--draft-noise",
+        type=float,
+        default=0.03,
+        help="noisy draft: noise / weight std (smaller: more accepted)",
+    )
     p.add_argument("--draft-layers", type=int, default=2)
     p.add_argument("--draft-hidden", type=int, default=512)
-    p.add_argument("--num-assistant-tokens", type=int, default=4, help="draft tokens per verify (constant schedule)")
+    p.add_argument(
+        "--num-assistant-tokens",
+        type=int,
+        default=4,
+        help="draft tokens per verify (constant schedule)",
+    )
     p.add_argument("--prompt-len", type=int, default=64)
     p.add_argument("--new-tokens", type=int, default=96)
     p.add_argument("--warmup", type=int, default=1, help="runs before the profiler window")
     p.add_argument("--runs", type=int, default=3, help="measured runs inside the profiler window")
     p.add_argument("--no-baseline", action="store_true", help="skip the plain-decode baseline")
-    p.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default=None, help="default: bfloat16 on GPU, float32 on CPU")
+    p.add_argument(
+        "--dtype",
+        choices=("bfloat16", "float16", "float32"),
+        default=None,
+        help="default: bfloat16 on GPU, float32 on CPU",
+    )
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="also write the summary JSON here")
@@ -56,12 +80,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def build_models(args: argparse.Namespace, torch, transformers, device, dtype):
     def llama(layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int):
         config = transformers.LlamaConfig(
-            vocab_size=args.vocab, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
-            num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=4096,
-            bos_token_id=1, eos_token_id=None, pad_token_id=0,
+            vocab_size=args.vocab,
+            hidden_size=hidden,
+            intermediate_size=intermediate,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            max_position_embeddings=4096,
+            bos_token_id=1,
+            eos_token_id=None,
+            pad_token_id=0,
         )
         model = transformers.LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
-        model.generation_config.eos_token_id = None  # never stop early: every run makes --new-tokens
+        model.generation_config.eos_token_id = (
+            None  # never stop early: every run makes --new-tokens
+        )
         model.generation_config.pad_token_id = 0
         return model
 
@@ -76,10 +109,16 @@ def build_models(args: argparse.Namespace, torch, transformers, device, dtype):
         if args.draft == "noisy":
             with torch.no_grad():
                 for weight in draft.parameters():
-                    weight.add_(torch.randn_like(weight) * weight.float().std().to(weight.dtype) * args.draft_noise)
+                    weight.add_(
+                        torch.randn_like(weight)
+                        * weight.float().std().to(weight.dtype)
+                        * args.draft_noise
+                    )
         return target, draft
     draft_heads = max(1, args.draft_hidden // 64)
-    draft = llama(args.draft_layers, args.draft_hidden, draft_heads, draft_heads, args.draft_hidden * 4)
+    draft = llama(
+        args.draft_layers, args.draft_hidden, draft_heads, draft_heads, args.draft_hidden * 4
+    )
     return target, draft
 
 
@@ -111,7 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     draft.generation_config.num_assistant_tokens = args.num_assistant_tokens
     draft.generation_config.num_assistant_tokens_schedule = "constant"
     draft.generation_config.assistant_confidence_threshold = 0.0
-    assisted = dict(assistant_model=draft, do_sample=False, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens)
+    assisted = dict(
+        assistant_model=draft,
+        do_sample=False,
+        max_new_tokens=args.new_tokens,
+        min_new_tokens=args.new_tokens,
+    )
 
     def timed(**kwargs) -> tuple[float, int, int]:
         if cuda:
@@ -158,20 +202,30 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
     }
     if not args.no_baseline:
-        base = [timed(do_sample=False, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens) for _ in range(max(1, args.runs))]
+        base = [
+            timed(do_sample=False, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens)
+            for _ in range(max(1, args.runs))
+        ]
         base_tokens, base_seconds = sum(b[1] for b in base), sum(b[0] for b in base)
         results["baseline_tokens_per_s"] = base_tokens / base_seconds if base_seconds else None
         results["decode_ms"] = 1000 * base_seconds / base_tokens if base_tokens else None
         if results["tokens_per_s"] and results["baseline_tokens_per_s"]:
-            results["speedup_vs_decode"] = results["tokens_per_s"] / results["baseline_tokens_per_s"]
-    results["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+            results["speedup_vs_decode"] = (
+                results["tokens_per_s"] / results["baseline_tokens_per_s"]
+            )
+    results["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     results["env"] = {
-        "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-        "device": torch.cuda.get_device_name(device) if cuda else "cpu", "dtype": str(dtype).removeprefix("torch."),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "dtype": str(dtype).removeprefix("torch."),
     }
 
-    line = (f"assisted: accept_len {results['accept_len']:.3f} over {verify} verify steps, "
-            f"{results['tokens_per_s']:.1f} tok/s")
+    line = (
+        f"assisted: accept_len {results['accept_len']:.3f} over {verify} verify steps, "
+        f"{results['tokens_per_s']:.1f} tok/s"
+    )
     if "baseline_tokens_per_s" in results:
         line += f"; plain decode {results['baseline_tokens_per_s']:.1f} tok/s"
     print(line)

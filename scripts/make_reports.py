@@ -4,9 +4,12 @@ Writes ``reports/dense-eager.html`` (the eager verify workload with its what-if)
 ``reports/compare-dense-eager-vs-graph.html`` (the same, with the CUDA-graph run as AFTER) and
 ``reports/compare-dense-eager-vs-graph.json`` (``verifyprof compare --json``). The same as::
 
-    verifyprof report traces/workload-dense-eager/trace.sqlite.gz --manifest traces/workload-dense-eager/manifest.json -o reports/dense-eager.html
-    verifyprof report traces/workload-dense-eager/trace.sqlite.gz --manifest traces/workload-dense-eager/manifest.json \\
-        --compare traces/workload-dense-graph/trace.sqlite.gz -o reports/compare-dense-eager-vs-graph.html
+    verifyprof report traces/workload-dense-eager/trace.sqlite.gz --manifest
+    traces/workload-dense-eager/manifest.json -o reports/dense-eager.html
+    verifyprof report traces/workload-dense-eager/trace.sqlite.gz --manifest
+    traces/workload-dense-eager/manifest.json \\
+        --compare traces/workload-dense-graph/trace.sqlite.gz -o
+        reports/compare-dense-eager-vs-graph.html
 """
 
 from __future__ import annotations
@@ -28,7 +31,11 @@ def relative(path: Path) -> str:
 
 
 def main() -> None:
-    eager, graph, manifest = relative(EAGER / "trace.sqlite.gz"), relative(GRAPH / "trace.sqlite.gz"), relative(EAGER / "manifest.json")
+    eager, graph, manifest = (
+        relative(EAGER / "trace.sqlite.gz"),
+        relative(GRAPH / "trace.sqlite.gz"),
+        relative(EAGER / "manifest.json"),
+    )
     os.chdir(ROOT)
     before, after = pipeline.load_input(eager), pipeline.load_input(graph)
     for name, compare_with in (("dense-eager", None), ("compare-dense-eager-vs-graph", graph)):

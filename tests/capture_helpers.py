@@ -37,7 +37,9 @@ def fake_server_cmd(*flags: str) -> str:
 def tagged_env(tag: str, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env[TAG] = tag
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    )
     env.update(extra)
     return env
 
@@ -57,7 +59,9 @@ class _ProcEntry:
 
     def cmdline(self) -> list[str]:
         try:
-            return Path(f"/proc/{self.pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            return (
+                Path(f"/proc/{self.pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            )
         except OSError:
             return []
 
@@ -80,7 +84,7 @@ def _proc_tagged(tag: str) -> list[_ProcEntry]:
             stat = Path(f"/proc/{name}/stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if fields[0] not in ("Z", "X"):
             found.append(_ProcEntry(int(name), int(fields[1])))
     return found
@@ -136,16 +140,27 @@ def capture_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "verifyprof.cli", "capture", *args]
 
 
-def run_capture(args: list[str], tag: str, timeout: float = 120.0, **env: str) -> subprocess.CompletedProcess:
+def run_capture(
+    args: list[str], tag: str, timeout: float = 120.0, **env: str
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        capture_cmd(*args), env=tagged_env(tag, **env), cwd=REPO, capture_output=True, text=True, timeout=timeout
+        capture_cmd(*args),
+        env=tagged_env(tag, **env),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
 def start_capture(args: list[str], tag: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
-        capture_cmd(*args), env=tagged_env(tag, **env), cwd=REPO,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        capture_cmd(*args),
+        env=tagged_env(tag, **env),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -162,8 +177,14 @@ def wait_for_log(path: Path, text: str, count: int = 1, timeout: float = 60.0) -
     raise AssertionError(f"{text!r} did not appear {count} time(s) in {path} within {timeout} s")
 
 
-def signal_when_logged(capture: subprocess.Popen, log: Path, text: str, sig: int, count: int = 1,
-                       before: Callable[[], None] | None = None) -> str:
+def signal_when_logged(
+    capture: subprocess.Popen,
+    log: Path,
+    text: str,
+    sig: int,
+    count: int = 1,
+    before: Callable[[], None] | None = None,
+) -> str:
     """Send ``sig`` to a running capture once ``text`` is in ``log`` ``count`` times (``before``
     runs just before the signal), wait for it to end, and return its stderr; killed if it hangs."""
     try:

@@ -27,7 +27,8 @@ COLUMNS = "160"  # wide enough that tables do not wrap the names the tests look 
 
 @dataclass(frozen=True)
 class Ran:
-    """What a finished command left: the fields of ``subprocess.CompletedProcess`` the tests read."""
+    """What a finished command left: the fields of ``subprocess.CompletedProcess`` the tests
+    read."""
 
     returncode: int
     stdout: str
@@ -37,7 +38,10 @@ class Ran:
 def verifyprof(*args: str, env: dict[str, str] | None = None) -> Ran:
     """``verifyprof ARGS`` in-process through ``cli.main`` (exit code from its ``SystemExit``)."""
     runner = CliRunner()
-    with runner.isolation(env={"COLUMNS": COLUMNS, **(env or {})}) as (out, err, _), warnings.catch_warnings():
+    with (
+        runner.isolation(env={"COLUMNS": COLUMNS, **(env or {})}) as (out, err, _),
+        warnings.catch_warnings(),
+    ):
         _warn_like_a_fresh_interpreter()
         saved = sys.argv
         sys.argv = ["verifyprof", *args]
@@ -60,13 +64,14 @@ def _warn_like_a_fresh_interpreter() -> None:
     warnings.resetwarnings()
     for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
         warnings.simplefilter("ignore", category)
-    warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: sys.stderr.write(
-        warnings.formatwarning(message, category, filename, lineno, line)
+    warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: (
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
     )
 
 
 def _exit_code(exc: SystemExit) -> int:
-    """As the interpreter maps ``sys.exit(x)``: None is 0, an int is itself, anything else prints and is 1."""
+    """As the interpreter maps ``sys.exit(x)``: None is 0, an int is itself, anything else prints
+    and is 1."""
     if exc.code is None:
         return 0
     if isinstance(exc.code, int):
@@ -75,11 +80,19 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def console_script(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """The installed ``verifyprof`` executable (pip puts it beside this interpreter) as a real process."""
+def console_script(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """The installed ``verifyprof`` executable (pip puts it beside this interpreter) as a real
+    process."""
     script = Path(sysconfig.get_path("scripts")) / "verifyprof"
     assert script.is_file(), f"console script not installed at {script}: pip install -e ."
     return subprocess.run(
-        [str(script), *args], capture_output=True, text=True, check=False, cwd=REPO,
-        env={**os.environ, "COLUMNS": COLUMNS, **(env or {})}, timeout=timeout,
+        [str(script), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": COLUMNS, **(env or {})},
+        timeout=timeout,
     )

@@ -14,7 +14,8 @@ OWN_TRACES = REPO / "traces"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (tracebuilder, ...)
 
 # A runner that starts the suite in the background or under nohup hands every process an ignored
-# SIGINT / SIGHUP, which children inherit: the tests that stop real processes with Ctrl-C or a hang-up
+# SIGINT / SIGHUP, which children inherit: the tests that stop real processes with Ctrl-C or a
+# hang-up
 # would then test the runner, not verifyprof. Give this process (and so its children) the defaults.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -36,11 +37,17 @@ def public_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def b200_whole_breakdown_json() -> str:
-    """`verifyprof breakdown <B200 trace> --whole-trace --json` as printed: computed once per session
+    """`verifyprof breakdown <B200 trace> --whole-trace --json` as printed: computed once per
+    session
     for the tests that read it (whatif from a breakdown file, the collective sizes it carries)."""
     from cli_helpers import verifyprof
 
-    done = verifyprof("breakdown", str(PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"), "--whole-trace", "--json")
+    done = verifyprof(
+        "breakdown",
+        str(PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"),
+        "--whole-trace",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -47,16 +47,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--accept-len", type=float, default=2.5, help="mean tokens per verify step")
-    parser.add_argument("--num-draft-tokens", type=int, default=4, help="verify width (draft tokens + 1)")
+    parser.add_argument(
+        "--num-draft-tokens", type=int, default=4, help="verify width (draft tokens + 1)"
+    )
     parser.add_argument("--step-ms", type=float, default=5.0, help="sleep per verify step")
-    parser.add_argument("--startup-delay", type=float, default=0.0, help="extra seconds /health answers 503")
+    parser.add_argument(
+        "--startup-delay", type=float, default=0.0, help="extra seconds /health answers 503"
+    )
     parser.add_argument("--never-healthy", action="store_true")
     parser.add_argument("--exit-at-start", type=int, default=None, metavar="CODE")
     parser.add_argument("--die-after-requests", type=int, default=None, metavar="N")
     parser.add_argument("--ignore-sigint", action="store_true")
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--detached-child", action="store_true")
-    parser.add_argument("--no-torch", action="store_true", help="no torch model or profiler in the scheduler")
+    parser.add_argument(
+        "--no-torch", action="store_true", help="no torch model or profiler in the scheduler"
+    )
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         log(f"ignoring SGLang arguments: {' '.join(unknown)}")
@@ -116,7 +122,10 @@ class Profiler:
                 log("CUDA_PROFILER requested, but there is no GPU: nothing to start")
         self.active = True
         self.steps_left = body.get("num_steps")
-        log(f"Profiling starts. activities={activities} output_dir={output_dir} num_steps={self.steps_left}")
+        log(
+            f"Profiling starts. activities={activities} output_dir={output_dir}"
+            f" num_steps={self.steps_left}"
+        )
         return True, "Start profiling.\n"
 
     def stop(self) -> tuple[bool, str]:
@@ -150,10 +159,14 @@ def scheduler_main(requests: mp.Queue, results: mp.Queue, cfg: dict) -> None:
 
 
 def _scheduler_loop(requests: mp.Queue, results: mp.Queue, cfg: dict) -> None:
-    torch = None if cfg["no_torch"] else importlib.import_module("torch")  # the "model load": slow, like the real thing
+    torch = (
+        None if cfg["no_torch"] else importlib.import_module("torch")
+    )  # the "model load": slow, like the real thing
 
     if cfg["detached_child"]:
-        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True)
+        helper = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True
+        )
         log(f"started detached helper pid={helper.pid}")
     if torch is not None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -175,7 +188,13 @@ def _scheduler_loop(requests: mp.Queue, results: mp.Queue, cfg: dict) -> None:
                 return
             if kind == "gen":
                 _, rid, prompt_tokens, max_new = msg
-                active[rid] = {"prompt_tokens": prompt_tokens, "target": max_new, "done": 0, "verify_ct": 0, "credit": 0.0}
+                active[rid] = {
+                    "prompt_tokens": prompt_tokens,
+                    "target": max_new,
+                    "done": 0,
+                    "verify_ct": 0,
+                    "credit": 0.0,
+                }
             elif kind in ("start_profile", "stop_profile"):
                 _, cid, body = msg
                 if profiler is None:
@@ -252,7 +271,11 @@ class FrontEnd:
         return box[0]
 
     def healthy(self) -> bool:
-        return not self.args.never_healthy and self.ready_at is not None and time.monotonic() >= self.ready_at
+        return (
+            not self.args.never_healthy
+            and self.ready_at is not None
+            and time.monotonic() >= self.ready_at
+        )
 
     def generate(self, body: dict) -> dict:
         params = body.get("sampling_params") or {}
@@ -306,7 +329,9 @@ def make_handler(front: FrontEnd):
         def log_message(self, fmt: str, *args) -> None:
             log(f'{self.address_string()} "{self.requestline}" {args[1] if len(args) > 1 else ""}')
 
-        def reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        def reply(
+            self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8"
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
@@ -354,7 +379,18 @@ def make_handler(front: FrontEnd):
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    cfg = {k: getattr(args, k) for k in ("accept_len", "num_draft_tokens", "step_ms", "ignore_sigint", "ignore_sigterm", "detached_child", "no_torch")}
+    cfg = {
+        k: getattr(args, k)
+        for k in (
+            "accept_len",
+            "num_draft_tokens",
+            "step_ms",
+            "ignore_sigint",
+            "ignore_sigterm",
+            "detached_child",
+            "no_torch",
+        )
+    }
     ignore_signals(cfg)
     log(f"server_args={vars(args)}")
     if args.exit_at_start is not None:
@@ -363,7 +399,9 @@ def main(argv: list[str]) -> int:
         return args.exit_at_start
     ctx = mp.get_context("spawn")
     requests, results = ctx.Queue(), ctx.Queue()
-    scheduler = ctx.Process(target=scheduler_main, args=(requests, results, cfg), name="fake-scheduler")
+    scheduler = ctx.Process(
+        target=scheduler_main, args=(requests, results, cfg), name="fake-scheduler"
+    )
     scheduler.start()
     log(f"Load weight begin. scheduler pid={scheduler.pid}")
     front = FrontEnd(args, requests, results)

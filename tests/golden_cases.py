@@ -23,21 +23,48 @@ GOLDEN = REPO / "tests" / "golden"
 PUB = "tests/data/public"
 
 OWN = {
-    "dense-eager": ("traces/workload-dense-eager/trace.sqlite.gz", "traces/workload-dense-eager/manifest.json"),
-    "dense-graph": ("traces/workload-dense-graph/trace.sqlite.gz", "traces/workload-dense-graph/manifest.json"),
-    "moe-eager": ("traces/workload-moe-eager/trace.sqlite.gz", "traces/workload-moe-eager/manifest.json"),
-    "moe-graph": ("traces/workload-moe-graph/trace.sqlite.gz", "traces/workload-moe-graph/manifest.json"),
-    "capture-hf-assisted": ("traces/capture-hf-assisted/capture.sqlite.gz", "traces/capture-hf-assisted/manifest.json"),
-    "capture-workload-hooks": ("traces/capture-workload-hooks/capture.sqlite.gz", "traces/capture-workload-hooks/manifest.json"),
+    "dense-eager": (
+        "traces/workload-dense-eager/trace.sqlite.gz",
+        "traces/workload-dense-eager/manifest.json",
+    ),
+    "dense-graph": (
+        "traces/workload-dense-graph/trace.sqlite.gz",
+        "traces/workload-dense-graph/manifest.json",
+    ),
+    "moe-eager": (
+        "traces/workload-moe-eager/trace.sqlite.gz",
+        "traces/workload-moe-eager/manifest.json",
+    ),
+    "moe-graph": (
+        "traces/workload-moe-graph/trace.sqlite.gz",
+        "traces/workload-moe-graph/manifest.json",
+    ),
+    "capture-hf-assisted": (
+        "traces/capture-hf-assisted/capture.sqlite.gz",
+        "traces/capture-hf-assisted/manifest.json",
+    ),
+    "capture-workload-hooks": (
+        "traces/capture-workload-hooks/capture.sqlite.gz",
+        "traces/capture-workload-hooks/manifest.json",
+    ),
     "dense-pipelined-eager": ("traces/workload-dense-pipelined-eager/trace.sqlite.gz", None),
     "dense-pipelined-graph": ("traces/workload-dense-pipelined-graph/trace.sqlite.gz", None),
-    "dense-compile": ("traces/workload-dense-compile/trace.sqlite.gz", "traces/workload-dense-compile/manifest.json"),
+    "dense-compile": (
+        "traces/workload-dense-compile/trace.sqlite.gz",
+        "traces/workload-dense-compile/manifest.json",
+    ),
 }
 
 CASES: dict[str, list[str]] = {}
 for _name, (_trace, _manifest) in OWN.items():
     CASES[f"breakdown-{_name}"] = ["breakdown", _trace, "--json"]
-    CASES[f"whatif-{_name}"] = ["whatif", "--from", _trace, *(["--manifest", _manifest] if _manifest else ["--accept-len", "2.0"]), "--json"]
+    CASES[f"whatif-{_name}"] = [
+        "whatif",
+        "--from",
+        _trace,
+        *(["--manifest", _manifest] if _manifest else ["--accept-len", "2.0"]),
+        "--json",
+    ]
 for _file in (
     "nsys/flameox_cudagraph_rtx3060_nsys2025.5.sqlite",
     "nsys/nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
@@ -49,10 +76,41 @@ for _file in (
 ):
     _stem = Path(_file).name.split(".")[0]
     CASES[f"breakdown-whole-{_stem}"] = ["breakdown", f"{PUB}/{_file}", "--whole-trace", "--json"]
-CASES["breakdown-mi300x-decode-steps"] = ["breakdown", f"{PUB}/kineto/tracelens_mi300x_sglang_qwen3-8b_decode.json.gz", "--range", r"step\[", "--json"]
-CASES["whatif-whole-b200"] = ["whatif", "--from", f"{PUB}/kineto/tracelens_b200_vllm_moe_eager_trace.json.gz", "--whole-trace", "--accept-len", "2.0", "--json"]
-CASES["whatif-whole-mi300x"] = ["whatif", "--from", f"{PUB}/kineto/tracelens_mi300x_sglang_qwen3-8b_decode.json.gz", "--whole-trace", "--accept-len", "2.0", "--json"]
-CASES["whatif-plain"] = ["whatif", "--verify-ms", "15", "--accept-len", "2.0", "--baseline-tps", "82", "--json"]
+CASES["breakdown-mi300x-decode-steps"] = [
+    "breakdown",
+    f"{PUB}/kineto/tracelens_mi300x_sglang_qwen3-8b_decode.json.gz",
+    "--range",
+    r"step\[",
+    "--json",
+]
+CASES["whatif-whole-b200"] = [
+    "whatif",
+    "--from",
+    f"{PUB}/kineto/tracelens_b200_vllm_moe_eager_trace.json.gz",
+    "--whole-trace",
+    "--accept-len",
+    "2.0",
+    "--json",
+]
+CASES["whatif-whole-mi300x"] = [
+    "whatif",
+    "--from",
+    f"{PUB}/kineto/tracelens_mi300x_sglang_qwen3-8b_decode.json.gz",
+    "--whole-trace",
+    "--accept-len",
+    "2.0",
+    "--json",
+]
+CASES["whatif-plain"] = [
+    "whatif",
+    "--verify-ms",
+    "15",
+    "--accept-len",
+    "2.0",
+    "--baseline-tps",
+    "82",
+    "--json",
+]
 
 
 def run_case(argv: list[str]) -> Any:
@@ -83,7 +141,11 @@ def differences(expected: Any, actual: Any, where: str = "$", rel: float = 1e-9)
     if isinstance(expected, list) and isinstance(actual, list):
         if len(expected) != len(actual):
             return [f"{where}: length {len(expected)} -> {len(actual)}"]
-        return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in differences(e, a, f"{where}[{i}]", rel)]
+        return [
+            d
+            for i, (e, a) in enumerate(zip(expected, actual))
+            for d in differences(e, a, f"{where}[{i}]", rel)
+        ]
     if isinstance(expected, float) and isinstance(actual, float):
         if math.isclose(expected, actual, rel_tol=rel, abs_tol=1e-12):
             return []

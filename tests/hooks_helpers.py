@@ -25,7 +25,10 @@ def profiled(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, li
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         result = fn(*args, **kwargs)
-    events = sorted((e for e in prof.events() if e.name.startswith("verifyprof.")), key=lambda e: e.time_range.start)
+    events = sorted(
+        (e for e in prof.events() if e.name.startswith("verifyprof.")),
+        key=lambda e: e.time_range.start,
+    )
     recorded = []
     for event in events:
         parent = event.cpu_parent
@@ -41,7 +44,8 @@ def forget_modules(prefix: str) -> None:
 
 
 def demo_module(tmp_path, monkeypatch, name: str, source: str):
-    """A module ``name`` of ``source`` importable from ``tmp_path``; forgotten (hooks, Dynamo) after."""
+    """A module ``name`` of ``source`` importable from ``tmp_path``; forgotten (hooks, Dynamo)
+    after."""
     import textwrap
 
     import torch

@@ -1,4 +1,5 @@
-"""The allreduce model checked against the allreduces real traces measured (verifyprof.pipeline.allreduce_check)."""
+"""The allreduce model checked against the allreduces real traces measured
+(verifyprof.pipeline.allreduce_check)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,12 @@ MFU_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
 
 @pytest.mark.parametrize(
     "device,hardware",
-    [("NVIDIA A100-PG509-200", "A100 SXM4"), ("NVIDIA B200", "B200"), ("NVIDIA H200", "H200 SXM"), ("NVIDIA H100 80GB HBM3", "H100 SXM")],
+    [
+        ("NVIDIA A100-PG509-200", "A100 SXM4"),
+        ("NVIDIA B200", "B200"),
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+    ],
 )
 def test_trace_device_names_find_their_hardware_file(device, hardware):
     assert hardware_for_device(device).name == hardware
@@ -51,10 +57,16 @@ def test_symmetric_memory_allreduces_are_checked_against_the_custom_allreduce_mo
     samples = allreduce_samples(load_trace(B200))
     assert len(samples) == 73 and set(samples["impl"]) == {"symm_mem"}
     b200 = load_hardware("b200")
-    assert np.allclose(samples["model_us"], [b200.allreduce_us(b, 8, "custom").us for b in samples["bytes"]])
-    assert np.allclose(samples["nccl_us"], [b200.allreduce_us(b, 8, "nccl").us for b in samples["bytes"]])
+    assert np.allclose(
+        samples["model_us"], [b200.allreduce_us(b, 8, "custom").us for b in samples["bytes"]]
+    )
+    assert np.allclose(
+        samples["nccl_us"], [b200.allreduce_us(b, 8, "nccl").us for b in samples["bytes"]]
+    )
     buckets = by_bucket(samples)
-    assert buckets[["bucket", "samples", "ranks", "basis"]].values.tolist() == [["4 MiB - 16 MiB", 73, 8, "kernel"]]
+    assert buckets[["bucket", "samples", "ranks", "basis"]].values.tolist() == [
+        ["4 MiB - 16 MiB", 73, 8, "kernel"]
+    ]
     row = buckets.iloc[0]
     assert row["error_p50"] == pytest.approx(np.median(samples["error"]))
 
@@ -65,9 +77,25 @@ def test_traces_without_allreduce_sizes_give_no_samples():
 
 def two_rank_verify_trace():
     b = TraceBuilder().process(1, 0, 0).process(2, 1, 1)
-    b.range("verifyprof.verify bs=2 tokens=4 graph=1", 0, 1000, pid=1, tid=11).range("verifyprof.verify bs=2 tokens=4 graph=1", 0, 1000, pid=2, tid=22)
-    b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 100, 500, b.launch(50, 60, pid=1, tid=11), device=0, pid=1)
-    b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 400, 500, b.launch(350, 360, pid=2, tid=22), device=1, pid=2)
+    b.range("verifyprof.verify bs=2 tokens=4 graph=1", 0, 1000, pid=1, tid=11).range(
+        "verifyprof.verify bs=2 tokens=4 graph=1", 0, 1000, pid=2, tid=22
+    )
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+        100,
+        500,
+        b.launch(50, 60, pid=1, tid=11),
+        device=0,
+        pid=1,
+    )
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+        400,
+        500,
+        b.launch(350, 360, pid=2, tid=22),
+        device=1,
+        pid=2,
+    )
     return b.build()
 
 
@@ -84,8 +112,18 @@ def test_hidden_size_infers_unrecorded_allreduce_sizes_inside_verify_steps():
 def test_benchmark_prints_buckets_and_writes_json(tmp_path):
     out = tmp_path / "ar.json"
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_allreduce_model.py"), str(B200), str(MFU_2GPU), "--json", str(out)],
-        capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            str(REPO / "bench" / "bench_allreduce_model.py"),
+            str(B200),
+            str(MFU_2GPU),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "symm_mem  kernel" in done.stdout and "upper bound" in done.stdout

@@ -15,7 +15,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "verifyprof"
 
-# Left to right. A stage imports only itself and stages to its left; siblings (same rank) not each other.
+# Left to right. A stage imports only itself and stages to its left; siblings (same rank) not each
+# other.
 STAGES: dict[str, int] = {
     "contracts": 0,
     "capture": 1,
@@ -82,7 +83,9 @@ def backward_imports() -> list[str]:
             if target is None or target == stage:
                 continue
             if STAGES[target] >= STAGES[stage]:
-                found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {stage} imports {name} ({target})")
+                found.append(
+                    f"{path.relative_to(PACKAGE.parent)}:{line}: {stage} imports {name} ({target})"
+                )
     return found
 
 
@@ -91,35 +94,57 @@ def test_every_stage_imports_only_stages_to_its_left():
 
 
 def test_every_module_belongs_to_a_stage():
-    loose = [str(p.relative_to(PACKAGE)) for p in modules() if stage_of(p) is None and p.name != "__init__.py"
-             and p.parent == PACKAGE]
+    loose = [
+        str(p.relative_to(PACKAGE))
+        for p in modules()
+        if stage_of(p) is None and p.name != "__init__.py" and p.parent == PACKAGE
+    ]
     assert loose == []
 
 
 def test_the_model_never_reads_traces_or_runs_attribution():
-    offending = [f"{p.relative_to(PACKAGE.parent)}: {name}" for p in (PACKAGE / "model").rglob("*.py")
-                 for name, _ in imported(p) if target_stage(name) in ("trace", "attribution")]
+    offending = [
+        f"{p.relative_to(PACKAGE.parent)}: {name}"
+        for p in (PACKAGE / "model").rglob("*.py")
+        for name, _ in imported(p)
+        if target_stage(name) in ("trace", "attribution")
+    ]
     assert offending == []
 
 
 @pytest.mark.parametrize("stage", ANALYSIS)
 def test_analysis_never_imports_plotting_rich_or_torch(stage):
-    paths = [PACKAGE / f"{stage}.py"] if (PACKAGE / f"{stage}.py").exists() else sorted((PACKAGE / stage).rglob("*.py"))
+    paths = (
+        [PACKAGE / f"{stage}.py"]
+        if (PACKAGE / f"{stage}.py").exists()
+        else sorted((PACKAGE / stage).rglob("*.py"))
+    )
     paths = [p for p in paths if str(p.relative_to(PACKAGE)) not in HOST_SIDE]
-    offending = [f"{p.relative_to(PACKAGE.parent)}:{line}: {name}" for p in paths for name, line in imported(p)
-                 if name.split(".")[0] in NOT_IN_ANALYSIS]
+    offending = [
+        f"{p.relative_to(PACKAGE.parent)}:{line}: {name}"
+        for p in paths
+        for name, line in imported(p)
+        if name.split(".")[0] in NOT_IN_ANALYSIS
+    ]
     assert offending == []
 
 
 def test_importing_the_whole_analysis_pipeline_loads_no_plotting_rich_or_torch():
-    probe = ("import sys, verifyprof.pipeline, verifyprof.pipeline.allreduce_check, verifyprof.contracts.nvtx; "
-             f"print(sorted(m for m in {NOT_IN_ANALYSIS!r} if m in sys.modules))")
+    probe = (
+        "import sys, verifyprof.pipeline, verifyprof.pipeline.allreduce_check,"
+        f" verifyprof.contracts.nvtx; print(sorted(m for m in {NOT_IN_ANALYSIS!r} if m in"
+        " sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 
 def test_no_module_is_over_400_lines():
-    long = {str(p.relative_to(PACKAGE)): n for p in modules() if (n := p.read_text().count("\n")) > MAX_MODULE_LINES}
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in modules()
+        if (n := p.read_text().count("\n")) > MAX_MODULE_LINES
+    }
     assert long == {}
 
 
@@ -140,4 +165,6 @@ def test_the_checker_sees_a_backward_import(tmp_path, monkeypatch):
     (fake / "trace").mkdir(parents=True)
     (fake / "trace" / "bad.py").write_text("from verifyprof.model.profile import verify_profile\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
-    assert backward_imports() == ["verifyprof/trace/bad.py:1: trace imports verifyprof.model.profile (model)"]
+    assert backward_imports() == [
+        "verifyprof/trace/bad.py:1: trace imports verifyprof.model.profile (model)"
+    ]

@@ -36,10 +36,34 @@ def test_json_output_follows_the_documented_schema_and_sums_to_wall():
     assert data["schema"] == "verifyprof.breakdown/1"
     assert set(data) >= {"trace", "options", "phases", "steps", "summary"}
     step = data["steps"][0]
-    assert set(step) >= {"name", "rank", "device", "start_ns", "end_ns", "wall_ns", "gpu_span_ns", "kernels", "phases", "totals", "counts", "attrs", "mode"}
-    assert all(sum(s["phases"].values()) == s["wall_ns"] == s["end_ns"] - s["start_ns"] for s in data["steps"])
+    assert set(step) >= {
+        "name",
+        "rank",
+        "device",
+        "start_ns",
+        "end_ns",
+        "wall_ns",
+        "gpu_span_ns",
+        "kernels",
+        "phases",
+        "totals",
+        "counts",
+        "attrs",
+        "mode",
+    }
+    assert all(
+        sum(s["phases"].values()) == s["wall_ns"] == s["end_ns"] - s["start_ns"]
+        for s in data["steps"]
+    )
     names = {g["name"] for g in data["summary"]["groups"]}
-    assert {"verifyprof.spec_step", "verifyprof.draft", "verifyprof.verify", "verifyprof.accept", "verifyprof.draft_extend", "verifyprof.decode"} <= names
+    assert {
+        "verifyprof.spec_step",
+        "verifyprof.draft",
+        "verifyprof.verify",
+        "verifyprof.accept",
+        "verifyprof.draft_extend",
+        "verifyprof.decode",
+    } <= names
 
 
 def test_csv_and_parquet_hold_one_row_per_step_and_device(tmp_path):
@@ -50,7 +74,12 @@ def test_csv_and_parquet_hold_one_row_per_step_and_device(tmp_path):
     n_steps = len(json.loads(done.stdout)["steps"])
     from_csv, from_parquet = pd.read_csv(csv), pd.read_parquet(parquet)
     assert len(from_csv) == len(from_parquet) == n_steps
-    phase_columns = [c for c in from_parquet.columns if c.endswith("_ns") and not c.startswith(("total_", "start", "end", "wall", "cost", "gpu_span", "comm_"))]
+    phase_columns = [
+        c
+        for c in from_parquet.columns
+        if c.endswith("_ns")
+        and not c.startswith(("total_", "start", "end", "wall", "cost", "gpu_span", "comm_"))
+    ]
     assert (from_parquet[phase_columns].sum(axis=1) == from_parquet["wall_ns"]).all()
     assert not list(tmp_path.glob("**/*.tmp"))  # written atomically: no temp files left
 
@@ -109,7 +138,9 @@ def test_kernels_lists_top_kernels_with_phase_and_share():
 
 def test_kernels_inside_ranges_only_counts_what_those_ranges_launched():
     everything = json.loads(run("kernels", str(BUNDLED), "--json").stdout)
-    verify = json.loads(run("kernels", str(BUNDLED), "--json", "--range", r"^verifyprof\.verify").stdout)
+    verify = json.loads(
+        run("kernels", str(BUNDLED), "--json", "--range", r"^verifyprof\.verify").stdout
+    )
     assert 0 < verify["total_kernel_ns"] < everything["total_kernel_ns"]
 
 
@@ -118,7 +149,9 @@ def test_kineto_rank_directory_loads_as_one_trace(tmp_path):
     (tmp_path / "1700000000.1-TP-0.trace.json.gz").write_bytes(source.read_bytes())
     done = run("breakdown", str(tmp_path), "--range", "DECODE", "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["steps"][0]["name"] == "step[DECODE]"  # its text minus its attributes
+    assert (
+        json.loads(done.stdout)["steps"][0]["name"] == "step[DECODE]"
+    )  # its text minus its attributes
 
 
 def test_streamed_json_equals_the_in_memory_document():

@@ -22,8 +22,16 @@ def test_whole_trace_phases_sum_to_wall_on_every_public_trace(path):
 
 
 def test_mi300x_sglang_decode_matches_the_tracelens_reference_timeline():
-    reference = {row["type"]: float(row["time ms"]) for row in csv.DictReader(open(PUBLIC / "reference" / "tracelens_mi300x_sglang_qwen3-8b_decode.gpu_timeline.csv"))}
-    result = breakdown(load_trace(PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"), whole_trace=True)
+    reference = {
+        row["type"]: float(row["time ms"])
+        for row in csv.DictReader(
+            open(PUBLIC / "reference" / "tracelens_mi300x_sglang_qwen3-8b_decode.gpu_timeline.csv")
+        )
+    }
+    result = breakdown(
+        load_trace(PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"),
+        whole_trace=True,
+    )
     (step,) = result.to_json()["steps"]
     ms = {p: ns / 1e6 for p, ns in step["phases"].items()}
     compute = sum(ms[p] for p in phases.COMPUTE)
@@ -38,15 +46,24 @@ def test_mi300x_sglang_decode_matches_the_tracelens_reference_timeline():
 
 
 def test_symmetric_memory_allreduce_on_b200_is_communication_not_compute():
-    result = breakdown(load_trace(PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"), whole_trace=True)
+    result = breakdown(
+        load_trace(PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"),
+        whole_trace=True,
+    )
     (step,) = result.to_json()["steps"]
     # multimem_all_reduce_kernel is 19.5% of kernel time in this trace (PROVENANCE.md)
-    kernel_ns = sum(step["phases"][p] for p in phases.COMPUTE) + step["totals"]["allreduce"] + step["totals"]["collective"]
+    kernel_ns = (
+        sum(step["phases"][p] for p in phases.COMPUTE)
+        + step["totals"]["allreduce"]
+        + step["totals"]["collective"]
+    )
     assert step["totals"]["allreduce"] / kernel_ns == pytest.approx(0.195, abs=0.01)
 
 
 def test_two_gpu_nccl_trace_matches_sendrecv_calls_across_both_ranks():
-    result = breakdown(load_trace(PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"), whole_trace=True)
+    result = breakdown(
+        load_trace(PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"), whole_trace=True
+    )
     collectives = result.summary()["collectives"]
     assert collectives["sendrecv"]["devices"] == 2
     assert collectives["sendrecv"]["calls"] > 0

@@ -29,7 +29,12 @@ def test_wall_extends_to_last_kernel_end_after_range_closes():
     b = TraceBuilder().range(VERIFY, 0, 100)
     b.kernel("nvjet_tst_x", 50, 400, b.launch(10, 20))
     row = only_row(breakdown(b.build()))
-    assert (row["start_ns"], row["end_ns"], row["wall_ns"], row["gpu_span_ns"]) == (0, 400, 400, 350)
+    assert (row["start_ns"], row["end_ns"], row["wall_ns"], row["gpu_span_ns"]) == (
+        0,
+        400,
+        400,
+        350,
+    )
 
 
 def test_overlapping_compute_hides_allreduce_which_counts_only_where_exposed():
@@ -60,7 +65,12 @@ def test_idle_while_an_op_is_being_launched_or_queued_is_launch_gap_else_host_wa
 def test_back_to_back_eager_launches_slower_than_their_kernels_are_all_launch_gap():
     b = TraceBuilder().range(VERIFY, 0, 60 * US)
     for i in range(6):  # a launch every 10 us, each kernel runs 4 us, 5 us after its call starts
-        b.kernel("nvjet_tst_x", (10 * i + 5) * US, (10 * i + 9) * US, b.launch(10 * i * US, (10 * i + 3) * US))
+        b.kernel(
+            "nvjet_tst_x",
+            (10 * i + 5) * US,
+            (10 * i + 9) * US,
+            b.launch(10 * i * US, (10 * i + 3) * US),
+        )
     row = only_row(breakdown(b.build()))
     assert row["gemm_dense"] == 24 * US
     assert row["host_wait"] == 1 * US  # only after the last kernel ends (59 -> 60)
@@ -103,7 +113,12 @@ def test_a_graph_launch_brings_all_of_its_kernels():
     for i in range(5):
         b.kernel("nvjet_tst_x", 30 + 10 * i, 38 + 10 * i, corr)
     row = only_row(breakdown(b.build()))
-    assert (row["kernels"], row["launches"], row["graph_launches"], row["mode"]) == (5, 1, 1, "graph")
+    assert (row["kernels"], row["launches"], row["graph_launches"], row["mode"]) == (
+        5,
+        1,
+        1,
+        "graph",
+    )
 
 
 def test_a_step_that_launched_nothing_is_all_host_wait_on_no_device():
@@ -130,7 +145,12 @@ def test_attributes_in_range_text_are_parsed_and_steps_grouped_by_base_name():
 
 
 def test_no_matching_range_lists_the_most_frequent_range_names():
-    b = TraceBuilder().range("forward", 0, 100).range("forward", 200, 300).range("backward", 400, 500)
+    b = (
+        TraceBuilder()
+        .range("forward", 0, 100)
+        .range("forward", 200, 300)
+        .range("backward", 400, 500)
+    )
     b.kernel("nvjet_tst_x", 30, 60, b.launch(10, 20))
     with pytest.raises(NoStepsError, match=r"'forward' \(2\), 'backward' \(1\)"):
         breakdown(b.build(), step_regex="verify")
@@ -156,8 +176,22 @@ def test_collective_wait_for_the_slowest_rank_is_separated_from_transfer():
     b = TraceBuilder().process(1, 0, 0).process(2, 1, 1)
     b.range(VERIFY, 0, 1000, pid=1, tid=11).range(VERIFY, 0, 1000, pid=2, tid=22)
     # rank 0 joins at 100, rank 1 at 400; both finish at 500
-    b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 100, 500, b.launch(50, 60, pid=1, tid=11), device=0, pid=1)
-    b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 400, 500, b.launch(350, 360, pid=2, tid=22), device=1, pid=2)
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+        100,
+        500,
+        b.launch(50, 60, pid=1, tid=11),
+        device=0,
+        pid=1,
+    )
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+        400,
+        500,
+        b.launch(350, 360, pid=2, tid=22),
+        device=1,
+        pid=2,
+    )
     result = breakdown(b.build())
     rows = result.steps.sort_values("rank")
     assert rows["comm_wait_ns"].tolist() == [300, 0]
@@ -169,7 +203,12 @@ def test_collective_wait_for_the_slowest_rank_is_separated_from_transfer():
 def test_counts_give_gpu_ops_per_phase_of_each_step():
     b = TraceBuilder().range(VERIFY, 0, 1000)
     for i in range(3):
-        b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 100 * i + 10, 100 * i + 50, b.launch(100 * i, 100 * i + 5))
+        b.kernel(
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+            100 * i + 10,
+            100 * i + 50,
+            b.launch(100 * i, 100 * i + 5),
+        )
     b.kernel("nvjet_tst_x", 500, 600, b.launch(400, 405))
     record = breakdown(b.build()).to_json()["steps"][0]
     assert record["counts"]["allreduce"] == 3 and record["counts"]["gemm_dense"] == 1

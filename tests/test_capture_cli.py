@@ -30,11 +30,29 @@ from cli_helpers import verifyprof
 from verifyprof.capture import nsys
 
 
-def torch_capture_args(out, port, *server_flags, requests=6, concurrency=2, output_len=20, extra=()):
+def torch_capture_args(
+    out, port, *server_flags, requests=6, concurrency=2, output_len=20, extra=()
+):
     return [
-        "--server-cmd", fake_server_cmd(*server_flags), "--port", str(port), "--backend", "torch",
-        "--hooks", "none", "--out", str(out), "--requests", str(requests), "--concurrency", str(concurrency),
-        "--output-len", str(output_len), "--warmup", "1", *extra,
+        "--server-cmd",
+        fake_server_cmd(*server_flags),
+        "--port",
+        str(port),
+        "--backend",
+        "torch",
+        "--hooks",
+        "none",
+        "--out",
+        str(out),
+        "--requests",
+        str(requests),
+        "--concurrency",
+        str(concurrency),
+        "--output-len",
+        str(output_len),
+        "--warmup",
+        "1",
+        *extra,
     ]
 
 
@@ -47,7 +65,8 @@ def capture_in_process(args, tag, **env):
 
 def untraced_capture_args(out, port, *server_flags, **kwargs):
     """For tests of stopping and cleanup, where no trace is looked at: no profiler (--backend none)
-    and no torch in the fake server, which saves the seconds torch and its profiler take to start."""
+    and no torch in the fake server, which saves the seconds torch and its profiler take to start.
+    """
     args = torch_capture_args(out, port, *server_flags, "--no-torch", **kwargs)
     args[args.index("--backend") + 1] = "none"
     return args
@@ -83,8 +102,12 @@ def test_torch_backend_capture_writes_trace_and_manifest_with_server_metrics(tor
     assert results["requests_ok"] == 6 and results["completion_tokens"] == 6 * 20
     assert results["spec_verify_ct"] == 6 * 8
     assert results["tokens_per_s"] > 0
-    assert results["tokens_per_s"] == pytest.approx(results["completion_tokens"] / results["wall_s"])
-    assert doc["window"]["duration_ns"] > 0 and doc["window"]["start_reply"].startswith("Start profiling")
+    assert results["tokens_per_s"] == pytest.approx(
+        results["completion_tokens"] / results["wall_s"]
+    )
+    assert doc["window"]["duration_ns"] > 0 and doc["window"]["start_reply"].startswith(
+        "Start profiling"
+    )
     assert doc["target"]["stopped_by"] == "SIGINT" and doc["target"]["leftover_pids"] == []
 
 
@@ -105,7 +128,9 @@ def test_per_request_meta_info_is_kept_beside_the_manifest(torch_capture):
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
     assert sorted(r["index"] for r in rows) == [0, 1, 2, 3, 4, 5]
-    assert all(r["ok"] and r["completion_tokens"] == 20 and r["spec"]["spec_verify_ct"] == 8 for r in rows)
+    assert all(
+        r["ok"] and r["completion_tokens"] == 20 and r["spec"]["spec_verify_ct"] == 8 for r in rows
+    )
 
 
 def test_summary_printed_names_accept_length_throughput_and_manifest(torch_capture):
@@ -122,7 +147,9 @@ def hook_report_files(out):
 
 def test_hooks_are_injected_into_the_servers_spawned_scheduler(tmp_path, tag):
     out = tmp_path / "cap"
-    args = untraced_capture_args(out, free_port())  # which processes hooked: no trace, no torch needed
+    args = untraced_capture_args(
+        out, free_port()
+    )  # which processes hooked: no trace, no torch needed
     args[args.index("--hooks") + 1] = "none"
     proc = run_capture([*args, "--hook", "json:dumps=verify"], tag)
     assert proc.returncode == 0, proc.stderr
@@ -132,14 +159,16 @@ def test_hooks_are_injected_into_the_servers_spawned_scheduler(tmp_path, tag):
     assert all([h["state"] for h in r["hooks"]] == ["patched"] for r in reports)
     # the manifest lists the processes that opened ranges (json.dumps replies), with their counts
     hooks = read_manifest(out)["hooks"]
-    assert hooks["processes"] and all(p["calls"]["user hook json:dumps=verify"] >= 1 for p in hooks["processes"])
+    assert hooks["processes"] and all(
+        p["calls"]["user hook json:dumps=verify"] >= 1 for p in hooks["processes"]
+    )
     assert hooks["fired"]["user hook json:dumps=verify"] >= 6
 
 
 def test_default_sglang_hooks_that_never_fire_fail_the_capture_with_exit_2(tmp_path, tag):
     out = tmp_path / "cap"
     args = torch_capture_args(out, free_port())
-    del args[args.index("--hooks"):args.index("--hooks") + 2]
+    del args[args.index("--hooks") : args.index("--hooks") + 2]
     proc = run_capture(args, tag)
     assert proc.returncode == 2, proc.stderr
     assert "no verifyprof range was recorded" in proc.stderr
@@ -150,7 +179,7 @@ def test_default_sglang_hooks_that_never_fire_fail_the_capture_with_exit_2(tmp_p
 def test_default_sglang_hooks_reach_every_server_process_and_never_break_it(tmp_path, tag):
     out = tmp_path / "cap"
     args = torch_capture_args(out, free_port(), extra=("--allow-missing-hooks",))
-    del args[args.index("--hooks"):args.index("--hooks") + 2]
+    del args[args.index("--hooks") : args.index("--hooks") + 2]
     args[args.index("--backend") + 1] = "none"  # which processes hooked: no trace needed
     proc = run_capture(args, tag)
     assert proc.returncode == 0, proc.stderr
@@ -158,7 +187,9 @@ def test_default_sglang_hooks_reach_every_server_process_and_never_break_it(tmp_
     assert hooks["presets"] == ["sglang"] and "VERIFYPROF_HOOKS" in hooks["env"]
     # no sglang in the fake: every target waits for a module that is never imported
     reports = hook_report_files(out)
-    assert len(reports) >= 2 and hooks["processes"] == [] and hooks["idle_processes"] == len(reports)
+    assert (
+        len(reports) >= 2 and hooks["processes"] == [] and hooks["idle_processes"] == len(reports)
+    )
     assert all({h["state"] for h in r["hooks"]} == {"pending"} for r in reports)
     assert {row["state"] for row in hooks["never_fired"]} == {"pending"}
     assert "never fired" in proc.stdout
@@ -191,7 +222,9 @@ def test_port_in_use_is_refused_before_the_server_starts(tmp_path, tag):
     assert_nothing_left(tag)
 
 
-@pytest.mark.skipif(any(nsys.glob.glob(p) for p in nsys._SEARCH), reason="nsys installed in a standard place")
+@pytest.mark.skipif(
+    any(nsys.glob.glob(p) for p in nsys._SEARCH), reason="nsys installed in a standard place"
+)
 def test_missing_nsys_says_how_to_get_it_and_starts_nothing(tmp_path, tag):
     out = tmp_path / "cap"
     args = torch_capture_args(out, free_port())
@@ -211,7 +244,10 @@ def test_verifyprof_nsys_pointing_nowhere_is_named_in_the_error(tmp_path, tag):
     args[args.index("--backend") + 1] = "nsys"
     proc = capture_in_process(args, tag, VERIFYPROF_NSYS=str(tmp_path / "no-nsys"))
     assert proc.returncode == 2
-    assert f"{tmp_path / 'no-nsys'}: VERIFYPROF_NSYS is set but is not an executable file" in proc.stderr
+    assert (
+        f"{tmp_path / 'no-nsys'}: VERIFYPROF_NSYS is set but is not an executable file"
+        in proc.stderr
+    )
 
 
 def test_non_empty_output_directory_is_never_overwritten(tmp_path, tag):
@@ -220,15 +256,24 @@ def test_non_empty_output_directory_is_never_overwritten(tmp_path, tag):
     (out / "keep.txt").write_text("mine")
     proc = capture_in_process(torch_capture_args(out, free_port()), tag)
     assert proc.returncode == 2 and "not empty" in proc.stderr
-    assert (out / "keep.txt").read_text() == "mine" and sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    assert (out / "keep.txt").read_text() == "mine" and sorted(p.name for p in out.iterdir()) == [
+        "keep.txt"
+    ]
 
 
-# ---- failures of a running server -----------------------------------------------------------------
+# ---- failures of a running server ----------------------------------------------------------------
 
 
 def test_health_timeout_shows_the_server_log_tail_and_stops_the_server(tmp_path, tag):
     out = tmp_path / "cap"
-    proc = run_capture([*torch_capture_args(out, free_port(), "--never-healthy", "--no-torch"), "--health-timeout", "4"], tag)
+    proc = run_capture(
+        [
+            *torch_capture_args(out, free_port(), "--never-healthy", "--no-torch"),
+            "--health-timeout",
+            "4",
+        ],
+        tag,
+    )
     assert proc.returncode == 1
     assert "server not healthy after 4 s" in proc.stderr
     assert "Capturing batches" in proc.stderr  # a line of the server's own log
@@ -239,7 +284,9 @@ def test_health_timeout_shows_the_server_log_tail_and_stops_the_server(tmp_path,
 
 
 def test_server_crashing_at_start_reports_its_exit_code_and_log(tmp_path, tag):
-    proc = run_capture(torch_capture_args(tmp_path / "cap", free_port(), "--exit-at-start", "3"), tag)
+    proc = run_capture(
+        torch_capture_args(tmp_path / "cap", free_port(), "--exit-at-start", "3"), tag
+    )
     assert proc.returncode == 1
     assert "server exited with code 3 before it became healthy" in proc.stderr
     assert "Tried to allocate 20.00 GiB (simulated)" in proc.stderr
@@ -248,7 +295,9 @@ def test_server_crashing_at_start_reports_its_exit_code_and_log(tmp_path, tag):
 
 def test_server_dying_mid_run_keeps_partial_results_and_kills_its_orphans(tmp_path, tag):
     out = tmp_path / "cap"
-    args = torch_capture_args(out, free_port(), "--die-after-requests", "3", requests=10, concurrency=1)
+    args = torch_capture_args(
+        out, free_port(), "--die-after-requests", "3", requests=10, concurrency=1
+    )
     args[args.index("--warmup") + 1] = "0"
     proc = run_capture(args, tag)
     assert proc.returncode == 1
@@ -264,7 +313,9 @@ def test_server_dying_mid_run_keeps_partial_results_and_kills_its_orphans(tmp_pa
 
 def test_orphans_are_found_without_psutil_too(tmp_path, tag):
     out = tmp_path / "cap"
-    args = untraced_capture_args(out, free_port(), "--die-after-requests", "2", "--detached-child", requests=5, concurrency=1)
+    args = untraced_capture_args(
+        out, free_port(), "--die-after-requests", "2", "--detached-child", requests=5, concurrency=1
+    )
     args[args.index("--warmup") + 1] = "0"
     proc = run_capture(args, tag, VERIFYPROF_PROCTABLE="proc")
     assert proc.returncode == 1 and "after 2/5 requests" in proc.stderr
@@ -273,13 +324,17 @@ def test_orphans_are_found_without_psutil_too(tmp_path, tag):
 
 def test_ctrl_c_mid_workload_stops_everything_and_keeps_partial_outputs(tmp_path, tag):
     out = tmp_path / "cap"
-    args = torch_capture_args(out, free_port(), "--step-ms", "20", requests=200, concurrency=2, output_len=40)
+    args = torch_capture_args(
+        out, free_port(), "--step-ms", "20", requests=200, concurrency=2, output_len=40
+    )
     capture = start_capture(args, tag)
 
     def still_running() -> None:
         assert capture.poll() is None
 
-    stderr = signal_when_logged(capture, out / "server.log", '"POST /generate', signal.SIGINT, count=6, before=still_running)
+    stderr = signal_when_logged(
+        capture, out / "server.log", '"POST /generate', signal.SIGINT, count=6, before=still_running
+    )
     assert capture.returncode == 130, stderr
     assert "interrupted" in stderr and str(out) in stderr
     doc = read_manifest(out)
@@ -295,7 +350,9 @@ def test_ctrl_c_mid_workload_stops_everything_and_keeps_partial_outputs(tmp_path
 
 def test_ctrl_c_while_waiting_for_health_stops_the_starting_server(tmp_path, tag):
     out = tmp_path / "cap"
-    capture = start_capture(torch_capture_args(out, free_port(), "--never-healthy", "--no-torch"), tag)
+    capture = start_capture(
+        torch_capture_args(out, free_port(), "--never-healthy", "--no-torch"), tag
+    )
     signal_when_logged(capture, out / "server.log", "Capturing batches", signal.SIGINT)
     assert capture.returncode == 130
     assert read_manifest(out)["status"] == "interrupted"
@@ -304,7 +361,11 @@ def test_ctrl_c_while_waiting_for_health_stops_the_starting_server(tmp_path, tag
 
 def test_second_ctrl_c_escalates_instead_of_waiting_out_the_stop_timeout(tmp_path, tag):
     out = tmp_path / "cap"
-    args = [*torch_capture_args(out, free_port(), "--ignore-sigint", "--step-ms", "20", requests=200), "--stop-timeout", "120"]
+    args = [
+        *torch_capture_args(out, free_port(), "--ignore-sigint", "--step-ms", "20", requests=200),
+        "--stop-timeout",
+        "120",
+    ]
     capture = start_capture(args, tag)
     try:
         wait_for_log(out / "server.log", '"POST /generate', count=3)
@@ -336,7 +397,9 @@ def test_bad_prompts_file_is_reported_before_the_server_starts(tmp_path, tag):
 
 def test_sigterm_to_verifyprof_cleans_up_like_ctrl_c(tmp_path, tag):
     out = tmp_path / "cap"
-    capture = start_capture(torch_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag)
+    capture = start_capture(
+        torch_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag
+    )
     signal_when_logged(capture, out / "server.log", '"POST /generate', signal.SIGTERM, count=3)
     assert capture.returncode == 130
     assert read_manifest(out)["error"] == "interrupted (SIGTERM)"
@@ -345,14 +408,22 @@ def test_sigterm_to_verifyprof_cleans_up_like_ctrl_c(tmp_path, tag):
 
 def test_server_leader_gets_sigterm_when_verifyprof_is_killed(tmp_path, tag):
     out = tmp_path / "cap"
-    capture = start_capture(untraced_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag)
+    capture = start_capture(
+        untraced_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag
+    )
     try:
         wait_for_log(out / "server.log", '"POST /generate', count=2)
-        leader = next(p for p in tagged_processes(tag) if "fake_sglang_server.py" in " ".join(p.cmdline()) and p.ppid() == capture.pid)
+        leader = next(
+            p
+            for p in tagged_processes(tag)
+            if "fake_sglang_server.py" in " ".join(p.cmdline()) and p.ppid() == capture.pid
+        )
         capture.kill()  # SIGKILL: no cleanup code of ours runs
         capture.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while leader in tagged_processes(tag) and time.monotonic() < deadline:  # zombies count as gone
+        while (
+            leader in tagged_processes(tag) and time.monotonic() < deadline
+        ):  # zombies count as gone
             time.sleep(0.1)
         assert leader not in tagged_processes(tag), "the server outlived verifyprof's SIGKILL"
     finally:
@@ -362,14 +433,18 @@ def test_server_leader_gets_sigterm_when_verifyprof_is_killed(tmp_path, tag):
 
 def test_server_ignoring_sigint_is_escalated_to_sigterm(tmp_path, tag):
     out = tmp_path / "cap"
-    args = [*untraced_capture_args(out, free_port(), "--ignore-sigint", requests=2), "--stop-timeout", "1"]
+    args = [
+        *untraced_capture_args(out, free_port(), "--ignore-sigint", requests=2),
+        "--stop-timeout",
+        "1",
+    ]
     proc = run_capture(args, tag)
     assert proc.returncode == 0, proc.stderr
     assert read_manifest(out)["target"]["stopped_by"] == "SIGTERM"
     assert_nothing_left(tag)
 
 
-# ---- offline programs -------------------------------------------------------------------------------
+# ---- offline programs ----------------------------------------------------------------------------
 
 
 def test_program_exit_code_is_recorded_and_failure_reported(tmp_path, tag):
@@ -379,13 +454,18 @@ def test_program_exit_code_is_recorded_and_failure_reported(tmp_path, tag):
     assert proc.returncode == 1
     assert "program exited with code 3" in proc.stderr
     doc = read_manifest(out)
-    assert doc["mode"] == "program" and doc["status"] == "failed" and doc["target"]["exit_code"] == 3
+    assert (
+        doc["mode"] == "program" and doc["status"] == "failed" and doc["target"]["exit_code"] == 3
+    )
     assert "hello from the program" in (out / "program.log").read_text()
 
 
 def test_program_gets_the_capture_directory_and_its_outputs_are_listed(tmp_path, tag):
     out = tmp_path / "cap"
-    script = "import os, pathlib; pathlib.Path(os.environ['VERIFYPROF_CAPTURE_DIR'], 'own.txt').write_text('x')"
+    script = (
+        "import os, pathlib; pathlib.Path(os.environ['VERIFYPROF_CAPTURE_DIR'],"
+        " 'own.txt').write_text('x')"
+    )
     proc = run_capture(["--backend", "none", "--out", str(out), "--", "python", "-c", script], tag)
     assert proc.returncode == 0, proc.stderr
     doc = read_manifest(out)
@@ -395,8 +475,8 @@ def test_program_gets_the_capture_directory_and_its_outputs_are_listed(tmp_path,
 def test_numbers_a_program_reports_in_results_json_become_the_manifests_results(tmp_path, tag):
     out = tmp_path / "cap"
     script = (
-        "import json, os, pathlib; pathlib.Path(os.environ['VERIFYPROF_CAPTURE_DIR'], 'results.json')"
-        ".write_text(json.dumps({'accept_len': 2.25, 'tokens_per_s': 91.5}))"
+        "import json, os, pathlib; pathlib.Path(os.environ['VERIFYPROF_CAPTURE_DIR'],"
+        " 'results.json').write_text(json.dumps({'accept_len': 2.25, 'tokens_per_s': 91.5}))"
     )
     proc = run_capture(["--backend", "none", "--out", str(out), "--", "python", "-c", script], tag)
     assert proc.returncode == 0, proc.stderr
@@ -409,27 +489,34 @@ def test_numbers_a_program_reports_in_results_json_become_the_manifests_results(
 def test_ctrl_c_stops_a_program_and_the_children_it_started(tmp_path, tag):
     out = tmp_path / "cap"
     script = (
-        "import subprocess, sys, time; "
-        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True); "
-        "print('started', flush=True); time.sleep(600)"
+        "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time;"
+        " time.sleep(600)'], start_new_session=True); print('started', flush=True); time.sleep(600)"
     )
-    capture = start_capture(["--backend", "none", "--out", str(out), "--", "python", "-c", script], tag)
+    capture = start_capture(
+        ["--backend", "none", "--out", str(out), "--", "python", "-c", script], tag
+    )
 
     def all_three_running() -> None:
         time.sleep(0.3)
         assert len(tagged_processes(tag)) >= 3  # verifyprof, the program, its detached child
 
-    signal_when_logged(capture, out / "program.log", "started", signal.SIGINT, before=all_three_running)
+    signal_when_logged(
+        capture, out / "program.log", "started", signal.SIGINT, before=all_three_running
+    )
     assert capture.returncode == 130
     assert read_manifest(out)["status"] == "interrupted"
     assert_nothing_left(tag)
 
 
 def test_torch_backend_needs_a_server(tmp_path, tag):
-    proc = capture_in_process(["--backend", "torch", "--out", str(tmp_path / "cap"), "--", "python", "-c", "pass"], tag)
+    proc = capture_in_process(
+        ["--backend", "torch", "--out", str(tmp_path / "cap"), "--", "python", "-c", "pass"], tag
+    )
     assert proc.returncode == 2 and "--backend torch needs --server-cmd" in proc.stderr
 
 
 def test_server_and_program_together_are_refused(tmp_path, tag):
-    proc = capture_in_process(["--server-cmd", "x", "--out", str(tmp_path / "cap"), "--", "python", "-c", "pass"], tag)
+    proc = capture_in_process(
+        ["--server-cmd", "x", "--out", str(tmp_path / "cap"), "--", "python", "-c", "pass"], tag
+    )
     assert proc.returncode == 2 and "either --server-cmd" in proc.stderr

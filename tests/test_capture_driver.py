@@ -39,7 +39,10 @@ def test_prompts_file_accepts_prompt_or_text_and_per_line_lengths(tmp_path):
         ('{"prompt": "ok"}\n{oops\n', "line 2 is not JSON"),
         ('{"prompt": "ok"}\n["a"]\n', "line 2: expected an object"),
         ('{"question": "x"}\n', 'line 1: no "prompt"'),
-        ('{"prompt": "x", "max_new_tokens": 0}\n', "line 1: max_new_tokens must be a positive integer"),
+        (
+            '{"prompt": "x", "max_new_tokens": 0}\n',
+            "line 1: max_new_tokens must be a positive integer",
+        ),
         ("\n\n", "no prompts in file"),
     ],
 )
@@ -66,7 +69,10 @@ def test_sized_prompt_grows_to_about_the_input_length_with_real_words():
 
 def test_generate_body_asks_for_exactly_the_output_length():
     body = driver.generate_body("hi", 64, 0.0)
-    assert body == {"text": "hi", "sampling_params": {"max_new_tokens": 64, "temperature": 0.0, "ignore_eos": True}}
+    assert body == {
+        "text": "hi",
+        "sampling_params": {"max_new_tokens": 64, "temperature": 0.0, "ignore_eos": True},
+    }
 
 
 def test_http_error_reply_is_a_failed_request_not_a_crash():
@@ -75,7 +81,15 @@ def test_http_error_reply_is_a_failed_request_not_a_crash():
 
 
 def _result(index, tokens, verify_ct, latency=1.0, start=0):
-    return driver.RequestResult(index, True, start, latency, 10, tokens, {"spec_verify_ct": verify_ct, "spec_accept_length": tokens / verify_ct})
+    return driver.RequestResult(
+        index,
+        True,
+        start,
+        latency,
+        10,
+        tokens,
+        {"spec_verify_ct": verify_ct, "spec_accept_length": tokens / verify_ct},
+    )
 
 
 def test_accept_length_is_token_weighted_like_sglangs_server_average():
@@ -85,8 +99,15 @@ def test_accept_length_is_token_weighted_like_sglangs_server_average():
 
 
 def test_tokens_per_s_spans_first_send_to_last_reply():
-    summary = driver.summarize([_result(0, 100, 50, latency=1.0, start=0), _result(1, 100, 50, latency=1.0, start=1_000_000_000)])
-    assert summary["wall_s"] == pytest.approx(2.0) and summary["tokens_per_s"] == pytest.approx(100.0)
+    summary = driver.summarize(
+        [
+            _result(0, 100, 50, latency=1.0, start=0),
+            _result(1, 100, 50, latency=1.0, start=1_000_000_000),
+        ]
+    )
+    assert summary["wall_s"] == pytest.approx(2.0) and summary["tokens_per_s"] == pytest.approx(
+        100.0
+    )
 
 
 def test_summary_of_a_server_without_spec_metrics_has_no_accept_length():
@@ -100,8 +121,17 @@ def fake_server(tmp_path):
     tag = new_tag()
     port = free_port()
     proc = ManagedProcess(
-        [sys.executable, str(FAKE_SERVER), "--port", str(port), "--accept-len", "3.0", "--no-torch"],  # no profiling here
-        log=tmp_path / "server.log", env=tagged_env(tag),
+        [
+            sys.executable,
+            str(FAKE_SERVER),
+            "--port",
+            str(port),
+            "--accept-len",
+            "3.0",
+            "--no-torch",
+        ],  # no profiling here
+        log=tmp_path / "server.log",
+        env=tagged_env(tag),
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -117,10 +147,16 @@ def test_workload_collects_meta_info_of_every_request_at_concurrency(fake_server
     url, proc = fake_server
     seen = []
     workload = driver.Workload(requests=9, concurrency=3, output_len=30)
-    results = driver.run_workload(url, workload, driver.builtin_prompts(), server_alive=proc.alive, on_result=seen.append)
+    results = driver.run_workload(
+        url, workload, driver.builtin_prompts(), server_alive=proc.alive, on_result=seen.append
+    )
     assert sorted(r.index for r in results) == list(range(9)) and seen == results
-    assert all(r.ok and r.completion_tokens == 30 and r.spec["spec_verify_ct"] == 10 for r in results)
-    assert driver.summarize(results, driver.server_accept_length(url))["server_avg_spec_accept_length"] == pytest.approx(3.0)
+    assert all(
+        r.ok and r.completion_tokens == 30 and r.spec["spec_verify_ct"] == 10 for r in results
+    )
+    assert driver.summarize(results, driver.server_accept_length(url))[
+        "server_avg_spec_accept_length"
+    ] == pytest.approx(3.0)
 
 
 def test_per_prompt_max_new_tokens_overrides_the_output_length(fake_server):
@@ -135,6 +171,8 @@ def test_workload_raises_server_gone_with_the_partial_results(fake_server):
     results = driver.run_workload(url, driver.Workload(2, 1, 9), driver.builtin_prompts())
     proc.stop(int_timeout=20)
     with pytest.raises(driver.ServerGone) as err:
-        driver.run_workload(url, driver.Workload(5, 2, 9), driver.builtin_prompts(), server_alive=proc.alive)
+        driver.run_workload(
+            url, driver.Workload(5, 2, 9), driver.builtin_prompts(), server_alive=proc.alive
+        )
     assert err.value.results == []
     assert len(results) == 2

@@ -27,18 +27,36 @@ from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 
 
 def test_profile_command_traces_cuda_and_nvtx_inside_the_cuda_profiler_range():
-    cmd = nsys.profile_command("/opt/nsys", ["python", "-m", "sglang.launch_server", "--port", "30000"], Path("/o/capture"))
+    cmd = nsys.profile_command(
+        "/opt/nsys", ["python", "-m", "sglang.launch_server", "--port", "30000"], Path("/o/capture")
+    )
     assert cmd == [
-        "/opt/nsys", "profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none",
-        "--trace-fork-before-exec=true", "--cuda-graph-trace=node",
-        "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-        "-o", "/o/capture", "-f", "true",
-        "python", "-m", "sglang.launch_server", "--port", "30000",
+        "/opt/nsys",
+        "profile",
+        "-t",
+        "cuda,nvtx",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--trace-fork-before-exec=true",
+        "--cuda-graph-trace=node",
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        "-o",
+        "/o/capture",
+        "-f",
+        "true",
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--port",
+        "30000",
     ]
 
 
 def test_profile_command_with_osrt_and_whole_program():
-    cmd = nsys.profile_command("nsys", ["python", "x.py"], Path("out/capture"), osrt=True, capture_range=False)
+    cmd = nsys.profile_command(
+        "nsys", ["python", "x.py"], Path("out/capture"), osrt=True, capture_range=False
+    )
     assert cmd[cmd.index("-t") + 1] == "cuda,nvtx,osrt"
     assert not any(arg.startswith("--capture-range") for arg in cmd)
     assert cmd[-2:] == ["python", "x.py"]
@@ -46,22 +64,42 @@ def test_profile_command_with_osrt_and_whole_program():
 
 def test_report_and_export_paths():
     assert nsys.report_path(Path("/o/capture")) == Path("/o/capture.nsys-rep")
-    assert nsys.export_command("nsys", Path("/o/capture.nsys-rep"), Path("/o/.capture.partial.sqlite")) == [
-        "nsys", "export", "--type", "sqlite", "--include-blobs=true", "--force-overwrite", "true", "-o",
-        "/o/.capture.partial.sqlite", "/o/capture.nsys-rep",
+    assert nsys.export_command(
+        "nsys", Path("/o/capture.nsys-rep"), Path("/o/.capture.partial.sqlite")
+    ) == [
+        "nsys",
+        "export",
+        "--type",
+        "sqlite",
+        "--include-blobs=true",
+        "--force-overwrite",
+        "true",
+        "-o",
+        "/o/.capture.partial.sqlite",
+        "/o/capture.nsys-rep",
     ]
     # older nsys without --include-blobs: the plain export it falls back to
-    assert "--include-blobs=true" not in nsys.export_command("nsys", Path("r.nsys-rep"), Path("o.sqlite"), blobs=False)
+    assert "--include-blobs=true" not in nsys.export_command(
+        "nsys", Path("r.nsys-rep"), Path("o.sqlite"), blobs=False
+    )
 
 
 def test_start_profile_body_for_nsys_uses_the_cuda_profiler_activity_only():
     assert profile_body("nsys", Path("/o"), None) == {"activities": ["CUDA_PROFILER"]}
-    assert profile_body("nsys", Path("/o"), 20) == {"activities": ["CUDA_PROFILER"], "num_steps": 20}
+    assert profile_body("nsys", Path("/o"), 20) == {
+        "activities": ["CUDA_PROFILER"],
+        "num_steps": 20,
+    }
 
 
 def test_start_profile_body_for_torch_writes_sglangs_traces_into_the_capture():
     body = profile_body("torch", Path("/o"), None)
-    assert body == {"activities": ["CPU", "GPU"], "output_dir": "/o/torch", "with_stack": False, "record_shapes": False}
+    assert body == {
+        "activities": ["CPU", "GPU"],
+        "output_dir": "/o/torch",
+        "with_stack": False,
+        "record_shapes": False,
+    }
 
 
 def _executable(path: Path) -> Path:
@@ -97,12 +135,16 @@ def test_find_nsys_uses_the_path(tmp_path):
 def test_find_nsys_rejects_a_non_executable_environment_variable(tmp_path):
     plain = tmp_path / "nsys"
     plain.write_text("")
-    with pytest.raises(ToolMissingError, match="VERIFYPROF_NSYS is set but is not an executable file") as err:
+    with pytest.raises(
+        ToolMissingError, match="VERIFYPROF_NSYS is set but is not an executable file"
+    ) as err:
         nsys.find_nsys({"VERIFYPROF_NSYS": str(plain)})
     assert err.value.path == plain
 
 
-@pytest.mark.skipif(any(nsys.glob.glob(p) for p in nsys._SEARCH), reason="nsys installed in a standard place")
+@pytest.mark.skipif(
+    any(nsys.glob.glob(p) for p in nsys._SEARCH), reason="nsys installed in a standard place"
+)
 def test_find_nsys_without_nsys_explains_how_to_get_it(tmp_path):
     with pytest.raises(ToolMissingError) as err:
         nsys.find_nsys({"PATH": str(tmp_path)})
@@ -121,8 +163,15 @@ def test_missing_report_without_anything_points_at_the_capture_range(tmp_path):
 
 
 def test_server_port_is_taken_from_the_server_command():
-    argv, host, port = server_address(["python", "-m", "sglang.launch_server", "--port", "31000", "--host", "0.0.0.0"], None)
-    assert (host, port) == ("127.0.0.1", 31000) and argv[-4:] == ["--port", "31000", "--host", "0.0.0.0"]
+    argv, host, port = server_address(
+        ["python", "-m", "sglang.launch_server", "--port", "31000", "--host", "0.0.0.0"], None
+    )
+    assert (host, port) == ("127.0.0.1", 31000) and argv[-4:] == [
+        "--port",
+        "31000",
+        "--host",
+        "0.0.0.0",
+    ]
 
 
 def test_server_port_option_is_added_to_a_command_without_one():
@@ -142,24 +191,47 @@ def test_conflicting_ports_are_refused():
 # ---- the real thing, where nsys exists ----------------------------------------------------------
 
 
-@pytest.mark.skipif(shutil.which("nsys") is None and not os.environ.get("VERIFYPROF_NSYS"), reason="needs nsys (GPU machine)")
+@pytest.mark.skipif(
+    shutil.which("nsys") is None and not os.environ.get("VERIFYPROF_NSYS"),
+    reason="needs nsys (GPU machine)",
+)
 def test_nsys_capture_of_the_fake_server_writes_report_sqlite_and_manifest(tmp_path):
     """On a GPU machine the fake server's scheduler runs its steps on the GPU and calls
     cudaProfilerStart/Stop for CUDA_PROFILER, so this is the full nsys path end to end."""
     tag = new_tag()
     out = tmp_path / "cap"
     try:
-        proc = run_capture([
-            "--server-cmd", fake_server_cmd(), "--port", str(free_port()), "--backend", "nsys", "--hooks", "none",
-            "--out", str(out), "--requests", "4", "--output-len", "20", "--warmup", "1",
-        ], tag, timeout=600)
+        proc = run_capture(
+            [
+                "--server-cmd",
+                fake_server_cmd(),
+                "--port",
+                str(free_port()),
+                "--backend",
+                "nsys",
+                "--hooks",
+                "none",
+                "--out",
+                str(out),
+                "--requests",
+                "4",
+                "--output-len",
+                "20",
+                "--warmup",
+                "1",
+            ],
+            tag,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr
         doc = read_manifest(out)
         kinds = sorted(t["kind"] for t in doc["traces"])
         assert kinds == ["nsys-rep", "nsys-sqlite"], doc
         assert doc["versions"]["nsys"] and doc["command"]["profiler"][1] == "profile"
         with sqlite3.connect(f"file:{out / 'capture.sqlite'}?mode=ro", uri=True) as db:
-            tables = {row[0] for row in db.execute("select name from sqlite_master where type='table'")}
+            tables = {
+                row[0] for row in db.execute("select name from sqlite_master where type='table'")
+            }
         assert "CUPTI_ACTIVITY_KIND_KERNEL" in tables
         assert_nothing_left(tag)
     finally:
@@ -172,7 +244,9 @@ def test_a_program_that_never_opened_the_window_is_told_so_and_pointed_at_captur
     assert "server" not in message and "/start_profile" not in message
 
 
-def test_nsys_missing_for_a_program_suggests_backend_none_not_the_servers_torch_backend(tmp_path, monkeypatch):
+def test_nsys_missing_for_a_program_suggests_backend_none_not_the_servers_torch_backend(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("VERIFYPROF_NSYS", raising=False)
     monkeypatch.setattr(nsys, "_SEARCH", ())
@@ -181,7 +255,9 @@ def test_nsys_missing_for_a_program_suggests_backend_none_not_the_servers_torch_
     from verifyprof.capture.options import CaptureOptions
     from verifyprof.capture.session import CaptureSession
 
-    run = CaptureSession(CaptureOptions(out=tmp_path / "cap", program=["prog"]), Console(stderr=True))
+    run = CaptureSession(
+        CaptureOptions(out=tmp_path / "cap", program=["prog"]), Console(stderr=True)
+    )
     with pytest.raises(ToolMissingError) as caught:
         run.setup()
     assert "--backend none" in str(caught.value) and "SGLang" not in str(caught.value)

@@ -32,7 +32,11 @@ from verifyprof.contracts.errors import VerifyprofError
 def one_line_error(proc, *needles: str) -> None:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
-    assert len(lines) == 1 and lines[0].startswith("verifyprof: error: ") and "Traceback" not in proc.stderr, proc.stderr
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("verifyprof: error: ")
+        and "Traceback" not in proc.stderr
+    ), proc.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
 
@@ -43,25 +47,64 @@ SERVER = ["--server-cmd", fake_server_cmd(), "--backend", "none", "--hooks", "no
 PROGRAM = ["--backend", "none", "--", sys.executable, "-c", "pass"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--health-timeout", "nan", *SERVER], "--health-timeout must be a finite number of seconds > 0, not nan"),
-    (["--health-timeout", "inf", *SERVER], "--health-timeout must be a finite number of seconds > 0, not inf"),
-    (["--health-timeout", "-1", *SERVER], "--health-timeout must be a finite number of seconds > 0, not -1"),
-    (["--health-timeout", "0", *SERVER], "--health-timeout must be a finite number of seconds > 0"),
-    (["--stop-timeout", "nan", *PROGRAM], "--stop-timeout must be a finite number of seconds >= 0, not nan"),
-    (["--stop-timeout", "inf", *PROGRAM], "--stop-timeout must be a finite number of seconds >= 0, not inf"),
-    (["--stop-timeout", "-1", *PROGRAM], "--stop-timeout must be a finite number of seconds >= 0"),
-    (["--stop-timeout", "1e9", *PROGRAM], "--stop-timeout 1e+09 s is more than a week"),
-    (["--temperature", "nan", *SERVER], "--temperature must be a finite number >= 0"),
-    (["--port", "0", *SERVER], "--port must be a TCP port, 1 to 65535, not 0"),
-    (["--port", "70000", *SERVER], "--port must be a TCP port, 1 to 65535, not 70000"),
-    (["--server-cmd", fake_server_cmd("--port", "99999"), "--backend", "none"], "--port in --server-cmd must be a TCP port"),
-    (["--server-cmd", "python -c 'unclosed", "--backend", "none"], "--server-cmd cannot be split into arguments: No closing quotation"),
-    (["--server-cmd", "no-such-server-binary --port 1", "--backend", "none"], "command 'no-such-server-binary' not found on the PATH"),
-    (["--backend", "none", "--", "/etc/hostname"], "/etc/hostname: the program: not"),
-    (["--backend", "none", "--", "/no/such/program"], "/no/such/program: the program: no such file"),
-    (["--backend", "none", "--", "no-such-program-verifyprof"], "command 'no-such-program-verifyprof' not found"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--health-timeout", "nan", *SERVER],
+            "--health-timeout must be a finite number of seconds > 0, not nan",
+        ),
+        (
+            ["--health-timeout", "inf", *SERVER],
+            "--health-timeout must be a finite number of seconds > 0, not inf",
+        ),
+        (
+            ["--health-timeout", "-1", *SERVER],
+            "--health-timeout must be a finite number of seconds > 0, not -1",
+        ),
+        (
+            ["--health-timeout", "0", *SERVER],
+            "--health-timeout must be a finite number of seconds > 0",
+        ),
+        (
+            ["--stop-timeout", "nan", *PROGRAM],
+            "--stop-timeout must be a finite number of seconds >= 0, not nan",
+        ),
+        (
+            ["--stop-timeout", "inf", *PROGRAM],
+            "--stop-timeout must be a finite number of seconds >= 0, not inf",
+        ),
+        (
+            ["--stop-timeout", "-1", *PROGRAM],
+            "--stop-timeout must be a finite number of seconds >= 0",
+        ),
+        (["--stop-timeout", "1e9", *PROGRAM], "--stop-timeout 1e+09 s is more than a week"),
+        (["--temperature", "nan", *SERVER], "--temperature must be a finite number >= 0"),
+        (["--port", "0", *SERVER], "--port must be a TCP port, 1 to 65535, not 0"),
+        (["--port", "70000", *SERVER], "--port must be a TCP port, 1 to 65535, not 70000"),
+        (
+            ["--server-cmd", fake_server_cmd("--port", "99999"), "--backend", "none"],
+            "--port in --server-cmd must be a TCP port",
+        ),
+        (
+            ["--server-cmd", "python -c 'unclosed", "--backend", "none"],
+            "--server-cmd cannot be split into arguments: No closing quotation",
+        ),
+        (
+            ["--server-cmd", "no-such-server-binary --port 1", "--backend", "none"],
+            "command 'no-such-server-binary' not found on the PATH",
+        ),
+        (["--backend", "none", "--", "/etc/hostname"], "/etc/hostname: the program: not"),
+        (
+            ["--backend", "none", "--", "/no/such/program"],
+            "/no/such/program: the program: no such file",
+        ),
+        (
+            ["--backend", "none", "--", "no-such-program-verifyprof"],
+            "command 'no-such-program-verifyprof' not found",
+        ),
+    ],
+)
 def test_bad_options_are_one_line_before_anything_starts(tmp_path, tag, args, message):
     out = tmp_path / "cap"
     proc = run_capture(["--out", str(out), *args], tag, timeout=60)
@@ -82,7 +125,9 @@ def test_a_text_file_marked_executable_is_not_a_program(tmp_path, tag):
     script = tmp_path / "notes.txt"
     script.write_text("just text\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    proc = run_capture(["--out", str(tmp_path / "cap"), "--backend", "none", "--", str(script)], tag, timeout=60)
+    proc = run_capture(
+        ["--out", str(tmp_path / "cap"), "--backend", "none", "--", str(script)], tag, timeout=60
+    )
     one_line_error(proc, "neither an ELF binary nor a script starting with #!")
 
 
@@ -124,7 +169,9 @@ def daemon_pid(tmp_path):
     yield path
     if path.exists():
         pid = int(path.read_text())
-        if _alive(pid) and "sleep" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+        if _alive(pid) and "sleep" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(
+            errors="replace"
+        ):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -135,10 +182,28 @@ def _gone(pid: int, grace: float = 5.0) -> bool:
     return not _alive(pid)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER is Linux's")
-def test_a_setsid_daemon_with_a_cleared_environment_does_not_outlive_the_capture(tmp_path, tag, daemon_pid):
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER is Linux's"
+)
+def test_a_setsid_daemon_with_a_cleared_environment_does_not_outlive_the_capture(
+    tmp_path, tag, daemon_pid
+):
     out = tmp_path / "cap"
-    proc = run_capture(["--out", str(out), "--backend", "none", "--", sys.executable, "-c", ESCAPER, str(daemon_pid), "0.3"], tag)
+    proc = run_capture(
+        [
+            "--out",
+            str(out),
+            "--backend",
+            "none",
+            "--",
+            sys.executable,
+            "-c",
+            ESCAPER,
+            str(daemon_pid),
+            "0.3",
+        ],
+        tag,
+    )
     assert proc.returncode == 0, proc.stderr
     pid = int(daemon_pid.read_text())
     assert _gone(pid), f"daemon {pid} outlived the capture"
@@ -150,7 +215,21 @@ def test_a_setsid_daemon_with_a_cleared_environment_does_not_outlive_the_capture
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM])
 def test_sighup_and_sigquit_clean_up_like_sigterm(tmp_path, tag, daemon_pid, sig):
     out = tmp_path / "cap"
-    capture = start_capture(["--out", str(out), "--backend", "none", "--", sys.executable, "-c", ESCAPER, str(daemon_pid), "600"], tag)
+    capture = start_capture(
+        [
+            "--out",
+            str(out),
+            "--backend",
+            "none",
+            "--",
+            sys.executable,
+            "-c",
+            ESCAPER,
+            str(daemon_pid),
+            "600",
+        ],
+        tag,
+    )
 
     def both_running() -> None:
         assert len(tagged_processes(tag)) >= 2  # verifyprof and the program (the daemon has no tag)
@@ -166,8 +245,18 @@ def test_sighup_and_sigquit_clean_up_like_sigterm(tmp_path, tag, daemon_pid, sig
 
 def test_sighup_mid_server_capture_stops_the_server_and_its_scheduler(tmp_path, tag):
     out = tmp_path / "cap"
-    args = ["--server-cmd", fake_server_cmd("--step-ms", "20"), "--port", str(free_port()), "--backend", "torch",
-            "--requests", "200", "--out", str(out)]
+    args = [
+        "--server-cmd",
+        fake_server_cmd("--step-ms", "20"),
+        "--port",
+        str(free_port()),
+        "--backend",
+        "torch",
+        "--requests",
+        "200",
+        "--out",
+        str(out),
+    ]
     capture = start_capture(args, tag)
     signal_when_logged(capture, out / "server.log", '"POST /generate', signal.SIGHUP, count=3)
     assert capture.returncode == 130
@@ -195,12 +284,16 @@ def hanging_nsys(tmp_path, monkeypatch, tag):
     return path
 
 
-def test_a_hanging_nsys_export_times_out_and_leaves_no_process_or_partial_file(tmp_path, tag, hanging_nsys):
+def test_a_hanging_nsys_export_times_out_and_leaves_no_process_or_partial_file(
+    tmp_path, tag, hanging_nsys
+):
     report = tmp_path / "capture.nsys-rep"
     report.write_bytes(b"report")
     started = time.monotonic()
     with pytest.raises(VerifyprofError, match="nsys export did not finish in 1 s"):
-        nsys.export_sqlite(hanging_nsys, report, tmp_path / "capture.sqlite", tmp_path / "export.log", timeout=1.0)
+        nsys.export_sqlite(
+            hanging_nsys, report, tmp_path / "capture.sqlite", tmp_path / "export.log", timeout=1.0
+        )
     assert time.monotonic() - started < 20
     assert_nothing_left(tag)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capture.nsys-rep", "export.log", "nsys"]

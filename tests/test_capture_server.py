@@ -89,7 +89,10 @@ def test_child_that_left_the_process_group_is_stopped_too(tmp_path, tag, table):
 
 def test_orphans_of_a_dead_leader_are_stopped(tmp_path, tag, table):
     # The leader starts a grandchild and exits at once: the grandchild is re-parented away from us.
-    code = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])"
+    code = (
+        "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time;"
+        " time.sleep(600)'])"
+    )
     proc = ManagedProcess([sys.executable, "-c", code], log=tmp_path / "log", env=tagged_env(tag))
     assert proc.wait(timeout=30) == 0
     assert tagged_processes(tag)
@@ -110,7 +113,11 @@ open(sys.argv[1], 'w').write('report')
 
 def test_leader_grace_lets_a_profiler_finish_its_report_after_the_app_stops(tmp_path, tag, table):
     report_file = tmp_path / "report.nsys-rep"
-    proc = ManagedProcess([sys.executable, "-c", PROFILER_LIKE, str(report_file)], log=tmp_path / "log", env=tagged_env(tag))
+    proc = ManagedProcess(
+        [sys.executable, "-c", PROFILER_LIKE, str(report_file)],
+        log=tmp_path / "log",
+        env=tagged_env(tag),
+    )
     time.sleep(1.0)
     stop = proc.stop(int_timeout=10, term_timeout=5, leader_grace=30)
     assert report_file.read_text() == "report"
@@ -120,7 +127,11 @@ def test_leader_grace_lets_a_profiler_finish_its_report_after_the_app_stops(tmp_
 
 def test_without_leader_grace_the_same_profiler_would_be_cut_short(tmp_path, tag):
     report_file = tmp_path / "report.nsys-rep"
-    proc = ManagedProcess([sys.executable, "-c", PROFILER_LIKE, str(report_file)], log=tmp_path / "log", env=tagged_env(tag))
+    proc = ManagedProcess(
+        [sys.executable, "-c", PROFILER_LIKE, str(report_file)],
+        log=tmp_path / "log",
+        env=tagged_env(tag),
+    )
     time.sleep(1.0)
     stop = proc.stop(int_timeout=0.5, term_timeout=5)
     assert not report_file.exists() and "SIGTERM" in stop.signals
@@ -213,7 +224,11 @@ def test_proc_reader_and_psutil_see_the_same_process_tree(tmp_path, tag):
             proctable.use(backend)
             root = proctable.get(proc.pid)
             seen[backend] = sorted(p.pid for p in proctable.descendants([root]))
-        assert seen["psutil"] == seen["proc"] == sorted(p.pid for p in psutil.Process(proc.pid).children(recursive=True))
+        assert (
+            seen["psutil"]
+            == seen["proc"]
+            == sorted(p.pid for p in psutil.Process(proc.pid).children(recursive=True))
+        )
         assert proctable.environ_value(proctable.get(proc.pid), "VERIFYPROF_TEST_TAG") == tag
     finally:
         proctable.use("psutil")

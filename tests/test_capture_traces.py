@@ -43,11 +43,15 @@ def test_breakdown_finds_every_hooked_workload_verify_in_both_modes():
 
 
 def test_hooked_verify_graph_time_agrees_with_the_programs_cuda_events():
-    result = breakdown(load_trace(WORKLOAD / "capture.sqlite.gz"), step_regex=r"^verifyprof\.verify .*graph=1")
+    result = breakdown(
+        load_trace(WORKLOAD / "capture.sqlite.gz"), step_regex=r"^verifyprof\.verify .*graph=1"
+    )
     summary = json.loads((WORKLOAD / "workload.json").read_text())
     (graph_run,) = [r for r in summary["runs"] if r["kind"] == "spec" and r["mode"] == "graph"]
     # the GPU projection of the graphed verify vs the workload's own CUDA-event timing
-    assert result.steps["gpu_span_ns"].median() / 1e6 == pytest.approx(graph_run["verify_ms"]["median"], rel=0.05)
+    assert result.steps["gpu_span_ns"].median() / 1e6 == pytest.approx(
+        graph_run["verify_ms"]["median"], rel=0.05
+    )
 
 
 def test_capture_manifest_records_accept_length_and_throughput():
@@ -74,8 +78,16 @@ def test_nsys_report_without_nsys_says_how_to_export_it_elsewhere(monkeypatch, t
     report.write_bytes((HF / "capture.nsys-rep").read_bytes())
     with pytest.raises(ToolMissingError, match=r"nsys export --type sqlite"):
         load_trace(report)
-    done = subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(report)], capture_output=True, text=True)
-    assert done.returncode == 2 and "capture.nsys-rep" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    done = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", "breakdown", str(report)],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        done.returncode == 2
+        and "capture.nsys-rep" in done.stderr
+        and len(done.stderr.strip().splitlines()) == 1
+    )
 
 
 def test_the_h200_hf_capture_with_a_baseline_run_records_the_dilation_whatif_reads():
@@ -83,7 +95,10 @@ def test_the_h200_hf_capture_with_a_baseline_run_records_the_dilation_whatif_rea
 
     path = OWN_TRACES / "capture10-hf-assisted-dilation" / "manifest.json"
     manifest = read_manifest(path)
-    assert manifest.dilation == pytest.approx(25.856 / 20.049, rel=1e-3) and manifest.dilation_source == "baseline run"
+    assert (
+        manifest.dilation == pytest.approx(25.856 / 20.049, rel=1e-3)
+        and manifest.dilation_source == "baseline run"
+    )
     assert manifest.unprofiled_tps == pytest.approx(25.856, rel=1e-3)
     hooks = json.loads(path.read_text())["hooks"]
     assert hooks["presets"] == [] and hooks["never_fired"] == [] and hooks["trace_ranges"] == 190

@@ -39,6 +39,7 @@ def one_line_error(done) -> str:  # type: ignore[no-untyped-def]
 
 # --- item 3: a capture folder is an input ---------------------------------------------------------
 
+
 def test_breakdown_reads_the_trace_of_a_capture_folder():
     done = cli("breakdown", f"{FOLDER}/", "--json")
     assert done.exit_code == 0, done.stderr
@@ -55,13 +56,26 @@ def test_kernels_reads_the_trace_of_a_capture_folder():
 
 def test_whatif_finds_the_capture_folders_manifest_and_says_so():
     folder = json.loads(cli("whatif", "--from", FOLDER, "--json").stdout)
-    explicit = json.loads(cli("whatif", "--from", FOLDER / "trace.sqlite.gz", "--manifest", FOLDER / "manifest.json", "--json").stdout)
+    explicit = json.loads(
+        cli(
+            "whatif",
+            "--from",
+            FOLDER / "trace.sqlite.gz",
+            "--manifest",
+            FOLDER / "manifest.json",
+            "--json",
+        ).stdout
+    )
     assert folder["current"]["accept_len"] == explicit["current"]["accept_len"] == 2.025
-    assert any("manifest.json found in the capture folder" in note for note in folder["current"]["notes"])
+    assert any(
+        "manifest.json found in the capture folder" in note for note in folder["current"]["notes"]
+    )
 
 
 def test_capture_folder_prefers_the_sqlite_export_over_the_nsys_report():
-    done = cli("breakdown", HF, "--json")  # holds capture.nsys-rep and capture.sqlite.gz: no nsys needed
+    done = cli(
+        "breakdown", HF, "--json"
+    )  # holds capture.nsys-rep and capture.sqlite.gz: no nsys needed
     assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout)["trace"]["path"] == [str(HF / "capture.sqlite.gz")]
 
@@ -81,6 +95,7 @@ def test_folder_without_a_trace_is_one_line(tmp_path):
 
 
 # --- item 4: steps by phase -----------------------------------------------------------------------
+
 
 def test_phase_selects_verifyprof_sglang_and_user_ranges():
     assert ranges.phase_of("verifyprof.verify bs=1 tokens=4 graph=0") == "verify"
@@ -121,10 +136,18 @@ def user_ranges_trace(tmp_path: Path) -> tuple[Path, int]:
     path = tmp_path / "user-ranges.sqlite"
     path.write_bytes(gzip.decompress((HF / "capture.sqlite.gz").read_bytes()))
     db = sqlite3.connect(path)
-    ids = [row[0] for row in db.execute("SELECT id FROM StringIds WHERE value LIKE 'verifyprof.verify %' OR value = 'verifyprof.verify'")]
+    ids = [
+        row[0]
+        for row in db.execute(
+            "SELECT id FROM StringIds WHERE value LIKE 'verifyprof.verify %' OR value ="
+            " 'verifyprof.verify'"
+        )
+    ]
     for n, sid in enumerate(ids):
         db.execute("UPDATE StringIds SET value = ? WHERE id = ?", (f"verify_eager step={n}", sid))
-    steps = db.execute(f"SELECT count(*) FROM NVTX_EVENTS WHERE textId IN ({','.join(map(str, ids))})").fetchone()[0]
+    steps = db.execute(
+        f"SELECT count(*) FROM NVTX_EVENTS WHERE textId IN ({','.join(map(str, ids))})"
+    ).fetchone()[0]
     db.commit()
     db.close()
     return path, steps
@@ -136,18 +159,37 @@ def test_whatif_step_phase_models_a_users_own_verify_ranges(tmp_path):
     assert done.exit_code == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["current"]["verify_steps"] == steps > 0
-    assert any("--step verify: modelling the" in n and "'verify_eager'" in n for n in data["current"]["notes"])
-    by_name = cli("whatif", "--from", path, "--range", "^verify_eager|^verifyprof", "--step", "verify_eager", "--accept-len", "2", "--json")
+    assert any(
+        "--step verify: modelling the" in n and "'verify_eager'" in n
+        for n in data["current"]["notes"]
+    )
+    by_name = cli(
+        "whatif",
+        "--from",
+        path,
+        "--range",
+        "^verify_eager|^verifyprof",
+        "--step",
+        "verify_eager",
+        "--accept-len",
+        "2",
+        "--json",
+    )
     assert by_name.exit_code == 0, by_name.stderr  # the name without its attributes
     assert json.loads(by_name.stdout)["current"]["verify_ms"] == data["current"]["verify_ms"]
 
 
 def test_unknown_step_phase_and_step_with_range_are_errors():
-    assert "unknown step phase 'verif'" in one_line_error(cli("breakdown", FOLDER, "--step", "verif"))
-    assert "not both" in one_line_error(cli("breakdown", FOLDER, "--step", "verify", "--range", "x"))
+    assert "unknown step phase 'verif'" in one_line_error(
+        cli("breakdown", FOLDER, "--step", "verif")
+    )
+    assert "not both" in one_line_error(
+        cli("breakdown", FOLDER, "--step", "verify", "--range", "x")
+    )
 
 
-# --- item 6: flags ----------------------------------------------------------------------------------
+# --- item 6: flags --------------------------------------------------------------------------------
+
 
 def test_json_with_a_value_says_it_is_a_flag():
     line = one_line_error(cli("kernels", FOLDER, "--json", "true"))
@@ -176,7 +218,9 @@ def test_breakdown_json_given_as_manifest_is_not_a_capture_manifest():
 
 
 def test_verify_ms_with_from_is_an_error_not_ignored():
-    assert "--verify-ms is for the plain model" in one_line_error(cli("whatif", "--from", FOLDER, "--verify-ms", "3"))
+    assert "--verify-ms is for the plain model" in one_line_error(
+        cli("whatif", "--from", FOLDER, "--verify-ms", "3")
+    )
 
 
 def test_written_files_are_named_on_stderr(tmp_path):
@@ -192,13 +236,18 @@ def test_capture_summary_lines_are_single_lines(tmp_path):
     from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import CaptureOptions, capture
 
-    result = capture(CaptureOptions(out=tmp_path / "cap", program=[sys.executable, "-c", "print(1)"], backend="none"))
+    result = capture(
+        CaptureOptions(
+            out=tmp_path / "cap", program=[sys.executable, "-c", "print(1)"], backend="none"
+        )
+    )
     lines = summary_lines(result)
     assert lines and all("\n" not in line for line in lines)
     assert lines[-1] == f"manifest: {result.manifest_path}"
 
 
-# --- item 7: hooks without SGLang -------------------------------------------------------------------
+# --- item 7: hooks without SGLang -----------------------------------------------------------------
+
 
 def test_hooks_sglang_without_sglang_is_a_short_summary():
     import importlib.util

@@ -11,7 +11,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import REPO, console_script, verifyprof
 from conftest import OWN_TRACES
 
@@ -22,14 +21,20 @@ PLAIN = ("whatif", "--verify-ms", "15", "--accept-len", "2.0", "--baseline-tps",
 def test_console_script_breaks_down_the_bundled_trace_with_exit_0():
     done = console_script("breakdown", str(BUNDLED))
     assert done.returncode == 0, done.stderr
-    assert "verifyprof.verify [bs=1 tokens=4 graph=0]" in done.stdout and "launch_gap" in done.stdout
+    assert (
+        "verifyprof.verify [bs=1 tokens=4 graph=0]" in done.stdout and "launch_gap" in done.stdout
+    )
 
 
 def test_console_script_bad_input_is_one_line_exit_2_without_traceback():
     done = console_script("breakdown", str(BUNDLED), "--range", "TARGET_VERIFY_NOT_HERE")
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("verifyprof: error: ") and "trace.sqlite.gz" in lines[0]
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("verifyprof: error: ")
+        and "trace.sqlite.gz" in lines[0]
+    )
     assert "Traceback" not in done.stderr
 
 
@@ -41,7 +46,13 @@ def test_console_script_missing_hook_target_exits_1():
 
 
 def test_python_m_verifyprof_cli_prints_what_the_in_process_run_prints():
-    done = subprocess.run([sys.executable, "-m", "verifyprof.cli", *PLAIN], capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", *PLAIN],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     in_process = verifyprof(*PLAIN)
     assert in_process.returncode == 0 and json.loads(done.stdout) == json.loads(in_process.stdout)
@@ -54,7 +65,9 @@ def test_a_closed_pipe_stops_quietly_with_141_for_tables_and_json_alike(output):
     line, and the exit code other Unix tools give (128 + SIGPIPE), whatever the output format."""
     script = Path(sysconfig.get_path("scripts")) / "verifyprof"
     command = [str(script), "breakdown", str(BUNDLED), "--all", *output]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO) as proc:
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    ) as proc:
         proc.stdout.close()  # the reader went away: every write fails
         stderr = proc.stderr.read().decode()
         code = proc.wait(timeout=120)

@@ -46,7 +46,9 @@ def args_by_kernel_start(trace) -> dict[tuple[int, str], dict]:
     collectives = trace.strings.lookup(args["collective"].to_numpy())
     return {
         (int(start), str(name)): {**row, "collective": str(c)}
-        for start, name, row, c in zip(kernels["start"], names, args.to_dict("records"), collectives)
+        for start, name, row, c in zip(
+            kernels["start"], names, args.to_dict("records"), collectives
+        )
     }
 
 
@@ -54,7 +56,11 @@ def args_by_kernel_start(trace) -> dict[tuple[int, str], dict]:
 
 
 def test_a100_nccl_kernels_carry_bytes_equal_to_nelems_times_float_size():
-    raw = [e for e in raw_events(A100) if e.get("cat") == "kernel" and "In msg nelems" in e.get("args", {})]
+    raw = [
+        e
+        for e in raw_events(A100)
+        if e.get("cat") == "kernel" and "In msg nelems" in e.get("args", {})
+    ]
     assert sorted(e["args"]["Collective name"] for e in raw).count("allreduce") == 15
     assert sorted(e["args"]["Collective name"] for e in raw).count("broadcast") == 6
     trace = read_kineto(A100)
@@ -72,14 +78,26 @@ def test_a100_nccl_kernels_carry_bytes_equal_to_nelems_times_float_size():
 
 def test_a100_float_collectives_are_nelems_times_4():
     trace = read_kineto(A100)
-    raw = {round(e["ts"] * 1000): e["args"] for e in raw_events(A100) if e.get("cat") == "kernel" and e.get("args", {}).get("dtype") == "Float"}
-    found = {int(s): b for s, b in zip(trace.kernels["start"].to_numpy()[trace.collective_args["kernel"]], trace.collective_args["bytes"])}
+    raw = {
+        round(e["ts"] * 1000): e["args"]
+        for e in raw_events(A100)
+        if e.get("cat") == "kernel" and e.get("args", {}).get("dtype") == "Float"
+    }
+    found = {
+        int(s): b
+        for s, b in zip(
+            trace.kernels["start"].to_numpy()[trace.collective_args["kernel"]],
+            trace.collective_args["bytes"],
+        )
+    }
     assert len(raw) == 18  # 15 AllReduce + 3 Broadcast of floats (the other 3 broadcast int64)
     assert all(found[start] == a["In msg nelems"] * 4 for start, a in raw.items())
 
 
 def test_b200_allgather_output_is_group_size_times_its_input():
-    (gather,) = [e for e in raw_events(B200) if e.get("cat") == "kernel" and "AllGather" in e["name"]]
+    (gather,) = [
+        e for e in raw_events(B200) if e.get("cat") == "kernel" and "AllGather" in e["name"]
+    ]
     row = args_by_kernel_start(read_kineto(B200))[(round(gather["ts"] * 1000), gather["name"])]
     assert row["bytes"] == 25136 * 2 == gather["args"]["In msg nelems"] * 2  # BFloat16
     assert row["out_bytes"] == 201088 * 2 == 8 * row["bytes"]
@@ -88,7 +106,11 @@ def test_b200_allgather_output_is_group_size_times_its_input():
 
 def test_b200_multimem_allreduce_takes_the_size_of_the_op_that_launched_it():
     events = raw_events(B200)
-    ops = {e["args"]["External id"]: e["args"] for e in events if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    ops = {
+        e["args"]["External id"]: e["args"]
+        for e in events
+        if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})
+    }
     kernels = [e for e in events if e.get("cat") == "kernel" and "multimem_all_reduce" in e["name"]]
     assert len(kernels) == 73
     found = args_by_kernel_start(read_kineto(B200))
@@ -109,13 +131,23 @@ def test_typed_and_generic_json_decoders_give_the_same_collective_args(path):
 def test_trace_without_collectives_has_an_empty_collective_args_table():
     trace = read_kineto(MI300X)
     trace.validate()
-    assert trace.collective_args.empty and list(trace.collective_args.columns) == ["kernel", "bytes", "out_bytes", "group_size", "collective"]
+    assert trace.collective_args.empty and list(trace.collective_args.columns) == [
+        "kernel",
+        "bytes",
+        "out_bytes",
+        "group_size",
+        "collective",
+    ]
 
 
 def test_missing_or_malformed_args_leave_bytes_unknown_without_error(tmp_path):
     with gzip.open(A100) as handle:
         doc = json.load(handle)
-    nccl = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and "In msg nelems" in e.get("args", {})]
+    nccl = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("cat") == "kernel" and "In msg nelems" in e.get("args", {})
+    ]
     del nccl[0]["args"]["In msg nelems"]  # no size at all
     nccl[1]["args"]["In msg nelems"] = "lots"  # not a number
     nccl[2]["args"]["dtype"] = "Quaternion"  # unknown element size
@@ -128,7 +160,11 @@ def test_missing_or_malformed_args_leave_bytes_unknown_without_error(tmp_path):
         key = lambda e: (round(e["ts"] * 1000), e["name"])
         assert found.get(key(nccl[0]), {"bytes": -1})["bytes"] == -1
         assert found.get(key(nccl[1]), {"bytes": -1})["bytes"] == -1
-        assert (found[key(nccl[2])]["bytes"], found[key(nccl[2])]["out_bytes"], found[key(nccl[2])]["group_size"]) == (-1, -1, 2)
+        assert (
+            found[key(nccl[2])]["bytes"],
+            found[key(nccl[2])]["out_bytes"],
+            found[key(nccl[2])]["group_size"],
+        ) == (-1, -1, 2)
         assert found[key(nccl[3])]["group_size"] == -1 and found[key(nccl[3])]["bytes"] > 0
         assert found[key(nccl[4])]["out_bytes"] == -1 and found[key(nccl[4])]["bytes"] > 0
         assert len(found) >= 19
@@ -162,8 +198,12 @@ def test_args_follow_their_kernels_through_a_two_rank_merge(tmp_path):
 def test_public_2gpu_export_has_nccl_payload_schemas_but_no_values_so_bytes_stay_unknown():
     with sqlite3.connect(f"file:{MFU_2GPU}?mode=ro", uri=True) as con:
         exported = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
-        sized = con.execute("SELECT count(*) FROM NVTX_PAYLOAD_SCHEMA_ENTRIES WHERE name = 'Message size [bytes]'").fetchone()[0]
-        blobs = con.execute("SELECT count(*) FROM NVTX_EVENTS WHERE binaryData IS NOT NULL").fetchone()[0]
+        sized = con.execute(
+            "SELECT count(*) FROM NVTX_PAYLOAD_SCHEMA_ENTRIES WHERE name = 'Message size [bytes]'"
+        ).fetchone()[0]
+        blobs = con.execute(
+            "SELECT count(*) FROM NVTX_EVENTS WHERE binaryData IS NOT NULL"
+        ).fetchone()[0]
     assert exported["EXPORT_PARAM_INCLUDE_BLOBS"] == "false" and sized > 0 and blobs == 0
     trace = read_nsys_sqlite(MFU_2GPU)
     assert trace.collective_args.empty
@@ -182,8 +222,13 @@ def export_with_payloads(tmp_path: Path) -> tuple[Path, dict[int, int]]:
     shutil.copy(MFU_2GPU, path)
     sizes = {}
     with sqlite3.connect(path) as con:
-        ids = dict(con.execute("SELECT value, id FROM StringIds WHERE value IN ('ncclSend', 'ncclRecv')"))
-        for rowid, text_id in con.execute("SELECT rowid, textId FROM NVTX_EVENTS WHERE textId IN (?, ?)", (ids["ncclSend"], ids["ncclRecv"])).fetchall():
+        ids = dict(
+            con.execute("SELECT value, id FROM StringIds WHERE value IN ('ncclSend', 'ncclRecv')")
+        )
+        for rowid, text_id in con.execute(
+            "SELECT rowid, textId FROM NVTX_EVENTS WHERE textId IN (?, ?)",
+            (ids["ncclSend"], ids["ncclRecv"]),
+        ).fetchall():
             schema = SEND_SCHEMA if text_id == ids["ncclSend"] else RECV_SCHEMA
             sizes[rowid] = 4096 * (rowid % 5 + 1) * (1 if schema == SEND_SCHEMA else 3)
             payload = struct.pack("<QQi4x", 0xC0FFEE, sizes[rowid], 1)
@@ -213,9 +258,17 @@ def test_nccl_payloads_give_each_sendrecv_kernel_the_bytes_of_its_group(tmp_path
     """
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         rows = con.execute(query).fetchall()
-        written = {rid: int.from_bytes(blob[40:48], "little") for rid, blob in con.execute("SELECT rowid, binaryData FROM NVTX_EVENTS WHERE binaryData IS NOT NULL")}
+        written = {
+            rid: int.from_bytes(blob[40:48], "little")
+            for rid, blob in con.execute(
+                "SELECT rowid, binaryData FROM NVTX_EVENTS WHERE binaryData IS NOT NULL"
+            )
+        }
     expected = {
-        (kstart, device): (sum(written[int(r)] for r in sends.split(",")), sum(written[int(r)] for r in recvs.split(",")))
+        (kstart, device): (
+            sum(written[int(r)] for r in sends.split(",")),
+            sum(written[int(r)] for r in recvs.split(",")),
+        )
         for kstart, device, sends, recvs in rows
         if sends and recvs
     }
@@ -224,7 +277,10 @@ def test_nccl_payloads_give_each_sendrecv_kernel_the_bytes_of_its_group(tmp_path
     trace.validate()
     args = trace.collective_args
     kernels = trace.kernels.iloc[args["kernel"].to_numpy()]
-    got = {(int(s), int(d)): (int(b), int(o)) for s, d, b, o in zip(kernels["start"], kernels["device"], args["bytes"], args["out_bytes"])}
+    got = {
+        (int(s), int(d)): (int(b), int(o))
+        for s, d, b, o in zip(kernels["start"], kernels["device"], args["bytes"], args["out_bytes"])
+    }
     assert got == expected
     assert set(trace.strings.lookup(args["collective"].to_numpy())) == {"sendrecv"}
     assert not any("include-blobs" in w for w in trace.warnings)
@@ -235,8 +291,16 @@ def test_nccl_payloads_give_each_sendrecv_kernel_the_bytes_of_its_group(tmp_path
 
 @pytest.mark.parametrize(
     "family,n,factor",
-    [("allreduce", 8, 1.75), ("allreduce", 2, 1.0), ("allgather", 8, 0.875), ("reducescatter", 4, 0.75),
-     ("alltoall", 8, 0.875), ("broadcast", 8, 1.0), ("reduce", 8, 1.0), ("sendrecv", 2, 1.0)],
+    [
+        ("allreduce", 8, 1.75),
+        ("allreduce", 2, 1.0),
+        ("allgather", 8, 0.875),
+        ("reducescatter", 4, 0.75),
+        ("alltoall", 8, 0.875),
+        ("broadcast", 8, 1.0),
+        ("reduce", 8, 1.0),
+        ("sendrecv", 2, 1.0),
+    ],
 )
 def test_busbw_factor_is_nccl_tests_factor_per_collective(family, n, factor):
     assert busbw_factor(family, np.array([n]))[0] == pytest.approx(factor)
@@ -251,19 +315,27 @@ def test_single_rank_kernel_busbw_is_size_over_kernel_time_times_factor():
     trace = load_trace(B200)
     kernels = with_bandwidth(collective_kernels(trace, gpu_ops(trace, load_taxonomy())))
     allreduce = kernels[kernels["family"] == "allreduce"]
-    assert len(allreduce) == 73 and (allreduce["group_size"] == 8).all()  # world size: distributedInfo
+    assert (
+        len(allreduce) == 73 and (allreduce["group_size"] == 8).all()
+    )  # world size: distributedInfo
     expected = allreduce["bytes"] / allreduce["kernel_ns"] * 2 * 7 / 8
     assert np.allclose(allreduce["kernel_busbw_gbps"], expected)
     gather = kernels[kernels["family"] == "allgather"].iloc[0]
     assert gather["bytes"] == 201088 * 2  # S is the gathered output, as nccl-tests counts it
-    assert gather["kernel_busbw_gbps"] == pytest.approx(gather["bytes"] / gather["kernel_ns"] * 7 / 8)
+    assert gather["kernel_busbw_gbps"] == pytest.approx(
+        gather["bytes"] / gather["kernel_ns"] * 7 / 8
+    )
 
 
 def test_single_rank_summary_reports_collective_kernels_and_no_cross_rank_section():
     summary = breakdown(load_trace(A100), whole_trace=True).summary()
     assert summary["collectives"] is None  # present, as documented: nothing matched across ranks
     stats = summary["collective_kernels"]
-    sizes = [e["args"]["In msg nelems"] * 4 for e in raw_events(A100) if e.get("cat") == "kernel" and e.get("args", {}).get("Collective name") == "allreduce"]
+    sizes = [
+        e["args"]["In msg nelems"] * 4
+        for e in raw_events(A100)
+        if e.get("cat") == "kernel" and e.get("args", {}).get("Collective name") == "allreduce"
+    ]
     assert stats["allreduce"]["kernels"] == stats["allreduce"]["sized_calls"] == 15
     assert stats["allreduce"]["bytes_p50"] == int(np.median(sizes))
     assert stats["allreduce"]["group_size"] == 2
@@ -278,31 +350,67 @@ def test_cross_rank_summary_adds_bytes_and_transfer_busbw(tmp_path):
     sized = calls[calls["bytes"] > 0]
     assert len(sized) > 0
     positive = sized["transfer_ns"] > 0
-    assert np.allclose(sized.loc[positive, "busbw_gbps"], sized.loc[positive, "bytes"] / sized.loc[positive, "transfer_ns"])  # sendrecv: factor 1
+    assert np.allclose(
+        sized.loc[positive, "busbw_gbps"],
+        sized.loc[positive, "bytes"] / sized.loc[positive, "transfer_ns"],
+    )  # sendrecv: factor 1
     stats = result.summary()["collectives"]["sendrecv"]
     assert stats["calls"] == 33 and stats["sized_calls"] == sized["seq"].nunique()
     assert stats["bytes_p50"] == int(np.median(sized["bytes"]))
-    assert {"transfer_ns_p50", "wait_ns_p50", "spread_ns_p50", "spread_ns_p90", "busbw_gbps_p50", "algbw_gbps_p50"} <= set(stats)
+    assert {
+        "transfer_ns_p50",
+        "wait_ns_p50",
+        "spread_ns_p50",
+        "spread_ns_p90",
+        "busbw_gbps_p50",
+        "algbw_gbps_p50",
+    } <= set(stats)
 
 
 def test_unknown_sizes_give_null_bytes_and_bandwidth_in_the_summary():
-    stats = breakdown(read_nsys_sqlite(MFU_2GPU), whole_trace=True).summary()["collectives"]["sendrecv"]
+    stats = breakdown(read_nsys_sqlite(MFU_2GPU), whole_trace=True).summary()["collectives"][
+        "sendrecv"
+    ]
     assert stats["sized_calls"] == 0
-    assert stats["bytes_p50"] is None and stats["busbw_gbps_p50"] is None and stats["algbw_gbps_p50"] is None
+    assert (
+        stats["bytes_p50"] is None
+        and stats["busbw_gbps_p50"] is None
+        and stats["algbw_gbps_p50"] is None
+    )
     json.dumps(stats)
 
 
 def test_cross_rank_busbw_uses_transfer_time_after_the_last_rank_joined():
     b = TraceBuilder().process(1, 0, 0).process(2, 1, 1)
-    b.range("verifyprof.verify bs=1 tokens=4", 0, 1000, pid=1, tid=11).range("verifyprof.verify bs=1 tokens=4", 0, 1000, pid=2, tid=22)
-    b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 100, 500, b.launch(50, 60, pid=1, tid=11), device=0, pid=1)
-    b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 400, 500, b.launch(350, 360, pid=2, tid=22), device=1, pid=2)
+    b.range("verifyprof.verify bs=1 tokens=4", 0, 1000, pid=1, tid=11).range(
+        "verifyprof.verify bs=1 tokens=4", 0, 1000, pid=2, tid=22
+    )
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+        100,
+        500,
+        b.launch(50, 60, pid=1, tid=11),
+        device=0,
+        pid=1,
+    )
+    b.kernel(
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+        400,
+        500,
+        b.launch(350, 360, pid=2, tid=22),
+        device=1,
+        pid=2,
+    )
     trace = b.build()
-    trace.collective_args = collective_args_table([0, 1], [2000, 2000], [2000, 2000], [2, 2], ["allreduce", "allreduce"], trace.strings)
+    trace.collective_args = collective_args_table(
+        [0, 1], [2000, 2000], [2000, 2000], [2, 2], ["allreduce", "allreduce"], trace.strings
+    )
     trace.validate()
     stats = breakdown(trace).summary()["collectives"]["allreduce"]
     assert stats["bytes_p50"] == 2000
-    assert stats["algbw_gbps_p50"] == pytest.approx(2000 / 100)  # 2000 B over the 100 ns after rank 1 joined
+    assert stats["algbw_gbps_p50"] == pytest.approx(
+        2000 / 100
+    )  # 2000 B over the 100 ns after rank 1 joined
     assert stats["busbw_gbps_p50"] == pytest.approx(20.0 * 2 * 1 / 2)
 
 
@@ -330,7 +438,9 @@ def test_console_shows_bytes_and_busbw_columns_across_ranks(tmp_path):
     assert "bytes" in text and "busbw p50" in text and "GB/s" in text  # two-line headers
     stats = result.summary()["collectives"]["sendrecv"]
     line = next(l for l in text.splitlines() if l.startswith("sendrecv"))
-    assert f"{stats['bytes_p50'] / 1024:.1f} KiB" in line and f"{stats['busbw_gbps_p50']:.1f}" in line
+    assert (
+        f"{stats['bytes_p50'] / 1024:.1f} KiB" in line and f"{stats['busbw_gbps_p50']:.1f}" in line
+    )
 
 
 def test_breakdown_json_carries_collective_kernels(b200_whole_breakdown_json):
@@ -349,15 +459,43 @@ def test_an_nccl_range_enclosing_the_launch_gives_its_size_and_init_ranges_give_
 
     tid = 7
     payloads = pd.DataFrame(
-        {"tid": tid, "start": [0, 100, 200, 300, 400], "end": [50, 150, 250, 350, 450],
-         "text": ["ncclCommInitRank", "ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclAllReduce"],
-         "bytes": [-1, 57344, 1000, 2000, 4096], "comm": [9, 9, 9, 9, 9], "ranks": [4, -1, -1, -1, -1]}
+        {
+            "tid": tid,
+            "start": [0, 100, 200, 300, 400],
+            "end": [50, 150, 250, 350, 450],
+            "text": [
+                "ncclCommInitRank",
+                "ncclAllReduce",
+                "ncclAllGather",
+                "ncclReduceScatter",
+                "ncclAllReduce",
+            ],
+            "bytes": [-1, 57344, 1000, 2000, 4096],
+            "comm": [9, 9, 9, 9, 9],
+            "ranks": [4, -1, -1, -1, -1],
+        }
     )
-    launches = pd.DataFrame({"kernel": [10, 11, 12, 13], "tid": tid, "start": [110, 210, 310, 460], "end": [120, 220, 320, 470]})
+    launches = pd.DataFrame(
+        {
+            "kernel": [10, 11, 12, 13],
+            "tid": tid,
+            "start": [110, 210, 310, 460],
+            "end": [120, 220, 320, 470],
+        }
+    )
     empty = pd.DataFrame({"tid": [], "start": [], "end": []}, dtype=np.int64)
     strings = StringTable()
     table = _join(launches, payloads, {"start": empty, "end": empty}, strings)
-    got = {k: (b, o, g, c) for k, b, o, g, c in zip(table["kernel"], table["bytes"], table["out_bytes"], table["group_size"], strings.lookup(table["collective"].to_numpy()))}
+    got = {
+        k: (b, o, g, c)
+        for k, b, o, g, c in zip(
+            table["kernel"],
+            table["bytes"],
+            table["out_bytes"],
+            table["group_size"],
+            strings.lookup(table["collective"].to_numpy()),
+        )
+    }
     assert got == {
         10: (57344, 57344, 4, "allreduce"),
         11: (1000, 4000, 4, "allgather"),  # NCCL's payload is the rank's share: out = n x in

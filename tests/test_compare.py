@@ -1,4 +1,5 @@
-"""`verifyprof compare`: the bundled eager and CUDA-graph verify traces of one workload, before and after."""
+"""`verifyprof compare`: the bundled eager and CUDA-graph verify traces of one workload, before and
+after."""
 
 from __future__ import annotations
 
@@ -56,10 +57,16 @@ def test_the_launch_gap_is_what_graphs_removed(eager_to_graph):
     phases = {row["phase"]: row for row in eager_to_graph["phases"]}
     biggest = min(eager_to_graph["phases"], key=lambda row: row["delta_ms"])
     assert biggest["phase"] == "launch_gap"
-    assert sum(row["delta_ms"] for row in eager_to_graph["phases"]) == pytest.approx(eager_to_graph["verify"]["delta_ms"], abs=1e-6)
+    assert sum(row["delta_ms"] for row in eager_to_graph["phases"]) == pytest.approx(
+        eager_to_graph["verify"]["delta_ms"], abs=1e-6
+    )
     assert abs(phases["gemm_dense"]["delta_pct"]) < 5  # the same kernels ran
     counts = eager_to_graph["counts"]
-    assert counts["kernels"]["delta"] == 0 and counts["launches"]["after"] == 1 and counts["graph_launches"]["after"] == 1
+    assert (
+        counts["kernels"]["delta"] == 0
+        and counts["launches"]["after"] == 1
+        and counts["graph_launches"]["after"] == 1
+    )
 
 
 def test_same_kernel_families_on_both_sides(eager_to_graph):
@@ -72,17 +79,25 @@ def test_prediction_check_puts_cuda_graph_verify_beside_the_measured_graph_run(e
     (pred,) = eager_to_graph["predictions"]
     assert pred["candidate"] == "cuda_graph_verify" and pred["accept_len"] == pytest.approx(2.025)
     assert pred["measured_verify_ms"] == pytest.approx(eager_to_graph["verify"]["after_ms"])
-    assert pred["verify_error_pct"] == pytest.approx(100 * (pred["predicted_verify_ms"] / pred["measured_verify_ms"] - 1))
+    assert pred["verify_error_pct"] == pytest.approx(
+        100 * (pred["predicted_verify_ms"] / pred["measured_verify_ms"] - 1)
+    )
     assert abs(pred["verify_error_pct"]) < 15
     # the graph run also graphed the drafter: the candidate alone under-predicts tok/s, and says why
-    assert pred["tokens_per_s_error_pct"] < -50 and any(s.startswith("draft ") for s in pred["outside_verify"])
+    assert pred["tokens_per_s_error_pct"] < -50 and any(
+        s.startswith("draft ") for s in pred["outside_verify"]
+    )
     assert abs(pred["at_after_cycle_error_pct"]) < 10
 
 
 def test_a_trace_compared_with_itself_is_no_change(graph):
     out = pipeline.compare(graph, graph).to_json()
     assert out["verdict"] == "no change" and out["verify"]["delta_ms"] == 0
-    assert all(row["delta_ms"] == 0 for row in out["phases"]) and out["mode_switch"] is None and out["warnings"] == []
+    assert (
+        all(row["delta_ms"] == 0 for row in out["phases"])
+        and out["mode_switch"] is None
+        and out["warnings"] == []
+    )
 
 
 def test_graph_to_eager_is_loud(eager, graph):
@@ -104,49 +119,106 @@ def test_gate_fails_when_verify_got_slower_by_more_than_pct():
 def test_gate_passes_a_slowdown_within_pct():
     code, output = cli("compare", str(GRAPH), str(EAGER), "--gate", "500", "--json")
     data = json.loads(output)
-    assert code == 0 and data["gate"] == {"pct": 500.0, "failed": False} and 400 < data["verify"]["delta_pct"] < 500
+    assert (
+        code == 0
+        and data["gate"] == {"pct": 500.0, "failed": False}
+        and 400 < data["verify"]["delta_pct"] < 500
+    )
 
 
 def test_breakdown_json_inputs_compare_like_their_traces(tmp_path, eager_to_graph):
     before = tmp_path / "eager.json"
-    before.write_text(subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(EAGER), "--json"],
-                                     capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+    before.write_text(
+        subprocess.run(
+            [sys.executable, "-m", "verifyprof.cli", "breakdown", str(EAGER), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+    )
     out = pipeline.compare(before, GRAPH).to_json()
     assert out["verify"] == eager_to_graph["verify"] and out["phases"] == eager_to_graph["phases"]
-    assert out["kernel_families"]["available"] is False and "breakdown JSON" in out["kernel_families"]["reason"]
+    assert (
+        out["kernel_families"]["available"] is False
+        and "breakdown JSON" in out["kernel_families"]["reason"]
+    )
 
 
 def test_different_gpus_are_not_comparable(tmp_path, graph):
-    data = json.loads(subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(GRAPH), "--json"],
-                                     capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+    data = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "verifyprof.cli", "breakdown", str(GRAPH), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+    )
     other = copy.deepcopy(data)
     other["trace"]["devices"][0]["name"] = "NVIDIA H100 80GB HBM3"
     path = tmp_path / "h100.json"
     path.write_text(json.dumps(other))
     out = pipeline.compare(graph, path).to_json()
-    assert out["verdict"] == "not comparable" and out["verdict_line"].startswith("not comparable (different GPUs")
+    assert out["verdict"] == "not comparable" and out["verdict_line"].startswith(
+        "not comparable (different GPUs"
+    )
 
 
 def test_a_missing_input_is_one_line_and_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "verifyprof.cli", "compare", str(tmp_path / "nope.json"), str(GRAPH)],
-                          capture_output=True, text=True, check=False, cwd=ROOT, env={**os.environ, "COLUMNS": "160"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verifyprof.cli",
+            "compare",
+            str(tmp_path / "nope.json"),
+            str(GRAPH),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "160"},
+    )
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("verifyprof: error: ") and "nope.json" in lines[0]
+    assert (
+        proc.returncode == 2
+        and len(lines) == 1
+        and lines[0].startswith("verifyprof: error: ")
+        and "nope.json" in lines[0]
+    )
 
 
 def test_kernel_family_drops_templates_signatures_and_numbers():
-    assert kernel_family("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float)") == \
-        "at::native::vectorized_layer_norm_kernel"
-    assert kernel_family("nvjet_sm90_tst_128x64_64x8_2x1_v_bz_TNT") == kernel_family("nvjet_sm90_tst_256x128_64x4_1x2_v_bz_TNT")
+    assert (
+        kernel_family(
+            "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16,"
+            " float>(int, float)"
+        )
+        == "at::native::vectorized_layer_norm_kernel"
+    )
+    assert kernel_family("nvjet_sm90_tst_128x64_64x8_2x1_v_bz_TNT") == kernel_family(
+        "nvjet_sm90_tst_256x128_64x4_1x2_v_bz_TNT"
+    )
 
 
 def test_traces_without_ranges_compare_whole_and_are_not_called_verify():
     """Two real 2-GPU training captures (no verify ranges): ``--whole-trace`` compares one step per
     device of each, and the verdict names the whole-trace step, not a verify step."""
     public = ROOT / "tests" / "data" / "public" / "nsys"
-    before, after = public / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite", public / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite"
+    before, after = (
+        public / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
+        public / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite",
+    )
     ran = CliRunner().invoke(app, ["compare", str(before), str(after), "--whole-trace", "--json"])
     assert ran.exit_code == 0, ran.output
     data = json.loads(ran.stdout)
-    assert data["before"]["step"] == data["after"]["step"] == "whole_trace" and data["before"]["devices"] == 2
-    assert data["verdict_line"].startswith(f"{data['verdict']}: whole-trace cost ") and "verify" not in data["verdict_line"]
+    assert (
+        data["before"]["step"] == data["after"]["step"] == "whole_trace"
+        and data["before"]["devices"] == 2
+    )
+    assert (
+        data["verdict_line"].startswith(f"{data['verdict']}: whole-trace cost ")
+        and "verify" not in data["verdict_line"]
+    )

@@ -45,7 +45,11 @@ def row_of(text: str, needle: str, last: bool = False) -> str:
 
 def widest(text: str) -> int:
     """The longest line but the step-regex line, printed unbroken so that it can be copied."""
-    return max(len(line) for line in text.splitlines() if not line.startswith("steps: ranges whose text matches"))
+    return max(
+        len(line)
+        for line in text.splitlines()
+        if not line.startswith("steps: ranges whose text matches")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +67,17 @@ def test_kernels_table_shows_every_number_at_width(b200_kernels, width):
     text = render(width, lambda c: show.print_kernels(b200_kernels, c))
     assert max(len(line) for line in text.splitlines()) <= width
     for i, row in enumerate(b200_kernels["kernels"], start=1):
-        line = next(line for line in text.splitlines() if line.startswith(f"{i} ".rjust(3)) or line.startswith(f"{i} "))
-        for number in (f"{100 * row['share']:.1f}", f"{row['total_ns'] / 1e6:.3f}", str(row["count"]), f"{row['mean_ns'] / 1e3:.1f}"):
+        line = next(
+            line
+            for line in text.splitlines()
+            if line.startswith(f"{i} ".rjust(3)) or line.startswith(f"{i} ")
+        )
+        for number in (
+            f"{100 * row['share']:.1f}",
+            f"{row['total_ns'] / 1e6:.3f}",
+            str(row["count"]),
+            f"{row['mean_ns'] / 1e3:.1f}",
+        ):
             assert f" {number} " in f" {line} ", (number, line)
 
 
@@ -72,7 +85,9 @@ def test_kernels_table_shows_every_number_at_width(b200_kernels, width):
 def test_symmetric_memory_allreduce_kernel_name_is_not_blank(b200_kernels, width):
     text = render(width, lambda c: show.print_kernels(b200_kernels, c))
     line = row_of(text, "multimem_all_reduce_kernel")
-    assert "allreduce" in line and "19.5" in line  # the #2 kernel of the B200 step, 19.5% of kernel time
+    assert (
+        "allreduce" in line and "19.5" in line
+    )  # the #2 kernel of the B200 step, 19.5% of kernel time
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -83,26 +98,45 @@ def test_sglang_resolve_future_token_ids_kernel_name_is_not_blank(mi300x_kernels
 
 
 def test_short_name_keeps_the_function_name_of_anonymous_namespace_kernels():
-    assert short_name("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long)") == (
-        "multimem_all_reduce_kernel<c10::BFloat16, 16>"
+    assert (
+        short_name(
+            "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16,"
+            " 16>(c10::BFloat16*, unsigned long)"
+        )
+        == "multimem_all_reduce_kernel<c10::BFloat16, 16>"
     )
-    assert short_name("void (anonymous namespace)::resolve_future_token_ids_kernel<long>(long*, long const*, unsigned long)") == (
-        "resolve_future_token_ids_kernel<long>"
+    assert (
+        short_name(
+            "void (anonymous namespace)::resolve_future_token_ids_kernel<long>(long*, long const*,"
+            " unsigned long)"
+        )
+        == "resolve_future_token_ids_kernel<long>"
     )
 
 
 def test_short_name_drops_the_return_type_and_folds_nested_templates():
-    name = ("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
-            "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)")
+    name = (
+        "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+        "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)"
+    )
     assert short_name(name) == "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>"
-    assert short_name("void at::native::elementwise_kernel<(int)128, (int)4, F<G<int>>>(int, T3)") == "at::native::elementwise_kernel<128, 4, F<…>>"
+    assert (
+        short_name("void at::native::elementwise_kernel<(int)128, (int)4, F<G<int>>>(int, T3)")
+        == "at::native::elementwise_kernel<128, 4, F<…>>"
+    )
 
 
 def test_fit_cuts_template_arguments_at_the_end_and_plain_names_in_the_middle():
-    assert fit("multimem_all_reduce_kernel<c10::BFloat16, 16>", 32) == "multimem_all_reduce_kernel<c10…>"
+    assert (
+        fit("multimem_all_reduce_kernel<c10::BFloat16, 16>", 32)
+        == "multimem_all_reduce_kernel<c10…>"
+    )
     cut = fit("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x32x64_MI16x16x1_SN_WG64_4_1", 24)
     assert len(cut) == 24 and cut.startswith("Cijk_") and cut.endswith("4_1") and "…" in cut
-    assert fit("vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>", 28) == "fused_add_rms_norm_kernel<…>"
+    assert (
+        fit("vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>", 28)
+        == "fused_add_rms_norm_kernel<…>"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +154,9 @@ def test_breakdown_leads_with_the_verify_step_and_shows_its_numbers(dense_breakd
     for phase, stats in lead["phases"].items():
         if stats["mean"]:
             line = row_of(text, f"{phase} ")
-            assert f"{stats['mean'] / 1e6:.3f}" in line and f"{100 * stats['share']:.1f}" in line  # % is the JSON's mean-based share
+            assert (
+                f"{stats['mean'] / 1e6:.3f}" in line and f"{100 * stats['share']:.1f}" in line
+            )  # % is the JSON's mean-based share
     assert "% of mean" in text and "535 kernels, 553 launches" in text
 
 
@@ -143,9 +179,13 @@ def test_breakdown_header_names_the_default_ranges_in_words_within_80_columns(de
 
 def test_breakdown_header_shows_a_custom_step_regex_unescaped_on_one_line(dense_breakdown):
     regex = r"^verifyprof\.(verify|draft)(\s|$)"
-    custom = dataclasses.replace(dense_breakdown, options={**dense_breakdown.options, "range": regex})
+    custom = dataclasses.replace(
+        dense_breakdown, options={**dense_breakdown.options, "range": regex}
+    )
     text = render(80, lambda c: show.print_breakdown(custom, c))
-    assert row_of(text, "steps: ranges whose text matches the regex ").endswith(regex)  # one line, copyable
+    assert row_of(text, "steps: ranges whose text matches the regex ").endswith(
+        regex
+    )  # one line, copyable
     assert "\\\\." not in text
 
 
@@ -162,14 +202,20 @@ def test_collective_kernels_of_the_b200_rank_fit_with_their_bandwidth(width):
 def test_whatif_assumptions_wrap_indented_at_80_columns():
     from verifyprof.model.whatif import WhatifOptions
 
-    ranking = pipeline.whatif(WhatifOptions(source=str(DENSE), manifest=DENSE.parent / "manifest.json")).to_json()
+    ranking = pipeline.whatif(
+        WhatifOptions(source=str(DENSE), manifest=DENSE.parent / "manifest.json")
+    ).to_json()
     text = render(80, lambda c: show_whatif.print_ranking(ranking, c))
     lines = text.splitlines()
     start = lines.index("Assumptions")
     stop = lines.index("not applicable:") if "not applicable:" in lines else len(lines)
     body = [line for line in lines[start + 1 : stop] if line.strip() and not line[0].isdigit()]
-    assert body and all(line.startswith(("   - ", "     ")) for line in body), [line for line in body if not line.startswith(("   - ", "     "))]
-    assert any(line.startswith("     ") and line[5] != " " for line in body)  # some assumption did wrap, under its text
+    assert body and all(line.startswith(("   - ", "     ")) for line in body), [
+        line for line in body if not line.startswith(("   - ", "     "))
+    ]
+    assert any(
+        line.startswith("     ") and line[5] != " " for line in body
+    )  # some assumption did wrap, under its text
     assert max(len(line) for line in lines) <= 80
     for cand in ranking["candidates"]:
         assert f"{cand['tokens_per_s']:.1f}" in text
@@ -178,7 +224,14 @@ def test_whatif_assumptions_wrap_indented_at_80_columns():
 def test_console_script_in_a_pipe_fits_80_columns():
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     script = Path(sys.executable).parent / "verifyprof"
-    done = subprocess.run([str(script), "kernels", str(B200), "--top", "12"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    done = subprocess.run(
+        [str(script), "kernels", str(B200), "--top", "12"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80

@@ -53,7 +53,9 @@ def test_user_hook_preset_of_a_new_name_is_found_by_name(user_dir):
     (user_dir / "hooks" / "workload.toml").rename(user_dir / "hooks" / "mine.toml")
     assert load_preset("mine").name == "mine"
     assert len(resolve_spec("mine")) == len(load_preset("workload").entries)
-    assert load_preset("sglang").path == BUILTIN / "hooks" / "sglang.toml"  # the others stay built-in
+    assert (
+        load_preset("sglang").path == BUILTIN / "hooks" / "sglang.toml"
+    )  # the others stay built-in
 
 
 def test_unknown_preset_names_the_user_directory(user_dir):

@@ -48,7 +48,11 @@ def kineto_structural(doc: dict, rng: random.Random) -> dict:
     events = doc["traceEvents"]
     for _ in range(rng.randint(1, 20)):
         event = rng.choice(events)
-        target = event.get("args") if isinstance(event.get("args"), dict) and rng.random() < 0.4 else event
+        target = (
+            event.get("args")
+            if isinstance(event.get("args"), dict) and rng.random() < 0.4
+            else event
+        )
         keys = list(target)
         if not keys:
             continue
@@ -61,7 +65,9 @@ def kineto_structural(doc: dict, rng: random.Random) -> dict:
         else:
             events.append(dict(event))  # a duplicated event
     if rng.random() < 0.1:
-        doc[rng.choice(["baseTimeNanoseconds", "distributedInfo", "deviceProperties"])] = rng.choice(HOSTILE_VALUES)
+        doc[rng.choice(["baseTimeNanoseconds", "distributedInfo", "deviceProperties"])] = (
+            rng.choice(HOSTILE_VALUES)
+        )
     return doc
 
 
@@ -84,8 +90,11 @@ def kineto_case(seed: int, folder: Path) -> Path:
 
 def nsys_structural(path: Path, rng: random.Random) -> None:
     con = sqlite3.connect(path)
-    tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-              if t.startswith(("CUPTI_ACTIVITY_KIND_", "NVTX", "StringIds", "META", "TARGET_INFO"))]
+    tables = [
+        t
+        for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if t.startswith(("CUPTI_ACTIVITY_KIND_", "NVTX", "StringIds", "META", "TARGET_INFO"))
+    ]
     for _ in range(rng.randint(1, 4)):
         table = rng.choice(tables)
         columns = [c[1] for c in con.execute(f'PRAGMA table_info("{table}")')]
@@ -97,14 +106,19 @@ def nsys_structural(path: Path, rng: random.Random) -> None:
             elif action < 0.5:
                 con.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{column}" TO "{column}_renamed"')
             elif action < 0.8:
-                value = rng.choice(["NULL", "-1", "9223372036854775807", "'text'", "1e300", "x'00ff'"])
+                value = rng.choice(
+                    ["NULL", "-1", "9223372036854775807", "'text'", "1e300", "x'00ff'"]
+                )
                 con.executescript(
-                    f'CREATE TABLE t_copy AS SELECT * FROM "{table}"; DROP TABLE "{table}"; '
-                    f'ALTER TABLE t_copy RENAME TO "{table}"; UPDATE "{table}" SET "{column}" = {value} '
-                    f"WHERE abs(random()) % 3 = 0;"
+                    f'CREATE TABLE t_copy AS SELECT * FROM "{table}"; DROP TABLE "{table}"; ALTER'
+                    f' TABLE t_copy RENAME TO "{table}"; UPDATE "{table}" SET "{column}" = {value}'
+                    " WHERE abs(random()) % 3 = 0;"
                 )
             elif action < 0.9:
-                con.execute(f'UPDATE "{table}" SET rowid = rowid + 4611686018427387904 WHERE rowid = (SELECT max(rowid) FROM "{table}")')
+                con.execute(
+                    f'UPDATE "{table}" SET rowid = rowid + 4611686018427387904 WHERE rowid ='
+                    f' (SELECT max(rowid) FROM "{table}")'
+                )
             else:
                 con.execute(f'DELETE FROM "{table}"')
         except sqlite3.DatabaseError:
@@ -130,7 +144,9 @@ def nsys_case(seed: int, folder: Path) -> Path:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("seed", range(CASES))
 @pytest.mark.parametrize("make", [kineto_case, nsys_case], ids=["kineto", "nsys"])
-def test_a_mutated_real_trace_exits_0_or_2_without_a_traceback_and_is_left_unchanged(tmp_path, make, seed):
+def test_a_mutated_real_trace_exits_0_or_2_without_a_traceback_and_is_left_unchanged(
+    tmp_path, make, seed
+):
     folder = tmp_path / "in"
     folder.mkdir()
     path = make(seed, folder)

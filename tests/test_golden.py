@@ -15,7 +15,9 @@ from golden_cases import CASES, GOLDEN, differences, run_case
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_output_equals_the_golden_file(name):
     path = GOLDEN / f"{name}.json"
-    assert path.is_file(), f"no golden file for {name}: python tests/golden_cases.py --regenerate {name}"
+    assert path.is_file(), (
+        f"no golden file for {name}: python tests/golden_cases.py --regenerate {name}"
+    )
     expected = json.loads(path.read_text())
     diffs = differences(expected, run_case(CASES[name]))
     assert not diffs, f"{len(diffs)} fields changed, first ones:\n" + "\n".join(diffs[:25])

@@ -13,7 +13,9 @@ from test_parallel import rank_file
 
 from verifyprof.pipeline.heap import _glibc
 
-pytestmark = pytest.mark.skipif(_glibc() is None, reason="the C library is not glibc: its allocator keeps its own policy")
+pytestmark = pytest.mark.skipif(
+    _glibc() is None, reason="the C library is not glibc: its allocator keeps its own policy"
+)
 
 PROBE = """
 import json, resource, sys
@@ -54,7 +56,9 @@ print(json.dumps(out))
 
 
 def probe(mode: str, *args: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", PROBE, mode, *args], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, mode, *args], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -78,7 +82,9 @@ def test_a_worker_serves_the_next_file_from_the_memory_the_last_one_freed():
 def test_a_map_in_the_callers_own_process_leaves_its_allocator_as_it_was(tmp_path):
     source = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
     for rank in (0, 1):  # two real rank files, mapped one after another in the probe's own process
-        rank_file(source, tmp_path / f"run-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 1_000_000)
+        rank_file(
+            source, tmp_path / f"run-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 1_000_000
+        )
     after = probe("after-inline-map", str(tmp_path))["small"]
     untouched = probe("untouched")["small"]
     # a mallopt call (even one "restoring" 128 KiB) ends glibc's dynamic threshold for good: every
@@ -89,6 +95,8 @@ def test_a_map_in_the_callers_own_process_leaves_its_allocator_as_it_was(tmp_pat
 def test_the_clis_own_process_mapping_several_files_keeps_freed_memory_as_a_worker_does(tmp_path):
     source = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
     for rank in (0, 1):
-        rank_file(source, tmp_path / f"run-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 1_000_000)
+        rank_file(
+            source, tmp_path / f"run-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 1_000_000
+        )
     faults = probe("after-cli-map", str(tmp_path))
     assert faults["second"] < max(faults["first"] / 20, 10)

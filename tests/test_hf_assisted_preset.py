@@ -25,8 +25,10 @@ VERSION = "5.17.0"
 def test_vendored_transformers_files_are_unmodified():
     provenance = (DATA / VERSION / "PROVENANCE.md").read_text()
     listed = re.findall(r"^- `([^`]+\.py)` `([0-9a-f]{64})`$", provenance, flags=re.M)
-    assert [name for name, _ in listed] == ["transformers/generation/candidate_generator.py",
-                                            "transformers/generation/utils.py"]
+    assert [name for name, _ in listed] == [
+        "transformers/generation/candidate_generator.py",
+        "transformers/generation/utils.py",
+    ]
     for name, digest in listed:
         assert hashlib.sha256((DATA / VERSION / name).read_bytes()).hexdigest() == digest
 
@@ -46,13 +48,20 @@ def test_hf_assisted_brackets_draft_verify_and_accept_in_5_17():
 def assisted_models():
     import torch
     import transformers
+
     hooks.install("hf-assisted")
     torch.manual_seed(0)
 
     def llama(hidden: int, layers: int):
-        config = transformers.LlamaConfig(vocab_size=128, hidden_size=hidden, intermediate_size=2 * hidden,
-                                          num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-                                          max_position_embeddings=256)
+        config = transformers.LlamaConfig(
+            vocab_size=128,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+        )
         return transformers.LlamaForCausalLM(config).eval()
 
     yield llama(32, 2), llama(16, 1), torch.randint(0, 128, (1, 8))
@@ -62,8 +71,14 @@ def assisted_models():
 def _generate(target, draft, prompt, do_sample: bool):
     from hooks_helpers import profiled
 
-    return profiled(target.generate, prompt, assistant_model=draft, max_new_tokens=10, do_sample=do_sample,
-                    pad_token_id=0)
+    return profiled(
+        target.generate,
+        prompt,
+        assistant_model=draft,
+        max_new_tokens=10,
+        do_sample=do_sample,
+        pad_token_id=0,
+    )
 
 
 def test_assisted_sampling_gives_draft_verify_accept_ranges_per_iteration(assisted_models):
@@ -75,7 +90,11 @@ def test_assisted_sampling_gives_draft_verify_accept_ranges_per_iteration(assist
     # an iteration with no candidates left (length limit) verifies one token and samples nothing
     assert 1 <= counts["verifyprof.accept"] <= counts["verifyprof.verify"]
     assert all(r.parent is None for r in ranges)  # the assistant's forwards give no verify range
-    assert [r.name for r in ranges[:3]] == ["verifyprof.draft", "verifyprof.verify", "verifyprof.accept"]
+    assert [r.name for r in ranges[:3]] == [
+        "verifyprof.draft",
+        "verifyprof.verify",
+        "verifyprof.accept",
+    ]
     first_verify = next(r for r in ranges if r.name == "verifyprof.verify")
     assert first_verify.text.startswith("verifyprof.verify bs=1 tokens=")
 
@@ -84,8 +103,12 @@ def test_greedy_assisted_generation_gives_draft_and_verify_and_unchanged_tokens(
     target, draft, prompt = assisted_models
     hooked, ranges = _generate(target, draft, prompt, do_sample=False)
     hooks.uninstall()
-    plain = target.generate(prompt, assistant_model=draft, max_new_tokens=10, do_sample=False, pad_token_id=0)
+    plain = target.generate(
+        prompt, assistant_model=draft, max_new_tokens=10, do_sample=False, pad_token_id=0
+    )
     assert hooked.tolist() == plain.tolist()
     counts = Counter(r.name for r in ranges)
     assert counts["verifyprof.draft"] == counts["verifyprof.verify"] >= 1
-    assert counts["verifyprof.accept"] == 0  # greedy acceptance is inline code in _assisted_decoding
+    assert (
+        counts["verifyprof.accept"] == 0
+    )  # greedy acceptance is inline code in _assisted_decoding

@@ -1,5 +1,6 @@
 """`verifyprof hooks`: what a capture would wrap, checked in the user's own Python (the real entry,
-`cli.main`, in-process; the console script's exit 1 for a missing target: tests/test_cli_smoke.py)."""
+`cli.main`, in-process; the console script's exit 1 for a missing target: tests/test_cli_smoke.py).
+"""
 
 from __future__ import annotations
 
@@ -54,15 +55,22 @@ MYMOD = "def model_forward(input_ids, cache=None):\n    return input_ids\n"
 def run_as_console_script(*args: str, cwd) -> subprocess.CompletedProcess:
     """``verifyprof hooks`` as the installed console script runs: ``-P`` keeps the current
     directory off ``sys.path``, as a script in the environment's bin/ has it."""
-    return subprocess.run([sys.executable, "-P", "-m", "verifyprof.cli", "hooks", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "verifyprof.cli", "hooks", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_target_in_a_module_of_the_current_folder_is_found(tmp_path):
     (tmp_path / "mymod.py").write_text(MYMOD)
     done = run_as_console_script("mymod:model_forward=verify", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert [(s["target"], s["state"]) for s in json.loads(done.stdout)] == [("mymod:model_forward", "patched")]
+    assert [(s["target"], s["state"]) for s in json.loads(done.stdout)] == [
+        ("mymod:model_forward", "patched")
+    ]
 
 
 def test_a_target_beside_the_program_script_is_found_from_another_folder(tmp_path):
@@ -72,8 +80,15 @@ def test_a_target_beside_the_program_script_is_found_from_another_folder(tmp_pat
     (program / "script.py").write_text("import mymod\n")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    done = run_as_console_script("mymod:model_forward=verify", "--json", "--", "python", "-u", str(program / "script.py"),
-                                 cwd=elsewhere)
+    done = run_as_console_script(
+        "mymod:model_forward=verify",
+        "--json",
+        "--",
+        "python",
+        "-u",
+        str(program / "script.py"),
+        cwd=elsewhere,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["state"] == "patched"
     alone = run_as_console_script("mymod:model_forward=verify", "--json", cwd=elsewhere)
@@ -84,8 +99,12 @@ def test_a_target_in_the_programs_main_script_is_reported_unhookable_without_run
     program = tmp_path / "prog"
     program.mkdir()
     marker = tmp_path / "ran"
-    (program / "script.py").write_text(f"def step(x):\n    return x\n\nopen({str(marker)!r}, 'w').close()\n")
-    done = run_as_console_script("script:step=verify", "--json", "--", "python", str(program / "script.py"), cwd=tmp_path)
+    (program / "script.py").write_text(
+        f"def step(x):\n    return x\n\nopen({str(marker)!r}, 'w').close()\n"
+    )
+    done = run_as_console_script(
+        "script:step=verify", "--json", "--", "python", str(program / "script.py"), cwd=tmp_path
+    )
     assert done.returncode == 1, done.stderr
     (status,) = json.loads(done.stdout)
     assert status["state"] == "missing" and "runs as __main__" in status["detail"]
@@ -94,9 +113,16 @@ def test_a_target_in_the_programs_main_script_is_reported_unhookable_without_run
 
 def test_a_target_in_the_module_run_with_dash_m_is_reported_unhookable(tmp_path):
     (tmp_path / "tool.py").write_text("def step(x):\n    return x\n")
-    done = run_as_console_script("tool:step=verify", "--json", "--", "python", "-m", "tool", cwd=tmp_path)
-    assert done.returncode == 1 and "tool is the program's main module" in json.loads(done.stdout)[0]["detail"]
-    other = run_as_console_script("tool:step=verify", "--json", "--", "python", "-m", "other", cwd=tmp_path)
+    done = run_as_console_script(
+        "tool:step=verify", "--json", "--", "python", "-m", "tool", cwd=tmp_path
+    )
+    assert (
+        done.returncode == 1
+        and "tool is the program's main module" in json.loads(done.stdout)[0]["detail"]
+    )
+    other = run_as_console_script(
+        "tool:step=verify", "--json", "--", "python", "-m", "other", cwd=tmp_path
+    )
     assert other.returncode == 0 and json.loads(other.stdout)[0]["state"] == "patched"
 
 
@@ -104,8 +130,12 @@ def test_a_package_run_with_dash_m_keeps_its_package_hookable_and_its_main_unhoo
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("def step(x):\n    return x\n")
     marker = tmp_path / "ran"
-    (tmp_path / "app" / "__main__.py").write_text(f"def go(x):\n    return x\n\nopen({str(marker)!r}, 'w').close()\n")
-    done = run_as_console_script("app:step=verify,app.__main__:go=draft", "--json", "--", "python", "-m", "app", cwd=tmp_path)
+    (tmp_path / "app" / "__main__.py").write_text(
+        f"def go(x):\n    return x\n\nopen({str(marker)!r}, 'w').close()\n"
+    )
+    done = run_as_console_script(
+        "app:step=verify,app.__main__:go=draft", "--json", "--", "python", "-m", "app", cwd=tmp_path
+    )
     states = {s["target"]: s["state"] for s in json.loads(done.stdout)}
     assert states == {"app:step": "patched", "app.__main__:go": "missing"} and done.returncode == 1
     assert not marker.exists()
@@ -113,8 +143,24 @@ def test_a_package_run_with_dash_m_keeps_its_package_hookable_and_its_main_unhoo
 
 def test_the_table_gives_a_missing_targets_whole_reason_at_80_columns(tmp_path):
     (tmp_path / "script.py").write_text("def step(x):\n    return x\n")
-    done = subprocess.run([sys.executable, "-P", "-m", "verifyprof.cli", "hooks", "script:step=verify,json:nope=draft", "--", "python", "script.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "verifyprof.cli",
+            "hooks",
+            "script:step=verify,json:nope=draft",
+            "--",
+            "python",
+            "script.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     assert done.returncode == 1, done.stderr
     text = " ".join(done.stdout.split())  # the reason wraps over lines
     assert done.stderr == ""  # no HookWarning with its source line: each is a row of the report
@@ -128,7 +174,14 @@ def test_a_function_missing_from_a_module_the_script_imports_is_named_as_missing
     (tmp_path / "script.py").write_text("import helper\n")
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")
-    done = run_as_console_script("helper:nosuch=draft,app:main=verify", "--json", "--", "python", "script.py", cwd=tmp_path)
+    done = run_as_console_script(
+        "helper:nosuch=draft,app:main=verify", "--json", "--", "python", "script.py", cwd=tmp_path
+    )
     details = {s["target"]: s["detail"] for s in json.loads(done.stdout)}
-    assert details["helper:nosuch"] == "helper has no attribute 'nosuch'"  # not Python's "circular import" guess
-    assert details["app:main"] == "app has no attribute 'main' (one in its __main__.py: app.__main__:main)"
+    assert (
+        details["helper:nosuch"] == "helper has no attribute 'nosuch'"
+    )  # not Python's "circular import" guess
+    assert (
+        details["app:main"]
+        == "app has no attribute 'main' (one in its __main__.py: app.__main__:main)"
+    )

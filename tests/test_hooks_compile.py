@@ -79,7 +79,8 @@ def test_a_module_global_rebound_to_its_compiled_self_is_compiled_and_ranged(mod
     assert backend.graphs == 1  # compiled once, the second call replays it
     assert [r.text for r in recorded + again] == ["verifyprof.verify", "verifyprof.verify"]
     assert {s.target: dict(s.calls) for s in hooks.status()}[f"{model}:model_forward"] == {
-        f"{model}:model_forward": 2}
+        f"{model}:model_forward": 2
+    }
 
 
 def test_torch_compile_as_a_decorator_factory_keeps_the_range(model):
@@ -89,7 +90,9 @@ def test_torch_compile_as_a_decorator_factory_keeps_the_range(model):
     assert torch.equal(result, torch.ones(2)) and [r.text for r in recorded] == ["verifyprof.draft"]
 
 
-def test_a_hooked_function_traced_inside_a_compiled_caller_emits_nothing_and_does_not_break_it(model):
+def test_a_hooked_function_traced_inside_a_compiled_caller_emits_nothing_and_does_not_break_it(
+    model,
+):
     hooks.patch(f"{model}:model_forward", "verify")
     module = importlib.import_module(model)
 
@@ -104,7 +107,10 @@ def test_a_hooked_function_traced_inside_a_compiled_caller_emits_nothing_and_doe
 
 
 def test_the_compiling_guard_never_imports_torch():
-    code = "import sys; from verifyprof.capture.hooks import wrappers; print(wrappers.compiling(), 'torch' in sys.modules)"
+    code = (
+        "import sys; from verifyprof.capture.hooks import wrappers; print(wrappers.compiling(),"
+        " 'torch' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["False", "False"], done.stderr
     assert wrappers.compiling() is False  # torch loaded here, nothing compiling
@@ -118,4 +124,6 @@ def test_a_hooked_method_compiled_through_its_bound_instance_keeps_self_and_the_
     x = torch.ones(2, 5)
     result, recorded = profiled(compiled, x)
     assert torch.equal(result, torch.cos(x) * 3.0)
-    assert [r.text for r in recorded] == ["verifyprof.verify tokens=5"]  # arg0 is the first argument after self
+    assert [r.text for r in recorded] == [
+        "verifyprof.verify tokens=5"
+    ]  # arg0 is the first argument after self

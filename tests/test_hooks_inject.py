@@ -1,4 +1,5 @@
-"""Hooks reach processes a server spawns: sitecustomize on PYTHONPATH and SGLang's plugin entry point.
+"""Hooks reach processes a server spawns: sitecustomize on PYTHONPATH and SGLang's plugin entry
+point.
 
 Everything runs for real in fresh interpreters: a multiprocessing *spawn* child (how SGLang
 starts its scheduler/TP ranks), and plain subprocesses for the sitecustomize chaining and the
@@ -29,12 +30,14 @@ def report_child_hooks(queue) -> None:
 
     from verifyprof.capture.hooks import api as child_hooks
 
-    queue.put({
-        "pid": os.getpid(),
-        "statuses": [s.to_json() for s in child_hooks.status()],
-        "dumps_hooked": hasattr(json_module.dumps, "__verifyprof_hook__"),
-        "dumps_works": json_module.dumps({"a": 1}) == '{"a": 1}',
-    })
+    queue.put(
+        {
+            "pid": os.getpid(),
+            "statuses": [s.to_json() for s in child_hooks.status()],
+            "dumps_hooked": hasattr(json_module.dumps, "__verifyprof_hook__"),
+            "dumps_works": json_module.dumps({"a": 1}) == '{"a": 1}',
+        }
+    )
 
 
 def _spawn_with(env: dict[str, str], monkeypatch) -> dict:
@@ -53,12 +56,16 @@ def _spawn_with(env: dict[str, str], monkeypatch) -> dict:
 
 
 def test_spawned_child_installs_the_hooks_from_the_injected_environment(tmp_path, monkeypatch):
-    env = hooks.injection_env(["sglang"], ["json:dumps=verify"], report_dir=tmp_path, environ=os.environ)
+    env = hooks.injection_env(
+        ["sglang"], ["json:dumps=verify"], report_dir=tmp_path, environ=os.environ
+    )
     report = _spawn_with(env, monkeypatch)
     assert report["dumps_hooked"] and report["dumps_works"]
     states = {s["target"]: s["state"] for s in report["statuses"]}
     assert states["json:dumps"] == "patched"
-    assert states["sglang.srt.model_executor.model_runner:ModelRunner.forward"] == "pending"  # no SGLang here
+    assert (
+        states["sglang.srt.model_executor.model_runner:ModelRunner.forward"] == "pending"
+    )  # no SGLang here
     written = json.loads((tmp_path / f"hooks-{report['pid']}.json").read_text())
     assert {h["target"]: h["state"] for h in written["hooks"]} == states
 
@@ -73,8 +80,14 @@ def test_spawned_child_without_the_variable_has_no_hooks(monkeypatch):
 
 def _python(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("VERIFYPROF_", "PYTHONPATH"))}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=clean | env, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=clean | env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -82,37 +95,46 @@ def other_sitecustomize(tmp_path):
     """A pre-existing sitecustomize (as conda or a distro installs) that ours shadows."""
     other = tmp_path / "other"
     other.mkdir()
-    (other / "sitecustomize.py").write_text(textwrap.dedent('''
+    (other / "sitecustomize.py").write_text(
+        textwrap.dedent("""
         import os
         with open(os.environ["MARKER"], "a") as f:
             f.write("ran\\n")
         CHAINED_VALUE = 42
-    '''))
+    """)
+    )
     return other
 
 
-PROBE = '''
+PROBE = """
     import json, sys
     hooked = "verifyprof.capture.hooks.api" in sys.modules
     print(json.dumps({"hooks_imported": hooked,
                       "dumps_hooked": hasattr(json.dumps, "__verifyprof_hook__"),
                       "verifyprof_from": getattr(sys.modules.get("verifyprof"), "__file__", None)}))
-'''
+"""
 
 
 def test_sitecustomize_chains_to_the_one_it_shadows_and_does_nothing_else_without_the_variable(
-        tmp_path, other_sitecustomize):
+    tmp_path, other_sitecustomize
+):
     marker = tmp_path / "marker"
     path = os.pathsep.join([str(hooks.INJECT_DIR), str(other_sitecustomize)])
     result = _python(PROBE, {"PYTHONPATH": path, "MARKER": str(marker)}, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert marker.read_text() == "ran\n"  # exactly once
-    assert json.loads(result.stdout) == {"hooks_imported": False, "dumps_hooked": False, "verifyprof_from": None}
+    assert json.loads(result.stdout) == {
+        "hooks_imported": False,
+        "dumps_hooked": False,
+        "verifyprof_from": None,
+    }
 
 
 def test_sitecustomize_installs_hooks_and_still_chains(tmp_path, other_sitecustomize):
     marker = tmp_path / "marker"
-    env = hooks.injection_env([], ["json:dumps=verify"], environ={"PYTHONPATH": str(other_sitecustomize)})
+    env = hooks.injection_env(
+        [], ["json:dumps=verify"], environ={"PYTHONPATH": str(other_sitecustomize)}
+    )
     result = _python(PROBE, env | {"MARKER": str(marker)}, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert marker.read_text() == "ran\n"
@@ -133,7 +155,9 @@ def test_bad_hooks_variable_warns_and_the_program_runs_on(tmp_path):
 @pytest.fixture
 def installed_entry_point(tmp_path):
     """verifyprof's declared sglang.srt.plugins entry point, as pip installs it (a dist-info)."""
-    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["sglang.srt.plugins"]
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"][
+        "sglang.srt.plugins"
+    ]
     site = tmp_path / "site"
     info = site / "verifyprof-0.0.0.dist-info"
     info.mkdir(parents=True)
@@ -143,7 +167,7 @@ def installed_entry_point(tmp_path):
     return site
 
 
-LOAD_PLUGINS = '''
+LOAD_PLUGINS = """
     # What sglang.srt.plugins.load_plugins() does with the general plugin group.
     import json, sys
     from importlib.metadata import entry_points
@@ -154,12 +178,16 @@ LOAD_PLUGINS = '''
     hooks = sys.modules.get("verifyprof.capture.hooks.api")
     print(json.dumps({"plugins": names, "hooks_imported": hooks is not None,
                       "states": {s.target: s.state for s in hooks.status()} if hooks else {}}))
-'''
+"""
 
 
-def test_sglang_plugin_entry_point_installs_the_hooks_when_the_variable_is_set(tmp_path, installed_entry_point):
-    env = {"PYTHONPATH": os.pathsep.join([str(installed_entry_point), str(REPO)]),
-           "VERIFYPROF_HOOKS": "sglang,json:dumps=accept"}
+def test_sglang_plugin_entry_point_installs_the_hooks_when_the_variable_is_set(
+    tmp_path, installed_entry_point
+):
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(installed_entry_point), str(REPO)]),
+        "VERIFYPROF_HOOKS": "sglang,json:dumps=accept",
+    }
     result = _python(LOAD_PLUGINS, env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
@@ -168,8 +196,14 @@ def test_sglang_plugin_entry_point_installs_the_hooks_when_the_variable_is_set(t
     assert out["states"]["sglang.srt.speculative.eagle_worker_v2:EAGLEWorkerV2.verify"] == "pending"
 
 
-def test_sglang_plugin_entry_point_does_nothing_without_the_variable(tmp_path, installed_entry_point):
+def test_sglang_plugin_entry_point_does_nothing_without_the_variable(
+    tmp_path, installed_entry_point
+):
     env = {"PYTHONPATH": os.pathsep.join([str(installed_entry_point), str(REPO)])}
     result = _python(LOAD_PLUGINS, env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"plugins": ["verifyprof"], "hooks_imported": False, "states": {}}
+    assert json.loads(result.stdout) == {
+        "plugins": ["verifyprof"],
+        "hooks_imported": False,
+        "states": {},
+    }

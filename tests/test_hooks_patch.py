@@ -1,4 +1,5 @@
-"""patch("module:qualname", phase): in place, idempotent, lazy on import, never breaking the host."""
+"""patch("module:qualname", phase): in place, idempotent, lazy on import, never breaking the
+host."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hooks_helpers import forget_modules, profiled  # noqa: E402
 from verifyprof.capture.hooks import api as hooks  # noqa: E402
 from verifyprof.capture.hooks.targets import HookWarning  # noqa: E402
 
-CORE = '''
+CORE = """
 def sample(x):
     return x * 2
 
@@ -39,20 +40,25 @@ class Sub(Base):
 
 async def fetch():
     return 1
-'''
-USER = '''
+"""
+USER = """
 from hookdemo.core import sample
 
 def call_sample(x):
     return sample(x)
-'''
+"""
 
 
 @pytest.fixture
 def demo(tmp_path, monkeypatch):
     """Two small packages on sys.path: hookdemo (core, user) and otherpkg (a foreign importer)."""
     for package, files in {
-        "hookdemo": {"__init__.py": "", "core.py": CORE, "user.py": USER, "broken.py": "raise ImportError('boom')\n"},
+        "hookdemo": {
+            "__init__.py": "",
+            "core.py": CORE,
+            "user.py": USER,
+            "broken.py": "raise ImportError('boom')\n",
+        },
         "otherpkg": {"__init__.py": "", "user.py": USER},
     }.items():
         (tmp_path / package).mkdir()
@@ -81,7 +87,9 @@ def test_patching_twice_wraps_once(demo):
     first = core.sample
     hooks.patch("hookdemo.core:sample", "accept")
     assert core.sample is first
-    assert core.sample.__wrapped__.__name__ == "sample" and not hasattr(core.sample.__wrapped__, "__wrapped__")
+    assert core.sample.__wrapped__.__name__ == "sample" and not hasattr(
+        core.sample.__wrapped__, "__wrapped__"
+    )
     _, ranges = profiled(core.sample, 1)
     assert len(ranges) == 1
 
@@ -158,14 +166,19 @@ def test_target_whose_module_is_not_importable_yet_stays_pending_without_a_warni
     assert [w for w in caught if issubclass(w.category, HookWarning)] == []
 
 
-def test_pending_target_is_patched_when_a_later_sys_path_entry_makes_its_module_importable(demo, tmp_path, monkeypatch):
-    hooks.patch("latemod:step", "verify")  # installed before the folder is on sys.path (a script's own)
+def test_pending_target_is_patched_when_a_later_sys_path_entry_makes_its_module_importable(
+    demo, tmp_path, monkeypatch
+):
+    hooks.patch(
+        "latemod:step", "verify"
+    )  # installed before the folder is on sys.path (a script's own)
     late = tmp_path / "late"
     late.mkdir()
     (late / "latemod.py").write_text("def step(x):\n    return x + 1\n")
     monkeypatch.syspath_prepend(str(late))
     try:
         import latemod
+
         result, recorded = profiled(latemod.step, 1)
     finally:
         forget_modules("latemod")
@@ -185,7 +198,9 @@ def test_staticmethod_and_classmethod_keep_their_binding(demo):
     hooks.patch("hookdemo.core:Runner.make", "draft")
     assert isinstance(core.Runner.__dict__["plan"], staticmethod)
     assert isinstance(core.Runner.__dict__["make"], classmethod)
-    result, ranges = profiled(lambda: (core.Runner.plan(2), core.Runner().plan(3), type(core.Runner.make())))
+    result, ranges = profiled(
+        lambda: (core.Runner.plan(2), core.Runner().plan(3), type(core.Runner.make()))
+    )
     assert result == (20, 30, core.Runner)
     assert len(ranges) == 3
 
@@ -223,11 +238,13 @@ def test_uninstall_restores_every_original_and_binding(demo):
 
 def test_preset_targets_absent_from_the_installed_version_are_skipped_silently(demo, tmp_path):
     preset = tmp_path / "demo.toml"
-    preset.write_text(textwrap.dedent('''
+    preset.write_text(
+        textwrap.dedent("""
         [[hook]]
         phase = "verify"
         targets = ["hookdemo.core:Runner.forward", "hookdemo.core:OldRunner.forward", "hookdemo.gone:f"]
-    '''))
+    """)
+    )
     importlib.import_module("hookdemo.core")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -243,5 +260,8 @@ def test_check_imports_each_target_module_and_reports_what_this_version_has(demo
     statuses = hooks.check(["hookdemo.core:Runner.forward=verify", "hookdemo.broken:f=verify"])
     states = {s.target: (s.state, s.detail) for s in statuses}
     assert states["hookdemo.core:Runner.forward"] == ("patched", "")
-    assert states["hookdemo.broken:f"] == ("missing", "cannot import hookdemo.broken: ImportError: boom")
+    assert states["hookdemo.broken:f"] == (
+        "missing",
+        "cannot import hookdemo.broken: ImportError: boom",
+    )
     assert statuses[0].sources == ("user hook hookdemo.core:Runner.forward=verify",)

@@ -25,7 +25,8 @@ FILES = {
     "sglang/srt/__init__.py": "",
     "sglang/srt/model_executor/__init__.py": "",
     "sglang/srt/speculative/__init__.py": "",
-    "sglang/srt/model_executor/forward_batch_info.py": '''
+    "sglang/srt/model_executor/forward_batch_info.py": (
+        """
         import enum
 
         class ForwardMode(enum.IntEnum):
@@ -46,8 +47,10 @@ FILES = {
         class ForwardBatch:
             def __init__(self, forward_mode, batch_size, spec_info=None):
                 self.forward_mode, self.batch_size, self.spec_info = forward_mode, batch_size, spec_info
-    ''',
-    "sglang/srt/model_executor/model_runner.py": '''
+    """
+    ),
+    "sglang/srt/model_executor/model_runner.py": (
+        """
         class ModelRunner:
             def __init__(self, is_draft_worker=False):
                 self.is_draft_worker = is_draft_worker
@@ -57,12 +60,16 @@ FILES = {
                         reinit_attn_backend=False, split_forward_count=1):
                 self.modes.append(forward_batch.forward_mode.name)
                 return "logits"
-    ''',
-    "sglang/srt/speculative/eagle_utils.py": '''
+    """
+    ),
+    "sglang/srt/speculative/eagle_utils.py": (
+        """
         def eagle_sample(verify_input, batch, logits_output, vocab_mask, uno_target_max_top_k=None):
             return "accept_lens"
-    ''',
-    "sglang/srt/speculative/eagle_worker_common.py": '''
+    """
+    ),
+    "sglang/srt/speculative/eagle_worker_common.py": (
+        """
         from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
         from sglang.srt.speculative.eagle_utils import (
             eagle_sample,
@@ -72,8 +79,10 @@ FILES = {
             forward_batch = ForwardBatch(ForwardMode.TARGET_VERIFY, len(batch.seq_lens), batch.spec_info)
             logits = target_worker.forward(forward_batch)
             return eagle_sample(batch.spec_info, batch, logits, None)
-    ''',
-    "sglang/srt/speculative/eagle_worker_v2.py": '''
+    """
+    ),
+    "sglang/srt/speculative/eagle_worker_v2.py": (
+        """
         from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
         from sglang.srt.speculative.eagle_worker_common import run_eagle_verify
 
@@ -110,7 +119,8 @@ FILES = {
             def verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None):
                 return run_eagle_verify(batch, target_worker=self.target_runner, topk=self.topk,
                                         num_draft_tokens=self.speculative_num_draft_tokens)
-    ''',
+    """
+    ),
 }
 
 
@@ -126,7 +136,11 @@ def sglang_tree(tmp_path, monkeypatch):
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
-    real = {name: module for name, module in sys.modules.items() if name == "sglang" or name.startswith("sglang.")}
+    real = {
+        name: module
+        for name, module in sys.modules.items()
+        if name == "sglang" or name.startswith("sglang.")
+    }
     forget_modules("sglang")  # a real SGLang imported earlier must not shadow the stand-in
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
@@ -168,11 +182,13 @@ def test_only_the_target_verify_forward_gets_a_verify_range(sglang_tree):
     hooks.install("sglang")
     _, target, draft, modes = _server()
     batch = importlib.import_module("sglang.srt.model_executor.forward_batch_info").ForwardBatch
-    _, ranges = profiled(lambda: [
-        target.forward(batch(modes.TARGET_VERIFY, 4)),
-        draft.forward(batch(modes.TARGET_VERIFY, 4)),
-        target.forward(batch(modes.DRAFT_EXTEND_V2, 4)),
-    ])
+    _, ranges = profiled(
+        lambda: [
+            target.forward(batch(modes.TARGET_VERIFY, 4)),
+            draft.forward(batch(modes.TARGET_VERIFY, 4)),
+            target.forward(batch(modes.DRAFT_EXTEND_V2, 4)),
+        ]
+    )
     assert [r.text for r in ranges] == ["verifyprof.verify bs=4"]
 
 
@@ -180,8 +196,13 @@ def test_target_decode_and_prefill_give_baseline_ranges(sglang_tree):
     hooks.install("sglang")
     _, target, draft, modes = _server()
     batch = importlib.import_module("sglang.srt.model_executor.forward_batch_info").ForwardBatch
-    _, ranges = profiled(lambda: [target.forward(batch(modes.DECODE, 8)), target.forward(batch(modes.EXTEND, 1)),
-                                  draft.forward(batch(modes.DECODE, 8))])
+    _, ranges = profiled(
+        lambda: [
+            target.forward(batch(modes.DECODE, 8)),
+            target.forward(batch(modes.EXTEND, 1)),
+            draft.forward(batch(modes.DECODE, 8)),
+        ]
+    )
     assert [r.text for r in ranges] == ["verifyprof.decode bs=8", "verifyprof.prefill bs=1"]
 
 
@@ -205,13 +226,23 @@ def test_plugin_after_import_patches_classes_and_rebinds_eagle_sample(sglang_tre
     assert ranges == EXPECTED_STEP
     states = {s.target: s for s in hooks.status()}
     accept = states["sglang.srt.speculative.eagle_utils:eagle_sample"]
-    assert accept.state == "patched" and accept.bindings == ("sglang.srt.speculative.eagle_worker_common",)
-    assert states["sglang.srt.speculative.eagle_worker:EAGLEWorker.verify"].state == "pending"  # V1: not in 0.5.23
+    assert accept.state == "patched" and accept.bindings == (
+        "sglang.srt.speculative.eagle_worker_common",
+    )
+    assert (
+        states["sglang.srt.speculative.eagle_worker:EAGLEWorker.verify"].state == "pending"
+    )  # V1: not in 0.5.23
 
 
 def test_hooks_change_no_result_of_the_host(sglang_tree):
     worker, _, _, modes = _server()
-    plain = [worker.forward_batch_generation(ScheduleBatch(m, bs=3)) for m in (modes.EXTEND, modes.DECODE)]
+    plain = [
+        worker.forward_batch_generation(ScheduleBatch(m, bs=3))
+        for m in (modes.EXTEND, modes.DECODE)
+    ]
     hooks.install("sglang")
-    hooked = [worker.forward_batch_generation(ScheduleBatch(m, bs=3)) for m in (modes.EXTEND, modes.DECODE)]
+    hooked = [
+        worker.forward_batch_generation(ScheduleBatch(m, bs=3))
+        for m in (modes.EXTEND, modes.DECODE)
+    ]
     assert hooked == plain == ["prefilled", "accept_lens"]

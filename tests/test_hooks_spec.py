@@ -52,7 +52,10 @@ def test_spec_mixes_presets_and_user_hooks_in_order():
 
 
 def test_unknown_preset_lists_the_built_in_ones():
-    with pytest.raises(VerifyprofError, match=r"unknown hook preset 'sglangg' \(known: hf-assisted, sglang, workload;"):
+    with pytest.raises(
+        VerifyprofError,
+        match=r"unknown hook preset 'sglangg' \(known: hf-assisted, sglang, workload;",
+    ):
         resolve_spec("sglangg")
 
 
@@ -90,10 +93,22 @@ def _preset_file(tmp_path, text):
         ("name = 'x'\n", "bad hook preset: no [[hook]] entries"),
         ("[[hook]]\nphase = 'verify'\n", "bad hook preset: mine.toml hook 1: no targets"),
         ("[[hook]]\ntargets = ['m:f']\n", "bad hook preset: mine.toml hook 1: no phase"),
-        ("[[hook]]\nphase = 'verify'\nwhen = 'nope'\ntargets = ['m:f']\n", "unknown predicate 'nope'"),
-        ("[[hook]]\nphase = 'verify'\nattrs = 'nope'\ntargets = ['m:f']\n", "unknown attrs extractor 'nope'"),
-        ("[[hook]]\nphase = 'verify'\nmode = 'around'\ntargets = ['m:f']\n", "mode must be one of call, self_forward"),
-        ("[[hook]]\nphase = 'verify'\ntargets = ['m.f']\n", "mine.toml hook 1: target 'm.f' has no ':'"),
+        (
+            "[[hook]]\nphase = 'verify'\nwhen = 'nope'\ntargets = ['m:f']\n",
+            "unknown predicate 'nope'",
+        ),
+        (
+            "[[hook]]\nphase = 'verify'\nattrs = 'nope'\ntargets = ['m:f']\n",
+            "unknown attrs extractor 'nope'",
+        ),
+        (
+            "[[hook]]\nphase = 'verify'\nmode = 'around'\ntargets = ['m:f']\n",
+            "mode must be one of call, self_forward",
+        ),
+        (
+            "[[hook]]\nphase = 'verify'\ntargets = ['m.f']\n",
+            "mine.toml hook 1: target 'm.f' has no ':'",
+        ),
     ],
 )
 def test_bad_preset_file_is_one_line_naming_the_file(tmp_path, text, problem):
@@ -113,7 +128,9 @@ def test_missing_preset_file_is_named(tmp_path):
 
 
 def test_injection_env_puts_the_sitecustomize_first_and_keeps_the_servers_path():
-    env = hooks.injection_env(["sglang"], ["mymod:f=verify"], environ={"PYTHONPATH": f"/a{os.pathsep}/b"})
+    env = hooks.injection_env(
+        ["sglang"], ["mymod:f=verify"], environ={"PYTHONPATH": f"/a{os.pathsep}/b"}
+    )
     assert env["VERIFYPROF_HOOKS"] == "sglang,mymod:f=verify"
     assert env["PYTHONPATH"].split(os.pathsep) == [str(hooks.INJECT_DIR), "/a", "/b"]
     assert (hooks.INJECT_DIR / "sitecustomize.py").is_file()
@@ -123,7 +140,9 @@ def test_injection_env_puts_the_sitecustomize_first_and_keeps_the_servers_path()
 def test_injection_env_adds_verifyprof_to_an_sglang_plugin_allow_list():
     env = hooks.injection_env(["sglang"], environ={"SGLANG_PLUGINS": "other"})
     assert env["SGLANG_PLUGINS"] == "other,verifyprof"
-    assert "SGLANG_PLUGINS" not in hooks.injection_env(["sglang"], environ={"SGLANG_PLUGINS": "verifyprof"})
+    assert "SGLANG_PLUGINS" not in hooks.injection_env(
+        ["sglang"], environ={"SGLANG_PLUGINS": "verifyprof"}
+    )
 
 
 def test_injection_env_names_the_report_directory(tmp_path):

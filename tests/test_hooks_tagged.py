@@ -46,7 +46,10 @@ def test_a_condition_on_the_width_splits_one_function_into_verify_and_draft_exte
     hooks.install([VERIFY, CATCH_UP])
     module = importlib.import_module(model)
     assert texts(module.run, [5, 1, 5]) == [
-        "verifyprof.verify tokens=5 bs=2", "verifyprof.draft_extend tokens=1", "verifyprof.verify tokens=5 bs=2"]
+        "verifyprof.verify tokens=5 bs=2",
+        "verifyprof.draft_extend tokens=1",
+        "verifyprof.verify tokens=5 bs=2",
+    ]
 
 
 def test_positional_and_named_lookups_work_on_a_compiled_callable(model):
@@ -54,7 +57,9 @@ def test_positional_and_named_lookups_work_on_a_compiled_callable(model):
     module = importlib.import_module(model)
     compiled = torch.compile(module.model_forward, backend="eager", fullgraph=True)
     assert texts(compiled, torch.ones(2, 4)) == ["verifyprof.verify tokens=4 bs=2"]
-    assert texts(lambda: compiled(input_ids=torch.ones(3, 1))) == ["verifyprof.draft_extend tokens=1"]
+    assert texts(lambda: compiled(input_ids=torch.ones(3, 1))) == [
+        "verifyprof.draft_extend tokens=1"
+    ]
 
 
 def test_a_function_compiled_before_it_was_hooked_still_finds_arguments_by_name(model):
@@ -71,7 +76,9 @@ def test_arg0_of_a_method_is_the_first_argument_after_self(model):
 
 
 def test_an_attribute_that_fails_or_is_a_tensor_is_left_out_and_the_call_still_runs(model):
-    hooks.install(["tagdemo:model_forward=verify;tokens=arg0.shape[-1];bad=cache.shape[0];tensor=arg0[0]"])
+    hooks.install(
+        ["tagdemo:model_forward=verify;tokens=arg0.shape[-1];bad=cache.shape[0];tensor=arg0[0]"]
+    )
     module = importlib.import_module(model)
     result, recorded = profiled(module.model_forward, torch.ones(2, 3))
     assert float(result) == 6.0 and [r.text for r in recorded] == ["verifyprof.verify tokens=3"]
@@ -85,19 +92,29 @@ def test_a_condition_comparing_a_tensor_does_not_hold_rather_than_synchronise(mo
 
 def test_commas_and_semicolons_inside_brackets_do_not_split_the_spec():
     spec = "sglang,m:f=verify;tokens=arg0.shape[0:2][-1];when=arg0.shape[-1] in (4, 5),m:g=draft"
-    assert split_spec(spec) == ["sglang", "m:f=verify;tokens=arg0.shape[0:2][-1];when=arg0.shape[-1] in (4, 5)", "m:g=draft"]
+    assert split_spec(spec) == [
+        "sglang",
+        "m:f=verify;tokens=arg0.shape[0:2][-1];when=arg0.shape[-1] in (4, 5)",
+        "m:g=draft",
+    ]
     entry = parse_user_hook(split_spec(spec)[1])
-    assert entry.tags == (("tokens", "arg0.shape[0:2][-1]"),) and entry.when == "arg0.shape[-1] in (4, 5)"
+    assert (
+        entry.tags == (("tokens", "arg0.shape[0:2][-1]"),)
+        and entry.when == "arg0.shape[-1] in (4, 5)"
+    )
 
 
-@pytest.mark.parametrize(("spec", "problem"), [
-    ("m:f=verify;tokens=arg0.shape[", "is not an expression"),
-    ("m:f=verify;tokens=arg0.item()", "only len, min, max, abs may be called"),
-    ("m:f=verify;tokens=arg0.__class__", "names starting with _ are not readable"),
-    ("m:f=verify;when=is_verify", "unknown predicate 'is_verify'"),
-    ("m:f=verify;tokens", "is not key=expression"),
-    ("m:f=verify;2x=arg0", "is not an identifier"),
-])
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("m:f=verify;tokens=arg0.shape[", "is not an expression"),
+        ("m:f=verify;tokens=arg0.item()", "only len, min, max, abs may be called"),
+        ("m:f=verify;tokens=arg0.__class__", "names starting with _ are not readable"),
+        ("m:f=verify;when=is_verify", "unknown predicate 'is_verify'"),
+        ("m:f=verify;tokens", "is not key=expression"),
+        ("m:f=verify;2x=arg0", "is not an identifier"),
+    ],
+)
 def test_a_bad_tagged_hook_is_one_clear_error(spec, problem):
     with pytest.raises(VerifyprofError, match="bad hook") as caught:
         parse_user_hook(spec)
@@ -106,7 +123,8 @@ def test_a_bad_tagged_hook_is_one_clear_error(spec, problem):
 
 def test_a_preset_toml_takes_a_condition_and_attribute_expressions(tmp_path, model):
     path = tmp_path / "mine.toml"
-    path.write_text(textwrap.dedent('''
+    path.write_text(
+        textwrap.dedent("""
         name = "mine"
         [[hook]]
         phase = "verify"
@@ -117,12 +135,19 @@ def test_a_preset_toml_takes_a_condition_and_attribute_expressions(tmp_path, mod
         phase = "draft_extend"
         attrs = {tokens = "arg0.shape[-1]"}
         targets = ["tagdemo:model_forward"]
-    '''))
+    """)
+    )
     entry = load_preset(path).entries[0]
-    assert entry.when == "arg0.shape[-1] > 1" and dict(entry.tags) == {"tokens": "arg0.shape[-1]", "bs": "len(arg0)"}
+    assert entry.when == "arg0.shape[-1] > 1" and dict(entry.tags) == {
+        "tokens": "arg0.shape[-1]",
+        "bs": "len(arg0)",
+    }
     hooks.install(str(path))
     module = importlib.import_module(model)
-    assert texts(module.run, [3, 1]) == ["verifyprof.verify tokens=3 bs=2", "verifyprof.draft_extend tokens=1"]
+    assert texts(module.run, [3, 1]) == [
+        "verifyprof.verify tokens=3 bs=2",
+        "verifyprof.draft_extend tokens=1",
+    ]
 
 
 def test_installing_the_same_tagged_spec_twice_adds_no_rule(model):

@@ -1,4 +1,5 @@
-"""The `workload` preset reproduces the workload's own ranges from the outside, on a real CPU run."""
+"""The `workload` preset reproduces the workload's own ranges from the outside, on a real CPU
+run."""
 
 from __future__ import annotations
 
@@ -24,8 +25,16 @@ def _ranges_of_a_tiny_run(builtin_ranges: bool):
     from verifyprof.workload.config import TINY, TINY_DRAFT, RunConfig
     from verifyprof.workload.runner import Workload
 
-    run = RunConfig(modes=("eager",), steps=3, warmup=1, decode_steps=2, widths=(2,), sweep_steps=1,
-                    ranges=builtin_ranges, context=16)
+    run = RunConfig(
+        modes=("eager",),
+        steps=3,
+        warmup=1,
+        decode_steps=2,
+        widths=(2,),
+        sweep_steps=1,
+        ranges=builtin_ranges,
+        context=16,
+    )
     with torch.inference_mode():
         workload = Workload(TINY, TINY_DRAFT, run, device=torch.device("cpu"), dtype=torch.float32)
     results, ranges = profiled(workload.run_all)
@@ -43,7 +52,9 @@ def test_hooked_workload_without_its_ranges_emits_exactly_its_built_in_ranges():
     assert len(builtin) == 4 * 5 + 3 + 2
     assert hooked == builtin  # same texts, same order, same nesting
     spec = [r for r in hooked_results if r["kind"] == "spec"][0]
-    assert spec["tokens_head"] == [r for r in builtin_results if r["kind"] == "spec"][0]["tokens_head"]
+    assert (
+        spec["tokens_head"] == [r for r in builtin_results if r["kind"] == "spec"][0]["tokens_head"]
+    )
 
 
 def test_workload_without_ranges_or_hooks_emits_none():

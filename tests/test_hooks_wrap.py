@@ -137,7 +137,9 @@ def test_wrapped_method_binds_self():
             self.calls += 1
             return tokens + 1
 
-    Worker.verify = hooks.wrap(Worker.verify, "verify", attrs=lambda call: {"tokens": call.arg("tokens")})
+    Worker.verify = hooks.wrap(
+        Worker.verify, "verify", attrs=lambda call: {"tokens": call.arg("tokens")}
+    )
     worker = Worker()
     result, ranges = profiled(worker.verify, 3)
     assert (result, worker.calls) == (4, 1)

@@ -74,7 +74,12 @@ def test_a_long_runtime_call_with_the_gpu_idle_is_host_wait_not_launch_gap():
     b = TraceBuilder()
     b.range(range_text(VERIFY, bs=1, tokens=4, graph=0), 0, 500_000 * US)
     b.kernel("nvjet_tst_a", 10 * US, 20 * US, b.launch(1 * US, 6 * US))
-    b.kernel("nvjet_tst_b", 400_010 * US, 400_020 * US, b.launch(30 * US, 400_000 * US, api="cudaLaunchKernel"))
+    b.kernel(
+        "nvjet_tst_b",
+        400_010 * US,
+        400_020 * US,
+        b.launch(30 * US, 400_000 * US, api="cudaLaunchKernel"),
+    )
     row = verify_rows(b.build()).iloc[0]
     assert row["host_wait"] > 399_000 * US
     assert row["launch_gap"] < 100 * US
@@ -120,7 +125,11 @@ TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 def pipelined(mode):
     folder = TRACES / f"workload-dense-pipelined-{mode}"
-    run = next(r for r in json.loads((folder / "summary.json").read_text())["runs"] if r["kind"] == "verify_pipelined")
+    run = next(
+        r
+        for r in json.loads((folder / "summary.json").read_text())["runs"]
+        if r["kind"] == "verify_pipelined"
+    )
     steps = breakdown_frame(folder / "trace.sqlite.gz").steps
     verify = steps[steps["name"] == VERIFY].sort_values("step")
     return folder, np.array(run["per_step"]["verify_ms"]), verify

@@ -16,33 +16,129 @@ STATS = {"mean": NUM, "p50": NUM, "p90": NUM}
 
 BREAKDOWN = {
     "schema": "verifyprof.breakdown/1",
-    "trace": {"path": [str], "format": str, "kernels": int, "copies": int, "ranges": int, "devices": [{"device": int, "name": (str, type(None))}],
-              "ranks": [int], "linked_ops": int, "unlinked_ops": int, "warnings": [str]},
+    "trace": {
+        "path": [str],
+        "format": str,
+        "kernels": int,
+        "copies": int,
+        "ranges": int,
+        "devices": [{"device": int, "name": (str, type(None))}],
+        "ranks": [int],
+        "linked_ops": int,
+        "unlinked_ops": int,
+        "warnings": [str],
+    },
     "options": {"range": (str, type(None)), "whole_trace": bool, "taxonomy": str},
     "phases": [str],
-    "steps": [{"name": str, "text": str, "attrs": dict, "index": int, "rank": int, "device": int, "pid": int, "tid": int,
-               "start_ns": int, "end_ns": int, "wall_ns": int, "gpu_span_ns": int, "kernels": int, "launches": int,
-               "graph_launches": int, "mode": str, "phases": dict, "totals": dict, "counts": dict}],
-    "summary": {"unit": "ns", "collectives": (dict, type(None)), "collective_kernels": (dict, type(None)),
-                "groups": [{"name": str, "variant": str, "steps": int, "rows": int, "devices": [int], "modes": dict,
-                            "wall_ns": STATS, "gpu_span_ns": STATS, "kernels": STATS, "launches": STATS, "phases": dict,
-                            "totals": dict, "median_step": {"index": int, "device": int, "rank": int, "wall_ns": int, "phases": dict},
-                            "by_rank": dict}]},
+    "steps": [
+        {
+            "name": str,
+            "text": str,
+            "attrs": dict,
+            "index": int,
+            "rank": int,
+            "device": int,
+            "pid": int,
+            "tid": int,
+            "start_ns": int,
+            "end_ns": int,
+            "wall_ns": int,
+            "gpu_span_ns": int,
+            "kernels": int,
+            "launches": int,
+            "graph_launches": int,
+            "mode": str,
+            "phases": dict,
+            "totals": dict,
+            "counts": dict,
+        }
+    ],
+    "summary": {
+        "unit": "ns",
+        "collectives": (dict, type(None)),
+        "collective_kernels": (dict, type(None)),
+        "groups": [
+            {
+                "name": str,
+                "variant": str,
+                "steps": int,
+                "rows": int,
+                "devices": [int],
+                "modes": dict,
+                "wall_ns": STATS,
+                "gpu_span_ns": STATS,
+                "kernels": STATS,
+                "launches": STATS,
+                "phases": dict,
+                "totals": dict,
+                "median_step": {
+                    "index": int,
+                    "device": int,
+                    "rank": int,
+                    "wall_ns": int,
+                    "phases": dict,
+                },
+                "by_rank": dict,
+            }
+        ],
+    },
 }
 KERNELS = {
-    "schema": "verifyprof.kernels/1", "unit": "ns", "taxonomy": str, "scope": str, "total_kernel_ns": int, "distinct_kernels": int,
-    "kernels": [{"name": str, "phase": str, "count": int, "total_ns": int, "mean_ns": int, "share": NUM}], "by_phase": dict,
+    "schema": "verifyprof.kernels/1",
+    "unit": "ns",
+    "taxonomy": str,
+    "scope": str,
+    "total_kernel_ns": int,
+    "distinct_kernels": int,
+    "kernels": [
+        {"name": str, "phase": str, "count": int, "total_ns": int, "mean_ns": int, "share": NUM}
+    ],
+    "by_phase": dict,
 }
 WHATIF_PLAIN = {
-    "schema": "verifyprof.whatif/1", "unit": "ms", "accept_len": NUM, "verify_ms": NUM, "draft_ms": NUM, "overhead_ms": NUM,
-    "cycle_ms": NUM, "batch": int, "tokens_per_s": NUM, "batch_tokens_per_s": NUM, "decode_ms": OPT_NUM, "speedup": OPT_NUM,
+    "schema": "verifyprof.whatif/1",
+    "unit": "ms",
+    "accept_len": NUM,
+    "verify_ms": NUM,
+    "draft_ms": NUM,
+    "overhead_ms": NUM,
+    "cycle_ms": NUM,
+    "batch": int,
+    "tokens_per_s": NUM,
+    "batch_tokens_per_s": NUM,
+    "decode_ms": OPT_NUM,
+    "speedup": OPT_NUM,
     "accept_len_source": str,
 }
 WHATIF_RANKING = {
-    "schema": "verifyprof.whatif/1", "unit": "ms",
-    "current": {"accept_len": NUM, "verify_ms": NUM, "draft_ms": NUM, "overhead_ms": NUM, "cycle_ms": NUM, "tokens_per_s": NUM,
-                "verify_steps": int, "device": int, "mode": str, "width": (int, type(None)), "verify_phases_ms": dict, "notes": [str], "source": str},
-    "candidates": [{"name": str, "verify_ms": NUM, "cycle_ms": NUM, "accept_len": NUM, "tokens_per_s": NUM, "gain": NUM, "assumptions": [str]}],
+    "schema": "verifyprof.whatif/1",
+    "unit": "ms",
+    "current": {
+        "accept_len": NUM,
+        "verify_ms": NUM,
+        "draft_ms": NUM,
+        "overhead_ms": NUM,
+        "cycle_ms": NUM,
+        "tokens_per_s": NUM,
+        "verify_steps": int,
+        "device": int,
+        "mode": str,
+        "width": (int, type(None)),
+        "verify_phases_ms": dict,
+        "notes": [str],
+        "source": str,
+    },
+    "candidates": [
+        {
+            "name": str,
+            "verify_ms": NUM,
+            "cycle_ms": NUM,
+            "accept_len": NUM,
+            "tokens_per_s": NUM,
+            "gain": NUM,
+            "assumptions": [str],
+        }
+    ],
     "skipped": [{"name": str, "reason": str}],
 }
 
@@ -53,13 +149,25 @@ def mismatches(value: Any, form: Any, where: str = "$") -> list[str]:
     if isinstance(form, dict):
         if not isinstance(value, dict):
             return [f"{where}: expected an object, got {type(value).__name__}"]
-        return [m for key, sub in form.items() for m in (mismatches(value[key], sub, f"{where}.{key}") if key in value else [f"{where}.{key}: missing"])]
+        return [
+            m
+            for key, sub in form.items()
+            for m in (
+                mismatches(value[key], sub, f"{where}.{key}")
+                if key in value
+                else [f"{where}.{key}: missing"]
+            )
+        ]
     if isinstance(form, list):
         if not isinstance(value, list):
             return [f"{where}: expected a list, got {type(value).__name__}"]
-        return [m for i, item in enumerate(value) for m in mismatches(item, form[0], f"{where}[{i}]")]
+        return [
+            m for i, item in enumerate(value) for m in mismatches(item, form[0], f"{where}[{i}]")
+        ]
     if isinstance(form, (type, tuple)):
-        ok = isinstance(value, form) and not (isinstance(value, bool) and form in (int, NUM, OPT_NUM))
+        ok = isinstance(value, form) and not (
+            isinstance(value, bool) and form in (int, NUM, OPT_NUM)
+        )
         return [] if ok else [f"{where}: expected {form}, got {value!r}"]
     return [] if value == form else [f"{where}: expected {form!r}, got {value!r}"]
 
@@ -70,8 +178,14 @@ def test_the_validator_catches_a_missing_key_and_a_wrong_type():
     assert mismatches({"schema": "verifyprof.whatif/2"}, {"schema": "verifyprof.whatif/1"})
 
 
-@pytest.mark.parametrize("case", ["breakdown-dense-eager", "breakdown-whole-tracelens_b200_vllm_moe_eager_trace",
-                                  "breakdown-whole-nsysai_mfu_2gpu_before_nsys2026"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "breakdown-dense-eager",
+        "breakdown-whole-tracelens_b200_vllm_moe_eager_trace",
+        "breakdown-whole-nsysai_mfu_2gpu_before_nsys2026",
+    ],
+)
 def test_breakdown_json_has_its_documented_form(case):
     from golden_cases import CASES
 
@@ -86,13 +200,23 @@ def test_breakdown_json_on_one_gpu_has_summary_collectives_null():
 
 
 def test_kernels_json_has_its_documented_form():
-    data = run_case(["kernels", "tests/data/public/kineto/tracelens_b200_vllm_moe_eager_trace.json.gz", "--json", "--top", "5"])
+    data = run_case(
+        [
+            "kernels",
+            "tests/data/public/kineto/tracelens_b200_vllm_moe_eager_trace.json.gz",
+            "--json",
+            "--top",
+            "5",
+        ]
+    )
     assert mismatches(data, KERNELS) == []
     assert len(data["kernels"]) == 5
 
 
 def test_whatif_plain_json_has_its_documented_form():
-    data = run_case(["whatif", "--verify-ms", "15", "--accept-len", "2.0", "--baseline-tps", "82", "--json"])
+    data = run_case(
+        ["whatif", "--verify-ms", "15", "--accept-len", "2.0", "--baseline-tps", "82", "--json"]
+    )
     assert mismatches(data, WHATIF_PLAIN) == []
     assert data["tokens_per_s"] == pytest.approx(2.0 / 0.015)
 

@@ -25,7 +25,8 @@ def assert_one_line_error(excinfo, path: Path, *fragments: str) -> None:
 
 
 def assert_refused_untouched(path: Path, *fragments: str) -> None:
-    """Loading ``path`` is one TraceError line naming it and saying ``fragments``; the file is unchanged."""
+    """Loading ``path`` is one TraceError line naming it and saying ``fragments``; the file is
+    unchanged."""
     before = digest(path)
     with pytest.raises(TraceError) as excinfo:
         load_trace(path)

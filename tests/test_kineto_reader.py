@@ -40,7 +40,6 @@ MI300X = KINETO / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
 ALL_PUBLIC = sorted(KINETO.glob("*.json*"))
 
 
-
 @lru_cache(maxsize=None)
 def plain(path: Path) -> dict:
     """The file as the standard library reads it: the independent oracle."""
@@ -67,7 +66,9 @@ def digest(path: Path) -> tuple[str, int]:
 
 def write_trace(path: Path, doc: dict) -> Path:
     data = json.dumps(doc).encode()
-    path.write_bytes(gzip.compress(data, compresslevel=1) if path.name.endswith(".gz") else data)  # level 9: 10x the time
+    path.write_bytes(
+        gzip.compress(data, compresslevel=1) if path.name.endswith(".gz") else data
+    )  # level 9: 10x the time
     return path
 
 
@@ -93,14 +94,18 @@ def test_kernels_match_a_plain_json_reading(path):
     assert np.array_equal(np.sort(kernels["start"].to_numpy()), np.sort(starts))
     assert int((kernels["end"] - kernels["start"]).sum()) == int(durations.sum())
     assert int(kernels["end"].max()) == int((starts + durations).max())
-    assert sorted(kernels["correlation"].tolist()) == sorted(e["args"]["correlation"] for e in expected)
+    assert sorted(kernels["correlation"].tolist()) == sorted(
+        e["args"]["correlation"] for e in expected
+    )
     assert sorted(kernels["stream"].tolist()) == sorted(e["args"]["stream"] for e in expected)
 
 
 @pytest.mark.parametrize("path", ALL_PUBLIC, ids=lambda p: p.name)
 def test_kernel_time_per_name_matches_plain_json(path):
     trace = read(path)
-    ours = pd.Series((trace.kernels["end"] - trace.kernels["start"]).to_numpy(), index=trace.names("kernels"))
+    ours = pd.Series(
+        (trace.kernels["end"] - trace.kernels["start"]).to_numpy(), index=trace.names("kernels")
+    )
     ours = ours.groupby(level=0).sum().sort_index()
     theirs = pd.Series({}, dtype=np.int64)
     for e in plain_events(path, "kernel"):
@@ -117,7 +122,9 @@ def test_copies_match_plain_json(path):
     assert (kind == COPY_KIND_MEMCPY).sum() == len(memcpy)
     assert (kind == COPY_KIND_MEMSET).sum() == len(memset)
     assert int(copies["bytes"].sum()) == sum(e["args"]["bytes"] for e in memcpy + memset)
-    assert int((copies["end"] - copies["start"]).sum()) == sum(ns(e["dur"]) for e in memcpy + memset)
+    assert int((copies["end"] - copies["start"]).sum()) == sum(
+        ns(e["dur"]) for e in memcpy + memset
+    )
 
 
 @pytest.mark.parametrize("path", ALL_PUBLIC, ids=lambda p: p.name)
@@ -127,7 +134,9 @@ def test_api_calls_match_plain_json(path):
     driver = plain_events(path, "cuda_driver")
     assert (api["kind"] == API_KIND_RUNTIME).sum() == len(runtime)
     assert (api["kind"] == API_KIND_DRIVER).sum() == len(driver)
-    assert sorted(api["correlation"].tolist()) == sorted(e["args"]["correlation"] for e in runtime + driver)
+    assert sorted(api["correlation"].tolist()) == sorted(
+        e["args"]["correlation"] for e in runtime + driver
+    )
     assert int((api["end"] - api["start"]).sum()) == sum(ns(e["dur"]) for e in runtime + driver)
 
 
@@ -144,7 +153,9 @@ def test_every_kernel_links_to_its_launch_call_on_pid_and_correlation(path):
     trace = read(path)
     launches = trace.api[["pid", "correlation"]].drop_duplicates()
     linked = trace.kernels.merge(launches, on=["pid", "correlation"], how="inner")
-    runtime_ids = {e["args"]["correlation"] for e in plain_events(path, "cuda_runtime", "cuda_driver")}
+    runtime_ids = {
+        e["args"]["correlation"] for e in plain_events(path, "cuda_runtime", "cuda_driver")
+    }
     expected = sum(e["args"]["correlation"] in runtime_ids for e in plain_events(path, "kernel"))
     assert len(linked) == expected > 0
 
@@ -191,8 +202,13 @@ def test_graph_kernels_carry_the_graph_launch_correlation():
     launch = trace.api[trace.names("api") == "hipGraphLaunch"]
     assert len(launch) == 1
     correlation = int(launch["correlation"].iloc[0])
-    graph_kernels = trace.kernels[(trace.kernels["correlation"] == correlation) & (trace.kernels["pid"] == launch["pid"].iloc[0])]
-    expected = [e for e in plain_events(MI300X, "kernel") if e["args"]["correlation"] == correlation]
+    graph_kernels = trace.kernels[
+        (trace.kernels["correlation"] == correlation)
+        & (trace.kernels["pid"] == launch["pid"].iloc[0])
+    ]
+    expected = [
+        e for e in plain_events(MI300X, "kernel") if e["args"]["correlation"] == correlation
+    ]
     assert len(graph_kernels) == len(expected) > 500
 
 
@@ -203,8 +219,13 @@ def test_api_names_lose_their_abi_suffix():
     assert strip_abi_suffix("cudaMemcpy2DAsync") == "cudaMemcpy2DAsync"
     a100_names = set(read(A100).names("api"))
     mi300x_names = set(read(MI300X).names("api"))
-    assert "cudaStreamGetCaptureInfo" in a100_names and "cudaStreamGetCaptureInfo_v2" not in a100_names
-    assert "hipGetDeviceProperties" in mi300x_names and "hipGetDevicePropertiesR0600" not in mi300x_names
+    assert (
+        "cudaStreamGetCaptureInfo" in a100_names and "cudaStreamGetCaptureInfo_v2" not in a100_names
+    )
+    assert (
+        "hipGetDeviceProperties" in mi300x_names
+        and "hipGetDevicePropertiesR0600" not in mi300x_names
+    )
 
 
 @pytest.mark.parametrize("path", ALL_PUBLIC, ids=lambda p: p.name)
@@ -217,7 +238,11 @@ def test_annotation_depth_counts_enclosing_annotations_on_the_same_thread(path):
     rank_in_order = np.empty(len(s), dtype=int)
     rank_in_order[order] = np.arange(len(s))
     brute = [  # O(n^2) oracle: earlier (by start, longest first) annotations still open at my start
-        sum(1 for j in range(len(s)) if t[j] == t[i] and rank_in_order[j] < rank_in_order[i] and e[j] > s[i])
+        sum(
+            1
+            for j in range(len(s))
+            if t[j] == t[i] and rank_in_order[j] < rank_in_order[i] and e[j] > s[i]
+        )
         for i in range(len(s))
     ]
     assert host["depth"].tolist() == brute
@@ -256,11 +281,18 @@ def test_processes_map_each_rank_to_its_device():
 
 def test_gpu_ops_belong_to_the_process_whose_call_launched_them(tmp_path):
     doc = json.loads(json.dumps(plain(A100)))
-    worker_tid, worker_pid = 2919752, 4242  # pretend the autograd thread's calls came from another process
+    worker_tid, worker_pid = (
+        2919752,
+        4242,
+    )  # pretend the autograd thread's calls came from another process
     for e in doc["traceEvents"]:
         if e.get("cat") == "cuda_runtime" and e.get("tid") == worker_tid:
             e["pid"] = worker_pid
-    moved = {e["args"]["correlation"] for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime" and e["pid"] == worker_pid}
+    moved = {
+        e["args"]["correlation"]
+        for e in doc["traceEvents"]
+        if e.get("cat") == "cuda_runtime" and e["pid"] == worker_pid
+    }
     trace = read_kineto([write_trace(tmp_path / "two_procs.json", doc)])
     from_worker = trace.kernels["correlation"].isin(moved).to_numpy()
     assert from_worker.any() and (~from_worker).any()
@@ -285,7 +317,9 @@ def test_tables_are_sorted_by_start():
 # ---- several ranks -------------------------------------------------------------------------
 
 
-def rank_copy(src: Path, dst: Path, *, rank: int | None, base_shift_ns: int = 0, device: int | None = None) -> Path:
+def rank_copy(
+    src: Path, dst: Path, *, rank: int | None, base_shift_ns: int = 0, device: int | None = None
+) -> Path:
     """A real trace rewritten as another rank: its rank, base time and (optionally) GPU ordinal."""
     doc = orjson.loads(orjson.dumps(plain(src)))  # a deep copy, 2x faster than json's
     if rank is None:
@@ -308,10 +342,15 @@ def test_two_rank_directory_loads_as_one_trace_on_one_clock(tmp_path):
     trace = load_trace(tmp_path)
     trace.validate()
     assert trace.ranks == [0, 1] and trace.meta["files"] == 2
-    by_rank = {r: trace.kernels[trace.kernels["pid"] == pid] for pid, r in zip(trace.processes["pid"], trace.processes["rank"])}
+    by_rank = {
+        r: trace.kernels[trace.kernels["pid"] == pid]
+        for pid, r in zip(trace.processes["pid"], trace.processes["rank"])
+    }
     assert len(by_rank[0]) == len(by_rank[1]) == 768
     # the same ts, one millisecond later on rank 1's clock
-    assert np.array_equal(by_rank[1]["start"].to_numpy(), by_rank[0]["start"].to_numpy() + 1_000_000)
+    assert np.array_equal(
+        by_rank[1]["start"].to_numpy(), by_rank[0]["start"].to_numpy() + 1_000_000
+    )
     assert trace.meta["base_time_ns"] == plain(B200)["baseTimeNanoseconds"]
 
 
@@ -390,15 +429,15 @@ def test_unexpected_value_types_fall_back_to_the_generic_parse(tmp_path):
     )
 
 
-
-
 # ---- the benchmark's input -----------------------------------------------------------------
 
 
 def test_benchmark_generator_tiles_the_real_trace_with_fresh_ids(tmp_path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gen_kineto_trace", Path(__file__).resolve().parents[1] / "bench/gen_kineto_trace.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_kineto_trace", Path(__file__).resolve().parents[1] / "bench/gen_kineto_trace.py"
+    )
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     info = gen.generate(B200, tmp_path / "tiled.json.gz", target_mb=30, use_gzip=True)

@@ -15,11 +15,15 @@ def test_published_survival_gives_tau_1_85_to_3_70():
 
 
 def test_geometric_survival_is_leviathan_eq_1():
-    assert Survival.from_alpha(0.8, 5).accept_len() == pytest.approx(expected_tokens(0.8, 5), rel=1e-12)
+    assert Survival.from_alpha(0.8, 5).accept_len() == pytest.approx(
+        expected_tokens(0.8, 5), rel=1e-12
+    )
 
 
 def test_alpha_curve_extends_exactly():
-    assert Survival.from_alpha(0.7, 2).accept_len(6) == pytest.approx(expected_tokens(0.7, 6), rel=1e-12)
+    assert Survival.from_alpha(0.7, 2).accept_len(6) == pytest.approx(
+        expected_tokens(0.7, 6), rel=1e-12
+    )
 
 
 def test_measured_curve_extends_geometrically_and_says_so():

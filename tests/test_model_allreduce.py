@@ -12,7 +12,9 @@ from verifyprof.model.allreduce import (
 from verifyprof.model.hardware import load_hardware
 
 
-@pytest.mark.parametrize("link,expected", [("pcie", ["8.6", "12.6", "20.6"]), ("nvlink", ["7.8", "10.2", "15.0"])])
+@pytest.mark.parametrize(
+    "link,expected", [("pcie", ["8.6", "12.6", "20.6"]), ("nvlink", ["7.8", "10.2", "15.0"])]
+)
 def test_nccl_ring_ll_small_message_latency_for_2_4_8_ranks(link, expected):
     assert [f"{nccl_latency_us('ring', 'LL', link, n):.1f}" for n in (2, 4, 8)] == expected
 
@@ -32,7 +34,9 @@ def test_verify_message_of_4_tokens_of_7168_is_56_kb():
 
 
 def test_ring_alpha_beta_is_latency_times_hops_plus_bandwidth_term():
-    assert ring_alpha_beta_us(1e6, 4, alpha_us=2.0, bw_gbps=50.0) == pytest.approx(6 * 2.0 + 1.5 * 1e6 / 5e4)
+    assert ring_alpha_beta_us(1e6, 4, alpha_us=2.0, bw_gbps=50.0) == pytest.approx(
+        6 * 2.0 + 1.5 * 1e6 / 5e4
+    )
 
 
 def test_single_rank_allreduce_costs_nothing():
@@ -68,4 +72,6 @@ def test_one_shot_model_fits_the_measured_8_pcie_table_at_small_sizes():
     rtx = load_hardware("rtx-pro-6000")
     h100_pcie = load_hardware("h100-pcie")  # same link, no table: uses the one-shot model
     for size in (1024, 8192, 32768):
-        assert h100_pcie.allreduce_us(size, 8, "custom").us == pytest.approx(rtx.allreduce_us(size, 8, "custom").us, rel=0.15)
+        assert h100_pcie.allreduce_us(size, 8, "custom").us == pytest.approx(
+            rtx.allreduce_us(size, 8, "custom").us, rel=0.15
+        )

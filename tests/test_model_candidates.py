@@ -50,7 +50,13 @@ def b200_breakdown():
 
 def b200_ranking(data, **scenario):
     profile = profile_of(data, width=888)
-    defaults = dict(accept_len=2.5, num_draft=3, hardware=load_hardware("b200"), model=load_model_config("gpt-oss-120b"), tp=8)
+    defaults = dict(
+        accept_len=2.5,
+        num_draft=3,
+        hardware=load_hardware("b200"),
+        model=load_model_config("gpt-oss-120b"),
+        tp=8,
+    )
     return profile, rank_candidates(profile, Scenario(**(defaults | scenario)))
 
 
@@ -65,9 +71,15 @@ def test_cuda_graph_removes_the_measured_launch_gap_and_adds_graph_costs(b200_br
     hw = load_hardware("b200").launch
     idle = v.phases_ms["launch_gap"] + v.phases_ms["host_wait"]
     assert v.wall_ms == v.gpu_span_ms  # a whole-trace step has no idle edges: all idle is interior
-    expected = v.wall_ms - idle + (hw.graph_launch_us - hw.kernel_launch_us + v.kernels * hw.graph_node_us) / 1e3
+    expected = (
+        v.wall_ms
+        - idle
+        + (hw.graph_launch_us - hw.kernel_launch_us + v.kernels * hw.graph_node_us) / 1e3
+    )
     assert by_name(ranking, "cuda_graph_verify").cycle.verify_ms == pytest.approx(expected)
-    assert idle > 70  # the step is host-bound: 72.9 of 84.5 ms with the GPU idle while the host issues work
+    assert (
+        idle > 70
+    )  # the step is host-bound: 72.9 of 84.5 ms with the GPU idle while the host issues work
 
 
 @needs_b200
@@ -75,13 +87,19 @@ def test_candidates_are_ranked_by_predicted_tokens_per_second(b200_breakdown):
     _, ranking = b200_ranking(b200_breakdown)
     rates = [c.cycle.tokens_per_s for c in ranking.candidates]
     assert rates == sorted(rates, reverse=True)
-    assert [c.name for c in ranking.candidates[:2]] == ["graph_fusion_verify", "cuda_graph_verify"]  # graphs plus fusion beat graphs alone
+    assert [c.name for c in ranking.candidates[:2]] == [
+        "graph_fusion_verify",
+        "cuda_graph_verify",
+    ]  # graphs plus fusion beat graphs alone
 
 
 @needs_b200
 def test_every_candidate_lists_its_assumptions(b200_breakdown):
     _, ranking = b200_ranking(b200_breakdown)
-    assert all(c.assumptions and all(isinstance(a, str) and a for a in c.assumptions) for c in ranking.candidates)
+    assert all(
+        c.assumptions and all(isinstance(a, str) and a for a in c.assumptions)
+        for c in ranking.candidates
+    )
 
 
 @needs_b200
@@ -89,7 +107,9 @@ def test_every_candidate_applies_or_says_why_not(b200_breakdown):
     _, ranking = b200_ranking(b200_breakdown)
     listed = {c.name for c in ranking.candidates} | {s["name"] for s in ranking.skipped}
     assert listed == set(CANDIDATE_NAMES)
-    assert {s["name"]: s["reason"] for s in ranking.skipped}["kernel_floor:attention"].endswith("give --context")
+    assert {s["name"]: s["reason"] for s in ranking.skipped}["kernel_floor:attention"].endswith(
+        "give --context"
+    )
 
 
 @needs_b200
@@ -107,7 +127,9 @@ def test_custom_allreduce_replaces_measured_per_call_time_with_the_modelled_one(
 def test_allreduce_fusion_also_removes_the_norms_and_one_launch_per_allreduce(b200_breakdown):
     profile, ranking = b200_ranking(b200_breakdown)
     custom, fused = by_name(ranking, "custom_allreduce"), by_name(ranking, "allreduce_fusion")
-    per_launch = (profile.verify.phases_ms["launch_gap"] + profile.verify.phases_ms["host_wait"]) / profile.verify.kernels
+    per_launch = (
+        profile.verify.phases_ms["launch_gap"] + profile.verify.phases_ms["host_wait"]
+    ) / profile.verify.kernels
     removed = profile.verify.phases_ms["norm"] + 73 * per_launch
     assert custom.cycle.verify_ms - fused.cycle.verify_ms == pytest.approx(removed)
 
@@ -129,17 +151,24 @@ def test_allreduce_candidates_need_the_tensor_parallel_size(b200_breakdown):
 def test_kernel_floor_moe_is_routed_bytes_over_bandwidth(b200_breakdown):
     profile, ranking = b200_ranking(b200_breakdown)
     model = load_model_config("gpt-oss-120b")
-    floor_ms = model.routed_bytes(888, 8) / 8e12 * 1e3  # every expert touched at 888 tokens, MXFP4, /8 ranks
+    floor_ms = (
+        model.routed_bytes(888, 8) / 8e12 * 1e3
+    )  # every expert touched at 888 tokens, MXFP4, /8 ranks
     cand = by_name(ranking, "kernel_floor:gemm_moe")
     assert cand.details["floor_ms"] == pytest.approx(floor_ms, rel=0.01)
-    assert cand.cycle.verify_ms == pytest.approx(profile.verify.wall_ms - profile.verify.phases_ms["gemm_moe"] + cand.details["floor_ms"])
+    assert cand.cycle.verify_ms == pytest.approx(
+        profile.verify.wall_ms - profile.verify.phases_ms["gemm_moe"] + cand.details["floor_ms"]
+    )
 
 
 @needs_b200
 def test_better_drafter_keeps_the_cycle_and_raises_the_accept_length(b200_breakdown):
     _, ranking = b200_ranking(b200_breakdown, drafter_gain=0.4)
     cand = by_name(ranking, "better_drafter")
-    assert cand.cycle.cycle_ms == ranking.current.cycle_ms and cand.cycle.accept_len == pytest.approx(2.9)
+    assert (
+        cand.cycle.cycle_ms == ranking.current.cycle_ms
+        and cand.cycle.accept_len == pytest.approx(2.9)
+    )
     assert cand.gain == pytest.approx(0.4 / 2.5)
 
 
@@ -232,7 +261,9 @@ def test_whatif_from_a_loop_breakdown_fills_the_cycle_from_the_trace(loop_breakd
     ranking = whatif(WhatifOptions(source=str(path), accept_len=2.0))
     cur = ranking.current
     assert cur.draft_ms == pytest.approx(0.18)  # the draft steps: scales with the number of drafts
-    assert cur.overhead_ms == pytest.approx(0.055 + 0.05 + 0.020)  # accept + draft_extend + the rest of spec_step
+    assert cur.overhead_ms == pytest.approx(
+        0.055 + 0.05 + 0.020
+    )  # accept + draft_extend + the rest of spec_step
     assert cur.cycle_ms == pytest.approx(1.225)
     assert cur.decode_ms == pytest.approx(0.52)
     assert ranking.scenario.num_draft == 3
@@ -240,8 +271,13 @@ def test_whatif_from_a_loop_breakdown_fills_the_cycle_from_the_trace(loop_breakd
 
 def test_cuda_graph_keeps_the_idle_before_the_first_kernel(loop_breakdown):
     profile = profile_of(loop_breakdown)
-    ranking = rank_candidates(profile, Scenario(accept_len=2.0, hardware=load_hardware("h200")), only=["cuda_graph_verify"])
-    # verify: 8 kernels, each 40 us after its launch call; the first gap (range start -> first kernel) is an edge
+    ranking = rank_candidates(
+        profile,
+        Scenario(accept_len=2.0, hardware=load_hardware("h200")),
+        only=["cuda_graph_verify"],
+    )
+    # verify: 8 kernels, each 40 us after its launch call; the first gap (range start -> first
+    # kernel) is an edge
     busy = (4 * 100_000 + 4 * 50_000) / 1e6
     edge = 40_000 / 1e6
     added = (8.0 - 5.0 + 8 * 1.0) / 1e3
@@ -250,20 +286,31 @@ def test_cuda_graph_keeps_the_idle_before_the_first_kernel(loop_breakdown):
 
 def test_fewer_draft_tokens_adds_the_sweep_s_measured_t_of_n_change(loop_breakdown):
     profile = profile_of(loop_breakdown)
-    ranking = rank_candidates(profile, Scenario(accept_len=2.0, draft_ms=0.18, num_draft=3), only=["fewer_draft_tokens"])
+    ranking = rank_candidates(
+        profile, Scenario(accept_len=2.0, draft_ms=0.18, num_draft=3), only=["fewer_draft_tokens"]
+    )
     options = {o["width"]: o for o in ranking.candidates[0].details["options"]}
     assert sorted(options) == [2, 3]
-    change = profile.width_times[2] - profile.width_times[4]  # width 2 is measured by the sweep, 3 is not
+    change = (
+        profile.width_times[2] - profile.width_times[4]
+    )  # width 2 is measured by the sweep, 3 is not
     assert change == pytest.approx(-4 * 2_000 / 1e6)
     assert options[2]["verify_ms"] == pytest.approx(profile.verify.wall_ms + change)
-    assert options[3]["verify_ms"] == pytest.approx(profile.verify.wall_ms)  # no model config: width-independent
+    assert options[3]["verify_ms"] == pytest.approx(
+        profile.verify.wall_ms
+    )  # no model config: width-independent
 
 
-def test_fewer_draft_tokens_keeps_the_measured_accept_length_and_takes_the_curve_s_change(loop_breakdown):
+def test_fewer_draft_tokens_keeps_the_measured_accept_length_and_takes_the_curve_s_change(
+    loop_breakdown,
+):
     profile = profile_of(loop_breakdown)
     survival = parse_survival("0.8,0.5,0.3")
-    ranking = rank_candidates(profile, Scenario(accept_len=2.5, draft_ms=0.18, num_draft=3, survival=survival),
-                              only=["fewer_draft_tokens"])
+    ranking = rank_candidates(
+        profile,
+        Scenario(accept_len=2.5, draft_ms=0.18, num_draft=3, survival=survival),
+        only=["fewer_draft_tokens"],
+    )
     cand = ranking.candidates[0]
     k2 = cand.details["num_draft"]
     assert cand.cycle.accept_len == pytest.approx(2.5 - sum(survival.s[k2:]))
@@ -271,12 +318,17 @@ def test_fewer_draft_tokens_keeps_the_measured_accept_length_and_takes_the_curve
 
 def test_fewer_draft_tokens_trades_accept_length_for_draft_time(loop_breakdown):
     profile = profile_of(loop_breakdown)
-    ranking = rank_candidates(profile, Scenario(accept_len=2.0, draft_ms=0.18, num_draft=3, use_measured_widths=False),
-                              only=["fewer_draft_tokens"])
+    ranking = rank_candidates(
+        profile,
+        Scenario(accept_len=2.0, draft_ms=0.18, num_draft=3, use_measured_widths=False),
+        only=["fewer_draft_tokens"],
+    )
     cand = ranking.candidates[0]
     k2 = cand.details["num_draft"]
     assert cand.cycle.draft_ms == pytest.approx(0.18 * k2 / 3)
-    assert cand.cycle.verify_ms == pytest.approx(profile.verify.wall_ms)  # no model config: width-independent
+    assert cand.cycle.verify_ms == pytest.approx(
+        profile.verify.wall_ms
+    )  # no model config: width-independent
     assert cand.cycle.accept_len < 2.0
 
 
@@ -288,4 +340,6 @@ def test_graph_verify_is_not_offered_a_cuda_graph():
     b.kernel("flash_fwd_kernel", 51_000, 90_000, corr)
     data = breakdown(b.build()).to_json()
     ranking = rank_candidates(profile_of(data), Scenario(accept_len=2.0))
-    assert {s["name"]: s["reason"] for s in ranking.skipped}["cuda_graph_verify"] == "verify already runs as a CUDA graph"
+    assert {s["name"]: s["reason"] for s in ranking.skipped}[
+        "cuda_graph_verify"
+    ] == "verify already runs as a CUDA graph"

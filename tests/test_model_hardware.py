@@ -35,7 +35,9 @@ def test_every_model_file_loads_with_positive_sizes(name):
 def test_h200_roofline_matches_reference_6_9():
     h200 = load_hardware("h200")
     assert (h200.bandwidth_tbps, h200.bf16_tflops, h200.link.key) == (4.8, 989, "nvlink4")
-    assert h200.bf16_tflops * 1e12 / (h200.bandwidth_tbps * 1e12) == pytest.approx(206, abs=1)  # ridge FLOP/B
+    assert h200.bf16_tflops * 1e12 / (h200.bandwidth_tbps * 1e12) == pytest.approx(
+        206, abs=1
+    )  # ridge FLOP/B
 
 
 def test_aliases_find_files():
@@ -51,13 +53,20 @@ def test_link_override_changes_the_allreduce_model():
 def test_trace_gpu_names_are_recognised():
     assert guess_hardware(["NVIDIA H200"]).name == "H200 SXM"
     assert guess_hardware(["NVIDIA B200"]).name == "B200"
-    assert guess_hardware(["NVIDIA RTX PRO 6000 Blackwell Server Edition"]).name == "RTX PRO 6000 Blackwell"
+    assert (
+        guess_hardware(["NVIDIA RTX PRO 6000 Blackwell Server Edition"]).name
+        == "RTX PRO 6000 Blackwell"
+    )
     assert guess_hardware(["Some Other GPU"]) is None
 
 
 def test_user_dir_file_shadows_the_built_in_one(tmp_path, monkeypatch):
     (tmp_path / "hardware").mkdir()
-    text = (BUILTIN / "hardware" / "h200.toml").read_text().replace("bandwidth_tbps = 4.8", "bandwidth_tbps = 5.0")
+    text = (
+        (BUILTIN / "hardware" / "h200.toml")
+        .read_text()
+        .replace("bandwidth_tbps = 4.8", "bandwidth_tbps = 5.0")
+    )
     (tmp_path / "hardware" / "h200.toml").write_text(text)
     monkeypatch.setenv("VERIFYPROF_DATA_DIR", str(tmp_path))
     assert load_hardware("h200").bandwidth_tbps == 5.0
@@ -66,7 +75,8 @@ def test_user_dir_file_shadows_the_built_in_one(tmp_path, monkeypatch):
 def test_user_links_file_adds_a_link(tmp_path, monkeypatch):
     (tmp_path / "hardware").mkdir()
     (tmp_path / "hardware" / "links.toml").write_text(
-        '[my_fabric]\nkind = "nvlink"\nbw_gbps = 100.0\nnccl_busbw_gbps = 90.0\nbarrier_us = 2.0\npeer_read_gbps = 50.0\n'
+        '[my_fabric]\nkind = "nvlink"\nbw_gbps = 100.0\nnccl_busbw_gbps = 90.0\nbarrier_us ='
+        " 2.0\npeer_read_gbps = 50.0\n"
     )
     monkeypatch.setenv("VERIFYPROF_DATA_DIR", str(tmp_path))
     assert load_hardware("h200", link="my_fabric").link.bw_gbps == 100.0
@@ -88,7 +98,10 @@ def test_hardware_file_without_bandwidth_names_the_field(tmp_path):
 
 def test_model_file_with_an_unknown_dtype_is_rejected(tmp_path):
     bad = tmp_path / "m.toml"
-    bad.write_text('name = "m"\nlayers = 1\nhidden = 8\nvocab = 8\n[attention]\nkind = "gqa"\nheads = 2\n[dtype]\ndense = "fp12"\n')
+    bad.write_text(
+        'name = "m"\nlayers = 1\nhidden = 8\nvocab = 8\n[attention]\nkind = "gqa"\nheads ='
+        ' 2\n[dtype]\ndense = "fp12"\n'
+    )
     with pytest.raises(VerifyprofError, match="unknown dtype 'fp12'"):
         load_model_config(bad)
 

@@ -47,9 +47,13 @@ def test_overlapped_verify_window_is_cut_to_the_verify_s_own_time():
     raw = [s for s in data["steps"] if s["name"] == VERIFY]
     assert raw[0]["wall_ns"] == 781_000  # its window reaches back over the draft's GPU work
     profile = profile_of(data)
-    assert profile.verify.wall_ms == pytest.approx(0.501)  # 300 -> 801 us: launch latency + its own kernel
+    assert profile.verify.wall_ms == pytest.approx(
+        0.501
+    )  # 300 -> 801 us: launch latency + its own kernel
     assert sum(profile.verify.phases_ms.values()) == pytest.approx(profile.verify.wall_ms)
-    assert raw[0]["phases"]["other_work"] == 280_000 and raw[0]["cost_ns"] == 501_000  # the breakdown already cuts it
+    assert (
+        raw[0]["phases"]["other_work"] == 280_000 and raw[0]["cost_ns"] == 501_000
+    )  # the breakdown already cuts it
 
 
 def test_cycle_parts_are_exclusive_and_add_up_to_the_spec_step():
@@ -74,8 +78,15 @@ def test_breakdown_with_only_other_steps_names_them():
 
 def test_capture_manifest_gives_results_accept_length_not_requested_options(tmp_path):
     path = tmp_path / "manifest.json"
-    path.write_text(json.dumps({"schema": "verifyprof.capture/1", "options": {"accept_len": 3.0},
-                                "results": {"accept_len": 2.2, "tokens_per_s": 80.0}}))
+    path.write_text(
+        json.dumps(
+            {
+                "schema": "verifyprof.capture/1",
+                "options": {"accept_len": 3.0},
+                "results": {"accept_len": 2.2, "tokens_per_s": 80.0},
+            }
+        )
+    )
     manifest = read_manifest(path)
     assert (manifest.accept_len, manifest.tokens_per_s) == (2.2, 80.0)
 

@@ -1,4 +1,5 @@
-"""Per-iteration accounting: tokens/s = tau / (draft + verify + overhead) (REFERENCE 6.1, section 1)."""
+"""Per-iteration accounting: tokens/s = tau / (draft + verify + overhead) (REFERENCE 6.1, section
+1)."""
 
 import pytest
 
@@ -24,11 +25,15 @@ def test_133_tok_s_against_82_is_1_63x_a_62_percent_gain():
 
 
 def test_30_ms_verify_costs_2_5_decode_steps():
-    assert Cycle(verify_ms=30, accept_len=2.0, decode_ms=BASELINE_82).cycle_cost_decode_steps == pytest.approx(2.46, abs=0.01)
+    assert Cycle(
+        verify_ms=30, accept_len=2.0, decode_ms=BASELINE_82
+    ).cycle_cost_decode_steps == pytest.approx(2.46, abs=0.01)
 
 
 def test_break_even_verify_time_gives_speedup_one():
-    cycle = Cycle(verify_ms=15, accept_len=2.0, draft_ms=1.0, overhead_ms=0.5, decode_ms=BASELINE_82)
+    cycle = Cycle(
+        verify_ms=15, accept_len=2.0, draft_ms=1.0, overhead_ms=0.5, decode_ms=BASELINE_82
+    )
     even = cycle.with_(verify_ms=cycle.break_even_verify_ms)
     assert even.speedup == pytest.approx(1.0)
 
@@ -44,19 +49,23 @@ def test_batch_multiplies_throughput_not_per_request_rate():
 
 
 def test_case_d_cycle_is_22_8_ms_at_tau_2_6_for_114_tok_s():
-    # Kimi-K2.6 vLLM 8x RTX PRO 6000: 114.1 tok/s at tau 2.6 -> cycle 22.8 ms, ~2.0 decode steps of 11.3 ms
+    # Kimi-K2.6 vLLM 8x RTX PRO 6000: 114.1 tok/s at tau 2.6 -> cycle 22.8 ms, ~2.0 decode steps of
+    # 11.3 ms
     cycle = Cycle(verify_ms=22.79, accept_len=2.6, decode_ms=1e3 / 88.5)
     assert cycle.tokens_per_s == pytest.approx(114.1, abs=0.1)
     assert cycle.cycle_cost_decode_steps == pytest.approx(2.0, abs=0.02)
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("verify_ms", 0.0, "verify time .* must be positive"),
-    ("verify_ms", -3.0, "verify time .* must be positive"),
-    ("accept_len", 0.9, "accept length must be >= 1"),
-    ("draft_ms", -1.0, "draft time .* must not be negative"),
-    ("decode_ms", 0.0, "decode step time .* must be positive"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("verify_ms", 0.0, "verify time .* must be positive"),
+        ("verify_ms", -3.0, "verify time .* must be positive"),
+        ("accept_len", 0.9, "accept length must be >= 1"),
+        ("draft_ms", -1.0, "draft time .* must not be negative"),
+        ("decode_ms", 0.0, "decode step time .* must be positive"),
+    ],
+)
 def test_bad_cycle_inputs_are_rejected(field, value, message):
     kwargs = {"verify_ms": 10.0, "accept_len": 2.0} | {field: value}
     with pytest.raises(VerifyprofError, match=message):
@@ -72,7 +81,10 @@ def test_baseline_given_twice_must_agree():
 
 
 def test_case_b_deepseek_mtp_cycle_costs_1_03_to_1_06_decode_steps():
-    assert (round(implied_cycle_cost(1.85, 1.8), 2), round(implied_cycle_cost(1.90, 1.8), 2)) == (1.03, 1.06)
+    assert (round(implied_cycle_cost(1.85, 1.8), 2), round(implied_cycle_cost(1.90, 1.8), 2)) == (
+        1.03,
+        1.06,
+    )
 
 
 def test_case_c_eagle3_llama_8b_cycle_is_2_6_decode_steps_16_4_ms():
@@ -89,4 +101,6 @@ def test_case_h_better_drafter_at_eagle2_cycle_cost_predicts_eagle3_within_6_per
     cost = implied_cycle_cost(4.83, 4.26)  # EAGLE-2, Vicuna-13B: 1.13 decode steps per cycle
     predicted = 6.65 / cost  # EAGLE-3's tau at the same cycle
     assert round(cost, 2) == 1.13
-    assert predicted / 5.58 - 1 == pytest.approx(0.047, abs=0.005)  # the residual: 5.87x predicted, 5.58x measured
+    assert predicted / 5.58 - 1 == pytest.approx(
+        0.047, abs=0.005
+    )  # the residual: 5.87x predicted, 5.58x measured

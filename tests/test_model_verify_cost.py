@@ -39,7 +39,11 @@ def test_dense_verify_turns_compute_bound_past_the_ridge():
     model, h200 = load_model_config("workload"), load_hardware("h200")
     scaling = width_scaling(4, 1024, model, h200)
     flops_ms = model.dense_flops(1024) / (h200.bf16_tflops * 1e12) * 1e3
-    bytes_ms = (model.dense_bytes() + 4 * model.activation_bytes_per_token()) / (h200.bandwidth_tbps * 1e12) * 1e3
+    bytes_ms = (
+        (model.dense_bytes() + 4 * model.activation_bytes_per_token())
+        / (h200.bandwidth_tbps * 1e12)
+        * 1e3
+    )
     assert scaling.deltas_ms["gemm_dense"] == pytest.approx(flops_ms - bytes_ms, rel=1e-3)
 
 
@@ -48,7 +52,9 @@ def test_moe_verify_grows_by_the_expert_union_s_extra_bytes():
     scaling = width_scaling(4, 12, kimi, rtx, tp=8)
     extra = (kimi.routed_bytes(12, 8) - kimi.routed_bytes(4, 8)) / (rtx.bandwidth_tbps * 1e12) * 1e3
     assert scaling.deltas_ms["gemm_moe"] == pytest.approx(extra, rel=0.01)
-    assert kimi.routed_bytes(12, 8) / kimi.routed_bytes(4, 8) == pytest.approx(85.7 / 31.0, rel=0.01)
+    assert kimi.routed_bytes(12, 8) / kimi.routed_bytes(4, 8) == pytest.approx(
+        85.7 / 31.0, rel=0.01
+    )
 
 
 def test_measured_overhead_carries_over_and_only_the_floor_moves():
@@ -56,13 +62,18 @@ def test_measured_overhead_carries_over_and_only_the_floor_moves():
     scaling = width_scaling(4, 12, kimi, rtx, tp=8)
     measured = {"gemm_moe": 9.0, "norm": 0.5}
     scaled = scaling.apply(measured)
-    assert scaled["gemm_moe"] == pytest.approx(9.0 + scaling.deltas_ms["gemm_moe"]) and scaled["norm"] == 0.5
+    assert (
+        scaled["gemm_moe"] == pytest.approx(9.0 + scaling.deltas_ms["gemm_moe"])
+        and scaled["norm"] == 0.5
+    )
 
 
 def test_without_hardware_gemm_phases_scale_by_bytes():
     kimi = load_model_config("kimi-k2")
     scaling = width_scaling(4, 12, kimi, None, tp=8)
-    assert scaling.factors["gemm_moe"] == pytest.approx(kimi.routed_bytes(12, 8) / kimi.routed_bytes(4, 8), rel=0.01)
+    assert scaling.factors["gemm_moe"] == pytest.approx(
+        kimi.routed_bytes(12, 8) / kimi.routed_bytes(4, 8), rel=0.01
+    )
 
 
 def test_without_a_model_every_phase_is_width_independent():

@@ -1,4 +1,5 @@
-"""REFERENCE 6.11: Kimi-K2 family, TP8, 8x RTX PRO 6000 PCIe, batch 1, EAGLE-3 chain of 3 (verify width 4)."""
+"""REFERENCE 6.11: Kimi-K2 family, TP8, 8x RTX PRO 6000 PCIe, batch 1, EAGLE-3 chain of 3 (verify
+width 4)."""
 
 import pytest
 

@@ -1,4 +1,5 @@
-"""The model on the project's real H200 workload traces (traces/workload-*, traces/capture_workload.sh).
+"""The model on the project's real H200 workload traces (traces/workload-*,
+traces/capture_workload.sh).
 
 Accounting first (the cycle the model builds from a trace must be the cycle the workload timed
 with CUDA events), then the two predictions bench/bench_whatif.py reports, held to the issue's
@@ -30,8 +31,11 @@ MOE_GRAPH = TRACES / "workload-moe-graph"
 
 @pytest.fixture(scope="module")
 def breakdowns():
-    return {d.name: breakdown_frame(d / "trace.sqlite.gz") for d in (DENSE_EAGER, DENSE_GRAPH, MOE_EAGER, MOE_GRAPH)
-            if (d / "trace.sqlite.gz").exists()}
+    return {
+        d.name: breakdown_frame(d / "trace.sqlite.gz")
+        for d in (DENSE_EAGER, DENSE_GRAPH, MOE_EAGER, MOE_GRAPH)
+        if (d / "trace.sqlite.gz").exists()
+    }
 
 
 def summary(directory: Path) -> dict:
@@ -39,7 +43,11 @@ def summary(directory: Path) -> dict:
 
 
 def run_of(directory: Path, kind: str, width: int | None = None) -> dict:
-    return next(r for r in summary(directory)["runs"] if r["kind"] == kind and (width is None or r.get("width") == width))
+    return next(
+        r
+        for r in summary(directory)["runs"]
+        if r["kind"] == kind and (width is None or r.get("width") == width)
+    )
 
 
 def test_eager_verify_is_the_40_loop_steps_at_width_4(breakdowns):
@@ -51,42 +59,68 @@ def test_eager_verify_is_the_40_loop_steps_at_width_4(breakdowns):
 @pytest.mark.parametrize("directory", [DENSE_EAGER, DENSE_GRAPH, MOE_EAGER])
 def test_cycle_from_the_trace_is_the_cycle_cuda_events_timed(breakdowns, directory):
     # Range windows start when the host enters a range, CUDA events when the GPU reaches the mark:
-    # the spec_step window also holds the host's ~0.1 ms before its first launch (3% of a graph cycle).
-    ranking = whatif(WhatifOptions(source=str(directory / "trace.sqlite.gz"), manifest=directory / "manifest.json"))
+    # the spec_step window also holds the host's ~0.1 ms before its first launch (3% of a graph
+    # cycle).
+    ranking = whatif(
+        WhatifOptions(
+            source=str(directory / "trace.sqlite.gz"), manifest=directory / "manifest.json"
+        )
+    )
     spec = run_of(directory, "spec")
     assert ranking.current.cycle_ms == pytest.approx(spec["step_ms"]["mean"], rel=0.05)
     assert ranking.current.verify_ms == pytest.approx(spec["verify_ms"]["mean"], rel=0.02)
     assert ranking.current.tokens_per_s == pytest.approx(spec["tokens_per_s_per_request"], rel=0.05)
-    assert ranking.current.decode_ms == pytest.approx(run_of(directory, "decode")["decode_ms"]["mean"], rel=0.05)
+    assert ranking.current.decode_ms == pytest.approx(
+        run_of(directory, "decode")["decode_ms"]["mean"], rel=0.05
+    )
 
 
 def test_graph_verify_windows_overlapping_the_draft_are_cut_to_their_own_time(breakdowns):
     profile = verify_profile(breakdowns[DENSE_GRAPH.name])
     steps = breakdowns[DENSE_GRAPH.name].steps
-    raw = steps[(steps["name"] == "verifyprof.verify") & ~steps["attrs"].map(lambda a: "sweep" in a)]["wall_ns"]
-    assert raw.mean() / 1e6 > profile.verify.wall_ms + 0.3  # host ahead: windows reach back over the draft
-    assert profile.verify.wall_ms == pytest.approx(run_of(DENSE_GRAPH, "spec")["verify_ms"]["mean"], rel=0.02)
+    raw = steps[
+        (steps["name"] == "verifyprof.verify") & ~steps["attrs"].map(lambda a: "sweep" in a)
+    ]["wall_ns"]
+    assert (
+        raw.mean() / 1e6 > profile.verify.wall_ms + 0.3
+    )  # host ahead: windows reach back over the draft
+    assert profile.verify.wall_ms == pytest.approx(
+        run_of(DENSE_GRAPH, "spec")["verify_ms"]["mean"], rel=0.02
+    )
 
 
 @pytest.mark.parametrize("eager,graph", [(DENSE_EAGER, DENSE_GRAPH), (MOE_EAGER, MOE_GRAPH)])
-def test_cuda_graph_prediction_from_eager_is_within_15_percent_of_the_graph_run(breakdowns, eager, graph):
+def test_cuda_graph_prediction_from_eager_is_within_15_percent_of_the_graph_run(
+    breakdowns, eager, graph
+):
     assert graph.name in breakdowns, f"{graph} missing from traces/"
     profile = verify_profile(breakdowns[eager.name])
     scenario = Scenario(accept_len=2.0, hardware=load_hardware("h200"))
-    predicted = cuda_graph_verify(profile, scenario, current_cycle(profile, scenario)).cycle.verify_ms
+    predicted = cuda_graph_verify(
+        profile, scenario, current_cycle(profile, scenario)
+    ).cycle.verify_ms
     measured = run_of(graph, "spec")["verify_ms"]["mean"]
-    assert profile.verify.wall_ms > 4 * measured  # eager is host-bound: the prediction has most to remove
+    assert (
+        profile.verify.wall_ms > 4 * measured
+    )  # eager is host-bound: the prediction has most to remove
     assert abs(predicted / measured - 1) <= 0.15
 
 
-@pytest.mark.parametrize("directory,mode", [(DENSE_GRAPH, "graph"), (MOE_GRAPH, "graph"), (MOE_EAGER, "eager")])
+@pytest.mark.parametrize(
+    "directory,mode", [(DENSE_GRAPH, "graph"), (MOE_GRAPH, "graph"), (MOE_EAGER, "eager")]
+)
 def test_t_of_n_from_width_4_predicts_widths_2_to_16_within_15_percent(breakdowns, directory, mode):
     assert directory.name in breakdowns, f"{directory} missing from traces/"
     base = verify_profile(breakdowns[directory.name], sweep=True, width=4, mode=mode)
     s = summary(directory)
     model = model_from_workload(s["config"]["target"], directory / "summary.json")
-    scenario = Scenario(accept_len=2.0, hardware=load_hardware("h200"), model=model, context=s["config"]["max_len"],
-                        use_measured_widths=False)
+    scenario = Scenario(
+        accept_len=2.0,
+        hardware=load_hardware("h200"),
+        model=model,
+        context=s["config"]["max_len"],
+        use_measured_widths=False,
+    )
     for width in (2, 8, 16):  # width 1 in graph mode misses: see test below
         predicted, _ = verify_at_width(base, scenario, width)
         measured = run_of(directory, "verify_sweep", width)["verify_ms"]["mean"]
@@ -97,10 +131,17 @@ def test_moe_t_of_n_follows_the_expert_union(breakdowns):
     base = verify_profile(breakdowns[MOE_GRAPH.name], sweep=True, width=4, mode="graph")
     s = summary(MOE_GRAPH)
     model = model_from_workload(s["config"]["target"], MOE_GRAPH / "summary.json")
-    scenario = Scenario(accept_len=2.0, hardware=load_hardware("h200"), model=model, use_measured_widths=False)
+    scenario = Scenario(
+        accept_len=2.0, hardware=load_hardware("h200"), model=model, use_measured_widths=False
+    )
     t16, _ = verify_at_width(base, scenario, 16)
-    measured_growth = run_of(MOE_GRAPH, "verify_sweep", 16)["verify_ms"]["mean"] - run_of(MOE_GRAPH, "verify_sweep", 4)["verify_ms"]["mean"]
-    assert model.expert_union(16) / model.expert_union(4) == pytest.approx(2.84, abs=0.01)  # E=64, k=4
+    measured_growth = (
+        run_of(MOE_GRAPH, "verify_sweep", 16)["verify_ms"]["mean"]
+        - run_of(MOE_GRAPH, "verify_sweep", 4)["verify_ms"]["mean"]
+    )
+    assert model.expert_union(16) / model.expert_union(4) == pytest.approx(
+        2.84, abs=0.01
+    )  # E=64, k=4
     assert t16 - base.verify.wall_ms == pytest.approx(measured_growth, rel=0.25)
 
 

@@ -25,7 +25,11 @@ def test_every_nccl_call_decodes_to_the_size_the_program_used():
     tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     payloads, warnings = nccl_payload_ranges(con, uri, tables)
     assert warnings == [] and payloads is not None
-    names = {"all_reduce": "ncclAllReduce", "broadcast": "ncclBroadcast", "all_gather": "ncclAllGather"}
+    names = {
+        "all_reduce": "ncclAllReduce",
+        "broadcast": "ncclBroadcast",
+        "all_gather": "ncclAllGather",
+    }
     calls = payloads[payloads["text"].isin(names.values())].sort_values("start")
     expected = [(names[c["op"]], c["bytes"]) for c in program_calls()]
     assert list(zip(calls["text"], calls["bytes"])) == expected

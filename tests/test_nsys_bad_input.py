@@ -89,7 +89,12 @@ def test_bad_input_lazy_export_of_an_empty_capture(tmp_path):
 def test_bad_input_non_lazy_export_of_an_empty_capture(tmp_path):
     """nsys 2022.2 exports every table; a capture without GPU work has them all empty."""
     path = copy_of(PIPIT, tmp_path, "empty_2022.sqlite")
-    edit(path, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL", "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY", "DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET")
+    edit(
+        path,
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET",
+    )
     expect_error(path, "empty capture: no GPU activity")
 
 
@@ -105,7 +110,7 @@ def test_bad_input_missing_file(tmp_path):
         read_nsys_sqlite(tmp_path / "absent.sqlite")
 
 
-# --- bad input through the CLI (reader-level errors: exit 2, one line, no traceback) ---------------------------
+# --- bad input through the CLI (reader-level errors: exit 2, one line, no traceback) --------------
 
 
 def run_cli(path: Path):

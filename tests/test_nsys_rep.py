@@ -32,10 +32,10 @@ from conftest import (
 EXPORT = PUBLIC / "nsys/nsysai_mock_rtx3080_nsys2026.1.sqlite"
 needs_public = pytest.mark.public_traces
 
-STAND_IN = textwrap.dedent(
-    """\
+STAND_IN = textwrap.dedent("""\
     #!{python}
-    # Stand-in for `nsys export --type sqlite ... -o OUT REPORT`: writes a real export, logs the call.
+    # Stand-in for `nsys export --type sqlite ... -o OUT REPORT`: writes a real export, logs the
+    # call.
     import os, shutil, sys, time
     args = sys.argv[1:]
     with open(os.environ["STAND_IN_LOG"], "a") as log:
@@ -58,8 +58,7 @@ STAND_IN = textwrap.dedent(
     if os.environ.get("STAND_IN_TRUNCATE"):  # exit 0, but the file is cut off
         data = data[: len(data) // 2]
     open(out, "wb").write(data)
-    """
-)
+    """)
 
 
 def fingerprint(path: Path) -> tuple[str, int]:
@@ -120,7 +119,9 @@ def test_report_without_nsys_names_the_file_and_the_export_command(report, no_ns
 
 def test_report_with_a_bad_verifyprof_nsys_says_so(report, monkeypatch, tmp_path):
     monkeypatch.setenv(NSYS_ENV, str(tmp_path / "nowhere" / "nsys"))
-    with pytest.raises(ToolMissingError, match=f"{NSYS_ENV}=.*is not an executable nsys.*nsys export --type sqlite"):
+    with pytest.raises(
+        ToolMissingError, match=f"{NSYS_ENV}=.*is not an executable nsys.*nsys export --type sqlite"
+    ):
         sqlite_for_report(report)
 
 
@@ -134,8 +135,15 @@ def test_cli_report_without_nsys_exits_2_with_one_line(report, tmp_path):
     env["PATH"] = str(tmp_path)  # no nsys here
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     before = fingerprint(report)
-    done = subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(report)], capture_output=True, text=True, check=False,
-                          cwd=REPO, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", "breakdown", str(report)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
@@ -148,7 +156,7 @@ def test_missing_report_is_a_trace_error(tmp_path):
         sqlite_for_report(tmp_path / "absent.nsys-rep")
 
 
-# --- the export cache (stand-in nsys) ------------------------------------------------------------------
+# --- the export cache (stand-in nsys) -------------------------------------------------------------
 
 
 @needs_public
@@ -167,7 +175,9 @@ def test_export_asks_for_nvtx_payload_blobs_first(report, stand_in):
     assert "--include-blobs=true" in stand_in.read_text().splitlines()[0]
 
 
-def test_an_nsys_without_include_blobs_falls_back_to_the_plain_export(report, stand_in, monkeypatch):
+def test_an_nsys_without_include_blobs_falls_back_to_the_plain_export(
+    report, stand_in, monkeypatch
+):
     monkeypatch.setenv("STAND_IN_OLD", "1")
     out = sqlite_for_report(report)
     assert out.is_file()
@@ -222,7 +232,7 @@ def test_load_trace_reads_a_report_through_its_export(report, stand_in):
     assert trace.source == [report] and len(trace.kernels) == 2
 
 
-# --- real nsys, where there is one (the GPU machine: source .device/nsys-env.sh) ----------------------------
+# --- real nsys, where there is one (the GPU machine: source .device/nsys-env.sh) ------------------
 
 TINY_CUDA = """
 import torch
@@ -242,14 +252,31 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-@pytest.mark.skipif(shutil.which("nsys") is None or not _cuda_available(), reason="needs nsys on PATH and a CUDA GPU")
+@pytest.mark.skipif(
+    shutil.which("nsys") is None or not _cuda_available(),
+    reason="needs nsys on PATH and a CUDA GPU",
+)
 def test_real_nsys_captures_exports_and_reads_a_report(tmp_path, monkeypatch):
     monkeypatch.delenv(NSYS_ENV, raising=False)
     monkeypatch.setenv("VERIFYPROF_CACHE", str(tmp_path / "user-cache"))
     script = tmp_path / "tiny.py"
     script.write_text(TINY_CUDA)
-    subprocess.run(["nsys", "profile", "--trace=cuda,nvtx", "--force-overwrite", "true", "-o", str(tmp_path / "tiny"),
-                    sys.executable, str(script)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            "nsys",
+            "profile",
+            "--trace=cuda,nvtx",
+            "--force-overwrite",
+            "true",
+            "-o",
+            str(tmp_path / "tiny"),
+            sys.executable,
+            str(script),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     report = tmp_path / "tiny.nsys-rep"
     before = fingerprint(report)
     sqlite = sqlite_for_report(report)
@@ -261,17 +288,21 @@ def test_real_nsys_captures_exports_and_reads_a_report(tmp_path, monkeypatch):
     assert fingerprint(report) == before
 
 
-# --- what the cache stores, and who exports ---------------------------------------------------------
+# --- what the cache stores, and who exports -------------------------------------------------------
 
 
-def test_an_export_that_exits_0_with_a_truncated_file_is_refused_and_not_cached(report, stand_in, monkeypatch):
+def test_an_export_that_exits_0_with_a_truncated_file_is_refused_and_not_cached(
+    report, stand_in, monkeypatch
+):
     monkeypatch.setenv("STAND_IN_TRUNCATE", "1")
     with pytest.raises(TraceError, match="exited 0 but wrote an incomplete SQLite file") as info:
         sqlite_for_report(report)
     assert str(info.value).startswith(f"{report}: ")
     assert list((report.parent / CACHE_DIR).iterdir()) == []
     monkeypatch.delenv("STAND_IN_TRUNCATE")
-    assert sqlite_for_report(report).stat().st_size == EXPORT.stat().st_size  # the next run exports again
+    assert (
+        sqlite_for_report(report).stat().st_size == EXPORT.stat().st_size
+    )  # the next run exports again
 
 
 def test_a_cached_export_damaged_later_is_exported_again(report, stand_in):
@@ -289,11 +320,16 @@ def test_concurrent_runs_on_one_report_export_it_once(report, stand_in, monkeypa
     results, errors = in_threads(lambda: sqlite_for_report(report), 3)
     assert not errors and len(set(results)) == 1
     assert calls(stand_in) == 1  # one export (with blobs), shared by all three runs
-    assert sorted(p.name for p in (report.parent / CACHE_DIR).iterdir()) == [f"{report.name}.sqlite", f"{report.name}.sqlite.json"]
+    assert sorted(p.name for p in (report.parent / CACHE_DIR).iterdir()) == [
+        f"{report.name}.sqlite",
+        f"{report.name}.sqlite.json",
+    ]
 
 
 @pytest.mark.timeout(60)
-def test_a_hanging_nsys_is_killed_with_its_children_after_the_timeout(report, stand_in, monkeypatch, tmp_path):
+def test_a_hanging_nsys_is_killed_with_its_children_after_the_timeout(
+    report, stand_in, monkeypatch, tmp_path
+):
     child_pid = tmp_path / "child.pid"
     monkeypatch.setenv("STAND_IN_HANG", str(child_pid))
     monkeypatch.setenv("VERIFYPROF_NSYS_EXPORT_TIMEOUT", "3")
@@ -305,7 +341,9 @@ def test_a_hanging_nsys_is_killed_with_its_children_after_the_timeout(report, st
             os.kill(pid, 0)
         except ProcessLookupError:
             break
-        if _is_zombie(pid):  # dead; left unreaped where this test process is a subreaper (capture tests)
+        if _is_zombie(
+            pid
+        ):  # dead; left unreaped where this test process is a subreaper (capture tests)
             break
         import time
 

@@ -22,7 +22,9 @@ from verifyprof.contracts import outputs
 from verifyprof.contracts.errors import VerifyprofError
 
 SQLITE_GZ = OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz"
-KINETO = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"  # 36 KB: fast to break down
+KINETO = (
+    PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
+)  # 36 KB: fast to break down
 
 
 @pytest.fixture(autouse=True)
@@ -31,10 +33,20 @@ def _forget_inputs():
     outputs.unprotect_all()
 
 
-def cli(*args: str, cwd: Path, stdout=subprocess.PIPE, preexec_fn=None) -> subprocess.CompletedProcess:
+def cli(
+    *args: str, cwd: Path, stdout=subprocess.PIPE, preexec_fn=None
+) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "verifyprof.cli", *args], stdout=stdout, stderr=subprocess.PIPE,
-                          text=True, env=env, cwd=cwd, timeout=240, preexec_fn=preexec_fn)
+    return subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=240,
+        preexec_fn=preexec_fn,
+    )
 
 
 def one_line_error(done: subprocess.CompletedProcess, *needles: str) -> None:
@@ -57,7 +69,9 @@ def hidden_files(folder: Path) -> list[Path]:
 # --- never onto an input -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spelling", ["same", "dot-slash", "absolute", "symlink", "hard link", "other dir"])
+@pytest.mark.parametrize(
+    "spelling", ["same", "dot-slash", "absolute", "symlink", "hard link", "other dir"]
+)
 def test_an_input_is_refused_as_output_however_it_is_spelled(tmp_path, monkeypatch, spelling):
     trace = tmp_path / "trace.sqlite.gz"
     shutil.copyfile(SQLITE_GZ, trace)
@@ -66,33 +80,50 @@ def test_an_input_is_refused_as_output_however_it_is_spelled(tmp_path, monkeypat
     os.link(trace, tmp_path / "hard.gz")
     monkeypatch.chdir(tmp_path)
     outputs.protect(["trace.sqlite.gz"])
-    out = {"same": "trace.sqlite.gz", "dot-slash": "./trace.sqlite.gz", "absolute": str(trace),
-           "symlink": "link.gz", "hard link": "hard.gz", "other dir": "sub/../trace.sqlite.gz"}[spelling]
+    out = {
+        "same": "trace.sqlite.gz",
+        "dot-slash": "./trace.sqlite.gz",
+        "absolute": str(trace),
+        "symlink": "link.gz",
+        "hard link": "hard.gz",
+        "other dir": "sub/../trace.sqlite.gz",
+    }[spelling]
     with pytest.raises(VerifyprofError, match="is an input of this command"):
         outputs.write_text(out, "overwritten")
     assert digest(trace) == digest(SQLITE_GZ)
 
 
-@pytest.mark.parametrize("source, option, spelling", [
-    (SQLITE_GZ, "--csv", "{name}"),
-    (SQLITE_GZ, "--parquet", "./{name}"),
-    (SQLITE_GZ, "--csv", "link-to-trace"),
-    (KINETO, "--csv", "{name}"),
-    (KINETO, "--parquet", "{dir}/{name}"),
-])
+@pytest.mark.parametrize(
+    "source, option, spelling",
+    [
+        (SQLITE_GZ, "--csv", "{name}"),
+        (SQLITE_GZ, "--parquet", "./{name}"),
+        (SQLITE_GZ, "--csv", "link-to-trace"),
+        (KINETO, "--csv", "{name}"),
+        (KINETO, "--parquet", "{dir}/{name}"),
+    ],
+)
 def test_breakdown_never_overwrites_its_trace(tmp_path, source, option, spelling):
     trace = tmp_path / source.name
     shutil.copyfile(source, trace)
     (tmp_path / "link-to-trace").symlink_to(trace)
     before = digest(trace), trace.stat().st_mtime_ns
-    done = cli("breakdown", trace.name, option, spelling.format(name=trace.name, dir=tmp_path), cwd=tmp_path)
+    done = cli(
+        "breakdown",
+        trace.name,
+        option,
+        spelling.format(name=trace.name, dir=tmp_path),
+        cwd=tmp_path,
+    )
     one_line_error(done, "is an input of this command")
     assert (digest(trace), trace.stat().st_mtime_ns) == before
 
 
 def test_an_output_in_the_folder_of_a_directory_input_is_allowed_unless_it_is_a_trace(tmp_path):
     shutil.copyfile(KINETO, tmp_path / KINETO.name)
-    one_line_error(cli("breakdown", ".", "--whole-trace", "--csv", KINETO.name, cwd=tmp_path), "is an input")
+    one_line_error(
+        cli("breakdown", ".", "--whole-trace", "--csv", KINETO.name, cwd=tmp_path), "is an input"
+    )
     done = cli("breakdown", ".", "--whole-trace", "--csv", "steps.csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "steps.csv").read_text().startswith("index,")
@@ -164,7 +195,14 @@ def test_a_missing_parent_folder_is_an_error_and_is_not_created(tmp_path):
 
 
 def test_breakdown_csv_into_a_missing_folder_is_one_line(tmp_path):
-    done = cli("breakdown", str(KINETO), "--whole-trace", "--csv", "/nonexistent-verifyprof/x.csv", cwd=tmp_path)
+    done = cli(
+        "breakdown",
+        str(KINETO),
+        "--whole-trace",
+        "--csv",
+        "/nonexistent-verifyprof/x.csv",
+        cwd=tmp_path,
+    )
     one_line_error(done, "/nonexistent-verifyprof/x.csv", "no such directory")
     assert not Path("/nonexistent-verifyprof").exists()
 
@@ -186,7 +224,9 @@ def test_a_signal_mid_write_leaves_no_temp_file_and_the_old_file_intact(tmp_path
     out = tmp_path / "steps.csv"
     out.write_text("the good old report")
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(out)], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(out)], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout.readline().strip() == "writing"
     assert len(hidden_files(tmp_path)) == 1  # the temp file exists while writing
     proc.send_signal(sig)
@@ -198,8 +238,13 @@ def test_a_signal_mid_write_leaves_no_temp_file_and_the_old_file_intact(tmp_path
 def test_ctrl_c_mid_write_leaves_no_temp_file(tmp_path):
     out = tmp_path / "steps.csv"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout.readline().strip() == "writing"
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=30)
@@ -208,13 +253,21 @@ def test_ctrl_c_mid_write_leaves_no_temp_file(tmp_path):
 
 @pytest.mark.parametrize("option", ["--csv", "--parquet"])
 def test_disk_full_on_a_file_output_is_one_line(tmp_path, option):
-    one_line_error(cli("breakdown", str(KINETO), "--whole-trace", option, "/dev/full", cwd=tmp_path),
-                   "/dev/full", "No space left on device")
+    one_line_error(
+        cli("breakdown", str(KINETO), "--whole-trace", option, "/dev/full", cwd=tmp_path),
+        "/dev/full",
+        "No space left on device",
+    )
 
 
-@pytest.mark.parametrize("command", [["breakdown", str(KINETO), "--whole-trace", "--json"],
-                                     ["kernels", str(KINETO), "--json"],
-                                     ["whatif", "--verify-ms", "10", "--accept-len", "2", "--json"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["breakdown", str(KINETO), "--whole-trace", "--json"],
+        ["kernels", str(KINETO), "--json"],
+        ["whatif", "--verify-ms", "10", "--accept-len", "2", "--json"],
+    ],
+)
 def test_disk_full_on_json_stdout_is_one_line(tmp_path, command):
     with open("/dev/full", "w") as full:
         done = cli(*command, cwd=tmp_path, stdout=full)
@@ -223,13 +276,23 @@ def test_disk_full_on_json_stdout_is_one_line(tmp_path, command):
 
 def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (256, 256))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG, like ENOSPC
+    signal.signal(
+        signal.SIGXFSZ, signal.SIG_IGN
+    )  # writes past the limit fail with EFBIG, like ENOSPC
 
 
 def test_a_write_failing_midway_leaves_the_old_file_and_no_temp_file(tmp_path):
     out = tmp_path / "steps.csv"
     out.write_text("the good old report")
-    done = cli("breakdown", str(KINETO), "--whole-trace", "--csv", str(out), cwd=tmp_path, preexec_fn=_limit_file_size)
+    done = cli(
+        "breakdown",
+        str(KINETO),
+        "--whole-trace",
+        "--csv",
+        str(out),
+        cwd=tmp_path,
+        preexec_fn=_limit_file_size,
+    )
     one_line_error(done, str(out), "cannot write")
     assert out.read_text() == "the good old report"
     assert hidden_files(tmp_path) == []

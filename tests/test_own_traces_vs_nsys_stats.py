@@ -35,15 +35,23 @@ def traced(request):
 def test_every_workload_trace_has_its_nsys_stats_oracle():
     assert len(TRACE_DIRS) >= 3
     for folder in TRACE_DIRS:
-        assert (folder / "stats_nvtx_gpu_proj_sum.csv").exists() and (folder / "stats_cuda_gpu_kern_sum.csv").exists()
+        assert (folder / "stats_nvtx_gpu_proj_sum.csv").exists() and (
+            folder / "stats_cuda_gpu_kern_sum.csv"
+        ).exists()
 
 
 def test_range_gpu_projection_matches_nvtx_gpu_proj_sum(traced):
     folder, trace = traced
     result = breakdown(trace, step_regex=r"^verifyprof\.")
     steps = result.steps
-    rows = [r for r in read_csv(folder / "stats_nvtx_gpu_proj_sum.csv") if r["Range"].startswith("verifyprof:")]
-    assert len(rows) >= (1 if "pipelined" in folder.name else 5)  # pipelined sets: verify ranges only
+    rows = [
+        r
+        for r in read_csv(folder / "stats_nvtx_gpu_proj_sum.csv")
+        if r["Range"].startswith("verifyprof:")
+    ]
+    assert len(rows) >= (
+        1 if "pipelined" in folder.name else 5
+    )  # pipelined sets: verify ranges only
     for row in rows:  # other domains (e.g. CCCL's cub ranges) are not steps
         text = row["Range"].removeprefix("verifyprof:")
         ours = steps[steps["text"] == text]
@@ -60,7 +68,9 @@ def test_per_kernel_totals_match_cuda_gpu_kern_sum(traced):
     for row in rows:
         ours = table.loc[row["Name"]]
         assert ours["count"] == int(row["Instances"]), row["Name"]
-        assert ours["total_ns"] == pytest.approx(int(row["Total Time (ns)"]), rel=0.005), row["Name"]
+        assert ours["total_ns"] == pytest.approx(int(row["Total Time (ns)"]), rel=0.005), row[
+            "Name"
+        ]
 
 
 def test_phases_sum_to_wall_for_every_step(traced):
@@ -70,8 +80,14 @@ def test_phases_sum_to_wall_for_every_step(traced):
 
 
 def test_graph_mode_verify_is_one_graph_launch_and_eager_is_hundreds_of_launches():
-    graph = breakdown(load_trace(OWN_TRACES / "workload-dense-graph" / "trace.sqlite.gz"), step_regex=r"^verifyprof\.verify bs=1 tokens=4 graph=1$")
-    eager = breakdown(load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz"), step_regex=r"^verifyprof\.verify bs=1 tokens=4 graph=0$")
+    graph = breakdown(
+        load_trace(OWN_TRACES / "workload-dense-graph" / "trace.sqlite.gz"),
+        step_regex=r"^verifyprof\.verify bs=1 tokens=4 graph=1$",
+    )
+    eager = breakdown(
+        load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz"),
+        step_regex=r"^verifyprof\.verify bs=1 tokens=4 graph=0$",
+    )
     assert set(graph.steps["mode"]) == {"graph"} and set(graph.steps["launches"]) == {1}
     assert set(eager.steps["mode"]) == {"eager"} and eager.steps["launches"].min() > 300
     # what CUDA graphs remove: the eager verify is dominated by launch gaps, the graphed one is not

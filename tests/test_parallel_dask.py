@@ -24,9 +24,17 @@ distributed = pytest.importorskip("distributed")
 def cluster():
     import dask
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):  # a dead worker fails its task at once
-        local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                         dashboard_address=None, silence_logs=50)
+    with dask.config.set(
+        {"distributed.scheduler.allowed-failures": 0}
+    ):  # a dead worker fails its task at once
+        local = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=50,
+        )
     yield local
     local.close()
 
@@ -35,13 +43,23 @@ def cluster():
 def ranks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ranks")
     for rank in range(3):
-        rank_file(A100, folder / f"run-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 1_000_000)
+        rank_file(
+            A100, folder / f"run-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 1_000_000
+        )
     return folder
 
 
 def test_a_dask_cluster_gives_the_local_result(cluster, ranks):
-    local = as_json(pipeline.breakdown(ranks, step_regex="ProfilerStep", parallel=ParallelOptions(workers=2)))
-    remote = as_json(pipeline.breakdown(ranks, step_regex="ProfilerStep", parallel=ParallelOptions(scheduler=cluster.scheduler_address)))
+    local = as_json(
+        pipeline.breakdown(ranks, step_regex="ProfilerStep", parallel=ParallelOptions(workers=2))
+    )
+    remote = as_json(
+        pipeline.breakdown(
+            ranks,
+            step_regex="ProfilerStep",
+            parallel=ParallelOptions(scheduler=cluster.scheduler_address),
+        )
+    )
     assert local["summary"]["collectives"]["allreduce"]["devices"] == 3
     assert differences(local, remote) == []
 
@@ -49,10 +67,18 @@ def test_a_dask_cluster_gives_the_local_result(cluster, ranks):
 def test_a_corrupt_file_on_the_cluster_is_reported_by_name(cluster, ranks, tmp_path):
     for f in ranks.iterdir():
         (tmp_path / f.name).write_bytes(f.read_bytes())
-    (tmp_path / "run-TP-3.trace.json.gz").write_bytes((ranks / "run-TP-0.trace.json.gz").read_bytes()[:100_000])
+    (tmp_path / "run-TP-3.trace.json.gz").write_bytes(
+        (ranks / "run-TP-0.trace.json.gz").read_bytes()[:100_000]
+    )
     seen: list[Failure] = []
-    result = pipeline.breakdown(tmp_path, step_regex="ProfilerStep", parallel=ParallelOptions(scheduler=cluster.scheduler_address, report=seen.append))
-    assert [f.path for f in seen] == [str(tmp_path / "run-TP-3.trace.json.gz")] and "truncated gzip" in seen[0].reason
+    result = pipeline.breakdown(
+        tmp_path,
+        step_regex="ProfilerStep",
+        parallel=ParallelOptions(scheduler=cluster.scheduler_address, report=seen.append),
+    )
+    assert [f.path for f in seen] == [
+        str(tmp_path / "run-TP-3.trace.json.gz")
+    ] and "truncated gzip" in seen[0].reason
     assert json.loads(json.dumps(result.to_json()))["trace"]["ranks"] == [0, 1, 2]
 
 
@@ -75,7 +101,13 @@ def test_a_worker_killed_mid_task_costs_only_its_files(cluster, ranks):
     files = sorted(ranks.iterdir())
     watcher = threading.Thread(target=kill_a_busy_worker, daemon=True)
     watcher.start()
-    outcomes = dict(map_dask([(i, f, None) for i, f in enumerate(files)], MapOptions(step_regex="ProfilerStep"), cluster.scheduler_address))
+    outcomes = dict(
+        map_dask(
+            [(i, f, None) for i, f in enumerate(files)],
+            MapOptions(step_regex="ProfilerStep"),
+            cluster.scheduler_address,
+        )
+    )
     watcher.join(timeout=5)
     client.close()
     failures = [o for o in outcomes.values() if isinstance(o, Failure)]

@@ -61,7 +61,9 @@ def test_real_two_gpu_export_read_in_shares_gives_the_breakdown_read_whole(any_s
 
 
 @pytest.mark.parametrize("workers", [2, 3, 4])
-def test_four_rank_export_in_any_number_of_shares_gives_the_breakdown_read_whole(any_size, four_ranks, workers):
+def test_four_rank_export_in_any_number_of_shares_gives_the_breakdown_read_whole(
+    any_size, four_ranks, workers
+):
     expected, got, shares = whole_and_shared(four_ranks, workers)
     assert shares == workers
     assert {s["rank"] for s in got["steps"]} == {0, 1, 2, 3}
@@ -70,17 +72,21 @@ def test_four_rank_export_in_any_number_of_shares_gives_the_breakdown_read_whole
 
 def test_the_shares_hold_every_row_of_the_export_once(four_ranks):
     whole = load_trace(four_ranks)
-    parts = [load_trace(four_ranks, share) for share in process_shares(four_ranks, 3, min_kernels=0)]
+    parts = [
+        load_trace(four_ranks, share) for share in process_shares(four_ranks, 3, min_kernels=0)
+    ]
     for table in ("kernels", "api", "ranges", "copies"):
         assert sum(len(getattr(p, table)) for p in parts) == len(getattr(whole, table)), table
     pids = [set(np.unique(p.kernels["pid"].to_numpy()).tolist()) for p in parts]
-    assert all(a.isdisjoint(b) for i, a in enumerate(pids) for b in pids[i + 1:])
+    assert all(a.isdisjoint(b) for i, a in enumerate(pids) for b in pids[i + 1 :])
 
 
 def test_the_last_share_takes_every_process_the_others_do_not_name(four_ranks):
     found = process_shares(four_ranks, 2, min_kernels=0)
     assert [s.rest for s in found] == [False, True]
-    assert found[1].pids == found[0].pids  # "all but these": a process the sample missed is still read
+    assert (
+        found[1].pids == found[0].pids
+    )  # "all but these": a process the sample missed is still read
 
 
 def test_small_and_one_process_exports_are_read_whole(four_ranks):
@@ -89,7 +95,9 @@ def test_small_and_one_process_exports_are_read_whole(four_ranks):
     assert process_shares(four_ranks, 1, min_kernels=0) is None
 
 
-def test_a_gzipped_export_is_read_in_shares_of_its_decompressed_copy_and_named_as_given(any_size, four_ranks, tmp_path):
+def test_a_gzipped_export_is_read_in_shares_of_its_decompressed_copy_and_named_as_given(
+    any_size, four_ranks, tmp_path
+):
     gz = tmp_path / "tp4.sqlite.gz"
     with four_ranks.open("rb") as src, gzip.open(gz, "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -100,7 +108,8 @@ def test_a_gzipped_export_is_read_in_shares_of_its_decompressed_copy_and_named_a
 
 
 def edited(four_ranks: Path, tmp_path: Path, *sql: str) -> Path:
-    """A copy of the 4-rank export with ``sql`` applied (``:last`` = the last GPU process's globalPid)."""
+    """A copy of the 4-rank export with ``sql`` applied (``:last`` = the last GPU process's
+    globalPid)."""
     import sqlite3
 
     path = tmp_path / "edited.sqlite"
@@ -114,34 +123,61 @@ def edited(four_ranks: Path, tmp_path: Path, *sql: str) -> Path:
     return path
 
 
-def test_processes_of_different_shares_on_one_gpu_keep_its_one_device(any_size, four_ranks, tmp_path):
-    path = edited(four_ranks, tmp_path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 0 WHERE globalPid = :last",
-                  "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET deviceId = 0 WHERE globalPid = :last")
+def test_processes_of_different_shares_on_one_gpu_keep_its_one_device(
+    any_size, four_ranks, tmp_path
+):
+    path = edited(
+        four_ranks,
+        tmp_path,
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 0 WHERE globalPid = :last",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET deviceId = 0 WHERE globalPid = :last",
+    )
     expected, got, shares = whole_and_shared(path, 2)
     assert shares == 2 and differences(expected, got) == []
 
 
-def test_processes_that_ran_one_after_another_in_one_file_are_not_separate_runs(any_size, four_ranks, tmp_path):
-    late = [f"UPDATE {t} SET start = start + 10000000000, \"end\" = \"end\" + 10000000000 WHERE {col}"
-            for t, col in (("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid = :last"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid = :last"),
-                           ("CUPTI_ACTIVITY_KIND_RUNTIME", "(globalTid >> 24) = (:last >> 24)"),
-                           ("NVTX_EVENTS", "(globalTid >> 24) = (:last >> 24) AND eventType != 75"))]
+def test_processes_that_ran_one_after_another_in_one_file_are_not_separate_runs(
+    any_size, four_ranks, tmp_path
+):
+    late = [
+        f'UPDATE {t} SET start = start + 10000000000, "end" = "end" + 10000000000 WHERE {col}'
+        for t, col in (
+            ("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid = :last"),
+            ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid = :last"),
+            ("CUPTI_ACTIVITY_KIND_RUNTIME", "(globalTid >> 24) = (:last >> 24)"),
+            ("NVTX_EVENTS", "(globalTid >> 24) = (:last >> 24) AND eventType != 75"),
+        )
+    ]
     expected, got, shares = whole_and_shared(edited(four_ranks, tmp_path, *late), 2)
     assert shares == 2 and differences(expected, got) == []
 
 
 def test_a_gpu_process_without_ranges_makes_the_file_read_whole(any_size, four_ranks, tmp_path):
-    path = edited(four_ranks, tmp_path, "DELETE FROM NVTX_EVENTS WHERE (globalTid >> 24) = (:last >> 24) AND eventType != 75")
+    path = edited(
+        four_ranks,
+        tmp_path,
+        "DELETE FROM NVTX_EVENTS WHERE (globalTid >> 24) = (:last >> 24) AND eventType != 75",
+    )
     expected, got, shares = whole_and_shared(path, 4)
-    assert shares == 0  # the share of that process has no steps: its kernels still count, so no shares
+    assert (
+        shares == 0
+    )  # the share of that process has no steps: its kernels still count, so no shares
     assert differences(expected, got) == []
 
 
-def test_rows_dropped_in_several_shares_are_one_warning_counted_over_the_file(any_size, four_ranks, tmp_path):
-    path = edited(four_ranks, tmp_path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = start - 1 WHERE rowid % 500 = 0")
+def test_rows_dropped_in_several_shares_are_one_warning_counted_over_the_file(
+    any_size, four_ranks, tmp_path
+):
+    path = edited(
+        four_ranks,
+        tmp_path,
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 1 WHERE rowid % 500 = 0',
+    )
     expected, got, shares = whole_and_shared(path, 3)
     con = sqlite3.connect(path)
-    bad, rows = con.execute('SELECT sum("end" < start), count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
+    bad, rows = con.execute(
+        'SELECT sum("end" < start), count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL'
+    ).fetchone()
     con.close()
     dropped = [w for w in got["trace"]["warnings"] if "rows of kernels dropped" in w]
     assert shares == 3 and bad > 0

@@ -18,12 +18,19 @@ from pathlib import Path
 TRACE = Path(__file__).resolve().parents[1] / "traces" / "workload-moe-eager" / "trace.sqlite.gz"
 
 
-def on_a_terminal(argv: list[str], timeout: float = 120, columns: int = 100) -> tuple[int, str, str]:
+def on_a_terminal(
+    argv: list[str], timeout: float = 120, columns: int = 100
+) -> tuple[int, str, str]:
     """(exit code, what a real pseudo-terminal received on stderr, stdout): the terminal is read
     as it is written, as a user's is (an unread one fills and stops the writer)."""
     master, slave = pty.openpty()
     with tempfile.TemporaryFile() as out:
-        done = subprocess.Popen(argv, stdout=out, stderr=slave, env={**os.environ, "TERM": "xterm", "COLUMNS": str(columns)})
+        done = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=slave,
+            env={**os.environ, "TERM": "xterm", "COLUMNS": str(columns)},
+        )
         os.close(slave)
         seen = b""
         while True:
@@ -58,7 +65,12 @@ def test_quiet_draws_nothing_on_the_terminal():
 
 
 def test_a_pipe_gets_no_progress_line():
-    done = subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(TRACE), "--json"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", "breakdown", str(TRACE), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and "breaking down" not in done.stderr
 
 
@@ -96,7 +108,10 @@ print(json.dumps({"drawing": drawing, "still": still, "forks": forks, "mapped": 
 
 def map_under_a_drawn_status(pause: str, kill: bool = False) -> dict:
     """A fresh interpreter whose stderr is a real terminal, mapping three files with two workers."""
-    code, _, out = on_a_terminal([sys.executable, "-c", FORK_UNDER_STATUS, str(TRACE), pause, KILLER if kill else ""], timeout=240)
+    code, _, out = on_a_terminal(
+        [sys.executable, "-c", FORK_UNDER_STATUS, str(TRACE), pause, KILLER if kill else ""],
+        timeout=240,
+    )
     assert code == 0
     return json.loads(out.strip().splitlines()[-1])
 

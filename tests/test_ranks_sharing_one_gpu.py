@@ -28,7 +28,9 @@ def test_a_wait_before_the_whole_trace_window_opens_is_not_booked_inside_it():
     trace = load_trace(NODE_B)
     first = trace.kernels.sort_values("start").iloc[0]
     call = trace.api[trace.api["correlation"] == first["correlation"]].iloc[0]
-    assert 2_000_000 < first["start"] - call["end"] < 2_200_000  # the 2.1 ms wait behind the other process
+    assert (
+        2_000_000 < first["start"] - call["end"] < 2_200_000
+    )  # the 2.1 ms wait behind the other process
     steps = as_json(pipeline.breakdown(NODE_B, whole_trace=True))["steps"]
     assert len(steps) == 1 and steps[0]["kernels"] == 20451
     assert sum(steps[0]["phases"].values()) == steps[0]["wall_ns"]
@@ -37,20 +39,36 @@ def test_a_wait_before_the_whole_trace_window_opens_is_not_booked_inside_it():
 
 def test_two_reports_captured_at_once_are_one_run_of_two_devices():
     alone = [as_json(pipeline.breakdown(f, whole_trace=True))["steps"][0] for f in (NODE_A, NODE_B)]
-    both = as_json(pipeline.breakdown([str(NODE_A), str(NODE_B)], whole_trace=True, parallel=ParallelOptions(workers=2)))
+    both = as_json(
+        pipeline.breakdown(
+            [str(NODE_A), str(NODE_B)], whole_trace=True, parallel=ParallelOptions(workers=2)
+        )
+    )
     assert both["trace"]["warnings"] == [  # no file skipped; the one GPU both drove is named
-        "node-a.sqlite.gz, node-b.sqlite.gz ran on one GPU (UUID 3713df95-95c9-f464-ddd8-ddd94c211c1b), read as devices "
-        "[0, 1]: each file's time waiting behind the others' work on it reads as host wait"]
-    assert [(s["device"], s["kernels"]) for s in both["steps"]] == [(0, alone[0]["kernels"]), (1, alone[1]["kernels"])]
-    assert [s["phases"] for s in both["steps"]] == [s["phases"] for s in alone]  # each read as alone
+        "node-a.sqlite.gz, node-b.sqlite.gz ran on one GPU (UUID"
+        " 3713df95-95c9-f464-ddd8-ddd94c211c1b), read as devices [0, 1]: each file's time waiting"
+        " behind the others' work on it reads as host wait"
+    ]
+    assert [(s["device"], s["kernels"]) for s in both["steps"]] == [
+        (0, alone[0]["kernels"]),
+        (1, alone[1]["kernels"]),
+    ]
+    assert [s["phases"] for s in both["steps"]] == [
+        s["phases"] for s in alone
+    ]  # each read as alone
 
 
 def test_torchrun_ranks_on_one_gpu_are_two_ranks_on_two_devices_each_step_as_read_alone():
     """torch 2.11's Kineto files, ``distributedInfo`` from a gloo process group: rank 1's device 0
     comes after rank 0's, and each rank's five ProfilerSteps are what its file alone gives."""
     files = sorted(TORCHRUN.glob("run-TP-*.trace.json.gz"))
-    both = as_json(pipeline.breakdown(TORCHRUN, step_regex="ProfilerStep", parallel=ParallelOptions(workers=2)))
-    assert [d["device"] for d in both["trace"]["devices"]] == [0, 1] and both["trace"]["ranks"] == [0, 1]
+    both = as_json(
+        pipeline.breakdown(TORCHRUN, step_regex="ProfilerStep", parallel=ParallelOptions(workers=2))
+    )
+    assert [d["device"] for d in both["trace"]["devices"]] == [0, 1] and both["trace"]["ranks"] == [
+        0,
+        1,
+    ]
     for rank, path in enumerate(files):
         alone = as_json(pipeline.breakdown(path, step_regex="ProfilerStep"))["steps"]
         mine = [s for s in both["steps"] if s["rank"] == rank]

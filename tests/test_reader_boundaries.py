@@ -28,7 +28,9 @@ MOCK = PUBLIC / "nsys" / "nsysai_mock_rtx3080_nsys2026.1.sqlite"
 MI300X = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
 A100 = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
-DENSE_WALL_MEAN_MS = 12.631  # verify steps of the unedited export (tests/golden/breakdown-dense-eager.json)
+DENSE_WALL_MEAN_MS = (
+    12.631  # verify steps of the unedited export (tests/golden/breakdown-dense-eager.json)
+)
 as_root = os.geteuid() == 0
 
 
@@ -58,7 +60,11 @@ def edited(source: Path, folder: Path, *statements: str, name: str = "edited.sql
 
 def without_constraints(table: str) -> list[str]:
     """Rebuild ``table`` without NOT NULL constraints, so that NULL can be written into it."""
-    return [f'CREATE TABLE t_copy AS SELECT * FROM "{table}"', f'DROP TABLE "{table}"', f'ALTER TABLE t_copy RENAME TO "{table}"']
+    return [
+        f'CREATE TABLE t_copy AS SELECT * FROM "{table}"',
+        f'DROP TABLE "{table}"',
+        f'ALTER TABLE t_copy RENAME TO "{table}"',
+    ]
 
 
 def one_line_error(result, path: Path, *fragments: str) -> str:
@@ -81,7 +87,12 @@ def wall_mean_ms(output: str) -> float:
 
 def test_kernel_rows_with_null_start_are_dropped_and_counted_not_summed(dense_export, tmp_path):
     """A NULL start read as -1 once made the verify wall 451.767 ms instead of 12.631."""
-    path = edited(dense_export, tmp_path, *without_constraints(KERNEL), f"UPDATE {KERNEL} SET start = NULL WHERE rowid % 10 = 0")
+    path = edited(
+        dense_export,
+        tmp_path,
+        *without_constraints(KERNEL),
+        f"UPDATE {KERNEL} SET start = NULL WHERE rowid % 10 = 0",
+    )
     before = digest(path)
     result = run_cli("breakdown", path)
     assert result.code == 0 and result.crash is None
@@ -99,7 +110,12 @@ def test_kernel_rows_with_null_start_are_dropped_and_counted_not_summed(dense_ex
     ],
 )
 def test_one_bad_kernel_row_is_dropped_with_a_warning(dense_export, tmp_path, change, what):
-    path = edited(dense_export, tmp_path, *without_constraints(KERNEL), f"UPDATE {KERNEL} SET {change} WHERE rowid = 500")
+    path = edited(
+        dense_export,
+        tmp_path,
+        *without_constraints(KERNEL),
+        f"UPDATE {KERNEL} SET {change} WHERE rowid = 500",
+    )
     trace = load_trace(path)
     trace.validate()
     assert len(trace.kernels) == 70721, what
@@ -109,16 +125,31 @@ def test_one_bad_kernel_row_is_dropped_with_a_warning(dense_export, tmp_path, ch
     assert wall_mean_ms(result.out) == pytest.approx(DENSE_WALL_MEAN_MS, rel=0.01)
 
 
-@pytest.mark.parametrize("edit", [f"ALTER TABLE {KERNEL} DROP COLUMN start", f"ALTER TABLE {KERNEL} RENAME COLUMN start TO begin"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        f"ALTER TABLE {KERNEL} DROP COLUMN start",
+        f"ALTER TABLE {KERNEL} RENAME COLUMN start TO begin",
+    ],
+)
 def test_a_kernel_table_without_its_start_column_is_a_one_line_error(dense_export, tmp_path, edit):
     path = edited(dense_export, tmp_path, edit)
     one_line_error(run_cli("breakdown", path), path, f"{KERNEL} has no 'start' column")
 
 
 def test_no_kernel_row_with_a_valid_time_is_an_error_not_an_empty_analysis(tmp_path):
-    path = edited(MOCK, tmp_path, *without_constraints(KERNEL), f"UPDATE {KERNEL} SET start = NULL",
-                  "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY")
-    one_line_error(run_cli("breakdown", path, "--whole-trace"), path, "no GPU activity row has valid timestamps")
+    path = edited(
+        MOCK,
+        tmp_path,
+        *without_constraints(KERNEL),
+        f"UPDATE {KERNEL} SET start = NULL",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    )
+    one_line_error(
+        run_cli("breakdown", path, "--whole-trace"),
+        path,
+        "no GPU activity row has valid timestamps",
+    )
 
 
 # --- nsys: rowids, schema versions ----------------------------------------------------------------
@@ -126,21 +157,29 @@ def test_no_kernel_row_with_a_valid_time_is_an_error_not_an_empty_analysis(tmp_p
 
 @pytest.mark.parametrize("rowid", [9223372036854775807, -7, 1 << 40])
 def test_huge_or_negative_rowids_read_every_row(tmp_path, rowid):
-    path = edited(MOCK, tmp_path, f"UPDATE {KERNEL} SET rowid = {rowid} WHERE rowid = (SELECT max(rowid) FROM {KERNEL})")
+    path = edited(
+        MOCK,
+        tmp_path,
+        f"UPDATE {KERNEL} SET rowid = {rowid} WHERE rowid = (SELECT max(rowid) FROM {KERNEL})",
+    )
     original, changed = load_trace(MOCK), load_trace(path)
     assert len(changed.kernels) == len(original.kernels)
     assert sorted(changed.kernels["start"]) == sorted(original.kernels["start"])
 
 
 def test_unknown_export_schema_version_reads_with_a_warning(tmp_path):
-    path = edited(MOCK, tmp_path, "UPDATE META_DATA_EXPORT SET value = '9.1.0' WHERE name = 'EXPORT_SCHEMA_VERSION'")
+    path = edited(
+        MOCK,
+        tmp_path,
+        "UPDATE META_DATA_EXPORT SET value = '9.1.0' WHERE name = 'EXPORT_SCHEMA_VERSION'",
+    )
     trace = load_trace(path)
     assert len(trace.kernels) == len(load_trace(MOCK).kernels)
     assert any("schema version '9.1.0'" in w for w in trace.warnings)
     assert not any("schema version" in w for w in load_trace(MOCK).warnings)
 
 
-# --- read-only opens --------------------------------------------------------------------------------
+# --- read-only opens ------------------------------------------------------------------------------
 
 
 def wal_copy(folder: Path) -> Path:
@@ -187,7 +226,7 @@ def test_content_still_in_a_wal_file_is_read_from_a_copy_and_the_folder_is_untou
     assert folder_state(snapshot) == before
 
 
-# --- Kineto: numeric fields given as lists ----------------------------------------------------------
+# --- Kineto: numeric fields given as lists --------------------------------------------------------
 
 
 def kineto_with(tmp_path: Path, edit) -> Path:
@@ -206,11 +245,20 @@ def listed(key: str, arg: bool = False):
         holder = event.get("args", {}) if arg else event
         if key in holder:
             holder[key] = [holder[key]]
+
     return edit
 
 
-@pytest.mark.parametrize("key, arg, label", [("tid", False, "tid"), ("dur", False, "dur"), ("device", True, "args.device"),
-                                             ("correlation", True, "args.correlation"), ("pid", False, "pid")])
+@pytest.mark.parametrize(
+    "key, arg, label",
+    [
+        ("tid", False, "tid"),
+        ("dur", False, "dur"),
+        ("device", True, "args.device"),
+        ("correlation", True, "args.correlation"),
+        ("pid", False, "pid"),
+    ],
+)
 def test_kineto_numbers_given_as_lists_are_counted_and_read_as_missing(tmp_path, key, arg, label):
     path = kineto_with(tmp_path, listed(key, arg))
     trace = load_trace(path)
@@ -223,35 +271,44 @@ def test_kineto_numbers_given_as_lists_are_counted_and_read_as_missing(tmp_path,
 
 def test_kineto_timestamps_given_as_lists_are_a_one_line_error(tmp_path):
     path = kineto_with(tmp_path, listed("ts"))
-    one_line_error(run_cli("breakdown", path, "--whole-trace"), path, "no usable GPU events", "ts/dur")
+    one_line_error(
+        run_cli("breakdown", path, "--whole-trace"), path, "no usable GPU events", "ts/dur"
+    )
 
 
 def test_kineto_events_without_a_usable_ts_are_dropped_and_counted(tmp_path):
     kernels = iter(range(10**6))
-    path = kineto_with(tmp_path, lambda e: e.update(ts=1e300) if e.get("cat") == "kernel" and next(kernels) < 5 else None)
+    path = kineto_with(
+        tmp_path,
+        lambda e: e.update(ts=1e300) if e.get("cat") == "kernel" and next(kernels) < 5 else None,
+    )
     trace = load_trace(path)
     assert len(trace.kernels) == 550
     assert any("5 events without a usable ts/dur dropped" in w for w in trace.warnings)
 
 
-# --- Kineto: files that are not one run's -----------------------------------------------------------
+# --- Kineto: files that are not one run's ---------------------------------------------------------
 
 
 def test_one_rank_given_twice_is_an_error_naming_both_files(tmp_path):
     shutil.copyfile(B200, tmp_path / "a.json.gz")
     shutil.copyfile(B200, tmp_path / "b.json.gz")
-    line = one_line_error(run_cli("breakdown", tmp_path, "--whole-trace"), tmp_path / "a.json.gz", "claims rank 0")
+    line = one_line_error(
+        run_cli("breakdown", tmp_path, "--whole-trace"), tmp_path / "a.json.gz", "claims rank 0"
+    )
     assert str(tmp_path / "b.json.gz") in line
 
 
 def test_unrelated_traces_in_one_folder_are_refused_by_name(tmp_path):
     shutil.copyfile(A100, tmp_path / A100.name)
     shutil.copyfile(B200, tmp_path / B200.name)
-    line = one_line_error(run_cli("breakdown", tmp_path, "--whole-trace"), tmp_path / A100.name, "different runs")
+    line = one_line_error(
+        run_cli("breakdown", tmp_path, "--whole-trace"), tmp_path / A100.name, "different runs"
+    )
     assert str(tmp_path / B200.name) in line
 
 
-# --- inputs that are not plain files ---------------------------------------------------------------
+# --- inputs that are not plain files --------------------------------------------------------------
 
 
 @pytest.mark.timeout(30)
@@ -282,7 +339,9 @@ def test_an_unreadable_directory_is_a_one_line_error(tmp_path):
 def test_a_taxonomy_that_is_not_utf8_is_a_one_line_error(tmp_path):
     taxonomy = tmp_path / "rules.toml"
     taxonomy.write_bytes(b'[phases]\nattention = ["\xff\xfe"]\n')
-    one_line_error(run_cli("breakdown", MI300X, "--whole-trace", "--taxonomy", taxonomy), taxonomy, "not UTF-8")
+    one_line_error(
+        run_cli("breakdown", MI300X, "--whole-trace", "--taxonomy", taxonomy), taxonomy, "not UTF-8"
+    )
 
 
 # --- the cache -----------------------------------------------------------------------------------

@@ -23,7 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 EAGER = ROOT / "traces" / "workload-dense-eager" / "trace.sqlite.gz"
 GRAPH = ROOT / "traces" / "workload-dense-graph" / "trace.sqlite.gz"
 MANIFEST = EAGER.parent / "manifest.json"
-MI300X = ROOT / "tests" / "data" / "public" / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
+MI300X = (
+    ROOT
+    / "tests"
+    / "data"
+    / "public"
+    / "kineto"
+    / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
+)
 HOSTILE = "<script>alert(1)</script>"
 
 
@@ -51,7 +58,12 @@ def cells(dom: str, table: str, key: str) -> list[str]:
     """The texts of one column (data-key) of one table (data-table) in the dumped DOM."""
     body = re.search(rf'<table data-table="{table}">(.*?)</table>', dom, re.S)
     assert body, f"no table {table}"
-    return [htmllib.unescape(v) for v in re.findall(rf'<td class="[^"]*" data-key="{key}" data-row="\d+">(.*?)</td>', body.group(1), re.S)]
+    return [
+        htmllib.unescape(v)
+        for v in re.findall(
+            rf'<td class="[^"]*" data-key="{key}" data-row="\d+">(.*?)</td>', body.group(1), re.S
+        )
+    ]
 
 
 def test_report_has_no_console_messages(dense_page):
@@ -66,16 +78,22 @@ def test_console_check_sees_a_script_error(tmp_path):
 
 def test_every_chart_is_drawn(dense, dense_page, workdir):
     dom = dense_page.dom
-    charts = re.findall(r'<div class="vp-chart" data-chart="([^"]+)" data-rect="(\d+),(\d+),(\d+),(\d+)">', dom)
+    charts = re.findall(
+        r'<div class="vp-chart" data-chart="([^"]+)" data-rect="(\d+),(\d+),(\d+),(\d+)">', dom
+    )
     names = [c[0] for c in charts]
     assert {"plan", "steps-0", "timeline", "heatmap", "compare"} <= set(names)
     assert f'data-charts="{len(charts)}"' in dom
     assert dom.count('class="main-svg"') >= len(charts)  # plotly drew an SVG in every chart
     bottom = max(int(y) + int(h) for _, _, y, _, h in charts)
-    shot = np.asarray(Image.open(browser.screenshot(dense[0], workdir, bottom + 50)).convert("L"), dtype=float)
+    shot = np.asarray(
+        Image.open(browser.screenshot(dense[0], workdir, bottom + 50)).convert("L"), dtype=float
+    )
     for name, x, y, w, h in charts:
-        region = shot[int(y):int(y) + int(h), int(x):int(x) + int(w)]
-        assert region.size and region.std() > 10 and (region < 200).mean() > 0.01, f"chart {name} looks blank"
+        region = shot[int(y) : int(y) + int(h), int(x) : int(x) + int(w)]
+        assert region.size and region.std() > 10 and (region < 200).mean() > 0.01, (
+            f"chart {name} looks blank"
+        )
 
 
 def test_blank_region_check_would_fail_on_a_blank_page(tmp_path):
@@ -88,11 +106,17 @@ def test_blank_region_check_would_fail_on_a_blank_page(tmp_path):
 def test_numbers_shown_equal_the_breakdown_json(dense, dense_page):
     document = dense[1].result.to_json()
     groups = document["summary"]["groups"]
-    assert cells(dense_page.dom, "groups", "wall-mean-ms") == [f"{g['wall_ns']['mean'] / 1e6:.3f}" for g in groups]
-    assert cells(dense_page.dom, "groups", "wall-p50-ms") == [f"{g['wall_ns']['p50'] / 1e6:.3f}" for g in groups]
+    assert cells(dense_page.dom, "groups", "wall-mean-ms") == [
+        f"{g['wall_ns']['mean'] / 1e6:.3f}" for g in groups
+    ]
+    assert cells(dense_page.dom, "groups", "wall-p50-ms") == [
+        f"{g['wall_ns']['p50'] / 1e6:.3f}" for g in groups
+    ]
     kernels = dense[1].kernel_table.to_json(40)["kernels"]
     assert cells(dense_page.dom, "kernels", "name") == [k["name"] for k in kernels]
-    assert cells(dense_page.dom, "kernels", "total-ms") == [f"{k['total_ns'] / 1e6:.3f}" for k in kernels]
+    assert cells(dense_page.dom, "kernels", "total-ms") == [
+        f"{k['total_ns'] / 1e6:.3f}" for k in kernels
+    ]
 
 
 def test_timeline_idle_matches_the_median_steps_phases(dense, dense_page):
@@ -100,7 +124,9 @@ def test_timeline_idle_matches_the_median_steps_phases(dense, dense_page):
     (step,) = cells(dense_page.dom, "timeline", "step")
     row = steps[(steps["step"] == int(step)) & (steps["device"] == 0)].iloc[0]
     idle = sorted((p, row[p]) for p in phases.OTHER + phases.IDLE if row[p])
-    assert cells(dense_page.dom, "timeline", "idle") == [", ".join(f"{p} {ns / 1e6:.3f} ms" for p, ns in idle)]
+    assert cells(dense_page.dom, "timeline", "idle") == [
+        ", ".join(f"{p} {ns / 1e6:.3f} ms" for p, ns in idle)
+    ]
 
 
 def test_compare_section_shows_the_verdict_and_prediction(dense_page):
@@ -136,16 +162,27 @@ def test_a_hostile_kernel_name_is_shown_as_text(hostile_trace, workdir):
 def test_the_page_fetches_nothing(dense):
     text = dense[0].read_text()
     tags = re.findall(r"<(?:script|link|img|iframe|source|embed|object)\b[^>]*>", text, re.I)
-    assert not [t for t in tags if re.search(r"""(?:src|href|data)\s*=\s*["']?(?:https?:)?//""", t, re.I)]
-    assert not re.search(r"<script\b[^>]*\bsrc\s*=", text)  # plotly.js is inline, not a file or a CDN
+    assert not [
+        t for t in tags if re.search(r"""(?:src|href|data)\s*=\s*["']?(?:https?:)?//""", t, re.I)
+    ]
+    assert not re.search(
+        r"<script\b[^>]*\bsrc\s*=", text
+    )  # plotly.js is inline, not a file or a CDN
     head = text.split("</head>")[0]
     assert len(head) > 3_000_000 and "Plotly" in head
 
 
 def test_breakdown_json_report_says_what_it_cannot_show(tmp_path, workdir):
     source = tmp_path / "graph.json"
-    source.write_text(subprocess.run([sys.executable, "-m", "verifyprof.cli", "breakdown", str(GRAPH), "--json"],
-                                     capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+    source.write_text(
+        subprocess.run(
+            [sys.executable, "-m", "verifyprof.cli", "breakdown", str(GRAPH), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+    )
     out = tmp_path / "graph.html"
     html.write_report(pipeline.report(source), out)
     page = browser.load(out, workdir)
@@ -156,9 +193,18 @@ def test_breakdown_json_report_says_what_it_cannot_show(tmp_path, workdir):
 def test_report_refuses_to_write_onto_its_input(tmp_path):
     source = tmp_path / "graph.json"
     source.write_text("{}")
-    proc = subprocess.run([sys.executable, "-m", "verifyprof.cli", "report", str(source), "-o", str(source)],
-                          capture_output=True, text=True, check=False, cwd=ROOT)
-    assert proc.returncode == 2 and proc.stderr.strip().startswith("verifyprof: error: ") and "is an input" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", "report", str(source), "-o", str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert (
+        proc.returncode == 2
+        and proc.stderr.strip().startswith("verifyprof: error: ")
+        and "is an input" in proc.stderr
+    )
     assert source.read_text() == "{}"
 
 

@@ -70,8 +70,14 @@ def test_newest_has_spec_v2_names_only():
 
 def test_2025_release_has_v1_and_v2_names():
     present = present_targets(load_preset("sglang"), source(OF_2025))
-    assert "spec_step: sglang.srt.speculative.eagle_worker:EAGLEWorker.forward_batch_generation" in present
-    assert "spec_step: sglang.srt.speculative.eagle_worker_v2:EAGLEWorkerV2.forward_batch_generation" in present
+    assert (
+        "spec_step: sglang.srt.speculative.eagle_worker:EAGLEWorker.forward_batch_generation"
+        in present
+    )
+    assert (
+        "spec_step: sglang.srt.speculative.eagle_worker_v2:EAGLEWorkerV2.forward_batch_generation"
+        in present
+    )
     assert "accept: sglang.srt.speculative.eagle_info_v2:EagleVerifyInputV2Mixin.sample" in present
     assert not [t for t in present if "eagle_sample" in t]
 
@@ -123,7 +129,9 @@ def test_a_predicate_reading_a_parameter_the_function_lacks_is_reported():
 
 def test_a_binding_module_that_does_not_import_the_name_is_reported():
     target = Target("sglang.srt.speculative.eagle_utils", "eagle_sample")
-    wrong = Binding("sglang.srt.speculative.eagle_worker_v2")  # imports run_eagle_verify, not eagle_sample
+    wrong = Binding(
+        "sglang.srt.speculative.eagle_worker_v2"
+    )  # imports run_eagle_verify, not eagle_sample
     preset = _with_alternative(_entry_index("accept"), Alternative(target, bindings=(wrong,)))
     findings = check_preset(preset, source(NEWEST), NEWEST)
     assert [f.problem for f in findings] == ["binding"]

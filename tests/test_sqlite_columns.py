@@ -13,14 +13,23 @@ from verifyprof.trace.nsys import columns as sc
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
-    """50k rows; ``opt`` is NULL for the first 30k rows (ADBC types columns from its first batch)."""
+    """50k rows; ``opt`` is NULL for the first 30k rows (ADBC types columns from its first
+    batch)."""
     path = tmp_path / "t.sqlite"
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE t (a INTEGER NOT NULL, opt INTEGER, x REAL, label TEXT)")
     n = 50_000
     con.executemany(
         "INSERT INTO t VALUES (?, ?, ?, ?)",
-        ((i, None if i < 30_000 or i % 7 == 0 else i * 3, None if i < 30_000 else i / 4, None if i < 30_000 else f"r{i}") for i in range(n)),
+        (
+            (
+                i,
+                None if i < 30_000 or i % 7 == 0 else i * 3,
+                None if i < 30_000 else i / 4,
+                None if i < 30_000 else f"r{i}",
+            )
+            for i in range(n)
+        ),
     )
     con.commit()
     con.close()
@@ -31,7 +40,9 @@ def sliced(path: Path, select: str, where: str = "") -> sc.SlicedQuery:
     con = sqlite3.connect(path)
     lo, hi = con.execute("SELECT min(rowid), max(rowid) FROM t").fetchone()
     con.close()
-    return sc.SlicedQuery(sc.rowid_slices("t", select, where, lo, hi), {"a": ("int64", -1), "opt": ("int64", -1)})
+    return sc.SlicedQuery(
+        sc.rowid_slices("t", select, where, lo, hi), {"a": ("int64", -1), "opt": ("int64", -1)}
+    )
 
 
 def test_sliced_query_reads_every_row_in_order_with_nulls_filled(db, monkeypatch):
@@ -58,7 +69,8 @@ def test_filtered_slices_are_compacted_into_one_column(db, monkeypatch):
 
 
 def test_columns_typed_late_are_read_after_a_retry(db):
-    """REAL and TEXT columns NULL in the first batch make ADBC's type inference fail; the read retries."""
+    """REAL and TEXT columns NULL in the first batch make ADBC's type inference fail; the read
+    retries."""
     query = sc.TableQuery("SELECT x, label FROM t")
     sc.run_queries(sc.readonly_uri(db), [query])
     rows = query.rows()

@@ -27,12 +27,16 @@ def records_json(rows) -> bytes:
     return orjson.dumps(step_records(rows), option=OPTIONS)[1:-1]
 
 
-@pytest.mark.parametrize("trace, whole", [
-    (OWN_TRACES / "workload-moe-graph" / "trace.sqlite.gz", False),
-    (OWN_TRACES / "workload-dense-pipelined-eager" / "trace.sqlite.gz", False),
-    (PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz", True),
-    (PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite", True),
-], ids=["moe-graph", "pipelined", "mi300x-whole", "nsys-2gpu-whole"])
+@pytest.mark.parametrize(
+    "trace, whole",
+    [
+        (OWN_TRACES / "workload-moe-graph" / "trace.sqlite.gz", False),
+        (OWN_TRACES / "workload-dense-pipelined-eager" / "trace.sqlite.gz", False),
+        (PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz", True),
+        (PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite", True),
+    ],
+    ids=["moe-graph", "pipelined", "mi300x-whole", "nsys-2gpu-whole"],
+)
 def test_steps_encode_to_the_bytes_orjson_gives_their_records(trace, whole):
     rows = breakdown(load_trace(trace), whole_trace=whole).steps
     assert len(rows) > 0
@@ -42,8 +46,12 @@ def test_steps_encode_to_the_bytes_orjson_gives_their_records(trace, whole):
 def test_many_rank_steps_with_comm_columns_encode_identically(tmp_path):
     source = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
     for rank in (0, 1):  # two ranks of the HTA A100 trace (NCCL allreduce), 1 ms apart
-        rank_file(source, tmp_path / f"run-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 1_000_000)
-    rows = pipeline.breakdown([tmp_path], whole_trace=True, parallel=ParallelOptions(workers=1)).steps
+        rank_file(
+            source, tmp_path / f"run-TP-{rank}.trace.json.gz", rank, base_shift_ns=rank * 1_000_000
+        )
+    rows = pipeline.breakdown(
+        [tmp_path], whole_trace=True, parallel=ParallelOptions(workers=1)
+    ).steps
     assert {"comm_calls", "comm_wait_ns", "comm_transfer_ns"} <= set(rows.columns)
     assert steps_json(rows) == records_json(rows)
 
@@ -56,10 +64,14 @@ def test_any_slice_of_the_steps_encodes_identically():
 
 
 def test_names_needing_escapes_and_unshared_attrs_encode_identically():
-    rows = breakdown(load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")).steps.copy()
+    rows = breakdown(
+        load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")
+    ).steps.copy()
     rows["name"] = [f'verify "q{i}" \\ tab\t naïve ✓ \x01' for i in range(len(rows))]
     rows["text"] = rows["name"] + " bs=1"
-    rows["attrs"] = [{"bs": str(i), "note": 'a"b'} for i in range(len(rows))]  # one dict per row, none shared
+    rows["attrs"] = [
+        {"bs": str(i), "note": 'a"b'} for i in range(len(rows))
+    ]  # one dict per row, none shared
     assert steps_json(rows) == records_json(rows)
 
 
@@ -71,14 +83,20 @@ def test_steps_read_back_from_json_reencode_to_the_same_document():
 
 
 def test_a_column_of_another_type_takes_the_records_path():
-    rows = breakdown(load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")).steps.copy()
-    rows["wall_ns"] = rows["wall_ns"].astype(float)  # orjson writes 123.0: the integer cast would not
+    rows = breakdown(
+        load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")
+    ).steps.copy()
+    rows["wall_ns"] = rows["wall_ns"].astype(
+        float
+    )  # orjson writes 123.0: the integer cast would not
     assert steps_json(rows) == records_json(rows)
     assert b'"wall_ns":' + str(float(rows["wall_ns"].iloc[0])).encode() in steps_json(rows)
 
 
 def test_a_nullable_integer_column_with_a_missing_value_is_refused_as_the_records_path_refuses_it():
-    rows = breakdown(load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")).steps.copy()
+    rows = breakdown(
+        load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")
+    ).steps.copy()
     rows["wall_ns"] = rows["wall_ns"].astype("Int64")
     rows.loc[rows.index[0], "wall_ns"] = pd.NA  # never written as a bare nan (invalid JSON)
     with pytest.raises(TypeError):
@@ -88,7 +106,11 @@ def test_a_nullable_integer_column_with_a_missing_value_is_refused_as_the_record
 
 
 def test_names_and_counts_of_other_types_encode_as_the_records_path_encodes_them():
-    rows = breakdown(load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")).steps.copy()
-    rows["mode"] = [[1, 1.0, True, -0.0, None][i % 5] for i in range(len(rows))]  # equal values of distinct types
+    rows = breakdown(
+        load_trace(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz")
+    ).steps.copy()
+    rows["mode"] = [
+        [1, 1.0, True, -0.0, None][i % 5] for i in range(len(rows))
+    ]  # equal values of distinct types
     rows["kernels"] = rows["kernels"].astype(np.uint64) + np.uint64(1 << 63)  # past int64
     assert steps_json(rows) == records_json(rows)

@@ -1,4 +1,5 @@
-"""attribution.timeline: one step's ops, launch calls and idle gaps, consistent with its breakdown row."""
+"""attribution.timeline: one step's ops, launch calls and idle gaps, consistent with its breakdown
+row."""
 
 from __future__ import annotations
 
@@ -40,4 +41,7 @@ def test_ops_are_capped_longest_first():
     (capped,) = step_timelines(loaded.trace, loaded.result, windows, max_ops=50)
     assert len(capped.ops) == 50 and capped.ops_total == len(full.ops)
     widths = (full.ops["end"] - full.ops["start"]).sort_values(ascending=False)
-    assert sorted((capped.ops["end"] - capped.ops["start"]).tolist(), reverse=True) == widths.head(50).tolist()
+    assert (
+        sorted((capped.ops["end"] - capped.ops["start"]).tolist(), reverse=True)
+        == widths.head(50).tolist()
+    )

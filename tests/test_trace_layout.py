@@ -63,9 +63,21 @@ def test_no_module_in_trace_reexports_what_another_defines():
     bad = []
     for path, tree in _modules().items():
         defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        defined |= {
+            t.id
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
         for node in tree.body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
                 listed = [e.value for e in node.value.elts]
-                bad += [f"{path.relative_to(TRACE)}: {n}" for n in listed if n not in defined and path.name != "__init__.py"]
+                bad += [
+                    f"{path.relative_to(TRACE)}: {n}"
+                    for n in listed
+                    if n not in defined and path.name != "__init__.py"
+                ]
     assert not bad

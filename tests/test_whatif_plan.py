@@ -26,7 +26,14 @@ DENSE_GRAPH = TRACES / "workload-dense-graph"
 
 @pytest.fixture(scope="module")
 def b200():
-    options = WhatifOptions(source=str(B200), whole_trace=True, accept_len=2.0, hardware="b200", model="gpt-oss-120b", tp=8)
+    options = WhatifOptions(
+        source=str(B200),
+        whole_trace=True,
+        accept_len=2.0,
+        hardware="b200",
+        model="gpt-oss-120b",
+        tp=8,
+    )
     return whatif(options).to_json()
 
 
@@ -46,9 +53,14 @@ def test_allreduce_fusion_stacked_on_graphs_removes_graph_node_gaps_not_launch_t
     plan = {line["name"]: line for line in b200["plan"]}
     alone = {c["name"]: c for c in b200["candidates"]}
     assert names(b200)[0] == "graph_fusion_verify" and "allreduce_fusion" in plan
-    assert any("launch" in a and "host-issue idle" in a for a in alone["allreduce_fusion"]["assumptions"])
+    assert any(
+        "launch" in a and "host-issue idle" in a for a in alone["allreduce_fusion"]["assumptions"]
+    )
     assert any("graph-node gap" in a for a in plan["allreduce_fusion"]["assumptions"])
-    assert plan["allreduce_fusion"]["details"]["removed_launch_ms"] < alone["allreduce_fusion"]["details"]["removed_launch_ms"] / 10
+    assert (
+        plan["allreduce_fusion"]["details"]["removed_launch_ms"]
+        < alone["allreduce_fusion"]["details"]["removed_launch_ms"] / 10
+    )
 
 
 def test_alternatives_are_never_stacked_together(b200):
@@ -67,11 +79,15 @@ def test_mi300x_decode_plan_names_the_gpu_waiting_on_the_host():
     assert names(doc)[0] == "host_overhead"
     assert doc["current"]["verify_phases_ms"]["host_wait"] > 460
     assert "waits for the host" in doc["verdict"]
-    assert {u["phase"] for u in doc["unaddressed"]} == {"gemm_dense"}  # no --model/--hardware for its floor
+    assert {u["phase"] for u in doc["unaddressed"]} == {
+        "gemm_dense"
+    }  # no --model/--hardware for its floor
 
 
 def test_hf_assisted_plan_starts_with_the_draft_that_dominates_the_cycle():
-    doc = whatif(WhatifOptions(source=str(HF / "capture.sqlite.gz"), manifest=HF / "manifest.json")).to_json()
+    doc = whatif(
+        WhatifOptions(source=str(HF / "capture.sqlite.gz"), manifest=HF / "manifest.json")
+    ).to_json()
     assert doc["current"]["draft_ms"] > 0.8 * doc["current"]["cycle_ms"]
     assert names(doc)[0] == "cuda_graph_draft"
     assert doc["plan"][0]["draft_ms"] < doc["current"]["draft_ms"] / 3
@@ -81,25 +97,49 @@ def test_eager_workload_plan_lands_near_the_measured_graph_mode_rate():
     """Graphing verify and draft on the eager trace, predicted, against the same workload run
     in CUDA-graph mode, measured (its own trace): 458 vs 557 tok/s today, the accept step's
     eager kernels and host sync (0.52 ms eager, 0.09 ms graph run) being what the plan keeps."""
-    eager = whatif(WhatifOptions(source=str(DENSE_EAGER / "trace.sqlite.gz"), manifest=DENSE_EAGER / "manifest.json",
-                                 candidates=["cuda_graph_verify", "cuda_graph_draft"])).to_json()
-    graph = whatif(WhatifOptions(source=str(DENSE_GRAPH / "trace.sqlite.gz"), manifest=DENSE_GRAPH / "manifest.json")).to_json()
-    assert names(eager) == ["cuda_graph_verify", "cuda_graph_draft"] or names(eager) == ["cuda_graph_draft", "cuda_graph_verify"]
-    assert eager["plan"][-1]["tokens_per_s"] == pytest.approx(graph["current"]["tokens_per_s"], rel=0.20)
+    eager = whatif(
+        WhatifOptions(
+            source=str(DENSE_EAGER / "trace.sqlite.gz"),
+            manifest=DENSE_EAGER / "manifest.json",
+            candidates=["cuda_graph_verify", "cuda_graph_draft"],
+        )
+    ).to_json()
+    graph = whatif(
+        WhatifOptions(
+            source=str(DENSE_GRAPH / "trace.sqlite.gz"), manifest=DENSE_GRAPH / "manifest.json"
+        )
+    ).to_json()
+    assert names(eager) == ["cuda_graph_verify", "cuda_graph_draft"] or names(eager) == [
+        "cuda_graph_draft",
+        "cuda_graph_verify",
+    ]
+    assert eager["plan"][-1]["tokens_per_s"] == pytest.approx(
+        graph["current"]["tokens_per_s"], rel=0.20
+    )
     assert eager["plan"][-1]["tokens_per_s"] > 4 * eager["current"]["tokens_per_s"]
 
 
 def test_graph_mode_breakdown_and_whatif_give_the_same_verify_time():
     frame = breakdown_frame(DENSE_GRAPH / "trace.sqlite.gz")
     steps = frame.steps
-    loop = steps[(steps["name"] == "verifyprof.verify") & ~steps["attrs"].map(lambda a: "sweep" in a)]
-    doc = whatif(WhatifOptions(source=str(DENSE_GRAPH / "trace.sqlite.gz"), manifest=DENSE_GRAPH / "manifest.json")).to_json()
+    loop = steps[
+        (steps["name"] == "verifyprof.verify") & ~steps["attrs"].map(lambda a: "sweep" in a)
+    ]
+    doc = whatif(
+        WhatifOptions(
+            source=str(DENSE_GRAPH / "trace.sqlite.gz"), manifest=DENSE_GRAPH / "manifest.json"
+        )
+    ).to_json()
     assert loop["cost_ns"].mean() / 1e6 == pytest.approx(doc["current"]["verify_ms"], rel=0.01)
     assert loop["launch_gap"].sum() == 0 and "launch_gap" not in doc["current"]["verify_phases_ms"]
 
 
 def test_every_significant_phase_is_covered_or_listed_with_a_reason():
-    doc = whatif(WhatifOptions(source=str(DENSE_EAGER / "trace.sqlite.gz"), manifest=DENSE_EAGER / "manifest.json")).to_json()
+    doc = whatif(
+        WhatifOptions(
+            source=str(DENSE_EAGER / "trace.sqlite.gz"), manifest=DENSE_EAGER / "manifest.json"
+        )
+    ).to_json()
     gaps = {u["phase"]: u["reason"] for u in doc["unaddressed"]}
     assert set(gaps) == {"attention", "gemm_dense"}
     assert all("needs --model and --hardware" in r for r in gaps.values())
@@ -107,26 +147,42 @@ def test_every_significant_phase_is_covered_or_listed_with_a_reason():
 
 def test_better_drafter_comes_from_published_accept_lengths_not_a_fixed_gain():
     profile = verify_profile(breakdown_frame(B200, whole_trace=True), width=4)
-    scenario = Scenario(accept_len=2.0, num_draft=3, hardware=load_hardware("b200"), model=load_model_config("kimi-k2"), tp=8)
+    scenario = Scenario(
+        accept_len=2.0,
+        num_draft=3,
+        hardware=load_hardware("b200"),
+        model=load_model_config("kimi-k2"),
+        tp=8,
+    )
     ranking = rank_candidates(profile, scenario, only=["better_drafter"])
     (cand,) = ranking.candidates
-    assert cand.cycle.accept_len == pytest.approx(3.23)  # the best published EAGLE-3 at 3 drafts for Kimi
+    assert cand.cycle.accept_len == pytest.approx(
+        3.23
+    )  # the best published EAGLE-3 at 3 drafts for Kimi
     assert "HF model card" in cand.assumptions[0]
 
 
 def test_better_drafter_without_published_data_for_the_target_says_so():
     profile = verify_profile(breakdown_frame(B200, whole_trace=True), width=4)
-    ranking = rank_candidates(profile, Scenario(accept_len=2.0, num_draft=3), only=["better_drafter"])
+    ranking = rank_candidates(
+        profile, Scenario(accept_len=2.0, num_draft=3), only=["better_drafter"]
+    )
     assert ranking.candidates == [] and "published" in ranking.skipped[0]["reason"]
 
 
 def test_measured_numbers_users_ask_for_are_in_the_json():
-    doc = whatif(WhatifOptions(source=str(DENSE_EAGER / "trace.sqlite.gz"), manifest=DENSE_EAGER / "manifest.json")).to_json()
+    doc = whatif(
+        WhatifOptions(
+            source=str(DENSE_EAGER / "trace.sqlite.gz"), manifest=DENSE_EAGER / "manifest.json"
+        )
+    ).to_json()
     measured = doc["measured"]
     assert 0 < measured["draft_cost_ratio"] < 1  # Leviathan's c: a draft step over a target step
     widths = {w["width"]: w for w in measured["verify_by_width"]}
     assert set(widths) == {1, 2, 4, 8, 16}
-    assert widths[4]["predicted_ms"] == pytest.approx(widths[4]["measured_ms"])  # the base of the prediction
+    assert widths[4]["predicted_ms"] == pytest.approx(
+        widths[4]["measured_ms"]
+    )  # the base of the prediction
     assert doc["schema"] == "verifyprof.whatif/1" and doc["unit"] == "ms"
 
 
@@ -135,10 +191,21 @@ def test_breakdown_prints_a_verdict_with_the_plan_when_the_manifest_gives_the_ac
 
     from verifyprof.cli import app
 
-    done = CliRunner().invoke(app, ["breakdown", str(DENSE_GRAPH / "trace.sqlite.gz"), "--manifest", str(DENSE_GRAPH / "manifest.json")])
+    done = CliRunner().invoke(
+        app,
+        [
+            "breakdown",
+            str(DENSE_GRAPH / "trace.sqlite.gz"),
+            "--manifest",
+            str(DENSE_GRAPH / "manifest.json"),
+        ],
+    )
     assert done.exit_code == 0, done.output
     text = " ".join(done.output.split())
-    assert "verdict: verify 2.202 ms (graph, width 4" in text and "First fix: graph_fusion_verify" in text
+    assert (
+        "verdict: verify 2.202 ms (graph, width 4" in text
+        and "First fix: graph_fusion_verify" in text
+    )
 
 
 def test_breakdown_verdict_without_an_accept_length_asks_for_one():
@@ -153,12 +220,22 @@ def test_breakdown_verdict_without_an_accept_length_asks_for_one():
 
 def test_graph_and_compiled_graph_verify_steps_of_one_width_are_never_averaged():
     compile_trace = TRACES / "workload-dense-compile"
-    doc = whatif(WhatifOptions(source=str(compile_trace / "trace.sqlite.gz"), manifest=compile_trace / "manifest.json")).to_json()
+    doc = whatif(
+        WhatifOptions(
+            source=str(compile_trace / "trace.sqlite.gz"), manifest=compile_trace / "manifest.json"
+        )
+    ).to_json()
     cur = doc["current"]
-    assert cur["verify_steps"] == 30 and cur["kernels"] in (535, 167)  # one configuration's steps, not a blend
+    assert cur["verify_steps"] == 30 and cur["kernels"] in (
+        535,
+        167,
+    )  # one configuration's steps, not a blend
     assert any("several configurations" in n and "compile=1" in n for n in cur["notes"])
-    only_compiled = whatif(WhatifOptions(source=str(compile_trace / "trace.sqlite.gz"), accept_len=2.0,
-                                         step_range=r"compile=1")).to_json()["current"]
+    only_compiled = whatif(
+        WhatifOptions(
+            source=str(compile_trace / "trace.sqlite.gz"), accept_len=2.0, step_range=r"compile=1"
+        )
+    ).to_json()["current"]
     assert only_compiled["kernels"] == 167 and only_compiled["verify_ms"] < cur["verify_ms"]
 
 
@@ -169,4 +246,8 @@ def test_breakdown_of_a_capture_folder_takes_the_accept_length_from_its_manifest
 
     done = CliRunner().invoke(app, ["breakdown", str(DENSE_EAGER)])
     text = " ".join(done.output.split())
-    assert done.exit_code == 0 and "First fix: graph_fusion_verify" in text and "Give an accept length" not in text
+    assert (
+        done.exit_code == 0
+        and "First fix: graph_fusion_verify" in text
+        and "Give an accept length" not in text
+    )

@@ -30,20 +30,81 @@ class TraceBuilder:
         return self.strings.index(text)
 
     def range(self, text: str, start: int, end: int, pid: int = 1, tid: int = 11) -> "TraceBuilder":
-        self.ranges.append(dict(start=start, end=end, pid=pid, tid=tid, name_id=self.sid(text), domain_id=-1, kind=m.RANGE_KIND_PUSHPOP, depth=0, device=-1, payload=np.nan))
+        self.ranges.append(
+            dict(
+                start=start,
+                end=end,
+                pid=pid,
+                tid=tid,
+                name_id=self.sid(text),
+                domain_id=-1,
+                kind=m.RANGE_KIND_PUSHPOP,
+                depth=0,
+                device=-1,
+                payload=np.nan,
+            )
+        )
         return self
 
-    def launch(self, start: int, end: int, pid: int = 1, tid: int = 11, api: str = "cudaLaunchKernel") -> int:
+    def launch(
+        self, start: int, end: int, pid: int = 1, tid: int = 11, api: str = "cudaLaunchKernel"
+    ) -> int:
         self._corr += 1
-        self.api.append(dict(start=start, end=end, pid=pid, tid=tid, correlation=self._corr, name_id=self.sid(api), kind=m.API_KIND_RUNTIME))
+        self.api.append(
+            dict(
+                start=start,
+                end=end,
+                pid=pid,
+                tid=tid,
+                correlation=self._corr,
+                name_id=self.sid(api),
+                kind=m.API_KIND_RUNTIME,
+            )
+        )
         return self._corr
 
-    def kernel(self, name: str, start: int, end: int, corr: int, device: int = 0, pid: int = 1, stream: int = 7) -> "TraceBuilder":
-        self.kernels.append(dict(start=start, end=end, device=device, stream=stream, name_id=self.sid(name), correlation=corr, pid=pid, graph_id=-1, graph_node_id=-1))
+    def kernel(
+        self,
+        name: str,
+        start: int,
+        end: int,
+        corr: int,
+        device: int = 0,
+        pid: int = 1,
+        stream: int = 7,
+    ) -> "TraceBuilder":
+        self.kernels.append(
+            dict(
+                start=start,
+                end=end,
+                device=device,
+                stream=stream,
+                name_id=self.sid(name),
+                correlation=corr,
+                pid=pid,
+                graph_id=-1,
+                graph_node_id=-1,
+            )
+        )
         return self
 
-    def memcpy(self, start: int, end: int, corr: int, device: int = 0, pid: int = 1) -> "TraceBuilder":
-        self.copies.append(dict(start=start, end=end, device=device, stream=7, kind=m.COPY_KIND_MEMCPY, name_id=self.sid("Memcpy HtoD"), bytes=1024, correlation=corr, pid=pid, graph_node_id=-1))
+    def memcpy(
+        self, start: int, end: int, corr: int, device: int = 0, pid: int = 1
+    ) -> "TraceBuilder":
+        self.copies.append(
+            dict(
+                start=start,
+                end=end,
+                device=device,
+                stream=7,
+                kind=m.COPY_KIND_MEMCPY,
+                name_id=self.sid("Memcpy HtoD"),
+                bytes=1024,
+                correlation=corr,
+                pid=pid,
+                graph_node_id=-1,
+            )
+        )
         return self
 
     def process(self, pid: int, rank: int, device: int) -> "TraceBuilder":
@@ -51,7 +112,9 @@ class TraceBuilder:
         return self
 
     def build(self) -> m.Trace:
-        trace = m.Trace(source=[Path("built-by-hand")], format="test", strings=m.StringTable(self.strings))
+        trace = m.Trace(
+            source=[Path("built-by-hand")], format="test", strings=m.StringTable(self.strings)
+        )
         for table, rows, columns in (
             ("kernels", self.kernels, m.KERNEL_COLUMNS),
             ("api", self.api, m.API_COLUMNS),

@@ -56,9 +56,15 @@ class Breakdown:
     linked_ops: int = 0
     unlinked_ops: int = 0
     collectives: pd.DataFrame | None = None
-    collective_kernels: dict[str, Any] | None = None  # summary of every collective kernel (comm.summarize_kernels)
-    step_table: pd.DataFrame | None = None  # the steps found (find_steps), the rows' step ids index it
-    collective_ops: pd.DataFrame | None = None  # every collective kernel (comm.collective_kernels) + step_<level>
+    collective_kernels: dict[str, Any] | None = (
+        None  # summary of every collective kernel (comm.summarize_kernels)
+    )
+    step_table: pd.DataFrame | None = (
+        None  # the steps found (find_steps), the rows' step ids index it
+    )
+    collective_ops: pd.DataFrame | None = (
+        None  # every collective kernel (comm.collective_kernels) + step_<level>
+    )
     extra: dict[str, Any] = field(default_factory=dict)
 
     def step_records(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
@@ -67,7 +73,12 @@ class Breakdown:
 
     def header(self) -> dict[str, Any]:
         """Everything of the JSON before ``steps``."""
-        return {"schema": SCHEMA, "trace": self.trace_info(), "options": self.options, "phases": list(phases.ALL)}
+        return {
+            "schema": SCHEMA,
+            "trace": self.trace_info(),
+            "options": self.options,
+            "phases": list(phases.ALL),
+        }
 
     def summary(self) -> dict[str, Any]:
         return summarize(self.steps, self.collectives, self.collective_kernels)
@@ -80,7 +91,9 @@ class Breakdown:
 
     def frame(self) -> BreakdownFrame:
         """What the model consumes: the steps frame and the trace description (no event tables)."""
-        return BreakdownFrame(steps=self.steps, trace=self.trace_info(), options=self.options, summary=None)
+        return BreakdownFrame(
+            steps=self.steps, trace=self.trace_info(), options=self.options, summary=None
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {**self.header(), "steps": self.step_records(), "summary": self.summary()}
@@ -99,10 +112,14 @@ def breakdown(
     ops = gpu_ops(trace, taxonomy)
     where = trace.source[0] if trace.source else None
     if len(ops) == 0:
-        raise TraceError("no GPU activity in the trace (empty capture: no kernels, copies or graphs)", where)
+        raise TraceError(
+            "no GPU activity in the trace (empty capture: no kernels, copies or graphs)", where
+        )
     calls = link_calls(trace, ops)
     launch, op_launch = launches(ops, calls)
-    seam = queue_seams(ops.device, ops.start, ops.end, op_call_ends(ops, calls))  # before the calls are released
+    seam = queue_seams(
+        ops.device, ops.start, ops.end, op_call_ends(ops, calls)
+    )  # before the calls are released
     if release:
         calls.start = calls.end = np.empty(0, np.int64)  # launches holds what is needed of them
         calls.tid = calls.tid.copy()
@@ -113,21 +130,45 @@ def breakdown(
         steps = find_steps(trace, step_regex)
         levels = assign_levels(steps, launch, op_launch, calls)
     devices, device_code = device_codes(ops.device)
-    shared = LevelInputs(trace, steps, ops, launch, op_launch, busy_of(ops, launch, seam), seam, devices, device_code,
-                         np.searchsorted(devices, launch.device).astype(device_code.dtype))  # a launch's device is an op's
+    shared = LevelInputs(
+        trace,
+        steps,
+        ops,
+        launch,
+        op_launch,
+        busy_of(ops, launch, seam),
+        seam,
+        devices,
+        device_code,
+        np.searchsorted(devices, launch.device).astype(device_code.dtype),
+    )  # a launch's device is an op's
     groups = device_groups(shared)
     try:
-        parts = [level_rows(shared, op_step, launch_step, group) for op_step, launch_step in levels for group in groups]
+        parts = [
+            level_rows(shared, op_step, launch_step, group)
+            for op_step, launch_step in levels
+            for group in groups
+        ]
     except TraceError as err:  # the sweep's invariant broken: name the file
         raise TraceError(err.problem, err.path or where) from None
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    rows = _add_idle_steps(rows, steps).sort_values(["step", "device"], kind="stable").reset_index(drop=True)
-    rows.insert(rows.columns.get_loc("wall_ns") + 1, "cost_ns", rows["wall_ns"] - rows["other_work"])  # what the step occupies
+    rows = (
+        _add_idle_steps(rows, steps)
+        .sort_values(["step", "device"], kind="stable")
+        .reset_index(drop=True)
+    )
+    rows.insert(
+        rows.columns.get_loc("wall_ns") + 1, "cost_ns", rows["wall_ns"] - rows["other_work"]
+    )  # what the step occupies
     linked = int((ops.call >= 0).sum())
     result = Breakdown(
         trace=trace,
         steps=rows,
-        options={"range": None if whole_trace else step_regex, "whole_trace": whole_trace, "taxonomy": taxonomy.source},
+        options={
+            "range": None if whole_trace else step_regex,
+            "whole_trace": whole_trace,
+            "taxonomy": taxonomy.source,
+        },
         linked_ops=linked,
         unlinked_ops=int(len(ops) - linked),
     )
@@ -142,7 +183,9 @@ def breakdown(
     result.step_table = steps
     if kernels is not None:
         op = kernels["op"].to_numpy()
-        result.collective_ops = kernels.assign(**{f"step_{n}": op_step[op].astype(np.int64) for n, (op_step, _) in enumerate(levels)})
+        result.collective_ops = kernels.assign(
+            **{f"step_{n}": op_step[op].astype(np.int64) for n, (op_step, _) in enumerate(levels)}
+        )
     result.collective_kernels = summarize_kernels(kernels) if kernels is not None else None
     collective = collective_calls(trace, ops, kernels)
     del kernels
@@ -188,10 +231,19 @@ def device_groups(shared: LevelInputs, group_ops: int = GROUP_OPS) -> list[np.nd
     return groups
 
 
-def level_rows(shared: LevelInputs, op_step: np.ndarray, launch_step: np.ndarray, group: np.ndarray) -> pd.DataFrame:
+def level_rows(
+    shared: LevelInputs, op_step: np.ndarray, launch_step: np.ndarray, group: np.ndarray
+) -> pd.DataFrame:
     """One row per (step, device) of one nesting level and one group of devices (codes into
     ``shared.devices``), with window, counts, mode and phases."""
-    trace, steps, ops, launch, op_launch, seam = shared.trace, shared.steps, shared.ops, shared.launch, shared.op_launch, shared.seam
+    trace, steps, ops, launch, op_launch, seam = (
+        shared.trace,
+        shared.steps,
+        shared.ops,
+        shared.launch,
+        shared.op_launch,
+        shared.seam,
+    )
     in_group = np.zeros(len(shared.devices), bool)
     in_group[group] = True
     member = np.flatnonzero((op_step != NO_STEP) & in_group[shared.device_code])
@@ -226,19 +278,28 @@ def level_rows(shared: LevelInputs, op_step: np.ndarray, launch_step: np.ndarray
     is_kernel = ops.is_kernel[member]
     kernels = np.bincount(window[is_kernel], minlength=n).astype(np.int64)
 
-    info = {c: steps[c].to_numpy()[window_step] for c in ("name", "text", "pid", "tid", "start", "end", "attrs")}  # step == position
+    info = {
+        c: steps[c].to_numpy()[window_step]
+        for c in ("name", "text", "pid", "tid", "start", "end", "attrs")
+    }  # step == position
     ws = np.minimum(info["start"], first)
     we = np.maximum(info["end"], last)
 
-    mine, launch_window = launch_windows(launch_step, shared.launch_code, in_group, int(group[0]), window_keys, stride)
+    mine, launch_window = launch_windows(
+        launch_step, shared.launch_code, in_group, int(group[0]), window_keys, stride
+    )
     n_launches = np.bincount(launch_window, minlength=n).astype(np.int64)
-    n_graph_launches = np.bincount(launch_window[launch.graph_launch[mine]], minlength=n).astype(np.int64)
+    n_graph_launches = np.bincount(launch_window[launch.graph_launch[mine]], minlength=n).astype(
+        np.int64
+    )
     op_row = op_launch[member]
     graph_kernel = is_kernel & (op_row >= 0)
     graph_kernel[graph_kernel] = launch.graph_launch[op_row[graph_kernel]]
     graph_kernels = np.bincount(window[graph_kernel], minlength=n)
     seams = seam_intervals(seam[member], start, window, _graph_op(op_row, launch), ws)
-    context = context_intervals(launch, mine, launch_window, ws, we, shared.busy, window_device, seams)
+    context = context_intervals(
+        launch, mine, launch_window, ws, we, shared.busy, window_device, seams
+    )
 
     del graph_kernel, op_row, is_kernel
     phase = ops.phase[member]
@@ -262,7 +323,9 @@ def level_rows(shared: LevelInputs, op_step: np.ndarray, launch_step: np.ndarray
             "kernels": kernels,
             "launches": n_launches,
             "graph_launches": n_graph_launches,
-            "mode": np.where(kernels == 0, "none", np.where(graph_kernels * 2 >= kernels, "graph", "eager")),
+            "mode": np.where(
+                kernels == 0, "none", np.where(graph_kernels * 2 >= kernels, "graph", "eager")
+            ),
             "attrs": info["attrs"],
             **_phase_columns(result.phase_ns, result.total_ns, counts),
         }
@@ -288,7 +351,9 @@ def _graph_op(op_row: np.ndarray, launch: Launches) -> np.ndarray:
     return out
 
 
-def _phase_columns(phase_ns: np.ndarray, total_ns: np.ndarray, counts: np.ndarray) -> dict[str, np.ndarray]:
+def _phase_columns(
+    phase_ns: np.ndarray, total_ns: np.ndarray, counts: np.ndarray
+) -> dict[str, np.ndarray]:
     columns = {name: phase_ns[:, p] for p, name in enumerate(phases.ALL)}
     columns.update({f"total_{name}": total_ns[:, t] for t, name in enumerate(phases.TOTALS)})
     columns.update({f"count_{name}": counts[:, p] for p, name in enumerate(phases.PRIORITY)})
@@ -307,12 +372,27 @@ def _add_idle_steps(rows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     phase_ns[:, phases.INDEX["host_wait"]] = wall
     extra = pd.DataFrame(
         {
-            "step": idle["step"].to_numpy(), "name": idle["name"].to_numpy(), "text": idle["text"].to_numpy(),
-            "pid": idle["pid"].to_numpy(), "tid": idle["tid"].to_numpy(), "device": zeros - 1, "rank": zeros - 1,
-            "start_ns": idle["start"].to_numpy(), "end_ns": idle["end"].to_numpy(), "wall_ns": wall,
-            "gpu_span_ns": zeros, "kernels": zeros, "launches": zeros, "graph_launches": zeros, "mode": "none",
+            "step": idle["step"].to_numpy(),
+            "name": idle["name"].to_numpy(),
+            "text": idle["text"].to_numpy(),
+            "pid": idle["pid"].to_numpy(),
+            "tid": idle["tid"].to_numpy(),
+            "device": zeros - 1,
+            "rank": zeros - 1,
+            "start_ns": idle["start"].to_numpy(),
+            "end_ns": idle["end"].to_numpy(),
+            "wall_ns": wall,
+            "gpu_span_ns": zeros,
+            "kernels": zeros,
+            "launches": zeros,
+            "graph_launches": zeros,
+            "mode": "none",
             "attrs": idle["attrs"].to_numpy(),
-            **_phase_columns(phase_ns, np.zeros((len(idle), len(phases.TOTALS)), np.int64), np.zeros((len(idle), len(phases.PRIORITY)), np.int64)),
+            **_phase_columns(
+                phase_ns,
+                np.zeros((len(idle), len(phases.TOTALS)), np.int64),
+                np.zeros((len(idle), len(phases.PRIORITY)), np.int64),
+            ),
         }
     )
     return pd.concat([rows, extra], ignore_index=True) if len(rows) else extra
@@ -324,7 +404,9 @@ def _ranks(trace: Trace, devices: np.ndarray, pids: np.ndarray) -> np.ndarray:
     if procs.empty:
         return np.full(len(devices), -1, dtype=np.int64)
     known = procs[procs["rank"].to_numpy() >= 0]
-    by_device = known[known["device"].to_numpy() >= 0].drop_duplicates("device").set_index("device")["rank"]
+    by_device = (
+        known[known["device"].to_numpy() >= 0].drop_duplicates("device").set_index("device")["rank"]
+    )
     by_pid = known.drop_duplicates("pid").set_index("pid")["rank"]
     from_device = by_device.reindex(devices).to_numpy(dtype=float)
     from_pid = by_pid.reindex(pids).to_numpy(dtype=float)

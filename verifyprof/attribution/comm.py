@@ -30,7 +30,10 @@ from verifyprof.contracts.schema import COMM_COLUMNS
 from verifyprof.trace.collectives import family as collective_family
 from verifyprof.trace.events import NO_ID, Trace
 
-_OP = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|AllToAll|SendRecv|Reduce|Send|Recv|all_reduce|allreduce|all_gather|reduce_scatter)", re.IGNORECASE)
+_OP = re.compile(
+    r"(AllReduce|AllGather|ReduceScatter|Broadcast|AllToAll|SendRecv|Reduce|Send|Recv|all_reduce|allreduce|all_gather|reduce_scatter)",
+    re.IGNORECASE,
+)
 COMM = (phases.INDEX["allreduce"], phases.INDEX["collective"])
 # nccl-tests' bus-bandwidth factor per collective, as a function of the communicator size n
 BUSBW_FACTOR = {
@@ -74,7 +77,15 @@ def collective_kernels(trace: Trace, ops: GpuOps) -> pd.DataFrame | None:
     nbytes, group, named = _sizes(trace, index)
     if (named != "").any():
         family = np.where(named != "", named, family)
-    kernels = pd.DataFrame({"op": index, "device": ops.device[index], "family": family, "start": ops.start[index], "end": ops.end[index]})
+    kernels = pd.DataFrame(
+        {
+            "op": index,
+            "device": ops.device[index],
+            "family": family,
+            "start": ops.start[index],
+            "end": ops.end[index],
+        }
+    )
     kernels["bytes"] = nbytes
     n = np.where(group >= 2, group, _default_ranks(trace, ops.device[index]))
     kernels["group_size"] = n.astype(np.int32)
@@ -128,7 +139,8 @@ def _families_of(names: np.ndarray) -> np.ndarray:
 
 
 def _default_ranks(trace: Trace, devices: np.ndarray) -> int:
-    """Ranks of a collective whose communicator size is unknown: the world size, else the devices."""
+    """Ranks of a collective whose communicator size is unknown: the world size, else the
+    devices."""
     world = trace.meta.get("world_size")
     if isinstance(world, int) and world >= 2:
         return world
@@ -143,7 +155,9 @@ def _gbps(nbytes: np.ndarray, ns: np.ndarray) -> np.ndarray:
     return out
 
 
-def collective_calls(trace: Trace, ops: GpuOps, kernels: pd.DataFrame | None = None) -> pd.DataFrame | None:
+def collective_calls(
+    trace: Trace, ops: GpuOps, kernels: pd.DataFrame | None = None
+) -> pd.DataFrame | None:
     """One row per collective kernel: call (matched across devices), wait_ns, transfer_ns, and the
     size columns of :func:`collective_kernels` (``kernels``: its result, if already made).
 
@@ -170,16 +184,21 @@ def collective_calls(trace: Trace, ops: GpuOps, kernels: pd.DataFrame | None = N
     return calls.reset_index(drop=True)
 
 
-def step_collectives(calls: pd.DataFrame, levels: list[np.ndarray], rows: pd.DataFrame) -> pd.DataFrame:
+def step_collectives(
+    calls: pd.DataFrame, levels: list[np.ndarray], rows: pd.DataFrame
+) -> pd.DataFrame:
     """Per (step, device): collective calls, total wait and transfer; added to ``rows``. Each
     call is found in ``rows`` by one packed (step, device) key (a binary search, not a group-by
-    and a MultiIndex reindex: 3x faster on 124k calls); calls of steps ``rows`` lacks are dropped."""
+    and a MultiIndex reindex: 3x faster on 124k calls); calls of steps ``rows`` lacks are dropped.
+    """
     op = calls["op"].to_numpy()
     device = calls["device"].to_numpy().astype(np.int64)
     wait, transfer = calls["wait_ns"].to_numpy(np.int64), calls["transfer_ns"].to_numpy(np.int64)
     row_device = rows["device"].to_numpy(np.int64)
     span = int(max(row_device.max(initial=0), device.max(initial=0))) + 2  # device ids from -1
-    keys, row_of = np.unique(rows["step"].to_numpy(np.int64) * span + row_device + 1, return_inverse=True)
+    keys, row_of = np.unique(
+        rows["step"].to_numpy(np.int64) * span + row_device + 1, return_inverse=True
+    )
     totals = np.zeros((3, len(keys)), np.int64)  # calls, wait, transfer per distinct (step, device)
     for op_step in levels:
         step = op_step[op]
@@ -232,8 +251,13 @@ def _size_stats(group: pd.DataFrame, busbw: str, algbw: str | None = None) -> di
     """bytes (S) and bandwidth medians over the calls whose size is known; None when none is."""
     sized = with_bandwidth(group[group["bytes"].to_numpy() > 0])
     ranks = group["group_size"].to_numpy()
-    count = sized["seq"].nunique() if "seq" in sized else len(sized)  # across ranks: calls, not rows
-    out: dict = {"sized_calls": int(count), "group_size": int(np.median(ranks)) if len(ranks) and (ranks >= 2).all() else None}
+    count = (
+        sized["seq"].nunique() if "seq" in sized else len(sized)
+    )  # across ranks: calls, not rows
+    out: dict = {
+        "sized_calls": int(count),
+        "group_size": int(np.median(ranks)) if len(ranks) and (ranks >= 2).all() else None,
+    }
     out["bytes_p50"] = int(np.median(sized["bytes"])) if len(sized) else None
     columns = ([algbw] if algbw else []) + [busbw]
     for col in columns:

@@ -35,8 +35,12 @@ from verifyprof.attribution.sweep import (
 )
 
 LAUNCH_BRIDGE_NS = 50_000  # host pauses between launches shorter than this are launch overhead
-MAX_CALL_NS = 50_000  # a launch call's own time counted as launch overhead at most (launches take ~5 us)
-BLOCKED_IDLE_NS = 100_000  # queued this long on an idle device: blocked (an event, a sync), not launch latency (5-20 us)
+MAX_CALL_NS = (
+    50_000  # a launch call's own time counted as launch overhead at most (launches take ~5 us)
+)
+# queued this long on an idle device: blocked (an event, a sync), not launch latency (5-20
+# us)
+BLOCKED_IDLE_NS = 100_000
 
 
 @dataclass
@@ -62,9 +66,12 @@ def device_busy(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> Devic
 
 
 def ranges_of(lo: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Expand ``count[i]`` consecutive indices from ``lo[i]``: (i of each, the index), vectorised."""
+    """Expand ``count[i]`` consecutive indices from ``lo[i]``: (i of each, the index),
+    vectorised."""
     which = np.repeat(np.arange(len(count)), count)
-    return which, np.repeat(lo, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    return which, np.repeat(lo, count) + (
+        np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    )
 
 
 def op_call_ends(ops, calls) -> np.ndarray:  # (GpuOps, Calls)
@@ -79,12 +86,16 @@ def busy_of(ops, launch: Launches, seam: np.ndarray) -> DeviceBusy:  # ops: GpuO
     """The device-busy union the breakdown uses: every op, every graph replay from its first node
     to its last, and the seams before queued ops (the device starting its next op)."""
     replay, queued = launch.graph_launch, seam >= 0
-    return device_busy(np.r_[ops.device, launch.device[replay], ops.device[queued]],
-                       np.r_[ops.start, launch.first_op_start[replay], seam[queued]],
-                       np.r_[ops.end, launch.last_op_end[replay], ops.start[queued]])
+    return device_busy(
+        np.r_[ops.device, launch.device[replay], ops.device[queued]],
+        np.r_[ops.start, launch.first_op_start[replay], seam[queued]],
+        np.r_[ops.end, launch.last_op_end[replay], ops.start[queued]],
+    )
 
 
-def queue_seams(device: np.ndarray, start: np.ndarray, end: np.ndarray, call_end: np.ndarray) -> np.ndarray:
+def queue_seams(
+    device: np.ndarray, start: np.ndarray, end: np.ndarray, call_end: np.ndarray
+) -> np.ndarray:
     """Per op, the start of the idle seam before it while it sat queued (its launch call returned
     before the device finished the op before it), or -1; seams over ``BLOCKED_IDLE_NS`` are
     blocked queues, not start latency, and are left to ``blocked_intervals``."""
@@ -99,7 +110,9 @@ def queue_seams(device: np.ndarray, start: np.ndarray, end: np.ndarray, call_end
     return seam
 
 
-def seam_intervals(seam: np.ndarray, start: np.ndarray, window: np.ndarray, graph: np.ndarray, ws: np.ndarray) -> list[Intervals]:
+def seam_intervals(
+    seam: np.ndarray, start: np.ndarray, window: np.ndarray, graph: np.ndarray, ws: np.ndarray
+) -> list[Intervals]:
     """The seams of a level's member ops, each in its window, by launch kind."""
     has = seam >= 0
     out = []
@@ -109,7 +122,9 @@ def seam_intervals(seam: np.ndarray, start: np.ndarray, window: np.ndarray, grap
     return out
 
 
-def busy_in_windows(busy: DeviceBusy, ws: np.ndarray, we: np.ndarray, device: np.ndarray) -> Intervals:
+def busy_in_windows(
+    busy: DeviceBusy, ws: np.ndarray, we: np.ndarray, device: np.ndarray
+) -> Intervals:
     """The device-busy intervals clipped to each window (window = row of ``ws``)."""
     parts = []
     for dev in np.unique(device):
@@ -122,7 +137,9 @@ def busy_in_windows(busy: DeviceBusy, ws: np.ndarray, we: np.ndarray, device: np
     return _intervals(parts, OTHER_BUSY)
 
 
-def overlaps(s: np.ndarray, e: np.ndarray, qs: np.ndarray, qe: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def overlaps(
+    s: np.ndarray, e: np.ndarray, qs: np.ndarray, qe: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every overlap of the query spans ``[qs, qe)`` with the sorted, disjoint intervals ``[s, e)``:
     (the query of each, the overlap's start and end), by two binary searches per query."""
     lo = np.searchsorted(e, qs, side="right")  # first interval ending after the query starts
@@ -131,17 +148,27 @@ def overlaps(s: np.ndarray, e: np.ndarray, qs: np.ndarray, qe: np.ndarray) -> tu
     return which, np.maximum(s[pos], qs[which]), np.minimum(e[pos], qe[which])
 
 
-def graph_intervals(launch: Launches, mine: np.ndarray, window: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[Intervals, Intervals]:
-    """Per graph launch of a window: (its call up to its first node, its replay first-to-last node)."""
+def graph_intervals(
+    launch: Launches, mine: np.ndarray, window: np.ndarray, ws: np.ndarray, we: np.ndarray
+) -> tuple[Intervals, Intervals]:
+    """Per graph launch of a window: (its call up to its first node, its replay first-to-last
+    node)."""
     graph = launch.graph_launch[mine]
     rows, owner = mine[graph], window[graph]
     first, last = launch.first_op_start[rows], launch.last_op_end[rows]
-    call = _intervals([(owner, np.maximum(launch.start[rows], ws[owner]), np.minimum(first, we[owner]))], GRAPH_CALL)
-    replay = _intervals([(owner, np.maximum(first, ws[owner]), np.minimum(last, we[owner]))], GRAPH_REPLAY)
+    call = _intervals(
+        [(owner, np.maximum(launch.start[rows], ws[owner]), np.minimum(first, we[owner]))],
+        GRAPH_CALL,
+    )
+    replay = _intervals(
+        [(owner, np.maximum(first, ws[owner]), np.minimum(last, we[owner]))], GRAPH_REPLAY
+    )
     return call, replay
 
 
-def issue_intervals(launch: Launches, mine: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def issue_intervals(
+    launch: Launches, mine: np.ndarray, window: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """When each launch call of a window was issuing or queueing its work: the call itself, up to
     ``MAX_CALL_NS`` (a runtime call that keeps the host far longer, e.g. a synchronous copy
     waiting or a lazy module load, is the host stuck, not launch overhead), then from the call's
@@ -149,12 +176,22 @@ def issue_intervals(launch: Launches, mine: np.ndarray, window: np.ndarray) -> t
     start, end, last = launch.start[mine], launch.end[mine], launch.last_op_start[mine]
     own_end = np.minimum(end, start + MAX_CALL_NS)
     queued = last > end
-    return (np.concatenate([window, window[queued]]), np.concatenate([start, end[queued]]),
-            np.concatenate([own_end, last[queued]]))
+    return (
+        np.concatenate([window, window[queued]]),
+        np.concatenate([start, end[queued]]),
+        np.concatenate([own_end, last[queued]]),
+    )
 
 
-def blocked_intervals(busy: DeviceBusy, launch: Launches, mine: np.ndarray, window: np.ndarray, window_device: np.ndarray,
-                      ws: np.ndarray, we: np.ndarray) -> Intervals:
+def blocked_intervals(
+    busy: DeviceBusy,
+    launch: Launches,
+    mine: np.ndarray,
+    window: np.ndarray,
+    window_device: np.ndarray,
+    ws: np.ndarray,
+    we: np.ndarray,
+) -> Intervals:
     """Where a launched op waited in its queue while its device sat idle for long: each stretch
     over ``BLOCKED_IDLE_NS`` of the op's queued time (call returned, op not started) in which
     the device ran nothing, within the op's window (a whole-trace window opens at its first op,
@@ -165,10 +202,17 @@ def blocked_intervals(busy: DeviceBusy, launch: Launches, mine: np.ndarray, wind
     parts = []
     for dev in np.unique(window_device):
         s, e = busy.starts.get(int(dev)), busy.ends.get(int(dev))
-        rows = np.flatnonzero(queued & (window_device[window] == dev)) if len(window) else np.zeros(0, np.int64)
+        rows = (
+            np.flatnonzero(queued & (window_device[window] == dev))
+            if len(window)
+            else np.zeros(0, np.int64)
+        )
         if s is None or len(s) == 0 or len(rows) == 0:
             continue
-        gap_start, gap_end = np.r_[np.iinfo(np.int64).min // 2, e], np.r_[s, np.iinfo(np.int64).max // 2]
+        gap_start, gap_end = (
+            np.r_[np.iinfo(np.int64).min // 2, e],
+            np.r_[s, np.iinfo(np.int64).max // 2],
+        )
         long_gap = gap_end - gap_start > BLOCKED_IDLE_NS
         gap_start, gap_end = gap_start[long_gap], gap_end[long_gap]
         which, lo_t, hi_t = overlaps(gap_start, gap_end, start[rows], end[rows])
@@ -177,8 +221,16 @@ def blocked_intervals(busy: DeviceBusy, launch: Launches, mine: np.ndarray, wind
     return _intervals(parts, BLOCKED)
 
 
-def context_intervals(launch: Launches, mine: np.ndarray, launch_window: np.ndarray, ws: np.ndarray, we: np.ndarray,
-                      busy: DeviceBusy, window_device: np.ndarray, seams: list[Intervals]) -> Intervals:
+def context_intervals(
+    launch: Launches,
+    mine: np.ndarray,
+    launch_window: np.ndarray,
+    ws: np.ndarray,
+    we: np.ndarray,
+    busy: DeviceBusy,
+    window_device: np.ndarray,
+    seams: list[Intervals],
+) -> Intervals:
     """Every context interval of one level's windows, sorted by window (as the sweep needs)."""
     parts = [
         launch_intervals(*issue_intervals(launch, mine, launch_window), ws, we, window_device),
@@ -189,13 +241,22 @@ def context_intervals(launch: Launches, mine: np.ndarray, launch_window: np.ndar
     ]
     window = np.concatenate([p.window for p in parts]).astype(np.int64)
     order = device_major_order(window_device[window], window)  # = np.argsort(window, kind="stable")
-    return Intervals(window[order], np.concatenate([p.start for p in parts])[order],
-                     np.concatenate([p.end for p in parts])[order], np.concatenate([p.slot for p in parts])[order])
+    return Intervals(
+        window[order],
+        np.concatenate([p.start for p in parts])[order],
+        np.concatenate([p.end for p in parts])[order],
+        np.concatenate([p.slot for p in parts])[order],
+    )
 
 
 def _intervals(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], slot: int) -> Intervals:
     if not parts:
-        return Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
+        return Intervals(
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int8),
+        )
     owner = np.concatenate([p[0] for p in parts]).astype(np.int64)
     start = np.concatenate([p[1] for p in parts])
     end = np.concatenate([p[2] for p in parts])
@@ -203,8 +264,14 @@ def _intervals(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], slot: int
     return Intervals(owner[keep], start[keep], end[keep], np.full(int(keep.sum()), slot, np.int8))
 
 
-def launch_windows(launch_step: np.ndarray, launch_code: np.ndarray, in_group: np.ndarray, first_code: int,
-                   window_keys: np.ndarray, stride: int) -> tuple[np.ndarray, np.ndarray]:
+def launch_windows(
+    launch_step: np.ndarray,
+    launch_code: np.ndarray,
+    in_group: np.ndarray,
+    first_code: int,
+    window_keys: np.ndarray,
+    stride: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """The launches of one level and device group (rows of the launch table), each with its
     window (``window_keys``: (device code - ``first_code``) * ``stride`` + step, ascending);
     ``launch_code``: each launch's device code, ``in_group``: whether a code is in the group."""
@@ -216,8 +283,15 @@ def launch_windows(launch_step: np.ndarray, launch_code: np.ndarray, in_group: n
     return mine[found], launch_window[found]
 
 
-def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws: np.ndarray, we: np.ndarray,
-                     window_device: np.ndarray, bridge_ns: int = LAUNCH_BRIDGE_NS) -> Intervals:
+def launch_intervals(
+    window: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    ws: np.ndarray,
+    we: np.ndarray,
+    window_device: np.ndarray,
+    bridge_ns: int = LAUNCH_BRIDGE_NS,
+) -> Intervals:
     """When the host was issuing a window's work: GPU idle then is a launch gap.
 
     Per launching call: from the call's start to the later of its end and the start of the last
@@ -227,22 +301,38 @@ def launch_intervals(window: np.ndarray, start: np.ndarray, end: np.ndarray, ws:
     """
     base = ws[window]
     start = np.maximum(start, base)
-    end = np.maximum(np.minimum(end, we[window]), start)  # clipped to the window; never ends before it starts
-    order = order_by_window(window, start - base, int((we - ws).max(initial=0)), window_device[window])
+    end = np.maximum(
+        np.minimum(end, we[window]), start
+    )  # clipped to the window; never ends before it starts
+    order = order_by_window(
+        window, start - base, int((we - ws).max(initial=0)), window_device[window]
+    )
     window, start, end = window[order], start[order], end[order]
     del order, base
     reach = _running_max_by_group(end, window)
-    new_run = np.r_[True, (window[1:] != window[:-1]) | (start[1:] - reach[:-1] >= bridge_ns)] if len(window) else np.zeros(0, bool)
+    new_run = (
+        np.r_[True, (window[1:] != window[:-1]) | (start[1:] - reach[:-1] >= bridge_ns)]
+        if len(window)
+        else np.zeros(0, bool)
+    )
     heads = np.flatnonzero(new_run)
     merged_start = start[heads]
     merged_end = np.maximum.reduceat(end, heads) if len(heads) else end
     keep = merged_end > merged_start
-    return Intervals(window[heads][keep], merged_start[keep], merged_end[keep], np.full(int(keep.sum()), LAUNCH, np.int8))
+    return Intervals(
+        window[heads][keep],
+        merged_start[keep],
+        merged_end[keep],
+        np.full(int(keep.sum()), LAUNCH, np.int8),
+    )
 
 
-def order_by_window(window: np.ndarray, offset: np.ndarray, max_offset: int, device: np.ndarray) -> np.ndarray:
+def order_by_window(
+    window: np.ndarray, offset: np.ndarray, max_offset: int, device: np.ndarray
+) -> np.ndarray:
     """Indices sorting by (window, offset >= 0), windows numbered device by device (``device``:
-    each element's): one packed int64 key when the bits fit, else a lexsort. Ties come in any order."""
+    each element's): one packed int64 key when the bits fit, else a lexsort. Ties come in any order.
+    """
     bits = max(max_offset, 1).bit_length()
     if len(window) == 0 or int(window.max()).bit_length() + bits > 63:
         return np.lexsort((offset, window))
@@ -255,7 +345,11 @@ def device_major_order(device: np.ndarray, key: np.ndarray) -> np.ndarray:
     """The stable argsort of a device-major ``key``, as a radix sort by device and then a stable
     sort of each device's keys: those come in time order, so they are nearly sorted and the
     merge sort runs in near-linear time, where sorting the devices' interleaved keys would not."""
-    small = device.astype(np.int16) if len(device) and -(2**15) <= int(device.min()) and int(device.max()) < 2**15 else device
+    small = (
+        device.astype(np.int16)
+        if len(device) and -(2**15) <= int(device.min()) and int(device.max()) < 2**15
+        else device
+    )
     by_device = np.argsort(small, kind="stable")  # a radix sort for 16-bit ints
     return by_device[np.argsort(key[by_device], kind="stable")]
 

@@ -35,13 +35,21 @@ class KernelTable:
             "taxonomy": self.taxonomy,
             "scope": self.scope,
             "total_kernel_ns": self.total_ns,
-            "distinct_kernels": int(self.table["name"].nunique()),  # names: a context rule can list one twice
+            "distinct_kernels": int(
+                self.table["name"].nunique()
+            ),  # names: a context rule can list one twice
             "kernels": [
-                {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+                {k: v.item() if hasattr(v, "item") else v for k, v in row.items()}
                 for row in rows.to_dict("records")
             ],
             "by_phase": {
-                str(k): int(v) for k, v in self.table.groupby("phase")["total_ns"].sum().sort_values(ascending=False).items()
+                str(k): int(v)
+                for k, v in (
+                    self.table.groupby("phase")["total_ns"]
+                    .sum()
+                    .sort_values(ascending=False)
+                    .items()
+                )
             },
         }
 
@@ -61,13 +69,28 @@ def kernel_table(trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None
             inside |= op_step != NO_STEP
         selected &= inside
         scope = f"kernels launched inside ranges matching '{step_regex}'"
-    frame = pd.DataFrame({"name_id": ops.name_id[selected], "phase": ops.phase[selected], "ns": ops.end[selected] - ops.start[selected]})
+    frame = pd.DataFrame(
+        {
+            "name_id": ops.name_id[selected],
+            "phase": ops.phase[selected],
+            "ns": ops.end[selected] - ops.start[selected],
+        }
+    )
     # by (name, phase): a context rule can book one kernel name to two phases (a row each)
-    table = frame.groupby(["name_id", "phase"], sort=False).agg(count=("ns", "size"), total_ns=("ns", "sum")).reset_index()
+    table = (
+        frame.groupby(["name_id", "phase"], sort=False)
+        .agg(count=("ns", "size"), total_ns=("ns", "sum"))
+        .reset_index()
+    )
     table["name"] = trace.strings.lookup(table["name_id"].to_numpy())
     table["phase"] = np.asarray(phases.ALL, dtype=object)[table["phase"].to_numpy()]
     table["mean_ns"] = (table["total_ns"] / table["count"].clip(lower=1)).round().astype(np.int64)
     total = int(table["total_ns"].sum())
     table["share"] = (table["total_ns"] / total).round(6) if total else 0.0
     table = table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
-    return KernelTable(table[["name", "phase", "count", "total_ns", "mean_ns", "share"]], total, taxonomy.source, scope)
+    return KernelTable(
+        table[["name", "phase", "count", "total_ns", "mean_ns", "share"]],
+        total,
+        taxonomy.source,
+        scope,
+    )

@@ -62,7 +62,9 @@ def rank_part(
     """Break ``trace`` (one file) down and keep what the reduce needs; releases its event tables."""
     taxonomy = taxonomy or load_taxonomy()
     ordinals, drivers = _gpu_users(trace)
-    result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
+    result = breakdown(
+        trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True
+    )
     steps = result.step_table
     collectives = _collective_kernel_steps(trace, result.collective_ops)
     rows = result.steps.drop(columns=[c for c in COMM_COLUMNS if c in result.steps.columns])
@@ -70,20 +72,47 @@ def rank_part(
         per_device = rows.drop_duplicates("device").set_index("device")["step"]
         step_keys = pd.DataFrame({"device": per_device.sort_values().index.to_numpy(np.int64)})
         if collectives is not None:
-            collectives["step_0"] = per_device.reindex(collectives["device"].to_numpy()).fillna(NO_ID).to_numpy(np.int64)
+            collectives["step_0"] = (
+                per_device.reindex(collectives["device"].to_numpy())
+                .fillna(NO_ID)
+                .to_numpy(np.int64)
+            )
     else:
-        step_keys = pd.DataFrame({"tid": steps["tid"].to_numpy(np.int64), "start": steps["start"].to_numpy(np.int64)})
+        step_keys = pd.DataFrame(
+            {"tid": steps["tid"].to_numpy(np.int64), "start": steps["start"].to_numpy(np.int64)}
+        )
     info = trace.describe()
     files = trace.meta.get("kineto_files") or [{}]
-    base = files[0].get("base_time_ns") if trace.format == "kineto" else trace.meta.get("capture_start_utc_ns")
+    base = (
+        files[0].get("base_time_ns")
+        if trace.format == "kineto"
+        else trace.meta.get("capture_start_utc_ns")
+    )
     return RankPart(
-        path=str(trace.source[0]) if trace.source else "", index=index, format=trace.format, rows=rows,
-        step_keys=step_keys, collectives=collectives, devices=trace.devices.copy(), processes=trace.processes.copy(),
-        driver_pids=drivers, ordinals=ordinals, rank=int(files[0].get("rank", NO_ID)),
-        world_size=int(trace.meta.get("world_size", NO_ID) or NO_ID), base_ns=None if base is None else int(base),
-        meta={k: v for k, v in trace.meta.items() if isinstance(v, (str, int, float, bool)) or v is None},
-        counts={k: info[k] for k in ("kernels", "copies", "ranges")}, warnings=list(trace.warnings),
-        options=result.options, linked_ops=result.linked_ops, unlinked_ops=result.unlinked_ops, stage=stage,
+        path=str(trace.source[0]) if trace.source else "",
+        index=index,
+        format=trace.format,
+        rows=rows,
+        step_keys=step_keys,
+        collectives=collectives,
+        devices=trace.devices.copy(),
+        processes=trace.processes.copy(),
+        driver_pids=drivers,
+        ordinals=ordinals,
+        rank=int(files[0].get("rank", NO_ID)),
+        world_size=int(trace.meta.get("world_size", NO_ID) or NO_ID),
+        base_ns=None if base is None else int(base),
+        meta={
+            k: v
+            for k, v in trace.meta.items()
+            if isinstance(v, (str, int, float, bool)) or v is None
+        },
+        counts={k: info[k] for k in ("kernels", "copies", "ranges")},
+        warnings=list(trace.warnings),
+        options=result.options,
+        linked_ops=result.linked_ops,
+        unlinked_ops=result.unlinked_ops,
+        stage=stage,
         extra={"gpu_uuids": dict(trace.meta.get("gpu_uuids") or {})},
     )
 
@@ -98,7 +127,9 @@ def _gpu_users(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 def _collective_kernel_steps(trace: Trace, kernels: pd.DataFrame | None) -> pd.DataFrame | None:
     """The breakdown's collective kernels (op == kernel row) with the step of each nesting level
-    they belong to, and the communicator size their args give (-1 unknown: the reduce knows the set)."""
+    they belong to, and the communicator size their args give (-1 unknown: the reduce knows the
+    set).
+    """
     if kernels is None:
         return None
     frame = kernels[[*KERNEL_FIELDS, *(c for c in kernels.columns if c.startswith("step_"))]].copy()

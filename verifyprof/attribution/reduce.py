@@ -1,4 +1,5 @@
-"""The reduce side of a multi-file breakdown: per-file :class:`RankPart` s -> one :class:`Breakdown`.
+"""The reduce side of a multi-file breakdown: per-file :class:`RankPart` s -> one
+:class:`Breakdown`.
 
 The result is the breakdown of all files read as one trace (what ``read_kineto`` of a rank
 directory gives), rebuilt from the parts by the merge's own rules:
@@ -52,7 +53,9 @@ class Placement:
     device_offset: int
 
 
-def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None, one_file: bool = False) -> Breakdown:
+def reduce_parts(
+    parts: list[RankPart], warnings: list[str] | None = None, one_file: bool = False
+) -> Breakdown:
     """One multi-rank breakdown from the files' parts (any order); ``warnings`` go first. With
     ``one_file`` the parts are shares of one file's processes: one clock, one set of devices
     (processes of different shares may drive the same GPU), never separate runs."""
@@ -61,7 +64,10 @@ def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None, one_f
     parts = sorted(parts, key=lambda p: p.index)
     formats = {p.format for p in parts}
     if len(formats) > 1:
-        raise TraceError(f"files of different formats ({', '.join(sorted(formats))}) cannot be one trace", parts[0].path)
+        raise TraceError(
+            f"files of different formats ({', '.join(sorted(formats))}) cannot be one trace",
+            parts[0].path,
+        )
     notes = list(warnings or [])
     if parts[0].format == "kineto":
         check_run_entries([(p.path, p.rank, p.world_size, _gpu_span(p)) for p in parts])
@@ -76,17 +82,26 @@ def reduce_parts(parts: list[RankPart], warnings: list[str] | None = None, one_f
     rows["rank"] = _row_ranks(rows, processes)
     rows = rows.sort_values(["step", "device"], kind="stable").reset_index(drop=True)
     trace = Trace(
-        source=[p.path for p in parts], format=parts[0].format, strings=StringTable(),
-        devices=merged_devices(parts, places), processes=processes,
-        meta=merged_meta(parts, places), warnings=merged_warnings(parts, notes),
+        source=[p.path for p in parts],
+        format=parts[0].format,
+        strings=StringTable(),
+        devices=merged_devices(parts, places),
+        processes=processes,
+        meta=merged_meta(parts, places),
+        warnings=merged_warnings(parts, notes),
     )
     result = Breakdown(
-        trace=trace, steps=rows, options=parts[0].options,
-        linked_ops=sum(p.linked_ops for p in parts), unlinked_ops=sum(p.unlinked_ops for p in parts),
+        trace=trace,
+        steps=rows,
+        options=parts[0].options,
+        linked_ops=sum(p.linked_ops for p in parts),
+        unlinked_ops=sum(p.unlinked_ops for p in parts),
     )
     kernels = merged_collective_kernels(parts, places, mapping, trace.meta.get("world_size"))
     if kernels is not None:
-        result.collective_kernels = summarize_kernels(kernels[["op", *KERNEL_FIELDS[1:], "group_size", "busbw_factor"]])
+        result.collective_kernels = summarize_kernels(
+            kernels[["op", *KERNEL_FIELDS[1:], "group_size", "busbw_factor"]]
+        )
         calls = matched_calls(kernels)
         if calls is not None:
             levels = [kernels[c].to_numpy() for c in kernels.columns if c.startswith("step_")]
@@ -105,7 +120,11 @@ def placements(parts: list[RankPart], warnings: list[str]) -> list[Placement]:
     offsets = device_offsets(parts)
     kineto = parts[0].format == "kineto"
     return [
-        Placement(0 if p.base_ns is None else p.base_ns - reference, (p.index << KEY_SHIFT) if kineto else 0, offsets[i])
+        Placement(
+            0 if p.base_ns is None else p.base_ns - reference,
+            (p.index << KEY_SHIFT) if kineto else 0,
+            offsets[i],
+        )
         for i, p in enumerate(parts)
     ]
 
@@ -117,8 +136,11 @@ def _check_not_twice(parts: list[RankPart]) -> None:
     for part in parts:
         key = (part.base_ns, tuple(np.sort(part.driver_pids)), tuple(sorted(part.counts.items())))
         if part.base_ns is not None and key in seen:
-            raise TraceError(f"is the same capture as {seen[key]} (same session start, processes and rows): one file given "
-                             "twice, not two ranks; give each rank's file once", part.path)
+            raise TraceError(
+                f"is the same capture as {seen[key]} (same session start, processes and rows): one"
+                " file given twice, not two ranks; give each rank's file once",
+                part.path,
+            )
         seen.setdefault(key, part.path)
 
 
@@ -131,8 +153,11 @@ def _check_concurrent(parts: list[RankPart]) -> None:
     latest = max(spans, key=lambda ps: ps[1][0])
     earliest_end = min(spans, key=lambda ps: ps[1][1])
     if latest[1][0] >= earliest_end[1][1]:
-        raise TraceError(f"and {latest[0].path} ran at different times (their GPU work shares no instant): "
-                         "separate runs, not one run's ranks; give one run's files", earliest_end[0].path)
+        raise TraceError(
+            f"and {latest[0].path} ran at different times (their GPU work shares no instant): "
+            "separate runs, not one run's ranks; give one run's files",
+            earliest_end[0].path,
+        )
 
 
 def _gpu_span(part: RankPart) -> tuple[int, int] | None:
@@ -153,10 +178,16 @@ def shared_gpus(parts: list[RankPart], places: list[Placement]) -> list[str]:
         driven = set(part.ordinals.tolist())
         for device, uuid in part.extra.get("gpu_uuids", {}).items():
             if device in driven:
-                seen.setdefault(uuid, {}).setdefault(int(device) + place.device_offset, PurePath(part.path).name)
-    return [f"{', '.join(sorted(set(files.values())))} ran on one GPU (UUID {uuid}), read as devices "
-            f"{sorted(files)}: each file's time waiting behind the others' work on it reads as host wait"
-            for uuid, files in seen.items() if len(files) > 1]
+                seen.setdefault(uuid, {}).setdefault(
+                    int(device) + place.device_offset, PurePath(part.path).name
+                )
+    return [
+        f"{', '.join(sorted(set(files.values())))} ran on one GPU (UUID {uuid}), read as devices"
+        f" {sorted(files)}: each file's time waiting behind the others' work on it reads as host"
+        " wait"
+        for uuid, files in seen.items()
+        if len(files) > 1
+    ]
 
 
 def device_offsets(parts: list[RankPart]) -> list[int]:
@@ -176,7 +207,11 @@ def _key(values: np.ndarray, offset: int | np.ndarray) -> np.ndarray:
 def _device(values: np.ndarray, offset: int | np.ndarray, dtype=np.int64) -> np.ndarray:
     """Device ids moved by a file's offset (one, or one per row); negative ids (none) stay."""
     values = np.asarray(values)
-    moved = values if np.isscalar(offset) and offset == 0 else np.where(values < 0, values, values + offset)
+    moved = (
+        values
+        if np.isscalar(offset) and offset == 0
+        else np.where(values < 0, values, values + offset)
+    )
     return moved.astype(dtype)
 
 
@@ -195,14 +230,23 @@ def global_steps(parts: list[RankPart], places: list[Placement]) -> list[np.ndar
             secondary.append(keys["start"].to_numpy(np.int64) + place.shift_ns)
         files.append(np.full(len(keys), n, np.int64))
         local.append(np.arange(len(keys), dtype=np.int64))
-    order = np.lexsort((np.concatenate(local), np.concatenate(files), np.concatenate(secondary), np.concatenate(primary)))
+    order = np.lexsort(
+        (
+            np.concatenate(local),
+            np.concatenate(files),
+            np.concatenate(secondary),
+            np.concatenate(primary),
+        )
+    )
     number = np.empty(len(order), np.int64)
     number[order] = np.arange(len(order))
     bounds = np.cumsum([0] + [len(p.step_keys) for p in parts])
-    return [number[bounds[i]:bounds[i + 1]] for i in range(len(parts))]
+    return [number[bounds[i] : bounds[i + 1]] for i in range(len(parts))]
 
 
-def placed_rows(parts: list[RankPart], places: list[Placement], mapping: list[np.ndarray]) -> pd.DataFrame:
+def placed_rows(
+    parts: list[RankPart], places: list[Placement], mapping: list[np.ndarray]
+) -> pd.DataFrame:
     """Every file's step rows on the merged clock, keys, devices and step ids: one concatenation,
     then each column shifted by its file's placement (per row, vectorised; not a copy per file)."""
     rows = pd.concat([p.rows for p in parts], ignore_index=True)
@@ -230,11 +274,21 @@ def merged_processes(parts: list[RankPart], places: list[Placement]) -> pd.DataF
         frames.append(frame)
     processes = pd.concat(frames, ignore_index=True)
     if parts[0].format != "kineto":
-        drivers = np.isin(processes["pid"].to_numpy(), np.concatenate([p.driver_pids for p in parts]))
+        drivers = np.isin(
+            processes["pid"].to_numpy(), np.concatenate([p.driver_pids for p in parts])
+        )
         device = processes["device"].to_numpy()
-        rank = np.full(len(processes), NO_ID, dtype=np.int32)  # ranks only where unambiguous over all files
-        if drivers.sum() > 1 and (device[drivers] >= 0).all() and len(np.unique(device[drivers])) == drivers.sum():
-            rank[drivers] = np.argsort(np.argsort(device[drivers]))  # the nsys reader's rule, over all files
+        rank = np.full(
+            len(processes), NO_ID, dtype=np.int32
+        )  # ranks only where unambiguous over all files
+        if (
+            drivers.sum() > 1
+            and (device[drivers] >= 0).all()
+            and len(np.unique(device[drivers])) == drivers.sum()
+        ):
+            rank[drivers] = np.argsort(
+                np.argsort(device[drivers])
+            )  # the nsys reader's rule, over all files
         processes["rank"] = rank
     return processes
 
@@ -242,7 +296,9 @@ def merged_processes(parts: list[RankPart], places: list[Placement]) -> pd.DataF
 def _row_ranks(rows: pd.DataFrame, processes: pd.DataFrame) -> np.ndarray:
     """Rank of each row: by the process that drives its device, else by the step's process."""
     known = processes[processes["rank"].to_numpy() >= 0]
-    by_device = known[known["device"].to_numpy() >= 0].drop_duplicates("device").set_index("device")["rank"]
+    by_device = (
+        known[known["device"].to_numpy() >= 0].drop_duplicates("device").set_index("device")["rank"]
+    )
     by_pid = known.drop_duplicates("pid").set_index("pid")["rank"]
     device = rows["device"].to_numpy()
     ranks = by_device.reindex(device).to_numpy(dtype=float)
@@ -263,12 +319,17 @@ def merged_devices(parts: list[RankPart], places: list[Placement]) -> pd.DataFra
 
 
 def merged_meta(parts: list[RankPart], places: list[Placement]) -> dict:
-    """Scalar metadata of all files: counts summed, clocks from the earliest, the rest where all agree."""
+    """Scalar metadata of all files: counts summed, clocks from the earliest, the rest where all
+    agree."""
     keys = list(dict.fromkeys(k for p in parts for k in p.meta))
     meta: dict = {}
     for key in keys:
         values = [p.meta[key] for p in parts if key in p.meta]
-        shifted = [p.meta[key] + s.shift_ns for p, s in zip(parts, places) if isinstance(p.meta.get(key), int)]
+        shifted = [
+            p.meta[key] + s.shift_ns
+            for p, s in zip(parts, places)
+            if isinstance(p.meta.get(key), int)
+        ]
         if key in SUMMED_META:
             meta[key] = sum(values)
         elif key in ("base_time_ns", "capture_start_utc_ns"):
@@ -310,7 +371,9 @@ def _counted(key: str, numbers: list[int] | None) -> str:
     return f"{numbers[0]} of {numbers[1]} {key.removeprefix('of ')}"
 
 
-def merged_collective_kernels(parts: list[RankPart], places: list[Placement], mapping: list[np.ndarray], world) -> pd.DataFrame | None:
+def merged_collective_kernels(
+    parts: list[RankPart], places: list[Placement], mapping: list[np.ndarray], world
+) -> pd.DataFrame | None:
     """All files' collective kernels on the merged clock, devices and step ids, in the merged
     trace's kernel order, with the communicator size (args, else the world, else the devices)."""
     frames = []
@@ -320,7 +383,9 @@ def merged_collective_kernels(parts: list[RankPart], places: list[Placement], ma
         frame = part.collectives.copy()
         frame["start"] += place.shift_ns
         frame["end"] += place.shift_ns
-        frame["device"] = _device(frame["device"].to_numpy(), place.device_offset, frame["device"].dtype)
+        frame["device"] = _device(
+            frame["device"].to_numpy(), place.device_offset, frame["device"].dtype
+        )
         for col in [c for c in frame.columns if c.startswith("step_")]:
             local = frame[col].to_numpy()
             frame[col] = np.where(local >= 0, mapping[n][np.maximum(local, 0)], NO_ID)
@@ -329,9 +394,13 @@ def merged_collective_kernels(parts: list[RankPart], places: list[Placement], ma
     if not frames:
         return None
     kernels = pd.concat(frames, ignore_index=True)
-    kernels = kernels.iloc[np.argsort(kernels["start"].to_numpy(), kind="stable")].reset_index(drop=True)
+    kernels = kernels.iloc[np.argsort(kernels["start"].to_numpy(), kind="stable")].reset_index(
+        drop=True
+    )
     for col in [c for c in kernels.columns if c.startswith("step_")]:
-        kernels[col] = kernels[col].fillna(NO_ID).astype(np.int64)  # files with fewer nesting levels
+        kernels[col] = (
+            kernels[col].fillna(NO_ID).astype(np.int64)
+        )  # files with fewer nesting levels
     kernels["op"] = np.arange(len(kernels), dtype=np.int64)
     group = kernels.pop("group").to_numpy()
     fallback = world if isinstance(world, int) and world >= 2 else int(kernels["device"].nunique())
@@ -352,10 +421,13 @@ def matched_calls(kernels: pd.DataFrame) -> pd.DataFrame | None:
     found = []
     next_seq: dict[str, int] = {}
     for _, group in kernels.groupby("stage", sort=True):
-        calls = collective_calls(None, None, group[columns].reset_index(drop=True))  # type: ignore[arg-type]
+        # type: ignore[arg-type]
+        calls = collective_calls(None, None, group[columns].reset_index(drop=True))
         if calls is None:
             continue
-        if next_seq:  # a later stage: its calls numbered after the earlier stages' (dict lookup, vectorised)
+        if (
+            next_seq
+        ):  # a later stage: its calls numbered after the earlier stages' (dict lookup, vectorised)
             base = calls["family"].map(next_seq).fillna(0).to_numpy(np.int64)
             calls["seq"] = calls["seq"].to_numpy() + base
         for family, top in calls.groupby("family")["seq"].max().items():

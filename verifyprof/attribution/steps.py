@@ -70,10 +70,18 @@ def gpu_ops(trace: Trace, taxonomy: Taxonomy) -> GpuOps:
     kernels, copies, graphs = trace.kernels, trace.copies, trace.graphs
     parts: list[dict[str, np.ndarray]] = []
     k_names = kernels["name_id"].to_numpy()
-    k_phase = taxonomy.phase_of_ids(trace.strings, k_names)[k_names] if len(kernels) else np.empty(0, np.int8)
+    k_phase = (
+        taxonomy.phase_of_ids(trace.strings, k_names)[k_names]
+        if len(kernels)
+        else np.empty(0, np.int8)
+    )
     parts.append(_part(kernels, k_phase, True, k_names))
     if len(copies):
-        copy_phase = np.where(copies["kind"].to_numpy() == COPY_KIND_MEMSET, phases.INDEX["memset"], phases.INDEX["memcpy"])
+        copy_phase = np.where(
+            copies["kind"].to_numpy() == COPY_KIND_MEMSET,
+            phases.INDEX["memset"],
+            phases.INDEX["memcpy"],
+        )
         parts.append(_part(copies, copy_phase.astype(np.int8), False, copies["name_id"].to_numpy()))
     if len(graphs):
         # Whole-graph rows whose kernels are also recorded would be counted twice: drop them.
@@ -81,14 +89,30 @@ def gpu_ops(trace: Trace, taxonomy: Taxonomy) -> GpuOps:
         keys = op_key(graphs["pid"].to_numpy(), graphs["correlation"].to_numpy())
         opaque = graphs[~np.isin(keys, known)]
         if len(opaque):
-            parts.append(_part(opaque, np.full(len(opaque), phases.INDEX["graph"], np.int8), False, np.full(len(opaque), -1, np.int32)))
-    fields = {name: np.concatenate([p[name] for p in parts]) if len(parts) > 1 else parts[0][name] for name in parts[0]}
-    if taxonomy.contexts:  # names whose phase their neighbours decide (MoE routing's top-k and sort)
-        fields["phase"] = taxonomy.in_context(trace.strings, fields["name_id"], fields["phase"], fields["device"], fields["start"])
+            parts.append(
+                _part(
+                    opaque,
+                    np.full(len(opaque), phases.INDEX["graph"], np.int8),
+                    False,
+                    np.full(len(opaque), -1, np.int32),
+                )
+            )
+    fields = {
+        name: np.concatenate([p[name] for p in parts]) if len(parts) > 1 else parts[0][name]
+        for name in parts[0]
+    }
+    if (
+        taxonomy.contexts
+    ):  # names whose phase their neighbours decide (MoE routing's top-k and sort)
+        fields["phase"] = taxonomy.in_context(
+            trace.strings, fields["name_id"], fields["phase"], fields["device"], fields["start"]
+        )
     return GpuOps(**fields, call=np.full(len(fields["start"]), -1, dtype=np.int64))
 
 
-def _part(frame: pd.DataFrame, phase: np.ndarray, is_kernel: bool, name_id: np.ndarray) -> dict[str, np.ndarray]:
+def _part(
+    frame: pd.DataFrame, phase: np.ndarray, is_kernel: bool, name_id: np.ndarray
+) -> dict[str, np.ndarray]:
     return {
         "start": frame["start"].to_numpy(),
         "end": frame["end"].to_numpy(),
@@ -104,8 +128,12 @@ def _part(frame: pd.DataFrame, phase: np.ndarray, is_kernel: bool, name_id: np.n
 def link_calls(trace: Trace, ops: GpuOps) -> Calls:
     """Set ``ops.call`` to the launching API row (same process, same correlation id)."""
     api = trace.api
-    ops.call = _call_rows(api["pid"].to_numpy(), api["correlation"].to_numpy(), ops.pid, ops.correlation)
-    graph_names = trace.strings.matching(r"GraphLaunch") if len(trace.strings) else np.zeros(0, bool)
+    ops.call = _call_rows(
+        api["pid"].to_numpy(), api["correlation"].to_numpy(), ops.pid, ops.correlation
+    )
+    graph_names = (
+        trace.strings.matching(r"GraphLaunch") if len(trace.strings) else np.zeros(0, bool)
+    )
     name_ids = api["name_id"].to_numpy()
     return Calls(
         start=api["start"].to_numpy(),
@@ -115,7 +143,9 @@ def link_calls(trace: Trace, ops: GpuOps) -> Calls:
     )
 
 
-def _call_rows(api_pid: np.ndarray, api_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+def _call_rows(
+    api_pid: np.ndarray, api_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray
+) -> np.ndarray:
     """Per op, the row of the API call with its (pid, correlation), -1 if none; the first row
     where a correlation repeats. Correlation ids count up per process, so each process's calls
     go into a table indexed by id (no hashing, no sort); ids too sparse for a table, or
@@ -138,14 +168,18 @@ def _call_rows(api_pid: np.ndarray, api_corr: np.ndarray, pid: np.ndarray, corr:
     return out
 
 
-def _call_rows_hashed(api_pid: np.ndarray, api_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+def _call_rows_hashed(
+    api_pid: np.ndarray, api_corr: np.ndarray, pid: np.ndarray, corr: np.ndarray
+) -> np.ndarray:
     index = pd.Index(op_key(api_pid, api_corr))
     rows = np.arange(len(index))
     if not index.is_unique:  # keep the first call of a duplicated correlation
         first = ~index.duplicated(keep="first")
         index, rows = index[first], rows[first]
     found = index.get_indexer(op_key(pid, corr))
-    return np.where(found >= 0, rows[np.maximum(found, 0)] if len(rows) else -1, -1).astype(np.int64)
+    return np.where(found >= 0, rows[np.maximum(found, 0)] if len(rows) else -1, -1).astype(
+        np.int64
+    )
 
 
 def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
@@ -159,7 +193,9 @@ def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
     matching = trace.strings.matching(regex) if len(trace.strings) else np.zeros(0, bool)
     selected = host[matching[host["name_id"].to_numpy()]] if len(host) else host
     if selected.empty:
-        raise NoStepsError(_no_steps_message(trace, host, regex), trace.source[0] if trace.source else None)
+        raise NoStepsError(
+            _no_steps_message(trace, host, regex), trace.source[0] if trace.source else None
+        )
     texts = trace.strings.lookup(selected["name_id"].to_numpy())
     unique_texts = pd.unique(texts)
     names = {t: step_name(t) for t in unique_texts}  # once per distinct text
@@ -176,16 +212,22 @@ def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
     )
     steps["attrs"] = [attrs[t] for t in texts]
     steps = steps.sort_values(["tid", "start"], kind="stable").reset_index(drop=True)
-    steps["name"] = steps["name"].astype(object)  # pandas 3 would make arrow strings: slow to gather
+    steps["name"] = steps["name"].astype(
+        object
+    )  # pandas 3 would make arrow strings: slow to gather
     steps["text"] = steps["text"].astype(object)
     # steps of one level never overlap on a thread (ranges nest), so each level maps a launch to
     # at most one step
-    steps["level"] = nesting_depth(steps["tid"].to_numpy(), steps["start"].to_numpy(), steps["end"].to_numpy())
+    steps["level"] = nesting_depth(
+        steps["tid"].to_numpy(), steps["start"].to_numpy(), steps["end"].to_numpy()
+    )
     steps.insert(0, "step", np.arange(len(steps), dtype=np.int64))
     return steps
 
 
-def whole_trace_steps(ops: GpuOps, launch: Launches) -> tuple[pd.DataFrame, list[tuple[np.ndarray, np.ndarray]]]:
+def whole_trace_steps(
+    ops: GpuOps, launch: Launches
+) -> tuple[pd.DataFrame, list[tuple[np.ndarray, np.ndarray]]]:
     """One step per device spanning all of that device's GPU work."""
     devices, op_step = np.unique(ops.device, return_inverse=True)
     first = np.full(len(devices), np.iinfo(np.int64).max)
@@ -219,7 +261,9 @@ class Launches:
     end: np.ndarray
     last_op_start: np.ndarray  # latest start among the ops it launched
     graph_launch: np.ndarray
-    first_op_start: np.ndarray  # earliest start among the ops it launched (a graph replay's first node)
+    first_op_start: (
+        np.ndarray
+    )  # earliest start among the ops it launched (a graph replay's first node)
     last_op_end: np.ndarray  # latest end among them (a graph replay's last node)
 
 
@@ -228,9 +272,13 @@ def launches(ops: GpuOps, calls: Calls) -> tuple[Launches, np.ndarray]:
     linked = np.flatnonzero(ops.call >= 0)
     call = ops.call[linked]
     used, inverse = _dense_unique(call, len(calls.start))
-    shared = np.bincount(inverse, minlength=len(used))[inverse] > 1  # ops whose call launched others too
+    shared = (
+        np.bincount(inverse, minlength=len(used))[inverse] > 1
+    )  # ops whose call launched others too
     low, high = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-    first = _reduce_by(np.minimum, np.arange(len(linked)), inverse, shared, len(used), high)  # each call's first op
+    first = _reduce_by(
+        np.minimum, np.arange(len(linked)), inverse, shared, len(used), high
+    )  # each call's first op
     last_op_start = _reduce_by(np.maximum, ops.start[linked], inverse, shared, len(used), low)
     first_op_start = _reduce_by(np.minimum, ops.start[linked], inverse, shared, len(used), high)
     last_op_end = _reduce_by(np.maximum, ops.end[linked], inverse, shared, len(used), low)
@@ -259,30 +307,41 @@ def _dense_unique(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarra
     return np.flatnonzero(seen), rank[values]
 
 
-def _reduce_by(ufunc: np.ufunc, values: np.ndarray, group: np.ndarray, shared: np.ndarray, n: int, initial: int) -> np.ndarray:
+def _reduce_by(
+    ufunc: np.ufunc, values: np.ndarray, group: np.ndarray, shared: np.ndarray, n: int, initial: int
+) -> np.ndarray:
     """``ufunc`` of ``values`` per ``group`` (n groups): groups of one value (an eager launch's
-    one op) by plain assignment, only the values ``shared`` with others (a graph's nodes) by ``ufunc.at``."""
+    one op) by plain assignment, only the values ``shared`` with others (a graph's nodes) by
+    ``ufunc.at``.
+    """
     out = np.full(n, initial, dtype=values.dtype)
     out[group[~shared]] = values[~shared]
     ufunc.at(out, group[shared], values[shared])
     return out
 
 
-def assign_levels(steps: pd.DataFrame, launch: Launches, op_launch: np.ndarray, calls: Calls) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per nesting level: the step of every op and of every launch (NO_STEP outside the level's steps)."""
+def assign_levels(
+    steps: pd.DataFrame, launch: Launches, op_launch: np.ndarray, calls: Calls
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per nesting level: the step of every op and of every launch (NO_STEP outside the level's
+    steps)."""
     linked = op_launch >= 0
     call_tid = calls.tid[launch.call]
     levels = []
     for level in np.unique(steps["level"].to_numpy()):
         level_steps = steps[steps["level"].to_numpy() == level]
         launch_step = _match_calls(level_steps, call_tid, launch.start)
-        op_step = np.full(len(op_launch), NO_STEP, dtype=np.int64 if len(steps) >= 2**31 else np.int32)
+        op_step = np.full(
+            len(op_launch), NO_STEP, dtype=np.int64 if len(steps) >= 2**31 else np.int32
+        )
         op_step[linked] = launch_step[op_launch[linked]]
         levels.append((op_step, launch_step))
     return levels
 
 
-def _match_calls(level_steps: pd.DataFrame, call_tid: np.ndarray, call_start: np.ndarray) -> np.ndarray:
+def _match_calls(
+    level_steps: pd.DataFrame, call_tid: np.ndarray, call_start: np.ndarray
+) -> np.ndarray:
     """The step of one level open on each call's thread at the call's start (vectorised)."""
     out = np.full(len(call_tid), NO_STEP, dtype=np.int64)
     tids = level_steps["tid"].to_numpy()
@@ -304,7 +363,10 @@ def _match_calls(level_steps: pd.DataFrame, call_tid: np.ndarray, call_start: np
 
 def _no_steps_message(trace: Trace, host: pd.DataFrame, regex: str) -> str:
     if host.empty:
-        return f"no range matches --range '{regex}': the trace has no NVTX ranges or annotations (use --whole-trace)"
+        return (
+            f"no range matches --range '{regex}': the trace has no NVTX ranges or annotations (use"
+            " --whole-trace)"
+        )
     ids, n_ids = np.unique(host["name_id"].to_numpy(), return_counts=True)
     counts: Counter[str] = Counter()
     for sid, n in zip(ids, n_ids):  # once per distinct range text

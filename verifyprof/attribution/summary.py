@@ -24,12 +24,15 @@ from verifyprof.contracts.schema import COMM_COLUMNS, variants
 GROUP_ORDER = (VERIFY, SPEC_STEP, DRAFT, ACCEPT, DRAFT_EXTEND, DECODE, PREFILL)
 
 
-
 def _stats(values: np.ndarray) -> dict[str, int]:
     if len(values) == 0:
         return {"mean": 0, "p50": 0, "p90": 0}
     p50, p90 = np.percentile(values, [50, 90])
-    return {"mean": int(round(float(values.mean()))), "p50": int(round(p50)), "p90": int(round(p90))}
+    return {
+        "mean": int(round(float(values.mean()))),
+        "p50": int(round(p50)),
+        "p90": int(round(p90)),
+    }
 
 
 def _column_stats(matrix: np.ndarray) -> list[dict[str, int]]:
@@ -38,7 +41,10 @@ def _column_stats(matrix: np.ndarray) -> list[dict[str, int]]:
         return [{"mean": 0, "p50": 0, "p90": 0} for _ in range(matrix.shape[1])]
     p50, p90 = np.percentile(matrix, [50, 90], axis=0)
     means = matrix.mean(axis=0)
-    return [{"mean": int(round(float(m))), "p50": int(round(a)), "p90": int(round(b))} for m, a, b in zip(means, p50, p90)]
+    return [
+        {"mean": int(round(float(m))), "p50": int(round(a)), "p90": int(round(b))}
+        for m, a, b in zip(means, p50, p90)
+    ]
 
 
 def _group_order(names: list[str]) -> list[str]:
@@ -46,13 +52,19 @@ def _group_order(names: list[str]) -> list[str]:
     return known + sorted(n for n in names if n not in known)
 
 
-MAX_VARIANTS = 12  # more distinct attribute sets than this (e.g. every batch size): group by name only
+MAX_VARIANTS = (
+    12  # more distinct attribute sets than this (e.g. every batch size): group by name only
+)
 
 
 SCALARS = ("step", "device", "rank", "wall_ns", "cost_ns", "gpu_span_ns", "kernels", "launches")
 
 
-def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None, kernel_stats: dict[str, Any] | None = None) -> dict[str, Any]:
+def summarize(
+    rows: pd.DataFrame,
+    collectives: pd.DataFrame | None = None,
+    kernel_stats: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Groups of comparable steps: same name and, unless a name has too many, same attributes.
 
     A verify at width 16 and one at width 4 are different measurements; averaging them hides
@@ -69,9 +81,16 @@ def summarize(rows: pd.DataFrame, collectives: pd.DataFrame | None = None, kerne
             groups.append(_group_summary(name, columns, np.flatnonzero(in_name), ""))
             continue
         for kind in sorted(kinds, key=lambda v: (_tokens(v), v)):
-            groups.append(_group_summary(name, columns, np.flatnonzero(in_name & (kinds_of == kind)), kind))
+            groups.append(
+                _group_summary(name, columns, np.flatnonzero(in_name & (kinds_of == kind)), kind)
+            )
     # both keys always present (the documented form): null when there is nothing to report
-    summary: dict[str, Any] = {"unit": "ns", "groups": groups, "collectives": None, "collective_kernels": kernel_stats}
+    summary: dict[str, Any] = {
+        "unit": "ns",
+        "groups": groups,
+        "collectives": None,
+        "collective_kernels": kernel_stats,
+    }
     if collectives is not None:
         from verifyprof.attribution.comm import summarize_calls
 
@@ -86,7 +105,11 @@ class _Columns:
         self.scalar = {c: rows[c].to_numpy(np.int64) for c in SCALARS}
         self.phases = rows[list(phases.ALL)].to_numpy(dtype=np.int64)
         self.totals = {p: rows[f"total_{p}"].to_numpy(np.int64) for p in phases.TOTALS}
-        self.comm = {c: rows[c].to_numpy(np.int64) for c in COMM_COLUMNS} if all(c in rows.columns for c in COMM_COLUMNS) else None
+        self.comm = (
+            {c: rows[c].to_numpy(np.int64) for c in COMM_COLUMNS}
+            if all(c in rows.columns for c in COMM_COLUMNS)
+            else None
+        )
         self.mode = rows["mode"].to_numpy(object)
 
 
@@ -103,7 +126,11 @@ def _group_summary(name: str, columns: _Columns, at: np.ndarray, kind: str) -> d
     mean_wall = float(wall.mean()) if len(wall) else 0.0
     matrix = np.asfortranarray(columns.phases[at])  # columns contiguous: each reduced as alone
     phase_stats = {}
-    for phase, stats, mean in zip(phases.ALL, _column_stats(matrix), matrix.mean(axis=0) if len(matrix) else np.zeros(len(phases.ALL))):
+    for phase, stats, mean in zip(
+        phases.ALL,
+        _column_stats(matrix),
+        matrix.mean(axis=0) if len(matrix) else np.zeros(len(phases.ALL)),
+    ):
         stats["share"] = round(float(mean) / mean_wall, 6) if mean_wall > 0 else 0.0
         phase_stats[phase] = stats
     median = int(np.argmin(np.abs(wall - np.median(wall)))) if len(wall) else 0
@@ -118,8 +145,12 @@ def _group_summary(name: str, columns: _Columns, at: np.ndarray, kind: str) -> d
             "phases": {p: int(round(float(m))) for p, m in zip(phases.ALL, means)},
         }
     mode_codes, modes = pd.factorize(columns.mode[at])
-    mode_counts = np.bincount(mode_codes[mode_codes >= 0], minlength=len(modes))  # a missing mode: not counted
-    by_count = np.argsort(-mode_counts, kind="stable")  # as value_counts: most first, ties by first seen
+    mode_counts = np.bincount(
+        mode_codes[mode_codes >= 0], minlength=len(modes)
+    )  # a missing mode: not counted
+    by_count = np.argsort(
+        -mode_counts, kind="stable"
+    )  # as value_counts: most first, ties by first seen
     out: dict[str, Any] = {
         "name": name,
         "variant": kind,

@@ -28,15 +28,28 @@ from verifyprof.contracts.errors import TraceError
 N_BUSY = len(phases.PRIORITY)
 # Slots of the non-busy intervals, lowest priority first; each books its uncovered time to a phase.
 LAUNCH = N_BUSY  # this step's launch calls (bridged): GPU idle -> launch_gap
-BLOCKED = N_BUSY + 1  # queued work blocked while the device sat idle (event wait, sync) -> host_wait
+BLOCKED = (
+    N_BUSY + 1
+)  # queued work blocked while the device sat idle (event wait, sync) -> host_wait
 GRAPH_CALL = N_BUSY + 2  # a graph-launch call up to its first node -> graph_launch
-OTHER_BUSY = N_BUSY + 3  # the device busy (any op, any graph replay, any op's queue seam) -> other_work
-SEAM_EAGER = N_BUSY + 4  # idle just before one of this step's queued eager ops (launch latency) -> launch_gap
+OTHER_BUSY = (
+    N_BUSY + 3
+)  # the device busy (any op, any graph replay, any op's queue seam) -> other_work
+SEAM_EAGER = (
+    N_BUSY + 4
+)  # idle just before one of this step's queued eager ops (launch latency) -> launch_gap
 SEAM_GRAPH = N_BUSY + 5  # idle just before one of this step's queued graph nodes -> graph_launch
 GRAPH_REPLAY = N_BUSY + 6  # first to last node of one of this step's graph replays -> graph_gap
 BOUNDARY = N_BUSY + 7  # slot of window start/end markers
-IDLE_SLOTS = {LAUNCH: "launch_gap", BLOCKED: "host_wait", GRAPH_CALL: "graph_launch", OTHER_BUSY: "other_work",
-              SEAM_EAGER: "launch_gap", SEAM_GRAPH: "graph_launch", GRAPH_REPLAY: "graph_gap"}  # lowest priority first
+IDLE_SLOTS = {
+    LAUNCH: "launch_gap",
+    BLOCKED: "host_wait",
+    GRAPH_CALL: "graph_launch",
+    OTHER_BUSY: "other_work",
+    SEAM_EAGER: "launch_gap",
+    SEAM_GRAPH: "graph_launch",
+    GRAPH_REPLAY: "graph_gap",
+}  # lowest priority first
 SLOT_BITS = 6  # 5 bits of slot (<= 32 slots) + 1 bit open/close
 CHUNK_INTERVALS = 1 << 18  # intervals per sweep chunk: bounds memory on million-kernel traces
 IDLE_HOST = phases.INDEX["host_wait"]
@@ -63,17 +76,28 @@ class SweepResult:
     total_ns: np.ndarray  # int64 [windows, len(phases.TOTALS)]
 
 
-def sweep(windows: Windows, busy: Intervals, launches: Intervals, chunk_intervals: int = CHUNK_INTERVALS) -> SweepResult:
+def sweep(
+    windows: Windows, busy: Intervals, launches: Intervals, chunk_intervals: int = CHUNK_INTERVALS
+) -> SweepResult:
     """Phase times per window. ``busy`` and ``launches`` must each be sorted by window; windows
     are swept in chunks of about ``chunk_intervals`` intervals so memory stays flat."""
     n = len(windows.ws)
     phase_ns = np.zeros((n, len(phases.ALL)), dtype=np.int64)
     total_ns = np.zeros((n, len(phases.TOTALS)), dtype=np.int64)
-    busy_at = np.searchsorted(busy.window, np.arange(n + 1), side="left")  # first interval of each window
+    busy_at = np.searchsorted(
+        busy.window, np.arange(n + 1), side="left"
+    )  # first interval of each window
     launch_at = np.searchsorted(launches.window, np.arange(n + 1), side="left")
     lo = 0
     while lo < n:
-        hi = int(np.searchsorted(busy_at + launch_at, busy_at[lo] + launch_at[lo] + chunk_intervals, side="right")) - 1
+        hi = (
+            int(
+                np.searchsorted(
+                    busy_at + launch_at, busy_at[lo] + launch_at[lo] + chunk_intervals, side="right"
+                )
+            )
+            - 1
+        )
         hi = min(max(hi, lo + 1), n)
         b, l = slice(busy_at[lo], busy_at[hi]), slice(launch_at[lo], launch_at[hi])
         chunk = Intervals(
@@ -82,12 +106,18 @@ def sweep(windows: Windows, busy: Intervals, launches: Intervals, chunk_interval
             np.concatenate([busy.end[b], launches.end[l]]),
             np.concatenate([busy.slot[b], launches.slot[l]]),
         )
-        phase_ns[lo:hi], total_ns[lo:hi] = _sweep_chunk(Windows(windows.ws[lo:hi], windows.we[lo:hi]), chunk)
+        phase_ns[lo:hi], total_ns[lo:hi] = _sweep_chunk(
+            Windows(windows.ws[lo:hi], windows.we[lo:hi]), chunk
+        )
         lo = hi
     wall = windows.we - windows.ws
-    if not np.array_equal(phase_ns.sum(axis=1), wall):  # an invariant: only inconsistent timestamps break it
-        raise TraceError("timestamps cannot be attributed consistently (phases do not sum to the step's wall time): "
-                         "clocks of merged files too far apart, or corrupt times")
+    if not np.array_equal(
+        phase_ns.sum(axis=1), wall
+    ):  # an invariant: only inconsistent timestamps break it
+        raise TraceError(
+            "timestamps cannot be attributed consistently (phases do not sum to the step's wall"
+            " time): clocks of merged files too far apart, or corrupt times"
+        )
     return SweepResult(phase_ns, total_ns)
 
 
@@ -119,11 +149,17 @@ def _sweep_chunk(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np
             total_ns[:, phases.TOTALS.index(name)] = _sum_by(window[active], seg[active], n)
     flat = window * n_phases
     flat += top
-    phase_ns = np.rint(np.bincount(flat, weights=seg, minlength=n * n_phases)).astype(np.int64).reshape(n, n_phases)
+    phase_ns = (
+        np.rint(np.bincount(flat, weights=seg, minlength=n * n_phases))
+        .astype(np.int64)
+        .reshape(n, n_phases)
+    )
     return phase_ns, total_ns
 
 
-def _sorted_events(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _sorted_events(
+    windows: Windows, intervals: Intervals
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """All interval and window boundaries, sorted by (window, time): window, time, slot, opening."""
     n = len(windows.ws)
     window_bits = max(n, 1).bit_length()
@@ -145,7 +181,12 @@ def _sorted_events(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, 
     if window_bits + time_bits + SLOT_BITS <= 63:
         shift = time_bits + SLOT_BITS
         keys = []
-        for w, t, slot, opening in parts:  # one packed int64 per event: window | offset | slot | open
+        for (
+            w,
+            t,
+            slot,
+            opening,
+        ) in parts:  # one packed int64 per event: window | offset | slot | open
             key = t - (origin if base is None else base[w])
             key <<= SLOT_BITS
             key |= (np.asarray(slot, dtype=np.int64) << 1) | opening

@@ -68,8 +68,14 @@ class Taxonomy:
                 out[sid] = phases.INDEX[self.phase_of(strings[int(sid)])]
         return out
 
-    def in_context(self, strings: StringTable, name_id: np.ndarray, phase: np.ndarray, device: np.ndarray,
-                   start: np.ndarray) -> np.ndarray:
+    def in_context(
+        self,
+        strings: StringTable,
+        name_id: np.ndarray,
+        phase: np.ndarray,
+        device: np.ndarray,
+        start: np.ndarray,
+    ) -> np.ndarray:
         """``phase`` (per GPU op) with the context rules applied: only ops of a matching name and
         the ops that decide for them (their ``before`` / ``until`` phases) are sorted."""
         for rule in self.contexts:
@@ -84,10 +90,17 @@ class Taxonomy:
             order = picked[np.lexsort((start[picked], device[picked]))]  # by device, then time
             is_marker = marker[order]
             at = np.where(is_marker, np.arange(len(order)), len(order))
-            following = np.minimum.accumulate(at[::-1])[::-1]  # the next marker at or after each position
+            following = np.minimum.accumulate(at[::-1])[
+                ::-1
+            ]  # the next marker at or after each position
             found = following < len(order)
             nxt = order[np.minimum(following, len(order) - 1)]
-            hit = ~is_marker & found & (device[nxt] == device[order]) & (phase[nxt] == phases.INDEX[rule.before])
+            hit = (
+                ~is_marker
+                & found
+                & (device[nxt] == device[order])
+                & (phase[nxt] == phases.INDEX[rule.before])
+            )
             if hit.any():
                 phase = phase.copy()
                 phase[order[hit]] = phases.INDEX[rule.phase]
@@ -95,7 +108,8 @@ class Taxonomy:
 
 
 def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
-    """``path``, else the user's ``taxonomy.toml`` in the data directory, else the built-in rules."""
+    """``path``, else the user's ``taxonomy.toml`` in the data directory, else the built-in
+    rules."""
     if path is None:
         path = datafiles.locate(TAXONOMY_FILE)
         if path is None or path == datafiles.BUILTIN / TAXONOMY_FILE:
@@ -106,7 +120,9 @@ def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
     except OSError as exc:
         raise VerifyprofError(f"cannot read taxonomy: {exc.strerror}", path) from None
     except UnicodeDecodeError as exc:
-        raise VerifyprofError(f"taxonomy is not UTF-8 text: {exc.reason} at byte {exc.start}", path) from None
+        raise VerifyprofError(
+            f"taxonomy is not UTF-8 text: {exc.reason} at byte {exc.start}", path
+        ) from None
     return parse_taxonomy(text, str(path))
 
 
@@ -118,36 +134,57 @@ def parse_taxonomy(text: str, source: str) -> Taxonomy:
         raise VerifyprofError(f"taxonomy is not valid TOML: {exc}", where) from None
     _check_keys(data, TOP_KEYS, "taxonomy", where)
     if data.get("version", 1) != 1:
-        raise VerifyprofError(f"taxonomy version {data['version']!r} is not one this verifyprof reads (1)", where)
+        raise VerifyprofError(
+            f"taxonomy version {data['version']!r} is not one this verifyprof reads (1)", where
+        )
     rules: list[Rule] = []
     for n, entry in enumerate(_entries(data, "rule", where), start=1):
         _check_keys(entry, RULE_KEYS, f"taxonomy rule {n}", where)
         phase = entry.get("phase")
         if phase not in BOOKED:
-            raise VerifyprofError(f"taxonomy rule {n}: phase {phase!r} is not one of {', '.join(BOOKED)}", where)
-        rules += [Rule(phase, regex, entry.get("note", "")) for regex in _regexes(entry, f"taxonomy rule {n} ({phase})", where)]
+            raise VerifyprofError(
+                f"taxonomy rule {n}: phase {phase!r} is not one of {', '.join(BOOKED)}", where
+            )
+        rules += [
+            Rule(phase, regex, entry.get("note", ""))
+            for regex in _regexes(entry, f"taxonomy rule {n} ({phase})", where)
+        ]
     if not rules:
         raise VerifyprofError("taxonomy has no [[rule]] entries", where)
-    return Taxonomy(rules, source, [_context(n, entry, where) for n, entry in enumerate(_entries(data, "context", where), start=1)])
+    return Taxonomy(
+        rules,
+        source,
+        [
+            _context(n, entry, where)
+            for n, entry in enumerate(_entries(data, "context", where), start=1)
+        ],
+    )
 
 
-BOOKED = tuple(p for p in phases.PRIORITY if p not in phases.COPIES)  # phases a rule can book a kernel to
+BOOKED = tuple(
+    p for p in phases.PRIORITY if p not in phases.COPIES
+)  # phases a rule can book a kernel to
 TOP_KEYS = ("version", "rule", "context")
 RULE_KEYS = ("phase", "patterns", "pattern", "note")
 CONTEXT_KEYS = ("phase", "from", "before", "until", "patterns", "pattern", "note")
 
 
 def _check_keys(table: dict, known: tuple[str, ...], what: str, where: Path | None) -> None:
-    """A key the format does not have is a typo (``untill``, ``[[rules]]``), never silently ignored."""
+    """A key the format does not have is a typo (``untill``, ``[[rules]]``), never silently
+    ignored."""
     unknown = [k for k in table if k not in known]
     if unknown:
-        raise VerifyprofError(f"{what}: unknown key {unknown[0]!r} (known: {', '.join(known)})", where)
+        raise VerifyprofError(
+            f"{what}: unknown key {unknown[0]!r} (known: {', '.join(known)})", where
+        )
 
 
 def _entries(data: dict, key: str, where: Path | None) -> list[dict]:
     entries = data.get(key, [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise VerifyprofError(f"taxonomy: '{key}' must be an array of tables, written [[{key}]]", where)
+        raise VerifyprofError(
+            f"taxonomy: '{key}' must be an array of tables, written [[{key}]]", where
+        )
     return entries
 
 
@@ -157,7 +194,9 @@ def _regexes(entry: dict, what: str, where: Path | None) -> list[re.Pattern[str]
     patterns = entry.get("patterns", entry.get("pattern", []))
     patterns = [patterns] if isinstance(patterns, str) else patterns
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-        raise VerifyprofError(f"{what}: patterns must be a list of regular expressions (strings)", where)
+        raise VerifyprofError(
+            f"{what}: patterns must be a list of regular expressions (strings)", where
+        )
     if not patterns:
         raise VerifyprofError(f"{what} has no patterns", where)
     compiled = []
@@ -175,17 +214,37 @@ def _context(n: int, entry: dict, where: Path | None) -> ContextRule:
     _check_keys(entry, CONTEXT_KEYS, what, where)
     for key in ("phase", "from", "before"):
         if key not in entry:
-            raise VerifyprofError(f"{what}: missing '{key}' (phase, from, before and patterns are needed)", where)
+            raise VerifyprofError(
+                f"{what}: missing '{key}' (phase, from, before and patterns are needed)", where
+            )
     until = entry.get("until", [])
     until = [until] if isinstance(until, str) else until
     if not isinstance(until, list):
         raise VerifyprofError(f"{what}: until must be a phase or a list of phases", where)
-    for key, value in (("phase", entry["phase"]), ("from", entry["from"]), ("before", entry["before"]), *(("until", u) for u in until)):
+    for key, value in (
+        ("phase", entry["phase"]),
+        ("from", entry["from"]),
+        ("before", entry["before"]),
+        *(("until", u) for u in until),
+    ):
         if value not in BOOKED:
-            raise VerifyprofError(f"{what}: {key} {value!r} is not one of {', '.join(BOOKED)}", where)
-    if entry["from"] == entry["before"] or entry["from"] in until or entry["from"] == entry["phase"]:
-        raise VerifyprofError(f"{what}: from {entry['from']!r} is also its phase or a phase it looks for (before/until): "
-                              "it could never change anything", where)
+            raise VerifyprofError(
+                f"{what}: {key} {value!r} is not one of {', '.join(BOOKED)}", where
+            )
+    if (
+        entry["from"] == entry["before"]
+        or entry["from"] in until
+        or entry["from"] == entry["phase"]
+    ):
+        raise VerifyprofError(
+            f"{what}: from {entry['from']!r} is also its phase or a phase it looks for"
+            " (before/until): it could never change anything",
+            where,
+        )
     regexes = _regexes(entry, f"{what} ({entry['phase']})", where)
-    pattern = re.compile("|".join(f"(?:{r.pattern})" for r in regexes))  # one search per distinct name
-    return ContextRule(entry["phase"], entry["from"], pattern, entry["before"], tuple(until), entry.get("note", ""))
+    pattern = re.compile(
+        "|".join(f"(?:{r.pattern})" for r in regexes)
+    )  # one search per distinct name
+    return ContextRule(
+        entry["phase"], entry["from"], pattern, entry["before"], tuple(until), entry.get("note", "")
+    )

@@ -6,7 +6,8 @@ start, end, name, phase), the API calls that launched them (the host row), and t
 between the ops labelled by kind with the breakdown's own rules: the same context intervals
 (:func:`~verifyprof.attribution.context.context_intervals`) swept by the same
 :func:`~verifyprof.attribution.sweep.sweep`, with each gap as a window, so a timeline's gaps add
-up to the step's non-busy phases (idle kinds and ``other_work``) exactly. Ops are capped per window (the longest
+up to the step's non-busy phases (idle kinds and ``other_work``) exactly. Ops are capped per window
+(the longest
 kept): a page stays small whatever the trace.
 """
 
@@ -58,12 +59,20 @@ class StepTimeline:
     calls: pd.DataFrame  # tid, start, end, name
     gaps: pd.DataFrame  # device, start, end, kind (the non-busy phase with most of the gap)
     ops_total: int  # before the cap
-    idle_ns: dict[str, int]  # non-busy time by phase over all gaps (before the cap): the step's idle phases
+    idle_ns: dict[
+        str, int
+    ]  # non-busy time by phase over all gaps (before the cap): the step's idle phases
 
 
-def step_timelines(trace: Trace, result: Breakdown, windows: list[tuple[int, int]], taxonomy: Taxonomy | None = None,
-                   max_ops: int = MAX_OPS) -> list[StepTimeline]:
-    """Timelines of the (step, device) windows of ``result`` (a breakdown of ``trace``, not released)."""
+def step_timelines(
+    trace: Trace,
+    result: Breakdown,
+    windows: list[tuple[int, int]],
+    taxonomy: Taxonomy | None = None,
+    max_ops: int = MAX_OPS,
+) -> list[StepTimeline]:
+    """Timelines of the (step, device) windows of ``result`` (a breakdown of ``trace``, not
+    released)."""
     source = result.options.get("taxonomy")
     taxonomy = taxonomy or load_taxonomy(None if source in (None, "builtin") else source)
     ops = gpu_ops(trace, taxonomy)
@@ -77,33 +86,89 @@ def step_timelines(trace: Trace, result: Breakdown, windows: list[tuple[int, int
         step_level = {int(s): 0 for s in result.steps["step"]}
     else:
         steps = find_steps(trace, regex)
-        levels = dict(zip(np.unique(steps["level"].to_numpy()).tolist(), assign_levels(steps, launch, op_launch, calls)))
+        levels = dict(
+            zip(
+                np.unique(steps["level"].to_numpy()).tolist(),
+                assign_levels(steps, launch, op_launch, calls),
+            )
+        )
         step_level = dict(zip(steps["step"].tolist(), steps["level"].tolist()))
     streams = _op_streams(trace, ops)
-    seam = queue_seams(ops.device, ops.start, ops.end, op_call_ends(ops, calls))  # the breakdown's context, as it builds it
+    seam = queue_seams(
+        ops.device, ops.start, ops.end, op_call_ends(ops, calls)
+    )  # the breakdown's context, as it builds it
     busy = busy_of(ops, launch, seam)
     graph_op = np.zeros(len(ops), bool)
     graph_op[op_launch >= 0] = launch.graph_launch[op_launch[op_launch >= 0]]
     out = []
     for step, device in windows:
-        row = result.steps[(result.steps["step"] == step) & (result.steps["device"] == device)].iloc[0]
+        row = result.steps[
+            (result.steps["step"] == step) & (result.steps["device"] == device)
+        ].iloc[0]
         op_step, launch_step = levels[step_level[step]]
         mine = np.flatnonzero((op_step == step) & (ops.device == device))
         ws, we = int(row["start_ns"]), int(row["end_ns"])
-        frame = pd.DataFrame({
-            "device": ops.device[mine].astype(np.int64), "stream": streams[mine], "start": ops.start[mine], "end": ops.end[mine],
-            "name": _op_names(trace, ops, mine), "phase": np.asarray(phases.ALL, dtype=object)[ops.phase[mine]],
-            "kind": np.where(ops.is_kernel[mine], "kernel", np.where(ops.name_id[mine] >= 0, "copy", "graph")),
-        })
+        frame = pd.DataFrame(
+            {
+                "device": ops.device[mine].astype(np.int64),
+                "stream": streams[mine],
+                "start": ops.start[mine],
+                "end": ops.end[mine],
+                "name": _op_names(trace, ops, mine),
+                "phase": np.asarray(phases.ALL, dtype=object)[ops.phase[mine]],
+                "kind": np.where(
+                    ops.is_kernel[mine], "kernel", np.where(ops.name_id[mine] >= 0, "copy", "graph")
+                ),
+            }
+        )
         in_launch = np.flatnonzero((launch_step == step) & (launch.device == device))
-        call_frame = pd.DataFrame({"tid": calls.tid[launch.call[in_launch]], "start": launch.start[in_launch], "end": launch.end[in_launch],
-                                   "name": trace.strings.lookup(trace.api["name_id"].to_numpy()[launch.call[in_launch]]) if len(in_launch) else []})
-        seams = seam_intervals(seam[mine], ops.start[mine], np.zeros(len(mine), np.int64), graph_op[mine], np.array([ws]))
-        gaps, idle = labelled_gaps(frame["start"].to_numpy(), frame["end"].to_numpy(), launch, in_launch, busy, ws, we, device, seams)
+        call_frame = pd.DataFrame(
+            {
+                "tid": calls.tid[launch.call[in_launch]],
+                "start": launch.start[in_launch],
+                "end": launch.end[in_launch],
+                "name": (
+                    trace.strings.lookup(trace.api["name_id"].to_numpy()[launch.call[in_launch]])
+                    if len(in_launch)
+                    else []
+                ),
+            }
+        )
+        seams = seam_intervals(
+            seam[mine],
+            ops.start[mine],
+            np.zeros(len(mine), np.int64),
+            graph_op[mine],
+            np.array([ws]),
+        )
+        gaps, idle = labelled_gaps(
+            frame["start"].to_numpy(),
+            frame["end"].to_numpy(),
+            launch,
+            in_launch,
+            busy,
+            ws,
+            we,
+            device,
+            seams,
+        )
         gaps.insert(0, "device", device)
-        out.append(StepTimeline(step=int(step), device=int(device), rank=int(row["rank"]), name=str(row["name"]), text=str(row["text"]),
-                                start_ns=ws, end_ns=we, ops=longest(frame, max_ops), calls=longest(call_frame, max_ops),
-                                gaps=longest(gaps, max_ops), ops_total=len(frame), idle_ns=idle))
+        out.append(
+            StepTimeline(
+                step=int(step),
+                device=int(device),
+                rank=int(row["rank"]),
+                name=str(row["name"]),
+                text=str(row["text"]),
+                start_ns=ws,
+                end_ns=we,
+                ops=longest(frame, max_ops),
+                calls=longest(call_frame, max_ops),
+                gaps=longest(gaps, max_ops),
+                ops_total=len(frame),
+                idle_ns=idle,
+            )
+        )
     return out
 
 
@@ -124,34 +189,71 @@ def own_gaps(start: np.ndarray, end: np.ndarray, ws: int, we: int) -> tuple[np.n
     return gap_start[keep], gap_end[keep]
 
 
-def labelled_gaps(start: np.ndarray, end: np.ndarray, launch, in_launch: np.ndarray, busy: DeviceBusy, ws: int, we: int,
-                  device: int, seams: list) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The step's gaps, each labelled by the non-busy phase with most of it, and those phases' totals.
+def labelled_gaps(
+    start: np.ndarray,
+    end: np.ndarray,
+    launch,
+    in_launch: np.ndarray,
+    busy: DeviceBusy,
+    ws: int,
+    we: int,
+    device: int,
+    seams: list,
+) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The step's gaps, each labelled by the non-busy phase with most of it, and those phases'
+    totals.
 
     The window's context intervals (launch calls, graph replays and calls, other work, blocked
     queues) are cut to the gaps and swept with each gap as a window: the breakdown's rules, so
     the totals equal the step's non-busy phases."""
     gap_start, gap_end = own_gaps(start, end, ws, we)
-    context = context_intervals(launch, in_launch, np.zeros(len(in_launch), np.int64), np.array([ws]), np.array([we]), busy,
-                                np.array([device]), seams)
-    first = np.searchsorted(gap_end, context.start, side="right")  # gaps each context interval meets
+    context = context_intervals(
+        launch,
+        in_launch,
+        np.zeros(len(in_launch), np.int64),
+        np.array([ws]),
+        np.array([we]),
+        busy,
+        np.array([device]),
+        seams,
+    )
+    first = np.searchsorted(
+        gap_end, context.start, side="right"
+    )  # gaps each context interval meets
     stop = np.searchsorted(gap_start, context.end, side="left")
     count = np.maximum(stop - first, 0)
     which, gap = ranges_of(first, count)
-    lo, hi = np.maximum(context.start[which], gap_start[gap]), np.minimum(context.end[which], gap_end[gap])
+    lo, hi = (
+        np.maximum(context.start[which], gap_start[gap]),
+        np.minimum(context.end[which], gap_end[gap]),
+    )
     keep = hi > lo
     order = np.argsort(gap[keep], kind="stable")
-    pieces = Intervals(gap[keep][order].astype(np.int64), lo[keep][order], hi[keep][order], context.slot[which][keep][order])
-    nothing = Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
+    pieces = Intervals(
+        gap[keep][order].astype(np.int64),
+        lo[keep][order],
+        hi[keep][order],
+        context.slot[which][keep][order],
+    )
+    nothing = Intervals(
+        np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)
+    )
     phase_ns = sweep(Windows(gap_start, gap_end), nothing, pieces).phase_ns
     names = np.asarray(phases.ALL, dtype=object)
-    gaps = pd.DataFrame({"start": gap_start, "end": gap_end, "kind": names[phase_ns.argmax(axis=1)] if len(gap_start) else []})
+    gaps = pd.DataFrame(
+        {
+            "start": gap_start,
+            "end": gap_end,
+            "kind": names[phase_ns.argmax(axis=1)] if len(gap_start) else [],
+        }
+    )
     totals = phase_ns.sum(axis=0)
     return gaps, {str(names[i]): int(totals[i]) for i in np.flatnonzero(totals)}
 
 
 def _op_streams(trace: Trace, ops) -> np.ndarray:
-    """Stream of every op, in gpu_ops' order: kernels, copies, then opaque graph rows (matched by key)."""
+    """Stream of every op, in gpu_ops' order: kernels, copies, then opaque graph rows (matched by
+    key)."""
     parts = [trace.kernels["stream"].to_numpy(np.int64), trace.copies["stream"].to_numpy(np.int64)]
     rest = len(ops) - sum(len(p) for p in parts)
     if rest:

@@ -23,7 +23,9 @@ from verifyprof.contracts.manifest import MANIFEST
 
 # Signals that end a capture the way Ctrl-C does: a job scheduler's kill (SIGTERM), a closed
 # terminal (SIGHUP), Ctrl-\\ (SIGQUIT). Each becomes an interruption, so the cleanup runs.
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name)
+)
 
 
 class Terminated(KeyboardInterrupt):
@@ -93,23 +95,33 @@ def cleanup(run: CaptureSession) -> None:
     for a step that fails: it records it and goes on to the next."""
     with _hurry_on_interrupt(run.console) as hurry:
         if run.profiling and run.proc is not None and run.proc.alive():
-            run.console.print("verifyprof: stopping the profile so that what was captured is written")
+            run.console.print(
+                "verifyprof: stopping the profile so that what was captured is written"
+            )
             _unless_hurried(lambda: stop_profile(run, timeout=120), hurry, timeout=120)
         if run.results and not run.summary:  # a partial run: summarise what finished
             alive = run.proc is not None and run.proc.alive() and not hurry.is_set()
             with contextlib.suppress(Exception):
-                run.summary = driver.summarize(run.results, driver.server_accept_length(run.base_url, timeout=5) if alive else None)
+                run.summary = driver.summarize(
+                    run.results,
+                    driver.server_accept_length(run.base_url, timeout=5) if alive else None,
+                )
         if run.proc is not None:
             leader_grace = run.opts.report_timeout if run.nsys is not None else None
             with run.console.status("stopping the target and all its processes") as status:
                 run.stop_report = run.proc.stop(
-                    int_timeout=run.opts.stop_timeout, leader_grace=leader_grace, hurry=hurry,
+                    int_timeout=run.opts.stop_timeout,
+                    leader_grace=leader_grace,
+                    hurry=hurry,
                     on_phase=lambda text: status.update(f"stopping: {text}"),
                 )
             if run.exit_code is None:
                 run.exit_code = run.stop_report.exit_code
             if run.stop_report.leftover:
-                run.fail(f"{len(run.stop_report.leftover)} process(es) survived SIGKILL: pids {run.stop_report.leftover}")
+                run.fail(
+                    f"{len(run.stop_report.leftover)} process(es) survived SIGKILL: pids"
+                    f" {run.stop_report.leftover}"
+                )
         if run.nsys is not None and run.proc is not None:
             _export(run)
         _check_ranges(run)
@@ -124,7 +136,11 @@ def _check_ranges(run: CaptureSession) -> None:
     """Hooks asked for, and not one verifyprof range recorded (no hook fired, none in the trace):
     the capture is useless for ``breakdown``, so it fails (exit 2) with the list of what never
     fired, unless ``--allow-missing-hooks``."""
-    if run.status != "ok" or run.opts.allow_missing_hooks or not (run.presets or run.opts.hook_targets):
+    if (
+        run.status != "ok"
+        or run.opts.allow_missing_hooks
+        or not (run.presets or run.opts.hook_targets)
+    ):
         return
     try:
         hooks = run.hooks()
@@ -134,8 +150,11 @@ def _check_ranges(run: CaptureSession) -> None:
         return
     run.no_ranges = True
     lines = never_fired_lines(hooks)
-    run.fail("no verifyprof range was recorded: no hook fired" + (":\n" + "\n".join(lines) if lines else "")
-             + "\n(--allow-missing-hooks accepts such a capture)")
+    run.fail(
+        "no verifyprof range was recorded: no hook fired"
+        + (":\n" + "\n".join(lines) if lines else "")
+        + "\n(--allow-missing-hooks accepts such a capture)"
+    )
 
 
 def _export(run: CaptureSession) -> None:
@@ -143,12 +162,20 @@ def _export(run: CaptureSession) -> None:
     report = nsys.report_path(run.nsys_output)
     if not report.exists():
         if run.status in ("running", "ok"):
-            run.fail(nsys.explain_missing_report(run.nsys_output, run.opts.mode, run.opts.capture_all))
+            run.fail(
+                nsys.explain_missing_report(run.nsys_output, run.opts.mode, run.opts.capture_all)
+            )
         return
     sqlite = report.with_suffix(".sqlite")
     try:
         with run.console.status(f"exporting {report.name} to SQLite"):
-            nsys.export_sqlite(run.nsys, report, sqlite, run.out / "nsys-export.log", timeout=run.opts.report_timeout)
+            nsys.export_sqlite(
+                run.nsys,
+                report,
+                sqlite,
+                run.out / "nsys-export.log",
+                timeout=run.opts.report_timeout,
+            )
         run.trace_ranges = nsys.count_ranges(sqlite)
         if run.opts.gzip:
             with run.console.status(f"compressing {sqlite.name}"):

@@ -65,12 +65,15 @@ class ServerGone(Exception):
 
 
 def builtin_prompts() -> list[Prompt]:
-    text = resources.files("verifyprof").joinpath("data", "prompts.jsonl").read_text(encoding="utf-8")
+    text = (
+        resources.files("verifyprof").joinpath("data", "prompts.jsonl").read_text(encoding="utf-8")
+    )
     return _parse_prompts(text, Path("verifyprof/data/prompts.jsonl"))
 
 
 def load_prompts(path: Path) -> list[Prompt]:
-    """JSONL, one object per line: ``{"prompt"|"text": str, "max_new_tokens"|"output_len": int}``."""
+    """JSONL, one object per line: ``{"prompt"|"text": str, "max_new_tokens"|"output_len":
+    int}``."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as err:
@@ -90,12 +93,14 @@ def _parse_prompts(text: str, path: Path) -> list[Prompt]:
         except json.JSONDecodeError as err:
             raise VerifyprofError(f"line {number} is not JSON: {err.msg}", path) from err
         if not isinstance(row, dict):
-            raise VerifyprofError(f"line {number}: expected an object with a \"prompt\" string", path)
+            raise VerifyprofError(f'line {number}: expected an object with a "prompt" string', path)
         prompt = row.get("prompt", row.get("text"))
         if not isinstance(prompt, str) or not prompt:
-            raise VerifyprofError(f"line {number}: no \"prompt\" (or \"text\") string", path)
+            raise VerifyprofError(f'line {number}: no "prompt" (or "text") string', path)
         max_new = row.get("max_new_tokens", row.get("output_len"))
-        if max_new is not None and (not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 1):
+        if max_new is not None and (
+            not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 1
+        ):
             raise VerifyprofError(f"line {number}: max_new_tokens must be a positive integer", path)
         prompts.append(Prompt(prompt, max_new))
     if not prompts:
@@ -130,7 +135,9 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 def post_json(url: str, body: dict, timeout: float) -> tuple[int, bytes]:
     data = json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"}, method="POST")
+    req = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json"}, method="POST"
+    )
     try:
         with _OPENER.open(req, timeout=timeout) as resp:
             return resp.status, resp.read()
@@ -186,11 +193,17 @@ def generate_body(text: str, max_new_tokens: int, temperature: float) -> dict:
     """A ``/generate`` request producing exactly ``max_new_tokens`` (EOS ignored)."""
     return {
         "text": text,
-        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": temperature, "ignore_eos": True},
+        "sampling_params": {
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
+            "ignore_eos": True,
+        },
     }
 
 
-def parse_generate_reply(index: int, start_ns: int, latency_s: float, status: int, raw: bytes) -> RequestResult:
+def parse_generate_reply(
+    index: int, start_ns: int, latency_s: float, status: int, raw: bytes
+) -> RequestResult:
     if status != 200:
         snippet = raw[:200].decode("utf-8", errors="replace").strip()
         return RequestResult(index, False, start_ns, latency_s, error=f"HTTP {status}: {snippet}")
@@ -201,8 +214,13 @@ def parse_generate_reply(index: int, start_ns: int, latency_s: float, status: in
         return RequestResult(index, False, start_ns, latency_s, error="reply has no meta_info")
     spec = {k: meta[k] for k in SPEC_FIELDS if isinstance(meta.get(k), (int, float))}
     return RequestResult(
-        index, True, start_ns, latency_s,
-        prompt_tokens=meta.get("prompt_tokens"), completion_tokens=meta.get("completion_tokens"), spec=spec,
+        index,
+        True,
+        start_ns,
+        latency_s,
+        prompt_tokens=meta.get("prompt_tokens"),
+        completion_tokens=meta.get("completion_tokens"),
+        spec=spec,
     )
 
 
@@ -250,11 +268,22 @@ def run_workload(
                 done.put(err)
                 return
             except TimeoutError:
-                done.put(RequestResult(index, False, start_ns, time.perf_counter() - t0, error=f"no reply in {workload.timeout_s:g} s"))
+                done.put(
+                    RequestResult(
+                        index,
+                        False,
+                        start_ns,
+                        time.perf_counter() - t0,
+                        error=f"no reply in {workload.timeout_s:g} s",
+                    )
+                )
                 continue
             done.put(parse_generate_reply(index, start_ns, time.perf_counter() - t0, status, raw))
 
-    threads = [threading.Thread(target=worker, daemon=True, name=f"verifyprof-req-{i}") for i in range(min(workload.concurrency, workload.requests))]
+    threads = [
+        threading.Thread(target=worker, daemon=True, name=f"verifyprof-req-{i}")
+        for i in range(min(workload.concurrency, workload.requests))
+    ]
     for t in threads:
         t.start()
     results: list[RequestResult] = []
@@ -313,13 +342,23 @@ def summarize(results: Sequence[RequestResult], server_avg_accept: float | None 
         latencies = [r.latency_s for r in ok]
         summary["wall_s"] = wall_s
         summary["tokens_per_s"] = summary["completion_tokens"] / wall_s if wall_s > 0 else None
-        summary["latency_s"] = {"mean": sum(latencies) / len(latencies), "p50": _percentile(latencies, 0.5), "p90": _percentile(latencies, 0.9)}
-        per_request_tps = [r.completion_tokens / r.latency_s for r in ok if r.completion_tokens and r.latency_s > 0]
-        summary["tokens_per_s_per_request"] = sum(per_request_tps) / len(per_request_tps) if per_request_tps else None
+        summary["latency_s"] = {
+            "mean": sum(latencies) / len(latencies),
+            "p50": _percentile(latencies, 0.5),
+            "p90": _percentile(latencies, 0.9),
+        }
+        per_request_tps = [
+            r.completion_tokens / r.latency_s for r in ok if r.completion_tokens and r.latency_s > 0
+        ]
+        summary["tokens_per_s_per_request"] = (
+            sum(per_request_tps) / len(per_request_tps) if per_request_tps else None
+        )
     with_spec = [r for r in ok if r.spec.get("spec_verify_ct") and r.completion_tokens]
     verify_ct = sum(int(r.spec["spec_verify_ct"]) for r in with_spec)
     summary["spec_verify_ct"] = verify_ct
-    summary["accept_len"] = sum(r.completion_tokens for r in with_spec) / verify_ct if verify_ct else None
+    summary["accept_len"] = (
+        sum(r.completion_tokens for r in with_spec) / verify_ct if verify_ct else None
+    )
     summary["accept_len_convention"] = "tokens_per_verify"  # bonus token included, as SGLang counts
     rates = [r.spec["spec_accept_rate"] for r in with_spec if "spec_accept_rate" in r.spec]
     summary["accept_rate"] = sum(rates) / len(rates) if rates else None

@@ -46,17 +46,30 @@ def torch_versions() -> dict[str, str | None]:
 
 def versions(nsys_version: str | None = None, server_version: str | None = None) -> dict:
     return versions_record(
-        verifyprof=verifyprof.__version__, python=sys.version.split()[0], platform=platform.platform(),
-        nsys=nsys_version, **torch_versions(), server=server_version, gpus=gpus(),
+        verifyprof=verifyprof.__version__,
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        nsys=nsys_version,
+        **torch_versions(),
+        server=server_version,
+        gpus=gpus(),
     )
 
 
 def list_traces(root: Path) -> list[dict]:
     """Every trace file under ``root`` (recursively), paths relative to it, largest last."""
-    rows = (trace_record(p, root) for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith("."))
+    rows = (
+        trace_record(p, root)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    )
     return [row for row in rows if row is not None]
 
 
 def list_files(root: Path) -> list[str]:
     """Every file the capture left (the program's own outputs included), relative to ``root``."""
-    return [p.relative_to(root).as_posix() for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith(".")]
+    return [
+        p.relative_to(root).as_posix()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    ]

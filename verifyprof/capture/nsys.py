@@ -58,8 +58,14 @@ def find_nsys(env: Mapping[str, str] | None = None) -> Path:
 def nsys_version(nsys: Path, timeout: float = 30.0) -> str | None:
     """``nsys --version`` output (``NVIDIA Nsight Systems version 2025.3.1...``), or None."""
     try:
-        out = run_tool([str(nsys), "--version"], timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       stdin=subprocess.DEVNULL, text=True)
+        out = run_tool(
+            [str(nsys), "--version"],
+            timeout=timeout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = (out.stdout or out.stderr).strip()
@@ -80,8 +86,10 @@ def profile_command(
     (``capture_range``, what SGLang's ``CUDA_PROFILER`` activity calls)."""
     trace = "cuda,nvtx,osrt" if osrt else "cuda,nvtx"
     cmd = [
-        str(nsys), "profile",
-        "-t", trace,
+        str(nsys),
+        "profile",
+        "-t",
+        trace,
         "--sample=none",
         "--cpuctxsw=none",
         "--trace-fork-before-exec=true",
@@ -99,12 +107,26 @@ def report_path(output: Path) -> Path:
 
 
 def export_command(nsys: Path | str, report: Path, sqlite: Path, blobs: bool = True) -> list[str]:
-    """``blobs``: keep NVTX extended payloads (NCCL's message sizes); nsys before ~2024 lacks the flag."""
+    """``blobs``: keep NVTX extended payloads (NCCL's message sizes); nsys before ~2024 lacks the
+    flag."""
     extra = ["--include-blobs=true"] if blobs else []
-    return [str(nsys), "export", "--type", "sqlite", *extra, "--force-overwrite", "true", "-o", str(sqlite), str(report)]
+    return [
+        str(nsys),
+        "export",
+        "--type",
+        "sqlite",
+        *extra,
+        "--force-overwrite",
+        "true",
+        "-o",
+        str(sqlite),
+        str(report),
+    ]
 
 
-PROGRAM_HOW_TO_GET = HOW_TO_GET.split("; or capture with")[0] + "; or capture with --backend none (no profiler)"
+PROGRAM_HOW_TO_GET = (
+    HOW_TO_GET.split("; or capture with")[0] + "; or capture with --backend none (no profiler)"
+)
 
 
 def explain_missing_report(output: Path, mode: str = "server", capture_all: bool = False) -> str:
@@ -113,37 +135,53 @@ def explain_missing_report(output: Path, mode: str = "server", capture_all: bool
     qdstrm = output.with_name(output.name + ".qdstrm")
     if qdstrm.exists():
         return (
-            f"nsys left only {qdstrm.name}: its importer (QdstrmImporter) failed, usually for lack of "
-            "libdw.so.1/libelf.so.1; the raw stream is kept"
+            f"nsys left only {qdstrm.name}: its importer (QdstrmImporter) failed, usually for lack"
+            " of libdw.so.1/libelf.so.1; the raw stream is kept"
         )
     if mode == "program" and capture_all:
-        return "nsys wrote no report: the program ran no CUDA work, or nsys was killed before writing it"
+        return (
+            "nsys wrote no report: the program ran no CUDA work, or nsys was killed before"
+            " writing it"
+        )
     if mode == "program":
         return (
-            "nsys wrote no report: the program never called cudaProfilerStart (torch.cuda.profiler.start()), and by "
-            "default nsys collects only between cudaProfilerStart and cudaProfilerStop: run again with --capture-all "
-            "to profile all of it, or open that window around the steps to profile"
+            "nsys wrote no report: the program never called cudaProfilerStart"
+            " (torch.cuda.profiler.start()), and by default nsys collects only between"
+            " cudaProfilerStart and cudaProfilerStop: run again with --capture-all to profile all"
+            " of it, or open that window around the steps to profile"
         )
     return (
-        "nsys wrote no report: the capture range never opened (no cudaProfilerStart: did the server get "
-        "/start_profile with CUDA_PROFILER and run a step on the GPU?) or nsys was killed before writing it"
+        "nsys wrote no report: the capture range never opened (no cudaProfilerStart: did the server"
+        " get /start_profile with CUDA_PROFILER and run a step on the GPU?) or nsys was killed"
+        " before writing it"
     )
 
 
-def export_sqlite(nsys: Path, report: Path, sqlite: Path, log: Path, timeout: float = 3600.0) -> Path:
+def export_sqlite(
+    nsys: Path, report: Path, sqlite: Path, log: Path, timeout: float = 3600.0
+) -> Path:
     """Export ``report`` to ``sqlite`` atomically (a partial export never takes the final name)."""
     with outputs.atomic_path(sqlite, suffix=".partial.sqlite") as partial, open(log, "ab") as out:
         for blobs in (True, False):  # an nsys without --include-blobs fails at once: export plainly
             partial.write_bytes(b"")
             try:
-                proc = run_tool(export_command(nsys, report, partial, blobs), timeout=timeout, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                proc = run_tool(
+                    export_command(nsys, report, partial, blobs),
+                    timeout=timeout,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
             except subprocess.TimeoutExpired as err:
-                raise VerifyprofError(f"nsys export did not finish in {timeout:g} s (log: {log})", report) from err
+                raise VerifyprofError(
+                    f"nsys export did not finish in {timeout:g} s (log: {log})", report
+                ) from err
             if proc.returncode == 0 and partial.exists() and partial.stat().st_size > 0:
                 break
         else:
-            raise VerifyprofError(f"nsys export --type sqlite failed with code {proc.returncode} (log: {log})", report)
+            raise VerifyprofError(
+                f"nsys export --type sqlite failed with code {proc.returncode} (log: {log})", report
+            )
     return sqlite
 
 
@@ -153,7 +191,11 @@ def gzip_export(sqlite: Path) -> Path:
     import gzip
 
     target = sqlite.with_name(sqlite.name + ".gz")
-    with outputs.atomic_path(target) as partial, open(sqlite, "rb") as src, gzip.open(partial, "wb", compresslevel=6) as dst:
+    with (
+        outputs.atomic_path(target) as partial,
+        open(sqlite, "rb") as src,
+        gzip.open(partial, "wb", compresslevel=6) as dst,
+    ):
         shutil.copyfileobj(src, dst, length=1 << 20)
     sqlite.unlink()
     return target
@@ -164,7 +206,9 @@ def count_ranges(sqlite: Path, prefix: str = "verifyprof.") -> int | None:
     when the file cannot be read as one (the caller then relies on the hook reports)."""
     try:
         with contextlib.closing(sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)) as con:
-            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            tables = {
+                row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
             if "NVTX_EVENTS" not in tables:
                 return 0
             join = "LEFT JOIN StringIds s ON s.id = e.textId" if "StringIds" in tables else ""

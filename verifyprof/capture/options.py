@@ -34,19 +34,29 @@ class CaptureOptions:
     temperature: float = 0.0
     health_timeout: float = 600.0
     request_timeout: float = 600.0
-    hooks: list[str] | None = None  # None: the mode's default (sglang for a server, none for a program)
+    hooks: list[str] | None = (
+        None  # None: the mode's default (sglang for a server, none for a program)
+    )
     hook_targets: list[str] = field(default_factory=list)
     num_steps: int | None = None
     osrt: bool = False
     capture_all: bool = False
-    gzip: bool = False  # nsys: keep the SQLite export gzipped (capture.sqlite.gz), as committed traces are
+    gzip: bool = (
+        False  # nsys: keep the SQLite export gzipped (capture.sqlite.gz), as committed traces are
+    )
     stop_timeout: float = 60.0
     report_timeout: float = 900.0
     trace_wait: float = 120.0
     allow_missing_hooks: bool = False  # exit 0 even when hooks were asked for and none fired
-    baseline_run: bool = False  # program: run it once with no profiler and no hooks first (dilation)
-    unprofiled_requests: int | None = None  # server: requests after the window (None: a default, 0: none)
-    accept_len_convention: str | None = None  # program's accept_len: tokens_per_verify | accepted_drafts
+    baseline_run: bool = (
+        False  # program: run it once with no profiler and no hooks first (dilation)
+    )
+    unprofiled_requests: int | None = (
+        None  # server: requests after the window (None: a default, 0: none)
+    )
+    accept_len_convention: str | None = (
+        None  # program's accept_len: tokens_per_verify | accepted_drafts
+    )
     argv: list[str] = field(default_factory=list)  # verifyprof's own command line, for the manifest
 
     @property
@@ -69,9 +79,13 @@ MAX_SECONDS = 7 * 24 * 3600.0  # a week: anything longer is a typo, not a timeou
 def validate(opts: CaptureOptions) -> None:
     """Every check that can be made before anything starts, each a one-line VerifyprofError."""
     if (opts.server_cmd is None) == (not opts.program):
-        raise VerifyprofError("give either --server-cmd \"...\" or a program after --, not both or neither")
+        raise VerifyprofError(
+            'give either --server-cmd "..." or a program after --, not both or neither'
+        )
     if opts.backend not in BACKENDS:
-        raise VerifyprofError(f"--backend must be one of {', '.join(BACKENDS)}, not {opts.backend!r}")
+        raise VerifyprofError(
+            f"--backend must be one of {', '.join(BACKENDS)}, not {opts.backend!r}"
+        )
     if opts.mode == "program" and opts.backend == "torch":
         raise VerifyprofError(
             "--backend torch needs --server-cmd (SGLang writes its own torch-profiler traces); "
@@ -83,7 +97,14 @@ def validate(opts: CaptureOptions) -> None:
         check_executable(argv[0], "--server-cmd")
         server_address(argv, opts.port)  # the --port in the command: a number, in range, agreeing
         # the same checks the driver makes, but before minutes of model loading, not after
-        driver.Workload(opts.requests, opts.concurrency, opts.output_len, opts.input_len, opts.temperature, opts.request_timeout)
+        driver.Workload(
+            opts.requests,
+            opts.concurrency,
+            opts.output_len,
+            opts.input_len,
+            opts.temperature,
+            opts.request_timeout,
+        )
     else:
         check_executable(opts.program[0], "the program")
     check_out_dir(opts.out)
@@ -92,12 +113,21 @@ def validate(opts: CaptureOptions) -> None:
 def _check_numbers(opts: CaptureOptions) -> None:
     for flag, name, zero_ok in _SECONDS:
         value = getattr(opts, name)
-        if not (isinstance(value, (int, float)) and math.isfinite(value)) or value < 0 or (value == 0 and not zero_ok):
-            raise VerifyprofError(f"{flag} must be a finite number of seconds {'>= 0' if zero_ok else '> 0'}, not {value!r}")
+        if (
+            not (isinstance(value, (int, float)) and math.isfinite(value))
+            or value < 0
+            or (value == 0 and not zero_ok)
+        ):
+            raise VerifyprofError(
+                f"{flag} must be a finite number of seconds {'>= 0' if zero_ok else '> 0'}, not"
+                f" {value!r}"
+            )
         if value > MAX_SECONDS:
             raise VerifyprofError(f"{flag} {value:g} s is more than a week: give a real timeout")
     if not math.isfinite(opts.temperature) or opts.temperature < 0:
-        raise VerifyprofError(f"--temperature must be a finite number >= 0, not {opts.temperature!r}")
+        raise VerifyprofError(
+            f"--temperature must be a finite number >= 0, not {opts.temperature!r}"
+        )
     if opts.port is not None:
         check_port(opts.port, "--port")
     if opts.num_steps is not None and opts.num_steps < 1:
@@ -106,12 +136,19 @@ def _check_numbers(opts: CaptureOptions) -> None:
         raise VerifyprofError("--warmup must be 0 or more")
     if opts.unprofiled_requests is not None and opts.unprofiled_requests < 0:
         raise VerifyprofError("--unprofiled-requests must be 0 or more")
-    if opts.accept_len_convention is not None and opts.accept_len_convention not in ACCEPT_CONVENTIONS:
-        raise VerifyprofError(f"--accept-len-convention must be one of {', '.join(ACCEPT_CONVENTIONS)}, "
-                              f"not {opts.accept_len_convention!r}")
+    if (
+        opts.accept_len_convention is not None
+        and opts.accept_len_convention not in ACCEPT_CONVENTIONS
+    ):
+        raise VerifyprofError(
+            f"--accept-len-convention must be one of {', '.join(ACCEPT_CONVENTIONS)}, "
+            f"not {opts.accept_len_convention!r}"
+        )
     if opts.baseline_run and opts.mode != "program":
-        raise VerifyprofError("--baseline-run is for a program (-- cmd ...); a server's unprofiled rate comes "
-                              "from --unprofiled-requests after the window")
+        raise VerifyprofError(
+            "--baseline-run is for a program (-- cmd ...); a server's unprofiled rate comes "
+            "from --unprofiled-requests after the window"
+        )
 
 
 def check_port(port: int, what: str) -> int:
@@ -124,7 +161,9 @@ def split_server_cmd(text: str) -> list[str]:
     try:
         argv = shlex.split(text)
     except ValueError as err:  # "No closing quotation", "No escaped character"
-        raise VerifyprofError(f"--server-cmd cannot be split into arguments: {err} in {text!r}") from None
+        raise VerifyprofError(
+            f"--server-cmd cannot be split into arguments: {err} in {text!r}"
+        ) from None
     if not argv:
         raise VerifyprofError("--server-cmd is empty")
     return argv
@@ -144,7 +183,9 @@ def check_executable(command: str, what: str) -> None:
         except OSError as err:
             raise VerifyprofError(f"{what}: cannot read: {err.strerror}", path) from None
         if not head.startswith((b"#!", b"\x7fELF")):
-            raise VerifyprofError(f"{what}: not a program (neither an ELF binary nor a script starting with #!)", path)
+            raise VerifyprofError(
+                f"{what}: not a program (neither an ELF binary nor a script starting with #!)", path
+            )
     elif shutil.which(command) is None:
         raise VerifyprofError(f"{what}: command {command!r} not found on the PATH")
 
@@ -153,12 +194,18 @@ def check_out_dir(out: Path) -> Path:
     """A new (or empty) directory that can be made: every existing ancestor a writable folder."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise VerifyprofError("output directory exists and is not empty: captures are never overwritten; pass a new --out", out)
+        raise VerifyprofError(
+            "output directory exists and is not empty: captures are never overwritten; pass a new"
+            " --out",
+            out,
+        )
     ancestor = out if out.exists() else out.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise VerifyprofError(f"cannot make the output directory: {ancestor} is not a directory", out)
+        raise VerifyprofError(
+            f"cannot make the output directory: {ancestor} is not a directory", out
+        )
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise VerifyprofError(f"cannot make the output directory: {ancestor} is not writable", out)
     return out
@@ -182,9 +229,13 @@ def server_address(argv: list[str], port: int | None) -> tuple[list[str], str, i
         try:
             cmd_port = check_port(int(cmd_port_text), "--port in --server-cmd")
         except ValueError as err:
-            raise VerifyprofError(f"--server-cmd has --port {cmd_port_text!r}, not a number") from err
+            raise VerifyprofError(
+                f"--server-cmd has --port {cmd_port_text!r}, not a number"
+            ) from err
     if port is not None and cmd_port is not None and port != cmd_port:
-        raise VerifyprofError(f"--port {port} disagrees with --port {cmd_port} in --server-cmd: give one")
+        raise VerifyprofError(
+            f"--port {port} disagrees with --port {cmd_port} in --server-cmd: give one"
+        )
     if port is not None and cmd_port is None:
         argv = [*argv, "--port", str(port)]
     host = _option_value(argv, "--host") or "127.0.0.1"

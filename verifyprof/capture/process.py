@@ -62,7 +62,9 @@ def is_subreaper() -> bool:
     if _LIBC is None:
         return False
     value = ctypes.c_int(0)
-    return _LIBC.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
+    return (
+        _LIBC.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
+    )
 
 
 def _child_setup() -> None:
@@ -74,12 +76,15 @@ def _child_setup() -> None:
         _LIBC.signal(int(signal.SIGTERM), 0)
 
 
-def run_tool(argv: Sequence[str], *, timeout: float, **popen: object) -> subprocess.CompletedProcess:
+def run_tool(
+    argv: Sequence[str], *, timeout: float, **popen: object
+) -> subprocess.CompletedProcess:
     """Run an external tool (nsys export, nsys --version) to its end, but never longer than
     ``timeout``: it runs in its own process group, and on the timeout, Ctrl-C or any other
     error the whole group (helpers it started included) is killed before this returns.
     Raises ``subprocess.TimeoutExpired`` on the timeout."""
-    proc = subprocess.Popen(list(argv), start_new_session=True, **popen)  # type: ignore[call-overload]
+    # type: ignore[call-overload]
+    proc = subprocess.Popen(list(argv), start_new_session=True, **popen)
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
@@ -142,7 +147,9 @@ class ManagedProcess:
         # As a subreaper, every new descendant of ours is this run's (orphans come back to us);
         # what we had already started before is not.
         self._me = proctable.get(os.getpid()) if is_subreaper() else None
-        self._foreign = {p.pid for p in proctable.descendants([self._me])} if self._me is not None else set()
+        self._foreign = (
+            {p.pid for p in proctable.descendants([self._me])} if self._me is not None else set()
+        )
         try:
             self.popen = subprocess.Popen(
                 self.argv,
@@ -171,7 +178,9 @@ class ManagedProcess:
         if leader is not None:
             self._known[self.pid] = leader
         if echo is not None:
-            self._echo_thread = threading.Thread(target=self._copy_output, args=(echo,), daemon=True)
+            self._echo_thread = threading.Thread(
+                target=self._copy_output, args=(echo,), daemon=True
+            )
             self._echo_thread.start()
 
     def _copy_output(self, echo: IO[str]) -> None:
@@ -220,7 +229,10 @@ class ManagedProcess:
         for proc in proctable.all_procs():
             if proc.pid == os.getpid():
                 continue
-            if proctable.pgid(proc) == self.pgid or proctable.environ_value(proc, RUN_MARKER) == self.run_id:
+            if (
+                proctable.pgid(proc) == self.pgid
+                or proctable.environ_value(proc, RUN_MARKER) == self.run_id
+            ):
                 found.append(proc)
         return found
 
@@ -255,13 +267,19 @@ class ManagedProcess:
             if not (group and proctable.pgid(proc) == self.pgid):
                 proctable.send(proc, sig)
 
-    def _wait_gone(self, procs: list[Proc], timeout: float, hurry: threading.Event | None) -> list[Proc]:
+    def _wait_gone(
+        self, procs: list[Proc], timeout: float, hurry: threading.Event | None
+    ) -> list[Proc]:
         deadline = time.monotonic() + timeout
         while True:
             self.popen.poll()  # reap the leader
             self._reap_adopted()
             remaining = [p for p in procs if proctable.alive(p)]
-            if not remaining or time.monotonic() >= deadline or (hurry is not None and hurry.is_set()):
+            if (
+                not remaining
+                or time.monotonic() >= deadline
+                or (hurry is not None and hurry.is_set())
+            ):
                 return remaining
             time.sleep(0.05)
 

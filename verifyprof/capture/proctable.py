@@ -52,7 +52,12 @@ def _read_stat(pid: int) -> _Stat | None:
             p = _psutil.Process(pid)
             with p.oneshot():
                 status = p.status()
-                return _Stat("Z" if status == _psutil.STATUS_ZOMBIE else "R", p.ppid(), os.getpgid(pid), p.create_time())
+                return _Stat(
+                    "Z" if status == _psutil.STATUS_ZOMBIE else "R",
+                    p.ppid(),
+                    os.getpgid(pid),
+                    p.create_time(),
+                )
         except (_psutil.Error, OSError):
             return None
     try:
@@ -60,7 +65,7 @@ def _read_stat(pid: int) -> _Stat | None:
             raw = f.read().decode(errors="replace")
     except OSError:
         return None
-    fields = raw[raw.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
+    fields = raw[raw.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
     return _Stat(fields[0], int(fields[1]), int(fields[2]), float(fields[19]))
 
 
@@ -122,7 +127,7 @@ def environ_value(proc: Proc, key: str) -> str | None:
     prefix = key.encode() + b"="
     for item in data.split(b"\0"):
         if item.startswith(prefix):
-            return item[len(prefix):].decode(errors="replace")
+            return item[len(prefix) :].decode(errors="replace")
     return None
 
 

@@ -20,11 +20,17 @@ TORCH_TRACE_DIR = "torch"
 
 
 def profile_body(backend: str, out: Path, num_steps: int | None) -> dict:
-    """The ``/start_profile`` request (SGLang ``ProfileReq``, fields every version since 0.4 takes)."""
+    """The ``/start_profile`` request (SGLang ``ProfileReq``, fields every version since 0.4
+    takes)."""
     if backend == "nsys":
         body: dict = {"activities": ["CUDA_PROFILER"]}
     else:
-        body = {"activities": ["CPU", "GPU"], "output_dir": str((out / TORCH_TRACE_DIR).resolve()), "with_stack": False, "record_shapes": False}
+        body = {
+            "activities": ["CPU", "GPU"],
+            "output_dir": str((out / TORCH_TRACE_DIR).resolve()),
+            "with_stack": False,
+            "record_shapes": False,
+        }
     if num_steps is not None:
         body["num_steps"] = num_steps
     return body
@@ -36,7 +42,9 @@ def start_profile(run: CaptureSession) -> None:
     status, raw = driver.post_json(run.base_url + "/start_profile", body, timeout=120)
     run.window["start_reply"] = raw.decode("utf-8", errors="replace").strip()[:500]
     if status != 200:
-        raise CaptureError(f"POST /start_profile {body} failed: HTTP {status}: {run.window['start_reply'][:200]}")
+        raise CaptureError(
+            f"POST /start_profile {body} failed: HTTP {status}: {run.window['start_reply'][:200]}"
+        )
     run.profiling = True
 
 
@@ -46,10 +54,14 @@ def stop_profile(run: CaptureSession, timeout: float = 600.0) -> None:
     run.profiling = False
     close_window(run, raw.decode("utf-8", errors="replace").strip()[:500])
     if status != 200 and run.opts.num_steps is None:
-        raise CaptureError(f"POST /stop_profile failed: HTTP {status}: {run.window['stop_reply'][:200]}")
+        raise CaptureError(
+            f"POST /stop_profile failed: HTTP {status}: {run.window['stop_reply'][:200]}"
+        )
     # With --num-steps the server stopped by itself; its "not in progress" reply is expected.
 
 
 def close_window(run: CaptureSession, reply: str | None) -> None:
     end = time.time_ns()
-    run.window.update(end_unix_ns=end, duration_ns=end - run.window.get("start_unix_ns", end), stop_reply=reply)
+    run.window.update(
+        end_unix_ns=end, duration_ns=end - run.window.get("start_unix_ns", end), stop_reply=reply
+    )

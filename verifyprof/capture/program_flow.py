@@ -1,7 +1,9 @@
 """The capture of a program, once it is started: it runs to its end by itself (its own profiler
 window, its own workload), so verifyprof only times it, collects the numbers it reported, and turns
 a non-zero exit into an error that shows the log's tail. With ``--baseline-run`` the program runs
-once before, with no profiler and no hooks, for the rate the profiler's dilation is measured against."""
+once before, with no profiler and no hooks, for the rate the profiler's dilation is measured
+against.
+"""
 
 from __future__ import annotations
 
@@ -43,10 +45,17 @@ def run_baseline(run: CaptureSession) -> None:
     code = run.proc.wait()
     run.proc.stop(int_timeout=run.opts.stop_timeout)  # anything it left behind
     run.proc = None
-    run.baseline = {"exit_code": code, "wall_s": time.monotonic() - started,
-                    "results": program_results(folder, run.opts.accept_len_convention)}
+    run.baseline = {
+        "exit_code": code,
+        "wall_s": time.monotonic() - started,
+        "results": program_results(folder, run.opts.accept_len_convention),
+    }
     if code != 0:
-        raise CaptureError(with_log_tail(f"baseline run exited with {describe_exit(code)}", folder / "program.log", 10))
+        raise CaptureError(
+            with_log_tail(
+                f"baseline run exited with {describe_exit(code)}", folder / "program.log", 10
+            )
+        )
 
 
 def program_dilation(run: CaptureSession) -> dict | None:
@@ -56,9 +65,13 @@ def program_dilation(run: CaptureSession) -> dict | None:
     profiled = run.summary.get("tokens_per_s")
     if run.baseline is not None:
         unprofiled = run.baseline["results"].get("tokens_per_s")
-        record = dilation_record(profiled, unprofiled, "baseline run", baseline_wall_s=run.baseline["wall_s"])
+        record = dilation_record(
+            profiled, unprofiled, "baseline run", baseline_wall_s=run.baseline["wall_s"]
+        )
         if record["factor"] is None:
-            record["note"] = "the baseline run or the profiled run wrote no tokens_per_s to results.json"
+            record["note"] = (
+                "the baseline run or the profiled run wrote no tokens_per_s to results.json"
+            )
         return record
     if run.summary.get("unprofiled_tokens_per_s") is not None:
         return dilation_record(profiled, run.summary["unprofiled_tokens_per_s"], "program results")

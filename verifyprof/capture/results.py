@@ -82,7 +82,10 @@ def accept_line(res: dict, mode: str | None) -> str:
     elif convention == "accepted_drafts":
         line += f"; the program reported {reported:.3f} accepted drafts/verify, +1"
     elif res.get("accept_len_convention_assumed"):
-        line += "; as the program reported it, read as tokens per verify: if it counts accepted drafts only, "
+        line += (
+            "; as the program reported it, read as tokens per verify: if it counts accepted drafts"
+            " only, "
+        )
         line += "pass --accept-len-convention accepted_drafts"
     srv = res.get("server_avg_spec_accept_length")
     return line + ")" + (f", server average {srv:.3f}" if _number(srv) else "")
@@ -94,8 +97,10 @@ def dilation_line(dilation: dict | None) -> str | None:
     factor, source = dilation.get("factor"), dilation.get("source")
     if not _number(factor):
         return f"profiler dilation: not measured ({dilation.get('note') or source})"
-    return (f"profiler dilation: {factor:.2f}x (unprofiled {dilation['unprofiled_tokens_per_s']:,.1f} tok/s, "
-            f"profiled {dilation['profiled_tokens_per_s']:,.1f} tok/s; {source})")
+    return (
+        f"profiler dilation: {factor:.2f}x (unprofiled {dilation['unprofiled_tokens_per_s']:,.1f}"
+        f" tok/s, profiled {dilation['profiled_tokens_per_s']:,.1f} tok/s; {source})"
+    )
 
 
 def summary_lines(result: CaptureResult) -> list[str]:
@@ -108,7 +113,11 @@ def summary_lines(result: CaptureResult) -> list[str]:
         if "requests_ok" in res:
             lines.append(
                 f"requests: {res['requests_ok']} ok, {res.get('requests_failed', 0)} failed; "
-                + (f"{res.get('completion_tokens', 0)} tokens at {tps:,.1f} tok/s" if tps else "no completed requests")
+                + (
+                    f"{res.get('completion_tokens', 0)} tokens at {tps:,.1f} tok/s"
+                    if tps
+                    else "no completed requests"
+                )
             )
         elif isinstance(tps, (int, float)):
             lines.append(f"throughput: {tps:,.1f} tok/s (reported by the program)")
@@ -121,7 +130,9 @@ def summary_lines(result: CaptureResult) -> list[str]:
         what = "capture window" if doc.get("mode") == "server" else "program ran"
         lines.append(f"{what}: {doc['window']['duration_ns'] / 1e9:.2f} s")
     for trace in doc.get("traces", []):
-        lines.append(f"trace: {result.out / trace['path']} ({trace['kind']}, {trace['bytes']:,} bytes)")
+        lines.append(
+            f"trace: {result.out / trace['path']} ({trace['kind']}, {trace['bytes']:,} bytes)"
+        )
     lines.append(f"manifest: {result.manifest_path}")
     return lines
 
@@ -136,7 +147,9 @@ def hook_lines(hooks: dict) -> list[str]:
     if fired:
         processes = len(hooks.get("processes") or [])
         parts = ", ".join(f"{source}: {n:,}" for source, n in fired.items())
-        lines.append(f"hook ranges: {parts} (in {processes} process{'es' if processes != 1 else ''})")
+        lines.append(
+            f"hook ranges: {parts} (in {processes} process{'es' if processes != 1 else ''})"
+        )
     else:
         lines.append("hook ranges: none recorded")
     if never:

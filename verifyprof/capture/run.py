@@ -59,10 +59,14 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
             run.status, run.error, failure = "interrupted", f"interrupted ({how})", err
         except driver.ServerGone as err:
             done = len(run.results)
-            code = run.proc.wait(timeout=3.0) if run.proc else None  # a dying server may close its socket first
+            code = (
+                run.proc.wait(timeout=3.0) if run.proc else None
+            )  # a dying server may close its socket first
             how = f"exited with code {code}" if code is not None else f"stopped answering ({err})"
             run.status, failure = "failed", err
-            run.error = with_log_tail(f"server {how} after {done}/{opts.requests} requests", run.log, LOG_TAIL_LINES)
+            run.error = with_log_tail(
+                f"server {how} after {done}/{opts.requests} requests", run.log, LOG_TAIL_LINES
+            )
         except VerifyprofError as err:
             run.status, run.error, failure = "failed", str(err), err
         except BaseException as err:

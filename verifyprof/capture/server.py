@@ -95,7 +95,10 @@ def with_log_tail(message: str, log: Path | None, lines: int = LOG_TAIL_LINES) -
     tail = log_tail(log, lines)
     if not tail:
         return f"{message} (log {log} is empty)"
-    return f"{message}\n--- last {len(tail.splitlines())} lines of {log} ---\n{tail}\n--- end of {log} ---"
+    return (
+        f"{message}\n--- last {len(tail.splitlines())} lines of {log} ---\n{tail}\n--- end of"
+        f" {log} ---"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,7 +134,11 @@ def wait_healthy(
     while True:
         code = server.poll()
         if code is not None:
-            raise CaptureError(with_log_tail(f"server exited with code {code} before it became healthy", server.log))
+            raise CaptureError(
+                with_log_tail(
+                    f"server exited with code {code} before it became healthy", server.log
+                )
+            )
         try:
             status, _ = http_get(base_url + path, timeout=min(5.0, max(interval, 1.0)))
             if status == 200:

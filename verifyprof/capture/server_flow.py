@@ -42,19 +42,37 @@ def serve(run: CaptureSession) -> None:
     run.console.print(f"verifyprof: server healthy after {took:.1f} s")
     prompts = run.prompts
     if opts.warmup:
-        warm = driver.Workload(opts.warmup, min(opts.concurrency, opts.warmup), opts.output_len, opts.input_len, opts.temperature, opts.request_timeout)
+        warm = driver.Workload(
+            opts.warmup,
+            min(opts.concurrency, opts.warmup),
+            opts.output_len,
+            opts.input_len,
+            opts.temperature,
+            opts.request_timeout,
+        )
         with run.console.status(f"warming up ({opts.warmup} requests)"):
-            warm_results = driver.run_workload(run.base_url, warm, prompts, first_index=opts.requests, server_alive=proc.alive)
+            warm_results = driver.run_workload(
+                run.base_url, warm, prompts, first_index=opts.requests, server_alive=proc.alive
+            )
         failed = [r for r in warm_results if not r.ok]
         if failed:
-            raise CaptureError(with_log_tail(f"warm-up request failed: {failed[0].error}", run.log, 10))
+            raise CaptureError(
+                with_log_tail(f"warm-up request failed: {failed[0].error}", run.log, 10)
+            )
         with contextlib.suppress(driver.ServerGone, TimeoutError):
             driver.post_json(run.base_url + "/flush_cache", {}, timeout=30)
     if opts.backend != "none":
         start_profile(run)
     else:
         run.window["start_unix_ns"] = time.time_ns()
-    workload = driver.Workload(opts.requests, opts.concurrency, opts.output_len, opts.input_len, opts.temperature, opts.request_timeout)
+    workload = driver.Workload(
+        opts.requests,
+        opts.concurrency,
+        opts.output_len,
+        opts.input_len,
+        opts.temperature,
+        opts.request_timeout,
+    )
     _drive(run, workload, prompts)
     if opts.backend != "none":
         stop_profile(run)
@@ -75,7 +93,8 @@ def serve(run: CaptureSession) -> None:
 
 
 def unprofiled_count(opts) -> int:
-    """Requests sent after the window: ``--unprofiled-requests``, else enough to fill the concurrency."""
+    """Requests sent after the window: ``--unprofiled-requests``, else enough to fill the
+    concurrency."""
     if opts.unprofiled_requests is not None:
         return opts.unprofiled_requests
     return min(opts.requests, max(4, opts.concurrency))
@@ -90,19 +109,42 @@ def _unprofiled_rate(run: CaptureSession, prompts: list[driver.Prompt]) -> None:
     if n == 0:
         return
     profiled = run.summary.get("tokens_per_s_per_request")
-    workload = driver.Workload(n, min(opts.concurrency, n), opts.output_len, opts.input_len, opts.temperature, opts.request_timeout)
+    workload = driver.Workload(
+        n,
+        min(opts.concurrency, n),
+        opts.output_len,
+        opts.input_len,
+        opts.temperature,
+        opts.request_timeout,
+    )
     try:
         with run.console.status(f"{n} requests after the profile window (the unprofiled rate)"):
-            results = driver.run_workload(run.base_url, workload, prompts, first_index=opts.requests + opts.warmup,
-                                          server_alive=run.proc.alive if run.proc else None)
+            results = driver.run_workload(
+                run.base_url,
+                workload,
+                prompts,
+                first_index=opts.requests + opts.warmup,
+                server_alive=run.proc.alive if run.proc else None,
+            )
         after = driver.summarize(results)
     except (driver.ServerGone, TimeoutError, OSError) as err:
-        run.dilation = dilation_record(profiled, None, "requests after the window", "tokens_per_s_per_request",
-                                       note=f"requests after the window failed: {err}")
+        run.dilation = dilation_record(
+            profiled,
+            None,
+            "requests after the window",
+            "tokens_per_s_per_request",
+            note=f"requests after the window failed: {err}",
+        )
         return
-    run.dilation = dilation_record(profiled, after.get("tokens_per_s_per_request"), "requests after the window",
-                                   "tokens_per_s_per_request", requests=n, requests_ok=after["requests_ok"],
-                                   unprofiled_accept_len=after.get("accept_len"))
+    run.dilation = dilation_record(
+        profiled,
+        after.get("tokens_per_s_per_request"),
+        "requests after the window",
+        "tokens_per_s_per_request",
+        requests=n,
+        requests_ok=after["requests_ok"],
+        unprofiled_accept_len=after.get("accept_len"),
+    )
 
 
 def _drive(run: CaptureSession, workload: driver.Workload, prompts: list[driver.Prompt]) -> None:
@@ -110,8 +152,11 @@ def _drive(run: CaptureSession, workload: driver.Workload, prompts: list[driver.
     tokens = 0
     t0 = time.perf_counter()
     columns = (
-        TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TextColumn("{task.fields[rate]}"),
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[rate]}"),
     )
     with Progress(*columns, console=run.console, transient=False) as progress:
         task = progress.add_task("requests", total=workload.requests, rate="")
@@ -121,9 +166,13 @@ def _drive(run: CaptureSession, workload: driver.Workload, prompts: list[driver.
             run.results.append(result)
             tokens += result.completion_tokens or 0
             elapsed = time.perf_counter() - t0
-            progress.update(task, advance=1, rate=f"{tokens / elapsed:,.0f} tok/s" if elapsed > 0 else "")
+            progress.update(
+                task, advance=1, rate=f"{tokens / elapsed:,.0f} tok/s" if elapsed > 0 else ""
+            )
 
-        driver.run_workload(run.base_url, workload, prompts, server_alive=run.proc.alive, on_result=on_result)
+        driver.run_workload(
+            run.base_url, workload, prompts, server_alive=run.proc.alive, on_result=on_result
+        )
 
 
 def _wait_for_torch_traces(run: CaptureSession) -> None:
@@ -134,7 +183,11 @@ def _wait_for_torch_traces(run: CaptureSession) -> None:
     stable_since = None
     with run.console.status("waiting for the server's torch-profiler traces"):
         while time.monotonic() < deadline:
-            files = tuple(sorted((p.name, p.stat().st_size) for p in root.glob("*.json*"))) if root.is_dir() else ()
+            files = (
+                tuple(sorted((p.name, p.stat().st_size) for p in root.glob("*.json*")))
+                if root.is_dir()
+                else ()
+            )
             if files and files == last:
                 stable_since = stable_since or time.monotonic()
                 if time.monotonic() - stable_since >= 1.0:
@@ -144,7 +197,9 @@ def _wait_for_torch_traces(run: CaptureSession) -> None:
             last = files
             time.sleep(0.2)
     if not last:
-        raise CaptureError(f"the server wrote no torch-profiler trace into {root} within {run.opts.trace_wait:g} s")
+        raise CaptureError(
+            f"the server wrote no torch-profiler trace into {root} within {run.opts.trace_wait:g} s"
+        )
 
 
 def _server_version(base_url: str) -> str | None:

@@ -63,7 +63,9 @@ class CaptureSession:
         self.program_folder: Path | None = None  # what the target's Python puts first on sys.path
         self.trace_ranges: int | None = None  # verifyprof ranges in the exported nsys trace
         self.no_ranges = False  # hooks were asked for and no verifyprof range was recorded
-        self.dilation: dict | None = None  # the profiler's slow-down, when an unprofiled rate was measured
+        self.dilation: dict | None = (
+            None  # the profiler's slow-down, when an unprofiled rate was measured
+        )
         self.baseline: dict | None = None  # program: the unprofiled baseline run (--baseline-run)
         self.doc: dict = {}  # the manifest as last written by the cleanup
 
@@ -79,7 +81,11 @@ class CaptureSession:
 
     def manifest(self) -> dict:
         opts = self.opts
-        options = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items() if k not in ("argv", "out")}
+        options = {
+            k: str(v) if isinstance(v, Path) else v
+            for k, v in asdict(opts).items()
+            if k not in ("argv", "out")
+        }
         doc = document(
             status=self.status,
             error=self.error,
@@ -107,15 +113,26 @@ class CaptureSession:
             doc["dilation"] = self.dilation
         if opts.mode == "server":
             doc["workload"] = {
-                "requests": opts.requests, "concurrency": opts.concurrency, "input_len": opts.input_len,
-                "output_len": opts.output_len, "prompts": str(opts.prompts) if opts.prompts else "builtin",
-                "warmup": opts.warmup, "temperature": opts.temperature, "completed": len(self.results),
+                "requests": opts.requests,
+                "concurrency": opts.concurrency,
+                "input_len": opts.input_len,
+                "output_len": opts.output_len,
+                "prompts": str(opts.prompts) if opts.prompts else "builtin",
+                "warmup": opts.warmup,
+                "temperature": opts.temperature,
+                "completed": len(self.results),
                 "url": self.base_url,
             }
         return doc
 
     def hooks(self) -> dict:
-        record = hooks_record(self.presets, self.opts.hook_targets, self.hook_env, self.out / "hooks", self.program_folder)
+        record = hooks_record(
+            self.presets,
+            self.opts.hook_targets,
+            self.hook_env,
+            self.out / "hooks",
+            self.program_folder,
+        )
         record["trace_ranges"] = self.trace_ranges
         return record
 
@@ -144,10 +161,14 @@ class CaptureSession:
             except ToolMissingError as err:
                 if opts.mode != "program":
                     raise
-                raise ToolMissingError(str(err).replace(nsys.HOW_TO_GET, nsys.PROGRAM_HOW_TO_GET)) from None
+                raise ToolMissingError(
+                    str(err).replace(nsys.HOW_TO_GET, nsys.PROGRAM_HOW_TO_GET)
+                ) from None
             self.nsys_version = nsys.nsys_version(self.nsys)
         if opts.mode == "server":
-            self.prompts = driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
+            self.prompts = (
+                driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
+            )
             argv, host, port = server_address(split_server_cmd(opts.server_cmd or ""), opts.port)
             check_port_free(port, host)
             self.base_url = f"http://{host}:{port}"
@@ -162,12 +183,17 @@ class CaptureSession:
         env["VERIFYPROF_CAPTURE_DIR"] = str(self.out.resolve())
         if self.nsys is not None:
             self.command = nsys.profile_command(
-                self.nsys, self.target, self.nsys_output, osrt=opts.osrt,
+                self.nsys,
+                self.target,
+                self.nsys_output,
+                osrt=opts.osrt,
                 capture_range=not (opts.mode == "program" and opts.capture_all),
             )
         else:
             self.command = list(self.target)
-        self.out.mkdir(parents=True, exist_ok=True)  # only now: a rejected capture leaves nothing behind
+        self.out.mkdir(
+            parents=True, exist_ok=True
+        )  # only now: a rejected capture leaves nothing behind
         self.versions = manifest.versions(self.nsys_version)
         return env
 
@@ -180,12 +206,16 @@ class CaptureSession:
         folders = [self.program_folder] if self.program_folder else []
         for text in self.opts.hook_targets:
             module = parse_user_hook(text).alternatives[0].target.module
-            if is_main_module(module, self.target):  # never patched: refused now, not after a capture that finds no range
+            if is_main_module(
+                module, self.target
+            ):  # never patched: refused now, not after a capture that finds no range
                 raise VerifyprofError(f"hook {text}: {main_module_problem(module)}")
             if not importable_from(module, folders):
                 where = f"in the program's folder {self.program_folder} or" if folders else ""
-                self.console.print(f"[yellow]verifyprof: hook {text}: module {module} is not {where} importable here; "
-                                   "it is patched if the program imports it[/]")
+                self.console.print(
+                    f"[yellow]verifyprof: hook {text}: module {module} is not {where} importable"
+                    " here; it is patched if the program imports it[/]"
+                )
 
     def start(self, env: dict[str, str]) -> None:
         echo = sys.stderr if self.opts.mode == "program" else None

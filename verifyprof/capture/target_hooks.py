@@ -16,7 +16,11 @@ _STATE_RANK = {"patched": 0, "pending": 1, "unsupported": 2, "missing": 3, "abse
 
 
 def hook_presets(opts: CaptureOptions) -> list[str]:
-    presets = list(DEFAULT_SERVER_HOOKS if opts.mode == "server" else ()) if opts.hooks is None else list(opts.hooks)
+    presets = (
+        list(DEFAULT_SERVER_HOOKS if opts.mode == "server" else ())
+        if opts.hooks is None
+        else list(opts.hooks)
+    )
     return [p for p in presets if p and p != "none"]
 
 
@@ -34,7 +38,9 @@ def hooks_env(presets: list[str], targets: list[str], report_dir: Path) -> dict[
 class Requested:
     """One preset entry or user hook of the spec: what the summary reports as fired or not."""
 
-    source: str  # the label every process reports it under: "sglang.toml hook 3", "user hook m:f=verify"
+    # the label every process reports it under: "sglang.toml hook 3", "user hook
+    # m:f=verify"
+    source: str
     phase: str
     targets: tuple[str, ...]
     user: bool
@@ -45,8 +51,13 @@ def requested(presets: list[str], targets: list[str]) -> list[Requested]:
         return []
     from verifyprof.capture.hooks.presets import load_preset, parse_user_hook
 
-    entries = [e for p in presets for e in load_preset(p).entries] + [parse_user_hook(t) for t in targets]
-    return [Requested(e.source, e.phase, tuple(str(a.target) for a in e.alternatives), e.user) for e in entries]
+    entries = [e for p in presets for e in load_preset(p).entries] + [
+        parse_user_hook(t) for t in targets
+    ]
+    return [
+        Requested(e.source, e.phase, tuple(str(a.target) for a in e.alternatives), e.user)
+        for e in entries
+    ]
 
 
 def _read_reports(report_dir: Path) -> list[dict]:
@@ -71,30 +82,55 @@ def _process_row(report: dict) -> dict:
         for source, n in (hook.get("calls") or {}).items():
             calls[source] = calls.get(source, 0) + int(n)
     return {
-        "pid": report.get("pid"), "argv": report.get("argv"),
-        "patched": len(states.get("patched", [])), "pending": len(states.get("pending", [])),
-        "missing": states.get("missing", []) + states.get("unsupported", []), "calls": calls,
+        "pid": report.get("pid"),
+        "argv": report.get("argv"),
+        "patched": len(states.get("patched", [])),
+        "pending": len(states.get("pending", [])),
+        "missing": states.get("missing", []) + states.get("unsupported", []),
+        "calls": calls,
     }
 
 
 def _never_fired(want: Requested, reports: list[dict]) -> dict:
-    """Why ``want`` opened no range: the best state any process got its targets to, and the detail."""
-    seen = [h for r in reports for h in r["hooks"] if isinstance(h, dict) and want.source in (h.get("sources") or [])]
+    """Why ``want`` opened no range: the best state any process got its targets to, and the
+    detail."""
+    seen = [
+        h
+        for r in reports
+        for h in r["hooks"]
+        if isinstance(h, dict) and want.source in (h.get("sources") or [])
+    ]
     best = min(seen, key=lambda h: _STATE_RANK.get(h.get("state", ""), 9), default=None)
     state = best.get("state", "not installed") if best else "not installed"
     if best is None:
-        detail = "no process installed it (did the program start Python with the injected PYTHONPATH?)"
+        detail = (
+            "no process installed it (did the program start Python with the injected PYTHONPATH?)"
+        )
     elif state == "patched":
         detail = "patched, but never called (or its condition never held)"
     elif len(want.targets) > 1 and state in ("absent", "pending"):
-        detail = f"none of its {len(want.targets)} targets was {'imported' if state == 'pending' else 'present'}"
+        detail = (
+            f"none of its {len(want.targets)} targets was"
+            f" {'imported' if state == 'pending' else 'present'}"
+        )
     else:
         detail = best.get("detail") or state
-    return {"source": want.source, "phase": want.phase, "targets": list(want.targets), "state": state, "detail": detail}
+    return {
+        "source": want.source,
+        "phase": want.phase,
+        "targets": list(want.targets),
+        "state": state,
+        "detail": detail,
+    }
 
 
-def hooks_record(presets: list[str], targets: list[str], env: dict[str, str], report_dir: Path,
-                 program_folder: Path | None = None) -> dict:
+def hooks_record(
+    presets: list[str],
+    targets: list[str],
+    env: dict[str, str],
+    report_dir: Path,
+    program_folder: Path | None = None,
+) -> dict:
     """The manifest's ``hooks``: what was asked, the processes that opened ranges (others only
     counted: a compile worker or a tokenizer process is no phase of the step), the ranges per
     source, and every source that never fired with the reason."""
@@ -106,7 +142,9 @@ def hooks_record(presets: list[str], targets: list[str], env: dict[str, str], re
             fired[source] = fired.get(source, 0) + n
     wanted = requested(presets, targets)
     return {
-        "presets": presets, "targets": targets, "env": sorted(env),
+        "presets": presets,
+        "targets": targets,
+        "env": sorted(env),
         "program_folder": str(program_folder) if program_folder else None,
         "processes": [row for row in rows if row["calls"]],
         "idle_processes": sum(1 for row in rows if not row["calls"]),
@@ -123,4 +161,7 @@ def hook_reports(report_dir: Path) -> list[dict]:
 
 def never_fired_lines(hooks: dict) -> list[str]:
     """One line per preset entry / user hook that never opened a range (the summary, the error)."""
-    return [f"  {row['source']} ({row['phase']}): {row['state']}: {row['detail']}" for row in hooks.get("never_fired") or []]
+    return [
+        f"  {row['source']} ({row['phase']}): {row['state']}: {row['detail']}"
+        for row in hooks.get("never_fired") or []
+    ]

@@ -22,15 +22,25 @@ from verifyprof.contracts.errors import (
 from verifyprof.contracts.outputs import silence_stdout
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 
-CYCLE_PARTS = ("spec_step", "draft", "accept", "draft_extend")  # the cycle's other parts: not a verify to model
+CYCLE_PARTS = (
+    "spec_step",
+    "draft",
+    "accept",
+    "draft_extend",
+)  # the cycle's other parts: not a verify to model
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-NoArgsIsHelpError = getattr(sys.modules[UsageError.__module__], "NoArgsIsHelpError", type("NoArgsIsHelpError", (Exception,), {}))
+NoArgsIsHelpError = getattr(
+    sys.modules[UsageError.__module__],
+    "NoArgsIsHelpError",
+    type("NoArgsIsHelpError", (Exception,), {}),
+)
 
 
 class _Group(TyperGroup):
-    """Errors as one line: ``verifyprof: error: ...`` on stderr, exit 2, no boxed panel or traceback."""
+    """Errors as one line: ``verifyprof: error: ...`` on stderr, exit 2, no boxed panel or
+    traceback."""
 
     def invoke(self, ctx):  # type: ignore[no-untyped-def]
         """A table written to a closed pipe is the same quiet stop as JSON (click would exit 1)."""
@@ -40,16 +50,30 @@ class _Group(TyperGroup):
             silence_stdout()
             raise OutputClosed("standard output closed") from None
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[no-untyped-def, override]
+    # type: ignore[no-untyped-def,
+    # override]
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
-            code = super().main(args=args, prog_name=prog_name or "verifyprof", complete_var=complete_var, standalone_mode=False, **extra)
-            if code == 130:  # typer turns Ctrl-C into a silent Exit(130); no command of ours exits 130 itself
+            code = super().main(
+                args=args,
+                prog_name=prog_name or "verifyprof",
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
+            )
+            if (
+                code == 130
+            ):  # typer turns Ctrl-C into a silent Exit(130); no command of ours exits 130 itself
                 print("verifyprof: interrupted", file=sys.stderr)
         except NoArgsIsHelpError as err:
             print(err.format_message(), file=sys.stderr)
             code = 2
         except UsageError as err:
-            print(f"verifyprof: error: {_usage_message(err, list(sys.argv[1:] if args is None else args))}", file=sys.stderr)
+            print(
+                "verifyprof: error:"
+                f" {_usage_message(err, list(sys.argv[1:] if args is None else args))}",
+                file=sys.stderr,
+            )
             code = 2
         except typer.Abort:
             print("verifyprof: interrupted", file=sys.stderr)
@@ -78,7 +102,9 @@ def _usage_message(err: Exception, argv: list[str]) -> str:
     return f"{command}: {message} (see {command} --help)"
 
 
-def _step_regex(step_range: str | None, phase: str | None, default: str | None = DEFAULT_STEP_REGEX) -> str | None:
+def _step_regex(
+    step_range: str | None, phase: str | None, default: str | None = DEFAULT_STEP_REGEX
+) -> str | None:
     """``--step PHASE`` -> that phase's regex; ``--range`` as given; both is an error."""
     if phase is None:
         return step_range if step_range is not None else default
@@ -101,23 +127,38 @@ def _nsys_hint(trace: str) -> Iterator[None]:
         yield
     except ToolMissingError as err:
         rep = err.path or Path(trace)
-        beside = sorted(p.name for p in rep.parent.glob("*") if p.name.endswith((".sqlite", ".sqlite.gz")))
+        beside = sorted(
+            p.name for p in rep.parent.glob("*") if p.name.endswith((".sqlite", ".sqlite.gz"))
+        )
         if beside:
-            raise ToolMissingError(f"{err.problem}; or give the SQLite export beside it: {rep.parent / beside[0]}", rep) from None
+            raise ToolMissingError(
+                f"{err.problem}; or give the SQLite export beside it: {rep.parent / beside[0]}", rep
+            ) from None
         raise
 
 
-def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, shown):  # type: ignore[no-untyped-def]
+# type: ignore[no-untyped-def]
+def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, shown):
     """The CLI's map: failed files as warning lines; ``shown`` (the status line) counts the files
     mapped and is paused while workers fork."""
     from verifyprof.pipeline import ParallelOptions
 
-    warn = lambda failure: print(f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr)
-    return ParallelOptions(workers=workers, scheduler=scheduler, strict=strict, report=warn, own_process=True,
-                           pause=shown.paused, progress=shown.count)  # both do nothing where no line is drawn
+    warn = lambda failure: print(
+        f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr
+    )
+    return ParallelOptions(
+        workers=workers,
+        scheduler=scheduler,
+        strict=strict,
+        report=warn,
+        own_process=True,
+        pause=shown.paused,
+        progress=shown.count,
+    )  # both do nothing where no line is drawn
 
 
-def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:  # type: ignore[no-untyped-def]
+# type: ignore[no-untyped-def]
+def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:
     """``whatif --from``; with ``--step PHASE``, the steps of that phase whatever made them."""
     from verifyprof import pipeline
     from verifyprof.contracts.errors import NoStepsError
@@ -126,23 +167,35 @@ def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:  #
     if phase is None:
         return pipeline.whatif(options, parallel=parallel).to_json()
     if phase in CYCLE_PARTS:  # modelled as the verify, it would count twice in the cycle
-        raise VerifyprofError(f"--step {phase}: whatif models the verify step of the speculative cycle (or, with --step "
-                              f"decode/prefill, a step in its place); the {phase} steps are already in the cycle from their "
-                              "own ranges, and their fixes in the plan (e.g. cuda_graph_draft)")
+        raise VerifyprofError(
+            f"--step {phase}: whatif models the verify step of the speculative cycle (or, with"
+            f" --step decode/prefill, a step in its place); the {phase} steps are already in the"
+            " cycle from their own ranges, and their fixes in the plan (e.g. cuda_graph_draft)"
+        )
     check_options(options)
     options.step_range = f"{options.step_range}|{ranges.phase_regex(phase)}"
-    frame = pipeline.breakdown_frame(options.source, options.step_range, options.whole_trace, parallel=parallel)
+    frame = pipeline.breakdown_frame(
+        options.source, options.step_range, options.whole_trace, parallel=parallel
+    )
     counts = frame.steps["name"].value_counts()
     names = [str(n) for n in counts.index if ranges.is_phase(str(n), phase)]
     if not names:
-        raise NoStepsError(f"no {phase} steps (verifyprof, SGLang or user ranges); the steps are: {', '.join(map(str, counts.index[:8]))}", options.source)
+        raise NoStepsError(
+            f"no {phase} steps (verifyprof, SGLang or user ranges); the steps are:"
+            f" {', '.join(map(str, counts.index[:8]))}",
+            options.source,
+        )
     options.step = names[0]
-    notes.append(f"--step {phase}: modelling the {counts[names[0]]} steps named {names[0]!r}" + (f" (also {phase}: {', '.join(names[1:])})" if len(names) > 1 else ""))
+    notes.append(
+        f"--step {phase}: modelling the {counts[names[0]]} steps named {names[0]!r}"
+        + (f" (also {phase}: {', '.join(names[1:])})" if len(names) > 1 else "")
+    )
     return from_breakdown(frame, options).to_json()
 
 
 def _check_manifest(path: Path) -> None:
-    """A breakdown, whatif or kernels JSON, or a trace, given to --manifest: say so, not 'accept length unknown'."""
+    """A breakdown, whatif or kernels JSON, or a trace, given to --manifest: say so, not 'accept
+    length unknown'."""
     try:
         with path.open("rb") as handle:
             head = handle.read(4096)
@@ -152,4 +205,8 @@ def _check_manifest(path: Path) -> None:
         raise VerifyprofError("not a capture manifest: this is a trace (give it to --from)", path)
     for kind in (b"breakdown", b"whatif", b"kernels"):
         if b'"verifyprof.' + kind + b"/" in head:
-            raise VerifyprofError(f"not a capture manifest: this is a {kind.decode()} JSON (schema verifyprof.{kind.decode()}/1){'; give it to --from' if kind == b'breakdown' else ''}", path)
+            raise VerifyprofError(
+                f"not a capture manifest: this is a {kind.decode()} JSON (schema"
+                f" verifyprof.{kind.decode()}/1){'; give it to --from' if kind == b'breakdown' else ''}",
+                path,
+            )

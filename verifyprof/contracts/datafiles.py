@@ -90,12 +90,15 @@ def resolve(kind: str, spec: str | Path, skip: tuple[str, ...] = ()) -> Path:
     if hit is None:
         stems = sorted({p.stem for p in known.values()})
         raise VerifyprofError(
-            f"unknown {kind} {text!r}: known are {', '.join(stems)} (or give a TOML file; user files go in {user_dir() / kind})"
+            f"unknown {kind} {text!r}: known are {', '.join(stems)} (or give a TOML file; user"
+            f" files go in {user_dir() / kind})"
         )
     return hit
 
 
-def require(data: dict[str, Any], key: str, path: Path, kind: type | tuple[type, ...] = (int, float)) -> Any:
+def require(
+    data: dict[str, Any], key: str, path: Path, kind: type | tuple[type, ...] = (int, float)
+) -> Any:
     """A field that must be present, with a one-line error naming the file and the field."""
     node: Any = data
     for part in key.split("."):

@@ -27,10 +27,13 @@ class NoStepsError(VerifyprofError):
 
 
 class ToolMissingError(VerifyprofError):
-    """An external tool (nsys) is needed and absent; the message gives the command to run elsewhere."""
+    """An external tool (nsys) is needed and absent; the message gives the command to run
+    elsewhere."""
 
 
-EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what other Unix tools end with when the reader goes (``| head``)
+EXIT_CLOSED_PIPE = (
+    141  # 128 + SIGPIPE: what other Unix tools end with when the reader goes (``| head``)
+)
 
 
 class OutputClosed(VerifyprofError):

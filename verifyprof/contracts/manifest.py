@@ -4,11 +4,13 @@ once for both writers (``verifyprof capture``: ``capture/session.py``; the workl
 
 Schema ``verifyprof.capture/1`` (every key in ``KEYS`` present; values null when unknown)::
 
-    schema, status ("running" | "ok" | "interrupted" | "failed"), error, mode ("server" | "program"),
+    schema, status ("running" | "ok" | "interrupted" | "failed"), error, mode ("server" |
+    "program"),
     backend ("nsys" | "torch" | "none"), started_at, finished_at (ISO 8601 UTC),
     command {verifyprof: argv, target: argv, profiler: argv (the full command started)},
     options {...the capture options...}, versions {verifyprof, python, platform, nsys, torch,
-    torch_cuda, [nccl, nvtx_backend,] server, gpus: [{index, name, driver, memory_mib, pci_bus_id}]},
+    torch_cuda, [nccl, nvtx_backend,] server, gpus: [{index, name, driver, memory_mib,
+    pci_bus_id}]},
     hooks {presets, targets, env: [names], processes: [{pid, argv, patched, pending, missing}]},
     workload {...} (server mode),
     results {accept_len, tokens_per_s, baseline_tokens_per_s, decode_ms, survival, num_draft, ...},
@@ -50,13 +52,37 @@ SCHEMA = "verifyprof.capture/1"
 WORKLOAD_SCHEMA = "verifyprof.workload/1"  # the workload's summary.json, also read as a manifest
 MANIFEST = "manifest.json"
 
-KEYS = ("status", "error", "mode", "backend", "started_at", "finished_at", "command", "options", "versions",
-        "hooks", "workload", "results", "window", "traces", "files")
+KEYS = (
+    "status",
+    "error",
+    "mode",
+    "backend",
+    "started_at",
+    "finished_at",
+    "command",
+    "options",
+    "versions",
+    "hooks",
+    "workload",
+    "results",
+    "window",
+    "traces",
+    "files",
+)
 OPTIONAL_KEYS = ("name", "target", "warnings", "workload_summary", "dilation")
-ACCEPT_CONVENTIONS = ("tokens_per_verify", "accepted_drafts")  # accepted_drafts + 1 bonus token = tokens_per_verify
+ACCEPT_CONVENTIONS = (
+    "tokens_per_verify",
+    "accepted_drafts",
+)  # accepted_drafts + 1 bonus token = tokens_per_verify
 # Manifest field -> its key under ``results`` (what the reader takes from a schema'd manifest).
-RESULT_KEYS = {"accept_len": "accept_len", "tokens_per_s": "tokens_per_s", "baseline_tps": "baseline_tokens_per_s",
-               "decode_ms": "decode_ms", "survival": "survival", "num_draft": "num_draft"}
+RESULT_KEYS = {
+    "accept_len": "accept_len",
+    "tokens_per_s": "tokens_per_s",
+    "baseline_tps": "baseline_tokens_per_s",
+    "decode_ms": "decode_ms",
+    "survival": "survival",
+    "num_draft": "num_draft",
+}
 
 
 def document(**fields: Any) -> dict[str, Any]:
@@ -73,11 +99,30 @@ def now_iso(timespec: str = "milliseconds") -> str:
     return datetime.now(timezone.utc).isoformat(timespec=timespec)
 
 
-def versions_record(*, verifyprof: str | None, python: str, platform: str, nsys: str | None, torch: str | None,
-                    torch_cuda: str | None, server: str | None, gpus: list[dict], **extra: Any) -> dict[str, Any]:
+def versions_record(
+    *,
+    verifyprof: str | None,
+    python: str,
+    platform: str,
+    nsys: str | None,
+    torch: str | None,
+    torch_cuda: str | None,
+    server: str | None,
+    gpus: list[dict],
+    **extra: Any,
+) -> dict[str, Any]:
     """``versions``: the fixed keys, with writer-specific ones (``extra``) after ``torch_cuda``."""
-    return {"verifyprof": verifyprof, "python": python, "platform": platform, "nsys": nsys, "torch": torch,
-            "torch_cuda": torch_cuda, **extra, "server": server, "gpus": gpus}
+    return {
+        "verifyprof": verifyprof,
+        "python": python,
+        "platform": platform,
+        "nsys": nsys,
+        "torch": torch,
+        "torch_cuda": torch_cuda,
+        **extra,
+        "server": server,
+        "gpus": gpus,
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -101,8 +146,15 @@ def parse_nvidia_smi(text: str) -> list[dict]:
         if len(parts) < 5:
             continue
         index, name, driver, memory, bus = parts[:5]
-        rows.append({"index": int(index) if index.isdigit() else index, "name": name, "driver": driver,
-                     "memory_mib": _int(memory), "pci_bus_id": bus})
+        rows.append(
+            {
+                "index": int(index) if index.isdigit() else index,
+                "name": name,
+                "driver": driver,
+                "memory_mib": _int(memory),
+                "pci_bus_id": bus,
+            }
+        )
     return rows
 
 
@@ -112,8 +164,14 @@ def gpus(timeout: float = 15.0) -> list[dict]:
     if smi is None:
         return []
     try:
-        out = subprocess.run([smi, f"--query-gpu={NVIDIA_SMI_FIELDS}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [smi, f"--query-gpu={NVIDIA_SMI_FIELDS}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     return parse_nvidia_smi(out.stdout) if out.returncode == 0 else []
@@ -148,14 +206,26 @@ def trace_record(path: Path, root: Path) -> dict[str, Any] | None:
 # reading (whatif --manifest)
 
 # Key names searched, in this order, in JSON that has no verifyprof schema.
-ACCEPT_KEYS = ("accept_len", "accept_length", "avg_accept_len", "mean_accept_len", "spec_accept_length")
+ACCEPT_KEYS = (
+    "accept_len",
+    "accept_length",
+    "avg_accept_len",
+    "mean_accept_len",
+    "spec_accept_length",
+)
 BASELINE_TPS_KEYS = ("baseline_tokens_per_s", "baseline_tps", "baseline_tok_s")
 DECODE_MS_KEYS = ("decode_ms", "baseline_decode_ms")
 TPS_KEYS = ("tokens_per_s", "tok_s", "output_tokens_per_s")
 SURVIVAL_KEYS = ("survival", "accept_survival")
 NUM_DRAFT_KEYS = ("num_draft", "num_draft_tokens", "speculative_num_steps")
-ALIASES = {"accept_len": ACCEPT_KEYS, "baseline_tps": BASELINE_TPS_KEYS, "decode_ms": DECODE_MS_KEYS,
-           "tokens_per_s": TPS_KEYS, "survival": SURVIVAL_KEYS, "num_draft": NUM_DRAFT_KEYS}
+ALIASES = {
+    "accept_len": ACCEPT_KEYS,
+    "baseline_tps": BASELINE_TPS_KEYS,
+    "decode_ms": DECODE_MS_KEYS,
+    "tokens_per_s": TPS_KEYS,
+    "survival": SURVIVAL_KEYS,
+    "num_draft": NUM_DRAFT_KEYS,
+}
 
 
 @dataclass
@@ -167,8 +237,12 @@ class Manifest:
     tokens_per_s: float | None = None
     survival: tuple[float, ...] | None = None
     num_draft: int | None = None
-    dilation: float | None = None  # profiled cycle / unprofiled cycle (manifest ``dilation.factor``)
-    unprofiled_tps: float | None = None  # the rate without the profiler (``dilation.unprofiled_tokens_per_s``)
+    dilation: float | None = (
+        None  # profiled cycle / unprofiled cycle (manifest ``dilation.factor``)
+    )
+    unprofiled_tps: float | None = (
+        None  # the rate without the profiler (``dilation.unprofiled_tokens_per_s``)
+    )
     dilation_source: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -221,19 +295,28 @@ def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
     if schema == SCHEMA:
         inner = data.get("workload_summary")
         if isinstance(inner, dict) and inner.get("schema") == WORKLOAD_SCHEMA:
-            return _with_dilation(_manifest(path, _workload_values(inner, mode), inner), data.get("dilation"))  # traces/capture_workload.sh
+            return _with_dilation(
+                _manifest(path, _workload_values(inner, mode), inner), data.get("dilation")
+            )  # traces/capture_workload.sh
         results = data.get("results") or {}
         if not isinstance(results, dict):
-            raise VerifyprofError(f"manifest field 'results' must be an object, got {results!r}", path)
+            raise VerifyprofError(
+                f"manifest field 'results' must be an object, got {results!r}", path
+            )
         values = {name: results.get(key) for name, key in RESULT_KEYS.items()}
         return _with_dilation(_manifest(path, values, {"results": results}), data.get("dilation"))
     if isinstance(schema, str) and schema.startswith("verifyprof."):
-        raise VerifyprofError(f"unsupported manifest schema {schema!r}: this verifyprof reads {SCHEMA} and {WORKLOAD_SCHEMA}", path)
+        raise VerifyprofError(
+            f"unsupported manifest schema {schema!r}: this verifyprof reads {SCHEMA} and"
+            f" {WORKLOAD_SCHEMA}",
+            path,
+        )
     return _manifest(path, {name: _find(data, keys) for name, keys in ALIASES.items()}, data)
 
 
 def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manifest:
-    """Check the types of what was found and build the record (one line naming the field if wrong)."""
+    """Check the types of what was found and build the record (one line naming the field if
+    wrong)."""
 
     def number(name: str) -> float | None:
         value = values.get(name)
@@ -244,9 +327,13 @@ def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manife
         return float(value)
 
     survival = values.get("survival")
-    if survival is not None and not (isinstance(survival, list) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in survival)):
-        raise VerifyprofError(f"manifest field 'survival' must be a list of numbers, got {survival!r}", path)
+    if survival is not None and not (
+        isinstance(survival, list)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in survival)
+    ):
+        raise VerifyprofError(
+            f"manifest field 'survival' must be a list of numbers, got {survival!r}", path
+        )
     num_draft = number("num_draft")
     return Manifest(
         path=path,
@@ -265,27 +352,52 @@ def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
     if not isinstance(dilation, dict) or dilation.get("factor") is None:
         return manifest
     factor, unprofiled = dilation.get("factor"), dilation.get("unprofiled_tokens_per_s")
-    for name, value in (("dilation.factor", factor), ("dilation.unprofiled_tokens_per_s", unprofiled)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-            raise VerifyprofError(f"manifest field {name!r} is not a positive number: {value!r}", manifest.path)
+    for name, value in (
+        ("dilation.factor", factor),
+        ("dilation.unprofiled_tokens_per_s", unprofiled),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+        ):
+            raise VerifyprofError(
+                f"manifest field {name!r} is not a positive number: {value!r}", manifest.path
+            )
     manifest.dilation = float(factor)
     manifest.unprofiled_tps = float(unprofiled) if unprofiled is not None else None
     manifest.dilation_source = str(dilation.get("source") or "")
     return manifest
 
 
-def dilation_record(profiled_tps: float | None, unprofiled_tps: float | None, source: str,
-                    basis: str = "tokens_per_s", **extra: Any) -> dict[str, Any]:
+def dilation_record(
+    profiled_tps: float | None,
+    unprofiled_tps: float | None,
+    source: str,
+    basis: str = "tokens_per_s",
+    **extra: Any,
+) -> dict[str, Any]:
     """The manifest's ``dilation``: the factor when both rates are known and positive, else null."""
-    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (profiled_tps, unprofiled_tps))
-    return {"factor": unprofiled_tps / profiled_tps if ok else None, "basis": basis,  # type: ignore[operator]
-            "profiled_tokens_per_s": profiled_tps, "unprofiled_tokens_per_s": unprofiled_tps, "source": source, **extra}
+    ok = all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+        for v in (profiled_tps, unprofiled_tps)
+    )
+    return {
+        "factor": unprofiled_tps / profiled_tps if ok else None,
+        "basis": basis,  # type: ignore[operator]
+        "profiled_tokens_per_s": profiled_tps,
+        "unprofiled_tokens_per_s": unprofiled_tps,
+        "source": source,
+        **extra,
+    }
 
 
 def to_tokens_per_verify(value: float, convention: str) -> float:
-    """An accept length in ``convention`` as verifyprof's (tokens per verify step, bonus included)."""
+    """An accept length in ``convention`` as verifyprof's (tokens per verify step, bonus
+    included)."""
     if convention not in ACCEPT_CONVENTIONS:
-        raise ValueError(f"accept length convention must be one of {', '.join(ACCEPT_CONVENTIONS)}, not {convention!r}")
+        raise ValueError(
+            f"accept length convention must be one of {', '.join(ACCEPT_CONVENTIONS)}, not"
+            f" {convention!r}"
+        )
     return value + 1.0 if convention == "accepted_drafts" else value
 
 

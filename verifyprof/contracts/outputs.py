@@ -31,7 +31,9 @@ from verifyprof.contracts.errors import OutputClosed, VerifyprofError
 
 _protected: set[str] = set()  # real paths of this process's inputs
 _protected_ids: set[tuple[int, int]] = set()  # (st_dev, st_ino) of the same: hard links too
-CLEANUP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+CLEANUP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 def protect(inputs: Iterable[str | Path], outputs: Iterable[str | Path | None] = ()) -> None:
@@ -70,7 +72,9 @@ def check_output(path: str | Path) -> Path:
     if str(target) in _protected or (st is not None and (st.st_dev, st.st_ino) in _protected_ids):
         raise VerifyprofError("is an input of this command: refusing to overwrite it", path)
     if not target.parent.is_dir():
-        raise VerifyprofError(f"no such directory {target.parent} (output folders are not created)", path)
+        raise VerifyprofError(
+            f"no such directory {target.parent} (output folders are not created)", path
+        )
     return target
 
 
@@ -145,7 +149,9 @@ def atomic_path(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Path]:
         tmp: Path | None = None
         try:
             with _write_errors(path):
-                fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+                fd, name = tempfile.mkstemp(
+                    prefix=f".{target.name}.", suffix=suffix, dir=target.parent
+                )
                 os.close(fd)
                 tmp = Path(name)
                 os.chmod(tmp, mode)
@@ -187,7 +193,8 @@ def write_text(path: str | Path, text: str) -> None:
 
 
 def write_json(path: str | Path, data: Any, *, indent: int | None = 2, default: Any = None) -> None:
-    """``data`` as JSON plus a newline (stdlib formatting: ``indent``, ``default`` for odd values)."""
+    """``data`` as JSON plus a newline (stdlib formatting: ``indent``, ``default`` for odd
+    values)."""
     write_text(path, json.dumps(data, indent=indent, default=default) + "\n")
 
 

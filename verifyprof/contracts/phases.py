@@ -23,7 +23,10 @@ COMPUTE = (
     "other",  # compute kernels no rule matched (listed by name by `verifyprof kernels`)
     "graph",  # opaque whole-graph time (nsys --cuda-graph-trace=graph: kernels not recorded)
 )
-COLLECTIVES = ("allreduce", "collective")  # collective = allgather, broadcast, reduce-scatter, all-to-all, send/recv
+COLLECTIVES = (
+    "allreduce",
+    "collective",
+)  # collective = allgather, broadcast, reduce-scatter, all-to-all, send/recv
 COPIES = ("memcpy", "memset")
 # Not idle and not this step's cost: the GPU runs work of other steps inside this step's window
 # (steps queued back to back while the host runs ahead, as under an overlap scheduler).
@@ -31,14 +34,18 @@ OTHER = ("other_work",)
 # The GPU idle, by what it waited for, most specific first:
 IDLE = (
     "graph_gap",  # between the nodes of one graph replay of this step: no host-side fix removes it
-    "graph_launch",  # a graph-launch call of this step on the host, up to its first node (its host time)
+    # a graph-launch call of this step on the host, up to its first node (its host
+    # time)
+    "graph_launch",
     "launch_gap",  # this step's eager launches being issued (what CUDA graphs remove)
     "host_wait",  # the host doing something else: Python, scheduling, syncs
 )
 
 PRIORITY: tuple[str, ...] = COMPUTE + COLLECTIVES + COPIES
 ALL: tuple[str, ...] = PRIORITY + OTHER + IDLE
-TOTALS: tuple[str, ...] = COLLECTIVES + COPIES  # also reported un-prioritised, hidden time included ("totals")
+TOTALS: tuple[str, ...] = (
+    COLLECTIVES + COPIES
+)  # also reported un-prioritised, hidden time included ("totals")
 INDEX: dict[str, int] = {p: i for i, p in enumerate(ALL)}
 
 GROUPS: dict[str, tuple[str, ...]] = {

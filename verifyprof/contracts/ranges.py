@@ -12,7 +12,9 @@ import re
 
 DOMAIN = "verifyprof"
 
-SPEC_STEP = "verifyprof.spec_step"  # one whole speculative iteration: draft + verify + accept + draft_extend
+SPEC_STEP = (  # one whole speculative iteration: draft + verify + accept + draft_extend
+    "verifyprof.spec_step"
+)
 DRAFT = "verifyprof.draft"  # the drafter proposing k tokens
 VERIFY = "verifyprof.verify"  # the target model's verify forward over k+1 (or tree) tokens
 ACCEPT = "verifyprof.accept"  # comparing/sampling against the drafts, choosing the accepted prefix
@@ -29,7 +31,8 @@ BY_PHASE: dict[str, str] = {name.removeprefix("verifyprof."): name for name in P
 SGLANG_VERIFY_PATTERN = r"TARGET_VERIFY"
 
 DEFAULT_STEP_REGEX = (
-    r"^verifyprof\.(spec_step|draft|verify|accept|draft_extend|decode)(\s|$)|" + SGLANG_VERIFY_PATTERN
+    r"^verifyprof\.(spec_step|draft|verify|accept|draft_extend|decode)(\s|$)|"
+    + SGLANG_VERIFY_PATTERN
 )
 
 _ATTR = re.compile(r"(\w+)=(\S+)")
@@ -55,6 +58,7 @@ def _fmt(value: object) -> str:
 
 # --- steps by phase (``--step verify``): one table, data not code --------------------------------
 
+
 def _user(word: str, not_before: str = "") -> str:
     """A user's own range whose name (first word, not ``verifyprof.``) holds ``word`` as a word:
     ``verify_eager``, ``spec.verify``, ``Verify`` (``_`` counts as a separator)."""
@@ -64,22 +68,34 @@ def _user(word: str, not_before: str = "") -> str:
 # Phase -> patterns (``re.search`` on a range's text), one per source: verifyprof's own ranges,
 # SGLang's ``step[<ForwardMode> bs=N]`` record_function spans, and user ranges named for the phase.
 # SGLang's DECODE is the plain decode step; a speculative server's draft forwards also run as
-# DECODE on the draft worker, so use verifyprof's hooks (``capture --hooks sglang``) to tell them apart.
+# DECODE on the draft worker, so use verifyprof's hooks (``capture --hooks sglang``) to tell them
+# apart.
 PHASE_PATTERNS: dict[str, tuple[str, ...]] = {
     "spec_step": (r"^verifyprof\.spec_step(\s|$)", _user("spec_step")),
     "draft": (r"^verifyprof\.draft(\s|$)", _user("draft", r"|[_.-]?extend")),
     "verify": (r"^verifyprof\.verify(\s|$)", SGLANG_VERIFY_PATTERN, _user("verify")),
     "accept": (r"^verifyprof\.accept(\s|$)", _user("accept")),
-    "draft_extend": (r"^verifyprof\.draft_extend(\s|$)", r"step\[DRAFT_EXTEND(_V2)?[\s\]]", _user(r"draft[_.-]?extend")),
+    "draft_extend": (
+        r"^verifyprof\.draft_extend(\s|$)",
+        r"step\[DRAFT_EXTEND(_V2)?[\s\]]",
+        _user(r"draft[_.-]?extend"),
+    ),
     "decode": (r"^verifyprof\.decode(\s|$)", r"step\[DECODE[\s\]]", _user("decode")),
-    "prefill": (r"^verifyprof\.prefill(\s|$)", r"step\[(EXTEND|SPLIT_PREFILL|PREFILL)[\s\]]", _user("prefill")),
+    "prefill": (
+        r"^verifyprof\.prefill(\s|$)",
+        r"step\[(EXTEND|SPLIT_PREFILL|PREFILL)[\s\]]",
+        _user("prefill"),
+    ),
 }
 PHASES: tuple[str, ...] = tuple(PHASE_PATTERNS)
-_PHASE_RES = {phase: re.compile("|".join(f"(?:{p})" for p in pats)) for phase, pats in PHASE_PATTERNS.items()}
+_PHASE_RES = {
+    phase: re.compile("|".join(f"(?:{p})" for p in pats)) for phase, pats in PHASE_PATTERNS.items()
+}
 
 
 def phase_regex(phase: str) -> str:
-    """The ``--range`` regex selecting one phase's steps from every source; ValueError if unknown."""
+    """The ``--range`` regex selecting one phase's steps from every source; ValueError if
+    unknown."""
     if phase not in PHASE_PATTERNS:
         raise ValueError(f"unknown step phase {phase!r} (phases: {', '.join(PHASES)})")
     return _PHASE_RES[phase].pattern

@@ -26,16 +26,63 @@ SCHEMA_PREFIX = "verifyprof.breakdown/"
 SUPPORTED_MAJOR = 1
 WHOLE_TRACE = "whole_trace"  # the step name of ``breakdown --whole-trace``
 
-SCALAR_FIELDS = ("name", "text", "step", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns",
-                 "cost_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode")
-INT_FIELDS = ("step", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns", "cost_ns", "gpu_span_ns",
-              "kernels", "launches", "graph_launches")
-FLAT_SCALARS = ("step", "name", "text", "rank", "device", "pid", "tid", "start_ns", "end_ns", "wall_ns",
-                "cost_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "mode")
+SCALAR_FIELDS = (
+    "name",
+    "text",
+    "step",
+    "rank",
+    "device",
+    "pid",
+    "tid",
+    "start_ns",
+    "end_ns",
+    "wall_ns",
+    "cost_ns",
+    "gpu_span_ns",
+    "kernels",
+    "launches",
+    "graph_launches",
+    "mode",
+)
+INT_FIELDS = (
+    "step",
+    "rank",
+    "device",
+    "pid",
+    "tid",
+    "start_ns",
+    "end_ns",
+    "wall_ns",
+    "cost_ns",
+    "gpu_span_ns",
+    "kernels",
+    "launches",
+    "graph_launches",
+)
+FLAT_SCALARS = (
+    "step",
+    "name",
+    "text",
+    "rank",
+    "device",
+    "pid",
+    "tid",
+    "start_ns",
+    "end_ns",
+    "wall_ns",
+    "cost_ns",
+    "gpu_span_ns",
+    "kernels",
+    "launches",
+    "graph_launches",
+    "mode",
+)
 COMM_COLUMNS = ("comm_calls", "comm_wait_ns", "comm_transfer_ns")
 TOTAL_COLUMNS = tuple(f"total_{p}" for p in phases.TOTALS)
 COUNT_COLUMNS = tuple(f"count_{p}" for p in phases.PRIORITY)
-SIGNED_FIELDS = frozenset({"start_ns", "end_ns", "rank", "device", "step", "index", "pid", "tid"})  # -1 = unknown
+SIGNED_FIELDS = frozenset(
+    {"start_ns", "end_ns", "rank", "device", "step", "index", "pid", "tid"}
+)  # -1 = unknown
 
 
 VOLATILE_ATTRS = frozenset({"step", "index", "iter", "accepted", "accept_len", "seq", "id"})
@@ -65,10 +112,13 @@ def shared_objects(values: list) -> tuple[np.ndarray, list[int]]:
 
 @dataclass
 class BreakdownFrame:
-    """A breakdown as the model consumes it: the steps frame plus what the JSON says of the trace."""
+    """A breakdown as the model consumes it: the steps frame plus what the JSON says of the
+    trace."""
 
     steps: pd.DataFrame
-    trace: dict[str, Any] = field(default_factory=dict)  # the JSON's "trace" block: path, devices, ...
+    trace: dict[str, Any] = field(
+        default_factory=dict
+    )  # the JSON's "trace" block: path, devices, ...
     options: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
 
@@ -79,20 +129,27 @@ class BreakdownFrame:
 
     @property
     def device_names(self) -> list[str]:
-        return [str(d.get("name", "")) for d in self.trace.get("devices", []) if isinstance(d, dict)]
+        return [
+            str(d.get("name", "")) for d in self.trace.get("devices", []) if isinstance(d, dict)
+        ]
 
 
 # ---- frame -> JSON records and flat rows ---------------------------------------------------
 
 
-RECORD_SCALARS = tuple((f, f) for f in SCALAR_FIELDS if f != "step") + (("index", "step"),)  # (JSON key, column), in order
+RECORD_SCALARS = tuple((f, f) for f in SCALAR_FIELDS if f != "step") + (
+    ("index", "step"),
+)  # (JSON key, column), in order
 
 
 def record_blocks(columns: Iterable[str]) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
     """The nested objects of a step record, in order: (key, their keys, the frame's columns);
     ``comm`` only where the frame has the comm columns (several ranks)."""
-    blocks = [("phases", phases.ALL, phases.ALL), ("totals", phases.TOTALS, TOTAL_COLUMNS),
-              ("counts", phases.PRIORITY, COUNT_COLUMNS)]
+    blocks = [
+        ("phases", phases.ALL, phases.ALL),
+        ("totals", phases.TOTALS, TOTAL_COLUMNS),
+        ("counts", phases.PRIORITY, COUNT_COLUMNS),
+    ]
     if set(COMM_COLUMNS) <= set(columns):
         blocks.append(("comm", COMM_COLUMNS, COMM_COLUMNS))
     return [(b, tuple(keys), tuple(cols)) for b, keys, cols in blocks]
@@ -103,7 +160,10 @@ def step_records(rows: pd.DataFrame) -> list[dict[str, Any]]:
     scalars of :data:`RECORD_SCALARS`, ``attrs``, then the :func:`record_blocks`."""
     keys = [key for key, _ in RECORD_SCALARS]
     scalars = [rows[column].tolist() for _, column in RECORD_SCALARS]
-    blocks = [(block, names, rows[list(cols)].to_numpy(dtype=np.int64).tolist()) for block, names, cols in record_blocks(rows.columns)]
+    blocks = [
+        (block, names, rows[list(cols)].to_numpy(dtype=np.int64).tolist())
+        for block, names, cols in record_blocks(rows.columns)
+    ]
     attrs = rows["attrs"].tolist()
     records = []
     for i, values in enumerate(zip(*scalars)):
@@ -116,7 +176,8 @@ def step_records(rows: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def flat_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per-step rows for CSV/Parquet: scalar columns plus ``<phase>_ns``, ``total_<p>_ns``, ``count_<p>``."""
+    """Per-step rows for CSV/Parquet: scalar columns plus ``<phase>_ns``, ``total_<p>_ns``,
+    ``count_<p>``."""
     out = rows[list(FLAT_SCALARS)].rename(columns={"step": "index"}).copy()
     for phase in phases.ALL:
         out[f"{phase}_ns"] = rows[phase].to_numpy()
@@ -139,20 +200,28 @@ def check_header(data: Any, path: Path | str | None = None) -> list[dict[str, An
         raise VerifyprofError("not a breakdown: expected a JSON object", path)
     schema = data.get("schema")
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
-        raise VerifyprofError(f"not a verifyprof breakdown (schema {schema!r}, expected {SCHEMA})", path)
+        raise VerifyprofError(
+            f"not a verifyprof breakdown (schema {schema!r}, expected {SCHEMA})", path
+        )
     major = schema.removeprefix(SCHEMA_PREFIX)
     if major != str(SUPPORTED_MAJOR):
-        raise VerifyprofError(f"breakdown schema {schema!r} is not one this verifyprof reads ({SCHEMA})", path)
+        raise VerifyprofError(
+            f"breakdown schema {schema!r} is not one this verifyprof reads ({SCHEMA})", path
+        )
     steps = data.get("steps")
     if not isinstance(steps, list):
         raise VerifyprofError("breakdown has no 'steps' list", path)
     if not steps:
-        raise NoStepsError("breakdown has no steps: nothing to model (check --range of `verifyprof breakdown`)", path)
+        raise NoStepsError(
+            "breakdown has no steps: nothing to model (check --range of `verifyprof breakdown`)",
+            path,
+        )
     return steps
 
 
 def frame_from_json(data: Any, path: Path | str | None = None) -> BreakdownFrame:
-    """A breakdown document (``breakdown --json``) read back into the steps frame, every step checked.
+    """A breakdown document (``breakdown --json``) read back into the steps frame, every step
+    checked.
 
     A step that lacks a field, or holds a string, null or list where a number or object belongs,
     is an error naming the step and the field: the model never sees half a breakdown.
@@ -160,7 +229,11 @@ def frame_from_json(data: Any, path: Path | str | None = None) -> BreakdownFrame
     steps = check_header(data, path)
     columns: dict[str, list[Any]] = {f: [] for f in SCALAR_FIELDS}
     attrs: list[dict[str, str]] = []
-    blocks = {"phases": list(phases.ALL), "totals": list(phases.TOTALS), "counts": list(phases.PRIORITY)}
+    blocks = {
+        "phases": list(phases.ALL),
+        "totals": list(phases.TOTALS),
+        "counts": list(phases.PRIORITY),
+    }
     block_values: dict[str, list[list[int]]] = {b: [] for b in blocks}
     comm: list[list[int]] | None = []
     for i, step in enumerate(steps):  # one record per step: input-sized, checked once
@@ -175,11 +248,17 @@ def frame_from_json(data: Any, path: Path | str | None = None) -> BreakdownFrame
         columns["step"].append(_integer(step, "index", i, path, default=i))
         for name in INT_FIELDS:
             if name != "step":
-                default = step.get("wall_ns") if name in ("gpu_span_ns", "cost_ns") else (-1 if name in ("rank", "device") else 0)
+                default = (
+                    step.get("wall_ns")
+                    if name in ("gpu_span_ns", "cost_ns")
+                    else (-1 if name in ("rank", "device") else 0)
+                )
                 columns[name].append(_integer(step, name, i, path, default=default))
         attrs.append(_attrs(step, i, path))
         for block, names in blocks.items():
-            block_values[block].append(_int_block(step, block, names, i, path, required=block == "phases"))
+            block_values[block].append(
+                _int_block(step, block, names, i, path, required=block == "phases")
+            )
         if comm is not None:
             if isinstance(step.get("comm"), dict):
                 comm.append(_int_block(step, "comm", list(COMM_COLUMNS), i, path, required=False))
@@ -219,7 +298,9 @@ def _string(step: dict[str, Any], key: str, i: int, path: Any, default: str | No
     return value
 
 
-def _integer(step: dict[str, Any], key: str, i: int, path: Any, default: Any = 0, where: str | None = None) -> int:
+def _integer(
+    step: dict[str, Any], key: str, i: int, path: Any, default: Any = 0, where: str | None = None
+) -> int:
     value = step.get(key, default)
     where = where or key
     if isinstance(value, float) and value.is_integer():
@@ -240,10 +321,17 @@ def _attrs(step: dict[str, Any], i: int, path: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def _int_block(step: dict[str, Any], block: str, names: list[str], i: int, path: Any, required: bool) -> list[int]:
+def _int_block(
+    step: dict[str, Any], block: str, names: list[str], i: int, path: Any, required: bool
+) -> list[int]:
     value = step.get(block)
     if value is None and not required:
         return [0] * len(names)
     if not isinstance(value, dict):
-        raise VerifyprofError(f"{_where(i, block)} must be an object of integers, got {value!r:.60}", path)
-    return [_integer(value, name, i, path, where=f"{block}.{name}") if name in value else 0 for name in names]
+        raise VerifyprofError(
+            f"{_where(i, block)} must be an object of integers, got {value!r:.60}", path
+        )
+    return [
+        _integer(value, name, i, path, where=f"{block}.{name}") if name in value else 0
+        for name in names
+    ]

@@ -28,11 +28,14 @@ class Survival:
         previous = 1.0
         for i, value in enumerate(self.s, start=1):
             if not 0.0 <= value <= 1.0:
-                raise VerifyprofError(f"survival s{i} must be a probability in [0, 1], got {value:g}")
+                raise VerifyprofError(
+                    f"survival s{i} must be a probability in [0, 1], got {value:g}"
+                )
             if value > previous + 1e-12:
                 raise VerifyprofError(
-                    f"survival must not increase with position (s{i}={value:g} > s{i - 1}={previous:g}): "
-                    "s_i is the probability that the first i drafts are all accepted"
+                    f"survival must not increase with position (s{i}={value:g} >"
+                    f" s{i - 1}={previous:g}): s_i is the probability that the first i drafts are"
+                    " all accepted"
                 )
             previous = value
 
@@ -48,7 +51,11 @@ class Survival:
 
     def accept_len(self, num_draft: int | None = None) -> float:
         """Mean accepted tokens per cycle with ``num_draft`` drafts (default: all measured)."""
-        k = self.depth if num_draft is None else check_count("number of draft tokens", num_draft, minimum=0)
+        k = (
+            self.depth
+            if num_draft is None
+            else check_count("number of draft tokens", num_draft, minimum=0)
+        )
         return 1.0 + sum(self.extended(k).s[:k]) if k else 1.0
 
     def extended(self, num_draft: int) -> Survival:
@@ -61,7 +68,9 @@ class Survival:
         values = list(self.s)
         while len(values) < num_draft:
             values.append(values[-1] * ratio)
-        return Survival(tuple(values), source=f"{self.source}, extended geometrically x{ratio:.3f}", alpha=None)
+        return Survival(
+            tuple(values), source=f"{self.source}, extended geometrically x{ratio:.3f}", alpha=None
+        )
 
     @property
     def tail_ratio(self) -> float:
@@ -82,7 +91,9 @@ def parse_survival(text: str) -> Survival:
         try:
             values.append(float(item))
         except ValueError:
-            raise VerifyprofError(f"survival: {item!r} is not a number (expected e.g. 0.85,0.67,0.51)") from None
+            raise VerifyprofError(
+                f"survival: {item!r} is not a number (expected e.g. 0.85,0.67,0.51)"
+            ) from None
     return Survival(tuple(values))
 
 

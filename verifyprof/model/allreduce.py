@@ -59,13 +59,16 @@ def ring_alpha_beta_us(nbytes: float, nranks: int, alpha_us: float, bw_gbps: flo
 
 
 def nccl_latency_us(algo: str, proto: str, link_kind: str, nranks: int, nnodes: int = 1) -> float:
-    """NCCL's modelled fixed cost of one allreduce: Ring baseLat + 2(n-1) hwLat; Tree per tuning.cc."""
+    """NCCL's modelled fixed cost of one allreduce: Ring baseLat + 2(n-1) hwLat; Tree per
+    tuning.cc."""
     check_count("ranks", nranks, minimum=1)
     try:
         base = NCCL_BASE_LAT_US[algo][proto]
         hw = NCCL_HW_LAT_US[algo][link_kind][proto]
     except KeyError:
-        raise VerifyprofError(f"NCCL model: unknown algorithm/link/protocol {algo}/{link_kind}/{proto}") from None
+        raise VerifyprofError(
+            f"NCCL model: unknown algorithm/link/protocol {algo}/{link_kind}/{proto}"
+        ) from None
     if algo == "ring":
         return base + 2 * (nranks - 1) * hw
     per_node = nranks // max(nnodes, 1)
@@ -83,7 +86,8 @@ class NcclChoice:
 def nccl_allreduce_us(
     nbytes: float, nranks: int, link_kind: str, busbw_gbps: float, nnodes: int = 1
 ) -> NcclChoice:
-    """NCCL's tuning-model time, ``latency + bytes / (1000 algBw)``, minimised over algorithm and protocol.
+    """NCCL's tuning-model time, ``latency + bytes / (1000 algBw)``, minimised over algorithm and
+    protocol.
 
     Ring only within one node (NCCL rarely picks Tree there); LL128 only over NVLink, where NCCL
     enables it by default. ``busbw_gbps`` is the link's large-message NCCL bus bandwidth.
@@ -134,7 +138,10 @@ class MeasuredTable:
 
     def __post_init__(self) -> None:
         if len(self.sizes) != len(self.us) or not self.sizes:
-            raise VerifyprofError(f"allreduce table {self.impl} x{self.gpus}: sizes and us must be equal-length, non-empty")
+            raise VerifyprofError(
+                f"allreduce table {self.impl} x{self.gpus}: sizes and us must be equal-length,"
+                " non-empty"
+            )
         if list(self.sizes) != sorted(self.sizes):
             raise VerifyprofError(f"allreduce table {self.impl} x{self.gpus}: sizes must ascend")
 

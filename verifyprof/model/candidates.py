@@ -71,10 +71,18 @@ class Ranking:
         widths = []
         n0 = p.width or (k or 0) + 1
         modelled = replace(s, use_measured_widths=False)
-        for width, measured in sorted(p.width_times.items()):  # t(n) predicted from the measured t(n0)
+        for width, measured in sorted(
+            p.width_times.items()
+        ):  # t(n) predicted from the measured t(n0)
             change = verify_at_width(p, modelled, width)[0] - p.verify.wall_ms
             base = p.width_times.get(n0)
-            widths.append({"width": width, "measured_ms": measured, "predicted_ms": base + change if base is not None else None})
+            widths.append(
+                {
+                    "width": width,
+                    "measured_ms": measured,
+                    "predicted_ms": base + change if base is not None else None,
+                }
+            )
         v = p.verify
         return {
             "draft_cost_ratio": c,  # Leviathan's c: one draft step over one target step
@@ -118,14 +126,25 @@ class Ranking:
         }
 
 
-def rank_candidates(profile: VerifyProfile, scenario: Scenario, only: list[str] | None = None) -> Ranking:
+def rank_candidates(
+    profile: VerifyProfile, scenario: Scenario, only: list[str] | None = None
+) -> Ranking:
     """Every applicable candidate alone (best predicted tokens/s first), the rest with their
     reasons, and the stacked plan."""
     builders = _builders()
     if only:
         unknown = [n for n in only if n not in CANDIDATE_NAMES]
         if unknown:
-            raise VerifyprofError(f"unknown candidate {unknown[0]!r}: known are {', '.join(CANDIDATE_NAMES)}")
+            raise VerifyprofError(
+                f"unknown candidate {unknown[0]!r}: known are {', '.join(CANDIDATE_NAMES)}"
+            )
         builders = [(n, b) for n, b in builders if n in only]
     candidates, skipped = evaluate(builders, profile, scenario)
-    return Ranking(current_cycle(profile, scenario), profile, scenario, candidates, skipped, stack(builders, profile, scenario))
+    return Ranking(
+        current_cycle(profile, scenario),
+        profile,
+        scenario,
+        candidates,
+        skipped,
+        stack(builders, profile, scenario),
+    )

@@ -8,7 +8,12 @@ from verifyprof.contracts.errors import VerifyprofError
 
 
 def _finite(name: str, value: float) -> float:
-    if value is None or not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+    if (
+        value is None
+        or not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+    ):
         raise VerifyprofError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 
@@ -39,16 +44,24 @@ def check_accept_len(value: float) -> float:
     """Accepted length counts the bonus token, so it is at least 1."""
     value = _finite("accept length", value)
     if value < 1.0:
-        raise VerifyprofError(f"accept length must be >= 1 (it counts the bonus token), got {value:g}")
+        raise VerifyprofError(
+            f"accept length must be >= 1 (it counts the bonus token), got {value:g}"
+        )
     return value
 
 
-MAX_DRAFTS = 256  # draft tokens per cycle: servers verify at most a few dozen; past this a count is a typo
+MAX_DRAFTS = (
+    256  # draft tokens per cycle: servers verify at most a few dozen; past this a count is a typo
+)
 MAX_COUNT = 1 << 20  # batch, widths, tp: bounds that keep every model loop and array small
 
 
 def check_count(name: str, value: int, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        and not (isinstance(value, float) and value.is_integer())
+    ):
         raise VerifyprofError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < minimum:

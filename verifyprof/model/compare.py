@@ -1,4 +1,5 @@
-"""Before/after: what changed in the verify step between two breakdowns, and whether the model saw it coming.
+"""Before/after: what changed in the verify step between two breakdowns, and whether the model saw
+it coming.
 
 Both sides are reduced by :func:`~verifyprof.model.profile.verify_profile` (the same verify step
 the what-if models), so a delta here is a delta of what ``whatif`` would start from. Kernel
@@ -46,7 +47,9 @@ class Side:
     steps: int
     devices: int
     verify_ms: float
-    cost_ms: float | None  # mean cost_ns of the modelled rows, before the profile trims idle time the host ran ahead
+    cost_ms: (
+        float | None
+    )  # mean cost_ns of the modelled rows, before the profile trims idle time the host ran ahead
     kernels: float
     launches: float
     graph_launches: float
@@ -70,10 +73,13 @@ class Comparison:
 
     @property
     def measure(self) -> str:
-        return "cost" if self.before.cost_ms is not None and self.after.cost_ms is not None else "wall"
+        return (
+            "cost" if self.before.cost_ms is not None and self.after.cost_ms is not None else "wall"
+        )
 
     def verify_ms(self, side: Side) -> float:
-        """The profile's verify step (what whatif models: its cost where the breakdown has ``cost_ns``)."""
+        """The profile's verify step (what whatif models: its cost where the breakdown has
+        ``cost_ns``)."""
         return side.verify_ms
 
     @property
@@ -91,7 +97,9 @@ class Comparison:
 
     def verdict_line(self) -> str:
         b, a = self.verify_ms(self.before), self.verify_ms(self.after)
-        what = "verify" if "verify" in self.before.step else self.before.step.replace("_", "-")  # a whole-trace step is no verify
+        what = (
+            "verify" if "verify" in self.before.step else self.before.step.replace("_", "-")
+        )  # a whole-trace step is no verify
         numbers = f"{what} {self.measure} {b:.3f} -> {a:.3f} ms ({self.delta_pct:+.1f}%)"
         if self.reasons:
             return f"not comparable ({'; '.join(self.reasons)}): {numbers}"
@@ -107,8 +115,15 @@ class Comparison:
             b, a = self.before.phases_ms.get(phase, 0.0), self.after.phases_ms.get(phase, 0.0)
             if b == 0 and a == 0:
                 continue
-            rows.append({"phase": phase, "before_ms": b, "after_ms": a, "delta_ms": a - b,
-                         "delta_pct": 100.0 * (a / b - 1.0) if b > 0 else None})
+            rows.append(
+                {
+                    "phase": phase,
+                    "before_ms": b,
+                    "after_ms": a,
+                    "delta_ms": a - b,
+                    "delta_pct": 100.0 * (a / b - 1.0) if b > 0 else None,
+                }
+            )
         return rows
 
     def rank_rows(self) -> list[dict[str, Any]]:
@@ -116,20 +131,38 @@ class Comparison:
         rows = []
         for key in keys:
             b, a = self.before.ranks.get(key), self.after.ranks.get(key)
-            rows.append({"rank": key, "before_ms": b, "after_ms": a,
-                         "delta_ms": None if a is None or b is None else a - b,
-                         "delta_pct": None if a is None or not b else 100.0 * (a / b - 1.0)})
+            rows.append(
+                {
+                    "rank": key,
+                    "before_ms": b,
+                    "after_ms": a,
+                    "delta_ms": None if a is None or b is None else a - b,
+                    "delta_pct": None if a is None or not b else 100.0 * (a / b - 1.0),
+                }
+            )
         return rows
 
     def to_json(self, gate: float | None = None) -> dict[str, Any]:
         b, a = self.verify_ms(self.before), self.verify_ms(self.after)
-        counts = {k: {"before": getattr(self.before, k), "after": getattr(self.after, k), "delta": getattr(self.after, k) - getattr(self.before, k)}
-                  for k in ("kernels", "launches", "graph_launches")}
+        counts = {
+            k: {
+                "before": getattr(self.before, k),
+                "after": getattr(self.after, k),
+                "delta": getattr(self.after, k) - getattr(self.before, k),
+            }
+            for k in ("kernels", "launches", "graph_launches")
+        }
         return {
             "schema": SCHEMA,
             "before": self.before.to_json(),
             "after": self.after.to_json(),
-            "verify": {"measure": self.measure, "before_ms": b, "after_ms": a, "delta_ms": a - b, "delta_pct": self.delta_pct},
+            "verify": {
+                "measure": self.measure,
+                "before_ms": b,
+                "after_ms": a,
+                "delta_ms": a - b,
+                "delta_pct": self.delta_pct,
+            },
             "phases": self.phase_rows(),
             "counts": counts,
             "kernel_families": self.families,
@@ -155,14 +188,32 @@ def side_of(frame: BreakdownFrame, profile: VerifyProfile | None = None) -> Side
     if profile.width is not None:
         rows = rows[rows["_width"] == profile.width]
     on_critical = rows[rows["device"] == v.device]
-    cost = float(on_critical["cost_ns"].mean()) / 1e6 if "cost_ns" in rows.columns and len(on_critical) else None
-    key = np.where(rows["rank"].to_numpy() >= 0, rows["rank"].astype(str).to_numpy(), "device " + rows["device"].astype(str).to_numpy())
+    cost = (
+        float(on_critical["cost_ns"].mean()) / 1e6
+        if "cost_ns" in rows.columns and len(on_critical)
+        else None
+    )
+    key = np.where(
+        rows["rank"].to_numpy() >= 0,
+        rows["rank"].astype(str).to_numpy(),
+        "device " + rows["device"].astype(str).to_numpy(),
+    )
     ranks = {str(k): float(w) / 1e6 for k, w in rows.groupby(key)["wall_ns"].mean().items()}
     return Side(
-        source=frame.source, gpus=sorted(set(frame.device_names)), step=v.name, width=profile.width, mode=v.mode,
-        steps=v.steps, devices=profile.devices, verify_ms=v.wall_ms, cost_ms=cost, kernels=v.kernels,
-        launches=v.launches, graph_launches=v.graph_launches,
-        phases_ms={p: float(v.phases_ms.get(p, 0.0)) for p in phases.ALL}, ranks=ranks,
+        source=frame.source,
+        gpus=sorted(set(frame.device_names)),
+        step=v.name,
+        width=profile.width,
+        mode=v.mode,
+        steps=v.steps,
+        devices=profile.devices,
+        verify_ms=v.wall_ms,
+        cost_ms=cost,
+        kernels=v.kernels,
+        launches=v.launches,
+        graph_launches=v.graph_launches,
+        phases_ms={p: float(v.phases_ms.get(p, 0.0)) for p in phases.ALL},
+        ranks=ranks,
     )
 
 
@@ -181,19 +232,28 @@ def comparability(before: Side, after: Side) -> list[str]:
 
 
 def kernel_family(name: str) -> str:
-    """A kernel name without template arguments, signature and numbers: what stays when a tile size changes."""
+    """A kernel name without template arguments, signature and numbers: what stays when a tile size
+    changes."""
     name = _ANONYMOUS.sub("", name.removeprefix("void ").strip())
     return _DIGITS.sub("N", _TEMPLATE.sub("", name)).strip() or name
 
 
 def family_changes(before: pd.DataFrame | None, after: pd.DataFrame | None) -> dict[str, Any]:
-    """Kernel families (from kernel tables: name, phase, count, total_ns) that appeared, vanished or changed."""
+    """Kernel families (from kernel tables: name, phase, count, total_ns) that appeared, vanished or
+    changed."""
     if before is None or after is None:
-        return {"available": False, "reason": "kernel names need traces on both sides (a breakdown JSON has none)"}
+        return {
+            "available": False,
+            "reason": "kernel names need traces on both sides (a breakdown JSON has none)",
+        }
 
-    def families(table: pd.DataFrame) -> pd.DataFrame:  # per (family, phase): a context rule can split a name
+    def families(
+        table: pd.DataFrame,
+    ) -> pd.DataFrame:  # per (family, phase): a context rule can split a name
         grouped = table.assign(family=[kernel_family(n) for n in table["name"]])
-        return grouped.groupby(["family", "phase"]).agg(count=("count", "sum"), total_ns=("total_ns", "sum"))
+        return grouped.groupby(["family", "phase"]).agg(
+            count=("count", "sum"), total_ns=("total_ns", "sum")
+        )
 
     b, a = families(before), families(after)
     joined = b.add_suffix("_before").join(a.add_suffix("_after"), how="outer")
@@ -202,18 +262,33 @@ def family_changes(before: pd.DataFrame | None, after: pd.DataFrame | None) -> d
     joined["delta_ns"] = joined["total_ns_after"] - joined["total_ns_before"]
 
     def rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-        return [{"family": str(f), "phase": str(phase), "count_before": int(r.count_before), "count_after": int(r.count_after),
-                 "before_ms": r.total_ns_before / 1e6, "after_ms": r.total_ns_after / 1e6, "delta_ms": r.delta_ns / 1e6}
-                for (f, phase), r in frame.head(FAMILY_ROWS).iterrows()]  # FAMILY_ROWS rows: output assembly
+        return [
+            {
+                "family": str(f),
+                "phase": str(phase),
+                "count_before": int(r.count_before),
+                "count_after": int(r.count_after),
+                "before_ms": r.total_ns_before / 1e6,
+                "after_ms": r.total_ns_after / 1e6,
+                "delta_ms": r.delta_ns / 1e6,
+            }
+            for (f, phase), r in frame.head(FAMILY_ROWS).iterrows()
+        ]  # FAMILY_ROWS rows: output assembly
 
     appeared = joined[joined["count_before"] == 0].sort_values("total_ns_after", ascending=False)
     vanished = joined[joined["count_after"] == 0].sort_values("total_ns_before", ascending=False)
     both = joined[(joined["count_before"] > 0) & (joined["count_after"] > 0)]
     changed = both.reindex(both["delta_ns"].abs().sort_values(ascending=False).index)
-    return {"available": True, "families_before": int(b.index.get_level_values(0).nunique()),
-            "families_after": int(a.index.get_level_values(0).nunique()),
-            "appeared": rows(appeared), "vanished": rows(vanished), "changed": rows(changed),
-            "appeared_count": int(len(appeared)), "vanished_count": int(len(vanished))}
+    return {
+        "available": True,
+        "families_before": int(b.index.get_level_values(0).nunique()),
+        "families_after": int(a.index.get_level_values(0).nunique()),
+        "appeared": rows(appeared),
+        "vanished": rows(vanished),
+        "changed": rows(changed),
+        "appeared_count": int(len(appeared)),
+        "vanished_count": int(len(vanished)),
+    }
 
 
 def mode_warnings(before: Side, after: Side) -> tuple[str | None, list[str]]:
@@ -222,10 +297,15 @@ def mode_warnings(before: Side, after: Side) -> tuple[str | None, list[str]]:
     switch = f"{before.mode}->{after.mode}"
     if before.mode == "graph" and after.mode == "eager":
         return switch, [
-            f"VERIFY SWITCHED FROM CUDA GRAPHS TO EAGER MODE: {before.graph_launches:.0f} -> {after.graph_launches:.0f} graph launches, "
-            f"{before.launches:.0f} -> {after.launches:.0f} launches per verify step (a draft backend or option may have disabled the target's graphs)"
+            f"VERIFY SWITCHED FROM CUDA GRAPHS TO EAGER MODE: {before.graph_launches:.0f} ->"
+            f" {after.graph_launches:.0f} graph launches, {before.launches:.0f} ->"
+            f" {after.launches:.0f} launches per verify step (a draft backend or option may have"
+            " disabled the target's graphs)"
         ]
-    return switch, []  # eager -> graph is the expected direction: the console and report note the switch
+    return (
+        switch,
+        [],
+    )  # eager -> graph is the expected direction: the console and report note the switch
 
 
 def compare(
@@ -234,15 +314,25 @@ def compare(
     before_kernels: pd.DataFrame | None = None,
     after_kernels: pd.DataFrame | None = None,
 ) -> Comparison:
-    """The two breakdowns' verify steps side by side (no prediction check: see :func:`check_predictions`)."""
+    """The two breakdowns' verify steps side by side (no prediction check: see
+    :func:`check_predictions`)."""
     b, a = side_of(before), side_of(after)
     switch, warnings = mode_warnings(b, a)
-    return Comparison(before=b, after=a, reasons=comparability(b, a), mode_switch=switch, warnings=warnings,
-                      families=family_changes(before_kernels, after_kernels))
+    return Comparison(
+        before=b,
+        after=a,
+        reasons=comparability(b, a),
+        mode_switch=switch,
+        warnings=warnings,
+        families=family_changes(before_kernels, after_kernels),
+    )
 
 
-def check_predictions(comparison: Comparison, before_whatif: dict[str, Any], after_whatif: dict[str, Any]) -> None:
-    """BEFORE's candidates for the change seen, beside AFTER's measured cycle at the same accept length.
+def check_predictions(
+    comparison: Comparison, before_whatif: dict[str, Any], after_whatif: dict[str, Any]
+) -> None:
+    """BEFORE's candidates for the change seen, beside AFTER's measured cycle at the same accept
+    length.
 
     ``*_whatif`` are ``Ranking.to_json()`` dicts (AFTER's made with BEFORE's accept length), so
     the tok/s error is the model's, not a change of acceptance.
@@ -250,7 +340,9 @@ def check_predictions(comparison: Comparison, before_whatif: dict[str, Any], aft
     before_mode, after_mode = comparison.before.mode, comparison.after.mode
     names = MATCHING_CANDIDATES.get((before_mode, after_mode), ())
     if not names:
-        comparison.prediction_note = f"no what-if candidate models a {before_mode} -> {after_mode} change"
+        comparison.prediction_note = (
+            f"no what-if candidate models a {before_mode} -> {after_mode} change"
+        )
         return
     measured = after_whatif["current"]
     pool = {c["name"]: c for c in before_whatif.get("candidates", [])}
@@ -259,23 +351,31 @@ def check_predictions(comparison: Comparison, before_whatif: dict[str, Any], aft
         cand = pool.get(name)
         if cand is None:
             skipped = {s["name"]: s["reason"] for s in before_whatif.get("skipped", [])}
-            comparison.prediction_note = f"{name} was not a candidate for BEFORE: {skipped.get(name, 'not offered')}"
+            comparison.prediction_note = (
+                f"{name} was not a candidate for BEFORE: {skipped.get(name, 'not offered')}"
+            )
             continue
-        at_after = Cycle(verify_ms=cand["verify_ms"], accept_len=measured["accept_len"],
-                         draft_ms=measured["draft_ms"], overhead_ms=measured["overhead_ms"])
-        comparison.predictions.append({
-            "candidate": name,
-            "accept_len": measured["accept_len"],
-            "predicted_verify_ms": cand["verify_ms"],
-            "measured_verify_ms": measured["verify_ms"],
-            "verify_error_pct": _error(cand["verify_ms"], measured["verify_ms"]),
-            "predicted_tokens_per_s": cand["tokens_per_s"],
-            "measured_tokens_per_s": measured["tokens_per_s"],
-            "tokens_per_s_error_pct": _error(cand["tokens_per_s"], measured["tokens_per_s"]),
-            "predicted_tokens_per_s_at_after_cycle": at_after.tokens_per_s,
-            "at_after_cycle_error_pct": _error(at_after.tokens_per_s, measured["tokens_per_s"]),
-            "outside_verify": _outside_verify(before_whatif["current"], measured),
-        })
+        at_after = Cycle(
+            verify_ms=cand["verify_ms"],
+            accept_len=measured["accept_len"],
+            draft_ms=measured["draft_ms"],
+            overhead_ms=measured["overhead_ms"],
+        )
+        comparison.predictions.append(
+            {
+                "candidate": name,
+                "accept_len": measured["accept_len"],
+                "predicted_verify_ms": cand["verify_ms"],
+                "measured_verify_ms": measured["verify_ms"],
+                "verify_error_pct": _error(cand["verify_ms"], measured["verify_ms"]),
+                "predicted_tokens_per_s": cand["tokens_per_s"],
+                "measured_tokens_per_s": measured["tokens_per_s"],
+                "tokens_per_s_error_pct": _error(cand["tokens_per_s"], measured["tokens_per_s"]),
+                "predicted_tokens_per_s_at_after_cycle": at_after.tokens_per_s,
+                "at_after_cycle_error_pct": _error(at_after.tokens_per_s, measured["tokens_per_s"]),
+                "outside_verify": _outside_verify(before_whatif["current"], measured),
+            }
+        )
 
 
 def _error(predicted: float, measured: float) -> float | None:
@@ -283,7 +383,8 @@ def _error(predicted: float, measured: float) -> float | None:
 
 
 def _outside_verify(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Parts of the cycle the candidate leaves alone that changed anyway (the tok/s error's other cause)."""
+    """Parts of the cycle the candidate leaves alone that changed anyway (the tok/s error's other
+    cause)."""
     out = []
     for key, label in (("draft_ms", "draft"), ("overhead_ms", "overhead")):
         b, a = float(before.get(key) or 0.0), float(after.get(key) or 0.0)

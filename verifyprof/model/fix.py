@@ -92,17 +92,34 @@ def current_cycle(profile: VerifyProfile, scenario: Scenario) -> Cycle:
     )
 
 
-def edited_group(group: StepGroup, deltas: dict[str, float], mode: str | None = None, kernels: float | None = None) -> StepGroup:
+def edited_group(
+    group: StepGroup,
+    deltas: dict[str, float],
+    mode: str | None = None,
+    kernels: float | None = None,
+) -> StepGroup:
     """``group`` with phase times changed by ``deltas`` (ms; a phase never below zero) and the
     cost recomputed as the phases' sum, so an edited profile still adds up."""
     phases = dict(group.phases_ms)
     for phase, delta in deltas.items():
         phases[phase] = max(phases.get(phase, 0.0) + delta, 0.0)
-    return replace(group, phases_ms=phases, wall_ms=sum(phases.values()), mode=mode or group.mode,
-                   kernels=group.kernels if kernels is None else kernels, counts=dict(group.counts), attrs=dict(group.attrs))
+    return replace(
+        group,
+        phases_ms=phases,
+        wall_ms=sum(phases.values()),
+        mode=mode or group.mode,
+        kernels=group.kernels if kernels is None else kernels,
+        counts=dict(group.counts),
+        attrs=dict(group.attrs),
+    )
 
 
-def edited(profile: VerifyProfile, deltas: dict[str, float], mode: str | None = None, kernels: float | None = None) -> VerifyProfile:
+def edited(
+    profile: VerifyProfile,
+    deltas: dict[str, float],
+    mode: str | None = None,
+    kernels: float | None = None,
+) -> VerifyProfile:
     """The profile after a fix that changes the verify's phases by ``deltas``."""
     out = copy.copy(profile)
     out.verify = edited_group(profile.verify, deltas, mode, kernels)
@@ -123,7 +140,8 @@ def take_idle(group: StepGroup, amount: float, order: tuple[str, ...]) -> dict[s
 
 
 def idle_split_ms(v: StepGroup) -> tuple[float, float]:
-    """(interior, edges) of a step's host-issue idle time: between its first and last op, and outside them.
+    """(interior, edges) of a step's host-issue idle time: between its first and last op, and
+    outside them.
 
     Interior idle in an eager step is the host issuing kernels one by one (launch calls and the
     Python between them); a graph issues them all at once. Idle at the edges (input preparation,

@@ -19,9 +19,18 @@ MAX_EXTRA_DRAFTS = 4
 
 def _survival(profile: VerifyProfile, s: Scenario, k: int) -> tuple[Survival, str]:
     if s.survival is not None:
-        return s.survival, f"survival curve ({s.survival.source}) {', '.join(f'{x:.2f}' for x in s.survival.s)}"
+        return (
+            s.survival,
+            f"survival curve ({s.survival.source}) {', '.join(f'{x:.2f}' for x in s.survival.s)}",
+        )
     alpha = fit_alpha(s.accept_len, k)
-    return Survival.from_alpha(alpha, k), f"i.i.d. acceptance alpha={alpha:.3f} fitted to accept length {s.accept_len:.2f} at {k} drafts (Eq. 1); give --survival to do better"
+    return (
+        Survival.from_alpha(alpha, k),
+        (
+            f"i.i.d. acceptance alpha={alpha:.3f} fitted to accept length {s.accept_len:.2f} at {k}"
+            " drafts (Eq. 1); give --survival to do better"
+        ),
+    )
 
 
 def fit_alpha(accept_len: float, k: int) -> float:
@@ -44,7 +53,9 @@ def verify_at_width(profile: VerifyProfile, s: Scenario, width: int) -> tuple[fl
     return total, notes
 
 
-def phases_at_width(profile: VerifyProfile, s: Scenario, width: int) -> tuple[float, dict[str, float], list[str]]:
+def phases_at_width(
+    profile: VerifyProfile, s: Scenario, width: int
+) -> tuple[float, dict[str, float], list[str]]:
     v = profile.verify
     n0 = profile.width or (s.num_draft or 0) + 1
     if width == n0:
@@ -54,18 +65,33 @@ def phases_at_width(profile: VerifyProfile, s: Scenario, width: int) -> tuple[fl
         change = measured[width] - measured[n0]
         total = v.wall_ms + change
         scale = total / v.wall_ms if v.wall_ms > 0 else 1.0
-        return total, {p: t * scale for p, t in v.phases_ms.items()}, [
-            f"t({width}) - t({n0}) measured in the trace: {measured[width]:.3f} - {measured[n0]:.3f} ms = {change:+.3f} ms, "
-            f"added to the modelled verify's {v.wall_ms:.3f} ms"
-        ]
+        return (
+            total,
+            {p: t * scale for p, t in v.phases_ms.items()},
+            [
+                f"t({width}) - t({n0}) measured in the trace: {measured[width]:.3f} -"
+                f" {measured[n0]:.3f} ms = {change:+.3f} ms, added to the modelled verify's"
+                f" {v.wall_ms:.3f} ms"
+            ],
+        )
     ar = None
     if s.hardware is not None and s.tp > 1:
         ar = lambda nbytes: s.hardware.allreduce_us(nbytes, s.tp, "nccl").us
     scaling = width_scaling(n0 * s.batch, width * s.batch, s.model, s.hardware, s.tp, s.context, ar)
     scaled = scaling.apply(v.phases_ms)
     changes = [f"{p} x{f:.2f}" for p, f in scaling.factors.items() if v.phases_ms.get(p, 0) > 0]
-    changes += [f"{p} {d:+.3f} ms" for p, d in scaling.deltas_ms.items() if v.phases_ms.get(p, 0) > 0]
-    return sum(scaled.values()), scaled, [f"t({width}) from the measured t({n0}) phase by phase" + (f": {', '.join(changes)}" if changes else "")] + scaling.notes
+    changes += [
+        f"{p} {d:+.3f} ms" for p, d in scaling.deltas_ms.items() if v.phases_ms.get(p, 0) > 0
+    ]
+    return (
+        sum(scaled.values()),
+        scaled,
+        [
+            f"t({width}) from the measured t({n0}) phase by phase"
+            + (f": {', '.join(changes)}" if changes else "")
+        ]
+        + scaling.notes,
+    )
 
 
 def _num_draft(profile: VerifyProfile, s: Scenario) -> int | None:
@@ -75,7 +101,9 @@ def _num_draft(profile: VerifyProfile, s: Scenario) -> int | None:
 def draft_tokens(profile: VerifyProfile, s: Scenario, now: Cycle, more: bool) -> Candidate:
     k = _num_draft(profile, s)
     if not k:
-        raise Skip("number of draft tokens unknown: give --num-draft (or a trace with verify tokens=N)")
+        raise Skip(
+            "number of draft tokens unknown: give --num-draft (or a trace with verify tokens=N)"
+        )
     if not more and k <= 1:
         raise Skip("already 1 draft token")
     survival, survival_note = _survival(profile, s, k)
@@ -84,29 +112,59 @@ def draft_tokens(profile: VerifyProfile, s: Scenario, now: Cycle, more: bool) ->
     tried: list[dict[str, float]] = []
     n0 = profile.width or k + 1
     for k2 in options:
-        # a chain verifies k+1 tokens; a tree (width != k+1) is taken to shrink or grow in proportion
+        # a chain verifies k+1 tokens; a tree (width != k+1) is taken to shrink or grow in
+        # proportion
         width = k2 + 1 if n0 == k + 1 else max(1, round(n0 * (k2 + 1) / (k + 1)))
         verify, phases, notes = phases_at_width(profile, s, width)
         # the measured accept length carries over; the curve gives the change from k to k2 drafts
-        tau = min(max(s.accept_len + survival.accept_len(k2) - survival.accept_len(k), 1.0), k2 + 1.0)
+        tau = min(
+            max(s.accept_len + survival.accept_len(k2) - survival.accept_len(k), 1.0), k2 + 1.0
+        )
         draft = s.draft_ms * k2 / k
         cycle = now.with_(verify_ms=verify, accept_len=tau, draft_ms=draft)
         assumptions = [
-            f"chain drafting: {k2} drafts verified as {width} tokens per request (now {k} as {k + 1})"
-            if n0 == k + 1
-            else f"verify width {n0} for {k} drafts (a tree): {k2} drafts taken to verify {width} tokens, in proportion",
+            (
+                f"chain drafting: {k2} drafts verified as {width} tokens per request (now {k} as"
+                f" {k + 1})"
+                if n0 == k + 1
+                else (
+                    f"verify width {n0} for {k} drafts (a tree): {k2} drafts taken to verify"
+                    f" {width} tokens, in proportion"
+                )
+            ),
             f"accept length {tau:.3f} at {k2} drafts: the measured {s.accept_len:.3f} "
             f"{survival.accept_len(k2) - survival.accept_len(k):+.3f} from the {survival_note}"
-            + (" (extrapolated past the measured positions)" if survival.is_extrapolated(k2) else ""),
+            + (
+                " (extrapolated past the measured positions)"
+                if survival.is_extrapolated(k2)
+                else ""
+            ),
             f"draft time scales with the number of draft steps: {s.draft_ms:.3f} -> {draft:.3f} ms",
             *notes,
         ]
-        after = edited(profile, {p: phases.get(p, 0.0) - t for p, t in profile.verify.phases_ms.items()})
+        after = edited(
+            profile, {p: phases.get(p, 0.0) - t for p, t in profile.verify.phases_ms.items()}
+        )
         after.width = width
         name = "more_draft_tokens" if more else "fewer_draft_tokens"
-        cand = Candidate(name, cycle, now.tokens_per_s, assumptions, {"num_draft": k2, "width": width}, profile=after,
-                         scenario=replace(s, accept_len=tau, draft_ms=draft, num_draft=k2, survival=None))
-        tried.append({"num_draft": k2, "width": width, "verify_ms": verify, "accept_len": tau, "tokens_per_s": cycle.tokens_per_s})
+        cand = Candidate(
+            name,
+            cycle,
+            now.tokens_per_s,
+            assumptions,
+            {"num_draft": k2, "width": width},
+            profile=after,
+            scenario=replace(s, accept_len=tau, draft_ms=draft, num_draft=k2, survival=None),
+        )
+        tried.append(
+            {
+                "num_draft": k2,
+                "width": width,
+                "verify_ms": verify,
+                "accept_len": tau,
+                "tokens_per_s": cycle.tokens_per_s,
+            }
+        )
         if best is None or cand.cycle.tokens_per_s > best.cycle.tokens_per_s:
             best = cand
     assert best is not None
@@ -116,16 +174,29 @@ def draft_tokens(profile: VerifyProfile, s: Scenario, now: Cycle, more: bool) ->
 
 def published_accept_len(k: int, model_name: str | None) -> tuple[float, str] | None:
     """The best published accept length at ``k`` drafts (chain) for the target family, from the
-    drafter data files (``data/drafters/*.toml`` and the user's): (accept length, where published)."""
-    entries = [e for path in sorted(set(catalogue("drafters").values())) for e in read_toml(path).get("drafter", [])]
+    drafter data files (``data/drafters/*.toml`` and the user's): (accept length, where published).
+    """
+    entries = [
+        e
+        for path in sorted(set(catalogue("drafters").values()))
+        for e in read_toml(path).get("drafter", [])
+    ]
     best = None
     for entry in entries:
         family = str(entry.get("target", "")).lower()
-        if entry.get("num_draft") != k or not (family == "any" or (model_name and family in model_name.lower())):
+        if entry.get("num_draft") != k or not (
+            family == "any" or (model_name and family in model_name.lower())
+        ):
             continue
         tau = float(entry["accept_len"])
         if best is None or tau > best[0]:
-            best = (tau, f"{entry['name']} on {entry.get('target_model', family)}, {entry.get('benchmark', '')}: {entry['source']}")
+            best = (
+                tau,
+                (
+                    f"{entry['name']} on {entry.get('target_model', family)},"
+                    f" {entry.get('benchmark', '')}: {entry['source']}"
+                ),
+            )
     return best
 
 
@@ -138,16 +209,25 @@ def better_drafter(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate
     else:
         found = published_accept_len(k, s.model.name if s.model else None)
         if found is None:
-            raise Skip(f"no published accept length at {k} drafts for this target in the drafter data (data/drafters/): give --drafter-gain or --model")
+            raise Skip(
+                f"no published accept length at {k} drafts for this target in the drafter data"
+                " (data/drafters/): give --drafter-gain or --model"
+            )
         tau, source = found
     capped = tau > k + 1
     tau = min(tau, float(k + 1))
     if tau <= s.accept_len:
-        raise Skip(f"accept length {s.accept_len:.2f} already at or above the best published drafter ({tau:.2f}: {source})")
+        raise Skip(
+            f"accept length {s.accept_len:.2f} already at or above the best published drafter"
+            f" ({tau:.2f}: {source})"
+        )
     return Candidate(
-        "better_drafter", now.with_(accept_len=tau), now.tokens_per_s,
+        "better_drafter",
+        now.with_(accept_len=tau),
+        now.tokens_per_s,
         [
-            f"accept length {s.accept_len:.2f} -> {tau:.2f} at {k} drafts ({source})" + (f", capped at k+1 = {k + 1}" if capped else ""),
+            f"accept length {s.accept_len:.2f} -> {tau:.2f} at {k} drafts ({source})"
+            + (f", capped at k+1 = {k + 1}" if capped else ""),
             "the new drafter costs the same draft time and the verify is unchanged",
         ],
         scenario=replace(s, accept_len=tau, survival=None),
@@ -159,20 +239,33 @@ def _graph_group(group: StepGroup, s: Scenario) -> tuple[float, list[str]]:
     graph_us, kernel_us, node_us, where = launch_costs(s)
     interior, edges = idle_split_ms(group)
     after = group.wall_ms - interior + ms(max(graph_us - kernel_us, 0.0) + group.kernels * node_us)
-    return after, [f"{group.name}: {interior:.3f} ms of GPU idle between its {group.kernels:.0f} kernels goes; "
-                   f"{group.kernels:.0f} graph nodes x {node_us:g} us come ({where})"]
+    return after, [
+        f"{group.name}: {interior:.3f} ms of GPU idle between its {group.kernels:.0f} kernels goes;"
+        f" {group.kernels:.0f} graph nodes x {node_us:g} us come ({where})"
+    ]
 
 
 def cuda_graph_draft(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
     """The draft (and draft-extend) forwards captured as CUDA graphs, like the verify's."""
-    groups = [(g, key) for g, key in ((profile.draft_group, "draft_ms"), (profile.draft_extend_group, "overhead_ms")) if g is not None and g.mode == "eager" and g.kernels > 0]
+    groups = [
+        (g, key)
+        for g, key in (
+            (profile.draft_group, "draft_ms"),
+            (profile.draft_extend_group, "overhead_ms"),
+        )
+        if g is not None and g.mode == "eager" and g.kernels > 0
+    ]
     if not groups:
-        raise Skip("no eager draft or draft-extend steps in the trace (already graphs, or not traced)")
+        raise Skip(
+            "no eager draft or draft-extend steps in the trace (already graphs, or not traced)"
+        )
     draft, overhead, notes = s.draft_ms, s.overhead_ms, []
     for group, key in groups:
         per_cycle = profile.draft_ms if key == "draft_ms" else profile.draft_extend_ms
         after, note = _graph_group(group, s)
-        saved = max((per_cycle or 0.0) * (1 - after / group.wall_ms), 0.0) if group.wall_ms > 0 else 0.0
+        saved = (
+            max((per_cycle or 0.0) * (1 - after / group.wall_ms), 0.0) if group.wall_ms > 0 else 0.0
+        )
         if key == "draft_ms":
             draft = max(draft - saved, 0.0)
         else:
@@ -180,5 +273,10 @@ def cuda_graph_draft(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candida
         notes += note + [f"saves {saved:.3f} ms per cycle ({per_cycle or 0.0:.3f} ms measured)"]
     if draft >= s.draft_ms and overhead >= s.overhead_ms:
         raise Skip("graphing the draft saves nothing measurable")
-    return Candidate("cuda_graph_draft", now.with_(draft_ms=draft, overhead_ms=overhead), now.tokens_per_s, notes,
-                     scenario=replace(s, draft_ms=draft, overhead_ms=overhead))
+    return Candidate(
+        "cuda_graph_draft",
+        now.with_(draft_ms=draft, overhead_ms=overhead),
+        now.tokens_per_s,
+        notes,
+        scenario=replace(s, draft_ms=draft, overhead_ms=overhead),
+    )

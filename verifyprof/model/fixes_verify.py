@@ -32,7 +32,9 @@ def launch_costs(s: Scenario) -> tuple[float, float, float, str]:
     return launch.graph_launch_us, launch.kernel_launch_us, launch.graph_node_us, where
 
 
-def graphed(profile: VerifyProfile, s: Scenario, kernels: float) -> tuple[dict[str, float], list[str]]:
+def graphed(
+    profile: VerifyProfile, s: Scenario, kernels: float
+) -> tuple[dict[str, float], list[str]]:
     """Phase edits of capturing an eager verify of ``kernels`` kernels as one CUDA graph."""
     v = profile.verify
     graph_us, kernel_us, node_us, where = launch_costs(s)
@@ -41,10 +43,16 @@ def graphed(profile: VerifyProfile, s: Scenario, kernels: float) -> tuple[dict[s
     deltas["graph_gap"] = ms(kernels * node_us)
     deltas["graph_launch"] = ms(max(graph_us - kernel_us, 0.0))
     notes = [
-        f"GPU idle between the verify's first and last kernel disappears: {interior:.3f} ms (launch gap "
-        f"{v.phases_ms.get('launch_gap', 0.0):.3f} + host time between the {v.launches:.0f} launches, less the edges)",
-        f"idle before the first / after the last kernel stays ({edges:.3f} ms: input preparation, first launch); "
-        f"a graph launch costs {graph_us:g} us instead of a kernel launch's {kernel_us:g} us",
+        (
+            f"GPU idle between the verify's first and last kernel disappears: {interior:.3f} ms"
+            f" (launch gap {v.phases_ms.get('launch_gap', 0.0):.3f} + host time between the"
+            f" {v.launches:.0f} launches, less the edges)"
+        ),
+        (
+            f"idle before the first / after the last kernel stays ({edges:.3f} ms: input"
+            f" preparation, first launch); a graph launch costs {graph_us:g} us instead of a kernel"
+            f" launch's {kernel_us:g} us"
+        ),
         f"each of the {kernels:.0f} kernel nodes adds {node_us:g} us of GPU-side gap ({where})",
     ]
     return deltas, notes
@@ -61,10 +69,16 @@ def cuda_graph_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candid
     removed = -sum(d for d in deltas.values() if d < 0)
     added = sum(d for d in deltas.values() if d > 0)
     return Candidate(
-        "cuda_graph_verify", now.with_(verify_ms=after.verify.wall_ms), now.tokens_per_s,
-        notes + ["kernel, copy and communication times are the same inside the graph; the verify can be captured "
-                 "(static shapes: SGLang's can_run_graph true at this batch and width)"],
-        {"removed_ms": removed, "added_ms": added}, profile=after,
+        "cuda_graph_verify",
+        now.with_(verify_ms=after.verify.wall_ms),
+        now.tokens_per_s,
+        notes
+        + [
+            "kernel, copy and communication times are the same inside the graph; the verify can be"
+            " captured (static shapes: SGLang's can_run_graph true at this batch and width)"
+        ],
+        {"removed_ms": removed, "added_ms": added},
+        profile=after,
     )
 
 
@@ -79,29 +93,49 @@ def graph_fusion_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Cand
         raise Skip("no elementwise / norm kernels to fuse in the verify")
     fused = min(small, heavy + 1.0)
     if fused >= small:
-        raise Skip(f"elementwise / norm kernels are already fused ({small:.0f} for {heavy:.0f} GEMM/attention kernels)")
+        raise Skip(
+            f"elementwise / norm kernels are already fused ({small:.0f} for {heavy:.0f}"
+            " GEMM/attention kernels)"
+        )
     per_kernel = small_ms / small
     kernels_after = v.kernels - (small - fused)
-    deltas: dict[str, float] = {p: -v.phases_ms.get(p, 0.0) * (1 - fused / small) for p in SMALL_KERNEL_PHASES}
+    deltas: dict[str, float] = {
+        p: -v.phases_ms.get(p, 0.0) * (1 - fused / small) for p in SMALL_KERNEL_PHASES
+    }
     notes = [
-        f"{small:.0f} elementwise / norm / routing kernels ({small_ms:.3f} ms) fuse into {fused:.0f}, one per region "
-        f"between the {heavy:.0f} GEMM and attention kernels, each costing the measured mean small kernel ({per_kernel * 1e3:.1f} us): "
-        f"at verify sizes they are bound by launch and memory latency, not by traffic",
+        (
+            f"{small:.0f} elementwise / norm / routing kernels ({small_ms:.3f} ms) fuse into"
+            f" {fused:.0f}, one per region between the {heavy:.0f} GEMM and attention kernels, each"
+            f" costing the measured mean small kernel ({per_kernel * 1e3:.1f} us): at verify sizes"
+            " they are bound by launch and memory latency, not by traffic"
+        ),
         "GEMM, attention, communication and copy kernels unchanged",
     ]
     _, _, node_us, where = launch_costs(s)
     if v.mode == "graph":
         deltas["graph_gap"] = -min(v.phases_ms.get("graph_gap", 0.0), ms((small - fused) * node_us))
-        notes.append(f"one graph node fewer per fused-away kernel: {small - fused:.0f} x {node_us:g} us of node gap ({where})")
+        notes.append(
+            f"one graph node fewer per fused-away kernel: {small - fused:.0f} x {node_us:g} us of"
+            f" node gap ({where})"
+        )
     else:
         graph_deltas, graph_notes = graphed(profile, s, kernels_after)
         for phase, delta in graph_deltas.items():
             deltas[phase] = deltas.get(phase, 0.0) + delta
         notes = graph_notes + notes
     after = edited(profile, deltas, mode="graph", kernels=kernels_after)
-    notes.append("an upper bound when compile also fuses GEMM epilogues or picks other GEMM kernels: validated on the H200 (bench/README)")
-    return Candidate("graph_fusion_verify", now.with_(verify_ms=after.verify.wall_ms), now.tokens_per_s, notes,
-                     {"kernels_before": v.kernels, "kernels_after": kernels_after}, profile=after)
+    notes.append(
+        "an upper bound when compile also fuses GEMM epilogues or picks other GEMM kernels:"
+        " validated on the H200 (bench/README)"
+    )
+    return Candidate(
+        "graph_fusion_verify",
+        now.with_(verify_ms=after.verify.wall_ms),
+        now.tokens_per_s,
+        notes,
+        {"kernels_before": v.kernels, "kernels_after": kernels_after},
+        profile=after,
+    )
 
 
 def host_overhead(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
@@ -110,18 +144,34 @@ def host_overhead(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
     v = profile.verify
     graph_us, _, _, where = launch_costs(s)
     host = v.phases_ms.get("host_wait", 0.0)
-    launch = max(v.phases_ms.get("graph_launch", 0.0) - ms(graph_us) * max(v.graph_launches, 1.0 if v.mode == "graph" else 0.0), 0.0)
+    launch = max(
+        v.phases_ms.get("graph_launch", 0.0)
+        - ms(graph_us) * max(v.graph_launches, 1.0 if v.mode == "graph" else 0.0),
+        0.0,
+    )
     if host + launch <= 1e-3:
         raise Skip("the GPU hardly waits for the host in the verify (under 1 us)")
     after = edited(profile, {"host_wait": -host, "graph_launch": -launch})
     return Candidate(
-        "host_overhead", now.with_(verify_ms=after.verify.wall_ms), now.tokens_per_s,
+        "host_overhead",
+        now.with_(verify_ms=after.verify.wall_ms),
+        now.tokens_per_s,
         [
-            f"GPU idle while the host was elsewhere ({host:.3f} ms host wait: Python, scheduling, syncs, blocked queues) leaves the critical path",
-            f"graph-launch host time above {graph_us:g} us per launch ({launch:.3f} ms) disappears ({where}; SGLang #29960: multi-ms cudaGraphLaunch)",
-            "an upper bound: it assumes the host work can overlap the GPU (overlap scheduler, CPU-side fixes)",
+            (
+                f"GPU idle while the host was elsewhere ({host:.3f} ms host wait: Python,"
+                " scheduling, syncs, blocked queues) leaves the critical path"
+            ),
+            (
+                f"graph-launch host time above {graph_us:g} us per launch ({launch:.3f} ms)"
+                f" disappears ({where}; SGLang #29960: multi-ms cudaGraphLaunch)"
+            ),
+            (
+                "an upper bound: it assumes the host work can overlap the GPU (overlap scheduler,"
+                " CPU-side fixes)"
+            ),
         ],
-        {"host_wait_ms": host, "graph_launch_ms": launch}, profile=after,
+        {"host_wait_ms": host, "graph_launch_ms": launch},
+        profile=after,
     )
 
 
@@ -139,26 +189,39 @@ def kernel_floor(phase: str) -> Callable[[VerifyProfile, Scenario, Cycle], Candi
             raise Skip("attention floor needs the context length: give --context")
         tokens = (profile.width or (s.num_draft or 0) + 1) * s.batch
         roof = phase_rooflines(s.model, tokens, s.tp, s.context)[phase]
-        dtype = {"gemm_dense": s.model.dense_dtype, "gemm_moe": s.model.expert_dtype, "attention": s.model.kv_dtype}[phase]
+        dtype = {
+            "gemm_dense": s.model.dense_dtype,
+            "gemm_moe": s.model.expert_dtype,
+            "attention": s.model.kv_dtype,
+        }[phase]
         peak = s.hardware.peak_tflops(dtype)
         mem_ms = roof.bytes / (s.hardware.bandwidth_tbps * 1e12) * 1e3
         flop_ms = roof.flops / (peak * 1e12) * 1e3
         floor = max(mem_ms, flop_ms)
         if floor >= measured:
-            raise Skip(f"{phase} already at its roofline floor ({measured:.3f} ms measured, floor {floor:.3f} ms)")
+            raise Skip(
+                f"{phase} already at its roofline floor ({measured:.3f} ms measured, floor"
+                f" {floor:.3f} ms)"
+            )
         bound = "memory" if mem_ms >= flop_ms else "compute"
         after = edited(profile, {phase: floor - measured})
         return Candidate(
-            f"kernel_floor:{phase}", now.with_(verify_ms=after.verify.wall_ms), now.tokens_per_s,
+            f"kernel_floor:{phase}",
+            now.with_(verify_ms=after.verify.wall_ms),
+            now.tokens_per_s,
             [
-                f"{phase} ({measured:.3f} ms measured) falls to its {bound}-bound floor {floor:.3f} ms: "
-                f"{roof.bytes / 1e9:.3f} GB / {s.hardware.bandwidth_tbps:g} TB/s = {mem_ms:.3f} ms, "
-                f"{roof.flops / 1e12:.3f} TFLOP / {peak:g} TFLOPS ({dtype}) = {flop_ms:.3f} ms, per GPU at tp {s.tp}",
+                (
+                    f"{phase} ({measured:.3f} ms measured) falls to its {bound}-bound floor"
+                    f" {floor:.3f} ms: {roof.bytes / 1e9:.3f} GB / {s.hardware.bandwidth_tbps:g}"
+                    f" TB/s = {mem_ms:.3f} ms, {roof.flops / 1e12:.3f} TFLOP / {peak:g} TFLOPS"
+                    f" ({dtype}) = {flop_ms:.3f} ms, per GPU at tp {s.tp}"
+                ),
                 f"{tokens} tokens per forward ({s.model.name}"
                 + (f", context {s.context:g}" if phase == "attention" else "")
                 + "); peak numbers, not achievable ones: an upper bound on the gain",
             ],
-            {"floor_ms": floor, "measured_ms": measured}, profile=after,
+            {"floor_ms": floor, "measured_ms": measured},
+            profile=after,
         )
 
     return build

@@ -1,4 +1,5 @@
-"""Hardware specs (``data/hardware/*.toml``): GPU roofline, links, launch costs, measured allreduce tables."""
+"""Hardware specs (``data/hardware/*.toml``): GPU roofline, links, launch costs, measured allreduce
+tables."""
 
 from __future__ import annotations
 
@@ -75,26 +76,38 @@ class Hardware:
         return None
 
     def allreduce_us(self, nbytes: float, gpus: int, impl: str = "nccl") -> AllreduceEstimate:
-        """One allreduce of ``nbytes`` on ``gpus`` ranks: a measured table if one fits, else the model."""
+        """One allreduce of ``nbytes`` on ``gpus`` ranks: a measured table if one fits, else the
+        model."""
         if gpus <= 1:
             return AllreduceEstimate(0.0, "single GPU: no allreduce")
         table = self.table(impl, gpus)
         if table is not None:
             where = "interpolated" if table.covers(nbytes) else "extrapolated"
-            return AllreduceEstimate(table.at(nbytes), f"measured {impl} table x{gpus} ({where}; {table.source})")
+            return AllreduceEstimate(
+                table.at(nbytes), f"measured {impl} table x{gpus} ({where}; {table.source})"
+            )
         if impl == "nccl":
             choice = nccl_allreduce_us(nbytes, gpus, self.link.kind, self.link.nccl_busbw_gbps)
             return AllreduceEstimate(
-                choice.us, f"NCCL tuning model, {choice.algo}/{choice.proto} over {self.link.name} (tuning.cc constants)"
+                choice.us,
+                f"NCCL tuning model, {choice.algo}/{choice.proto} over {self.link.name} (tuning.cc"
+                " constants)",
             )
         one = oneshot_us(nbytes, gpus, self.link.barrier_us, self.link.peer_read_gbps)
-        one_note = f"one-shot model: 2 x {self.link.barrier_us:g} us barrier + (n-1) x bytes / {self.link.peer_read_gbps:g} GB/s over {self.link.name}"
+        one_note = (
+            f"one-shot model: 2 x {self.link.barrier_us:g} us barrier + (n-1) x bytes /"
+            f" {self.link.peer_read_gbps:g} GB/s over {self.link.name}"
+        )
         if self.link.kind != "nvlink" or _prefers_oneshot(nbytes, gpus):
-            return AllreduceEstimate(one, one_note + ("" if self.link.kind == "nvlink" else " (PCIe patches are one-shot)"))
+            return AllreduceEstimate(
+                one,
+                one_note + ("" if self.link.kind == "nvlink" else " (PCIe patches are one-shot)"),
+            )
         two = twoshot_us(nbytes, gpus, self.link.barrier_us, self.link.bw_gbps)
         return AllreduceEstimate(
             two,
-            f"two-shot model (vLLM/SGLang pick it at this size): 3 x {self.link.barrier_us:g} us barrier + 2(n-1)/n x bytes / {self.link.bw_gbps:g} GB/s over {self.link.name}",
+            f"two-shot model (vLLM/SGLang pick it at this size): 3 x {self.link.barrier_us:g} us"
+            f" barrier + 2(n-1)/n x bytes / {self.link.bw_gbps:g} GB/s over {self.link.name}",
         )
 
 
@@ -115,7 +128,9 @@ def load_links() -> dict[str, Link]:
                 raise VerifyprofError(f"link {key!r} must be a table", path)
             kind = require(entry, "kind", path, str)
             if kind not in ("pcie", "nvlink", "net"):
-                raise VerifyprofError(f"link {key!r}: kind must be pcie, nvlink or net, got {kind!r}", path)
+                raise VerifyprofError(
+                    f"link {key!r}: kind must be pcie, nvlink or net, got {kind!r}", path
+                )
             links[key] = Link(
                 key=key,
                 name=str(entry.get("name", key)),
@@ -164,7 +179,9 @@ def _hardware(data: dict[str, Any], path: Path, link_override: str | None) -> Ha
                 )
             )
         except (TypeError, ValueError):
-            raise VerifyprofError(f"allreduce table {i}: sizes and us must be numbers", path) from None
+            raise VerifyprofError(
+                f"allreduce table {i}: sizes and us must be numbers", path
+            ) from None
         except VerifyprofError as exc:
             raise VerifyprofError(exc.problem, path) from None
     launch = data.get("launch", {})

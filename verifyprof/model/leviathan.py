@@ -19,7 +19,8 @@ def expected_tokens(alpha: float, gamma: int) -> float:
 
 
 def walltime_improvement(alpha: float, gamma: int, cost_ratio: float) -> float:
-    """Thm 3.8: expected walltime improvement when one draft step costs ``cost_ratio`` target steps."""
+    """Thm 3.8: expected walltime improvement when one draft step costs ``cost_ratio`` target
+    steps."""
     check_nonnegative("draft cost ratio", cost_ratio)
     return expected_tokens(alpha, gamma) / (gamma * cost_ratio + 1.0)
 
@@ -39,6 +40,7 @@ def optimal_gamma(alpha: float, cost_ratio: float, max_gamma: int = 512) -> tupl
 
 
 def implied_cost_ratio(alpha: float, gamma: int, speed: float) -> float:
-    """The c that makes Thm 3.8 equal a measured speed: (E / speed - 1) / gamma (negative: beats theory)."""
+    """The c that makes Thm 3.8 equal a measured speed: (E / speed - 1) / gamma (negative: beats
+    theory)."""
     check_count("number of draft tokens", gamma, minimum=1)
     return (expected_tokens(alpha, gamma) / speed - 1.0) / gamma

@@ -1,4 +1,5 @@
-"""Model configs (``data/models/*.toml``): the dimensions that set verify's bytes, FLOPs and allreduces.
+"""Model configs (``data/models/*.toml``): the dimensions that set verify's bytes, FLOPs and
+allreduces.
 
 Only what the cost models use is described: per-layer attention and MLP shapes, the MoE layout,
 and the dtypes weights and KV are stored in. Counts follow the HF configs (REFERENCE 6.10);
@@ -15,7 +16,15 @@ from verifyprof.contracts.datafiles import read_toml, require, resolve
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.checks import check_count, check_nonnegative
 
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}
+DTYPE_BYTES = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+    "fp4": 0.5,
+}
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,8 @@ class Moe:
 
 
 def expert_union(tokens: float, experts: int, top_k: int) -> float:
-    """Expected distinct experts per MoE layer touched by ``tokens`` tokens routing top-k of E uniformly."""
+    """Expected distinct experts per MoE layer touched by ``tokens`` tokens routing top-k of E
+    uniformly."""
     check_nonnegative("tokens", tokens)
     check_count("experts", experts)
     check_count("top-k", top_k)
@@ -70,10 +80,14 @@ class ModelConfig:
     def attention_params_per_layer(self) -> int:
         a, h = self.attention, self.hidden
         if a.kind == "mla":
-            q = h * a.q_lora_rank + a.q_lora_rank * a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+            q = h * a.q_lora_rank + a.q_lora_rank * a.heads * (
+                a.qk_nope_head_dim + a.qk_rope_head_dim
+            )
             if not a.q_lora_rank:
                 q = h * a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
-            kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * a.heads * (a.qk_nope_head_dim + a.v_head_dim)
+            kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * a.heads * (
+                a.qk_nope_head_dim + a.v_head_dim
+            )
             return q + kv + a.heads * a.v_head_dim * h
         return h * a.heads * a.head_dim * 2 + h * a.kv_heads * a.head_dim * 2
 
@@ -98,14 +112,25 @@ class ModelConfig:
 
     @property
     def non_routed_params(self) -> int:
-        """Weights every forward reads once, whatever the width: attention, dense/shared MLPs, lm_head."""
+        """Weights every forward reads once, whatever the width: attention, dense/shared MLPs,
+        lm_head."""
         dense_mlp_layers = self.layers if self.moe is None else self.dense_layers
-        shared = 0 if self.moe is None else self.moe.shared_experts * self.expert_params * self.moe_layers
-        return self.attention_params_per_layer * self.layers + self.dense_ffn_params * dense_mlp_layers + shared + self.lm_head_params
+        shared = (
+            0
+            if self.moe is None
+            else self.moe.shared_experts * self.expert_params * self.moe_layers
+        )
+        return (
+            self.attention_params_per_layer * self.layers
+            + self.dense_ffn_params * dense_mlp_layers
+            + shared
+            + self.lm_head_params
+        )
 
     @property
     def allreduces_per_forward(self) -> int:
-        """Megatron TP: after o_proj and after the MLP/MoE of every layer, plus the vocab-parallel embedding."""
+        """Megatron TP: after o_proj and after the MLP/MoE of every layer, plus the vocab-parallel
+        embedding."""
         return 2 * self.layers + 1
 
     # ---- bytes and FLOPs of one forward over `tokens` tokens, per GPU under TP -----------
@@ -113,10 +138,17 @@ class ModelConfig:
         return 0.0 if self.moe is None else expert_union(tokens, self.moe.experts, self.moe.top_k)
 
     def routed_bytes(self, tokens: float, tp: int = 1) -> float:
-        """Routed-expert weights read: each MoE layer reads the union D(tokens) of touched experts."""
+        """Routed-expert weights read: each MoE layer reads the union D(tokens) of touched
+        experts."""
         if self.moe is None:
             return 0.0
-        return self.moe_layers * self.expert_union(tokens) * self.expert_params * DTYPE_BYTES[self.expert_dtype] / tp
+        return (
+            self.moe_layers
+            * self.expert_union(tokens)
+            * self.expert_params
+            * DTYPE_BYTES[self.expert_dtype]
+            / tp
+        )
 
     def dense_bytes(self, tp: int = 1) -> float:
         return self.non_routed_params * DTYPE_BYTES[self.dense_dtype] / tp
@@ -130,7 +162,8 @@ class ModelConfig:
         return 2.0 * tokens * self.moe.top_k * self.expert_params * self.moe_layers / tp
 
     def kv_bytes_per_token(self, tp: int = 1) -> float:
-        """KV cache bytes per context token, all layers, per GPU (MLA's latent is replicated across TP)."""
+        """KV cache bytes per context token, all layers, per GPU (MLA's latent is replicated across
+        TP)."""
         a = self.attention
         if a.kind == "mla":
             per_layer = a.kv_lora_rank + a.qk_rope_head_dim
@@ -139,7 +172,8 @@ class ModelConfig:
         return per_layer * self.layers * DTYPE_BYTES[self.kv_dtype]
 
     def attention_flops(self, tokens: float, context: float, tp: int = 1) -> float:
-        """Score and value products of ``tokens`` queries over ``context`` keys (MLA absorbed form)."""
+        """Score and value products of ``tokens`` queries over ``context`` keys (MLA absorbed
+        form)."""
         a = self.attention
         heads = max(a.heads // tp, 1)
         if a.kind == "mla":
@@ -195,7 +229,9 @@ def _model(data: dict[str, Any], path: Path) -> ModelConfig:
     dtypes = data.get("dtype", {})
     for key, value in dtypes.items():
         if value not in DTYPE_BYTES:
-            raise VerifyprofError(f"dtype.{key}: unknown dtype {value!r} (known: {', '.join(DTYPE_BYTES)})", path)
+            raise VerifyprofError(
+                f"dtype.{key}: unknown dtype {value!r} (known: {', '.join(DTYPE_BYTES)})", path
+            )
     return ModelConfig(
         name=require(data, "name", path, str),
         path=path,
@@ -216,21 +252,31 @@ def _model(data: dict[str, Any], path: Path) -> ModelConfig:
 
 
 def model_from_workload(config: dict[str, Any], path: Path, dtype: str = "bf16") -> ModelConfig:
-    """The model config of a workload run, from its summary's ``config.target`` (``verifyprof/workload``)."""
+    """The model config of a workload run, from its summary's ``config.target``
+    (``verifyprof/workload``)."""
     try:
         moe = None
         if int(config.get("moe_experts", 0)):
-            moe = Moe(experts=int(config["moe_experts"]), top_k=int(config["moe_topk"]), intermediate=int(config["moe_intermediate"]))
+            moe = Moe(
+                experts=int(config["moe_experts"]),
+                top_k=int(config["moe_topk"]),
+                intermediate=int(config["moe_intermediate"]),
+            )
         heads = int(config["heads"])
         return ModelConfig(
-            name=f"workload {config['layers']}x{config['hidden']}" + (f" moe{moe.experts}/top{moe.top_k}" if moe else ""),
+            name=f"workload {config['layers']}x{config['hidden']}"
+            + (f" moe{moe.experts}/top{moe.top_k}" if moe else ""),
             path=path,
             layers=int(config["layers"]),
             hidden=int(config["hidden"]),
             vocab=int(config["vocab"]),
             intermediate=int(config["intermediate"]),
-            attention=Attention(kind="gqa", heads=heads, kv_heads=int(config.get("kv_heads", heads)),
-                                head_dim=int(config.get("head_dim", int(config["hidden"]) // heads))),
+            attention=Attention(
+                kind="gqa",
+                heads=heads,
+                kv_heads=int(config.get("kv_heads", heads)),
+                head_dim=int(config.get("head_dim", int(config["hidden"]) // heads)),
+            ),
             moe=moe,
             dense_dtype=dtype,
             expert_dtype=dtype,
@@ -239,4 +285,6 @@ def model_from_workload(config: dict[str, Any], path: Path, dtype: str = "bf16")
             source="workload summary",
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise VerifyprofError(f"workload summary: config.target lacks or mangles {exc}", path) from None
+        raise VerifyprofError(
+            f"workload summary: config.target lacks or mangles {exc}", path
+        ) from None

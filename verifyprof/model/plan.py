@@ -15,7 +15,8 @@ from verifyprof.model.throughput import Cycle
 
 Builder = Callable[[VerifyProfile, Scenario, Cycle], Candidate]
 
-# Fixes that are alternatives: once one is in the plan, the others of its group are not stacked on it.
+# Fixes that are alternatives: once one is in the plan, the others of its group are not stacked on
+# it.
 EXCLUSIVE = (
     {"cuda_graph_verify", "graph_fusion_verify"},
     {"custom_allreduce", "allreduce_fusion"},
@@ -39,8 +40,14 @@ PHASE_FIXES: dict[str, tuple[str, ...]] = {
 }
 NOT_MODELLED: dict[str, str] = {
     "spec": "speculative bookkeeping kernels (tree build, cache locations): no fix modelled",
-    "sampling": "sampling / rejection kernels inside verify: no fix modelled (a fused sampler would shrink it)",
-    "other": "kernels no taxonomy rule matched: list them with `verifyprof kernels` and add a rule (--taxonomy)",
+    "sampling": (
+        "sampling / rejection kernels inside verify: no fix modelled (a fused sampler would"
+        " shrink it)"
+    ),
+    "other": (
+        "kernels no taxonomy rule matched: list them with `verifyprof kernels` and add a rule"
+        " (--taxonomy)"
+    ),
     "graph": "opaque whole-graph time: capture with --cuda-graph-trace=node to see its kernels",
     "collective": "non-allreduce collectives: no fix modelled",
     "memcpy": "copies: no fix modelled",
@@ -57,13 +64,19 @@ class PlanStep:
 
     def to_json(self) -> dict[str, Any]:
         out = self.candidate.to_json()
-        out["gain"] = self.cumulative_tps / self.baseline_tps - 1.0  # over today's, all steps so far
+        out["gain"] = (
+            self.cumulative_tps / self.baseline_tps - 1.0
+        )  # over today's, all steps so far
         out["step_gain"] = self.candidate.gain  # over the previous plan line
         return out
 
 
-def evaluate(builders: list[tuple[str, Builder]], profile: VerifyProfile, scenario: Scenario,
-             skip: set[str] = frozenset()) -> tuple[list[Candidate], list[dict[str, str]]]:
+def evaluate(
+    builders: list[tuple[str, Builder]],
+    profile: VerifyProfile,
+    scenario: Scenario,
+    skip: set[str] = frozenset(),
+) -> tuple[list[Candidate], list[dict[str, str]]]:
     """Every applicable fix on this state, best first; the rest with their reasons."""
     now = current_cycle(profile, scenario)
     found, skipped = [], []
@@ -78,7 +91,9 @@ def evaluate(builders: list[tuple[str, Builder]], profile: VerifyProfile, scenar
     return found, skipped
 
 
-def stack(builders: list[tuple[str, Builder]], profile: VerifyProfile, scenario: Scenario) -> list[PlanStep]:
+def stack(
+    builders: list[tuple[str, Builder]], profile: VerifyProfile, scenario: Scenario
+) -> list[PlanStep]:
     """Greedy: take the best fix, apply it, re-predict every remaining fix on the new state."""
     baseline = current_cycle(profile, scenario).tokens_per_s
     plan: list[PlanStep] = []
@@ -96,10 +111,14 @@ def stack(builders: list[tuple[str, Builder]], profile: VerifyProfile, scenario:
 
 
 def _with_cycle(s: Scenario, cycle: Cycle) -> Scenario:
-    return replace(s, accept_len=cycle.accept_len, draft_ms=cycle.draft_ms, overhead_ms=cycle.overhead_ms)
+    return replace(
+        s, accept_len=cycle.accept_len, draft_ms=cycle.draft_ms, overhead_ms=cycle.overhead_ms
+    )
 
 
-def unaddressed(profile: VerifyProfile, candidates: list[Candidate], skipped: list[dict[str, str]]) -> list[dict[str, Any]]:
+def unaddressed(
+    profile: VerifyProfile, candidates: list[Candidate], skipped: list[dict[str, str]]
+) -> list[dict[str, Any]]:
     """Verify phases over 1% of the step that no applicable fix shrinks, with the reason."""
     v = profile.verify
     applicable = {c.name for c in candidates}
@@ -111,6 +130,10 @@ def unaddressed(profile: VerifyProfile, candidates: list[Candidate], skipped: li
         fixes = PHASE_FIXES.get(phase, ())
         if any(f in applicable for f in fixes):
             continue
-        reason = NOT_MODELLED.get(phase) or "; ".join(f"{f}: {reasons[f]}" for f in fixes if f in reasons) or "no fix modelled"
+        reason = (
+            NOT_MODELLED.get(phase)
+            or "; ".join(f"{f}: {reasons[f]}" for f in fixes if f in reasons)
+            or "no fix modelled"
+        )
         out.append({"phase": phase, "ms": t, "share": t / v.wall_ms, "reason": reason})
     return out

@@ -47,7 +47,9 @@ class StepGroup:
     steps: int
     mode: str
     wall_ms: float  # the step's cost: its window less the GPU time of other steps' work in it
-    gpu_span_ms: float  # first op start to last op end: the idle outside it is at the window's edges
+    gpu_span_ms: (
+        float  # first op start to last op end: the idle outside it is at the window's edges
+    )
     phases_ms: dict[str, float]
     totals_ms: dict[str, float]
     kernels: float
@@ -109,22 +111,39 @@ def verify_profile(
     main = _pick_variant(main, notes)
     batch = _most_frequent(main["_batch"].dropna().astype(np.int64))
 
-    groups = [_mean_group(str(main["name"].iloc[0]), int(dev), rows) for dev, rows in main.groupby("device", sort=False)]
+    groups = [
+        _mean_group(str(main["name"].iloc[0]), int(dev), rows)
+        for dev, rows in main.groupby("device", sort=False)
+    ]
     critical = max(groups, key=lambda g: g.wall_ms)
     if len(groups) > 1:
-        notes.append(f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the slowest "
-                     f"({critical.wall_ms:.3f} ms vs fastest {min(g.wall_ms for g in groups):.3f} ms)")
+        notes.append(
+            f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the"
+            f" slowest ({critical.wall_ms:.3f} ms vs fastest"
+            f" {min(g.wall_ms for g in groups):.3f} ms)"
+        )
     here = steps["device"].isin((critical.device, -1))
     width_pool = sweeps if len(sweeps) else in_mode
-    width_pool = width_pool[(width_pool["mode"] == mode) & width_pool["device"].isin((critical.device, -1))]
-    width_times = {int(w): float(v) / NS_PER_MS for w, v in width_pool.groupby("_width")["cost_ns"].mean().items()}
+    width_pool = width_pool[
+        (width_pool["mode"] == mode) & width_pool["device"].isin((critical.device, -1))
+    ]
+    width_times = {
+        int(w): float(v) / NS_PER_MS
+        for w, v in width_pool.groupby("_width")["cost_ns"].mean().items()
+    }
 
     cycle_parts = _cycle(steps, here, main[main["device"] == critical.device], critical, notes)
     graph_attr = main["attrs"].iloc[0].get("graph")
-    decode_match = (steps["_graph"] == graph_attr) if graph_attr is not None else (steps["mode"] == mode)
+    decode_match = (
+        (steps["_graph"] == graph_attr) if graph_attr is not None else (steps["mode"] == mode)
+    )
     decodes = steps[(steps["name"] == DECODE) & here & decode_match]
     if cycle_parts.cycles is None:
-        in_graph = steps["_graph"].isna() | (steps["_graph"] == graph_attr) if graph_attr is not None else True
+        in_graph = (
+            steps["_graph"].isna() | (steps["_graph"] == graph_attr)
+            if graph_attr is not None
+            else True
+        )
         cycle_parts.members = steps[steps["name"].isin(CYCLE_PHASES) & here & in_graph]
         cycle_parts.count = critical.steps
     cycles = cycle_parts.cycles
@@ -159,13 +178,23 @@ def _member_group(members: pd.DataFrame, name: str, device: int) -> StepGroup | 
 def with_attr_columns(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps with the attributes the model reads as columns: ``_width``, ``_batch``,
     ``_sweep``, ``_graph`` and ``_accept_len`` (NaN / None where a step does not say)."""
-    attrs = pd.DataFrame.from_records(steps["attrs"].tolist(), index=steps.index) if len(steps) else pd.DataFrame(index=steps.index)
+    attrs = (
+        pd.DataFrame.from_records(steps["attrs"].tolist(), index=steps.index)
+        if len(steps)
+        else pd.DataFrame(index=steps.index)
+    )
     out = steps.copy()
     out["_width"] = _first_number(attrs, ("tokens", "width", "num_tokens"), integer=True)
     out["_batch"] = _first_number(attrs, ("bs", "batch"), integer=True)
     out["_accept_len"] = _first_number(attrs, ("accept_len",), integer=False)
-    out["_sweep"] = attrs["sweep"].eq("1").to_numpy() if "sweep" in attrs else np.zeros(len(out), bool)
-    out["_graph"] = attrs["graph"].where(attrs["graph"].notna(), None) if "graph" in attrs else pd.Series([None] * len(out), index=out.index, dtype=object)
+    out["_sweep"] = (
+        attrs["sweep"].eq("1").to_numpy() if "sweep" in attrs else np.zeros(len(out), bool)
+    )
+    out["_graph"] = (
+        attrs["graph"].where(attrs["graph"].notna(), None)
+        if "graph" in attrs
+        else pd.Series([None] * len(out), index=out.index, dtype=object)
+    )
     return out
 
 
@@ -199,12 +228,16 @@ def _most_frequent(values: pd.Series) -> int | str | None:
 # ---- picking the modelled steps ------------------------------------------------------------
 
 
-def _chosen_steps(steps: pd.DataFrame, step_name: str | None, notes: list[str], where: str | None) -> pd.DataFrame:
+def _chosen_steps(
+    steps: pd.DataFrame, step_name: str | None, notes: list[str], where: str | None
+) -> pd.DataFrame:
     names = sorted(steps["name"].unique().tolist())
     if step_name is not None:
         chosen = steps[steps["name"] == step_name]
         if chosen.empty:
-            raise NoStepsError(f"no steps named {step_name!r} in the breakdown (it has: {', '.join(names)})", where)
+            raise NoStepsError(
+                f"no steps named {step_name!r} in the breakdown (it has: {', '.join(names)})", where
+            )
     else:
         chosen = steps[_is_verify(steps["name"])]
         if chosen.empty and names == [WHOLE_TRACE]:
@@ -212,8 +245,8 @@ def _chosen_steps(steps: pd.DataFrame, step_name: str | None, notes: list[str], 
             notes.append("whole-trace breakdown: the whole trace is modelled as one verify step")
         if chosen.empty:
             raise NoStepsError(
-                f"breakdown has no verify steps ({VERIFY} or TARGET_VERIFY); it has: {', '.join(names)} "
-                "(pick one with --step NAME)",
+                f"breakdown has no verify steps ({VERIFY} or TARGET_VERIFY); it has:"
+                f" {', '.join(names)} (pick one with --step NAME)",
                 where,
             )
     on_gpu = chosen[chosen["device"] >= 0]
@@ -221,18 +254,23 @@ def _chosen_steps(steps: pd.DataFrame, step_name: str | None, notes: list[str], 
 
 
 def _only_swept(chosen: pd.DataFrame, width: int | None, notes: list[str]) -> bool:
-    """Whether only the width sweep's steps (sweep=1) have the width asked for: then they are modelled."""
+    """Whether only the width sweep's steps (sweep=1) have the width asked for: then they are
+    modelled."""
     if width is None:
         return False
     is_sweep = chosen["_sweep"].to_numpy()
     loop, swept = chosen["_width"][~is_sweep], chosen["_width"][is_sweep]
     if only := not (loop == width).any() and (swept == width).any():
-        notes.append(f"width {width}: only the width sweep's verify steps (sweep=1) have it; modelling those "
-                     f"(the main loop has widths {sorted(set(loop.dropna().astype(np.int64).tolist()))})")
+        notes.append(
+            f"width {width}: only the width sweep's verify steps (sweep=1) have it; modelling those"
+            f" (the main loop has widths {sorted(set(loop.dropna().astype(np.int64).tolist()))})"
+        )
     return bool(only)
 
 
-def _split_sweep(chosen: pd.DataFrame, sweep: bool, where: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _split_sweep(
+    chosen: pd.DataFrame, sweep: bool, where: str | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the steps modelled, the width-sweep steps)."""
     is_sweep = chosen["_sweep"].to_numpy()
     sweeps = chosen[is_sweep]
@@ -249,21 +287,33 @@ def _pick_mode(pool: pd.DataFrame, mode: str | None, notes: list[str], where: st
     if mode is None:
         mode = str(_most_frequent(pool["mode"]))
         if len(modes) > 1:
-            notes.append(f"verify steps run in several modes {modes}: modelling the most frequent, {mode} (pick with --mode)")
+            notes.append(
+                f"verify steps run in several modes {modes}: modelling the most frequent, {mode}"
+                " (pick with --mode)"
+            )
     if not (pool["mode"] == mode).any():
         raise NoStepsError(f"no verify steps in {mode} mode (the breakdown has {modes})", where)
     return mode
 
 
-def _pick_width(in_mode: pd.DataFrame, width: int | None, notes: list[str], where: str | None) -> tuple[pd.DataFrame, int | None]:
+def _pick_width(
+    in_mode: pd.DataFrame, width: int | None, notes: list[str], where: str | None
+) -> tuple[pd.DataFrame, int | None]:
     known = in_mode["_width"].dropna().astype(np.int64)
     if width is None and len(known):
         width = int(_most_frequent(known))
         if known.nunique() > 1:
-            notes.append(f"verify steps of several widths {sorted(set(known.tolist()))}: modelling the most frequent, {width} (pick with --width)")
+            notes.append(
+                f"verify steps of several widths {sorted(set(known.tolist()))}: modelling the most"
+                f" frequent, {width} (pick with --width)"
+            )
     main = in_mode[in_mode["_width"] == width] if width is not None and len(known) else in_mode
     if main.empty:
-        raise NoStepsError(f"no verify steps of width {width} (the breakdown has widths {sorted(set(known.tolist()))})", where)
+        raise NoStepsError(
+            f"no verify steps of width {width} (the breakdown has widths"
+            f" {sorted(set(known.tolist()))})",
+            where,
+        )
     return main, width
 
 
@@ -275,8 +325,11 @@ def _pick_variant(main: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
         return main
     chosen = str(_most_frequent(kinds))
     others = sorted(set(kinds) - {chosen})
-    notes.append(f"verify steps of several configurations: modelling [{chosen}] ({int((kinds == chosen).sum())} steps), "
-                 f"not {', '.join(f'[{o}]' for o in others)} (select with --range)")
+    notes.append(
+        f"verify steps of several configurations: modelling [{chosen}]"
+        f" ({int((kinds == chosen).sum())} steps), not {', '.join(f'[{o}]' for o in others)}"
+        " (select with --range)"
+    )
     return main[kinds == chosen]
 
 
@@ -290,7 +343,9 @@ def _mean_group(name: str, device: int, rows: pd.DataFrame) -> StepGroup:
         mode=str(_most_frequent(rows["mode"])),
         wall_ms=float(rows["cost_ns"].mean()) / NS_PER_MS,
         gpu_span_ms=float(rows["gpu_span_ns"].mean()) / NS_PER_MS,
-        phases_ms={p: float(rows[p].mean()) / NS_PER_MS for p in phases.ALL if p not in phases.OTHER},
+        phases_ms={
+            p: float(rows[p].mean()) / NS_PER_MS for p in phases.ALL if p not in phases.OTHER
+        },
         totals_ms={p: float(rows[f"total_{p}"].mean()) / NS_PER_MS for p in phases.TOTALS},
         kernels=float(rows["kernels"].mean()),
         launches=float(rows["launches"].mean()),
@@ -322,7 +377,13 @@ class CycleParts:
         return float(rows["cost_ns"].sum()) / self.count / NS_PER_MS if len(rows) else None
 
 
-def _cycle(steps: pd.DataFrame, here: pd.Series, main_here: pd.DataFrame, critical: StepGroup, notes: list[str]) -> CycleParts:
+def _cycle(
+    steps: pd.DataFrame,
+    here: pd.Series,
+    main_here: pd.DataFrame,
+    critical: StepGroup,
+    notes: list[str],
+) -> CycleParts:
     """The spec_step ranges containing the modelled verify steps, and the draft / accept /
     draft-extend ranges inside them (by start time, on the same device)."""
     specs = steps[(steps["name"] == SPEC_STEP) & here]
@@ -337,14 +398,16 @@ def _cycle(steps: pd.DataFrame, here: pd.Series, main_here: pd.DataFrame, critic
     if overlap > 1e-6:
         _trim_idle(critical, overlap)
         notes.append(
-            f"verify ranges start while the GPU still runs the previous phase (host ahead): {overlap:.3f} ms per step of "
-            f"their windows is that phase's work; modelled as the verify's own {critical.wall_ms:.3f} ms (idle time trimmed)"
+            "verify ranges start while the GPU still runs the previous phase (host ahead):"
+            f" {overlap:.3f} ms per step of their windows is that phase's work; modelled as the"
+            f" verify's own {critical.wall_ms:.3f} ms (idle time trimmed)"
         )
     return CycleParts(cycles, members[members["name"] != VERIFY], exclusive, n_cycles)
 
 
 def _containing(outer: pd.DataFrame, inner: pd.DataFrame) -> pd.DataFrame | None:
-    """The ``outer`` steps (sorted by start) whose window contains the start of some ``inner`` step."""
+    """The ``outer`` steps (sorted by start) whose window contains the start of some ``inner``
+    step."""
     if outer.empty or inner.empty:
         return None
     outer = outer.sort_values("start_ns", kind="stable")
@@ -363,7 +426,8 @@ def _slots(windows: pd.DataFrame, points: np.ndarray) -> np.ndarray:
 
 
 def _in_windows(windows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """The ``steps`` starting inside one of the ``windows``, each tagged with its window (``_cycle``)."""
+    """The ``steps`` starting inside one of the ``windows``, each tagged with its window
+    (``_cycle``)."""
     slot = _slots(windows, steps["start_ns"].to_numpy(np.int64))
     inside = steps[slot >= 0].copy()
     inside["_cycle"] = slot[slot >= 0]
@@ -391,7 +455,8 @@ def _exclusive_ms(windows: pd.DataFrame, members: pd.DataFrame) -> dict[str, flo
 
 
 def _trim_idle(group: StepGroup, overlap_ms: float) -> None:
-    """Take ``overlap_ms`` out of a step's idle phases (launch gap first), keeping phases summing to wall."""
+    """Take ``overlap_ms`` out of a step's idle phases (launch gap first), keeping phases summing to
+    wall."""
     left = overlap_ms
     for phase in phases.IDLE:
         take = min(group.phases_ms.get(phase, 0.0), left)

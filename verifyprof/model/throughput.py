@@ -68,14 +68,16 @@ class Cycle:
 
     @property
     def break_even_verify_ms(self) -> float | None:
-        """The verify time at which speculation stops paying (speedup = 1); <= 0 means it never pays."""
+        """The verify time at which speculation stops paying (speedup = 1); <= 0 means it never
+        pays."""
         if self.decode_ms is None:
             return None
         return self.accept_len * self.decode_ms - self.draft_ms - self.overhead_ms
 
     @property
     def break_even_accept_len(self) -> float | None:
-        """The accept length needed for speedup = 1 at this cycle time (< 1: any acceptance pays)."""
+        """The accept length needed for speedup = 1 at this cycle time (< 1: any acceptance
+        pays)."""
         return self.cycle_cost_decode_steps
 
     def with_(self, **changes: Any) -> Cycle:
@@ -109,7 +111,9 @@ class Cycle:
         }
 
 
-def decode_ms_from(baseline_tps: float | None = None, decode_ms: float | None = None) -> float | None:
+def decode_ms_from(
+    baseline_tps: float | None = None, decode_ms: float | None = None
+) -> float | None:
     """The baseline step time from either form; both given must agree within 1%."""
     if baseline_tps is not None:
         check_positive("baseline tokens/s", baseline_tps)
@@ -119,7 +123,8 @@ def decode_ms_from(baseline_tps: float | None = None, decode_ms: float | None = 
         implied = 1e3 / baseline_tps
         if abs(implied - decode_ms) > 0.01 * decode_ms:
             raise VerifyprofError(
-                f"baseline {baseline_tps:g} tok/s means a {implied:.3f} ms decode step, not {decode_ms:g} ms: give one of them"
+                f"baseline {baseline_tps:g} tok/s means a {implied:.3f} ms decode step, not"
+                f" {decode_ms:g} ms: give one of them"
             )
         return decode_ms
     if baseline_tps is not None:
@@ -128,7 +133,8 @@ def decode_ms_from(baseline_tps: float | None = None, decode_ms: float | None = 
 
 
 def implied_cycle_cost(accept_len: float, speedup: float) -> float:
-    """T_iter / T_decode implied by a published (accept length, speedup) pair: tau / S (REFERENCE 6.1)."""
+    """T_iter / T_decode implied by a published (accept length, speedup) pair: tau / S (REFERENCE
+    6.1)."""
     check_accept_len(accept_len)
     check_positive("speedup", speedup)
     return accept_len / speedup

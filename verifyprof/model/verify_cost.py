@@ -3,7 +3,8 @@
 Verify at small width is memory-bound: weights are read once whatever the number of tokens, so
 dense GEMMs cost about the same at width 2 or 8 until n x batch nears the ridge point (peak
 FLOPs / bandwidth). MoE breaks that: n tokens touch D(n) = E(1 - (1 - k/E)^n) distinct experts
-per layer (REFERENCE 6.6; ``model_config.expert_union``), and each touched expert's weights are read.
+per layer (REFERENCE 6.6; ``model_config.expert_union``), and each touched expert's weights are
+read.
 
 ``t(n)`` starts from a *measured* verify (the breakdown's phases at width n0; Sequoia: t(n) is
 measured, we extrapolate only where the trace has no other width). A GEMM or attention phase is
@@ -36,14 +37,18 @@ class Roofline:
 
 @dataclass
 class WidthScaling:
-    """Per-phase time at width n from the measured width n0: ``t * factor + delta_ms``, with reasons."""
+    """Per-phase time at width n from the measured width n0: ``t * factor + delta_ms``, with
+    reasons."""
 
     factors: dict[str, float]
     notes: list[str] = field(default_factory=list)
     deltas_ms: dict[str, float] = field(default_factory=dict)
 
     def apply(self, phases_ms: dict[str, float]) -> dict[str, float]:
-        return {p: max(t * self.factors.get(p, 1.0) + self.deltas_ms.get(p, 0.0), 0.0) for p, t in phases_ms.items()}
+        return {
+            p: max(t * self.factors.get(p, 1.0) + self.deltas_ms.get(p, 0.0), 0.0)
+            for p, t in phases_ms.items()
+        }
 
 
 def phase_rooflines(
@@ -54,7 +59,9 @@ def phase_rooflines(
     return {
         "gemm_dense": Roofline(model.dense_bytes(tp) + act, model.dense_flops(tokens, tp)),
         "gemm_moe": Roofline(model.routed_bytes(tokens, tp) + act, model.routed_flops(tokens, tp)),
-        "attention": Roofline(model.kv_bytes_per_token(tp) * context + act, model.attention_flops(tokens, context, tp)),
+        "attention": Roofline(
+            model.kv_bytes_per_token(tp) * context + act, model.attention_flops(tokens, context, tp)
+        ),
     }
 
 
@@ -77,30 +84,41 @@ def width_scaling(
     deltas: dict[str, float] = {}
     notes: list[str] = []
     if model is None:
-        notes.append("no model config: every phase taken as width-independent (memory-bound verify, same kernels)")
+        notes.append(
+            "no model config: every phase taken as width-independent (memory-bound verify, same"
+            " kernels)"
+        )
     else:
         a = phase_rooflines(model, tokens_from, tp, context)
         b = phase_rooflines(model, tokens_to, tp, context)
         if hardware is not None:
             bw = hardware.bandwidth_tbps * 1e12
-            peak = {"gemm_dense": model.dense_dtype, "gemm_moe": model.expert_dtype, "attention": model.kv_dtype}
+            peak = {
+                "gemm_dense": model.dense_dtype,
+                "gemm_moe": model.expert_dtype,
+                "attention": model.kv_dtype,
+            }
             for phase in a:
                 flops = hardware.peak_tflops(peak[phase]) * 1e12
                 ta, tb = a[phase].seconds(bw, flops), b[phase].seconds(bw, flops)
                 deltas[phase] = (tb - ta) * 1e3
             notes.append(
-                f"GEMM/attention phases move by the change of their roofline floor (bytes / {hardware.bandwidth_tbps:g} TB/s "
-                f"or FLOPs / peak on {hardware.name}); what they lose to the floor at the measured width carries over"
+                "GEMM/attention phases move by the change of their roofline floor (bytes /"
+                f" {hardware.bandwidth_tbps:g} TB/s or FLOPs / peak on {hardware.name}); what they"
+                " lose to the floor at the measured width carries over"
             )
         else:
             for phase in a:
                 factors[phase] = b[phase].bytes / a[phase].bytes if a[phase].bytes > 0 else 1.0
-            notes.append("no hardware given: GEMM/attention phases scaled by bytes read only (memory-bound)")
+            notes.append(
+                "no hardware given: GEMM/attention phases scaled by bytes read only (memory-bound)"
+            )
         if model.moe is not None:
             notes.append(
-                f"MoE expert union D(n) = E(1-(1-k/E)^n), E={model.moe.experts}, k={model.moe.top_k}: "
-                f"D({tokens_from:g})={model.expert_union(tokens_from):.1f} -> D({tokens_to:g})={model.expert_union(tokens_to):.1f} "
-                "(uniform independent routing: a pessimistic bound)"
+                f"MoE expert union D(n) = E(1-(1-k/E)^n), E={model.moe.experts},"
+                f" k={model.moe.top_k}: D({tokens_from:g})={model.expert_union(tokens_from):.1f} ->"
+                f" D({tokens_to:g})={model.expert_union(tokens_to):.1f} (uniform independent"
+                " routing: a pessimistic bound)"
             )
         if context == 0 and ("attention" in factors or "attention" in deltas):
             factors.pop("attention", None)
@@ -108,8 +126,14 @@ def width_scaling(
             notes.append("attention taken as width-independent (no --context given)")
         if allreduce_us is not None:
             hidden_bytes = model.activation_bytes_per_token()
-            t0, t1 = allreduce_us(tokens_from * hidden_bytes), allreduce_us(tokens_to * hidden_bytes)
+            t0, t1 = (
+                allreduce_us(tokens_from * hidden_bytes),
+                allreduce_us(tokens_to * hidden_bytes),
+            )
             if t0 > 0:
                 factors["allreduce"] = t1 / t0
-    notes.append("norms, elementwise, sampling, spec kernels, copies, launch gaps and host waits unchanged (same kernel count)")
+    notes.append(
+        "norms, elementwise, sampling, spec kernels, copies, launch gaps and host waits unchanged"
+        " (same kernel count)"
+    )
     return WidthScaling(factors, notes, deltas)

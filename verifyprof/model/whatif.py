@@ -1,4 +1,5 @@
-"""The ``whatif`` command's stage entry points: plain numbers, or a breakdown ranked into candidates.
+"""The ``whatif`` command's stage entry points: plain numbers, or a breakdown ranked into
+candidates.
 
 Resolves where each input comes from (option > capture manifest > the trace itself), so the CLI
 only parses and prints. Each resolved value's origin is kept as a note: a prediction is only as
@@ -84,8 +85,10 @@ def _check_options(o: WhatifOptions) -> None:
     if o.num_draft is not None:
         check_count("--num-draft", o.num_draft, minimum=1, maximum=MAX_DRAFTS)
         if o.accept_len is not None and o.accept_len > o.num_draft + 1:
-            raise VerifyprofError(f"--accept-len {o.accept_len:g} cannot exceed --num-draft + 1 = {o.num_draft + 1} "
-                                  "(accepted drafts plus the bonus token)")
+            raise VerifyprofError(
+                f"--accept-len {o.accept_len:g} cannot exceed --num-draft + 1 = {o.num_draft + 1} "
+                "(accepted drafts plus the bonus token)"
+            )
     if o.draft_cost_ratio is not None:
         check_nonnegative("--draft-cost-ratio", o.draft_cost_ratio)
     for name, value in (("--draft-ms", o.draft_ms), ("--overhead-ms", o.overhead_ms)):
@@ -103,42 +106,92 @@ def _check_options(o: WhatifOptions) -> None:
         check_nonnegative("--drafter-gain", o.drafter_gain)
     if o.mode is not None and o.mode not in ("eager", "graph"):
         raise VerifyprofError(f"--mode must be eager or graph, got {o.mode!r}")
-    given = [name for name, value in (("--accept-len", o.accept_len), ("--alpha", o.alpha), ("--survival", o.survival)) if value is not None]
+    given = [
+        name
+        for name, value in (
+            ("--accept-len", o.accept_len),
+            ("--alpha", o.alpha),
+            ("--survival", o.survival),
+        )
+        if value is not None
+    ]
     if len(given) > 1:
-        raise VerifyprofError(f"give one of --accept-len, --alpha/--num-draft, --survival (got {' and '.join(given)})")
+        raise VerifyprofError(
+            f"give one of --accept-len, --alpha/--num-draft, --survival (got {' and '.join(given)})"
+        )
     if o.alpha is not None and o.num_draft is None:
         raise VerifyprofError("--alpha needs --num-draft K (Leviathan's Eq. 1 counts K drafts)")
     if o.draft_cost_ratio is not None and (o.alpha is None or o.num_draft is None):
-        raise VerifyprofError("--draft-cost-ratio needs --alpha and --num-draft (Leviathan's Thm 3.8)")
+        raise VerifyprofError(
+            "--draft-cost-ratio needs --alpha and --num-draft (Leviathan's Thm 3.8)"
+        )
 
 
-def acceptance(o: WhatifOptions, manifest: Manifest | None = None, profile: VerifyProfile | None = None) -> Acceptance:
+def acceptance(
+    o: WhatifOptions, manifest: Manifest | None = None, profile: VerifyProfile | None = None
+) -> Acceptance:
     """Accept length and survival curve: options first, then the manifest, then the trace."""
     num_draft = o.num_draft
     if num_draft is None and manifest is not None and manifest.num_draft:
-        num_draft = check_count(f"number of drafts in {manifest.path}", manifest.num_draft, minimum=1, maximum=MAX_DRAFTS)
+        num_draft = check_count(
+            f"number of drafts in {manifest.path}",
+            manifest.num_draft,
+            minimum=1,
+            maximum=MAX_DRAFTS,
+        )
     if o.accept_len is not None:
         measured = manifest.accept_len if manifest is not None else None
-        overridden = f" (over {measured:g} measured in {manifest.path})" if measured is not None and measured != o.accept_len else ""
+        overridden = (
+            f" (over {measured:g} measured in {manifest.path})"
+            if measured is not None and measured != o.accept_len
+            else ""
+        )
         return Acceptance(o.accept_len, "--accept-len" + overridden, None, num_draft)
     if o.alpha is not None:
         assert o.num_draft is not None
         survival = Survival.from_alpha(o.alpha, o.num_draft)
-        return Acceptance(expected_tokens(o.alpha, o.num_draft), f"Eq. 1 with alpha {o.alpha:g}, {o.num_draft} drafts", survival, o.num_draft)
+        return Acceptance(
+            expected_tokens(o.alpha, o.num_draft),
+            f"Eq. 1 with alpha {o.alpha:g}, {o.num_draft} drafts",
+            survival,
+            o.num_draft,
+        )
     survival = parse_survival(o.survival) if o.survival is not None else None
     source = "--survival"
     if survival is None and manifest is not None and manifest.survival:
         survival = Survival(manifest.survival, source=str(manifest.path))
         source = f"survival in {manifest.path}"
-        if manifest.accept_len is not None:  # measured beats the curve's expectation; the curve stays for candidates
-            return Acceptance(check_accept_len(manifest.accept_len), f"accept length in {manifest.path}", survival, num_draft or survival.depth)
+        if (
+            manifest.accept_len is not None
+        ):  # measured beats the curve's expectation; the curve stays for candidates
+            return Acceptance(
+                check_accept_len(manifest.accept_len),
+                f"accept length in {manifest.path}",
+                survival,
+                num_draft or survival.depth,
+            )
     if survival is not None:
         k = num_draft or survival.depth
-        return Acceptance(survival.accept_len(k), f"{source}, {k} drafts" + (" (extrapolated)" if survival.is_extrapolated(k) else ""), survival, k)
+        return Acceptance(
+            survival.accept_len(k),
+            f"{source}, {k} drafts" + (" (extrapolated)" if survival.is_extrapolated(k) else ""),
+            survival,
+            k,
+        )
     if manifest is not None and manifest.accept_len is not None:
-        return Acceptance(check_accept_len(manifest.accept_len), f"accept length in {manifest.path}", None, num_draft)
+        return Acceptance(
+            check_accept_len(manifest.accept_len),
+            f"accept length in {manifest.path}",
+            None,
+            num_draft,
+        )
     if profile is not None and profile.accept_len is not None:
-        return Acceptance(check_accept_len(profile.accept_len), "accepted tokens recorded on the trace's ranges", None, num_draft)
+        return Acceptance(
+            check_accept_len(profile.accept_len),
+            "accepted tokens recorded on the trace's ranges",
+            None,
+            num_draft,
+        )
     return Acceptance(None, "", None, num_draft)
 
 
@@ -150,12 +203,18 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if o.alpha is not None:
         assert o.num_draft is not None
-        lev: dict[str, Any] = {"alpha": o.alpha, "num_draft": o.num_draft, "expected_tokens": expected_tokens(o.alpha, o.num_draft)}
+        lev: dict[str, Any] = {
+            "alpha": o.alpha,
+            "num_draft": o.num_draft,
+            "expected_tokens": expected_tokens(o.alpha, o.num_draft),
+        }
         if o.draft_cost_ratio is not None:
             best_k, best = optimal_gamma(o.alpha, o.draft_cost_ratio)
             lev |= {
                 "draft_cost_ratio": o.draft_cost_ratio,
-                "walltime_improvement": walltime_improvement(o.alpha, o.num_draft, o.draft_cost_ratio),
+                "walltime_improvement": walltime_improvement(
+                    o.alpha, o.num_draft, o.draft_cost_ratio
+                ),
                 "operations_factor": operations_factor(o.alpha, o.num_draft, o.draft_cost_ratio),
                 "optimal_num_draft": best_k,
                 "optimal_walltime_improvement": best,
@@ -163,19 +222,40 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
         out["leviathan"] = lev
     if acc.survival is not None and o.alpha is None:
         depth = max(acc.survival.depth, acc.num_draft or 0)
-        out["survival"] = {"s": list(acc.survival.s), "accept_len_by_num_draft": [acc.survival.accept_len(k) for k in range(1, depth + 1)]}
+        out["survival"] = {
+            "s": list(acc.survival.s),
+            "accept_len_by_num_draft": [acc.survival.accept_len(k) for k in range(1, depth + 1)],
+        }
     if o.verify_ms is None:
         if "leviathan" in out and "walltime_improvement" in out["leviathan"]:
             return {"accept_len": acc.accept_len, "accept_len_source": acc.source} | out
-        raise VerifyprofError("give --verify-ms (the verify step's time) or --from a breakdown/trace")
+        raise VerifyprofError(
+            "give --verify-ms (the verify step's time) or --from a breakdown/trace"
+        )
     if acc.accept_len is None:
-        raise VerifyprofError("accept length unknown: give --accept-len, --alpha/--num-draft, --survival or --manifest")
-    baseline_tps = o.baseline_tps if o.baseline_tps is not None else (manifest.baseline_tps if manifest and o.decode_ms is None else None)
-    decode = o.decode_ms if o.decode_ms is not None else (manifest.decode_ms if manifest and baseline_tps is None else None)
+        raise VerifyprofError(
+            "accept length unknown: give --accept-len, --alpha/--num-draft, --survival or"
+            " --manifest"
+        )
+    baseline_tps = (
+        o.baseline_tps
+        if o.baseline_tps is not None
+        else (manifest.baseline_tps if manifest and o.decode_ms is None else None)
+    )
+    decode = (
+        o.decode_ms
+        if o.decode_ms is not None
+        else (manifest.decode_ms if manifest and baseline_tps is None else None)
+    )
     draft_ms, draft_source = o.draft_ms or 0.0, "--draft-ms" if o.draft_ms else "none given"
-    if o.draft_ms is None and o.draft_cost_ratio is not None and o.num_draft:  # Thm 3.8's cost model: c target steps per draft
+    if (
+        o.draft_ms is None and o.draft_cost_ratio is not None and o.num_draft
+    ):  # Thm 3.8's cost model: c target steps per draft
         draft_ms = o.num_draft * o.draft_cost_ratio * o.verify_ms
-        draft_source = f"{o.num_draft} drafts x c {o.draft_cost_ratio:g} x verify {o.verify_ms:g} ms (Thm 3.8's model)"
+        draft_source = (
+            f"{o.num_draft} drafts x c {o.draft_cost_ratio:g} x verify {o.verify_ms:g} ms (Thm"
+            " 3.8's model)"
+        )
     cycle = Cycle(
         verify_ms=o.verify_ms,
         accept_len=acc.accept_len,
@@ -195,7 +275,9 @@ def guess_hardware(device_names: list[str]) -> Hardware | None:
         compact = name.replace(" ", "-")
         if compact in known:
             return load_hardware(known[compact])
-        hits = sorted((key for key in known if len(key) >= 4 and key in compact), key=len, reverse=True)
+        hits = sorted(
+            (key for key in known if len(key) >= 4 and key in compact), key=len, reverse=True
+        )
         if hits:
             return load_hardware(known[hits[0]])
     return None
@@ -214,12 +296,20 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
     notes: list[str] = []
     acc = acceptance(o, manifest, profile)
     if acc.accept_len is None:
-        raise VerifyprofError("accept length unknown: give --accept-len, --alpha/--num-draft, --survival or --manifest")
+        raise VerifyprofError(
+            "accept length unknown: give --accept-len, --alpha/--num-draft, --survival or"
+            " --manifest"
+        )
     notes.append(f"accept length {acc.accept_len:.3f} from {acc.source}")
 
-    num_draft = acc.num_draft or (profile.width - 1 if profile.width and profile.width > 1 else None)
+    num_draft = acc.num_draft or (
+        profile.width - 1 if profile.width and profile.width > 1 else None
+    )
     if acc.num_draft is None and num_draft is not None:
-        notes.append(f"{num_draft} drafts per cycle taken from the verify width ({profile.width} tokens, chain drafting)")
+        notes.append(
+            f"{num_draft} drafts per cycle taken from the verify width ({profile.width} tokens,"
+            " chain drafting)"
+        )
 
     extend = profile.draft_extend_ms or 0.0
     if o.draft_ms is not None:
@@ -227,23 +317,43 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
     else:
         draft = profile.draft_ms or 0.0
         notes.append(
-            f"draft {draft:.3f} ms per cycle from the trace's draft ranges (scales with the number of drafts)" if profile.draft_ms is not None
-            else "no draft ranges among the steps broken down (the trace has none, or --range left them out) and no --draft-ms: draft time taken as 0"
+            f"draft {draft:.3f} ms per cycle from the trace's draft ranges (scales with the number"
+            " of drafts)"
+            if profile.draft_ms is not None
+            else (
+                "no draft ranges among the steps broken down (the trace has none, or --range left"
+                " them out) and no --draft-ms: draft time taken as 0"
+            )
         )
     if o.overhead_ms is not None:
         overhead = o.overhead_ms
     else:
         overhead = (profile.accept_ms or 0.0) + extend
         if profile.cycle_ms is not None:
-            rest = profile.cycle_ms - (profile.verify.wall_ms + (profile.draft_ms or 0.0) + overhead)
+            rest = profile.cycle_ms - (
+                profile.verify.wall_ms + (profile.draft_ms or 0.0) + overhead
+            )
             overhead += max(rest, 0.0)
         if profile.accept_ms is not None or profile.cycle_ms is not None:
             notes.append(
-                f"overhead {overhead:.3f} ms per cycle: accept {profile.accept_ms or 0.0:.3f} + draft-extend {extend:.3f} (fixed width k+1)"
-                + (f" + the rest of the spec_step range ({profile.cycle_ms:.3f} ms)" if profile.cycle_ms is not None else "")
+                f"overhead {overhead:.3f} ms per cycle: accept {profile.accept_ms or 0.0:.3f} +"
+                f" draft-extend {extend:.3f} (fixed width k+1)"
+                + (
+                    f" + the rest of the spec_step range ({profile.cycle_ms:.3f} ms)"
+                    if profile.cycle_ms is not None
+                    else ""
+                )
             )
-    baseline_tps = o.baseline_tps if o.baseline_tps is not None else (manifest.baseline_tps if manifest and o.decode_ms is None else None)
-    decode = o.decode_ms if o.decode_ms is not None else (manifest.decode_ms if manifest and baseline_tps is None else None)
+    baseline_tps = (
+        o.baseline_tps
+        if o.baseline_tps is not None
+        else (manifest.baseline_tps if manifest and o.decode_ms is None else None)
+    )
+    decode = (
+        o.decode_ms
+        if o.decode_ms is not None
+        else (manifest.decode_ms if manifest and baseline_tps is None else None)
+    )
     decode_ms = decode_ms_from(baseline_tps, decode)
     if decode_ms is None and profile.decode_ms is not None:
         decode_ms = profile.decode_ms
@@ -255,14 +365,20 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
     else:
         hardware = guess_hardware(frame.device_names)
         if hardware is not None:
-            notes.append(f"hardware {hardware.name} recognised from the trace's GPU name ({hardware.path.name}); override with --hardware")
+            notes.append(
+                f"hardware {hardware.name} recognised from the trace's GPU name"
+                f" ({hardware.path.name}); override with --hardware"
+            )
             if o.link:
                 hardware = load_hardware(hardware.path, o.link)
     model: ModelConfig | None = load_model_config(o.model) if o.model else None
     tp = o.tp or (max(1, profile.devices))
     ranks = frame.trace.get("ranks") or []
     if o.tp is None and profile.devices == 1 and profile.verify.totals_ms.get("allreduce", 0) > 0:
-        notes.append("the verify has allreduces but the trace shows one device: give --tp for the allreduce candidates")
+        notes.append(
+            "the verify has allreduces but the trace shows one device: give --tp for the allreduce"
+            " candidates"
+        )
     context = o.context if o.context is not None else _attr_float(profile, "ctx", "context")
     scenario = Scenario(
         accept_len=acc.accept_len,
@@ -277,17 +393,22 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
         tp=tp,
         context=context or 0.0,
         drafter_gain=o.drafter_gain,
-        notes=notes + ([f"trace ranks {ranks}"] if len(ranks) > 1 else []) + _dilation_notes(manifest),
+        notes=notes
+        + ([f"trace ranks {ranks}"] if len(ranks) > 1 else [])
+        + _dilation_notes(manifest),
     )
     ranking = rank_candidates(profile, scenario, o.candidates or None)
     if manifest is not None and manifest.dilation:
-        return UnprofiledRanking(**ranking.__dict__, dilation=manifest.dilation, unprofiled_tps=manifest.unprofiled_tps)
+        return UnprofiledRanking(
+            **ranking.__dict__, dilation=manifest.dilation, unprofiled_tps=manifest.unprofiled_tps
+        )
     return ranking
 
 
 @dataclass
 class UnprofiledRanking(Ranking):
-    """A ranking whose program runs faster unprofiled than its trace (the manifest's ``dilation``)."""
+    """A ranking whose program runs faster unprofiled than its trace (the manifest's
+    ``dilation``)."""
 
     dilation: float = 1.0  # profiled cycle / unprofiled cycle
     unprofiled_tps: float | None = None
@@ -301,9 +422,16 @@ class UnprofiledRanking(Ranking):
 def _dilation_notes(manifest: Manifest | None) -> list[str]:
     if manifest is None or not manifest.dilation:
         return []
-    rate = f"{manifest.unprofiled_tps:,.1f} tok/s" if manifest.unprofiled_tps else "its unprofiled rate"
-    return [f"the profiler slowed the program {manifest.dilation:.2f}x ({manifest.dilation_source}): it runs at {rate} "
-            "unprofiled; 'current' and the plan are the profiled trace's, so read each fix's gain against that rate"]
+    rate = (
+        f"{manifest.unprofiled_tps:,.1f} tok/s"
+        if manifest.unprofiled_tps
+        else "its unprofiled rate"
+    )
+    return [
+        f"the profiler slowed the program {manifest.dilation:.2f}x ({manifest.dilation_source}): it"
+        f" runs at {rate} unprofiled; 'current' and the plan are the profiled trace's, so read each"
+        " fix's gain against that rate"
+    ]
 
 
 def _attr_float(profile: VerifyProfile, *keys: str) -> float | None:

@@ -48,8 +48,21 @@ from verifyprof.trace.nsys.export import ProcessFilter, readable_database
 from verifyprof.trace.shares import process_shares
 from verifyprof.trace.sources import NSYS_KINDS, nsys_sqlite, sniff
 
-__all__ = ["load", "breakdown", "ParallelOptions", "breakdown_frame", "kernels", "whatif", "whatif_plain", "verdict",
-           "is_breakdown_json", "load_input", "compare", "whatif_of", "report"]
+__all__ = [
+    "load",
+    "breakdown",
+    "ParallelOptions",
+    "breakdown_frame",
+    "kernels",
+    "whatif",
+    "whatif_plain",
+    "verdict",
+    "is_breakdown_json",
+    "load_input",
+    "compare",
+    "whatif_of",
+    "report",
+]
 
 _SCHEMA_HEAD = re.compile(rb'"schema"\s*:\s*"verifyprof\.breakdown/')
 
@@ -78,37 +91,59 @@ def breakdown(
         specs = list(source) if isinstance(source, (list, tuple)) else [source]
         files, notes = rank_files(specs)
         if len(files) > 1 or (parallel is not None and parallel.scheduler):
-            options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
+            options = MapOptions(
+                step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace
+            )
             return breakdown_files(files, options, parallel, notes)
         source = specs[0] if notes and len(specs) == 1 else files[0]  # one file: read as always
         export, shares = _process_shares(files[0], parallel)
-        if shares:  # a large many-process nsys export: mapped in shares of its processes, like per-rank files
-            options = MapOptions(step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace)
+        # a large many-process nsys export: mapped in shares of its processes, like per-rank
+        # files
+        if shares:
+            options = MapOptions(
+                step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace
+            )
             try:
-                return breakdown_files([files[0]], options, parallel, notes, shares, read_from=export)
+                return breakdown_files(
+                    [files[0]], options, parallel, notes, shares, read_from=export
+                )
             except ShareWithoutSteps:  # some process has no matching range: read whole, as always
                 if parallel is not None and parallel.progress is not None:
                     parallel.progress(0, 0, "")  # no count of the parts any more
     trace = source if isinstance(source, Trace) else load(source)
-    return attribute(trace, step_regex=step_regex or DEFAULT_STEP_REGEX, taxonomy=load_taxonomy(taxonomy),
-                     whole_trace=whole_trace, release=release)
+    return attribute(
+        trace,
+        step_regex=step_regex or DEFAULT_STEP_REGEX,
+        taxonomy=load_taxonomy(taxonomy),
+        whole_trace=whole_trace,
+        release=release,
+    )
 
 
-def _process_shares(path: Path, parallel: ParallelOptions | None) -> tuple[Path | None, list[ProcessFilter] | None]:
-    """The SQLite export of an nsys file (``.sqlite``, ``.sqlite.gz``, ``.nsys-rep``) and shares of its
+def _process_shares(
+    path: Path, parallel: ParallelOptions | None
+) -> tuple[Path | None, list[ProcessFilter] | None]:
+    """The SQLite export of an nsys file (``.sqlite``, ``.sqlite.gz``, ``.nsys-rep``) and shares of
+    its
     processes, one per local worker; (None, None) for other files or when it is read whole."""
     path = Path(path)
     kind = sniff(path) if path.is_file() else None
     if kind not in NSYS_KINDS:
         return None, None
-    workers = parallel.workers if parallel is not None and parallel.workers else default_workers(1 << 30)
+    workers = (
+        parallel.workers if parallel is not None and parallel.workers else default_workers(1 << 30)
+    )
     if workers < 2:
         return None, None
-    export = readable_database(nsys_sqlite(path, kind))  # the same cached copy, export or WAL checkpoint the whole read makes
+    export = readable_database(
+        nsys_sqlite(path, kind)
+    )  # the same cached copy, export or WAL checkpoint the whole read makes
     return export, process_shares(export, workers)
 
 
-def kernels(source: str | Path | Trace, taxonomy: str | Path | None = None, step_regex: str | None = None) -> KernelTable:
+def kernels(
+    source: str | Path | Trace, taxonomy: str | Path | None = None, step_regex: str | None = None
+) -> KernelTable:
     """The trace's kernels by total time, with the phase the taxonomy gives each."""
     trace = source if isinstance(source, Trace) else load(source)
     return kernel_table(trace, load_taxonomy(taxonomy), step_regex=step_regex)
@@ -122,7 +157,9 @@ def is_breakdown_json(path: Path) -> bool:
         head = handle.read(4096)
     if head.startswith(b"\x1f\x8b"):
         return False  # gzipped JSON is a Kineto trace; breakdowns are written plain
-    return bool(_SCHEMA_HEAD.search(head)) or (path.suffix == ".json" and b'"steps"' in head and b'"traceEvents"' not in head)
+    return bool(_SCHEMA_HEAD.search(head)) or (
+        path.suffix == ".json" and b'"steps"' in head and b'"traceEvents"' not in head
+    )
 
 
 def read_breakdown_json(path: Path) -> BreakdownFrame:
@@ -148,7 +185,9 @@ def breakdown_frame(
     path = Path(str(source))
     if is_breakdown_json(path):
         return read_breakdown_json(path)
-    return breakdown(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, parallel=parallel).frame()
+    return breakdown(
+        source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, parallel=parallel
+    ).frame()
 
 
 def whatif(options: WhatifOptions, parallel: ParallelOptions | None = None) -> Ranking:
@@ -157,17 +196,23 @@ def whatif(options: WhatifOptions, parallel: ParallelOptions | None = None) -> R
     if options.source is None:
         raise VerifyprofError("give --from a breakdown JSON or a trace")
     check_options(options)  # a bad option fails before a trace is read
-    frame = breakdown_frame(options.source, options.step_range, options.whole_trace, parallel=parallel)
+    frame = breakdown_frame(
+        options.source, options.step_range, options.whole_trace, parallel=parallel
+    )
     return from_breakdown(frame, options)
 
 
-def verdict(result: Breakdown, accept_len: float | None = None, manifest: Path | None = None) -> str | None:
+def verdict(
+    result: Breakdown, accept_len: float | None = None, manifest: Path | None = None
+) -> str | None:
     """The verdict line under ``breakdown``: the verify step in words and, when an accept length
     is known, the first fix of the plan; None when the breakdown has no verify steps."""
     frame = result.frame()
     try:
         if accept_len is not None or manifest is not None:
-            return from_breakdown(frame, WhatifOptions(accept_len=accept_len, manifest=manifest)).to_json()["verdict"]
+            return from_breakdown(
+                frame, WhatifOptions(accept_len=accept_len, manifest=manifest)
+            ).to_json()["verdict"]
         return verdict_line(verify_profile(frame), None, [], [])
     except NoStepsError:
         return None
@@ -180,7 +225,9 @@ def whatif_plain(options: WhatifOptions) -> dict:
 
 # ---- compare and report (issue 13) ------------------------------------------------------------
 
-VERIFY_KERNELS_REGEX = r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"  # kernel families: the verify ranges' kernels
+VERIFY_KERNELS_REGEX = (  # kernel families: the verify ranges' kernels
+    r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"
+)
 
 
 @dataclass
@@ -197,14 +244,28 @@ class Loaded:
         return self.result.trace if self.result is not None else None
 
 
-def load_input(source: str | Path, step_regex: str | None = None, taxonomy: str | Path | None = None, whole_trace: bool = False) -> Loaded:
-    """A breakdown JSON read back, or a trace broken down with its kernel tables (the trace is kept: the report's timeline needs it)."""
+def load_input(
+    source: str | Path,
+    step_regex: str | None = None,
+    taxonomy: str | Path | None = None,
+    whole_trace: bool = False,
+) -> Loaded:
+    """A breakdown JSON read back, or a trace broken down with its kernel tables (the trace is kept:
+    the report's timeline needs it)."""
     path = Path(str(source))
     if is_breakdown_json(path):
         return Loaded(frame=read_breakdown_json(path))
     files, _ = rank_files([source])
-    if len(files) > 1 and any(sniff(f) in NSYS_KINDS for f in files):  # per-rank nsys files: mapped, no one trace
-        result = breakdown([source], step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True)
+    if len(files) > 1 and any(
+        sniff(f) in NSYS_KINDS for f in files
+    ):  # per-rank nsys files: mapped, no one trace
+        result = breakdown(
+            [source],
+            step_regex=step_regex,
+            taxonomy=taxonomy,
+            whole_trace=whole_trace,
+            release=True,
+        )
         return Loaded(frame=result.frame(), result=result)
     trace = load(source)
     result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
@@ -217,12 +278,24 @@ def load_input(source: str | Path, step_regex: str | None = None, taxonomy: str 
     return Loaded(frame=result.frame(), result=result, kernel_table=table, verify_kernels=verify)
 
 
-def _input(source: str | Path | Loaded, step_regex: str | None, taxonomy: str | Path | None, whole_trace: bool = False) -> Loaded:
-    return source if isinstance(source, Loaded) else load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
+def _input(
+    source: str | Path | Loaded,
+    step_regex: str | None,
+    taxonomy: str | Path | None,
+    whole_trace: bool = False,
+) -> Loaded:
+    return (
+        source
+        if isinstance(source, Loaded)
+        else load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
+    )
 
 
-def whatif_of(frame: BreakdownFrame, accept_len: float | None = None, manifest: str | Path | None = None) -> Ranking | None:
-    """The what-if of a breakdown when an accept length is known (``accept_len`` or a manifest), else None."""
+def whatif_of(
+    frame: BreakdownFrame, accept_len: float | None = None, manifest: str | Path | None = None
+) -> Ranking | None:
+    """The what-if of a breakdown when an accept length is known (``accept_len`` or a manifest),
+    else None."""
     if accept_len is None and manifest is None:
         return None
     options = WhatifOptions(accept_len=accept_len, manifest=Path(manifest) if manifest else None)
@@ -240,10 +313,15 @@ def compare(
 ) -> Comparison:
     """``verifyprof compare BEFORE AFTER``: the verify steps side by side and, when an accept length
     is known, BEFORE's what-if prediction for the change beside AFTER's measured cycle."""
-    b, a = _input(before, step_regex, taxonomy, whole_trace), _input(after, step_regex, taxonomy, whole_trace)
+    b, a = (
+        _input(before, step_regex, taxonomy, whole_trace),
+        _input(after, step_regex, taxonomy, whole_trace),
+    )
     result = compare_frames(b.frame, a.frame, b.verify_kernels, a.verify_kernels)
     if accept_len is None and manifest is None:
-        result.prediction_note = "no accept length: give --accept-len or --manifest for the prediction check"
+        result.prediction_note = (
+            "no accept length: give --accept-len or --manifest for the prediction check"
+        )
         return result
     try:
         before_whatif = whatif_of(b.frame, accept_len, manifest)
@@ -268,7 +346,9 @@ def median_verify_windows(frame: BreakdownFrame, summary: dict[str, Any]) -> lis
     first = groups[0]
     steps = frame.steps
     rows = steps[(steps["name"] == first["name"]).to_numpy() & (steps["device"] >= 0).to_numpy()]
-    rows = rows[[variant(a) == first["variant"] for a in rows["attrs"]]] if first["variant"] else rows
+    rows = (
+        rows[[variant(a) == first["variant"] for a in rows["attrs"]]] if first["variant"] else rows
+    )
     windows = []
     for _, group in rows.groupby(["rank", "device"], sort=True):  # ranks: a handful
         wall = group["wall_ns"].to_numpy()
@@ -287,7 +367,8 @@ def report(
     top_kernels: int = 40,
     whole_trace: bool = False,
 ):
-    """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or breakdown JSON."""
+    """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or
+    breakdown JSON."""
     from verifyprof.attribution.summary import summarize
     from verifyprof.attribution.timeline import step_timelines
     from verifyprof.contracts import phases as phase_names
@@ -295,25 +376,56 @@ def report(
 
     loaded = load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
     frame = loaded.frame
-    summary = loaded.result.summary() if loaded.result is not None else (frame.summary or summarize(frame.steps))
-    data = ReportData(source=str(source), trace=frame.trace, phases=list(phase_names.ALL), steps=frame.steps, summary=summary)
+    summary = (
+        loaded.result.summary()
+        if loaded.result is not None
+        else (frame.summary or summarize(frame.steps))
+    )
+    data = ReportData(
+        source=str(source),
+        trace=frame.trace,
+        phases=list(phase_names.ALL),
+        steps=frame.steps,
+        summary=summary,
+    )
     try:
         ranking = whatif_of(frame, accept_len, manifest)
         data.whatif = ranking.to_json() if ranking is not None else None
-        data.whatif_note = "" if ranking is not None else "no plan: give an accept length (--accept-len A or --manifest M)"
+        data.whatif_note = (
+            ""
+            if ranking is not None
+            else "no plan: give an accept length (--accept-len A or --manifest M)"
+        )
     except VerifyprofError as err:
         data.whatif_note = f"no plan: {err.problem}"
-    if loaded.kernel_table is not None and loaded.trace is not None:  # a trace read whole (not per-rank files)
+    if (
+        loaded.kernel_table is not None and loaded.trace is not None
+    ):  # a trace read whole (not per-rank files)
         data.kernels = loaded.kernel_table.to_json(top_kernels)
         windows = median_verify_windows(frame, summary)
-        per_window = max(400, 4000 // max(len(windows), 1))  # the page stays a few MB with many ranks
-        data.timelines = step_timelines(loaded.trace, loaded.result, windows, taxonomy=load_taxonomy(taxonomy), max_ops=per_window)
+        per_window = max(
+            400, 4000 // max(len(windows), 1)
+        )  # the page stays a few MB with many ranks
+        data.timelines = step_timelines(
+            loaded.trace,
+            loaded.result,
+            windows,
+            taxonomy=load_taxonomy(taxonomy),
+            max_ops=per_window,
+        )
     elif loaded.result is not None:
-        data.timeline_note = ("the timeline and the kernel table need one trace: per-rank nsys files are broken down rank by "
-                              "rank and keep no events; give one rank's file for its timeline")
+        data.timeline_note = (
+            "the timeline and the kernel table need one trace: per-rank nsys files are broken down"
+            " rank by rank and keep no events; give one rank's file for its timeline"
+        )
     else:
-        data.timeline_note = "the timeline and the kernel table need the trace (a breakdown JSON has no kernels): give the trace"
+        data.timeline_note = (
+            "the timeline and the kernel table need the trace (a breakdown JSON has no kernels):"
+            " give the trace"
+        )
     if compare_with is not None:
-        after = load_input(compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
+        after = load_input(
+            compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace
+        )
         data.compare = compare(loaded, after, accept_len=accept_len, manifest=manifest).to_json()
     return data

@@ -13,7 +13,8 @@ model of :mod:`verifyprof.model.allreduce` predicts for that size, on the trace'
 Predictions per row: ``nccl_us`` (NCCL tuning model, or the hardware file's measured NCCL table),
 ``custom_us`` (one-/two-shot custom allreduce model), ``alpha_beta_us`` (textbook ring:
 2(n-1) x NCCL's LL per-hop latency + 2(n-1)/n x S / link bandwidth). ``model_us`` is the one that
-matches the kernel: NCCL kernels -> ``nccl_us``; symmetric-memory and custom kernels -> ``custom_us``.
+matches the kernel: NCCL kernels -> ``nccl_us``; symmetric-memory and custom kernels ->
+``custom_us``.
 
 Sizes come from the trace (``bytes_from = "trace"``). Where it records none (CUDA-graph replays,
 nsys exports without NCCL's payloads) and the caller gives the model's hidden size, an allreduce
@@ -76,7 +77,8 @@ def allreduce_samples(
     """One row per allreduce kernel (per rank) with a known size: measured and predicted times.
 
     ``hardware`` defaults to the file matching the trace's device name; without one the
-    predictions are NaN and ``hardware`` says why. ``hidden``: infer unrecorded sizes (module doc)."""
+    predictions are NaN and ``hardware`` says why. ``hidden``: infer unrecorded sizes (module doc).
+    """
     ops = gpu_ops(trace, taxonomy or load_taxonomy())
     every = collective_kernels(trace, ops)
     if every is None:
@@ -98,8 +100,13 @@ def allreduce_samples(
         found = ~np.isnan(matched.astype(float))
         samples.loc[found, "measured_ns"] = matched[found].astype(np.int64)
         samples.loc[found, "basis"] = "transfer"
-    names = pd.Series(trace.strings.lookup(ops.name_id[samples["op"].to_numpy()]), index=samples.index)
-    impl = {n: "nccl" if _NCCL.search(n) else "symm_mem" if _SYMM.search(n) else "custom" for n in pd.unique(names)}
+    names = pd.Series(
+        trace.strings.lookup(ops.name_id[samples["op"].to_numpy()]), index=samples.index
+    )
+    impl = {
+        n: "nccl" if _NCCL.search(n) else "symm_mem" if _SYMM.search(n) else "custom"
+        for n in pd.unique(names)
+    }
     samples["impl"] = names.map(impl)
     samples["kernel"] = names
     device_names = dict(zip(trace.devices["device"].tolist(), trace.devices["name"].tolist()))
@@ -112,7 +119,11 @@ def allreduce_samples(
 def collective_counts(trace: Trace, taxonomy: Taxonomy | None = None) -> dict[str, int]:
     """Collective kernels per family (all devices)."""
     kernels = collective_kernels(trace, gpu_ops(trace, taxonomy or load_taxonomy()))
-    return {} if kernels is None else {str(k): int(v) for k, v in kernels["family"].value_counts().sort_index().items()}
+    return (
+        {}
+        if kernels is None
+        else {str(k): int(v) for k, v in kernels["family"].value_counts().sort_index().items()}
+    )
 
 
 def unsized_allreduces(trace: Trace, taxonomy: Taxonomy | None = None) -> int:
@@ -120,10 +131,14 @@ def unsized_allreduces(trace: Trace, taxonomy: Taxonomy | None = None) -> int:
     kernels = collective_kernels(trace, gpu_ops(trace, taxonomy or load_taxonomy()))
     if kernels is None:
         return 0
-    return int(((kernels["family"].to_numpy() == "allreduce") & (kernels["bytes"].to_numpy() <= 0)).sum())
+    return int(
+        ((kernels["family"].to_numpy() == "allreduce") & (kernels["bytes"].to_numpy() <= 0)).sum()
+    )
 
 
-def _infer_bytes(trace: Trace, ops: GpuOps, kernels: pd.DataFrame, hidden: int, dtype_bytes: int) -> None:
+def _infer_bytes(
+    trace: Trace, ops: GpuOps, kernels: pd.DataFrame, hidden: int, dtype_bytes: int
+) -> None:
     """bs x tokens x hidden x dtype bytes for unsized allreduces inside target-model steps."""
     unsized = (kernels["bytes"].to_numpy() <= 0) & (kernels["family"].to_numpy() == "allreduce")
     if not unsized.any():
@@ -140,8 +155,14 @@ def _infer_bytes(trace: Trace, ops: GpuOps, kernels: pd.DataFrame, hidden: int, 
         step = op_step[op]
         inside = step != NO_STEP
         attrs = steps["attrs"].to_numpy()[step[inside]]
-        tokens = np.array([int(a.get("tokens", 0)) if str(a.get("tokens", "")).isdigit() else 0 for a in attrs], dtype=np.int64)  # per kernel in a step: a handful per layer
-        batch = np.array([int(a.get("bs", 1)) if str(a.get("bs", "1")).isdigit() else 1 for a in attrs], dtype=np.int64)
+        tokens = np.array(
+            [int(a.get("tokens", 0)) if str(a.get("tokens", "")).isdigit() else 0 for a in attrs],
+            dtype=np.int64,
+        )  # per kernel in a step: a handful per layer
+        batch = np.array(
+            [int(a.get("bs", 1)) if str(a.get("bs", "1")).isdigit() else 1 for a in attrs],
+            dtype=np.int64,
+        )
         found = tokens > 0
         where = np.flatnonzero(inside)[found]
         size[where] = batch[found] * tokens[found] * hidden * dtype_bytes
@@ -158,23 +179,39 @@ def _predict(samples: pd.DataFrame, forced: Hardware | None) -> None:
         mine = (samples["gpu"] == gpu).to_numpy()
         hw = forced or (hardware_for_device(gpu) if gpu else None)
         if hw is None:
-            samples.loc[mine, "hardware"] = f"no hardware file for {gpu or 'an unnamed device'} (give --gpu)"
+            samples.loc[mine, "hardware"] = (
+                f"no hardware file for {gpu or 'an unnamed device'} (give --gpu)"
+            )
             continue
         samples.loc[mine, "hardware"] = f"{hw.name} / {hw.link.name}"
         hop_us = NCCL_HW_LAT_US["ring"][hw.link.kind]["LL"]
         pairs = samples.loc[mine, ["bytes", "group_size"]].astype(np.int64)
         sizes = pairs.drop_duplicates()
         rows = []
-        for nbytes, n in zip(sizes["bytes"].tolist(), sizes["group_size"].tolist()):  # once per (size, ranks): TP repeats a few sizes
+        for nbytes, n in zip(
+            sizes["bytes"].tolist(), sizes["group_size"].tolist()
+        ):  # once per (size, ranks): TP repeats a few sizes
             rows.append(
-                (hw.allreduce_us(nbytes, n, "nccl").us, hw.allreduce_us(nbytes, n, "custom").us, ring_alpha_beta_us(nbytes, n, hop_us, hw.link.bw_gbps))
-                if n >= 2 else (np.nan, np.nan, np.nan)
+                (
+                    hw.allreduce_us(nbytes, n, "nccl").us,
+                    hw.allreduce_us(nbytes, n, "custom").us,
+                    ring_alpha_beta_us(nbytes, n, hop_us, hw.link.bw_gbps),
+                )
+                if n >= 2
+                else (np.nan, np.nan, np.nan)
             )
-        table = sizes.assign(**{c: [r[i] for r in rows] for i, c in enumerate(("nccl_us", "custom_us", "alpha_beta_us"))})
+        table = sizes.assign(
+            **{
+                c: [r[i] for r in rows]
+                for i, c in enumerate(("nccl_us", "custom_us", "alpha_beta_us"))
+            }
+        )
         values = pairs.merge(table, on=["bytes", "group_size"], how="left")
         for col in ("nccl_us", "custom_us", "alpha_beta_us"):
             samples.loc[mine, col] = values[col].to_numpy()
-    samples["model_us"] = np.where(samples["impl"].to_numpy() == "nccl", samples["nccl_us"], samples["custom_us"])
+    samples["model_us"] = np.where(
+        samples["impl"].to_numpy() == "nccl", samples["nccl_us"], samples["custom_us"]
+    )
     samples["measured_us"] = samples["measured_ns"] / 1e3
     samples["error"] = samples["model_us"] / samples["measured_us"] - 1.0
 
@@ -187,7 +224,9 @@ def by_bucket(samples: pd.DataFrame) -> pd.DataFrame:
     bucket = np.searchsorted(edges, samples["bytes"].to_numpy(dtype=float), side="right") - 1
     frame = samples.assign(bucket=bucket)
     rows = []
-    for (trace, impl, basis, source, b), group in frame.groupby(["trace", "impl", "basis", "bytes_from", "bucket"], sort=True):
+    for (trace, impl, basis, source, b), group in frame.groupby(
+        ["trace", "impl", "basis", "bytes_from", "bucket"], sort=True
+    ):
         measured = group["measured_us"].to_numpy()
         rows.append(
             {
@@ -206,7 +245,11 @@ def by_bucket(samples: pd.DataFrame) -> pd.DataFrame:
                 "custom_us_p50": float(np.median(group["custom_us"])),
                 "alpha_beta_us_p50": float(np.median(group["alpha_beta_us"])),
                 "error_p50": float(np.median(group["error"])),
-                "error_vs_min": float(np.median(group["model_us"]) / measured.min() - 1.0) if measured.min() > 0 else np.nan,
+                "error_vs_min": (
+                    float(np.median(group["model_us"]) / measured.min() - 1.0)
+                    if measured.min() > 0
+                    else np.nan
+                ),
                 "hardware": str(group["hardware"].iloc[0]),
             }
         )
@@ -224,5 +267,25 @@ def _bucket_label(lo: float, hi: float) -> str:
 
 
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame(columns=["trace", "device", "bytes", "bytes_from", "group_size", "kernel_ns", "basis", "measured_ns", "impl", "kernel", "gpu",
-                                 "nccl_us", "custom_us", "alpha_beta_us", "hardware", "model_us", "measured_us", "error"])
+    return pd.DataFrame(
+        columns=[
+            "trace",
+            "device",
+            "bytes",
+            "bytes_from",
+            "group_size",
+            "kernel_ns",
+            "basis",
+            "measured_ns",
+            "impl",
+            "kernel",
+            "gpu",
+            "nccl_us",
+            "custom_us",
+            "alpha_beta_us",
+            "hardware",
+            "model_us",
+            "measured_us",
+            "error",
+        ]
+    )

@@ -30,15 +30,27 @@ from verifyprof.pipeline.parallel import (
 LOCAL = "dask"
 
 
-def map_dask(tasks: list[MapTask], options: MapOptions, scheduler: str) -> Iterator[tuple[int, RankPart | Failure]]:
+def map_dask(
+    tasks: list[MapTask], options: MapOptions, scheduler: str
+) -> Iterator[tuple[int, RankPart | Failure]]:
     """(index, part or failure) per task, as they finish on the cluster."""
     try:
         from distributed import as_completed
     except ImportError:
-        raise VerifyprofError("--scheduler needs dask.distributed: pip install 'verifyprof[dist]'") from None
+        raise VerifyprofError(
+            "--scheduler needs dask.distributed: pip install 'verifyprof[dist]'"
+        ) from None
     with _client(scheduler, len(tasks)) as client:
         futures = {
-            client.submit(safe_map, str(Path(path).resolve()), index, options, share, key=task_key(index), pure=False): (index, path)
+            client.submit(
+                safe_map,
+                str(Path(path).resolve()),
+                index,
+                options,
+                share,
+                key=task_key(index),
+                pure=False,
+            ): (index, path)
             for index, path, share in tasks
         }
         try:
@@ -46,8 +58,12 @@ def map_dask(tasks: list[MapTask], options: MapOptions, scheduler: str) -> Itera
                 index, path = futures[future]
                 try:
                     yield index, future.result()
-                except Exception as exc:  # noqa: BLE001 - KilledWorker, lost connection: report the file
-                    yield index, Failure(str(path), f"worker lost ({type(exc).__name__}: {str(exc)[:200]})")
+                # KilledWorker, lost connection: report the file
+                except Exception as exc:
+                    yield (
+                        index,
+                        Failure(str(path), f"worker lost ({type(exc).__name__}: {str(exc)[:200]})"),
+                    )
         finally:
             client.cancel(list(futures))
 
@@ -59,8 +75,14 @@ def _client(scheduler: str, n_files: int):
 
     if scheduler == LOCAL:
         with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-            cluster = LocalCluster(n_workers=default_workers(n_files), threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
+            cluster = LocalCluster(
+                n_workers=default_workers(n_files),
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
             try:
                 with Client(cluster) as client:
                     yield client

@@ -22,7 +22,9 @@ import ctypes
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-KEPT_MMAP_THRESHOLD = 1 << 30  # blocks up to 1 GiB come from the heap (a file's largest array is ~100 MB)
+KEPT_MMAP_THRESHOLD = (
+    1 << 30
+)  # blocks up to 1 GiB come from the heap (a file's largest array is ~100 MB)
 KEPT_TRIM_THRESHOLD = (1 << 31) - 1  # never give the heap's free top back between files
 
 
@@ -39,4 +41,6 @@ def keep_freed_memory() -> bool:
     libc = _glibc()
     if libc is None:
         return False
-    return bool(libc.mallopt(M_MMAP_THRESHOLD, KEPT_MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD, KEPT_TRIM_THRESHOLD))
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, KEPT_MMAP_THRESHOLD)) and bool(
+        libc.mallopt(M_TRIM_THRESHOLD, KEPT_TRIM_THRESHOLD)
+    )

@@ -33,8 +33,16 @@ from verifyprof.pipeline.parallel import (
 
 MAX_LOST_STARTS = 3
 # everything a task imports, so that no task pays for an import (pyarrow and ADBC: ~0.2 s)
-_PRELOAD = ["verifyprof.pipeline.parallel", "verifyprof.pipeline.local_map", "verifyprof.pipeline.heap", "verifyprof.trace.nsys.reader",
-            "verifyprof.trace.kineto.reader", "verifyprof.trace.cache", "pyarrow", "adbc_driver_sqlite.dbapi"]
+_PRELOAD = [
+    "verifyprof.pipeline.parallel",
+    "verifyprof.pipeline.local_map",
+    "verifyprof.pipeline.heap",
+    "verifyprof.trace.nsys.reader",
+    "verifyprof.trace.kineto.reader",
+    "verifyprof.trace.cache",
+    "pyarrow",
+    "adbc_driver_sqlite.dbapi",
+]
 
 
 @dataclass
@@ -44,8 +52,12 @@ class _Worker:
     task: MapTask | None = None  # the file it is mapping
 
 
-def map_local(tasks: list[MapTask], options: MapOptions, workers: int,
-              pause: Callable[[], contextlib.AbstractContextManager[None]] | None = None) -> Iterator[tuple[int, RankPart | Failure]]:
+def map_local(
+    tasks: list[MapTask],
+    options: MapOptions,
+    workers: int,
+    pause: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+) -> Iterator[tuple[int, RankPart | Failure]]:
     """(index, part or failure) per task, as they finish. ``workers <= 1`` maps in this process.
     ``pause``: the caller's other threads wait inside it, so workers fork from this process."""
     if workers <= 1 or len(tasks) <= 1:
@@ -54,18 +66,32 @@ def map_local(tasks: list[MapTask], options: MapOptions, workers: int,
     pause = pause or contextlib.nullcontext
     pending = list(reversed(tasks))
     busy: dict[Connection, _Worker] = {}
-    done: list[_Worker] = []  # every worker started: stopped and reaped at the end, so exiting never holds up a file
+    done: list[
+        _Worker
+    ] = []  # every worker started: stopped and reaped at the end, so exiting never holds up a file
     lost_starts = 0  # workers in a row that were gone before their first file
     try:
         while pending or busy:
-            while pending and len(busy) < workers:  # start workers (at first, and for those that died)
-                with pause():  # forked while no other thread runs, else from a fork server (chosen at each start)
+            while (
+                pending and len(busy) < workers
+            ):  # start workers (at first, and for those that died)
+                # forked while no other thread runs, else from a fork server (chosen at each
+                # start)
+                with pause():
                     worker = _start(_context(), options) if lost_starts < MAX_LOST_STARTS else None
-                if not isinstance(worker, _Worker):  # the fork server died, say: a busy worker may take the file
+                if not isinstance(
+                    worker, _Worker
+                ):  # the fork server died, say: a busy worker may take the file
                     if busy:
                         break
                     index, path, _ = pending.pop()
-                    yield index, Failure(str(path), worker.reason if worker else "worker processes die as they start")
+                    yield (
+                        index,
+                        Failure(
+                            str(path),
+                            worker.reason if worker else "worker processes die as they start",
+                        ),
+                    )
                     continue
                 done.append(worker)
                 if _give(worker, pending):
@@ -96,7 +122,9 @@ def map_local(tasks: list[MapTask], options: MapOptions, workers: int,
 def _start(context, options: MapOptions) -> _Worker | Failure:
     parent, child = context.Pipe(duplex=True)
     process = context.Process(target=_serve, args=(child, options), daemon=True)
-    forked = context.get_start_method() == "fork"  # a forked worker starts with Ctrl-C held until it ignores it
+    forked = (
+        context.get_start_method() == "fork"
+    )  # a forked worker starts with Ctrl-C held until it ignores it
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if forked else None
     try:
         process.start()
@@ -106,7 +134,9 @@ def _start(context, options: MapOptions) -> _Worker | Failure:
         return Failure("", f"worker process could not start: {exc.strerror or exc}")
     finally:
         if held is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a Ctrl-C meanwhile reaches this process now
+            signal.pthread_sigmask(
+                signal.SIG_SETMASK, held
+            )  # a Ctrl-C meanwhile reaches this process now
     child.close()  # the worker holds its end: EOF here once it exits
     return _Worker(process, parent)
 
@@ -116,7 +146,10 @@ def _give(worker: _Worker, pending: list[MapTask]) -> bool:
     task = pending[-1]
     try:
         worker.conn.send((task[0], str(task[1]), task[2]))
-    except (BrokenPipeError, OSError):  # killed while it waited for this file: the file was not started
+    except (
+        BrokenPipeError,
+        OSError,
+    ):  # killed while it waited for this file: the file was not started
         return False
     pending.pop()
     worker.task = task
@@ -138,7 +171,8 @@ def _died(worker: _Worker, path: str) -> Failure:
 
 
 def _stop(worker: _Worker) -> None:
-    """Tell the worker to exit (a message, not EOF: workers forked later hold copies of this end)."""
+    """Tell the worker to exit (a message, not EOF: workers forked later hold copies of this
+    end)."""
     if worker.conn.closed:
         return
     try:
@@ -162,9 +196,16 @@ def _serve(conn: Connection, options: MapOptions) -> None:
     """In the worker: map the files it is sent, one at a time, until the pipe closes (the memory
     one file frees kept for the next: :mod:`~verifyprof.pipeline.heap`)."""
     keep_freed_memory()
-    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # not the parent's status line's redirection
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since the fork: one that came is dropped
+    sys.stdout, sys.stderr = (
+        sys.__stdout__,
+        sys.__stderr__,
+    )  # not the parent's status line's redirection
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN
+    )  # Ctrl-C is the parent's to handle: it stops the workers
+    signal.pthread_sigmask(
+        signal.SIG_UNBLOCK, {signal.SIGINT}
+    )  # held since the fork: one that came is dropped
     while True:
         try:
             task = conn.recv()

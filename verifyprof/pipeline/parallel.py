@@ -1,7 +1,8 @@
 """Many trace files (one per rank, stage or node) -> one breakdown: map per file, reduce once.
 
 Each file is read and broken down on its own (:func:`map_file`: a worker holds one file's events
-at a time, so memory is bounded per file) into a compact :class:`~verifyprof.attribution.rank_part.RankPart`;
+at a time, so memory is bounded per file) into a compact
+:class:`~verifyprof.attribution.rank_part.RankPart`;
 the parent reduces the parts into the breakdown of all files read as one trace, collectives
 matched across ranks (:mod:`verifyprof.attribution.reduce`). The map runs in this process
 (``workers=1``), in a local pool of processes (one per file, ``workers`` at a time), or on a Dask
@@ -66,7 +67,9 @@ class ParallelOptions:
     scheduler: str | None = None
     strict: bool = False
     report: Callable[[Failure], None] | None = None
-    own_process: bool = False  # this process exists for this run (the CLI): with one worker, it maps as a worker does
+    # this process exists for this run (the CLI): with one worker, it maps as a worker
+    # does
+    own_process: bool = False
     pause: Callable[[], AbstractContextManager[None]] | None = None
     progress: Callable[[int, int, str], None] | None = None
 
@@ -89,7 +92,10 @@ def rank_files(specs: list[str | Path]) -> tuple[list[Path], list[str]]:
     merged = [f for f in files if f.name.startswith("merged-")]
     if merged and len(merged) < len(files):
         files = [f for f in files if f not in merged]
-        warnings.append(f"skipped {', '.join(f.name for f in merged)}: SGLang's merge of the per-rank files also given")
+        warnings.append(
+            f"skipped {', '.join(f.name for f in merged)}: SGLang's merge of the per-rank files"
+            " also given"
+        )
     return files, warnings
 
 
@@ -99,16 +105,25 @@ def stage_of(path: Path | str) -> str:
     return match.group(1) if match else ""
 
 
-MapTask = tuple[int, Path, ProcessFilter | None]  # (index, file, share of its processes or None: all)
+MapTask = tuple[
+    int, Path, ProcessFilter | None
+]  # (index, file, share of its processes or None: all)
 
 
-def map_file(path: str, index: int, options: MapOptions, share: ProcessFilter | None = None) -> RankPart:
-    """Read one file (or one share of its processes) and break it down into its part (runs in a worker)."""
+def map_file(
+    path: str, index: int, options: MapOptions, share: ProcessFilter | None = None
+) -> RankPart:
+    """Read one file (or one share of its processes) and break it down into its part (runs in a
+    worker)."""
     trace = load_trace(path, share)
-    return rank_part(trace, index, options.step_regex, options.taxonomy, options.whole_trace, stage_of(path))
+    return rank_part(
+        trace, index, options.step_regex, options.taxonomy, options.whole_trace, stage_of(path)
+    )
 
 
-def safe_map(path: str, index: int, options: MapOptions, share: ProcessFilter | None = None) -> RankPart | Failure:
+def safe_map(
+    path: str, index: int, options: MapOptions, share: ProcessFilter | None = None
+) -> RankPart | Failure:
     """:func:`map_file`, with a failure returned (not raised) so that it names its file."""
     try:
         return map_file(path, index, options, share)
@@ -118,7 +133,8 @@ def safe_map(path: str, index: int, options: MapOptions, share: ProcessFilter | 
         return Failure(path, err.problem)
     except MemoryError:
         return Failure(path, "out of memory reading it")
-    except Exception as exc:  # noqa: BLE001 - a worker reports every failure by file, never dies silently
+    # a worker reports every failure by file, never dies silently
+    except Exception as exc:
         return Failure(path, f"internal error: {type(exc).__name__}: {exc}")
 
 
@@ -130,17 +146,24 @@ def default_workers(n_files: int) -> int:
     return max(1, min(n_files, cpus))
 
 
-def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOptions | None = None,
-                    warnings: list[str] | None = None, shares: list[ProcessFilter] | None = None,
-                    read_from: Path | None = None) -> Breakdown:
+def breakdown_files(
+    files: list[Path],
+    options: MapOptions,
+    parallel: ParallelOptions | None = None,
+    warnings: list[str] | None = None,
+    shares: list[ProcessFilter] | None = None,
+    read_from: Path | None = None,
+) -> Breakdown:
     """Map every file, reduce to one breakdown; failed files become warnings (or, strict, an error).
     With ``shares``, the one file is mapped once per share of its processes instead, read from its
     SQLite export ``read_from`` (a decompressed or exported copy; the results name the file)."""
     parallel = parallel or ParallelOptions()
     if shares:
         files = [files[0]] * len(shares)
-    tasks: list[MapTask] = [(i, read_from or path if shares else path, shares[i] if shares else None)
-                            for i, path in enumerate(files)]
+    tasks: list[MapTask] = [
+        (i, read_from or path if shares else path, shares[i] if shares else None)
+        for i, path in enumerate(files)
+    ]
     if parallel.scheduler:
         from verifyprof.pipeline.dask_map import map_dask
 
@@ -156,9 +179,13 @@ def breakdown_files(files: list[Path], options: MapOptions, parallel: ParallelOp
     failures: list[tuple[int, Failure]] = []
     for index, outcome in outcomes:
         if parallel.progress is not None:
-            parallel.progress(len(parts) + len(failures) + 1, len(tasks), "parts" if shares else "files")
+            parallel.progress(
+                len(parts) + len(failures) + 1, len(tasks), "parts" if shares else "files"
+            )
         if isinstance(outcome, Failure):
-            if shares and outcome.no_steps:  # its processes, devices and counts would be missing: read the file whole
+            if (
+                shares and outcome.no_steps
+            ):  # its processes, devices and counts would be missing: read the file whole
                 outcomes.close()
                 raise ShareWithoutSteps(outcome.reason)
             if parallel.strict or shares:  # a share that fails is the one file failing
@@ -189,7 +216,9 @@ def task_key(index: int) -> str:
     return f"verifyprof-map-{index}-{uuid.uuid4().hex[:8]}"
 
 
-def map_inline(tasks: list[MapTask], options: MapOptions) -> Iterator[tuple[int, RankPart | Failure]]:
+def map_inline(
+    tasks: list[MapTask], options: MapOptions
+) -> Iterator[tuple[int, RankPart | Failure]]:
     """The map in this process, one file after another (one file's events in memory at a time;
     the allocator as the caller has it, unless ``ParallelOptions.own_process``)."""
     for index, path, share in tasks:

@@ -1,4 +1,5 @@
-"""Rich output of ``verifyprof compare``. Reads the same dict as ``--json`` (schema ``verifyprof.compare/1``)."""
+"""Rich output of ``verifyprof compare``. Reads the same dict as ``--json`` (schema
+``verifyprof.compare/1``)."""
 
 from __future__ import annotations
 
@@ -28,37 +29,75 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     b, a = data["before"], data["after"]
     for label, side in (("before", b), ("after", a)):
-        console.print(f"[bold]{label}[/bold]: {escape(side['source'])}  ({escape(side['step'])}, {side['mode']}, width {side['width'] or '-'}, "
-                      f"{side['steps']} steps, {side['devices']} device(s), {escape(', '.join(side['gpus']) or '-')})", highlight=False)
+        console.print(
+            f"[bold]{label}[/bold]: {escape(side['source'])}  ({escape(side['step'])},"
+            f" {side['mode']}, width {side['width'] or '-'}, {side['steps']} steps,"
+            f" {side['devices']} device(s), {escape(', '.join(side['gpus']) or '-')})",
+            highlight=False,
+        )
     if data["mode_switch"] and not data["warnings"]:
         console.print(f"verify mode changed: {data['mode_switch']}")
     for warning in data["warnings"]:
         console.print(f"[bold red]{escape(warning)}[/bold red]")
     what = _step_word(b["step"])
-    table = Table(title=f"{what.capitalize()} step per phase (mean ms; the step whatif models)", title_justify="left")
+    table = Table(
+        title=f"{what.capitalize()} step per phase (mean ms; the step whatif models)",
+        title_justify="left",
+    )
     for col in ("phase", "before", "after", "delta", "delta %"):
         table.add_column(col, justify="left" if col == "phase" else "right")
     for row in data["phases"]:
         style = _colour(row["delta_ms"])
-        table.add_row(row["phase"], _ms(row["before_ms"]), _ms(row["after_ms"]), f"[{style}]{row['delta_ms']:+.3f}[/]" if style else f"{row['delta_ms']:+.3f}", _pct(row["delta_pct"]))
+        table.add_row(
+            row["phase"],
+            _ms(row["before_ms"]),
+            _ms(row["after_ms"]),
+            f"[{style}]{row['delta_ms']:+.3f}[/]" if style else f"{row['delta_ms']:+.3f}",
+            _pct(row["delta_pct"]),
+        )
     v = data["verify"]
-    table.add_row(f"[bold]{escape(what)} {v['measure']}[/bold]", _ms(v["before_ms"]), _ms(v["after_ms"]), f"{v['delta_ms']:+.3f}", _pct(v["delta_pct"]), end_section=True)
+    table.add_row(
+        f"[bold]{escape(what)} {v['measure']}[/bold]",
+        _ms(v["before_ms"]),
+        _ms(v["after_ms"]),
+        f"{v['delta_ms']:+.3f}",
+        _pct(v["delta_pct"]),
+        end_section=True,
+    )
     for key, count in data["counts"].items():
-        table.add_row(f"{key} per step", f"{count['before']:.1f}", f"{count['after']:.1f}", f"{count['delta']:+.1f}", "")
+        table.add_row(
+            f"{key} per step",
+            f"{count['before']:.1f}",
+            f"{count['after']:.1f}",
+            f"{count['delta']:+.1f}",
+            "",
+        )
     console.print(table)
     _print_ranks(console, data["ranks"], what)
     _print_families(console, data["kernel_families"])
     _print_predictions(console, data)
-    colour = {"faster": "green", "slower": "red", "no change": "", "not comparable": "yellow"}[data["verdict"]]
+    colour = {"faster": "green", "slower": "red", "no change": "", "not comparable": "yellow"}[
+        data["verdict"]
+    ]
     line = escape(data["verdict_line"])
-    console.print(f"[bold {colour}]{line}[/]" if colour else f"[bold]{line}[/bold]", highlight=False)
+    console.print(
+        f"[bold {colour}]{line}[/]" if colour else f"[bold]{line}[/bold]", highlight=False
+    )
     gate = data.get("gate")
     if gate is not None:
-        console.print(f"gate {gate['pct']:g}%: " + ("[bold red]FAILED[/bold red] (verify slower by more than the gate)" if gate["failed"] else "passed"))
+        console.print(
+            f"gate {gate['pct']:g}%: "
+            + (
+                "[bold red]FAILED[/bold red] (verify slower by more than the gate)"
+                if gate["failed"]
+                else "passed"
+            )
+        )
 
 
 def _step_word(step: str) -> str:
-    """What the compared step is called: 'verify' for verify steps, else its own name (a whole trace)."""
+    """What the compared step is called: 'verify' for verify steps, else its own name (a whole
+    trace)."""
     return "verify" if "verify" in step else step.replace("_", "-")
 
 
@@ -69,20 +108,34 @@ def _print_ranks(console: Console, ranks: list[dict[str, Any]], what: str = "ver
     for col in ("rank", "before", "after", "delta", "delta %"):
         table.add_column(col, justify="left" if col == "rank" else "right")
     for row in ranks:
-        table.add_row(escape(row["rank"]), _ms(row["before_ms"]), _ms(row["after_ms"]), _ms(row["delta_ms"]), _pct(row["delta_pct"]))
+        table.add_row(
+            escape(row["rank"]),
+            _ms(row["before_ms"]),
+            _ms(row["after_ms"]),
+            _ms(row["delta_ms"]),
+            _pct(row["delta_pct"]),
+        )
     console.print(table)
 
 
 def _print_families(console: Console, families: dict[str, Any]) -> None:
     if not families.get("available"):
-        console.print(f"[dim]kernel families: {escape(families.get('reason', 'not available'))}[/dim]")
+        console.print(
+            f"[dim]kernel families: {escape(families.get('reason', 'not available'))}[/dim]"
+        )
         return
-    console.print(f"kernel families in the verify ranges: {families['families_before']} -> {families['families_after']}, "
-                  f"{families['appeared_count']} appeared, {families['vanished_count']} vanished")
+    console.print(
+        f"kernel families in the verify ranges: {families['families_before']} ->"
+        f" {families['families_after']}, {families['appeared_count']} appeared,"
+        f" {families['vanished_count']} vanished"
+    )
     for key, sign in (("appeared", "+"), ("vanished", "-")):
         for row in families[key]:
             ms = row["after_ms"] if key == "appeared" else row["before_ms"]
-            console.print(f"  {sign} {escape(row['family'])} ({row['phase']}, {ms:.3f} ms total)", highlight=False)
+            console.print(
+                f"  {sign} {escape(row['family'])} ({row['phase']}, {ms:.3f} ms total)",
+                highlight=False,
+            )
 
 
 def _print_predictions(console: Console, data: dict[str, Any]) -> None:
@@ -91,13 +144,36 @@ def _print_predictions(console: Console, data: dict[str, Any]) -> None:
     if not data["predictions"]:
         return
     for p in data["predictions"]:
-        table = Table(title=f"Prediction check: BEFORE's {p['candidate']} vs AFTER measured (accept length {p['accept_len']:.3f})", title_justify="left")
+        table = Table(
+            title=(
+                f"Prediction check: BEFORE's {p['candidate']} vs AFTER measured (accept length"
+                f" {p['accept_len']:.3f})"
+            ),
+            title_justify="left",
+        )
         for col in ("", "predicted", "measured", "error"):
             table.add_column(col, justify="left" if not col else "right")
-        table.add_row("verify ms", _ms(p["predicted_verify_ms"]), _ms(p["measured_verify_ms"]), _pct(p["verify_error_pct"]))
-        table.add_row("tok/s", f"{p['predicted_tokens_per_s']:.1f}", f"{p['measured_tokens_per_s']:.1f}", _pct(p["tokens_per_s_error_pct"]))
-        table.add_row("tok/s at AFTER's draft + overhead", f"{p['predicted_tokens_per_s_at_after_cycle']:.1f}", f"{p['measured_tokens_per_s']:.1f}",
-                      _pct(p["at_after_cycle_error_pct"]))
+        table.add_row(
+            "verify ms",
+            _ms(p["predicted_verify_ms"]),
+            _ms(p["measured_verify_ms"]),
+            _pct(p["verify_error_pct"]),
+        )
+        table.add_row(
+            "tok/s",
+            f"{p['predicted_tokens_per_s']:.1f}",
+            f"{p['measured_tokens_per_s']:.1f}",
+            _pct(p["tokens_per_s_error_pct"]),
+        )
+        table.add_row(
+            "tok/s at AFTER's draft + overhead",
+            f"{p['predicted_tokens_per_s_at_after_cycle']:.1f}",
+            f"{p['measured_tokens_per_s']:.1f}",
+            _pct(p["at_after_cycle_error_pct"]),
+        )
         console.print(table)
         if p["outside_verify"]:
-            console.print(f"  [dim]{p['candidate']} changes verify only; outside verify the cycle changed too: {', '.join(p['outside_verify'])}[/dim]")
+            console.print(
+                f"  [dim]{p['candidate']} changes verify only; outside verify the cycle changed"
+                f" too: {', '.join(p['outside_verify'])}[/dim]"
+            )

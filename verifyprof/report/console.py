@@ -42,12 +42,18 @@ def lead_group(groups: list[dict[str, Any]]) -> int | None:
     not a width sweep) with the most steps, else the group with the most steps."""
     if not groups:
         return None
-    verify = [i for i, g in enumerate(groups) if ranges.is_phase(g["name"], "verify") and "sweep=1" not in (g.get("variant") or "")]
+    verify = [
+        i
+        for i, g in enumerate(groups)
+        if ranges.is_phase(g["name"], "verify") and "sweep=1" not in (g.get("variant") or "")
+    ]
     pool = verify or range(len(groups))
     return max(pool, key=lambda i: (groups[i]["steps"], -i))
 
 
-def print_breakdown(result: Any, console: Console | None = None, show_zero: bool = False, show_all: bool = False) -> None:
+def print_breakdown(
+    result: Any, console: Console | None = None, show_zero: bool = False, show_all: bool = False
+) -> None:
     """The verify step's phase table first, the other step groups as one table (``show_all``:
     a phase table for every group), then the collectives."""
     console = console or Console()
@@ -71,64 +77,123 @@ def _print_header(console: Console, data: dict[str, Any]) -> None:
     trace = data["trace"]
     paths = ", ".join(trace["path"])
     devices = [d["device"] for d in trace["devices"]]
-    console.print(f"[bold]{escape(paths)}[/bold]  ({trace['format']}, {trace['kernels']} kernels, devices {devices}, ranks {trace['ranks'] or '-'})")
+    console.print(
+        f"[bold]{escape(paths)}[/bold]  ({trace['format']}, {trace['kernels']} kernels, devices"
+        f" {devices}, ranks {trace['ranks'] or '-'})"
+    )
     options = data.get("options") or {}
     if options.get("whole_trace"):
-        console.print("steps: one per device spanning the whole trace (--whole-trace)", highlight=False)
-    elif options.get("range") == ranges.DEFAULT_STEP_REGEX:  # said in words: the regex itself is 127 columns wide
-        console.print("steps: verifyprof's spec_step, draft, verify, accept, draft_extend and decode ranges, and "
-                      "SGLang's TARGET_VERIFY (the default --range)", highlight=False)
+        console.print(
+            "steps: one per device spanning the whole trace (--whole-trace)", highlight=False
+        )
+    elif (
+        options.get("range") == ranges.DEFAULT_STEP_REGEX
+    ):  # said in words: the regex itself is 127 columns wide
+        console.print(
+            "steps: verifyprof's spec_step, draft, verify, accept, draft_extend and decode ranges,"
+            " and SGLang's TARGET_VERIFY (the default --range)",
+            highlight=False,
+        )
     elif options.get("range"):  # one line, copyable as given
-        console.print(f"steps: ranges whose text matches the regex {options['range']}", markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            f"steps: ranges whose text matches the regex {options['range']}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     for warning in trace.get("warnings", []):
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     if trace.get("unlinked_ops"):
-        console.print(f"[yellow]note:[/yellow] {trace['unlinked_ops']} GPU ops have no launching API call in the trace and belong to no step")
+        console.print(
+            f"[yellow]note:[/yellow] {trace['unlinked_ops']} GPU ops have no launching API call in"
+            " the trace and belong to no step"
+        )
 
 
 def _label(group: dict[str, Any]) -> str:
     return f"{group['name']} [{group['variant']}]" if group.get("variant") else group["name"]
 
 
-def _print_group(console: Console, group: dict[str, Any], phase_names: list[str], show_zero: bool) -> None:
+def _print_group(
+    console: Console, group: dict[str, Any], phase_names: list[str], show_zero: bool
+) -> None:
     wall = group["wall_ns"]
     median = group["median_step"]
     modes = ", ".join(f"{k} {v}" for k, v in group["modes"].items())
     console.print(
-        f"\n[bold]{escape(_label(group))}[/bold]: {group['steps']} step{'s' if group['steps'] != 1 else ''} on devices {group['devices']} ({modes}); "
-        f"per step {_count(group['kernels']['mean'])} kernels, {_count(group['launches']['mean'])} launches (means); "
-        f"median step #{median['index']} (device {median['device']}) {_ms(median['wall_ns'])} ms",
+        f"\n[bold]{escape(_label(group))}[/bold]: {group['steps']}"
+        f" step{'s' if group['steps'] != 1 else ''} on devices {group['devices']} ({modes}); per"
+        f" step {_count(group['kernels']['mean'])} kernels, {_count(group['launches']['mean'])}"
+        f" launches (means); median step #{median['index']} (device {median['device']})"
+        f" {_ms(median['wall_ns'])} ms",
         highlight=False,
     )
     by_rank = group.get("by_rank", {})
     ranks = [r for r in by_rank if r != "-1"]
     rank_cols = ranks if len(ranks) > 1 else []
-    shown = [p for p in phase_names if show_zero or group["phases"][p]["mean"] or median["phases"].get(p)]
-    rows = [[p, _ms(group["phases"][p]["mean"]), f"{100 * group['phases'][p]['share']:.1f}", _ms(group["phases"][p]["p50"]),
-             _ms(group["phases"][p]["p90"])] + [_ms(by_rank[r]["phases"][p]) for r in rank_cols] for p in shown]
-    rows.append(["wall", _ms(wall["mean"]), "100.0", _ms(wall["p50"]), _ms(wall["p90"])] + [_ms(by_rank[r]["wall_ns"]["mean"]) for r in rank_cols])
-    columns = [Col("phase", "text"), Col("mean ms"), Col("% of mean\nwall"), Col("p50 ms"), Col("p90 ms")] + [Col(f"rank {r}\nmean ms") for r in rank_cols]
+    shown = [
+        p for p in phase_names if show_zero or group["phases"][p]["mean"] or median["phases"].get(p)
+    ]
+    rows = [
+        [
+            p,
+            _ms(group["phases"][p]["mean"]),
+            f"{100 * group['phases'][p]['share']:.1f}",
+            _ms(group["phases"][p]["p50"]),
+            _ms(group["phases"][p]["p90"]),
+        ]
+        + [_ms(by_rank[r]["phases"][p]) for r in rank_cols]
+        for p in shown
+    ]
+    rows.append(
+        ["wall", _ms(wall["mean"]), "100.0", _ms(wall["p50"]), _ms(wall["p90"])]
+        + [_ms(by_rank[r]["wall_ns"]["mean"]) for r in rank_cols]
+    )
+    columns = [
+        Col("phase", "text"),
+        Col("mean ms"),
+        Col("% of mean\nwall"),
+        Col("p50 ms"),
+        Col("p90 ms"),
+    ] + [Col(f"rank {r}\nmean ms") for r in rank_cols]
     if rank_cols and not fits(console, columns, rows):
         rows = [row[:5] for row in rows]
         columns = columns[:5]
         rank_cols = []
-        console.print(f"  ({len(ranks)} ranks: per-rank columns need a wider terminal, or see --json by_rank)", highlight=False)
+        console.print(
+            f"  ({len(ranks)} ranks: per-rank columns need a wider terminal, or see --json"
+            " by_rank)",
+            highlight=False,
+        )
     styles: list[str | None] = [None] * (len(rows) - 1) + ["bold"]
     cost = group.get("cost_ns")
     if cost and cost["mean"] < wall["mean"]:  # pipelined: the window holds other steps' GPU work
-        rows.append(["cost (wall - other_work)", _ms(cost["mean"]), f"{100 * cost['mean'] / wall['mean']:.1f}" if wall["mean"] else "-",
-                     _ms(cost["p50"]), _ms(cost["p90"])] + ["" for _ in rank_cols])
+        rows.append(
+            [
+                "cost (wall - other_work)",
+                _ms(cost["mean"]),
+                f"{100 * cost['mean'] / wall['mean']:.1f}" if wall["mean"] else "-",
+                _ms(cost["p50"]),
+                _ms(cost["p90"]),
+            ]
+            + ["" for _ in rank_cols]
+        )
         styles.append("bold")
     table = fitted_table(console, columns, rows, styles=styles)
     console.print(table)
-    console.print("  % = mean phase time / mean wall time (the JSON's share); phases sum to the wall time", style="dim", highlight=False)
+    console.print(
+        "  % = mean phase time / mean wall time (the JSON's share); phases sum to the wall time",
+        style="dim",
+        highlight=False,
+    )
     _print_group_notes(console, group)
 
 
 def _print_group_notes(console: Console, group: dict[str, Any]) -> None:
     totals = group.get("totals", {})
     hidden = [
-        f"{p} {_ms(totals[p]['mean'])} ms in total, {_ms(totals[p]['mean'] - group['phases'][p]['mean'])} ms of it hidden behind compute"
+        f"{p} {_ms(totals[p]['mean'])} ms in total,"
+        f" {_ms(totals[p]['mean'] - group['phases'][p]['mean'])} ms of it hidden behind compute"
         for p in totals
         if totals[p]["mean"] - group["phases"][p]["mean"] > 0
     ]
@@ -137,13 +202,16 @@ def _print_group_notes(console: Console, group: dict[str, Any]) -> None:
     if "comm" in group:
         comm = group["comm"]
         console.print(
-            f"  collectives: {_count(comm['comm_calls']['mean'])} calls/step, wait for slowest rank {_ms(comm['comm_wait_ns']['mean'])} ms, "
-            f"transfer {_ms(comm['comm_transfer_ns']['mean'])} ms (means per step)",
+            f"  collectives: {_count(comm['comm_calls']['mean'])} calls/step, wait for slowest rank"
+            f" {_ms(comm['comm_wait_ns']['mean'])} ms, transfer"
+            f" {_ms(comm['comm_transfer_ns']['mean'])} ms (means per step)",
             highlight=False,
         )
 
 
-def _print_other_groups(console: Console, groups: list[dict[str, Any]], phase_names: list[str]) -> None:
+def _print_other_groups(
+    console: Console, groups: list[dict[str, Any]], phase_names: list[str]
+) -> None:
     """One row per other group (a name and its attributes): the variants folded into one table."""
     common = _common_attrs(groups)
     rows = []
@@ -152,19 +220,44 @@ def _print_other_groups(console: Console, groups: list[dict[str, Any]], phase_na
         share = group["phases"][top]["share"]
         attrs = " ".join(a for a in (group.get("variant") or "").split() if a not in common)
         label = group["name"].removeprefix(ranges.DOMAIN + ".") + (f" [{attrs}]" if attrs else "")
-        rows.append([label, str(group["steps"]), _ms(group["wall_ns"]["mean"]), _count(group["kernels"]["mean"]),
-                     _count(group["launches"]["mean"]), f"{top} {100 * share:.0f}%"])
-    columns = [Col("step [attributes]", "name"), Col("steps"), Col("mean ms"), Col("kernels"), Col("launches"), Col("largest phase", "text")]
-    console.print(f"\n[bold]Other steps[/bold] ({len(groups)} groups; means per step; --all for a phase table of each)", highlight=False)
+        rows.append(
+            [
+                label,
+                str(group["steps"]),
+                _ms(group["wall_ns"]["mean"]),
+                _count(group["kernels"]["mean"]),
+                _count(group["launches"]["mean"]),
+                f"{top} {100 * share:.0f}%",
+            ]
+        )
+    columns = [
+        Col("step [attributes]", "name"),
+        Col("steps"),
+        Col("mean ms"),
+        Col("kernels"),
+        Col("launches"),
+        Col("largest phase", "text"),
+    ]
+    console.print(
+        f"\n[bold]Other steps[/bold] ({len(groups)} groups; means per step; --all for a phase table"
+        " of each)",
+        highlight=False,
+    )
     console.print(fitted_table(console, columns, rows))
     if common:
-        console.print(f"  attributes left out above, the same in every group that has them: {' '.join(sorted(common))}", highlight=False)
+        console.print(
+            "  attributes left out above, the same in every group that has them:"
+            f" {' '.join(sorted(common))}",
+            highlight=False,
+        )
 
 
 def _common_attrs(groups: list[dict[str, Any]]) -> set[str]:
     """``key=value`` pairs of most groups, the same in every group that has the key (``bs=1``
     everywhere): noise in a label. A minority key (``sweep=1``) tells groups apart: kept."""
-    pairs = [dict(a.split("=", 1) for a in (g.get("variant") or "").split() if "=" in a) for g in groups]
+    pairs = [
+        dict(a.split("=", 1) for a in (g.get("variant") or "").split() if "=" in a) for g in groups
+    ]
     keys = {k for p in pairs for k in p}
     common = set()
     for key in keys:
@@ -177,20 +270,79 @@ def _common_attrs(groups: list[dict[str, Any]]) -> set[str]:
 def _print_collectives(console: Console, summary: dict[str, Any]) -> None:
     collectives = summary.get("collectives")
     if collectives:
-        columns = [Col("collective", "text"), Col("calls"), Col("devs"), Col("transfer\np50 ms"), Col("wait\np50 ms"), Col("spread\np50 ms"),
-                   Col("spread\np90 ms"), Col("bytes\np50"), Col("busbw p50\nGB/s")]
-        rows = [[family, str(s["calls"]), str(s["devices"]), _ms(s["transfer_ns_p50"]), _ms(s["wait_ns_p50"]), _ms(s["spread_ns_p50"]),
-                 _ms(s["spread_ns_p90"]), _bytes(s.get("bytes_p50")), _gbps(s.get("busbw_gbps_p50"))] for family, s in collectives.items()]
-        console.print(fitted_table(console, columns, rows, title="\nCollectives across ranks (per call)"))
-        console.print("  busbw: nccl-tests' bus bandwidth over the transfer time (after the last rank joined); bytes: the call's size S as nccl-tests counts it", highlight=False)
+        columns = [
+            Col("collective", "text"),
+            Col("calls"),
+            Col("devs"),
+            Col("transfer\np50 ms"),
+            Col("wait\np50 ms"),
+            Col("spread\np50 ms"),
+            Col("spread\np90 ms"),
+            Col("bytes\np50"),
+            Col("busbw p50\nGB/s"),
+        ]
+        rows = [
+            [
+                family,
+                str(s["calls"]),
+                str(s["devices"]),
+                _ms(s["transfer_ns_p50"]),
+                _ms(s["wait_ns_p50"]),
+                _ms(s["spread_ns_p50"]),
+                _ms(s["spread_ns_p90"]),
+                _bytes(s.get("bytes_p50")),
+                _gbps(s.get("busbw_gbps_p50")),
+            ]
+            for family, s in collectives.items()
+        ]
+        console.print(
+            fitted_table(console, columns, rows, title="\nCollectives across ranks (per call)")
+        )
+        console.print(
+            "  busbw: nccl-tests' bus bandwidth over the transfer time (after the last rank"
+            " joined); bytes: the call's size S as nccl-tests counts it",
+            highlight=False,
+        )
     kernels = summary.get("collective_kernels")
     if kernels and not collectives:
-        columns = [Col("collective", "text"), Col("kernels"), Col("devs"), Col("kernel\np50 ms"), Col("kernel\np90 ms"), Col("sized"),
-                   Col("bytes\np50"), Col("ranks"), Col("busbw\n>= GB/s")]
-        rows = [[family, str(s["kernels"]), str(s["devices"]), _ms(s["kernel_ns_p50"]), _ms(s["kernel_ns_p90"]), str(s["sized_calls"]),
-                 _bytes(s.get("bytes_p50")), str(s.get("group_size") or "-"), _gbps(s.get("kernel_busbw_gbps_p50"))] for family, s in kernels.items()]
-        console.print(fitted_table(console, columns, rows, title="\nCollective kernels (one rank: not matched across ranks)"))
-        console.print("  kernel time includes waiting for the other ranks, so busbw from it is a lower bound on the link's bus bandwidth", highlight=False)
+        columns = [
+            Col("collective", "text"),
+            Col("kernels"),
+            Col("devs"),
+            Col("kernel\np50 ms"),
+            Col("kernel\np90 ms"),
+            Col("sized"),
+            Col("bytes\np50"),
+            Col("ranks"),
+            Col("busbw\n>= GB/s"),
+        ]
+        rows = [
+            [
+                family,
+                str(s["kernels"]),
+                str(s["devices"]),
+                _ms(s["kernel_ns_p50"]),
+                _ms(s["kernel_ns_p90"]),
+                str(s["sized_calls"]),
+                _bytes(s.get("bytes_p50")),
+                str(s.get("group_size") or "-"),
+                _gbps(s.get("kernel_busbw_gbps_p50")),
+            ]
+            for family, s in kernels.items()
+        ]
+        console.print(
+            fitted_table(
+                console,
+                columns,
+                rows,
+                title="\nCollective kernels (one rank: not matched across ranks)",
+            )
+        )
+        console.print(
+            "  kernel time includes waiting for the other ranks, so busbw from it is a lower bound"
+            " on the link's bus bandwidth",
+            highlight=False,
+        )
 
 
 def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
@@ -198,17 +350,41 @@ def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     total = data["total_kernel_ns"]
     shown = len(data["kernels"])
-    title = f"Top {shown} of {data['distinct_kernels']} kernels ({data['scope']}; taxonomy {data['taxonomy']}; % of kernel time)"
-    columns = [Col("#"), Col("phase", "text"), Col("%"), Col("total ms"), Col("count"), Col("mean us"), Col("kernel", "name")]
-    rows = [[str(i), row["phase"], f"{100 * row['share']:.1f}", _ms(row["total_ns"]), str(row["count"]), f"{row['mean_ns'] / 1e3:.1f}", short_name(row["name"])]
-            for i, row in enumerate(data["kernels"], start=1)]
+    title = (
+        f"Top {shown} of {data['distinct_kernels']} kernels ({data['scope']}; taxonomy"
+        f" {data['taxonomy']}; % of kernel time)"
+    )
+    columns = [
+        Col("#"),
+        Col("phase", "text"),
+        Col("%"),
+        Col("total ms"),
+        Col("count"),
+        Col("mean us"),
+        Col("kernel", "name"),
+    ]
+    rows = [
+        [
+            str(i),
+            row["phase"],
+            f"{100 * row['share']:.1f}",
+            _ms(row["total_ns"]),
+            str(row["count"]),
+            f"{row['mean_ns'] / 1e3:.1f}",
+            short_name(row["name"]),
+        ]
+        for i, row in enumerate(data["kernels"], start=1)
+    ]
     styles = ["yellow" if row["phase"] == "other" else None for row in data["kernels"]]
     console.print(escape(title), highlight=False)
     console.print(fitted_table(console, columns, rows, styles=styles))
     by_phase = ", ".join(f"{k} {_pct(v, total)}%" for k, v in data["by_phase"].items())
     console.print(f"kernel time by phase: {by_phase}", highlight=False)
     if "other" in data["by_phase"]:
-        console.print("[yellow]kernels in 'other' matched no taxonomy rule: add a rule with --taxonomy FILE (see verifyprof/data/taxonomy.toml)[/yellow]")
+        console.print(
+            "[yellow]kernels in 'other' matched no taxonomy rule: add a rule with --taxonomy FILE"
+            " (see verifyprof/data/taxonomy.toml)[/yellow]"
+        )
 
 
 def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) -> None:
@@ -224,17 +400,47 @@ def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) 
         else:
             listed.append(status)
     if listed:
-        columns = [Col("state", "text"), Col("target", "name"), Col("ranges", "text"), Col("detail", "name")]
-        rows = [[s.state, s.target, ", ".join(s.ranges), "(below)" if s.state == "missing" else s.detail] for s in listed]
-        style = {"patched": "green", "pending": "cyan", "absent": "dim", "missing": "red", "unsupported": "red"}
+        columns = [
+            Col("state", "text"),
+            Col("target", "name"),
+            Col("ranges", "text"),
+            Col("detail", "name"),
+        ]
+        rows = [
+            [
+                s.state,
+                s.target,
+                ", ".join(s.ranges),
+                "(below)" if s.state == "missing" else s.detail,
+            ]
+            for s in listed
+        ]
+        style = {
+            "patched": "green",
+            "pending": "cyan",
+            "absent": "dim",
+            "missing": "red",
+            "unsupported": "red",
+        }
         console.print(f"hook targets for {escape(spec)!r} in this Python", highlight=False)
-        console.print(fitted_table(console, columns, rows, styles=[style.get(s.state) for s in listed]))
-        for status in (s for s in listed if s.state == "missing"):  # why, and what to do: whole, wrapped, never cut
-            console.print(f"[red]missing[/red] {escape(status.target)}: {escape(status.detail)}", highlight=False)
+        console.print(
+            fitted_table(console, columns, rows, styles=[style.get(s.state) for s in listed])
+        )
+        for status in (
+            s for s in listed if s.state == "missing"
+        ):  # why, and what to do: whole, wrapped, never cut
+            console.print(
+                f"[red]missing[/red] {escape(status.target)}: {escape(status.detail)}",
+                highlight=False,
+            )
     for package, n in sorted(not_installed.items()):
         what = "target" if n == 1 else "targets"
-        console.print(f"[red]{n} {what} not checked[/red]: the package {package!r} is not installed in this Python ({escape(_python())}); "
-                      "a program's own module? give the program after --, e.g. -- python script.py", highlight=False)
+        console.print(
+            f"[red]{n} {what} not checked[/red]: the package {package!r} is not installed in this"
+            f" Python ({escape(_python())}); a program's own module? give the program after --,"
+            " e.g. -- python script.py",
+            highlight=False,
+        )
     counts: dict[str, int] = {}
     for status in listed:
         counts[status.state] = counts.get(status.state, 0) + 1
@@ -242,7 +448,9 @@ def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) 
         return
     summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
     if listed and any(s.state == "absent" for s in listed):
-        summary += "  (absent: a name this installed version does not have, expected across versions)"
+        summary += (
+            "  (absent: a name this installed version does not have, expected across versions)"
+        )
     console.print(summary, highlight=False)
 
 

@@ -18,7 +18,9 @@ class ReportData:
     phases: list[str]  # the breakdown's phase list, in its order
     steps: pd.DataFrame  # the steps frame (schema.BreakdownFrame.steps)
     summary: dict[str, Any]  # the breakdown JSON's "summary"
-    whatif: dict[str, Any] | None = None  # Ranking.to_json() (plan/verdict when the model gives them)
+    whatif: dict[str, Any] | None = (
+        None  # Ranking.to_json() (plan/verdict when the model gives them)
+    )
     whatif_note: str = ""  # why there is no what-if
     kernels: dict[str, Any] | None = None  # KernelTable.to_json(top)
     timelines: list[StepTimeline] = field(default_factory=list)

@@ -21,13 +21,32 @@ from verifyprof.model.throughput import Cycle
 
 MAX_BARS = 300  # steps per chart; more are averaged in bins
 COLOURS = {
-    "attention": "#1f77b4", "gemm_moe": "#9467bd", "moe_aux": "#c5b0d5", "gemm_dense": "#2ca02c", "spec": "#17becf",
-    "sampling": "#9edae5", "norm": "#bcbd22", "elementwise": "#ff7f0e", "other": "#8c564b", "graph": "#393b79",
-    "allreduce": "#d62728", "collective": "#ff9896", "memcpy": "#e377c2", "memset": "#f7b6d2",
-    "launch_gap": "#7f7f7f", "host_wait": "#c7c7c7", "graph_gap": "#a5a5a5", "graph_launch": "#636363", "other_work": "#dbdb8d",
+    "attention": "#1f77b4",
+    "gemm_moe": "#9467bd",
+    "moe_aux": "#c5b0d5",
+    "gemm_dense": "#2ca02c",
+    "spec": "#17becf",
+    "sampling": "#9edae5",
+    "norm": "#bcbd22",
+    "elementwise": "#ff7f0e",
+    "other": "#8c564b",
+    "graph": "#393b79",
+    "allreduce": "#d62728",
+    "collective": "#ff9896",
+    "memcpy": "#e377c2",
+    "memset": "#f7b6d2",
+    "launch_gap": "#7f7f7f",
+    "host_wait": "#c7c7c7",
+    "graph_gap": "#a5a5a5",
+    "graph_launch": "#636363",
+    "other_work": "#dbdb8d",
 }
 SPARE = ("#843c39", "#7b4173", "#637939", "#8ca252", "#bd9e39", "#e7969c", "#6b6ecf")
-LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "legend": {"orientation": "h", "y": -0.2}}
+LAYOUT = {
+    "template": "plotly_white",
+    "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+    "legend": {"orientation": "h", "y": -0.2},
+}
 
 
 def colour(phase: str) -> str:
@@ -39,12 +58,14 @@ def _text(value: Any) -> str:
 
 
 def _short(name: str, limit: int = 120) -> str:
-    """Hover names cut (the kernel table has them whole): thousands of C++ signatures would weigh megabytes."""
+    """Hover names cut (the kernel table has them whole): thousands of C++ signatures would weigh
+    megabytes."""
     return name if len(name) <= limit else name[: limit - 3] + "..."
 
 
 def plan_figure(whatif: dict[str, Any]) -> go.Figure:
-    """Waterfall from today's tok/s through each plan line (cumulative); without a plan, each candidate alone."""
+    """Waterfall from today's tok/s through each plan line (cumulative); without a plan, each
+    candidate alone."""
     current = whatif["current"]["tokens_per_s"]
     plan = whatif.get("plan")
     if plan:
@@ -55,13 +76,29 @@ def plan_figure(whatif: dict[str, Any]) -> go.Figure:
             values.append(line["tokens_per_s"] - level)
             level = line["tokens_per_s"]
         values.append(level)
-        fig = go.Figure(go.Waterfall(x=[_text(n) for n in names], y=values, measure=["absolute"] + ["relative"] * len(plan) + ["total"],
-                                     text=[f"{v:+.1f}" if 0 < i <= len(plan) else f"{v:.1f}" for i, v in enumerate(values)], textposition="outside"))
+        fig = go.Figure(
+            go.Waterfall(
+                x=[_text(n) for n in names],
+                y=values,
+                measure=["absolute"] + ["relative"] * len(plan) + ["total"],
+                text=[
+                    f"{v:+.1f}" if 0 < i <= len(plan) else f"{v:.1f}" for i, v in enumerate(values)
+                ],
+                textposition="outside",
+            )
+        )
         title = "What-if plan: tok/s per request, each step on top of the ones before"
     else:
         cands = whatif.get("candidates", [])
-        fig = go.Figure(go.Bar(x=[_text(c["name"]) for c in cands], y=[c["tokens_per_s"] for c in cands],
-                               text=[f"{100 * c['gain']:+.1f}%" for c in cands], textposition="outside", marker_color="#2ca02c"))
+        fig = go.Figure(
+            go.Bar(
+                x=[_text(c["name"]) for c in cands],
+                y=[c["tokens_per_s"] for c in cands],
+                text=[f"{100 * c['gain']:+.1f}%" for c in cands],
+                textposition="outside",
+                marker_color="#2ca02c",
+            )
+        )
         fig.add_hline(y=current, line_dash="dash", annotation_text=f"today {current:.1f} tok/s")
         title = "What-if candidates, each alone (this what-if has no stacked plan)"
     fig.update_layout(title=title, yaxis_title="tok/s per request", **LAYOUT)
@@ -78,20 +115,36 @@ def group_rows(steps: pd.DataFrame, group: dict[str, Any]) -> pd.DataFrame:
 def steps_figure(rows: pd.DataFrame, phases: list[str], title: str) -> go.Figure:
     """Stacked bars by phase, one per (step, device) in time order; binned means past MAX_BARS."""
     shown = [p for p in phases if p in rows.columns and rows[p].any()]
-    labels = [f"{s}" if d < 0 or rows["device"].nunique() == 1 else f"{s}/d{d}" for s, d in zip(rows["step"], rows["device"])]
+    labels = [
+        f"{s}" if d < 0 or rows["device"].nunique() == 1 else f"{s}/d{d}"
+        for s, d in zip(rows["step"], rows["device"])
+    ]
     values = rows[shown].to_numpy(dtype=float) / 1e6
     if len(rows) > MAX_BARS:
         bins = np.array_split(np.arange(len(rows)), MAX_BARS)
         values = np.vstack([values[b].mean(axis=0) for b in bins])
         labels = [f"{labels[b[0]]}..{labels[b[-1]]}" for b in bins]
         title += f" (mean of {len(rows) / MAX_BARS:.1f} steps per bar)"
-    fig = go.Figure([go.Bar(name=p, x=labels, y=values[:, i], marker_color=colour(p)) for i, p in enumerate(shown)])
-    fig.update_layout(barmode="stack", title=_text(title), xaxis_title="step (index/device)", yaxis_title="ms", xaxis_type="category", **LAYOUT)
+    fig = go.Figure(
+        [
+            go.Bar(name=p, x=labels, y=values[:, i], marker_color=colour(p))
+            for i, p in enumerate(shown)
+        ]
+    )
+    fig.update_layout(
+        barmode="stack",
+        title=_text(title),
+        xaxis_title="step (index/device)",
+        yaxis_title="ms",
+        xaxis_type="category",
+        **LAYOUT,
+    )
     return fig
 
 
 def timeline_figure(timelines: list[StepTimeline]) -> go.Figure:
-    """One step per rank: a row per stream (ops coloured by phase), an idle row (gaps by kind), a host row (launch calls)."""
+    """One step per rank: a row per stream (ops coloured by phase), an idle row (gaps by kind), a
+    host row (launch calls)."""
     bars: dict[str, dict[str, list]] = {}
 
     def add(key: str, y: str, start: float, width: float, hover: str) -> None:
@@ -105,21 +158,60 @@ def timeline_figure(timelines: list[StepTimeline]) -> go.Figure:
         who = f"rank {tl.rank}" if tl.rank >= 0 else f"dev {tl.device}"
         t0 = tl.start_ns
         for op in tl.ops.itertuples(index=False):  # capped per window (timeline.MAX_OPS)
-            add(op.phase, f"{who} stream {op.stream}", (op.start - t0) / 1e3, max(op.end - op.start, 1) / 1e3,
-                f"{_text(_short(op.name))}<br>{op.phase}, {(op.end - op.start) / 1e3:.1f} us")
+            add(
+                op.phase,
+                f"{who} stream {op.stream}",
+                (op.start - t0) / 1e3,
+                max(op.end - op.start, 1) / 1e3,
+                f"{_text(_short(op.name))}<br>{op.phase}, {(op.end - op.start) / 1e3:.1f} us",
+            )
         for gap in tl.gaps.itertuples(index=False):
-            add(gap.kind, f"{who} idle", (gap.start - t0) / 1e3, (gap.end - gap.start) / 1e3, f"idle: {gap.kind}, {(gap.end - gap.start) / 1e3:.1f} us")
+            add(
+                gap.kind,
+                f"{who} idle",
+                (gap.start - t0) / 1e3,
+                (gap.end - gap.start) / 1e3,
+                f"idle: {gap.kind}, {(gap.end - gap.start) / 1e3:.1f} us",
+            )
         for call in tl.calls.itertuples(index=False):
-            add("host call", f"{who} host", (call.start - t0) / 1e3, max(call.end - call.start, 1) / 1e3,
-                f"{_text(call.name)}, {(call.end - call.start) / 1e3:.1f} us")
+            add(
+                "host call",
+                f"{who} host",
+                (call.start - t0) / 1e3,
+                max(call.end - call.start, 1) / 1e3,
+                f"{_text(call.name)}, {(call.end - call.start) / 1e3:.1f} us",
+            )
     fig = go.Figure()
     for key, b in bars.items():
-        fig.add_trace(go.Bar(name=key, orientation="h", y=b["y"], x=b["x"], base=b["base"], hovertext=b["text"], hoverinfo="text",
-                             marker_color="#444444" if key == "host call" else colour(key), marker_line_width=0))
+        fig.add_trace(
+            go.Bar(
+                name=key,
+                orientation="h",
+                y=b["y"],
+                x=b["x"],
+                base=b["base"],
+                hovertext=b["text"],
+                hoverinfo="text",
+                marker_color="#444444" if key == "host call" else colour(key),
+                marker_line_width=0,
+            )
+        )
     rows = max(1, len({y for b in bars.values() for y in b["y"]}))
     first = timelines[0] if timelines else None
-    title = f"Timeline of the median {first.name} step (step {first.step}, {(first.end_ns - first.start_ns) / 1e6:.3f} ms)" if first else "Timeline"
-    fig.update_layout(barmode="overlay", title=_text(title), xaxis_title="us from the step's start", height=160 + 40 * rows, bargap=0.3, **LAYOUT)
+    title = (
+        f"Timeline of the median {first.name} step (step {first.step},"
+        f" {(first.end_ns - first.start_ns) / 1e6:.3f} ms)"
+        if first
+        else "Timeline"
+    )
+    fig.update_layout(
+        barmode="overlay",
+        title=_text(title),
+        xaxis_title="us from the step's start",
+        height=160 + 40 * rows,
+        bargap=0.3,
+        **LAYOUT,
+    )
     fig.update_yaxes(autorange="reversed", type="category")
     return fig
 
@@ -128,42 +220,111 @@ def ranks_figure(group: dict[str, Any], phases: list[str]) -> go.Figure:
     by_rank = group["by_rank"]
     ranks = list(by_rank)
     shown = [p for p in phases if any(by_rank[r]["phases"].get(p, 0) for r in ranks)]
-    fig = go.Figure([go.Bar(name=p, x=[f"rank {r}" for r in ranks], y=[by_rank[r]["phases"].get(p, 0) / 1e6 for r in ranks], marker_color=colour(p))
-                     for p in shown])
-    fig.update_layout(barmode="stack", title=_text(f"Per rank: mean {group['name']} step by phase"), yaxis_title="ms", **LAYOUT)
+    fig = go.Figure(
+        [
+            go.Bar(
+                name=p,
+                x=[f"rank {r}" for r in ranks],
+                y=[by_rank[r]["phases"].get(p, 0) / 1e6 for r in ranks],
+                marker_color=colour(p),
+            )
+            for p in shown
+        ]
+    )
+    fig.update_layout(
+        barmode="stack",
+        title=_text(f"Per rank: mean {group['name']} step by phase"),
+        yaxis_title="ms",
+        **LAYOUT,
+    )
     return fig
 
 
 def heatmap_figure(whatif: dict[str, Any], points: int = 41) -> go.Figure:
-    """tok/s per request over verify ms x accept length at today's draft and overhead, break-even line, today's point."""
+    """tok/s per request over verify ms x accept length at today's draft and overhead, break-even
+    line, today's point."""
     cur = whatif["current"]
     verify, accept = cur["verify_ms"], cur["accept_len"]
     top_accept = max(accept + 1.0, float((cur.get("num_draft") or 3) + 1))
-    base = Cycle(verify_ms=verify, accept_len=accept, draft_ms=cur["draft_ms"], overhead_ms=cur["overhead_ms"], decode_ms=cur.get("decode_ms"))
+    base = Cycle(
+        verify_ms=verify,
+        accept_len=accept,
+        draft_ms=cur["draft_ms"],
+        overhead_ms=cur["overhead_ms"],
+        decode_ms=cur.get("decode_ms"),
+    )
     v_hi = max(2.0 * verify, 1.2 * (base.with_(accept_len=top_accept).break_even_verify_ms or 0.0))
     xs = np.linspace(max(verify / 20, 1e-3), v_hi, points)
     ys = np.linspace(1.0, top_accept, points)
-    z = [[base.with_(verify_ms=float(x), accept_len=float(y)).tokens_per_s for x in xs] for y in ys]  # points^2 Cycles: small
-    fig = go.Figure(go.Heatmap(x=xs, y=ys, z=z, colorscale="Viridis", colorbar={"title": "tok/s"},
-                               hovertemplate="verify %{x:.3f} ms<br>accept %{y:.2f}<br>%{z:.1f} tok/s<extra></extra>"))
+    z = [
+        [base.with_(verify_ms=float(x), accept_len=float(y)).tokens_per_s for x in xs] for y in ys
+    ]  # points^2 Cycles: small
+    fig = go.Figure(
+        go.Heatmap(
+            x=xs,
+            y=ys,
+            z=z,
+            colorscale="Viridis",
+            colorbar={"title": "tok/s"},
+            hovertemplate="verify %{x:.3f} ms<br>accept %{y:.2f}<br>%{z:.1f} tok/s<extra></extra>",
+        )
+    )
     if cur.get("decode_ms"):
         edge = [(base.with_(accept_len=float(y)).break_even_verify_ms, float(y)) for y in ys]
         edge = [(x, y) for x, y in edge if x is not None and 0 < x <= v_hi]
         if edge:
-            fig.add_trace(go.Scatter(x=[e[0] for e in edge], y=[e[1] for e in edge], mode="lines", name="break-even (speedup 1)",
-                                     line={"color": "white", "dash": "dash", "width": 3}))
-    fig.add_trace(go.Scatter(x=[verify], y=[accept], mode="markers+text", name="today", text=[f"today {cur['tokens_per_s']:.1f} tok/s"],
-                             textposition="top right", marker={"color": "red", "size": 14, "symbol": "x"}, textfont={"color": "white"}))
-    fig.update_layout(title="tok/s per request over verify time and accept length (today's draft and overhead)",
-                      xaxis_title="verify ms", yaxis_title="accept length (tokens per cycle)", **LAYOUT)
+            fig.add_trace(
+                go.Scatter(
+                    x=[e[0] for e in edge],
+                    y=[e[1] for e in edge],
+                    mode="lines",
+                    name="break-even (speedup 1)",
+                    line={"color": "white", "dash": "dash", "width": 3},
+                )
+            )
+    fig.add_trace(
+        go.Scatter(
+            x=[verify],
+            y=[accept],
+            mode="markers+text",
+            name="today",
+            text=[f"today {cur['tokens_per_s']:.1f} tok/s"],
+            textposition="top right",
+            marker={"color": "red", "size": 14, "symbol": "x"},
+            textfont={"color": "white"},
+        )
+    )
+    fig.update_layout(
+        title="tok/s per request over verify time and accept length (today's draft and overhead)",
+        xaxis_title="verify ms",
+        yaxis_title="accept length (tokens per cycle)",
+        **LAYOUT,
+    )
     return fig
 
 
 def compare_figure(data: dict[str, Any]) -> go.Figure:
     rows = data["phases"]
-    fig = go.Figure([
-        go.Bar(name="before", x=[r["phase"] for r in rows], y=[r["before_ms"] for r in rows], marker_color="#7f7f7f"),
-        go.Bar(name="after", x=[r["phase"] for r in rows], y=[r["after_ms"] for r in rows], marker_color="#1f77b4"),
-    ])
-    fig.update_layout(barmode="group", title=_text("Verify step by phase, before vs after: " + data["verdict_line"]), yaxis_title="ms", **LAYOUT)
+    fig = go.Figure(
+        [
+            go.Bar(
+                name="before",
+                x=[r["phase"] for r in rows],
+                y=[r["before_ms"] for r in rows],
+                marker_color="#7f7f7f",
+            ),
+            go.Bar(
+                name="after",
+                x=[r["phase"] for r in rows],
+                y=[r["after_ms"] for r in rows],
+                marker_color="#1f77b4",
+            ),
+        ]
+    )
+    fig.update_layout(
+        barmode="group",
+        title=_text("Verify step by phase, before vs after: " + data["verdict_line"]),
+        yaxis_title="ms",
+        **LAYOUT,
+    )
     return fig

@@ -18,7 +18,9 @@ STEP_BATCH = 8192  # step rows encoded at a time: bounds the output's working me
 
 
 def dumps(data: Any) -> bytes:
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(
+        data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    )
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -42,7 +44,7 @@ def stream_breakdown_json(result: Any, stream: IO[bytes]) -> None:
     stream.write(header[:-1] + b',"steps":[')
     steps = result.steps
     for start in range(0, len(steps), STEP_BATCH):
-        body = steps_json(steps.iloc[start:start + STEP_BATCH])
+        body = steps_json(steps.iloc[start : start + STEP_BATCH])
         stream.write(body if start == 0 else b"," + body)
     stream.write(b'],"summary":' + orjson.dumps(result.summary(), option=options) + b"}\n")
 

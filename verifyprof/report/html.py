@@ -46,7 +46,8 @@ def esc(value: Any) -> str:
 
 
 def check_output(out: Path, inputs: list[str]) -> None:
-    """Never write a report onto an input (a trace, breakdown or manifest), however it is spelled."""
+    """Never write a report onto an input (a trace, breakdown or manifest), however it is
+    spelled."""
     outputs.protect(inputs, [out])
 
 
@@ -66,22 +67,40 @@ def render(data: ReportData) -> str:
     body += _kernels_section(data)
     body += _heatmap_section(data)
     body += _compare_section(data)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>verifyprof report</title>"
-            f"<style>{STYLE}</style><script type=\"text/javascript\">{get_plotlyjs()}</script></head>\n<body>\n"
-            + "\n".join(body) + f"\n<script>{RECT_SCRIPT}</script>\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>verifyprof'
+        f" report</title><style>{STYLE}</style><script"
+        f' type="text/javascript">{get_plotlyjs()}</script></head>\n<body>\n'
+        + "\n".join(body)
+        + f"\n<script>{RECT_SCRIPT}</script>\n</body></html>\n"
+    )
 
 
 def chart(fig: go.Figure, name: str) -> str:
-    div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"chart-{name}", config={"displaylogo": False, "responsive": True})
+    div = pio.to_html(
+        fig,
+        full_html=False,
+        include_plotlyjs=False,
+        div_id=f"chart-{name}",
+        config={"displaylogo": False, "responsive": True},
+    )
     return f'<div class="vp-chart" data-chart="{esc(name)}">{div}</div>'
 
 
-def table(headers: list[str], rows: list[list[tuple[str, Any]]], left: int = 1, key: str = "") -> str:
+def table(
+    headers: list[str], rows: list[list[tuple[str, Any]]], left: int = 1, key: str = ""
+) -> str:
     """A table of escaped cells; each cell is (data-key, value)."""
-    head = "".join(f'<th class="{"t" if i < left else ""}">{esc(h)}</th>' for i, h in enumerate(headers))
+    head = "".join(
+        f'<th class="{"t" if i < left else ""}">{esc(h)}</th>' for i, h in enumerate(headers)
+    )
     lines = []
     for r, row in enumerate(rows):
-        cells = "".join(f'<td class="{"t" if i < left else ""}" data-key="{esc(k)}" data-row="{r}">{esc(v)}</td>' for i, (k, v) in enumerate(row))
+        cells = "".join(
+            f'<td class="{"t" if i < left else ""}" data-key="{esc(k)}"'
+            f' data-row="{r}">{esc(v)}</td>'
+            for i, (k, v) in enumerate(row)
+        )
         lines.append(f"<tr>{cells}</tr>")
     return f'<table data-table="{esc(key)}"><tr>{head}</tr>{"".join(lines)}</table>'
 
@@ -92,11 +111,23 @@ def _ms(ns: float) -> str:
 
 def _header(data: ReportData) -> str:
     t = data.trace
-    gpus = ", ".join(sorted({str(d.get("name", "")) for d in t.get("devices", []) if isinstance(d, dict)})) or "-"
-    parts = [f"format {esc(t.get('format', '-'))}", f"{esc(t.get('kernels', '-'))} kernels", f"GPUs: {esc(gpus)}",
-             f"ranks: {esc(t.get('ranks') or '-')}", f"{len(data.steps)} step rows"]
+    gpus = (
+        ", ".join(
+            sorted({str(d.get("name", "")) for d in t.get("devices", []) if isinstance(d, dict)})
+        )
+        or "-"
+    )
+    parts = [
+        f"format {esc(t.get('format', '-'))}",
+        f"{esc(t.get('kernels', '-'))} kernels",
+        f"GPUs: {esc(gpus)}",
+        f"ranks: {esc(t.get('ranks') or '-')}",
+        f"{len(data.steps)} step rows",
+    ]
     warnings = "".join(f'<p class="warn">{esc(w)}</p>' for w in t.get("warnings", []))
-    return f'<p class="note">{" &middot; ".join(parts)}</p>{warnings}' + "".join(f'<p class="note">{esc(n)}</p>' for n in data.notes)
+    return f'<p class="note">{" &middot; ".join(parts)}</p>{warnings}' + "".join(
+        f'<p class="note">{esc(n)}</p>' for n in data.notes
+    )
 
 
 def _first_group(data: ReportData) -> dict[str, Any] | None:
@@ -115,66 +146,174 @@ def verdict_text(data: ReportData) -> str:
     top = max(data.phases, key=lambda p: group["phases"][p]["mean"] if p in group["phases"] else -1)
     share = group["phases"][top]["share"]
     modes = ", ".join(f"{m} x{n}" for m, n in group["modes"].items())
-    text = (f"{group['name']} {group['variant']}: median {_ms(group['wall_ns']['p50'])} ms, mean {_ms(group['wall_ns']['mean'])} ms "
-            f"({modes}; {group['launches']['mean']} launches and {group['kernels']['mean']} kernels per step). "
-            f"Dominant cost: {top} ({100 * share:.1f}% of the step{', GPU idle' if top in idle else ''}).")
+    text = (
+        f"{group['name']} {group['variant']}: median {_ms(group['wall_ns']['p50'])} ms, mean"
+        f" {_ms(group['wall_ns']['mean'])} ms ({modes}; {group['launches']['mean']} launches and"
+        f" {group['kernels']['mean']} kernels per step). Dominant cost: {top} ({100 * share:.1f}%"
+        f" of the step{', GPU idle' if top in idle else ''})."
+    )
     if data.whatif and data.whatif.get("candidates"):
         best = data.whatif["candidates"][0]
-        text += f" Best single candidate: {best['name']} -> {best['tokens_per_s']:.1f} tok/s ({100 * best['gain']:+.1f}%)."
+        text += (
+            f" Best single candidate: {best['name']} -> {best['tokens_per_s']:.1f} tok/s"
+            f" ({100 * best['gain']:+.1f}%)."
+        )
     return text
 
 
 def _verdict_section(data: ReportData) -> list[str]:
-    out = ["<h2 id=\"verdict\">Verdict and what-if plan</h2>", f'<p class="verdict" data-key="verdict">{esc(verdict_text(data))}</p>']
+    out = [
+        '<h2 id="verdict">Verdict and what-if plan</h2>',
+        f'<p class="verdict" data-key="verdict">{esc(verdict_text(data))}</p>',
+    ]
     w = data.whatif
     if w is None:
-        return out + [f'<p class="note" data-key="no-plan">{esc(data.whatif_note or "no plan: give an accept length")}</p>']
+        return out + [
+            '<p class="note"'
+            f' data-key="no-plan">{esc(data.whatif_note or "no plan: give an accept length")}</p>'
+        ]
     cur = w["current"]
-    out.append(f"<p>Today: verify {cur['verify_ms']:.3f} ms ({esc(cur['mode'])}), cycle {cur['cycle_ms']:.3f} ms, accept length "
-               f"{cur['accept_len']:.3f} &rarr; <b data-key=\"today-tps\">{cur['tokens_per_s']:.1f}</b> tok/s per request</p>")
+    out.append(
+        f"<p>Today: verify {cur['verify_ms']:.3f} ms ({esc(cur['mode'])}), cycle"
+        f" {cur['cycle_ms']:.3f} ms, accept length {cur['accept_len']:.3f} &rarr; <b"
+        f' data-key="today-tps">{cur["tokens_per_s"]:.1f}</b> tok/s per request</p>'
+    )
     if not w.get("plan"):
-        out.append('<p class="note">no stacked plan in this what-if: candidates are shown each alone</p>')
+        out.append(
+            '<p class="note">no stacked plan in this what-if: candidates are shown each alone</p>'
+        )
     out.append(chart(figures.plan_figure(w), "plan"))
     lines = w.get("plan") or w.get("candidates", [])
-    out.append(table(["candidate", "verify ms", "cycle ms", "tok/s", "gain", "assumptions"],
-                     [[("name", c["name"]), ("verify_ms", f"{c['verify_ms']:.3f}"), ("cycle_ms", f"{c['cycle_ms']:.3f}"),
-                       ("tokens_per_s", f"{c['tokens_per_s']:.1f}"), ("gain", f"{100 * c['gain']:+.1f}%"), ("assumptions", "; ".join(c.get("assumptions", [])))]
-                      for c in lines], key="plan"))
+    out.append(
+        table(
+            ["candidate", "verify ms", "cycle ms", "tok/s", "gain", "assumptions"],
+            [
+                [
+                    ("name", c["name"]),
+                    ("verify_ms", f"{c['verify_ms']:.3f}"),
+                    ("cycle_ms", f"{c['cycle_ms']:.3f}"),
+                    ("tokens_per_s", f"{c['tokens_per_s']:.1f}"),
+                    ("gain", f"{100 * c['gain']:+.1f}%"),
+                    ("assumptions", "; ".join(c.get("assumptions", []))),
+                ]
+                for c in lines
+            ],
+            key="plan",
+        )
+    )
     if w.get("unaddressed"):
-        out.append(table(["phase not addressed", "ms", "reason"], [[("phase", u["phase"]), ("ms", f"{u['ms']:.3f}"), ("reason", u["reason"])]
-                                                                     for u in w["unaddressed"]], key="unaddressed"))
+        out.append(
+            table(
+                ["phase not addressed", "ms", "reason"],
+                [
+                    [("phase", u["phase"]), ("ms", f"{u['ms']:.3f}"), ("reason", u["reason"])]
+                    for u in w["unaddressed"]
+                ],
+                key="unaddressed",
+            )
+        )
     if w.get("skipped"):
-        out.append("<p class=\"note\">not applicable: " + "; ".join(f"{esc(s['name'])}: {esc(s['reason'])}" for s in w["skipped"]) + "</p>")
+        out.append(
+            '<p class="note">not applicable: '
+            + "; ".join(f"{esc(s['name'])}: {esc(s['reason'])}" for s in w["skipped"])
+            + "</p>"
+        )
     return out
 
 
 def _steps_section(data: ReportData) -> list[str]:
     groups = data.summary.get("groups") or []
-    out = ["<h2 id=\"steps\">Steps by phase</h2>",
-           table(["step", "variant", "steps", "modes", "wall mean ms", "wall p50 ms", "wall p90 ms", "top phase"],
-                 [[("name", g["name"]), ("variant", g["variant"]), ("steps", g["steps"]), ("modes", ", ".join(f"{m} x{n}" for m, n in g["modes"].items())),
-                   ("wall-mean-ms", _ms(g["wall_ns"]["mean"])), ("wall-p50-ms", _ms(g["wall_ns"]["p50"])), ("wall-p90-ms", _ms(g["wall_ns"]["p90"])),
-                   ("top-phase", max(g["phases"], key=lambda p: g["phases"][p]["mean"]))] for g in groups], left=2, key="groups")]
+    out = [
+        '<h2 id="steps">Steps by phase</h2>',
+        table(
+            [
+                "step",
+                "variant",
+                "steps",
+                "modes",
+                "wall mean ms",
+                "wall p50 ms",
+                "wall p90 ms",
+                "top phase",
+            ],
+            [
+                [
+                    ("name", g["name"]),
+                    ("variant", g["variant"]),
+                    ("steps", g["steps"]),
+                    ("modes", ", ".join(f"{m} x{n}" for m, n in g["modes"].items())),
+                    ("wall-mean-ms", _ms(g["wall_ns"]["mean"])),
+                    ("wall-p50-ms", _ms(g["wall_ns"]["p50"])),
+                    ("wall-p90-ms", _ms(g["wall_ns"]["p90"])),
+                    ("top-phase", max(g["phases"], key=lambda p: g["phases"][p]["mean"])),
+                ]
+                for g in groups
+            ],
+            left=2,
+            key="groups",
+        ),
+    ]
     for i, group in enumerate(groups[:MAX_GROUP_CHARTS]):
         rows = figures.group_rows(data.steps, group)
-        out.append(chart(figures.steps_figure(rows, data.phases, f"{group['name']} {group['variant']}".strip()), f"steps-{i}"))
+        out.append(
+            chart(
+                figures.steps_figure(
+                    rows, data.phases, f"{group['name']} {group['variant']}".strip()
+                ),
+                f"steps-{i}",
+            )
+        )
     if len(groups) > MAX_GROUP_CHARTS:
-        out.append(f'<p class="note">{len(groups) - MAX_GROUP_CHARTS} more step groups in the table above, not drawn</p>')
+        out.append(
+            f'<p class="note">{len(groups) - MAX_GROUP_CHARTS} more step groups in the table above,'
+            " not drawn</p>"
+        )
     return out
 
 
 def _timeline_section(data: ReportData) -> list[str]:
-    out = ["<h2 id=\"timeline\">Timeline of the median verify step</h2>"]
+    out = ['<h2 id="timeline">Timeline of the median verify step</h2>']
     if not data.timelines:
         return out + [f'<p class="note">{esc(data.timeline_note or "no step to draw")}</p>']
     out.append(chart(figures.timeline_figure(data.timelines), "timeline"))
     rows = []
     for tl in data.timelines:
         idle = tl.idle_ns
-        rows.append([("text", tl.text), ("rank", tl.rank), ("device", tl.device), ("step", tl.step), ("wall_ms", _ms(tl.end_ns - tl.start_ns)),
-                     ("ops", f"{len(tl.ops)} of {tl.ops_total}" if len(tl.ops) < tl.ops_total else tl.ops_total), ("calls", len(tl.calls)),
-                     ("idle", ", ".join(f"{k} {_ms(v)} ms" for k, v in sorted(idle.items())))])
-    out.append(table(["range", "rank", "device", "step", "wall ms", "GPU ops", "launch calls", "idle by kind"], rows, key="timeline"))
+        rows.append(
+            [
+                ("text", tl.text),
+                ("rank", tl.rank),
+                ("device", tl.device),
+                ("step", tl.step),
+                ("wall_ms", _ms(tl.end_ns - tl.start_ns)),
+                (
+                    "ops",
+                    (
+                        f"{len(tl.ops)} of {tl.ops_total}"
+                        if len(tl.ops) < tl.ops_total
+                        else tl.ops_total
+                    ),
+                ),
+                ("calls", len(tl.calls)),
+                ("idle", ", ".join(f"{k} {_ms(v)} ms" for k, v in sorted(idle.items()))),
+            ]
+        )
+    out.append(
+        table(
+            [
+                "range",
+                "rank",
+                "device",
+                "step",
+                "wall ms",
+                "GPU ops",
+                "launch calls",
+                "idle by kind",
+            ],
+            rows,
+            key="timeline",
+        )
+    )
     return out
 
 
@@ -183,38 +322,96 @@ def _ranks_section(data: ReportData) -> list[str]:
     collectives = data.summary.get("collectives") or {}
     if (group is None or len(group["by_rank"]) < 2) and not collectives:
         return []
-    out = ["<h2 id=\"ranks\">Ranks and collectives</h2>"]
+    out = ['<h2 id="ranks">Ranks and collectives</h2>']
     if group is not None and len(group["by_rank"]) > 1:
         out.append(chart(figures.ranks_figure(group, data.phases), "ranks"))
-        out.append(table(["rank", "steps", "wall mean ms", "wall p90 ms"],
-                         [[("rank", r), ("steps", v["steps"]), ("wall-mean-ms", _ms(v["wall_ns"]["mean"])), ("wall-p90-ms", _ms(v["wall_ns"]["p90"]))]
-                          for r, v in group["by_rank"].items()], key="ranks"))
+        out.append(
+            table(
+                ["rank", "steps", "wall mean ms", "wall p90 ms"],
+                [
+                    [
+                        ("rank", r),
+                        ("steps", v["steps"]),
+                        ("wall-mean-ms", _ms(v["wall_ns"]["mean"])),
+                        ("wall-p90-ms", _ms(v["wall_ns"]["p90"])),
+                    ]
+                    for r, v in group["by_rank"].items()
+                ],
+                key="ranks",
+            )
+        )
     if collectives:
-        out.append(table(["collective", "calls", "devices", "transfer p50 ms", "wait p50 ms", "bytes p50", "busbw p50 GB/s"],
-                         [[("family", f), ("calls", s["calls"]), ("devices", s["devices"]), ("transfer", _ms(s["transfer_ns_p50"])),
-                           ("wait", _ms(s["wait_ns_p50"])), ("bytes", s.get("bytes_p50") or "-"),
-                           ("busbw", "-" if s.get("busbw_gbps_p50") is None else f"{s['busbw_gbps_p50']:.1f}")] for f, s in collectives.items()],
-                         key="collectives"))
+        out.append(
+            table(
+                [
+                    "collective",
+                    "calls",
+                    "devices",
+                    "transfer p50 ms",
+                    "wait p50 ms",
+                    "bytes p50",
+                    "busbw p50 GB/s",
+                ],
+                [
+                    [
+                        ("family", f),
+                        ("calls", s["calls"]),
+                        ("devices", s["devices"]),
+                        ("transfer", _ms(s["transfer_ns_p50"])),
+                        ("wait", _ms(s["wait_ns_p50"])),
+                        ("bytes", s.get("bytes_p50") or "-"),
+                        (
+                            "busbw",
+                            (
+                                "-"
+                                if s.get("busbw_gbps_p50") is None
+                                else f"{s['busbw_gbps_p50']:.1f}"
+                            ),
+                        ),
+                    ]
+                    for f, s in collectives.items()
+                ],
+                key="collectives",
+            )
+        )
     return out
 
 
 def _kernels_section(data: ReportData) -> list[str]:
-    out = ["<h2 id=\"kernels\">Top kernels</h2>"]
+    out = ['<h2 id="kernels">Top kernels</h2>']
     k = data.kernels
     if k is None:
         return out + [f'<p class="note">{esc(data.timeline_note or "no kernel table")}</p>']
-    out.append(f"<p class=\"note\">{esc(k['scope'])}: {k['distinct_kernels']} distinct kernels, {_ms(k['total_kernel_ns'])} ms of kernel time; "
-               f"the top {len(k['kernels'])} listed</p>")
-    out.append(table(["kernel", "phase", "count", "total ms", "mean us", "share"],
-                     [[("name", r["name"]), ("phase", r["phase"]), ("count", r["count"]), ("total-ms", _ms(r["total_ns"])),
-                       ("mean-us", f"{r['mean_ns'] / 1e3:.1f}"), ("share", f"{100 * r['share']:.1f}%")] for r in k["kernels"]], key="kernels"))
+    out.append(
+        f'<p class="note">{esc(k["scope"])}: {k["distinct_kernels"]} distinct kernels,'
+        f" {_ms(k['total_kernel_ns'])} ms of kernel time; the top {len(k['kernels'])} listed</p>"
+    )
+    out.append(
+        table(
+            ["kernel", "phase", "count", "total ms", "mean us", "share"],
+            [
+                [
+                    ("name", r["name"]),
+                    ("phase", r["phase"]),
+                    ("count", r["count"]),
+                    ("total-ms", _ms(r["total_ns"])),
+                    ("mean-us", f"{r['mean_ns'] / 1e3:.1f}"),
+                    ("share", f"{100 * r['share']:.1f}%"),
+                ]
+                for r in k["kernels"]
+            ],
+            key="kernels",
+        )
+    )
     return out
 
 
 def _heatmap_section(data: ReportData) -> list[str]:
-    out = ["<h2 id=\"heatmap\">Tokens/s over verify time and accept length</h2>"]
+    out = ['<h2 id="heatmap">Tokens/s over verify time and accept length</h2>']
     if data.whatif is None:
-        return out + [f'<p class="note">{esc(data.whatif_note or "no plan: give an accept length")}</p>']
+        return out + [
+            f'<p class="note">{esc(data.whatif_note or "no plan: give an accept length")}</p>'
+        ]
     return out + [chart(figures.heatmap_figure(data.whatif), "heatmap")]
 
 
@@ -222,40 +419,118 @@ def _compare_section(data: ReportData) -> list[str]:
     c = data.compare
     if c is None:
         return []
-    out = ["<h2 id=\"compare\">Before / after</h2>", f"<p>before: {esc(c['before']['source'])}<br>after: {esc(c['after']['source'])}</p>"]
+    out = [
+        '<h2 id="compare">Before / after</h2>',
+        f"<p>before: {esc(c['before']['source'])}<br>after: {esc(c['after']['source'])}</p>",
+    ]
     out += [f'<p class="warn" data-key="compare-warning">{esc(w)}</p>' for w in c["warnings"]]
     if c["mode_switch"] and not c["warnings"]:
         out.append(f'<p data-key="mode-switch">verify mode changed: {esc(c["mode_switch"])}</p>')
     out.append(f'<p class="verdict" data-key="compare-verdict">{esc(c["verdict_line"])}</p>')
     out.append(chart(figures.compare_figure(c), "compare"))
-    rows = [[("phase", r["phase"]), ("before", f"{r['before_ms']:.3f}"), ("after", f"{r['after_ms']:.3f}"), ("delta", f"{r['delta_ms']:+.3f}"),
-             ("delta-pct", "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%")] for r in c["phases"]]
+    rows = [
+        [
+            ("phase", r["phase"]),
+            ("before", f"{r['before_ms']:.3f}"),
+            ("after", f"{r['after_ms']:.3f}"),
+            ("delta", f"{r['delta_ms']:+.3f}"),
+            ("delta-pct", "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"),
+        ]
+        for r in c["phases"]
+    ]
     v = c["verify"]
-    rows.append([("phase", f"verify {v['measure']}"), ("before", f"{v['before_ms']:.3f}"), ("after", f"{v['after_ms']:.3f}"),
-                 ("delta", f"{v['delta_ms']:+.3f}"), ("delta-pct", f"{v['delta_pct']:+.1f}%")])
-    rows += [[("phase", f"{k} per step"), ("before", f"{n['before']:.1f}"), ("after", f"{n['after']:.1f}"), ("delta", f"{n['delta']:+.1f}"), ("delta-pct", "")]
-             for k, n in c["counts"].items()]
-    out.append(table(["phase (mean ms)", "before", "after", "delta", "delta %"], rows, key="compare"))
+    rows.append(
+        [
+            ("phase", f"verify {v['measure']}"),
+            ("before", f"{v['before_ms']:.3f}"),
+            ("after", f"{v['after_ms']:.3f}"),
+            ("delta", f"{v['delta_ms']:+.3f}"),
+            ("delta-pct", f"{v['delta_pct']:+.1f}%"),
+        ]
+    )
+    rows += [
+        [
+            ("phase", f"{k} per step"),
+            ("before", f"{n['before']:.1f}"),
+            ("after", f"{n['after']:.1f}"),
+            ("delta", f"{n['delta']:+.1f}"),
+            ("delta-pct", ""),
+        ]
+        for k, n in c["counts"].items()
+    ]
+    out.append(
+        table(["phase (mean ms)", "before", "after", "delta", "delta %"], rows, key="compare")
+    )
     for p in c["predictions"]:
-        out.append(table([f"prediction check: {p['candidate']}", "predicted", "measured", "error"], [
-            [("what", "verify ms"), ("pred", f"{p['predicted_verify_ms']:.3f}"), ("meas", f"{p['measured_verify_ms']:.3f}"), ("err", f"{p['verify_error_pct']:+.1f}%")],
-            [("what", "tok/s"), ("pred", f"{p['predicted_tokens_per_s']:.1f}"), ("meas", f"{p['measured_tokens_per_s']:.1f}"), ("err", f"{p['tokens_per_s_error_pct']:+.1f}%")],
-            [("what", "tok/s at AFTER's draft + overhead"), ("pred", f"{p['predicted_tokens_per_s_at_after_cycle']:.1f}"), ("meas", f"{p['measured_tokens_per_s']:.1f}"),
-             ("err", f"{p['at_after_cycle_error_pct']:+.1f}%")]], key="prediction"))
+        out.append(
+            table(
+                [f"prediction check: {p['candidate']}", "predicted", "measured", "error"],
+                [
+                    [
+                        ("what", "verify ms"),
+                        ("pred", f"{p['predicted_verify_ms']:.3f}"),
+                        ("meas", f"{p['measured_verify_ms']:.3f}"),
+                        ("err", f"{p['verify_error_pct']:+.1f}%"),
+                    ],
+                    [
+                        ("what", "tok/s"),
+                        ("pred", f"{p['predicted_tokens_per_s']:.1f}"),
+                        ("meas", f"{p['measured_tokens_per_s']:.1f}"),
+                        ("err", f"{p['tokens_per_s_error_pct']:+.1f}%"),
+                    ],
+                    [
+                        ("what", "tok/s at AFTER's draft + overhead"),
+                        ("pred", f"{p['predicted_tokens_per_s_at_after_cycle']:.1f}"),
+                        ("meas", f"{p['measured_tokens_per_s']:.1f}"),
+                        ("err", f"{p['at_after_cycle_error_pct']:+.1f}%"),
+                    ],
+                ],
+                key="prediction",
+            )
+        )
         if p["outside_verify"]:
-            out.append(f"<p class=\"note\">{esc(p['candidate'])} changes verify only; outside verify the cycle changed too: {esc(', '.join(p['outside_verify']))}</p>")
+            out.append(
+                f'<p class="note">{esc(p["candidate"])} changes verify only; outside verify the'
+                f" cycle changed too: {esc(', '.join(p['outside_verify']))}</p>"
+            )
     if c.get("prediction_note"):
         out.append(f'<p class="note">prediction check: {esc(c["prediction_note"])}</p>')
     fam = c["kernel_families"]
     if fam.get("available"):
-        out.append(f"<p>kernel families in the verify ranges: {fam['families_before']} &rarr; {fam['families_after']}</p>")
-        listed = [[("change", kind), ("family", r["family"]), ("phase", r["phase"]), ("ms", f"{r['after_ms' if kind == 'appeared' else 'before_ms']:.3f}")]
-                  for kind in ("appeared", "vanished") for r in fam[kind]]
+        out.append(
+            f"<p>kernel families in the verify ranges: {fam['families_before']} &rarr;"
+            f" {fam['families_after']}</p>"
+        )
+        listed = [
+            [
+                ("change", kind),
+                ("family", r["family"]),
+                ("phase", r["phase"]),
+                ("ms", f"{r['after_ms' if kind == 'appeared' else 'before_ms']:.3f}"),
+            ]
+            for kind in ("appeared", "vanished")
+            for r in fam[kind]
+        ]
         if listed:
-            out.append(table(["change", "family", "phase", "total ms"], listed, left=3, key="families"))
+            out.append(
+                table(["change", "family", "phase", "total ms"], listed, left=3, key="families")
+            )
     else:
         out.append(f'<p class="note">kernel families: {esc(fam.get("reason", ""))}</p>')
     if len(c["ranks"]) > 1:
-        out.append(table(["rank", "before ms", "after ms", "delta %"], [[("rank", r["rank"]), ("before", r["before_ms"]), ("after", r["after_ms"]),
-                                                                          ("delta-pct", r["delta_pct"])] for r in c["ranks"]], key="compare-ranks"))
+        out.append(
+            table(
+                ["rank", "before ms", "after ms", "delta %"],
+                [
+                    [
+                        ("rank", r["rank"]),
+                        ("before", r["before_ms"]),
+                        ("after", r["after_ms"]),
+                        ("delta-pct", r["delta_pct"]),
+                    ]
+                    for r in c["ranks"]
+                ],
+                key="compare-ranks",
+            )
+        )
     return out

@@ -40,7 +40,9 @@ class Console(rich_console.Console):
 @dataclass(frozen=True)
 class Col:
     header: str
-    kind: Literal["num", "text", "name"] = "num"  # num: right-aligned, never cut; name: shortened to fit
+    kind: Literal["num", "text", "name"] = (
+        "num"  # num: right-aligned, never cut; name: shortened to fit
+    )
 
 
 def short_name(name: str) -> str:
@@ -80,7 +82,9 @@ def short_name(name: str) -> str:
 def fit(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters. The function's name matters most, then its
     template arguments (cut at the end), then its namespaces (dropped); a name too long by
-    itself (``Cijk_..._MT256x32x64_...``, ``bmm_..._sm100f``) is cut in the middle, keeping both ends."""
+    itself (``Cijk_..._MT256x32x64_...``, ``bmm_..._sm100f``) is cut in the middle, keeping both
+    ends.
+    """
     if len(text) <= width:
         return text
     if width <= 1:
@@ -109,30 +113,56 @@ def _share(room: int, wants: dict[int, int]) -> dict[int, int]:
 
 def fits(console: Console, columns: list[Col], rows: list[list[str]]) -> bool:
     """Whether the table's columns other than names fit the console with a usable name column."""
-    widths = [max([len(line) for line in c.header.split("\n")] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    widths = [
+        max([len(line) for line in c.header.split("\n")] + [len(r[i]) for r in rows])
+        for i, c in enumerate(columns)
+    ]
     names = sum(1 for c in columns if c.kind == "name")
     fixed = sum(w for w, c in zip(widths, columns) if c.kind != "name")
     return fixed + 2 * (len(columns) - 1) + MIN_NAME * names <= console.width
 
 
 def fitted_table(
-    console: Console, columns: list[Col], rows: list[list[str]], title: str | None = None, styles: list[str | None] | None = None
+    console: Console,
+    columns: list[Col],
+    rows: list[list[str]],
+    title: str | None = None,
+    styles: list[str | None] | None = None,
 ) -> Table:
     """A table of ``rows`` (plain strings) that fits ``console.width``: numbers at full width,
     names shortened into the rest. Cells are escaped here, so rows hold no rich markup."""
-    widths = [max([len(line) for line in c.header.split("\n")] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    widths = [
+        max([len(line) for line in c.header.split("\n")] + [len(r[i]) for r in rows])
+        for i, c in enumerate(columns)
+    ]
     names = [i for i, c in enumerate(columns) if c.kind == "name"]
     fixed = sum(w for i, w in enumerate(widths) if i not in names)
-    overhead = 2 * (len(columns) - 1)  # box.SIMPLE_HEAD without edges, right padding 1: 2 between columns
+    overhead = 2 * (
+        len(columns) - 1
+    )  # box.SIMPLE_HEAD without edges, right padding 1: 2 between columns
     room = max(console.width - fixed - overhead, MIN_NAME * len(names)) if names else 0
     budget = _share(room, {i: widths[i] for i in names})
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
     for i, col in enumerate(columns):
         if col.kind == "name":
             table.add_column(col.header, no_wrap=True, overflow="ellipsis", max_width=budget[i])
         else:
-            table.add_column(col.header, justify="right" if col.kind == "num" else "left", no_wrap=True, min_width=widths[i])
+            table.add_column(
+                col.header,
+                justify="right" if col.kind == "num" else "left",
+                no_wrap=True,
+                min_width=widths[i],
+            )
     for n, row in enumerate(rows):
-        cells = [escape(fit(cell, budget[i]) if i in budget else cell) for i, cell in enumerate(row)]
+        cells = [
+            escape(fit(cell, budget[i]) if i in budget else cell) for i, cell in enumerate(row)
+        ]
         table.add_row(*cells, style=styles[n] if styles else None)
     return table

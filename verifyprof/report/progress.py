@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from rich.console import Console
 
 REDRAW_S = 0.1
-JOIN_S = 0.5  # a redraw blocked on a stopped terminal (Ctrl-S) is left behind; the map then sees a thread and forks safely
+# a redraw blocked on a stopped terminal (Ctrl-S) is left behind; the map then sees a thread and
+# forks safely
+JOIN_S = 0.5
 
 
 class Status:
@@ -27,7 +29,9 @@ class Status:
     def __init__(self, bar=None) -> None:  # type: ignore[no-untyped-def]
         self._bar = bar
         self._thread: threading.Thread | None = None
-        self._stop: threading.Event | None = None  # the running thread's own: one left behind still ends
+        self._stop: threading.Event | None = (
+            None  # the running thread's own: one left behind still ends
+        )
 
     @property
     def drawn(self) -> bool:
@@ -37,7 +41,9 @@ class Status:
         if self._bar is None or self._thread is not None:
             return
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._redraw, args=(self._stop,), name="verifyprof-status", daemon=True)
+        self._thread = threading.Thread(
+            target=self._redraw, args=(self._stop,), name="verifyprof-status", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -48,7 +54,8 @@ class Status:
         self._thread = self._stop = None
 
     def count(self, done: int, total: int, what: str) -> None:
-        """``(3/8 files)`` beside the text: how far a map of several files has come (``total`` 0: none)."""
+        """``(3/8 files)`` beside the text: how far a map of several files has come (``total`` 0:
+        none)."""
         if self._bar is None:
             return
         self._bar.update(self._bar.task_ids[0], count=f"({done}/{total} {what})" if total else "")
@@ -59,7 +66,10 @@ class Status:
         """No drawing thread inside: the process may fork (the line stays, its clock waits)."""
         running = self._thread is not None
         self.stop()
-        for stream in (sys.__stdout__, sys.__stderr__):  # a fork copies unwritten output; the worker would write it again
+        for stream in (
+            sys.__stdout__,
+            sys.__stderr__,
+        ):  # a fork copies unwritten output; the worker would write it again
             if stream is not None:
                 stream.flush()
         try:
@@ -76,7 +86,8 @@ class Status:
 @contextlib.contextmanager
 def status(text: str, quiet: bool = False) -> Iterator[Status]:
     """``with status("reading trace.sqlite.gz") as shown: ...`` shows a spinner and the elapsed
-    time; ``shown.count`` adds a file count, ``shown.paused()`` is for the moments the process forks.
+    time; ``shown.count`` adds a file count, ``shown.paused()`` is for the moments the process
+    forks.
     The text is cut with an ellipsis, never the count or the clock, to fit the terminal."""
     err = Console(stderr=True)
     if quiet or not err.is_terminal or not sys.stderr.isatty():
@@ -85,10 +96,18 @@ def status(text: str, quiet: bool = False) -> Iterator[Status]:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Column
 
-    columns = (SpinnerColumn(), TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
-               TextColumn("{task.fields[count]}"), TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn(
+            "{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)
+        ),
+        TextColumn("{task.fields[count]}"),
+        TimeElapsedColumn(),
+    )
     try:
-        with Progress(*columns, console=err, transient=True, auto_refresh=False, expand=True) as bar:
+        with Progress(
+            *columns, console=err, transient=True, auto_refresh=False, expand=True
+        ) as bar:
             bar.add_task(text, total=None, count="")
             bar.refresh()
             shown = Status(bar)

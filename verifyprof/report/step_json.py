@@ -33,12 +33,20 @@ def steps_json(rows: pd.DataFrame) -> bytes:
     if rows.empty:
         return b""
     texts = {field: _text_column(rows[field]) for field in TEXT_FIELDS} if _encodable(rows) else {}
-    if not texts or any(column is None for column in texts.values()):  # not the frame the tool makes
+    if not texts or any(
+        column is None for column in texts.values()
+    ):  # not the frame the tool makes
         return orjson.dumps(step_records(rows), option=ORJSON_OPTIONS)[1:-1]
     pieces: list[pa.Scalar | pa.Array] = []
     separator = "{"
     for key, column in (*RECORD_SCALARS, ("attrs", "attrs")):  # step_records' key order
-        encoded = texts[column] if column in texts else _attrs(rows["attrs"]) if column == "attrs" else _integers(rows[column])
+        encoded = (
+            texts[column]
+            if column in texts
+            else _attrs(rows["attrs"])
+            if column == "attrs"
+            else _integers(rows[column])
+        )
         pieces += [_literal(f'{separator}"{key}":'), encoded]
         separator = ","
     for block, names, columns in record_blocks(rows.columns):
@@ -48,16 +56,26 @@ def steps_json(rows: pd.DataFrame) -> bytes:
             separator = ","
         pieces.append(_literal("}"))
     pieces.append(_literal("},"))
-    joined = pc.binary_join_element_wise(*pieces, _literal(""))  # large_binary: 64-bit offsets, no 2 GiB limit
-    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64, count=len(rows) + 1, offset=joined.offset * 8)
-    return bytes(memoryview(joined.buffers()[2])[offsets[0]:offsets[-1] - 1])  # the last record's comma dropped
+    joined = pc.binary_join_element_wise(
+        *pieces, _literal("")
+    )  # large_binary: 64-bit offsets, no 2 GiB limit
+    offsets = np.frombuffer(
+        joined.buffers()[1], dtype=np.int64, count=len(rows) + 1, offset=joined.offset * 8
+    )
+    return bytes(
+        memoryview(joined.buffers()[2])[offsets[0] : offsets[-1] - 1]
+    )  # the last record's comma dropped
 
 
 def _encodable(rows: pd.DataFrame) -> bool:
     """Every number column a plain signed integer array (no nullable ``Int64``, no ``uint64``),
     each name once: what the cast writes is then what orjson writes."""
-    numeric = [f for f in SCALAR_FIELDS if f not in TEXT_FIELDS] + [c for _, _, cols in record_blocks(rows.columns) for c in cols]
-    return rows.columns.is_unique and all(isinstance(rows[c].dtype, np.dtype) and rows[c].dtype.kind == "i" for c in numeric)
+    numeric = [f for f in SCALAR_FIELDS if f not in TEXT_FIELDS] + [
+        c for _, _, cols in record_blocks(rows.columns) for c in cols
+    ]
+    return rows.columns.is_unique and all(
+        isinstance(rows[c].dtype, np.dtype) and rows[c].dtype.kind == "i" for c in numeric
+    )
 
 
 def _text_column(values: pd.Series) -> pa.Array | None:

@@ -10,7 +10,9 @@ from rich.table import Table
 from verifyprof.report.layout import Col, Console, fitted_table
 
 
-def _hanging(console: Console, lines: list[str], bullet: str, indent: int, style: str | None = None) -> None:
+def _hanging(
+    console: Console, lines: list[str], bullet: str, indent: int, style: str | None = None
+) -> None:
     """Bulleted lines whose wrapped continuation stays indented under the text, at any width."""
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(width=indent, justify="right", no_wrap=True)
@@ -28,17 +30,31 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     lev = result.get("leviathan")
     if lev:
-        table = Table(title="Leviathan et al. 2023 (i.i.d. acceptance)", title_justify="left", show_header=False)
+        table = Table(
+            title="Leviathan et al. 2023 (i.i.d. acceptance)",
+            title_justify="left",
+            show_header=False,
+        )
         table.add_row("alpha / drafts", f"{lev['alpha']:g} / {lev['num_draft']}")
         table.add_row("expected tokens per cycle (Eq. 1)", f"{lev['expected_tokens']:.3f}")
         if "walltime_improvement" in lev:
-            table.add_row(f"walltime improvement at c={lev['draft_cost_ratio']:g} (Thm 3.8)", f"{lev['walltime_improvement']:.3f}x")
-            table.add_row("operations factor (Thm 3.11, c-hat = c)", f"{lev['operations_factor']:.3f}x")
-            table.add_row("optimal drafts", f"{lev['optimal_num_draft']} ({lev['optimal_walltime_improvement']:.3f}x)")
+            table.add_row(
+                f"walltime improvement at c={lev['draft_cost_ratio']:g} (Thm 3.8)",
+                f"{lev['walltime_improvement']:.3f}x",
+            )
+            table.add_row(
+                "operations factor (Thm 3.11, c-hat = c)", f"{lev['operations_factor']:.3f}x"
+            )
+            table.add_row(
+                "optimal drafts",
+                f"{lev['optimal_num_draft']} ({lev['optimal_walltime_improvement']:.3f}x)",
+            )
         console.print(table)
     survival = result.get("survival")
     if survival:
-        table = Table(title="Accept length by number of drafts (1 + s1 + ... + sk)", title_justify="left")
+        table = Table(
+            title="Accept length by number of drafts (1 + s1 + ... + sk)", title_justify="left"
+        )
         table.add_column("drafts", justify="right")
         table.add_column("accept length", justify="right")
         for k, tau in enumerate(survival["accept_len_by_num_draft"], start=1):
@@ -48,15 +64,26 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
         return
     table = Table(title="Speculative cycle", title_justify="left", show_header=False)
     table.add_row("accept length", f"{result['accept_len']:.3f}  ({result['accept_len_source']})")
-    table.add_row("cycle = draft + verify + overhead", f"{result['cycle_ms']:.3f} ms = {result['draft_ms']:.3f} + {result['verify_ms']:.3f} + {result['overhead_ms']:.3f}")
+    table.add_row(
+        "cycle = draft + verify + overhead",
+        f"{result['cycle_ms']:.3f} ms = {result['draft_ms']:.3f} + {result['verify_ms']:.3f} +"
+        f" {result['overhead_ms']:.3f}",
+    )
     if result.get("draft_source", "").endswith("(Thm 3.8's model)"):
         table.add_row("draft", escape(result["draft_source"]))
     table.add_row("tokens/s per request", f"{result['tokens_per_s']:.1f}")
     if result["batch"] > 1:
-        table.add_row(f"tokens/s for batch {result['batch']}", f"{result['batch_tokens_per_s']:.1f}")
+        table.add_row(
+            f"tokens/s for batch {result['batch']}", f"{result['batch_tokens_per_s']:.1f}"
+        )
     if result.get("speedup") is not None:
-        table.add_row("baseline decode", f"{result['decode_ms']:.3f} ms/step ({result['baseline_tokens_per_s']:.1f} tok/s)")
-        table.add_row("speedup", f"{result['speedup']:.3f}x ({100 * (result['speedup'] - 1):+.1f}%)")
+        table.add_row(
+            "baseline decode",
+            f"{result['decode_ms']:.3f} ms/step ({result['baseline_tokens_per_s']:.1f} tok/s)",
+        )
+        table.add_row(
+            "speedup", f"{result['speedup']:.3f}x ({100 * (result['speedup'] - 1):+.1f}%)"
+        )
         table.add_row("cycle cost in decode steps", f"{result['cycle_cost_decode_steps']:.3f}")
         table.add_row("break-even verify time", f"{result['break_even_verify_ms']:.3f} ms")
         table.add_row("break-even accept length", f"{result['break_even_accept_len']:.3f}")
@@ -69,9 +96,10 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
     console = console or Console()
     cur = result["current"]
     console.print(
-        f"[bold]current[/bold]: verify {cur['verify_ms']:.3f} ms ({cur['mode']}, width {cur['width'] or '-'}, "
-        f"{cur['verify_steps']} steps, device {cur['device']}), cycle {cur['cycle_ms']:.3f} ms, accept length "
-        f"{cur['accept_len']:.3f} -> [bold]{cur['tokens_per_s']:.1f} tok/s[/bold] per request"
+        f"[bold]current[/bold]: verify {cur['verify_ms']:.3f} ms ({cur['mode']}, width"
+        f" {cur['width'] or '-'}, {cur['verify_steps']} steps, device {cur['device']}), cycle"
+        f" {cur['cycle_ms']:.3f} ms, accept length {cur['accept_len']:.3f} ->"
+        f" [bold]{cur['tokens_per_s']:.1f} tok/s[/bold] per request"
         + (f", speedup {cur['speedup']:.2f}x" if cur.get("speedup") is not None else "")
     )
     _hanging(console, list(cur.get("notes", [])), "-", 3, style="dim")
@@ -79,13 +107,40 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
         console.print("[bold]verdict[/bold]:", highlight=False)
         _hanging(console, [result["verdict"]], "", 1)
     _print_plan(result, console)
-    columns = [Col("#"), Col("candidate", "name"), Col("verify ms"), Col("cycle ms"), Col("accept"), Col("tok/s"), Col("gain")]
-    rows = [["", "current (measured)", f"{cur['verify_ms']:.3f}", f"{cur['cycle_ms']:.3f}", f"{cur['accept_len']:.2f}", f"{cur['tokens_per_s']:.1f}", ""]]
+    columns = [
+        Col("#"),
+        Col("candidate", "name"),
+        Col("verify ms"),
+        Col("cycle ms"),
+        Col("accept"),
+        Col("tok/s"),
+        Col("gain"),
+    ]
+    rows = [
+        [
+            "",
+            "current (measured)",
+            f"{cur['verify_ms']:.3f}",
+            f"{cur['cycle_ms']:.3f}",
+            f"{cur['accept_len']:.2f}",
+            f"{cur['tokens_per_s']:.1f}",
+            "",
+        ]
+    ]
     styles: list[str | None] = ["dim"]
     for i, cand in enumerate(result["candidates"], start=1):
         gain = 100 * cand["gain"]
-        rows.append([str(i), cand["name"], f"{cand['verify_ms']:.3f}", f"{cand['cycle_ms']:.3f}", f"{cand['accept_len']:.2f}",
-                     f"{cand['tokens_per_s']:.1f}", f"{gain:+.1f}%"])
+        rows.append(
+            [
+                str(i),
+                cand["name"],
+                f"{cand['verify_ms']:.3f}",
+                f"{cand['cycle_ms']:.3f}",
+                f"{cand['accept_len']:.2f}",
+                f"{cand['tokens_per_s']:.1f}",
+                f"{gain:+.1f}%",
+            ]
+        )
         styles.append("green" if gain > 0 else "red")
     console.print("[bold]Each candidate alone, best first (predicted)[/bold]")
     console.print(fitted_table(console, columns, rows, styles=styles))
@@ -95,7 +150,13 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
         _hanging(console, list(cand["assumptions"]), "-", 4)
     if result.get("skipped"):
         console.print("[dim]not applicable:[/dim]")
-        _hanging(console, [f"{skip['name']}: {skip['reason']}" for skip in result["skipped"]], "-", 3, style="dim")
+        _hanging(
+            console,
+            [f"{skip['name']}: {skip['reason']}" for skip in result["skipped"]],
+            "-",
+            3,
+            style="dim",
+        )
 
 
 def _print_plan(result: dict[str, Any], console: Console) -> None:
@@ -104,11 +165,41 @@ def _print_plan(result: dict[str, Any], console: Console) -> None:
     if not plan:
         return
     cur = result["current"]
-    columns = [Col("#"), Col("then", "name"), Col("verify ms"), Col("cycle ms"), Col("tok/s"), Col("total gain")]
-    rows = [["", "today (measured)", f"{cur['verify_ms']:.3f}", f"{cur['cycle_ms']:.3f}", f"{cur['tokens_per_s']:.1f}", ""]]
-    rows += [[str(i), line["name"], f"{line['verify_ms']:.3f}", f"{line['cycle_ms']:.3f}", f"{line['tokens_per_s']:.1f}",
-              f"{100 * line['gain']:+.1f}%"] for i, line in enumerate(plan, start=1)]
-    console.print("[bold]Plan: fixes stacked, each on top of the ones above (predicted, cumulative)[/bold]")
+    columns = [
+        Col("#"),
+        Col("then", "name"),
+        Col("verify ms"),
+        Col("cycle ms"),
+        Col("tok/s"),
+        Col("total gain"),
+    ]
+    rows = [
+        [
+            "",
+            "today (measured)",
+            f"{cur['verify_ms']:.3f}",
+            f"{cur['cycle_ms']:.3f}",
+            f"{cur['tokens_per_s']:.1f}",
+            "",
+        ]
+    ]
+    rows += [
+        [
+            str(i),
+            line["name"],
+            f"{line['verify_ms']:.3f}",
+            f"{line['cycle_ms']:.3f}",
+            f"{line['tokens_per_s']:.1f}",
+            f"{100 * line['gain']:+.1f}%",
+        ]
+        for i, line in enumerate(plan, start=1)
+    ]
+    console.print(
+        "[bold]Plan: fixes stacked, each on top of the ones above (predicted, cumulative)[/bold]"
+    )
     console.print(fitted_table(console, columns, rows, styles=["dim"] + [None] * len(plan)))
-    gaps = [f"not addressed: {g['phase']} {g['ms']:.3f} ms ({100 * g['share']:.0f}%): {g['reason']}" for g in result.get("unaddressed") or []]
+    gaps = [
+        f"not addressed: {g['phase']} {g['ms']:.3f} ms ({100 * g['share']:.0f}%): {g['reason']}"
+        for g in result.get("unaddressed") or []
+    ]
     _hanging(console, gaps, "-", 3, style="dim")

@@ -1,6 +1,7 @@
 """A per-user cache for files derived from traces (decompressed exports, nsys exports, WAL copies).
 
-* **Where**: ``$VERIFYPROF_CACHE``, else ``$XDG_CACHE_HOME/verifyprof``, else ``~/.cache/verifyprof``.
+* **Where**: ``$VERIFYPROF_CACHE``, else ``$XDG_CACHE_HOME/verifyprof``, else
+``~/.cache/verifyprof``.
 * **Keys**: a derived file is named by the source's resolved path, size and mtime, so an edited or
   replaced source is never answered from a stale entry.
 * **Writes** are atomic (temp file, then rename) and checked before they are kept: a
@@ -55,7 +56,8 @@ def cache_fault(source: Path, directory: Path, exc: OSError) -> CacheWriteError:
     why = exc.strerror or str(exc)
     return CacheWriteError(
         f"cannot write its derived copy to the cache {directory} ({why}): free space there or set "
-        "VERIFYPROF_CACHE to a writable directory", source,
+        "VERIFYPROF_CACHE to a writable directory",
+        source,
     )
 
 
@@ -93,7 +95,9 @@ def cached(source: Path, target: Path, make: Callable[[Path], None]) -> Path:
         make(tmp)
         problem = stored_sqlite_problem(tmp)
         if problem is not None:
-            raise TraceError(f"its derived SQLite copy is not whole ({problem}); nothing cached", source)
+            raise TraceError(
+                f"its derived SQLite copy is not whole ({problem}); nothing cached", source
+            )
         os.replace(tmp, target)
     except OSError as exc:
         raise cache_fault(source, directory, exc) from None
@@ -104,7 +108,8 @@ def cached(source: Path, target: Path, make: Callable[[Path], None]) -> Path:
 
 
 def gunzipped(path: Path, suffix: str) -> Path:
-    """The decompressed content of ``path`` (gzip), made once and reused while ``path`` is unchanged."""
+    """The decompressed content of ``path`` (gzip), made once and reused while ``path`` is
+    unchanged."""
     target = cache_dir() / f"{path.name.removesuffix('.gz')}.{cache_key(path)}{suffix}"
 
     def make(tmp: Path) -> None:
@@ -116,7 +121,11 @@ def gunzipped(path: Path, suffix: str) -> Path:
             while True:
                 try:
                     block = src.read(4 << 20)
-                except (OSError, EOFError, zlib.error) as exc:  # reading the input: the input's fault
+                except (
+                    OSError,
+                    EOFError,
+                    zlib.error,
+                ) as exc:  # reading the input: the input's fault
                     raise TraceError(f"corrupt or truncated gzip: {exc}", path) from None
                 if not block:
                     break
@@ -141,7 +150,9 @@ def checkpointed_copy(path: Path, wal: Path) -> Path:
             finally:
                 con.close()
         except sqlite3.DatabaseError as exc:
-            raise TraceError(f"corrupt SQLite file or -wal ({' '.join(str(exc).split())[:300]})", path) from None
+            raise TraceError(
+                f"corrupt SQLite file or -wal ({' '.join(str(exc).split())[:300]})", path
+            ) from None
         finally:
             for extra in ("-wal", "-shm"):
                 tmp.with_name(tmp.name + extra).unlink(missing_ok=True)

@@ -15,7 +15,17 @@ import pandas as pd
 
 from verifyprof.trace.events import COLLECTIVE_ARG_COLUMNS, NO_ID, StringTable
 
-FAMILIES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv", "send", "recv")
+FAMILIES = (
+    "allreduce",
+    "allgather",
+    "reducescatter",
+    "alltoall",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+    "send",
+    "recv",
+)
 
 # Longest spellings first: "reduce_scatter" before "reduce", "all_reduce" before "reduce".
 _FAMILY = re.compile(
@@ -27,14 +37,47 @@ _CANONICAL = {"bcast": "broadcast"}
 # PyTorch ScalarType names (``dtype`` arg: "Float", "BFloat16") and C++ type names of
 # ``Input type`` ("float", "c10::BFloat16", "long int"), lower-cased, "c10::" dropped.
 DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
-    "byte": 1, "char": 1, "bool": 1, "uint8": 1, "int8": 1, "unsigned char": 1, "signed char": 1,
-    "short": 2, "short int": 2, "int16": 2, "uint16": 2, "unsigned short": 2,
-    "int": 4, "int32": 4, "uint32": 4, "unsigned int": 4,
-    "long": 8, "long int": 8, "long long": 8, "int64": 8, "uint64": 8, "unsigned long": 8,
-    "complexhalf": 4, "complexfloat": 8, "complexdouble": 16,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
-    "float4_e2m1fn_x2": 1, "qint8": 1, "quint8": 1, "qint32": 4,
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "byte": 1,
+    "char": 1,
+    "bool": 1,
+    "uint8": 1,
+    "int8": 1,
+    "unsigned char": 1,
+    "signed char": 1,
+    "short": 2,
+    "short int": 2,
+    "int16": 2,
+    "uint16": 2,
+    "unsigned short": 2,
+    "int": 4,
+    "int32": 4,
+    "uint32": 4,
+    "unsigned int": 4,
+    "long": 8,
+    "long int": 8,
+    "long long": 8,
+    "int64": 8,
+    "uint64": 8,
+    "unsigned long": 8,
+    "complexhalf": 4,
+    "complexfloat": 8,
+    "complexdouble": 16,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1,
+    "float4_e2m1fn_x2": 1,
+    "qint8": 1,
+    "quint8": 1,
+    "qint32": 4,
 }
 
 
@@ -63,7 +106,8 @@ def collective_args_table(
     names: list[str] | np.ndarray,
     strings: StringTable,
 ) -> pd.DataFrame:
-    """The model's ``collective_args`` table; ``names`` are the calls' own spellings (families stored)."""
+    """The model's ``collective_args`` table; ``names`` are the calls' own spellings (families
+    stored)."""
     names = list(names)
     families = [family(n) if isinstance(n, str) and n else "" for n in names]
     ids = strings.intern(families) if families else np.empty(0, np.int32)

@@ -217,7 +217,11 @@ class StringTable:
     def matching(self, pattern: str) -> np.ndarray:
         """Boolean mask over ids whose string matches ``pattern`` (``re.search``)."""
         compiled = re.compile(pattern)
-        return np.fromiter((compiled.search(v) is not None for v in self.values), dtype=bool, count=len(self.values))
+        return np.fromiter(
+            (compiled.search(v) is not None for v in self.values),
+            dtype=bool,
+            count=len(self.values),
+        )
 
 
 @dataclass
@@ -234,7 +238,9 @@ class Trace:
     ranges: pd.DataFrame = field(default_factory=lambda: empty_table(RANGE_COLUMNS))
     devices: pd.DataFrame = field(default_factory=lambda: empty_table(DEVICE_COLUMNS))
     processes: pd.DataFrame = field(default_factory=lambda: empty_table(PROCESS_COLUMNS))
-    collective_args: pd.DataFrame = field(default_factory=lambda: empty_table(COLLECTIVE_ARG_COLUMNS))
+    collective_args: pd.DataFrame = field(
+        default_factory=lambda: empty_table(COLLECTIVE_ARG_COLUMNS)
+    )
     meta: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -245,9 +251,13 @@ class Trace:
             for col, dtype in columns.items():
                 assert col in frame.columns, f"{table}.{col} missing"
                 if dtype != "object":
-                    assert frame[col].dtype == np.dtype(dtype), f"{table}.{col} is {frame[col].dtype}, want {dtype}"
+                    assert frame[col].dtype == np.dtype(dtype), (
+                        f"{table}.{col} is {frame[col].dtype}, want {dtype}"
+                    )
             if "start" in columns and len(frame):
-                assert (frame["end"].to_numpy() >= frame["start"].to_numpy()).all(), f"{table}: end < start"
+                assert (frame["end"].to_numpy() >= frame["start"].to_numpy()).all(), (
+                    f"{table}: end < start"
+                )
         for table in ("kernels", "copies", "api", "ranges"):
             ids = getattr(self, table)["name_id"].to_numpy()
             if len(ids):
@@ -255,15 +265,23 @@ class Trace:
         args = self.collective_args
         if len(args) and "released_counts" not in self.meta:
             rows = args["kernel"].to_numpy()
-            assert rows.min() >= 0 and rows.max() < len(self.kernels), "collective_args.kernel out of range"
-            assert args["collective"].to_numpy().max() < len(self.strings), "collective_args.collective out of range"
+            assert rows.min() >= 0 and rows.max() < len(self.kernels), (
+                "collective_args.kernel out of range"
+            )
+            assert args["collective"].to_numpy().max() < len(self.strings), (
+                "collective_args.collective out of range"
+            )
 
     def release_events(self) -> None:
         """Drop the per-event tables (kernels, copies, graphs, api) once an analysis has taken
         what it needs from them: a one-shot CLI run then peaks lower on million-kernel traces.
         Ranges, strings, devices, processes and collective_args (whose ``kernel`` rows keep
-        their meaning for the op arrays taken before) stay; ``describe()`` keeps reporting the counts."""
-        self.meta["released_counts"] = {t: int(len(getattr(self, t))) for t in ("kernels", "copies", "ranges")}
+        their meaning for the op arrays taken before) stay; ``describe()`` keeps reporting the
+        counts.
+        """
+        self.meta["released_counts"] = {
+            t: int(len(getattr(self, t))) for t in ("kernels", "copies", "ranges")
+        }
         for table in ("kernels", "copies", "graphs", "api"):
             setattr(self, table, empty_table(TABLES[table]))
 
@@ -279,14 +297,20 @@ class Trace:
     def describe(self) -> dict[str, Any]:
         """The ``trace`` object of the breakdown JSON."""
         devices = [
-            {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+            {k: v.item() if hasattr(v, "item") else v for k, v in row.items()}
             for row in self.devices.to_dict("records")
         ]
-        counts = self.meta.get("released_counts") or {t: int(len(getattr(self, t))) for t in ("kernels", "copies", "ranges")}
+        counts = self.meta.get("released_counts") or {
+            t: int(len(getattr(self, t))) for t in ("kernels", "copies", "ranges")
+        }
         return {
             "path": [str(p) for p in self.source],
             "format": self.format,
-            **{k: v for k, v in self.meta.items() if isinstance(v, (str, int, float, bool)) or v is None},
+            **{
+                k: v
+                for k, v in self.meta.items()
+                if isinstance(v, (str, int, float, bool)) or v is None
+            },
             **counts,
             "devices": devices,
             "ranks": self.ranks,

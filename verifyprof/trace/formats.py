@@ -5,14 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database (an nsys export)
+SQLITE_MAGIC = (  # the first 16 bytes of every SQLite database (an nsys export)
+    b"SQLite format 3\x00"
+)
 GZIP_MAGIC = b"\x1f\x8b"
 KINETO_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
-NSYS_SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")  # one capture's forms, the preferred first (no nsys needed)
+NSYS_SUFFIXES = (
+    ".sqlite",
+    ".sqlite.gz",
+    ".nsys-rep",
+    ".qdrep",
+)  # one capture's forms, the preferred first (no nsys needed)
 
 
 def sqlite_header_problem(head: bytes, size: int) -> str | None:
-    """Why ``head`` (a file's first 100 bytes) and ``size`` are not a whole SQLite database, or None.
+    """Why ``head`` (a file's first 100 bytes) and ``size`` are not a whole SQLite database, or
+    None.
 
     The header records the page size and, while bytes 92-95 equal 24-27, the page count: a file
     shorter than that was cut off (an interrupted copy or export)."""

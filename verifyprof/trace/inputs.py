@@ -32,8 +32,12 @@ def stat_input(path: Path) -> os.stat_result:
 
 
 def kind_of(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -45,7 +49,11 @@ def regular_file(path: Path) -> os.stat_result:
     if stat.S_ISDIR(st.st_mode):
         raise TraceError("is a directory, not a trace file", path)
     if not stat.S_ISREG(st.st_mode):
-        raise TraceError(f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never end)", path)
+        raise TraceError(
+            f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never"
+            " end)",
+            path,
+        )
     return st
 
 
@@ -55,7 +63,11 @@ def is_directory(path: Path) -> bool:
     if stat.S_ISDIR(st.st_mode):
         return True
     if not stat.S_ISREG(st.st_mode):
-        raise TraceError(f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never end)", path)
+        raise TraceError(
+            f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never"
+            " end)",
+            path,
+        )
     return False
 
 

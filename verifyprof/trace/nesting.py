@@ -33,7 +33,9 @@ def nesting_depth(groups: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     zero = start == end
     if zero.any():
         zero_keys = np.sort(group[zero] * span + s_rank[zero])
-        ended -= np.searchsorted(zero_keys, start_key, side="right") - np.searchsorted(zero_keys, start_key, side="left")
+        ended -= np.searchsorted(zero_keys, start_key, side="right") - np.searchsorted(
+            zero_keys, start_key, side="left"
+        )
     depth = np.empty(n, dtype=np.int16)
     depth[order] = np.clip(position - ended, 0, np.iinfo(np.int16).max)
     return depth

@@ -15,10 +15,14 @@ from verifyprof.trace.nsys.columns import readonly_uri
 from verifyprof.trace.nsys.export import KERNEL, ProcessFilter
 
 SAMPLE_ROWS = 4096  # kernel rows looked at to find the GPU processes, their devices and weights
-SHARE_MIN_KERNELS = 200_000  # smaller exports are read whole: a share's process costs more than it saves
+SHARE_MIN_KERNELS = (
+    200_000  # smaller exports are read whole: a share's process costs more than it saves
+)
 
 
-def process_shares(path: Path, shares: int, min_kernels: int | None = None) -> list[ProcessFilter] | None:
+def process_shares(
+    path: Path, shares: int, min_kernels: int | None = None
+) -> list[ProcessFilter] | None:
     """Up to ``shares`` filters splitting the export's GPU processes by their kernel counts (a
     sample of rows spread over the table), or None when the export is small, holds one GPU
     process, or cannot be sampled (it is then read whole, as always)."""
@@ -34,7 +38,10 @@ def process_shares(path: Path, shares: int, min_kernels: int | None = None) -> l
                 return None
             step = max(1, (hi - lo + 1) // SAMPLE_ROWS)
             rowids = ",".join(str(r) for r in range(lo, hi + 1, step))
-            sample = con.execute(f'SELECT globalPid, deviceId, count(*) FROM "{KERNEL}" WHERE rowid IN ({rowids}) GROUP BY 1, 2').fetchall()
+            sample = con.execute(
+                f'SELECT globalPid, deviceId, count(*) FROM "{KERNEL}" WHERE rowid IN ({rowids})'
+                " GROUP BY 1, 2"
+            ).fetchall()
         finally:
             con.close()
     except sqlite3.Error:
@@ -49,7 +56,9 @@ def process_shares(path: Path, shares: int, min_kernels: int | None = None) -> l
         groups[lightest] += gpids
         load[lightest] += n
     named = [tuple(sorted(g)) for g in groups[:-1]]
-    return [ProcessFilter(g) for g in named] + [ProcessFilter(tuple(sorted(p for g in named for p in g)), rest=True)]
+    return [ProcessFilter(g) for g in named] + [
+        ProcessFilter(tuple(sorted(p for g in named for p in g)), rest=True)
+    ]
 
 
 def _units(sample: list[tuple]) -> list[tuple[int, list[int]]]:

@@ -4,7 +4,8 @@
 
 * nsys SQLite export (``.sqlite``, or gzipped ``.sqlite.gz``, decompressed once into the user
   cache): :mod:`verifyprof.trace.nsys.reader`
-* Nsight Systems report (``.nsys-rep``): exported once to SQLite by :mod:`verifyprof.trace.nsys.report_cache`
+* Nsight Systems report (``.nsys-rep``): exported once to SQLite by
+:mod:`verifyprof.trace.nsys.report_cache`
 * PyTorch profiler / Kineto JSON (``.json``, ``.json.gz``), one file, a directory of per-rank
   files, or a glob: :mod:`verifyprof.trace.kineto.reader`
 
@@ -50,13 +51,21 @@ def sniff(path: Path) -> str:
         inner = _gzip_head(path)
         if inner.startswith(SQLITE_MAGIC):
             return "nsys-sqlite-gz"
-        if path.name.endswith(".sqlite.gz") and inner.lstrip()[:1] not in (b"{", b"["):  # named an export, holds neither
-            raise TraceError("not an nsys SQLite export: the gzip holds no SQLite file (nor PyTorch-profiler JSON)", path)
+        if path.name.endswith(".sqlite.gz") and inner.lstrip()[:1] not in (
+            b"{",
+            b"[",
+        ):  # named an export, holds neither
+            raise TraceError(
+                "not an nsys SQLite export: the gzip holds no SQLite file (nor PyTorch-profiler"
+                " JSON)",
+                path,
+            )
         return "kineto"
     if head.lstrip()[:1] in (b"{", b"["):
         return "kineto"
     raise TraceError(
-        "not a trace: expected an nsys SQLite export, a .nsys-rep, or PyTorch-profiler JSON(.gz)", path
+        "not a trace: expected an nsys SQLite export, a .nsys-rep, or PyTorch-profiler JSON(.gz)",
+        path,
     )
 
 
@@ -72,7 +81,15 @@ def _gzip_head(path: Path) -> bytes:
 
 
 # verifyprof's own JSON outputs, which sit beside traces in a capture folder and are not traces
-NOT_TRACES = ("manifest.json", "results.json", "summary.json", "workload.json", "breakdown.json", "whatif.json", "kernels.json")
+NOT_TRACES = (
+    "manifest.json",
+    "results.json",
+    "summary.json",
+    "workload.json",
+    "breakdown.json",
+    "whatif.json",
+    "kernels.json",
+)
 
 
 def expand(spec: str | Path) -> list[Path]:
@@ -93,8 +110,12 @@ def expand(spec: str | Path) -> list[Path]:
         return [path]
     files = sorted(p for p in list_directory(path) if p.is_file())
     nsys = nsys_captures(files)
-    if len(nsys) > 1 and (path / "manifest.json").is_file():  # a capture folder: one capture, one trace
-        raise TraceError(f"folder holds several nsys traces ({', '.join(p.name for p in nsys)}): name one", path)
+    if (
+        len(nsys) > 1 and (path / "manifest.json").is_file()
+    ):  # a capture folder: one capture, one trace
+        raise TraceError(
+            f"folder holds several nsys traces ({', '.join(p.name for p in nsys)}): name one", path
+        )
     if nsys:
         return nsys
     paths = [p for p in files if p.name.endswith(KINETO_SUFFIXES) and p.name not in NOT_TRACES]
@@ -102,7 +123,9 @@ def expand(spec: str | Path) -> list[Path]:
         return expand(path / "torch")
     if not paths:
         raise TraceError(
-            "folder holds no trace: no nsys export (.sqlite, .sqlite.gz, .nsys-rep) and no PyTorch-profiler trace files (*.json, *.json.gz)", path
+            "folder holds no trace: no nsys export (.sqlite, .sqlite.gz, .nsys-rep) and no"
+            " PyTorch-profiler trace files (*.json, *.json.gz)",
+            path,
         )
     return paths
 
@@ -157,8 +180,11 @@ def load_trace(spec: str | Path, processes: ProcessFilter | None = None) -> Trac
             trace.source = [path]
             return trace
     if any(kind != "kineto" for kind in kinds.values()):
-        raise TraceError("several nsys files make no one trace here: breakdown, whatif, report and compare map them "
-                         "rank by rank; for this command give one file (or a Kineto rank directory)", spec)
+        raise TraceError(
+            "several nsys files make no one trace here: breakdown, whatif, report and compare map"
+            " them rank by rank; for this command give one file (or a Kineto rank directory)",
+            spec,
+        )
     from verifyprof.trace.kineto.reader import read_kineto
 
     return read_kineto(paths)

@@ -28,7 +28,12 @@ GPU_TABLES = ("kernels", "copies", "graphs")
 
 def bad_times(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Rows whose interval is not a real one: missing, out of bounds, or ending before it starts."""
-    out_of_range = (start <= -TIME_LIMIT_NS) | (start >= TIME_LIMIT_NS) | (end <= -TIME_LIMIT_NS) | (end >= TIME_LIMIT_NS)
+    out_of_range = (
+        (start <= -TIME_LIMIT_NS)
+        | (start >= TIME_LIMIT_NS)
+        | (end <= -TIME_LIMIT_NS)
+        | (end >= TIME_LIMIT_NS)
+    )
     return out_of_range | (end < start)  # MISSING_TIME is below -TIME_LIMIT_NS
 
 
@@ -54,7 +59,9 @@ def drop_bad_times(trace: Trace) -> Trace:
         )
     if had_gpu_rows and not any(len(getattr(trace, t)) for t in GPU_TABLES):
         raise TraceError(
-            "no GPU activity row has valid timestamps (start/end NULL, missing, or end before start)", _source(trace)
+            "no GPU activity row has valid timestamps (start/end NULL, missing, or end before"
+            " start)",
+            _source(trace),
         )
     return trace
 

@@ -25,7 +25,8 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 def solve_alpha(accept_len: float, num_draft: int) -> float:
-    """The per-position acceptance rate whose expected accept length over k drafts is ``accept_len``."""
+    """The per-position acceptance rate whose expected accept length over k drafts is
+    ``accept_len``."""
     target = accept_len
     if target <= 1.0:
         return 0.0
@@ -47,9 +48,17 @@ def uniforms(count: int, seed: int) -> torch.Tensor:
     return torch.remainder(offset + _GOLDEN * torch.arange(1, count + 1, dtype=torch.float64), 1.0)
 
 
-def accepted_drafts(accept_len: float, num_draft: int, steps: int, batch: int, *, seed: int = 0,
-                    method: str = "geometric") -> torch.Tensor:
-    """Accepted draft counts (0..k, bonus token not counted), ``[steps, batch]`` int64 on the CPU."""
+def accepted_drafts(
+    accept_len: float,
+    num_draft: int,
+    steps: int,
+    batch: int,
+    *,
+    seed: int = 0,
+    method: str = "geometric",
+) -> torch.Tensor:
+    """Accepted draft counts (0..k, bonus token not counted), ``[steps, batch]`` int64 on the
+    CPU."""
     if method not in METHODS:
         raise ValueError(f"unknown acceptance method {method!r} ({', '.join(METHODS)})")
     if not 1.0 <= accept_len <= num_draft + 1:

@@ -43,7 +43,8 @@ def _reason(err: Exception) -> str:
 
 
 class CompiledVerify:
-    """``state.verify`` compiled once; calling it runs one verify forward (logits ``[B, k+1, V]``)."""
+    """``state.verify`` compiled once; calling it runs one verify forward (logits ``[B, k+1,
+    V]``)."""
 
     def __init__(self, state: SpecState, *, backend: str, mode: str | None, fullgraph: bool):
         import torch._dynamo
@@ -53,7 +54,10 @@ class CompiledVerify:
         self.state, self.backend, self.fullgraph = state, backend, fullgraph
         self.mode = mode if backend == "inductor" else None
         self.device = state.target.device
-        self.wants_graphs = self.device.type == "cuda" and self.mode in ("reduce-overhead", "max-autotune")
+        self.wants_graphs = self.device.type == "cuda" and self.mode in (
+            "reduce-overhead",
+            "max-autotune",
+        )
         self.cudagraphs = self.wants_graphs
         self.calls = 0
         self.first_call_s: float | None = None
@@ -63,10 +67,14 @@ class CompiledVerify:
 
     def _compile(self, fullgraph: bool) -> Any:
         try:
-            return torch.compile(self.state.verify, backend=self.backend, mode=self.mode, fullgraph=fullgraph)
+            return torch.compile(
+                self.state.verify, backend=self.backend, mode=self.mode, fullgraph=fullgraph
+            )
         except Exception as err:  # an unknown backend or mode: a usage error, reported in one line
-            raise ValueError(f"torch.compile(backend={self.backend!r}, mode={self.mode!r}): "
-                             f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+            raise ValueError(
+                f"torch.compile(backend={self.backend!r}, mode={self.mode!r}): "
+                f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
+            ) from None
 
     def __call__(self) -> torch.Tensor:
         if self.wants_graphs:  # each verify is a new generation: the previous logits were consumed
@@ -100,7 +108,14 @@ class CompiledVerify:
             self.cudagraphs = False
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.backend, "mode": self.mode, "fullgraph": self.fullgraph,
-                "fullgraph_error": self.fullgraph_error, "cudagraphs": self.cudagraphs,
-                "cudagraph_skips": _skips() - self._skips_before, "first_call_s": self.first_call_s,
-                "calls": self.calls, "torch": torch.__version__}
+        return {
+            "backend": self.backend,
+            "mode": self.mode,
+            "fullgraph": self.fullgraph,
+            "fullgraph_error": self.fullgraph_error,
+            "cudagraphs": self.cudagraphs,
+            "cudagraph_skips": _skips() - self._skips_before,
+            "first_call_s": self.first_call_s,
+            "calls": self.calls,
+            "torch": torch.__version__,
+        }

@@ -37,27 +37,49 @@ class ModelConfig:
             problems.append(f"moe_topk {self.moe_topk} not in 1..{self.moe_experts}")
         for name in ("heads", "kv_heads", "intermediate", "vocab", "moe_intermediate"):
             if getattr(self, name) % tp:
-                problems.append(f"{name} {getattr(self, name)} not divisible by tensor-parallel size {tp}")
+                problems.append(
+                    f"{name} {getattr(self, name)} not divisible by tensor-parallel size {tp}"
+                )
         if problems:
             raise ValueError("; ".join(problems))
 
     def params(self) -> int:
         """Parameter count of the full (unsharded) model."""
-        attn = self.hidden * (self.heads + 2 * self.kv_heads) * self.head_dim + self.hidden * self.hidden
+        attn = (
+            self.hidden * (self.heads + 2 * self.kv_heads) * self.head_dim
+            + self.hidden * self.hidden
+        )
         if self.moe_experts:
-            mlp = self.hidden * self.moe_experts + self.moe_experts * 3 * self.hidden * self.moe_intermediate
+            mlp = (
+                self.hidden * self.moe_experts
+                + self.moe_experts * 3 * self.hidden * self.moe_intermediate
+            )
         else:
             mlp = 3 * self.hidden * self.intermediate
-        return self.layers * (attn + mlp + 2 * self.hidden) + 2 * self.vocab * self.hidden + self.hidden
+        return (
+            self.layers * (attn + mlp + 2 * self.hidden)
+            + 2 * self.vocab * self.hidden
+            + self.hidden
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"head_dim": self.head_dim, "params": self.params()}
 
 
 # A config small enough for CPU tests (a verify forward takes about a millisecond).
-TINY = ModelConfig(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=128, vocab=256,
-                   moe_topk=2, moe_intermediate=32)
-TINY_DRAFT = ModelConfig(layers=1, hidden=32, heads=2, kv_heads=2, intermediate=64, vocab=256, seed=1)
+TINY = ModelConfig(
+    layers=2,
+    hidden=64,
+    heads=4,
+    kv_heads=2,
+    intermediate=128,
+    vocab=256,
+    moe_topk=2,
+    moe_intermediate=32,
+)
+TINY_DRAFT = ModelConfig(
+    layers=1, hidden=32, heads=2, kv_heads=2, intermediate=64, vocab=256, seed=1
+)
 
 # The H200 default: a 16-layer 2048-wide target (about 1B parameters) and a 2-layer drafter.
 DEFAULT = ModelConfig()
@@ -89,7 +111,9 @@ class RunConfig:
     moe_impl: str = "auto"
     pipelined: int = 0  # verify forwards per mode launched back to back, no host sync between them
     compile_backend: str = "inductor"  # torch.compile of the verify forward in mode "compile"
-    compile_mode: str | None = "reduce-overhead"  # inductor only; reduce-overhead = CUDA graphs on CUDA
+    compile_mode: str | None = (
+        "reduce-overhead"  # inductor only; reduce-overhead = CUDA graphs on CUDA
+    )
     compile_fullgraph: bool = True
 
     def validate(self) -> None:
@@ -100,11 +124,17 @@ class RunConfig:
         if self.num_draft < 1:
             problems.append("num_draft must be at least 1")
         if self.accept_len is not None and not 1.0 <= self.accept_len <= self.num_draft + 1:
-            problems.append(f"accept_len {self.accept_len} outside [1, num_draft + 1 = {self.num_draft + 1}]")
+            problems.append(
+                f"accept_len {self.accept_len} outside [1, num_draft + 1 = {self.num_draft + 1}]"
+            )
         if min(self.steps, self.warmup, self.decode_steps, self.sweep_steps, self.pipelined) < 0:
             problems.append("steps, warmup, decode_steps, sweep_steps and pipelined must be >= 0")
-        elif not (self.steps or self.decode_steps or self.pipelined or (self.sweep_steps and self.widths)):
-            problems.append("nothing to measure: steps, decode_steps, pipelined and the sweep are all 0")
+        elif not (
+            self.steps or self.decode_steps or self.pipelined or (self.sweep_steps and self.widths)
+        ):
+            problems.append(
+                "nothing to measure: steps, decode_steps, pipelined and the sweep are all 0"
+            )
         if self.batch < 1 or self.context < 1:
             problems.append("batch and context must be >= 1")
         if any(w < 1 for w in self.widths):

@@ -16,12 +16,20 @@ import torch
 class Graph:
     """One captured callable; ``replay()`` returns the output tensors it produced at capture."""
 
-    def __init__(self, fn: Callable[[], Any], *, before: Callable[[], Any] | None = None, warmup: int = 2,
-                 pool: Any = None):
+    def __init__(
+        self,
+        fn: Callable[[], Any],
+        *,
+        before: Callable[[], Any] | None = None,
+        warmup: int = 2,
+        pool: Any = None,
+    ):
         self.graph = torch.cuda.CUDAGraph()
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # warm up off the default stream (cuBLAS workspaces, autotune)
+        with torch.cuda.stream(
+            stream
+        ):  # warm up off the default stream (cuBLAS workspaces, autotune)
             for _ in range(warmup):
                 if before is not None:
                     before()
@@ -44,7 +52,9 @@ class PhaseGraphs:
 
     def __init__(self, state: Any, widths: tuple[int, ...] = (), *, with_decode: bool = True):
         # draft_begin puts the drafter's cursor at its cache length, so warmup writes land beyond it
-        self.draft_step = Graph(state.draft_step, before=state.draft_begin) if state.draft is not None else None
+        self.draft_step = (
+            Graph(state.draft_step, before=state.draft_begin) if state.draft is not None else None
+        )
         self.verify = Graph(state.verify)
         self.draft_extend = Graph(state.draft_extend) if state.draft is not None else None
         self.decode = Graph(state.decode) if with_decode else None

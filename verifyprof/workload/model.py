@@ -49,7 +49,9 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, cfg: ModelConfig, layer: int, tp: TP, device: torch.device, dtype: torch.dtype):
+    def __init__(
+        self, cfg: ModelConfig, layer: int, tp: TP, device: torch.device, dtype: torch.dtype
+    ):
         super().__init__()
         self.tp = tp
         self.heads = cfg.heads // tp.world
@@ -59,13 +61,21 @@ class Attention(torch.nn.Module):
         std = h**-0.5
 
         def full(part: str, rows: int) -> torch.Tensor:
-            return param(f"layers.{layer}.attn.{part}", (rows, h), std, seed=cfg.seed, device=device)
+            return param(
+                f"layers.{layer}.attn.{part}", (rows, h), std, seed=cfg.seed, device=device
+            )
 
         q = tp.shard(full("q", cfg.heads * d), 0)
         k = tp.shard(full("k", cfg.kv_heads * d), 0)
         v = tp.shard(full("v", cfg.kv_heads * d), 0)
         self.w_qkv = torch.cat((q, k, v)).to(dtype)  # column-parallel, fused
-        o = param(f"layers.{layer}.attn.o", (h, cfg.heads * d), (cfg.heads * d) ** -0.5, seed=cfg.seed, device=device)
+        o = param(
+            f"layers.{layer}.attn.o",
+            (h, cfg.heads * d),
+            (cfg.heads * d) ** -0.5,
+            seed=cfg.seed,
+            device=device,
+        )
         self.w_o = tp.shard(o, 1).to(dtype)  # row-parallel: partial sums, then allreduce
         self.k_cache: torch.Tensor | None = None
         self.v_cache: torch.Tensor | None = None
@@ -78,8 +88,14 @@ class Attention(torch.nn.Module):
     def forward(self, x: torch.Tensor, ctx: dict[str, torch.Tensor]) -> torch.Tensor:
         b, t, _ = x.shape
         qkv = F.linear(x, self.w_qkv)
-        q, k, v = qkv.split([self.heads * self.head_dim, self.kv_heads * self.head_dim,
-                             self.kv_heads * self.head_dim], dim=-1)
+        q, k, v = qkv.split(
+            [
+                self.heads * self.head_dim,
+                self.kv_heads * self.head_dim,
+                self.kv_heads * self.head_dim,
+            ],
+            dim=-1,
+        )
         q = rotate(q.view(b, t, self.heads, self.head_dim), ctx["cos"], ctx["sin"])
         k = rotate(k.view(b, t, self.kv_heads, self.head_dim), ctx["cos"], ctx["sin"])
         v = v.view(b, t, self.kv_heads, self.head_dim)
@@ -94,7 +110,9 @@ class Attention(torch.nn.Module):
             else:  # pragma: no cover - torch < 2.5
                 rep = self.heads // self.kv_heads
                 keys, values = keys.repeat_interleave(rep, 1), values.repeat_interleave(rep, 1)
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=ctx["mask"], **kwargs)
+        out = F.scaled_dot_product_attention(
+            q.transpose(1, 2), keys, values, attn_mask=ctx["mask"], **kwargs
+        )
         out = F.linear(out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim), self.w_o)
         return self.tp.all_reduce(out)
 
@@ -102,12 +120,18 @@ class Attention(torch.nn.Module):
 class MLP(torch.nn.Module):
     """Dense SwiGLU: column-parallel fused gate/up, row-parallel down, one allreduce."""
 
-    def __init__(self, cfg: ModelConfig, layer: int, tp: TP, device: torch.device, dtype: torch.dtype):
+    def __init__(
+        self, cfg: ModelConfig, layer: int, tp: TP, device: torch.device, dtype: torch.dtype
+    ):
         super().__init__()
         self.tp = tp
         h, f = cfg.hidden, cfg.intermediate
-        gate = tp.shard(param(f"layers.{layer}.mlp.gate", (f, h), h**-0.5, seed=cfg.seed, device=device), 0)
-        up = tp.shard(param(f"layers.{layer}.mlp.up", (f, h), h**-0.5, seed=cfg.seed, device=device), 0)
+        gate = tp.shard(
+            param(f"layers.{layer}.mlp.gate", (f, h), h**-0.5, seed=cfg.seed, device=device), 0
+        )
+        up = tp.shard(
+            param(f"layers.{layer}.mlp.up", (f, h), h**-0.5, seed=cfg.seed, device=device), 0
+        )
         self.w_gate_up = torch.cat((gate, up)).to(dtype)
         down = param(f"layers.{layer}.mlp.down", (h, f), f**-0.5, seed=cfg.seed, device=device)
         self.w_down = tp.shard(down, 1).to(dtype)
@@ -118,15 +142,25 @@ class MLP(torch.nn.Module):
 
 
 class Layer(torch.nn.Module):
-    def __init__(self, cfg: ModelConfig, layer: int, tp: TP, device: torch.device, dtype: torch.dtype,
-                 moe_impl: str):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        layer: int,
+        tp: TP,
+        device: torch.device,
+        dtype: torch.dtype,
+        moe_impl: str,
+    ):
         super().__init__()
         self.eps = cfg.norm_eps
         self.norm_attn = torch.ones(cfg.hidden, device=device, dtype=dtype)
         self.norm_mlp = torch.ones(cfg.hidden, device=device, dtype=dtype)
         self.attn = Attention(cfg, layer, tp, device, dtype)
-        self.mlp = (MoE(cfg, layer, tp, device, dtype, moe_impl) if cfg.moe_experts
-                    else MLP(cfg, layer, tp, device, dtype))
+        self.mlp = (
+            MoE(cfg, layer, tp, device, dtype, moe_impl)
+            if cfg.moe_experts
+            else MLP(cfg, layer, tp, device, dtype)
+        )
 
     def forward(self, x: torch.Tensor, ctx: dict[str, torch.Tensor]) -> torch.Tensor:
         x = x + self.attn(rms_norm(x, self.norm_attn, self.eps), ctx)
@@ -136,16 +170,29 @@ class Layer(torch.nn.Module):
 class DecoderLM(torch.nn.Module):
     """Embedding, ``layers`` x (attention + MLP/MoE), final norm, vocab-parallel lm_head."""
 
-    def __init__(self, cfg: ModelConfig, *, device: torch.device, dtype: torch.dtype, tp: TP | None = None,
-                 moe_impl: str = "auto"):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        *,
+        device: torch.device,
+        dtype: torch.dtype,
+        tp: TP | None = None,
+        moe_impl: str = "auto",
+    ):
         super().__init__()
         tp = tp or TP()
         cfg.validate(tp.world)
         self.cfg, self.tp, self.device, self.dtype = cfg, tp, device, dtype
-        self.embed = param("embed", (cfg.vocab, cfg.hidden), 1.0, seed=cfg.seed, device=device).to(dtype)
-        self.layers = torch.nn.ModuleList(Layer(cfg, i, tp, device, dtype, moe_impl) for i in range(cfg.layers))
+        self.embed = param("embed", (cfg.vocab, cfg.hidden), 1.0, seed=cfg.seed, device=device).to(
+            dtype
+        )
+        self.layers = torch.nn.ModuleList(
+            Layer(cfg, i, tp, device, dtype, moe_impl) for i in range(cfg.layers)
+        )
         self.norm = torch.ones(cfg.hidden, device=device, dtype=dtype)
-        head = param("lm_head", (cfg.vocab, cfg.hidden), cfg.hidden**-0.5, seed=cfg.seed, device=device)
+        head = param(
+            "lm_head", (cfg.vocab, cfg.hidden), cfg.hidden**-0.5, seed=cfg.seed, device=device
+        )
         self.lm_head = tp.shard(head, 0).to(dtype)
         self.max_len = 0
 
@@ -159,13 +206,21 @@ class DecoderLM(torch.nn.Module):
         for layer in self.layers:
             layer.attn.allocate(batch, max_len)
         half = self.cfg.head_dim // 2
-        inv_freq = 1.0 / (self.cfg.rope_theta ** (torch.arange(half, device=self.device, dtype=torch.float32) / half))
-        angles = torch.arange(max_len, device=self.device, dtype=torch.float32)[:, None] * inv_freq[None, :]
+        inv_freq = 1.0 / (
+            self.cfg.rope_theta
+            ** (torch.arange(half, device=self.device, dtype=torch.float32) / half)
+        )
+        angles = (
+            torch.arange(max_len, device=self.device, dtype=torch.float32)[:, None]
+            * inv_freq[None, :]
+        )
         self.cos_table, self.sin_table = angles.cos().to(self.dtype), angles.sin().to(self.dtype)
         self.key_positions = torch.arange(max_len, device=self.device)
         self.batch_index = torch.arange(batch, device=self.device)[:, None]
 
-    def forward(self, tokens: torch.Tensor, start: torch.Tensor, logits: str = "all") -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, start: torch.Tensor, logits: str = "all"
+    ) -> torch.Tensor:
         """Logits ``[B, T, V]`` (``logits="all"``), of the last token ``[B, 1, V]`` (``"last"``),
         or the final hidden states (``"none"``: a KV-cache-only pass such as draft-extend)."""
         t = tokens.shape[1]

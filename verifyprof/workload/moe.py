@@ -32,7 +32,7 @@ def grouped_loop(x: torch.Tensor, weights: torch.Tensor, counts: torch.Tensor) -
     begin = 0
     for expert, n in enumerate(counts.tolist()):
         if n:
-            torch.mm(x[begin:begin + n], weights[expert], out=out[begin:begin + n])
+            torch.mm(x[begin : begin + n], weights[expert], out=out[begin : begin + n])
             begin += n
     return out
 
@@ -55,23 +55,36 @@ def resolve_impl(impl: str, device: torch.device, dtype: torch.dtype) -> str:
     w = torch.randn(4, 64, 32, generator=gen, device=device).to(dtype)
     counts = torch.tensor([5, 0, 11, 8], device=device)
     try:
-        ok = torch.allclose(grouped_mm(x, w, counts).float(), grouped_loop(x, w, counts).float(),
-                            rtol=2e-2, atol=2e-2)
+        ok = torch.allclose(
+            grouped_mm(x, w, counts).float(),
+            grouped_loop(x, w, counts).float(),
+            rtol=2e-2,
+            atol=2e-2,
+        )
     except Exception:
         return "loop"
     return "grouped_mm" if ok else "loop"
 
 
 class MoE(torch.nn.Module):
-    def __init__(self, cfg: ModelConfig, layer: int, tp: TP, device: torch.device, dtype: torch.dtype,
-                 impl: str = "auto"):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        layer: int,
+        tp: TP,
+        device: torch.device,
+        dtype: torch.dtype,
+        impl: str = "auto",
+    ):
         super().__init__()
         self.tp, self.experts, self.topk = tp, cfg.moe_experts, cfg.moe_topk
         self.impl = resolve_impl(impl, device, dtype)
         self._matmul = grouped_mm if self.impl == "grouped_mm" else grouped_loop
         h, f, e = cfg.hidden, cfg.moe_intermediate, cfg.moe_experts
         name = f"layers.{layer}.moe"
-        self.w_router = param(f"{name}.router", (e, h), h**-0.5, seed=cfg.seed, device=device).to(dtype)
+        self.w_router = param(f"{name}.router", (e, h), h**-0.5, seed=cfg.seed, device=device).to(
+            dtype
+        )
         # [E, in, out] row-major, the layout torch._grouped_mm takes as its second operand
         gate = tp.shard(param(f"{name}.gate", (e, h, f), h**-0.5, seed=cfg.seed, device=device), 2)
         up = tp.shard(param(f"{name}.up", (e, h, f), h**-0.5, seed=cfg.seed, device=device), 2)

@@ -35,8 +35,15 @@ def run_pipelined(workload: Any, mode: str, steps: int) -> dict[str, Any]:
     for i in range(steps):
         starts.append(clock.mark())
         opened = time.perf_counter_ns()
-        with workload.range(VERIFY, payload=i, bs=run.batch, tokens=width, graph=int(graph),
-                            compile=1 if compiled else None, pipelined=1):
+        with workload.range(
+            VERIFY,
+            payload=i,
+            bs=run.batch,
+            tokens=width,
+            graph=int(graph),
+            compile=1 if compiled else None,
+            pipelined=1,
+        ):
             workload.verify(graph, compiled)
         host_ms.append((time.perf_counter_ns() - opened) / 1e6)
         ends.append(clock.mark())
@@ -46,8 +53,14 @@ def run_pipelined(workload: Any, mode: str, steps: int) -> dict[str, Any]:
     occupancy = [clock.ms(a, b) for a, b in zip(starts, ends)]
     gaps = [clock.ms(b, a) for b, a in zip(ends, starts[1:])]
     return {
-        "kind": "verify_pipelined", "mode": mode, "graph": graph, "compile": compiled, "bs": run.batch,
-        "width": width, "tokens": width * run.batch, "steps": steps,
+        "kind": "verify_pipelined",
+        "mode": mode,
+        "graph": graph,
+        "compile": compiled,
+        "bs": run.batch,
+        "width": width,
+        "tokens": width * run.batch,
+        "steps": steps,
         # GPU occupancy of each step: its start event to its end event on the stream
         "verify_ms": stats(occupancy),
         # GPU time between one step's end event and the next one's start (about 0 when queued)

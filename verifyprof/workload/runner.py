@@ -69,8 +69,16 @@ def max_len_for(run: RunConfig) -> int:
 
 
 class Workload:
-    def __init__(self, target_cfg: ModelConfig, draft_cfg: ModelConfig, run: RunConfig, *,
-                 device: torch.device, dtype: torch.dtype, tp: TP | None = None):
+    def __init__(
+        self,
+        target_cfg: ModelConfig,
+        draft_cfg: ModelConfig,
+        run: RunConfig,
+        *,
+        device: torch.device,
+        dtype: torch.dtype,
+        tp: TP | None = None,
+    ):
         run.validate()
         if "graph" in run.modes and device.type != "cuda":
             raise ValueError("graph mode needs a CUDA device")
@@ -80,22 +88,51 @@ class Workload:
         self.target_cfg, self.draft_cfg = target_cfg, draft_cfg
         self.range = nvtx_range if run.ranges else _no_range
         self.clock = Clock(device)
-        self.target_model = DecoderLM(target_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl)
-        self.draft_model = DecoderLM(draft_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl)
-        if "graph" in run.modes and target_cfg.moe_experts and self.target_model.moe_impl != "grouped_mm":
-            raise ValueError("MoE graph mode needs torch._grouped_mm (moe_impl grouped_mm); "
-                             f"it is unavailable or wrong for {device.type}/{dtype} here")
+        self.target_model = DecoderLM(
+            target_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl
+        )
+        self.draft_model = DecoderLM(
+            draft_cfg, device=device, dtype=dtype, tp=self.tp, moe_impl=run.moe_impl
+        )
+        if (
+            "graph" in run.modes
+            and target_cfg.moe_experts
+            and self.target_model.moe_impl != "grouped_mm"
+        ):
+            raise ValueError(
+                "MoE graph mode needs torch._grouped_mm (moe_impl grouped_mm); "
+                f"it is unavailable or wrong for {device.type}/{dtype} here"
+            )
         self.max_len = max_len_for(run)
-        self.state = SpecState(self.target_model, self.draft_model, batch=run.batch, num_draft=run.num_draft,
-                               max_len=self.max_len, max_width=max(run.widths, default=1))
+        self.state = SpecState(
+            self.target_model,
+            self.draft_model,
+            batch=run.batch,
+            num_draft=run.num_draft,
+            max_len=self.max_len,
+            max_width=max(run.widths, default=1),
+        )
         gen = torch.Generator().manual_seed(run.seed)
-        context = torch.randint(0, target_cfg.vocab, (run.batch, run.context), generator=gen).to(device)
+        context = torch.randint(0, target_cfg.vocab, (run.batch, run.context), generator=gen).to(
+            device
+        )
         with self.range(PREFILL, bs=run.batch, tokens=run.context):
             self.state.prefill(context)
-        self.graphs = PhaseGraphs(self.state, run.widths, with_decode=run.decode_steps > 0) \
-            if "graph" in run.modes else None
-        self.compiled = CompiledVerify(self.state, backend=run.compile_backend, mode=run.compile_mode,
-                                       fullgraph=run.compile_fullgraph) if "compile" in run.modes else None
+        self.graphs = (
+            PhaseGraphs(self.state, run.widths, with_decode=run.decode_steps > 0)
+            if "graph" in run.modes
+            else None
+        )
+        self.compiled = (
+            CompiledVerify(
+                self.state,
+                backend=run.compile_backend,
+                mode=run.compile_mode,
+                fullgraph=run.compile_fullgraph,
+            )
+            if "compile" in run.modes
+            else None
+        )
         self.simulated = run.accept_len is not None
 
     # -- one step of each kind ---------------------------------------------------------------
@@ -128,7 +165,9 @@ class Workload:
     def draft_extend(self, graph: bool) -> None:
         self.graphs.draft_extend.replay() if graph else self.state.draft_extend()
 
-    def spec_step(self, index: int, graph: bool, compiled: bool = False) -> tuple[list[Any], list[int]]:
+    def spec_step(
+        self, index: int, graph: bool, compiled: bool = False
+    ) -> tuple[list[Any], list[int]]:
         """One iteration; ``compiled``: the verify forward compiled, the other phases eager."""
         k, bs, g = self.run_cfg.num_draft, self.run_cfg.batch, int(graph)
         c = 1 if compiled else None
@@ -139,7 +178,9 @@ class Workload:
             with self.range(DRAFT, payload=index, bs=bs, tokens=k, graph=g):
                 self.draft(graph)
             marks.append(self.clock.mark())
-            with self.range(VERIFY, payload=index, bs=bs, tokens=k + 1, graph=int(verify_graph), compile=c):
+            with self.range(
+                VERIFY, payload=index, bs=bs, tokens=k + 1, graph=int(verify_graph), compile=c
+            ):
                 logits = self.verify(verify_graph, compiled)
             marks.append(self.clock.mark())
             with self.range(ACCEPT, payload=index, bs=bs, tokens=k + 1):
@@ -160,7 +201,9 @@ class Workload:
 
     def sweep_step(self, index: int, width: int, graph: bool) -> list[Any]:
         marks = [self.clock.mark()]
-        with self.range(VERIFY, payload=index, bs=self.run_cfg.batch, tokens=width, graph=int(graph), sweep=1):
+        with self.range(
+            VERIFY, payload=index, bs=self.run_cfg.batch, tokens=width, graph=int(graph), sweep=1
+        ):
             self.graphs.sweep[width].replay() if graph else self.state.verify_width(width)
         marks.append(self.clock.mark())
         self._sync()
@@ -171,34 +214,47 @@ class Workload:
     def run_spec(self, mode: str, steps: int, seed: int) -> dict[str, Any]:
         run, graph, compiled = self.run_cfg, mode == "graph", mode == "compile"
         if self.simulated:
-            table = accepted_drafts(run.accept_len, run.num_draft, steps, run.batch, seed=seed,
-                                    method=run.accept_method)
+            table = accepted_drafts(
+                run.accept_len, run.num_draft, steps, run.batch, seed=seed, method=run.accept_method
+            )
             self._sim_table = table.to(self.device)
         self.state.reset()
         self._sync()
         records = [self.spec_step(i, graph, compiled) for i in range(steps)]
         self._sync()
-        phase_ms = {p: [self.clock.ms(m[i], m[i + 1]) for m, _ in records] for i, p in enumerate(SPEC_PHASES)}
+        phase_ms = {
+            p: [self.clock.ms(m[i], m[i + 1]) for m, _ in records]
+            for i, p in enumerate(SPEC_PHASES)
+        }
         step_ms = [self.clock.ms(m[0], m[-1]) for m, _ in records]
         elapsed = self.clock.ms(records[0][0][0], records[-1][0][-1])
         accept_lens = [a for _, lens in records for a in lens]
         tokens = sum(accept_lens)
         out = {
-            "kind": "spec", "mode": mode, "graph": graph, "compile": compiled, "bs": run.batch,
+            "kind": "spec",
+            "mode": mode,
+            "graph": graph,
+            "compile": compiled,
+            "bs": run.batch,
             "num_draft": run.num_draft,
             "verify_graph": self.verify_flags(mode)[0],
-            "verify_tokens": run.num_draft + 1, "steps": steps,
+            "verify_tokens": run.num_draft + 1,
+            "steps": steps,
             "accept": "simulated" if self.simulated else "greedy",
             "accept_len_target": run.accept_len,
             "accept_len": tokens / len(accept_lens),
-            "tokens": tokens, "elapsed_ms": elapsed,
+            "tokens": tokens,
+            "elapsed_ms": elapsed,
             "tokens_per_s": tokens / elapsed * 1e3,
             "tokens_per_s_per_request": tokens / run.batch / elapsed * 1e3,
             "step_ms": stats(step_ms),
             **{f"{p}_ms": stats(v) for p, v in phase_ms.items()},
             "tokens_head": self._tokens_head(),
-            "per_step": {"accept_len": [lens for _, lens in records], "step_ms": step_ms,
-                         **{f"{p}_ms": v for p, v in phase_ms.items()}},
+            "per_step": {
+                "accept_len": [lens for _, lens in records],
+                "step_ms": step_ms,
+                **{f"{p}_ms": v for p, v in phase_ms.items()},
+            },
         }
         return out
 
@@ -211,21 +267,43 @@ class Workload:
         decode_ms = [self.clock.ms(a, b) for a, b in records]
         elapsed = self.clock.ms(records[0][0], records[-1][-1])
         tokens = steps * self.run_cfg.batch
-        return {"kind": "decode", "mode": mode, "graph": graph, "bs": self.run_cfg.batch, "steps": steps,
-                "tokens": tokens, "elapsed_ms": elapsed, "tokens_per_s": tokens / elapsed * 1e3,
-                "tokens_per_s_per_request": steps / elapsed * 1e3,
-                "decode_ms": stats(decode_ms), "tokens_head": self._tokens_head(),
-                "per_step": {"decode_ms": decode_ms}}
+        return {
+            "kind": "decode",
+            "mode": mode,
+            "graph": graph,
+            "bs": self.run_cfg.batch,
+            "steps": steps,
+            "tokens": tokens,
+            "elapsed_ms": elapsed,
+            "tokens_per_s": tokens / elapsed * 1e3,
+            "tokens_per_s_per_request": steps / elapsed * 1e3,
+            "decode_ms": stats(decode_ms),
+            "tokens_head": self._tokens_head(),
+            "per_step": {"decode_ms": decode_ms},
+        }
 
     def run_sweep(self, mode: str, steps: int) -> list[dict[str, Any]]:
         graph, out = mode == "graph", []
         self.state.reset()
         for width in self.run_cfg.widths:
             self._sync()
-            ms = [self.clock.ms(a, b) for a, b in (self.sweep_step(i, width, graph) for i in range(steps))]
-            out.append({"kind": "verify_sweep", "mode": mode, "graph": graph, "bs": self.run_cfg.batch,
-                        "width": width, "tokens": width * self.run_cfg.batch, "steps": steps,
-                        "verify_ms": stats(ms), "per_step": {"verify_ms": ms}})
+            ms = [
+                self.clock.ms(a, b)
+                for a, b in (self.sweep_step(i, width, graph) for i in range(steps))
+            ]
+            out.append(
+                {
+                    "kind": "verify_sweep",
+                    "mode": mode,
+                    "graph": graph,
+                    "bs": self.run_cfg.batch,
+                    "width": width,
+                    "tokens": width * self.run_cfg.batch,
+                    "steps": steps,
+                    "verify_ms": stats(ms),
+                    "per_step": {"verify_ms": ms},
+                }
+            )
         return out
 
     def run_pipelined(self, mode: str, steps: int) -> dict[str, Any]:
@@ -243,11 +321,17 @@ class Workload:
         if decode_steps:
             out.append(self.run_decode(mode, decode_steps))
         if run.sweep_steps and run.widths:
-            out.extend(self.run_sweep(mode, (min(run.warmup, 2) or 1) if warmup else run.sweep_steps))
+            out.extend(
+                self.run_sweep(mode, (min(run.warmup, 2) or 1) if warmup else run.sweep_steps)
+            )
         return out + self._pipelined(mode, warmup)
 
     def _pipelined(self, mode: str, warmup: bool) -> list[dict[str, Any]]:
-        steps = min(self.run_cfg.pipelined, max(self.run_cfg.warmup, 1)) if warmup else self.run_cfg.pipelined
+        steps = (
+            min(self.run_cfg.pipelined, max(self.run_cfg.warmup, 1))
+            if warmup
+            else self.run_cfg.pipelined
+        )
         return [self.run_pipelined(mode, steps)] if steps else []
 
     def run_all(self) -> list[dict[str, Any]]:
@@ -299,14 +383,25 @@ class Workload:
         acceptance = None
         if self.simulated:
             geometric = run.accept_method == "geometric"
-            acceptance = {"method": run.accept_method, "seed": run.seed,
-                          "alpha": solve_alpha(run.accept_len, run.num_draft) if geometric else None,
-                          "survival": survival_curve(run.accept_len, run.num_draft, run.accept_method)}
-        return {"run": run.to_json(), "target": self.target_cfg.to_json(), "draft": self.draft_cfg.to_json(),
-                "dtype": str(self.dtype).removeprefix("torch."), "device": self.device.type,
-                "tp": self.tp.world, "rank": self.tp.rank, "max_len": self.max_len,
-                "moe_impl": self.target_model.moe_impl, "simulated_acceptance": acceptance,
-                "compile": self.compiled.describe() if self.compiled is not None else None}
+            acceptance = {
+                "method": run.accept_method,
+                "seed": run.seed,
+                "alpha": solve_alpha(run.accept_len, run.num_draft) if geometric else None,
+                "survival": survival_curve(run.accept_len, run.num_draft, run.accept_method),
+            }
+        return {
+            "run": run.to_json(),
+            "target": self.target_cfg.to_json(),
+            "draft": self.draft_cfg.to_json(),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "device": self.device.type,
+            "tp": self.tp.world,
+            "rank": self.tp.rank,
+            "max_len": self.max_len,
+            "moe_impl": self.target_model.moe_impl,
+            "simulated_acceptance": acceptance,
+            "compile": self.compiled.describe() if self.compiled is not None else None,
+        }
 
 
 def _add_speedups(results: list[dict[str, Any]]) -> None:
@@ -318,29 +413,40 @@ def _add_speedups(results: list[dict[str, Any]]) -> None:
             r["speedup_vs_decode"] = r["tokens_per_s"] / decode[mode]["tokens_per_s"]
             if r["accept"] == "greedy":  # lossless speculation: the same tokens as plain decoding
                 r["greedy_matches_decode"] = all(
-                    s[:n] == d[:n] for s, d in zip(r["tokens_head"], decode[mode]["tokens_head"])
-                    for n in [min(len(s), len(d))])
+                    s[:n] == d[:n]
+                    for s, d in zip(r["tokens_head"], decode[mode]["tokens_head"])
+                    for n in [min(len(s), len(d))]
+                )
     for kind in ("spec", "verify_pipelined"):
         by_mode = {r["mode"]: r for r in results if r["kind"] == kind}
         for mode in ("graph", "compile"):
             if "eager" in by_mode and mode in by_mode:
-                by_mode[mode][f"verify_ms_eager_over_{mode}"] = (by_mode["eager"]["verify_ms"]["median"]
-                                                                 / by_mode[mode]["verify_ms"]["median"])
+                by_mode[mode][f"verify_ms_eager_over_{mode}"] = (
+                    by_mode["eager"]["verify_ms"]["median"] / by_mode[mode]["verify_ms"]["median"]
+                )
 
 
 def environment(device: torch.device) -> dict[str, Any]:
     import importlib.util
     import platform
 
-    env: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
-                           "cuda": torch.version.cuda, "host": platform.node(),
-                           # without the nvtx package ranges go to NVTX's default domain, without payload
-                           "nvtx_backend": "nvtx" if importlib.util.find_spec("nvtx") else "torch.cuda.nvtx"}
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "host": platform.node(),
+        # without the nvtx package ranges go to NVTX's default domain, without payload
+        "nvtx_backend": "nvtx" if importlib.util.find_spec("nvtx") else "torch.cuda.nvtx",
+    }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        env |= {"gpu": props.name, "gpu_count": torch.cuda.device_count(),
-                "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
-                "memory_gib": round(props.total_memory / 2**30, 1)}
+        env |= {
+            "gpu": props.name,
+            "gpu_count": torch.cuda.device_count(),
+            "capability": f"{props.major}.{props.minor}",
+            "sms": props.multi_processor_count,
+            "memory_gib": round(props.total_memory / 2**30, 1),
+        }
         try:
             env["cuda_driver_api"] = torch._C._cuda_getDriverVersion()
         except Exception:

@@ -25,8 +25,16 @@ from verifyprof.workload.model import DecoderLM
 
 
 class SpecState:
-    def __init__(self, target: DecoderLM, draft: DecoderLM | None, *, batch: int, num_draft: int,
-                 max_len: int, max_width: int = 1):
+    def __init__(
+        self,
+        target: DecoderLM,
+        draft: DecoderLM | None,
+        *,
+        batch: int,
+        num_draft: int,
+        max_len: int,
+        max_width: int = 1,
+    ):
         self.target, self.draft, self.batch, self.k = target, draft, batch, num_draft
         device = target.device
         target.allocate(batch, max_len)
@@ -45,12 +53,19 @@ class SpecState:
         self.verify_tokens = longs(batch, num_draft + 1)
         self.accepted = longs(batch)  # a: accepted drafts of the last iteration
         self.accept_len = longs(batch)  # a + 1, the tokens emitted by the last iteration
-        self.sim_accepted = longs(batch)  # simulated a for the next accept (copied in by the runner)
+        self.sim_accepted = longs(
+            batch
+        )  # simulated a for the next accept (copied in by the runner)
         # Emitted tokens per sequence; the last column is a sink for the unaccepted positions.
         self.out = longs(batch, max_len + 1)
         self.n_out = longs(batch)
-        self.sweep_tokens = torch.randint(0, target.cfg.vocab, (batch, max_width), device=device,
-                                          generator=torch.Generator(device=device).manual_seed(7))
+        self.sweep_tokens = torch.randint(
+            0,
+            target.cfg.vocab,
+            (batch, max_width),
+            device=device,
+            generator=torch.Generator(device=device).manual_seed(7),
+        )
         self.window = torch.arange(num_draft + 1, device=device)[None, :]
         self._saved: dict[str, torch.Tensor] = {}
 
@@ -66,7 +81,10 @@ class SpecState:
         self.target_len.fill_(context.shape[1])
         self.draft_len.fill_(context.shape[1])
         self.n_out.zero_()
-        self._saved = {name: getattr(self, name).clone() for name in ("last", "target_len", "draft_len", "n_out")}
+        self._saved = {
+            name: getattr(self, name).clone()
+            for name in ("last", "target_len", "draft_len", "n_out")
+        }
 
     def reset(self) -> None:
         """Back to the state right after prefill (the caches beyond the lengths are don't-care)."""
@@ -98,7 +116,8 @@ class SpecState:
         return self.target(self.sweep_tokens[:, :width], self.target_len, logits="all")
 
     def accept(self, logits: torch.Tensor, simulated: bool) -> torch.Tensor:
-        """Choose the accepted prefix, emit it, advance the target; returns ``accept_len`` (device)."""
+        """Choose the accepted prefix, emit it, advance the target; returns ``accept_len``
+        (device)."""
         best = logits.argmax(-1)  # [B, k+1]
         if simulated:
             accepted = self.sim_accepted
@@ -107,7 +126,9 @@ class SpecState:
         proposed = torch.cat((self.drafts, best[:, -1:]), dim=1)
         emitted = torch.where(self.window < accepted[:, None], proposed, best)
         sink = self.out.shape[1] - 1
-        slots = torch.where(self.window <= accepted[:, None], self.n_out[:, None] + self.window, sink)
+        slots = torch.where(
+            self.window <= accepted[:, None], self.n_out[:, None] + self.window, sink
+        )
         self.out.scatter_(1, slots, emitted)
         self.last.copy_(best.gather(1, accepted[:, None]))
         self.accepted.copy_(accepted)

@@ -37,5 +37,11 @@ def stats(values: list[float]) -> dict[str, float]:
         lo, hi = math.floor(pos), math.ceil(pos)
         return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
-    return {"n": n, "mean": sum(ordered) / n, "median": pct(0.5), "p90": pct(0.9),
-            "min": ordered[0], "max": ordered[-1]}
+    return {
+        "n": n,
+        "mean": sum(ordered) / n,
+        "median": pct(0.5),
+        "p90": pct(0.9),
+        "min": ordered[0],
+        "max": ordered[-1],
+    }

@@ -7,7 +7,9 @@ import zlib
 import torch
 
 
-def param(name: str, shape: tuple[int, ...], std: float, *, seed: int, device: torch.device) -> torch.Tensor:
+def param(
+    name: str, shape: tuple[int, ...], std: float, *, seed: int, device: torch.device
+) -> torch.Tensor:
     """A full fp32 parameter drawn from its own generator, so shards sliced from it agree across
     ranks and a TP=N model computes the same function as the TP=1 model of the same seed."""
     gen = torch.Generator(device=device)

@@ -60,7 +60,9 @@ __all__ = [
     "check",
 ]
 
-ENV_HOOKS = "VERIFYPROF_HOOKS"  # hooks spec; the injected sitecustomize/plugin do nothing without it
+ENV_HOOKS = (  # hooks spec; the injected sitecustomize/plugin do nothing without it
+    "VERIFYPROF_HOOKS"
+)
 ENV_REPORT = "VERIFYPROF_HOOKS_REPORT"  # directory: each process writes hooks-<pid>.json there
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
 SGLANG_PLUGIN_NAME = "verifyprof"  # entry-point name in the group sglang.srt.plugins
@@ -92,17 +94,21 @@ def wrap(
     when: Callable[[Call], bool] | None = None,
     attrs: Attrs = None,
 ) -> Callable:
-    """``fn`` inside a range of ``phase`` (``verify`` or ``verifyprof.verify``) when ``when(call)`` holds.
+    """``fn`` inside a range of ``phase`` (``verify`` or ``verifyprof.verify``) when ``when(call)``
+    holds.
 
     ``attrs`` (a mapping, or a function of the :class:`Call`) become ``key=value`` in the range
     text; the NVTX payload is the range's index among this function's calls. Wrapping a wrapper
-    adds a rule to it rather than nesting: ``wrap(wrap(f, "verify"), "verify") is`` the same wrapper.
+    adds a rule to it rather than nesting: ``wrap(wrap(f, "verify"), "verify") is`` the same
+    wrapper.
     """
     _targets.watch_torch()
     return wrap_function(fn, _rule(phase, when, attrs, label=getattr(fn, "__qualname__", "")))
 
 
-def hook(phase: str, *, when: Callable[[Call], bool] | None = None, attrs: Attrs = None) -> Callable:
+def hook(
+    phase: str, *, when: Callable[[Call], bool] | None = None, attrs: Attrs = None
+) -> Callable:
     """Decorator form of :func:`wrap`: ``@hook("verify")``."""
     return lambda fn: wrap(fn, phase, when=when, attrs=attrs)
 
@@ -115,18 +121,25 @@ def patch(
     attrs: Attrs = None,
     bindings: Iterable[str] = (),
 ) -> HookStatus:
-    """Hooks ``module:qualname`` in place (now, or when ``module`` is imported); warns once if missing."""
+    """Hooks ``module:qualname`` in place (now, or when ``module`` is imported); warns once if
+    missing."""
     try:
         parsed = Target.parse(target)
     except ValueError as exc:
         raise VerifyprofError(str(exc)) from None
-    return _targets.request(parsed, _rule(phase, when, attrs, label=target), bindings, warn_missing=True)
+    return _targets.request(
+        parsed, _rule(phase, when, attrs, label=target), bindings, warn_missing=True
+    )
 
 
 def _entry_rule(entry: HookEntry) -> Rule:
     when = None
     if entry.when:
-        when = PREDICATES[entry.when].fn if entry.when in PREDICATES else expressions.condition(entry.when)
+        when = (
+            PREDICATES[entry.when].fn
+            if entry.when in PREDICATES
+            else expressions.condition(entry.when)
+        )
     attrs = EXTRACTORS[entry.attrs].fn if entry.attrs else None
     if entry.tags:
         attrs = _merged(attrs, expressions.attributes(entry.tags))
@@ -153,7 +166,9 @@ def install_entries(entries: Iterable[HookEntry]) -> list[HookStatus]:
     for entry in entries:
         rule = _entry_rule(entry)
         for alt in entry.alternatives:
-            _targets.request(alt.target, rule, [b.module for b in alt.bindings], warn_missing=entry.user)
+            _targets.request(
+                alt.target, rule, [b.module for b in alt.bindings], warn_missing=entry.user
+            )
     return status()
 
 
@@ -172,7 +187,9 @@ def install(spec: str | Iterable[str] | None = None) -> list[HookStatus]:
         _targets.add_listener(_write_report)
         _write_report()
         if not _report_at_exit:
-            atexit.register(_write_report)  # the final calls (a killed process keeps its last report)
+            atexit.register(
+                _write_report
+            )  # the final calls (a killed process keeps its last report)
             _report_at_exit.append(True)
     return statuses
 
@@ -189,8 +206,11 @@ def install_from_env() -> list[HookStatus] | None:
         return None
 
 
-def check(spec: str | Iterable[str], path: Iterable[str | Path] = (),
-          is_main: Callable[[str], bool] | None = None) -> list[HookStatus]:
+def check(
+    spec: str | Iterable[str],
+    path: Iterable[str | Path] = (),
+    is_main: Callable[[str], bool] | None = None,
+) -> list[HookStatus]:
     """What ``spec`` would hook in this interpreter: installs it, imports every target's module
     (and so whatever those import), and reports each target's state (``verifyprof hooks check``).
 
@@ -198,7 +218,9 @@ def check(spec: str | Iterable[str], path: Iterable[str | Path] = (),
     current directory for ``-m``; see :mod:`~verifyprof.capture.hooks.search_path`), put in front
     for the imports as Python will. ``is_main(module)``: whether the program runs ``module`` as
     ``__main__`` (:func:`~verifyprof.capture.hooks.search_path.is_main_module`); such targets are
-    reported missing, never imported. The hooks stay installed; call :func:`uninstall` to remove them."""
+    reported missing, never imported. The hooks stay installed; call :func:`uninstall` to remove
+    them.
+    """
     install(spec)
     added = [str(Path(p)) for p in path if str(Path(p)) not in sys.path]
     sys.path[:0] = added
@@ -210,13 +232,16 @@ def check(spec: str | Iterable[str], path: Iterable[str | Path] = (),
 
 def main_module_problem(module: str) -> str:
     """Why a target in the program's ``__main__`` module cannot be hooked, and what to do."""
-    return (f"{module} is the program's main module: it runs as __main__ and defines its functions after the "
-            "hooks are installed, so they cannot be wrapped; move the function into a module the program "
-            "imports and hook it there")
+    return (
+        f"{module} is the program's main module: it runs as __main__ and defines its functions"
+        " after the hooks are installed, so they cannot be wrapped; move the function into a"
+        " module the program imports and hook it there"
+    )
 
 
 def status() -> list[HookStatus]:
-    """Every requested target: ``patched``; ``pending`` (module not imported yet); ``absent`` (a preset
+    """Every requested target: ``patched``; ``pending`` (module not imported yet); ``absent`` (a
+    preset
     alternative this version does not have: expected); ``missing`` (a target the user named that is
     not there); ``unsupported`` (not a plain function)."""
     return _targets.statuses()
@@ -237,7 +262,11 @@ def _write_report() -> None:
         tmp = path.with_name(path.name + ".tmp")
         if not _report_argv:  # as at start-up: a spawn child's sys.argv later becomes its parent's
             _report_argv.append(sys.argv[:3])
-        report = {"pid": os.getpid(), "argv": _report_argv[0], "hooks": [s.to_json() for s in status()]}
+        report = {
+            "pid": os.getpid(),
+            "argv": _report_argv[0],
+            "hooks": [s.to_json() for s in status()],
+        }
         tmp.write_text(json.dumps(report, indent=1))
         os.replace(tmp, path)
     except Exception:
@@ -266,7 +295,9 @@ def injection_env(
         parse_user_hook(item)
     spec = ",".join(items + hooks)
     env = {ENV_HOOKS: spec}
-    path = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(INJECT_DIR)]
+    path = [
+        p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(INJECT_DIR)
+    ]
     env["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR)] + path)
     plugins = environ.get("SGLANG_PLUGINS", "").strip()
     if plugins and SGLANG_PLUGIN_NAME not in split_spec(plugins):

@@ -36,7 +36,9 @@ def _compile_with_ranges(real: Callable[..., Any]) -> Callable[..., Any]:
         if state is None:
             return real(model, *args, **kwargs)
         instance = getattr(model, "__self__", None) if inspect.ismethod(model) else None
-        original = types.MethodType(state.original, instance) if instance is not None else state.original
+        original = (
+            types.MethodType(state.original, instance) if instance is not None else state.original
+        )
         compiled = real(original, *args, **kwargs)
         try:
             return state.rewrap(compiled, bound=instance is not None)

@@ -7,7 +7,8 @@ Parsed with ``ast`` once and turned into closures; never ``eval``. What an expre
   positionally or by keyword; a parameter's name (``input_ids``, ``self``); both work on a
   ``torch.compile`` result, whose own signature is ``*args, **kwargs``;
 * attributes (``.shape``, ``.config.num_heads``; none starting with ``_``), subscripts with
-  constant indices or slices (``[-1]``, ``[0]``, ``["key"]``), ``len()``, ``min()``, ``max()``, ``abs()``;
+  constant indices or slices (``[-1]``, ``[0]``, ``["key"]``), ``len()``, ``min()``, ``max()``,
+  ``abs()``;
 * numbers, strings, ``True``/``False``/``None``, tuples of constants (``in (4, 5)``),
   ``+ - * / // %``, comparisons, ``and or not``, ``a if cond else b``.
 
@@ -32,11 +33,26 @@ Fn = Callable[[Call], Any]
 _PLAIN = (int, float, str, bool, type(None))
 _ARG = re.compile(r"^arg(\d+)$")
 _FUNCTIONS: dict[str, Callable[..., Any]] = {"len": len, "min": min, "max": max, "abs": abs}
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
-            ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
 
 
 class ExpressionError(ValueError):
@@ -66,7 +82,9 @@ def _subscript(node: ast.Subscript) -> Fn:
     value = _build(node.value)
     index = node.slice
     if isinstance(index, ast.Slice):
-        parts = [None if p is None else _constant(p) for p in (index.lower, index.upper, index.step)]
+        parts = [
+            None if p is None else _constant(p) for p in (index.lower, index.upper, index.step)
+        ]
         key: Any = slice(*parts)
     else:
         key = _constant(index)
@@ -77,14 +95,22 @@ def _constant(node: ast.AST) -> Any:
     """A constant index: a number, a negative number, or a string."""
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, str)):
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
         return -node.operand.value
-    raise ExpressionError(f"index {ast.unparse(node)!r} must be a constant (e.g. [-1], [0], ['key'])")
+    raise ExpressionError(
+        f"index {ast.unparse(node)!r} must be a constant (e.g. [-1], [0], ['key'])"
+    )
 
 
 def _call(node: ast.Call) -> Fn:
     if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
-        raise ExpressionError(f"call {ast.unparse(node)!r}: only {', '.join(_FUNCTIONS)} may be called")
+        raise ExpressionError(
+            f"call {ast.unparse(node)!r}: only {', '.join(_FUNCTIONS)} may be called"
+        )
     function = _FUNCTIONS[node.func.id]
     args = [_build(a) for a in node.args]
     return lambda call: _plain(function(*[a(call) for a in args]))
@@ -130,7 +156,9 @@ def _build(node: ast.AST) -> Fn:
         return _name(node)
     if isinstance(node, ast.Attribute):
         if node.attr.startswith("_"):
-            raise ExpressionError(f"attribute {node.attr!r}: names starting with _ are not readable")
+            raise ExpressionError(
+                f"attribute {node.attr!r}: names starting with _ are not readable"
+            )
         base, attr = _build(node.value), node.attr
         return lambda call: getattr(base(call), attr)
     if isinstance(node, ast.Subscript):
@@ -172,7 +200,10 @@ def condition(text: str) -> Callable[[Call], bool]:
     """``text`` as a predicate; a bare name must be a comparison (``flag == True``), so that a
     misspelt predicate name is an error rather than a condition that never holds."""
     if re.match(r"^\s*[A-Za-z_]\w*\s*$", text):
-        raise ExpressionError(f"{text.strip()!r} is neither a known predicate nor a condition (write e.g. {text.strip()} == True)")
+        raise ExpressionError(
+            f"{text.strip()!r} is neither a known predicate nor a condition (write e.g."
+            f" {text.strip()} == True)"
+        )
     fn = value(text)
     return lambda call: bool(fn(call))
 
@@ -190,7 +221,9 @@ def attributes(pairs: tuple[tuple[str, str], ...]) -> Callable[[Call], dict[str,
                 v = fn(call)
             except Exception:
                 continue
-            if isinstance(v, tuple) or (isinstance(v, str) and (not v or any(c.isspace() for c in v))):
+            if isinstance(v, tuple) or (
+                isinstance(v, str) and (not v or any(c.isspace() for c in v))
+            ):
                 continue
             out[key] = v
         return out

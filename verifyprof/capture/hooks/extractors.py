@@ -17,7 +17,8 @@ from typing import Any
 
 
 class Call:
-    """The arguments of one hooked call, looked up by parameter name without ``inspect`` per call."""
+    """The arguments of one hooked call, looked up by parameter name without ``inspect`` per
+    call."""
 
     __slots__ = ("args", "kwargs", "_index", "_offset")
 
@@ -98,7 +99,8 @@ def _draft_tokens(spec_info: Any) -> int | None:
 
 @predicate("sglang_spec_decode", params=_BATCH)
 def _sglang_spec_decode(call: Call) -> bool:
-    """A worker's ``forward_batch_generation`` on a decode batch (prefill batches are not spec steps)."""
+    """A worker's ``forward_batch_generation`` on a decode batch (prefill batches are not spec
+    steps)."""
     batch = call.arg(*_BATCH)
     return not (batch.forward_mode.is_extend() or getattr(batch, "is_extend_in_batch", False))
 
@@ -158,11 +160,15 @@ def _sglang_draft(call: Call) -> dict[str, object]:
 
 @extractor("sglang_verify", params=_BATCH)
 def _sglang_verify(call: Call) -> dict[str, object]:
-    """V1 ``verify(batch, spec_info)``, V2 ``verify(batch)``, ``run_eagle_verify(batch, *, num_draft_tokens)``."""
+    """V1 ``verify(batch, spec_info)``, V2 ``verify(batch)``, ``run_eagle_verify(batch, *,
+    num_draft_tokens)``."""
     batch = call.arg(*_BATCH)
     spec_info = call.arg("spec_info") or getattr(batch, "spec_info", None)
     tokens = call.arg("num_draft_tokens")
-    return {"bs": _batch_size(batch), "tokens": tokens if isinstance(tokens, int) else _draft_tokens(spec_info)}
+    return {
+        "bs": _batch_size(batch),
+        "tokens": tokens if isinstance(tokens, int) else _draft_tokens(spec_info),
+    }
 
 
 @extractor("sglang_forward", params=("forward_batch",))
@@ -210,10 +216,14 @@ def _hf_forward(call: Call) -> dict[str, object]:
 @extractor("hf_sampling", params=("candidate_length",))
 def _hf_sampling(call: Call) -> dict[str, object]:
     tokens = call.arg("candidate_length")
-    return {"bs": _rows(call.arg("candidate_input_ids")), "tokens": tokens if isinstance(tokens, int) else None}
+    return {
+        "bs": _rows(call.arg("candidate_input_ids")),
+        "tokens": tokens if isinstance(tokens, int) else None,
+    }
 
 
-# --- verifyprof's own workload (verifyprof/workload/runner.py), the same text as its built-in ranges
+# --- verifyprof's own workload (verifyprof/workload/runner.py), the same text as its built-in
+# ranges
 
 
 def _workload(call: Call, tokens: int | None, graph: bool = True) -> dict[str, object]:

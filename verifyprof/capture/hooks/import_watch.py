@@ -26,7 +26,9 @@ class _LoaderProxy:
 class _PatchOnImport(importlib.abc.MetaPathFinder):
     """Finds nothing itself: asks the other finders, then patches the module after it executes."""
 
-    def __init__(self, watched: Callable[[], frozenset[str]], on_imported: Callable[[str, Any], None]) -> None:
+    def __init__(
+        self, watched: Callable[[], frozenset[str]], on_imported: Callable[[str, Any], None]
+    ) -> None:
         self._busy = threading.local()
         self._watched = watched
         self._on_imported = on_imported

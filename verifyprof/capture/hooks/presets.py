@@ -1,7 +1,9 @@
-"""Hook presets (TOML files in ``verifyprof/data/hooks/``) and user hook specs, parsed and validated.
+"""Hook presets (TOML files in ``verifyprof/data/hooks/``) and user hook specs, parsed and
+validated.
 
 A preset is a list of ``[[hook]]`` entries. Each entry is one bracket (a phase, an optional
-predicate and attribute extractor named from :mod:`verifyprof.capture.hooks.extractors`) and lists its
+predicate and attribute extractor named from :mod:`verifyprof.capture.hooks.extractors`) and lists
+its
 ``targets``: the functions across versions and algorithms that implement it, each with optional
 ``since``/``until`` versions of the preset's ``package`` (``until`` exclusive) and ``bindings``
 (modules holding a ``from X import name`` copy of a module-level function). At run time every
@@ -57,7 +59,9 @@ class HookEntry:
     mode: str = "call"
     source: str = ""  # "sglang.toml hook 3", "user hook mymod:f=verify"
     user: bool = False  # named explicitly by the user: warn when missing
-    tags: tuple[tuple[str, str], ...] = ()  # (attribute, expression): range attributes from the arguments
+    tags: tuple[
+        tuple[str, str], ...
+    ] = ()  # (attribute, expression): range attributes from the arguments
 
     @property
     def phase(self) -> str:
@@ -74,7 +78,8 @@ class Preset:
 
 
 def phase_range(phase: str) -> str:
-    """``verify`` or ``verifyprof.verify`` -> ``verifyprof.verify``; ValueError for anything else."""
+    """``verify`` or ``verifyprof.verify`` -> ``verifyprof.verify``; ValueError for anything
+    else."""
     if phase in PHASE_RANGES:
         return phase
     if phase in BY_PHASE:
@@ -93,8 +98,11 @@ def load_preset(name_or_path: str | Path) -> Preset:
     if not (path.suffix == ".toml" or len(path.parts) > 1):
         found = datafiles.locate(Path(PRESETS) / f"{name_or_path}.toml")
         if found is None:
-            raise VerifyprofError(f"unknown hook preset {name_or_path!r} (known: {', '.join(datafiles.names(PRESETS))}; "
-                                  f"user presets go in {datafiles.user_dir() / PRESETS})")
+            raise VerifyprofError(
+                f"unknown hook preset {name_or_path!r} (known:"
+                f" {', '.join(datafiles.names(PRESETS))}; user presets go in"
+                f" {datafiles.user_dir() / PRESETS})"
+            )
         path = found
     try:
         data = tomllib.loads(path.read_text())
@@ -113,7 +121,13 @@ def _preset(data: dict, path: Path) -> Preset:
     if not isinstance(hooks, list) or not hooks:
         raise ValueError("no [[hook]] entries")
     entries = tuple(_entry(hook, f"{path.name} hook {i + 1}") for i, hook in enumerate(hooks))
-    return Preset(str(data.get("name", path.stem)), data.get("package"), str(data.get("description", "")), entries, path)
+    return Preset(
+        str(data.get("name", path.stem)),
+        data.get("package"),
+        str(data.get("description", "")),
+        entries,
+        path,
+    )
 
 
 def _entry(hook: dict, where: str) -> HookEntry:
@@ -130,7 +144,9 @@ def _entry(hook: dict, where: str) -> HookEntry:
     if when is not None:
         _check_when(str(when), where)
     if attrs is not None and attrs not in EXTRACTORS:
-        raise ValueError(f"{where}: unknown attrs extractor {attrs!r} (known: {', '.join(sorted(EXTRACTORS))})")
+        raise ValueError(
+            f"{where}: unknown attrs extractor {attrs!r} (known: {', '.join(sorted(EXTRACTORS))})"
+        )
     if mode not in MODES:
         raise ValueError(f"{where}: mode must be one of {', '.join(MODES)}, not {mode!r}")
     targets = hook.get("targets")
@@ -146,7 +162,11 @@ def _entry(hook: dict, where: str) -> HookEntry:
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         bindings = tuple(
-            Binding(b) if isinstance(b, str) else Binding(b["module"], b.get("since"), b.get("until"))
+            (
+                Binding(b)
+                if isinstance(b, str)
+                else Binding(b["module"], b.get("since"), b.get("until"))
+            )
             for b in item.get("bindings", ())
         )
         alternatives.append(Alternative(target, item.get("since"), item.get("until"), bindings))
@@ -164,8 +184,10 @@ def _check_when(when: str, where: str) -> None:
         expressions.condition(when)
     except expressions.ExpressionError as exc:
         if _KEY.match(when.strip()):
-            raise ValueError(f"{prefix}unknown predicate {when!r} (known: {', '.join(sorted(PREDICATES))}; "
-                             "or a condition such as arg0.shape[-1] > 1)") from None
+            raise ValueError(
+                f"{prefix}unknown predicate {when!r} (known: {', '.join(sorted(PREDICATES))}; "
+                "or a condition such as arg0.shape[-1] > 1)"
+            ) from None
         raise ValueError(f"{prefix}when: {exc}") from None
 
 
@@ -189,7 +211,10 @@ def parse_user_hook(spec: str) -> HookEntry:
     head, *fields = split_top_level(text, ";")
     target_text, sep, phase = head.rpartition("=")
     if not sep or not target_text:
-        raise VerifyprofError(f"bad hook {spec!r}: expected module:qualname=phase, e.g. mypkg.model:Model.forward=verify")
+        raise VerifyprofError(
+            f"bad hook {spec!r}: expected module:qualname=phase, e.g."
+            " mypkg.model:Model.forward=verify"
+        )
     when, attrs, pairs = None, None, []
     try:
         range_name = phase_range(phase.strip())
@@ -198,20 +223,33 @@ def parse_user_hook(spec: str) -> HookEntry:
             key, eq, expression = field_text.partition("=")
             key = key.strip()
             if not eq or not expression.strip():
-                raise ValueError(f"{field_text!r} is not key=expression (e.g. tokens=arg0.shape[-1])")
+                raise ValueError(
+                    f"{field_text!r} is not key=expression (e.g. tokens=arg0.shape[-1])"
+                )
             if key == "when":
                 _check_when(expression.strip(), "")
                 when = expression.strip()
             elif key == "attrs":
                 if expression.strip() not in EXTRACTORS:
-                    raise ValueError(f"unknown attrs extractor {expression.strip()!r} (known: {', '.join(sorted(EXTRACTORS))})")
+                    raise ValueError(
+                        f"unknown attrs extractor {expression.strip()!r} (known:"
+                        f" {', '.join(sorted(EXTRACTORS))})"
+                    )
                 attrs = expression.strip()
             else:
                 pairs.append((key, expression.strip()))
         tags = _tags(pairs, "attribute")
     except ValueError as exc:
         raise VerifyprofError(f"bad hook {spec!r}: {exc}") from None
-    return HookEntry(range_name, (Alternative(target),), when, attrs, source=f"user hook {text}", user=True, tags=tags)
+    return HookEntry(
+        range_name,
+        (Alternative(target),),
+        when,
+        attrs,
+        source=f"user hook {text}",
+        user=True,
+        tags=tags,
+    )
 
 
 def split_top_level(text: str, sep: str) -> list[str]:
@@ -264,7 +302,8 @@ def version_key(version: str) -> tuple:
 
 
 def claimed(version: str, since: str | None, until: str | None) -> bool:
-    """Whether a preset claims a name exists in ``version`` (``since`` inclusive, ``until`` exclusive)."""
+    """Whether a preset claims a name exists in ``version`` (``since`` inclusive, ``until``
+    exclusive)."""
     key = version_key(version)
     if since is not None and key < version_key(since):
         return False

@@ -23,11 +23,14 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 
 def _is_python(command: str) -> bool:
     name = Path(command).name
-    return bool(_PYTHON.match(name)) or os.path.realpath(command) == os.path.realpath(sys.executable)
+    return bool(_PYTHON.match(name)) or os.path.realpath(command) == os.path.realpath(
+        sys.executable
+    )
 
 
-def program_folder(argv: Sequence[str], cwd: str | Path | None = None,
-                   environ: Mapping[str, str] | None = None) -> Path | None:
+def program_folder(
+    argv: Sequence[str], cwd: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
     """The folder ``argv`` (a command line) starts ``sys.path`` with; None when that is not known
     (not a Python interpreter nor a ``.py`` script) or when it adds none (``-I``, ``-P``)."""
     cwd = Path(cwd or os.getcwd())
@@ -39,8 +42,12 @@ def program_folder(argv: Sequence[str], cwd: str | Path | None = None,
     return cwd.resolve()  # -m, -c and the interactive interpreter: the current folder
 
 
-def is_main_module(module: str, argv: Sequence[str], cwd: str | Path | None = None,
-                   environ: Mapping[str, str] | None = None) -> bool:
+def is_main_module(
+    module: str,
+    argv: Sequence[str],
+    cwd: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> bool:
     """Whether ``module`` is what ``argv`` runs as ``__main__`` (the script, found by name or by
     file; ``-m pkg.mod``; ``pkg.__main__`` for ``-m pkg`` on a package; the script a launcher such
     as ``torchrun`` runs in each worker). Its functions are defined while it runs, after the hooks
@@ -96,7 +103,9 @@ def _is_package(module: str, folders: Sequence[Path]) -> bool:
     return False
 
 
-def _command(argv: Sequence[str], environ: Mapping[str, str] | None) -> tuple[str | None, str, bool]:
+def _command(
+    argv: Sequence[str], environ: Mapping[str, str] | None
+) -> tuple[str | None, str, bool]:
     """(kind, value, safe path) of a command line: ``exec`` (an executable ``.py``), ``script``,
     ``module`` (``-m``), ``code`` (``-c``), ``interactive``, or None (not Python). Short options
     combine as the interpreter reads them (``-um pkg``, ``-Wignore``, ``-IX dev``)."""
@@ -121,7 +130,7 @@ def _command(argv: Sequence[str], environ: Mapping[str, str] | None) -> tuple[st
         if not arg.startswith("-") or arg == "-":
             return "script", arg, safe
         for j, flag in enumerate(arg[1:], start=1):
-            rest = arg[j + 1:]
+            rest = arg[j + 1 :]
             if flag in "mc":  # the rest of the word, or the next one, is its argument
                 value = rest or (argv[i + 1] if i + 1 < len(argv) else "")
                 return ("module" if flag == "m" else "code"), value, safe

@@ -46,7 +46,8 @@ class SourceTree:
         return None if path is None else _parse(path)
 
     def definition(self, module: str, qualname: str) -> ast.AST | None:
-        """The ``def``/``class`` (or module-level assignment) named ``qualname``, if the source has it."""
+        """The ``def``/``class`` (or module-level assignment) named ``qualname``, if the source has
+        it."""
         node: ast.AST | None = self.tree(module)
         for part in qualname.split("."):
             if node is None:
@@ -87,9 +88,14 @@ def _top_level(node: ast.AST):
 def _child(node: ast.AST, name: str) -> ast.AST | None:
     found = None
     for stmt in _top_level(node):
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == name:
+        if (
+            isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and stmt.name == name
+        ):
             found = stmt  # the last definition wins, as at run time
-        elif isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+        elif isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in stmt.targets
+        ):
             found = stmt
     return found
 
@@ -115,19 +121,33 @@ def check_preset(preset: Preset, source: SourceTree, version: str) -> list[Findi
             is_claimed = claimed(version, alt.since, alt.until)
             if node is None:
                 if is_claimed:
-                    where = "module not found" if source.module_file(target.module) is None else "name not defined"
-                    findings.append(Finding(name, "missing", f"{where} in {version} ({entry.source})"))
+                    where = (
+                        "module not found"
+                        if source.module_file(target.module) is None
+                        else "name not defined"
+                    )
+                    findings.append(
+                        Finding(name, "missing", f"{where} in {version} ({entry.source})")
+                    )
                 continue
             if not is_claimed:
                 findings.append(
-                    Finding(name, "unclaimed", f"exists in {version} but claimed since={alt.since} until={alt.until}")
+                    Finding(
+                        name,
+                        "unclaimed",
+                        f"exists in {version} but claimed since={alt.since} until={alt.until}",
+                    )
                 )
                 continue
             params = parameters(node)
             for need in needs:
                 if need.params and not set(need.params) & set(params):
                     findings.append(
-                        Finding(name, "params", f"reads one of {need.params}, signature has {params} in {version}")
+                        Finding(
+                            name,
+                            "params",
+                            f"reads one of {need.params}, signature has {params} in {version}",
+                        )
                     )
             short = target.qualname.rpartition(".")[2]
             for binding in alt.bindings:
@@ -135,7 +155,12 @@ def check_preset(preset: Preset, source: SourceTree, version: str) -> list[Findi
                     continue
                 if not source.imports_name(binding.module, target.module, short):
                     findings.append(
-                        Finding(name, "binding", f"{binding.module} does not import {short} from {target.module} in {version}")
+                        Finding(
+                            name,
+                            "binding",
+                            f"{binding.module} does not import {short} from {target.module} in"
+                            f" {version}",
+                        )
                     )
     return findings
 

@@ -2,7 +2,8 @@
 
 Importing a target's module to patch it would change the host program (and SGLang's modules are
 heavy), so a target whose module is not imported yet is patched by a ``sys.meta_path`` finder
-(:mod:`~verifyprof.capture.hooks.import_watch`) right after the module executes, before any ``from module import name`` elsewhere can copy the
+(:mod:`~verifyprof.capture.hooks.import_watch`) right after the module executes, before any ``from
+module import name`` elsewhere can copy the
 original. Targets whose module is already imported are patched at once, and then the stale
 copies bound by ``from X import Y`` in other modules (listed ``bindings``, plus any module of
 the same top-level package holding the very same object) are replaced too.
@@ -46,10 +47,13 @@ class Target:
 
     @classmethod
     def parse(cls, text: str) -> Target:
-        """``package.module:Class.method`` or ``package.module:function``; ValueError says what is wrong."""
+        """``package.module:Class.method`` or ``package.module:function``; ValueError says what is
+        wrong."""
         module, sep, qualname = text.strip().partition(":")
         if not sep:
-            raise ValueError(f"target {text!r} has no ':' between module and name (e.g. pkg.mod:Class.method)")
+            raise ValueError(
+                f"target {text!r} has no ':' between module and name (e.g. pkg.mod:Class.method)"
+            )
         if not _DOTTED.match(module):
             raise ValueError(f"target {text!r}: {module!r} is not a dotted module name")
         if not _DOTTED.match(qualname):
@@ -66,7 +70,9 @@ class HookStatus:
 
     target: str
     ranges: tuple[str, ...]  # range names its rules can open
-    state: str  # "patched" | "pending" (module not imported yet) | "absent" | "missing" | "unsupported"
+    # "patched" | "pending" (module not imported yet) | "absent" | "missing" |
+    # "unsupported"
+    state: str
     detail: str = ""
     bindings: tuple[str, ...] = ()  # other modules whose copy of the function was replaced
     sources: tuple[str, ...] = ()  # the preset entries / user hooks that asked for it
@@ -107,7 +113,8 @@ _listeners: list[Callable[[], None]] = []
 
 
 def add_listener(callback: Callable[[], None]) -> None:
-    """``callback()`` after every change of a target's state (used to keep a report file current)."""
+    """``callback()`` after every change of a target's state (used to keep a report file
+    current)."""
     with _lock:
         if callback not in _listeners:
             _listeners.append(callback)
@@ -130,7 +137,9 @@ def _warn_once(key: str, message: str) -> None:
     warnings.warn(message, HookWarning, stacklevel=3)
 
 
-def request(target: Target, rule: Rule, bindings: Iterable[str] = (), warn_missing: bool = False) -> HookStatus:
+def request(
+    target: Target, rule: Rule, bindings: Iterable[str] = (), warn_missing: bool = False
+) -> HookStatus:
     """Hooks ``target`` with ``rule`` now, or when its module is imported. Idempotent."""
     with _lock:
         patch = _patches.get(target)
@@ -167,7 +176,10 @@ def _pending_detail(target: Target) -> str:
         found = False
     if found:
         return f"module {target.module} not imported yet"
-    return f"module {target.module} not importable yet (patched if a later sys.path makes it importable)"
+    return (
+        f"module {target.module} not importable yet (patched if a later sys.path makes it"
+        " importable)"
+    )
 
 
 def _resolve(module: Any, qualname: str) -> tuple[Any, str, Any, bool]:
@@ -185,12 +197,15 @@ def _resolve(module: Any, qualname: str) -> tuple[Any, str, Any, bool]:
 
 
 def _not_found(module: Any, qualname: str) -> str:
-    """Which part of ``qualname`` the module lacks (a package: where its ``__main__.py``'s would be)."""
+    """Which part of ``qualname`` the module lacks (a package: where its ``__main__.py``'s would
+    be)."""
     owner, path = module, module.__name__
     for part in qualname.split("."):
         if not hasattr(owner, part):
             package = path == module.__name__ and getattr(module, "__path__", None) is not None
-            return f"{path} has no attribute {part!r}" + (f" (one in its __main__.py: {path}.__main__:{qualname})" if package else "")
+            return f"{path} has no attribute {part!r}" + (
+                f" (one in its __main__.py: {path}.__main__:{qualname})" if package else ""
+            )
         owner, path = getattr(owner, part), f"{path}.{part}"
     return f"{module.__name__} has no attribute {qualname!r}"
 
@@ -200,11 +215,17 @@ def _apply(patch: _Patch, module: Any, scan_package: bool) -> None:
     try:
         owner, name, raw, inherited = _resolve(module, target.qualname)
     except AttributeError:
-        # A preset lists names of several versions: one this version lacks is expected ("absent"). Our
+        # A preset lists names of several versions: one this version lacks is expected ("absent").
+        # Our
         # own words: Python's, asked while the module still executes, blame a circular import.
-        patch.state, patch.detail = ("missing" if patch.warn_missing else "absent"), _not_found(module, target.qualname)
+        patch.state, patch.detail = (
+            ("missing" if patch.warn_missing else "absent"),
+            _not_found(module, target.qualname),
+        )
         if patch.warn_missing:
-            _warn_once(str(target), f"verifyprof: hook target {target} not found ({patch.detail}); skipped")
+            _warn_once(
+                str(target), f"verifyprof: hook target {target} not found ({patch.detail}); skipped"
+            )
         return
     in_class = isinstance(owner, type)
     kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
@@ -212,8 +233,14 @@ def _apply(patch: _Patch, module: Any, scan_package: bool) -> None:
     problem = None
     if isinstance(function, type) or not callable(function):
         problem = "is not a function or method"
-    elif inspect.iscoroutinefunction(function) or inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function):
-        problem = "is a coroutine or generator function: a range around its call would measure nothing"
+    elif (
+        inspect.iscoroutinefunction(function)
+        or inspect.isgeneratorfunction(function)
+        or inspect.isasyncgenfunction(function)
+    ):
+        problem = (
+            "is a coroutine or generator function: a range around its call would measure nothing"
+        )
     if problem is not None:
         patch.state, patch.detail = "unsupported", f"{target} {problem}"
         _warn_once(str(target), f"verifyprof: hook target {patch.detail}; skipped")
@@ -249,7 +276,9 @@ def _apply(patch: _Patch, module: Any, scan_package: bool) -> None:
         _rebind(patch, patch.bindings)
         if scan_package:
             prefix = target.module.partition(".")[0]
-            _rebind(patch, [m for m in list(sys.modules) if m == prefix or m.startswith(prefix + ".")])
+            _rebind(
+                patch, [m for m in list(sys.modules) if m == prefix or m.startswith(prefix + ".")]
+            )
 
 
 def _rebind(patch: _Patch, module_names: Iterable[str]) -> None:
@@ -309,7 +338,9 @@ def _on_imported(module_name: str, module: Any) -> None:
             _notify()
 
 
-_watched_names: frozenset[str] | None = None  # recomputed after any change (find_spec runs per import)
+_watched_names: frozenset[str] | None = (
+    None  # recomputed after any change (find_spec runs per import)
+)
 
 
 def _watched() -> frozenset[str]:
@@ -348,7 +379,9 @@ def run_as_main(is_main: Callable[[str], bool], detail: Callable[[str], str]) ->
 def import_pending() -> None:
     """Imports the module of every pending target (``check``); one that cannot be imported makes
     its targets absent (preset alternatives) or missing (user targets), with the reason."""
-    for module_name in sorted({p.target.module for p in list(_patches.values()) if p.state == "pending"}):
+    for module_name in sorted(
+        {p.target.module for p in list(_patches.values()) if p.state == "pending"}
+    ):
         try:
             importlib.import_module(module_name)
         except BaseException as exc:  # noqa: BLE001 - a module may raise anything at import
@@ -358,7 +391,9 @@ def import_pending() -> None:
                 for patch in _patches.values():
                     if patch.target.module == module_name and patch.state == "pending":
                         patch.state = "missing" if patch.warn_missing else "absent"
-                        patch.detail = f"cannot import {module_name}: {type(exc).__name__}: {exc}".splitlines()[0]
+                        patch.detail = f"cannot import {module_name}: {type(exc).__name__}: {exc}".splitlines()[
+                            0
+                        ]
                 _notify()
 
 

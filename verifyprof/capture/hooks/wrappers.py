@@ -55,7 +55,9 @@ def active_ranges() -> tuple[str, ...]:
     return tuple(_active.names)
 
 
-_texts: dict[tuple, str] = {}  # (name, attrs...) -> range text: formatting costs more than the range
+_texts: dict[
+    tuple, str
+] = {}  # (name, attrs...) -> range text: formatting costs more than the range
 
 
 def _text(name: str, attrs: Callable[[Call], dict[str, object]], call: Call) -> str:
@@ -137,7 +139,12 @@ class HookedFunction:
             self.offset = 0  # positional arguments before arg0 (1 for a method's self)
             self.counts: dict[str, int] = {}  # ranges opened per rule label
         else:  # a compiled callable of ``like``'s original: same rules, names and counts
-            self.rules, self.index, self.offset, self.counts = like.rules, like.index, like.offset, like.counts
+            self.rules, self.index, self.offset, self.counts = (
+                like.rules,
+                like.index,
+                like.offset,
+                like.counts,
+            )
         self.calls = 0  # ranges opened (after predicates), the payload of the next range
         self.wrapper = self._make_wrapper()
 
@@ -275,7 +282,11 @@ class _forwards_in_range:
         if names and (name in names or names[-1] != SPEC_STEP):
             self.tokens.append((False, None))
             return
-        text = name if self.rule.attrs is None else _text(name, self.rule.attrs, Call(args, kwargs, self.index))
+        text = (
+            name
+            if self.rule.attrs is None
+            else _text(name, self.rule.attrs, Call(args, kwargs, self.index))
+        )
         self.tokens.append((True, nvtx.push(text)))
         names.append(name)
         if self.state is not None:

@@ -115,7 +115,9 @@ class EventFields:
     def __init__(self, structs: bool):
         self.structs = structs
         self.empty_args: Any = _EMPTY_ARGS if structs else {}
-        self.bad_values: Counter[str] = Counter()  # field -> values that are not numbers, read as missing
+        self.bad_values: Counter[str] = (
+            Counter()
+        )  # field -> values that are not numbers, read as missing
         self.dropped = 0  # GPU/host events dropped for want of a usable ts/dur
 
     def column(self, rows: list, key: str) -> list:
@@ -183,7 +185,9 @@ def read_bytes(path: Path) -> bytes:
         try:
             data = gzip.decompress(data)
         except EOFError:
-            raise TraceError("truncated gzip: the file ends before the end of the compressed stream", path) from None
+            raise TraceError(
+                "truncated gzip: the file ends before the end of the compressed stream", path
+            ) from None
         except (gzip.BadGzipFile, zlib.error, OSError) as exc:
             raise TraceError(f"corrupt gzip: {exc}", path) from None
     return data

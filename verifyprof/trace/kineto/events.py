@@ -50,7 +50,9 @@ class FileEvents:
     categories: dict[str, int] = field(default_factory=dict)  # event count per cat, for meta
     events: int = 0
     dropped: int = 0  # events without a usable ts/dur
-    bad_values: dict[str, int] = field(default_factory=dict)  # field -> values that were not numbers
+    bad_values: dict[str, int] = field(
+        default_factory=dict
+    )  # field -> values that were not numbers
 
     def problems(self) -> str:
         """What the file held that the reader could not use, for a warning ("" when nothing)."""
@@ -169,9 +171,13 @@ def _concat(tables: list[Table], kinds: list[int]) -> Table:
     for table in tables:  # re-base each part's name codes onto one uniques list
         offset = len(uniques)
         uniques += table.names.uniques
-        codes.append(np.where(table.names.codes >= 0, table.names.codes + offset, -1).astype(np.int32))
+        codes.append(
+            np.where(table.names.codes >= 0, table.names.codes + offset, -1).astype(np.int32)
+        )
     columns = {c: np.concatenate([t.columns[c] for t in tables]) for c in tables[0].columns}
-    columns["kind"] = np.concatenate([np.full(len(t), k, dtype=np.int8) for t, k in zip(tables, kinds)])
+    columns["kind"] = np.concatenate(
+        [np.full(len(t), k, dtype=np.int8) for t, k in zip(tables, kinds)]
+    )
     return Table(columns, Names(np.concatenate(codes), uniques))
 
 

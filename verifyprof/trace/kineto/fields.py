@@ -45,7 +45,10 @@ class Names:
     @classmethod
     def of(cls, values: list) -> Names:
         codes, uniques = pd.factorize(np.asarray(values, dtype=object))
-        return cls(codes.astype(np.int32, copy=False), [u if isinstance(u, str) else str(u) for u in uniques])
+        return cls(
+            codes.astype(np.int32, copy=False),
+            [u if isinstance(u, str) else str(u) for u in uniques],
+        )
 
     def take(self, keep: np.ndarray) -> Names:
         return Names(self.codes[keep], self.uniques)
@@ -104,7 +107,8 @@ def ids(values: list, bad: Counter | None = None, key: str = "") -> np.ndarray:
 
 
 def number_field(rows: EventFields, items: list, key: str, label: str | None = None) -> np.ndarray:
-    """``numbers`` of one field of ``items`` (events or their args), bad values counted on ``rows``."""
+    """``numbers`` of one field of ``items`` (events or their args), bad values counted on
+    ``rows``."""
     return numbers(rows.column(items, key), rows.bad_values, label or key)
 
 
@@ -130,7 +134,11 @@ class EventGroups:
 
     def role(self, role: str) -> list:
         """Complete (``ph: X``) events whose category plays ``role``."""
-        wanted = [j for j, u in enumerate(self.uniques) if isinstance(u, str) and ROLES.get(u.lower()) == role]
+        wanted = [
+            j
+            for j, u in enumerate(self.uniques)
+            if isinstance(u, str) and ROLES.get(u.lower()) == role
+        ]
         if not wanted:
             return []
         mask = self.codes == wanted[0] if len(wanted) == 1 else np.isin(self.codes, wanted)

@@ -59,7 +59,11 @@ class RankFile:
     def ordinals(self) -> np.ndarray:
         e = self.events
         devices = np.concatenate(
-            [e.kernels.columns["device"], e.copies.columns["device"], e.gpu_annotations.columns["device"]]
+            [
+                e.kernels.columns["device"],
+                e.copies.columns["device"],
+                e.gpu_annotations.columns["device"],
+            ]
         )
         return np.unique(devices[devices != NO_ID])
 
@@ -70,7 +74,10 @@ class RankFile:
         if not starts:
             return None
         ends = [t.columns["end"] for t in (e.kernels, e.copies, e.gpu_annotations) if len(t)]
-        return min(int(s.min()) for s in starts) + self.shift_ns, max(int(x.max()) for x in ends) + self.shift_ns
+        return (
+            min(int(s.min()) for s in starts) + self.shift_ns,
+            max(int(x.max()) for x in ends) + self.shift_ns,
+        )
 
 
 def int_or_none(value: Any) -> int | None:
@@ -99,10 +106,15 @@ def _rank_of(path: Path, header: dict[str, Any]) -> tuple[int, int]:
 
 
 def trace_files_in(directory: Path) -> list[Path]:
-    """The PyTorch-profiler trace files in ``directory`` (sorted; TraceError when there are none)."""
-    paths = sorted(p for p in list_directory(directory) if p.name.endswith(KINETO_SUFFIXES) and p.is_file())
+    """The PyTorch-profiler trace files in ``directory`` (sorted; TraceError when there are
+    none)."""
+    paths = sorted(
+        p for p in list_directory(directory) if p.name.endswith(KINETO_SUFFIXES) and p.is_file()
+    )
     if not paths:
-        raise TraceError("directory holds no PyTorch-profiler trace files (*.json, *.json.gz)", directory)
+        raise TraceError(
+            "directory holds no PyTorch-profiler trace files (*.json, *.json.gz)", directory
+        )
     return paths
 
 
@@ -123,7 +135,8 @@ def trace_files(paths: list[Path] | Path | str) -> tuple[list[Path], list[str]]:
     if merged and len(merged) < len(files):
         files = [f for f in files if f not in merged]
         warnings.append(
-            f"skipped {', '.join(f.name for f in merged)}: SGLang's merge of the per-rank files also given"
+            f"skipped {', '.join(f.name for f in merged)}: SGLang's merge of the per-rank files"
+            " also given"
         )
     return files, warnings
 
@@ -144,7 +157,9 @@ def align_clocks(files: list[RankFile], warnings: list[str]) -> int:
         f.shift_ns = 0 if f.base_ns is None else f.base_ns - reference
     if len(files) > 1 and len(bases) < len(files):
         missing = ", ".join(f.path.name for f in files if f.base_ns is None)
-        warnings.append(f"no baseTimeNanoseconds in {missing}: assumed on the same clock as the other ranks")
+        warnings.append(
+            f"no baseTimeNanoseconds in {missing}: assumed on the same clock as the other ranks"
+        )
     return reference
 
 
@@ -163,15 +178,17 @@ def check_run_entries(entries: list[tuple[object, int, int, tuple[int, int] | No
         if e[2] != sized[0][2]:
             raise TraceError(
                 f"says world size {sized[0][2]}, {e[0]} says {e[2]}: traces of different runs; "
-                "give one run's rank files", sized[0][0],
+                "give one run's rank files",
+                sized[0][0],
             )
     spans = [(e, e[3]) for e in entries if e[3] is not None]
     for i, (a, sa) in enumerate(spans):
         for b, sb in spans[i + 1 :]:
             if a[1] >= 0 and a[1] == b[1] and sa[0] < sb[1] and sb[0] < sa[1]:
                 raise TraceError(
-                    f"claims rank {a[1]}, as does {b[0]}, and their GPU work overlaps in time: one rank captured "
-                    "twice, or one file given twice; give one capture's rank files", a[0],
+                    f"claims rank {a[1]}, as does {b[0]}, and their GPU work overlaps in time: one"
+                    " rank captured twice, or one file given twice; give one capture's rank files",
+                    a[0],
                 )
     if spans:
         first = min(spans, key=lambda es: es[1][0])
@@ -179,7 +196,8 @@ def check_run_entries(entries: list[tuple[object, int, int, tuple[int, int] | No
         if last[1][1] - first[1][0] > MAX_RUN_NS:
             days = (last[1][1] - first[1][0]) / 86_400e9
             raise TraceError(
-                f"and {last[0][0]} were captured {days:.1f} days apart: not one run's rank files", first[0][0],
+                f"and {last[0][0]} were captured {days:.1f} days apart: not one run's rank files",
+                first[0][0],
             )
 
 

@@ -35,12 +35,18 @@ class CollectiveArgs:
     nbytes: np.ndarray
     out_bytes: np.ndarray
     group_size: np.ndarray
-    names: list[str]  # the collective as the trace names it ("allreduce", "_allgather_base", an op name)
+    names: list[
+        str
+    ]  # the collective as the trace names it ("allreduce", "_allgather_base", an op name)
 
 
-def file_collective_args(rows: EventFields, events: list, kernels: Table, ok: np.ndarray, groups: EventGroups) -> CollectiveArgs | None:
+def file_collective_args(
+    rows: EventFields, events: list, kernels: Table, ok: np.ndarray, groups: EventGroups
+) -> CollectiveArgs | None:
     """NCCL kernels carry their message in ``args`` (``In msg nelems``, ``dtype``, ...); other
-    collective kernels take the first tensor of the ``cpu_op`` that launched them (same External id)."""
+    collective kernels take the first tensor of the ``cpu_op`` that launched them (same External
+    id).
+    """
     if not events:
         return None
     args = rows.args(events)
@@ -54,9 +60,13 @@ def file_collective_args(rows: EventFields, events: list, kernels: Table, ok: np
         size = _per_value(rows.column(sub, "dtype"), dtype_bytes).astype(np.int64)
         out_nelems = numbers(rows.column(sub, "out_nelems"))
         nbytes = np.where(size > 0, in_nelems[nccl] * size, NO_ID)
-        out_bytes = np.where((size > 0) & np.isfinite(out_nelems), np.nan_to_num(out_nelems) * size, NO_ID)
+        out_bytes = np.where(
+            (size > 0) & np.isfinite(out_nelems), np.nan_to_num(out_nelems) * size, NO_ID
+        )
         group = ids(rows.column(sub, "group_size"))
-        names = _per_value(rows.column(sub, "collective_name"), lambda n: n if isinstance(n, str) else "").tolist()
+        names = _per_value(
+            rows.column(sub, "collective_name"), lambda n: n if isinstance(n, str) else ""
+        ).tolist()
         parts.append((nbytes.astype(np.int64), out_bytes.astype(np.int64), group, names))
     by_op = _op_launched(rows, args, kernels, ok, in_nelems, groups)
     if by_op is not None:
@@ -75,16 +85,28 @@ def file_collective_args(rows: EventFields, events: list, kernels: Table, ok: np
 
 def _per_value(values: list, fn) -> np.ndarray:
     """``fn`` of each value, computed once per distinct value (unhashable ones give fn(None))."""
-    series = pd.Series([v if isinstance(v, (str, int, float)) or v is None else None for v in values], dtype=object)
+    series = pd.Series(
+        [v if isinstance(v, (str, int, float)) or v is None else None for v in values], dtype=object
+    )
     codes, uniques = pd.factorize(series, use_na_sentinel=True)
     mapped = np.asarray([fn(u) for u in uniques] + [fn(None)], dtype=object)
     return mapped[np.where(codes >= 0, codes, len(uniques))]
 
 
-def _op_launched(rows: EventFields, args: list, kernels: Table, ok: np.ndarray, in_nelems: np.ndarray, groups: EventGroups):
-    """(kernel rows, bytes, out bytes, group size, names) for collective kernels without NCCL args."""
+def _op_launched(
+    rows: EventFields,
+    args: list,
+    kernels: Table,
+    ok: np.ndarray,
+    in_nelems: np.ndarray,
+    groups: EventGroups,
+):
+    """(kernel rows, bytes, out bytes, group size, names) for collective kernels without NCCL
+    args."""
     uniques = kernels.names.uniques
-    collective_names = np.array([bool(COLLECTIVE_KERNEL.search(u)) for u in uniques] + [False])  # once per name
+    collective_names = np.array(
+        [bool(COLLECTIVE_KERNEL.search(u)) for u in uniques] + [False]
+    )  # once per name
     codes = kernels.names.codes
     wanted_rows = np.flatnonzero(collective_names[np.where(codes >= 0, codes, len(uniques))])
     if not len(wanted_rows):
@@ -101,22 +123,39 @@ def _op_launched(rows: EventFields, args: list, kernels: Table, ok: np.ndarray, 
     launched = np.flatnonzero(np.isin(op_external, external[external != NO_ID]))
     if not len(launched):
         return None
-    chosen = [op_args[i] for i in launched.tolist()]  # the few ops that launched a collective kernel
-    sizes = [_first_tensor_bytes(d, t) for d, t in zip(rows.column(chosen, "input_dims"), rows.column(chosen, "input_type"))]
+    chosen = [
+        op_args[i] for i in launched.tolist()
+    ]  # the few ops that launched a collective kernel
+    sizes = [
+        _first_tensor_bytes(d, t)
+        for d, t in zip(rows.column(chosen, "input_dims"), rows.column(chosen, "input_type"))
+    ]
     op_names = rows.column([ops[i] for i in launched.tolist()], "name")
-    by_external = pd.DataFrame({"bytes": [NO_ID if b is None else b for b in sizes], "name": op_names}, index=op_external[launched])
-    by_external = by_external[~by_external.index.duplicated(keep="first") & (by_external["bytes"].to_numpy() > 0)]
+    by_external = pd.DataFrame(
+        {"bytes": [NO_ID if b is None else b for b in sizes], "name": op_names},
+        index=op_external[launched],
+    )
+    by_external = by_external[
+        ~by_external.index.duplicated(keep="first") & (by_external["bytes"].to_numpy() > 0)
+    ]
     found = by_external.reindex(external)
     hit = ~found["bytes"].isna().to_numpy()
     if not hit.any():
         return None
     nbytes = found["bytes"].to_numpy()[hit].astype(np.int64)
     names = [n if isinstance(n, str) else "" for n in found["name"].to_numpy()[hit]]
-    return wanted_rows[hit], nbytes, nbytes.copy(), np.full(len(nbytes), NO_ID, dtype=np.int32), names  # allreduce: out = in
+    return (
+        wanted_rows[hit],
+        nbytes,
+        nbytes.copy(),
+        np.full(len(nbytes), NO_ID, dtype=np.int32),
+        names,
+    )  # allreduce: out = in
 
 
 def _first_tensor_bytes(dims_value, types_value) -> int | None:
-    """Bytes of an op's first tensor input (``Input Dims`` / ``Input type``): dims product x dtype size."""
+    """Bytes of an op's first tensor input (``Input Dims`` / ``Input type``): dims product x dtype
+    size."""
     dims, types = decode_raw(dims_value), decode_raw(types_value)
     if not isinstance(dims, list) or not isinstance(types, list):
         return None

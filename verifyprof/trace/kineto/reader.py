@@ -100,7 +100,9 @@ def _devices(files: list[RankFile]) -> pd.DataFrame:
                 "rank": f.rank,
                 "ordinal": ordinal,
             }
-    frame = pd.DataFrame([rows[d] for d in sorted(rows)], columns=[*DEVICE_COLUMNS, "rank", "ordinal"])
+    frame = pd.DataFrame(
+        [rows[d] for d in sorted(rows)], columns=[*DEVICE_COLUMNS, "rank", "ordinal"]
+    )
     out = conform(frame, DEVICE_COLUMNS)
     out["rank"] = frame["rank"].to_numpy(np.int32)
     out["ordinal"] = frame["ordinal"].to_numpy(np.int32)
@@ -109,7 +111,9 @@ def _devices(files: list[RankFile]) -> pd.DataFrame:
 
 def _processes(files: list[RankFile], kernels: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
     gpu = pd.concat([kernels[["pid", "device"]], copies[["pid", "device"]]], ignore_index=True)
-    devices_of = gpu.groupby("pid")["device"].agg(lambda d: int(d.iloc[0]) if d.nunique() == 1 else NO_ID)
+    devices_of = gpu.groupby("pid")["device"].agg(
+        lambda d: int(d.iloc[0]) if d.nunique() == 1 else NO_ID
+    )
     rows = []
     for f in files:
         pids = f.events.host_pids().tolist()
@@ -135,7 +139,11 @@ def _processes(files: list[RankFile], kernels: pd.DataFrame, copies: pd.DataFram
 
 
 def _file_meta(f: RankFile) -> dict[str, Any]:
-    header = {k: v for k, v in f.header.items() if isinstance(v, (int, float, str)) and k != "deviceProperties"}
+    header = {
+        k: v
+        for k, v in f.header.items()
+        if isinstance(v, (int, float, str)) and k != "deviceProperties"
+    }
     return {
         "path": str(f.path),
         "rank": f.rank,
@@ -162,11 +170,15 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
         what = "the trace" if len(files) == 1 else f"none of the {len(files)} trace files"
         dropped = sum(f.events.dropped for f in files)
         if dropped:
-            raise TraceError(f"{what} holds no usable GPU events: {dropped} events have no usable ts/dur "
-                             "(missing, not a number, or out of range)", where)
+            raise TraceError(
+                f"{what} holds no usable GPU events: {dropped} events have no usable ts/dur "
+                "(missing, not a number, or out of range)",
+                where,
+            )
         raise TraceError(
-            f"{what} holds no GPU events (kernel, gpu_memcpy, gpu_memset): an empty or CPU-only capture; "
-            "profile with ProfilerActivity.CUDA and run GPU work inside the profiled window",
+            f"{what} holds no GPU events (kernel, gpu_memcpy, gpu_memset): an empty or CPU-only"
+            " capture; profile with ProfilerActivity.CUDA and run GPU work inside the profiled"
+            " window",
             where,
         )
     for f in empty:
@@ -176,9 +188,18 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
     assign_device_offsets(files)
 
     strings = StringTable()
-    offsets = np.cumsum([0] + [len(f.events.collectives.kernel) if f.events.collectives is not None else 0 for f in files])
+    offsets = np.cumsum(
+        [0]
+        + [
+            len(f.events.collectives.kernel) if f.events.collectives is not None else 0
+            for f in files
+        ]
+    )
     tagged = offsets[-1] > 0
-    kernels = table_frame([kernel_rows(f, strings, int(o) if tagged else None) for f, o in zip(files, offsets)], KERNEL_COLUMNS)
+    kernels = table_frame(
+        [kernel_rows(f, strings, int(o) if tagged else None) for f, o in zip(files, offsets)],
+        KERNEL_COLUMNS,
+    )
     collective_args = merged_collective_args(files, kernels, strings) if tagged else None
     copies = table_frame([copy_rows(f, strings) for f in files], COPY_COLUMNS)
     api = table_frame([api_rows(f, strings) for f in files], API_COLUMNS)
@@ -187,28 +208,32 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
 
     unlinked = int((kernels["correlation"].to_numpy() == NO_ID).sum())
     if unlinked:
-        warnings.append(f"{unlinked} kernels carry no correlation id: they cannot be tied to a launch")
+        warnings.append(
+            f"{unlinked} kernels carry no correlation id: they cannot be tied to a launch"
+        )
     worlds = [f.world_size for f in files if f.world_size > 0]
     counts = category_counts([f.events for f in files])
-    return drop_bad_times(Trace(
-        source=[f.path for f in files],
-        format="kineto",
-        strings=strings,
-        kernels=kernels,
-        copies=copies,
-        api=api,
-        ranges=ranges,
-        devices=_devices(files),
-        processes=_processes(files, kernels, copies),
-        **({"collective_args": collective_args} if collective_args is not None else {}),
-        meta={
-            "files": len(files),
-            "base_time_ns": base,
-            "world_size": max(worlds) if worlds else NO_ID,
-            "events": sum(f.events.events for f in files),
-            "python_function_events": counts.get("python_function", 0),
-            "categories": counts,
-            "kineto_files": [_file_meta(f) for f in files],
-        },
-        warnings=warnings,
-    ))
+    return drop_bad_times(
+        Trace(
+            source=[f.path for f in files],
+            format="kineto",
+            strings=strings,
+            kernels=kernels,
+            copies=copies,
+            api=api,
+            ranges=ranges,
+            devices=_devices(files),
+            processes=_processes(files, kernels, copies),
+            **({"collective_args": collective_args} if collective_args is not None else {}),
+            meta={
+                "files": len(files),
+                "base_time_ns": base,
+                "world_size": max(worlds) if worlds else NO_ID,
+                "events": sum(f.events.events for f in files),
+                "python_function_events": counts.get("python_function", 0),
+                "categories": counts,
+                "kineto_files": [_file_meta(f) for f in files],
+            },
+            warnings=warnings,
+        )
+    )

@@ -70,13 +70,20 @@ def _gpu_frame(f: RankFile, table: Table, strings: StringTable) -> dict[str, np.
     }
 
 
-def kernel_rows(f: RankFile, strings: StringTable, args_offset: int | None = None) -> dict[str, np.ndarray]:
+def kernel_rows(
+    f: RankFile, strings: StringTable, args_offset: int | None = None
+) -> dict[str, np.ndarray]:
     """``args_offset``: tag the kernels that carry collective args with their row among all
     files' args (column ``args``), so that the args follow the kernels through the merge's sort."""
     table = f.events.kernels
     frame = _gpu_frame(f, table, strings)
     none = np.full(len(table), NO_ID, dtype=np.int64)
-    out = {**frame, "correlation": table.columns["correlation"], "graph_id": none, "graph_node_id": none}
+    out = {
+        **frame,
+        "correlation": table.columns["correlation"],
+        "graph_id": none,
+        "graph_node_id": none,
+    }
     if args_offset is not None:
         tag = np.full(len(table), NO_ID, dtype=np.int64)
         args = f.events.collectives
@@ -86,7 +93,9 @@ def kernel_rows(f: RankFile, strings: StringTable, args_offset: int | None = Non
     return out
 
 
-def merged_collective_args(files: list[RankFile], kernels: pd.DataFrame, strings: StringTable) -> pd.DataFrame:
+def merged_collective_args(
+    files: list[RankFile], kernels: pd.DataFrame, strings: StringTable
+) -> pd.DataFrame:
     """The ``collective_args`` table, its ``kernel`` column pointing at the merged, sorted rows."""
     parts = [f.events.collectives for f in files if f.events.collectives is not None]
     tag = kernels.pop("args").to_numpy()
@@ -94,7 +103,9 @@ def merged_collective_args(files: list[RankFile], kernels: pd.DataFrame, strings
     order = tag[rows]  # row in the concatenated args
     cat = lambda field: np.concatenate([getattr(p, field) for p in parts])[order]
     names = np.asarray([n for p in parts for n in p.names], dtype=object)[order]
-    return collective_args_table(rows, cat("nbytes"), cat("out_bytes"), cat("group_size"), names, strings)
+    return collective_args_table(
+        rows, cat("nbytes"), cat("out_bytes"), cat("group_size"), names, strings
+    )
 
 
 def copy_rows(f: RankFile, strings: StringTable) -> dict[str, np.ndarray]:
@@ -165,7 +176,9 @@ def _group_ids(*columns: np.ndarray) -> np.ndarray:
 
 def range_depths(ranges: pd.DataFrame) -> np.ndarray:
     """CPU annotations nest per thread; GPU annotations per (process, device, stream)."""
-    col = {c: ranges[c].to_numpy() for c in ("kind", "start", "end", "pid", "tid", "device", "stream")}
+    col = {
+        c: ranges[c].to_numpy() for c in ("kind", "start", "end", "pid", "tid", "device", "stream")
+    }
     depth = np.zeros(len(ranges), dtype=np.int16)
     host = col["kind"] == RANGE_KIND_ANNOTATION
     depth[host] = nesting_depth(col["tid"][host], col["start"][host], col["end"][host])
@@ -177,7 +190,9 @@ def range_depths(ranges: pd.DataFrame) -> np.ndarray:
 
 def table_frame(parts: list[dict[str, np.ndarray]], columns: dict[str, str]) -> pd.DataFrame:
     if not parts:
-        return conform(pd.DataFrame({c: np.empty(0, dtype=dt) for c, dt in columns.items()}), columns)
+        return conform(
+            pd.DataFrame({c: np.empty(0, dtype=dt) for c, dt in columns.items()}), columns
+        )
     merged = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     order = np.argsort(merged["start"], kind="stable")
     if not (order[1:] > order[:-1]).all():

@@ -1,1 +1,2 @@
-"""Nsight Systems: SQLite exports (read-only, columnar) and .nsys-rep reports (exported once, cached)."""
+"""Nsight Systems: SQLite exports (read-only, columnar) and .nsys-rep reports (exported once,
+cached)."""

@@ -42,9 +42,20 @@ from verifyprof.trace.validation import MISSING_TIME
 
 # CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER, stable across schema versions) -> copy names
 COPY_NAMES = {
-    0: "Memcpy", 1: "Memcpy HtoD", 2: "Memcpy DtoH", 3: "Memcpy HtoA", 4: "Memcpy AtoH", 5: "Memcpy AtoA",
-    6: "Memcpy AtoD", 7: "Memcpy DtoA", 8: "Memcpy DtoD", 9: "Memcpy HtoH", 10: "Memcpy PtoP",
-    11: "Memcpy UVM HtoD", 12: "Memcpy UVM DtoH", 13: "Memcpy UVM DtoD",
+    0: "Memcpy",
+    1: "Memcpy HtoD",
+    2: "Memcpy DtoH",
+    3: "Memcpy HtoA",
+    4: "Memcpy AtoH",
+    5: "Memcpy AtoA",
+    6: "Memcpy AtoD",
+    7: "Memcpy DtoA",
+    8: "Memcpy DtoD",
+    9: "Memcpy HtoH",
+    10: "Memcpy PtoP",
+    11: "Memcpy UVM HtoD",
+    12: "Memcpy UVM DtoH",
+    13: "Memcpy UVM DtoD",
 }
 MEMSET_NAME = "Memset"
 
@@ -58,28 +69,73 @@ VERSION_SUFFIX = re.compile(r"_v\d+$")
 SYNC_NAME = re.compile(r"Synchronize")
 
 GRAPH_WARNING = (
-    "{n} CUDA graph launch(es) recorded only as whole graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) without their "
-    "kernels: captured with --cuda-graph-trace=graph; per-kernel phases inside graphs are unavailable, "
-    "re-capture with --cuda-graph-trace=node"
+    "{n} CUDA graph launch(es) recorded only as whole graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE)"
+    " without their kernels: captured with --cuda-graph-trace=graph; per-kernel phases inside"
+    " graphs are unavailable, re-capture with --cuda-graph-trace=node"
 )
 
 # NULL -> fill; a NULL timestamp becomes MISSING_TIME, which trace.validation drops and counts
 TIMES = {"start": ("int64", MISSING_TIME), "end": ("int64", MISSING_TIME)}
-KERNEL_SPEC = {**TIMES, **{c: ("int64", NO_ID) for c in ("device", "stream", "correlation", "gpid", "name", "graph_node_id", "graph_id")}}
-API_SPEC = {**TIMES, **{c: ("int64", NO_ID) for c in ("gtid", "correlation", "name")}, "from_driver": ("int8", 0)}
-KERNEL_DTYPES = {"start": "int64", "end": "int64", "device": "int32", "stream": "int64", "name_id": "int32",
-                 "correlation": "int64", "pid": "int64", "graph_id": "int64", "graph_node_id": "int64"}
-COPY_DTYPES = {"start": "int64", "end": "int64", "device": "int32", "stream": "int64", "kind": "int8", "name_id": "int32",
-               "bytes": "int64", "correlation": "int64", "pid": "int64", "graph_node_id": "int64"}
-GRAPH_DTYPES = {"start": "int64", "end": "int64", "device": "int32", "stream": "int64", "graph_id": "int64",
-                "correlation": "int64", "pid": "int64"}
-API_DTYPES = {"start": "int64", "end": "int64", "pid": "int64", "tid": "int64", "correlation": "int64",
-              "name_id": "int32", "kind": "int8"}
+KERNEL_SPEC = {
+    **TIMES,
+    **{
+        c: ("int64", NO_ID)
+        for c in ("device", "stream", "correlation", "gpid", "name", "graph_node_id", "graph_id")
+    },
+}
+API_SPEC = {
+    **TIMES,
+    **{c: ("int64", NO_ID) for c in ("gtid", "correlation", "name")},
+    "from_driver": ("int8", 0),
+}
+KERNEL_DTYPES = {
+    "start": "int64",
+    "end": "int64",
+    "device": "int32",
+    "stream": "int64",
+    "name_id": "int32",
+    "correlation": "int64",
+    "pid": "int64",
+    "graph_id": "int64",
+    "graph_node_id": "int64",
+}
+COPY_DTYPES = {
+    "start": "int64",
+    "end": "int64",
+    "device": "int32",
+    "stream": "int64",
+    "kind": "int8",
+    "name_id": "int32",
+    "bytes": "int64",
+    "correlation": "int64",
+    "pid": "int64",
+    "graph_node_id": "int64",
+}
+GRAPH_DTYPES = {
+    "start": "int64",
+    "end": "int64",
+    "device": "int32",
+    "stream": "int64",
+    "graph_id": "int64",
+    "correlation": "int64",
+    "pid": "int64",
+}
+API_DTYPES = {
+    "start": "int64",
+    "end": "int64",
+    "pid": "int64",
+    "tid": "int64",
+    "correlation": "int64",
+    "name_id": "int32",
+    "kind": "int8",
+}
 
 
 def correlation_key(pid: np.ndarray | pd.Series, correlation: np.ndarray | pd.Series) -> np.ndarray:
     """One int64 per (process, correlation id): pids have 24 bits, CUPTI correlation ids 32."""
-    return (np.asarray(pid, dtype=np.int64) << 32) | (np.asarray(correlation, dtype=np.int64) & 0xFFFFFFFF)
+    return (np.asarray(pid, dtype=np.int64) << 32) | (
+        np.asarray(correlation, dtype=np.int64) & 0xFFFFFFFF
+    )
 
 
 # --- queries ----------------------------------------------------------------------------------
@@ -89,10 +145,20 @@ def kernel_slices(export: NsysExport) -> list[tuple[str, int]]:
     export.require(KERNEL, ("start", "end"))
     have = set(export.cols(KERNEL))
     name = "demangledName" if "demangledName" in have else "shortName"
-    select = export.select(KERNEL, {
-        "start": "start", "end": "end", "device": "deviceId", "stream": "streamId", "correlation": "correlationId",
-        "gpid": "globalPid", "name": name, "graph_node_id": "graphNodeId", "graph_id": "graphId",
-    })
+    select = export.select(
+        KERNEL,
+        {
+            "start": "start",
+            "end": "end",
+            "device": "deviceId",
+            "stream": "streamId",
+            "correlation": "correlationId",
+            "gpid": "globalPid",
+            "name": name,
+            "graph_node_id": "graphNodeId",
+            "graph_id": "graphId",
+        },
+    )
     return export.sliced(KERNEL, select)
 
 
@@ -100,21 +166,39 @@ def copy_query(export: NsysExport, table: str) -> str | None:
     if not export.has_rows(table):
         return None
     export.require(table, ("start", "end"))
-    wanted = {"start": "start", "end": "end", "device": "deviceId", "stream": "streamId", "correlation": "correlationId",
-              "gpid": "globalPid", "bytes": "bytes", "graph_node_id": "graphNodeId"}
+    wanted = {
+        "start": "start",
+        "end": "end",
+        "device": "deviceId",
+        "stream": "streamId",
+        "correlation": "correlationId",
+        "gpid": "globalPid",
+        "bytes": "bytes",
+        "graph_node_id": "graphNodeId",
+    }
     if table == MEMCPY:
         wanted["copy_kind"] = "copyKind"
-    return _where(f'SELECT {export.select(table, wanted)} FROM "{table}"', export.of_processes(table))
+    return _where(
+        f'SELECT {export.select(table, wanted)} FROM "{table}"', export.of_processes(table)
+    )
 
 
 def graph_query(export: NsysExport) -> str | None:
     if not export.has_rows(GRAPH_TRACE):
         return None
     export.require(GRAPH_TRACE, ("start", "end"))
-    select = export.select(GRAPH_TRACE, {
-        "start": "start", "end": "end", "device": "deviceId", "stream": "streamId", "graph_id": "graphId",
-        "correlation": "correlationId", "gpid": "globalPid",
-    })
+    select = export.select(
+        GRAPH_TRACE,
+        {
+            "start": "start",
+            "end": "end",
+            "device": "deviceId",
+            "stream": "streamId",
+            "graph_id": "graphId",
+            "correlation": "correlationId",
+            "gpid": "globalPid",
+        },
+    )
     return _where(f'SELECT {select} FROM "{GRAPH_TRACE}"', export.of_processes(GRAPH_TRACE))
 
 
@@ -125,18 +209,31 @@ def _where(query: str, condition: str) -> str:
 def api_candidates(export: NsysExport) -> dict[int, str]:
     """nsys string id -> API name, for calls that may launch work or synchronize."""
     rows = export.sql(f"SELECT id, value FROM StringIds WHERE {API_CANDIDATE_SQL}")
-    return {sid: value for sid, value in rows
-            if isinstance(sid, int) and isinstance(value, str) and API_NAME.match(value)}  # an edited id or value: not a call
+    return {
+        sid: value
+        for sid, value in rows
+        if isinstance(sid, int) and isinstance(value, str) and API_NAME.match(value)
+    }  # an edited id or value: not a call
 
 
 def api_slices(export: NsysExport, table: str, candidates: dict[int, str]) -> list[tuple[str, int]]:
     if not candidates or not export.has_rows(table) or "nameId" not in export.cols(table):
         return []
     export.require(table, ("start", "end"))
-    select = export.select(table, {"start": "start", "end": "end", "gtid": "globalTid", "correlation": "correlationId",
-                                   "name": "nameId"})
+    select = export.select(
+        table,
+        {
+            "start": "start",
+            "end": "end",
+            "gtid": "globalTid",
+            "correlation": "correlationId",
+            "name": "nameId",
+        },
+    )
     ids = ",".join(str(i) for i in sorted(candidates))
-    return export.sliced(table, select + f", {1 if table == DRIVER else 0} AS from_driver", f"nameId IN ({ids})")
+    return export.sliced(
+        table, select + f", {1 if table == DRIVER else 0} AS from_driver", f"nameId IN ({ids})"
+    )
 
 
 # --- query results -> model tables -------------------------------------------------------------
@@ -174,13 +271,20 @@ def copies_table(tables: dict[str, Rows | None], strings: StringTable) -> pd.Dat
         else:
             name_id = np.full(n, strings.intern([MEMSET_NAME])[0], dtype=np.int32)
             kind = np.full(n, COPY_KIND_MEMSET, dtype=np.int8)
-        parts.append({
-            "start": rows.take("start", "int64", MISSING_TIME), "end": rows.take("end", "int64", MISSING_TIME),
-            "device": rows.take("device", "int32"),
-            "stream": rows.take("stream", "int64"), "kind": kind, "name_id": name_id,
-            "bytes": rows.take("bytes", "int64"), "correlation": rows.take("correlation", "int64"),
-            "pid": os_pid(rows.take("gpid", "int64")), "graph_node_id": rows.take("graph_node_id", "int64"),
-        })
+        parts.append(
+            {
+                "start": rows.take("start", "int64", MISSING_TIME),
+                "end": rows.take("end", "int64", MISSING_TIME),
+                "device": rows.take("device", "int32"),
+                "stream": rows.take("stream", "int64"),
+                "kind": kind,
+                "name_id": name_id,
+                "bytes": rows.take("bytes", "int64"),
+                "correlation": rows.take("correlation", "int64"),
+                "pid": os_pid(rows.take("gpid", "int64")),
+                "graph_node_id": rows.take("graph_node_id", "int64"),
+            }
+        )
     if not parts:
         return model_table({}, COPY_DTYPES)
     return model_table({c: np.concatenate([p[c] for p in parts]) for c in COPY_DTYPES}, COPY_DTYPES)
@@ -189,12 +293,17 @@ def copies_table(tables: dict[str, Rows | None], strings: StringTable) -> pd.Dat
 def graphs_table(rows: Rows) -> pd.DataFrame:
     if not rows.n:
         return model_table({}, GRAPH_DTYPES)
-    cols = {c: rows.take(c if c != "pid" else "gpid", dt, MISSING_TIME if c in TIMES else NO_ID) for c, dt in GRAPH_DTYPES.items()}
+    cols = {
+        c: rows.take(c if c != "pid" else "gpid", dt, MISSING_TIME if c in TIMES else NO_ID)
+        for c, dt in GRAPH_DTYPES.items()
+    }
     cols["pid"] = os_pid(cols["pid"])
     return model_table(cols, GRAPH_DTYPES)
 
 
-def api_table(rows: Rows, candidates: dict[int, str], strings: StringTable, gpu_keys: np.ndarray) -> pd.DataFrame:
+def api_table(
+    rows: Rows, candidates: dict[int, str], strings: StringTable, gpu_keys: np.ndarray
+) -> pd.DataFrame:
     if not rows.n:
         return model_table({}, API_DTYPES)
     nsys_name = rows.take("name", "int64")
@@ -223,8 +332,12 @@ def api_table(rows: Rows, candidates: dict[int, str], strings: StringTable, gpu_
         dup[order[first]] = False
         keep &= ~dup
     cols = {
-        "start": rows.take("start", "int64")[keep], "end": rows.take("end", "int64")[keep], "pid": pid[keep],
-        "tid": tid[keep], "correlation": correlation[keep], "name_id": name_id[keep],
+        "start": rows.take("start", "int64")[keep],
+        "end": rows.take("end", "int64")[keep],
+        "pid": pid[keep],
+        "tid": tid[keep],
+        "correlation": correlation[keep],
+        "name_id": name_id[keep],
         "kind": np.where(driver[keep], API_KIND_DRIVER, API_KIND_RUNTIME).astype(np.int8),
     }
     return model_table(cols, API_DTYPES)
@@ -235,5 +348,7 @@ def graph_warnings(kernels: pd.DataFrame, graphs: pd.DataFrame) -> list[str]:
     if not len(graphs):
         return []
     kernel_keys = correlation_key(kernels["pid"], kernels["correlation"])
-    opaque = int((~pd.Series(correlation_key(graphs["pid"], graphs["correlation"])).isin(kernel_keys)).sum())
+    opaque = int(
+        (~pd.Series(correlation_key(graphs["pid"], graphs["correlation"])).isin(kernel_keys)).sum()
+    )
     return [GRAPH_WARNING.format(n=opaque)] if opaque else []

@@ -36,7 +36,9 @@ def readonly_uri(path: Path) -> str:
     return f"file:{quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
 
 
-def rowid_slices(table: str, select: str, where: str, lo: int, hi: int, rows: int | None = None) -> list[tuple[str, int]]:
+def rowid_slices(
+    table: str, select: str, where: str, lo: int, hi: int, rows: int | None = None
+) -> list[tuple[str, int]]:
     """``SELECT select FROM table`` over rowids ``lo..hi`` in slices, each with its most rows.
 
     Rowid tables store rows in rowid order, so each slice is a range scan of its own pages.
@@ -44,13 +46,23 @@ def rowid_slices(table: str, select: str, where: str, lo: int, hi: int, rows: in
     negative values then read as one slice sized by the count, not by the span."""
     cond = f" AND ({where})" if where else ""
     if rows is not None and rows < (hi - lo + 1) // 2:
-        return [(f'SELECT {select} FROM "{table}" WHERE rowid >= {lo} AND rowid <= {hi}{cond}', rows)]
+        return [
+            (f'SELECT {select} FROM "{table}" WHERE rowid >= {lo} AND rowid <= {hi}{cond}', rows)
+        ]
     span = hi - lo + 1
     parts = max(1, min(-(-span // SLICE_ROWS), (os.cpu_count() or 1) * 2))
-    bounds = [lo + span * k // parts for k in range(parts + 1)]  # Python ints: exact up to int64 max
+    bounds = [
+        lo + span * k // parts for k in range(parts + 1)
+    ]  # Python ints: exact up to int64 max
     last = len(bounds) - 2
     return [
-        (f'SELECT {select} FROM "{table}" WHERE rowid >= {a} AND rowid {"<=" if i == last else "<"} {b - 1 if i == last else b}{cond}', b - a)
+        (
+            (
+                f'SELECT {select} FROM "{table}" WHERE rowid >= {a} AND rowid'
+                f" {'<=' if i == last else '<'} {b - 1 if i == last else b}{cond}"
+            ),
+            b - a,
+        )
         for i, (a, b) in enumerate(pairwise(bounds))
     ]
 
@@ -232,9 +244,15 @@ def _into(chunk: pa.Array, dst: np.ndarray, fill: float) -> None:
         return
     if not (pa.types.is_integer(chunk.type) or pa.types.is_floating(chunk.type)):
         raise TypeError(f"expected a numeric column, got {chunk.type}")
-    values = np.frombuffer(chunk.buffers()[1], dtype=chunk.type.to_pandas_dtype(), count=chunk.offset + n)[chunk.offset :]
+    values = np.frombuffer(
+        chunk.buffers()[1], dtype=chunk.type.to_pandas_dtype(), count=chunk.offset + n
+    )[chunk.offset :]
     if chunk.null_count:
         bits = np.unpackbits(np.frombuffer(chunk.buffers()[0], dtype=np.uint8), bitorder="little")
-        np.copyto(dst, np.where(bits[chunk.offset : chunk.offset + n].astype(bool), values, fill), casting="unsafe")
+        np.copyto(
+            dst,
+            np.where(bits[chunk.offset : chunk.offset + n].astype(bool), values, fill),
+            casting="unsafe",
+        )
     else:
         np.copyto(dst, values, casting="unsafe")

@@ -53,7 +53,8 @@ class ProcessFilter:
     rest: bool = False
 
     def sql(self, column: str) -> str:
-        """The condition on ``column`` (``globalPid``, or ``globalTid``, whose process bits are the same)."""
+        """The condition on ``column`` (``globalPid``, or ``globalTid``, whose process bits are the
+        same)."""
         process = f'("{column}" >> 24)'
         keys = ", ".join(str(p >> 24) for p in self.pids) or "NULL"
         if self.rest:
@@ -76,11 +77,20 @@ class NsysExport:
         self.uri = readonly_uri(readable_database(self.path))
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
-            self.con.text_factory = lambda raw: raw.decode("utf-8", "replace")  # names are not always valid UTF-8
-            rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a garbled schema: undecodable SQL or names
+            self.con.text_factory = lambda raw: raw.decode(
+                "utf-8", "replace"
+            )  # names are not always valid UTF-8
+            rows = self.con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            ).fetchall()
+        except (
+            sqlite3.DatabaseError,
+            UnicodeDecodeError,
+        ) as exc:  # a garbled schema: undecodable SQL or names
             self.close()
-            raise TraceError(f"corrupt or truncated SQLite file ({one_line(exc)})", self.path) from None
+            raise TraceError(
+                f"corrupt or truncated SQLite file ({one_line(exc)})", self.path
+            ) from None
         self.tables = {name for (name,) in rows}
         self.columns: dict[str, list[str]] = {}
         return self
@@ -97,40 +107,66 @@ class NsysExport:
 
     def cols(self, table: str) -> list[str]:
         if table not in self.columns:
-            self.columns[table] = [row[1] for row in self.sql(f'PRAGMA table_info("{table}")')] if table in self.tables else []
+            self.columns[table] = (
+                [row[1] for row in self.sql(f'PRAGMA table_info("{table}")')]
+                if table in self.tables
+                else []
+            )
         return self.columns[table]
 
     def sql(self, query: str, params: tuple = ()) -> list[tuple]:
         assert self.con is not None
         try:
             return self.con.execute(query, params).fetchall()
-        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a garbled schema: undecodable SQL or names
-            raise TraceError(f"corrupt or truncated SQLite export ({one_line(exc)})", self.path) from None
+        except (
+            sqlite3.DatabaseError,
+            UnicodeDecodeError,
+        ) as exc:  # a garbled schema: undecodable SQL or names
+            raise TraceError(
+                f"corrupt or truncated SQLite export ({one_line(exc)})", self.path
+            ) from None
 
     def require(self, table: str, columns: tuple[str, ...]) -> None:
-        """TraceError unless ``table`` has every one of ``columns`` (an edited or foreign export)."""
+        """TraceError unless ``table`` has every one of ``columns`` (an edited or foreign
+        export)."""
         missing = [c for c in columns if c not in self.cols(table)]
         if missing:
             raise TraceError(
-                f"{table} has no {', '.join(repr(c) for c in missing)} column: not an export as nsys writes it", self.path
+                f"{table} has no {', '.join(repr(c) for c in missing)} column: not an export as"
+                " nsys writes it",
+                self.path,
             )
 
     def has_rows(self, table: str) -> bool:
-        return table in self.tables and bool(self.sql(f'SELECT EXISTS (SELECT 1 FROM "{table}")')[0][0])
+        return table in self.tables and bool(
+            self.sql(f'SELECT EXISTS (SELECT 1 FROM "{table}")')[0][0]
+        )
 
     def fetch(self, jobs: list[Query]) -> None:
-        """Run every job's queries on parallel read-only ADBC connections (results land in the jobs)."""
+        """Run every job's queries on parallel read-only ADBC connections (results land in the
+        jobs)."""
         try:
             run_queries(self.uri, jobs)
-        except Exception as exc:  # noqa: BLE001 - ADBC surfaces SQLite corruption as driver errors of several types
-            raise TraceError(f"corrupt or truncated SQLite export ({one_line(exc)})", self.path) from None
+        # ADBC surfaces SQLite corruption as driver errors of several types
+        except Exception as exc:
+            raise TraceError(
+                f"corrupt or truncated SQLite export ({one_line(exc)})", self.path
+            ) from None
 
     def of_processes(self, table: str, where: str = "") -> str:
         """``where`` and, with a process filter, the table's rows of those processes."""
         if self.processes is None:
             return where
-        column = "globalPid" if "globalPid" in self.cols(table) else "globalTid" if "globalTid" in self.cols(table) else None
-        if column is None:  # a table that names no process: all of it in the last share, none in the others
+        column = (
+            "globalPid"
+            if "globalPid" in self.cols(table)
+            else "globalTid"
+            if "globalTid" in self.cols(table)
+            else None
+        )
+        if (
+            column is None
+        ):  # a table that names no process: all of it in the last share, none in the others
             mine = "1" if self.processes.rest else "0"
             return f"({where}) AND {mine}" if where else mine
         mine = self.processes.sql(column)
@@ -140,7 +176,8 @@ class NsysExport:
         """``select`` over ``table`` in rowid slices, with each slice's most rows.
 
         Exports are rowid tables, so a slice is a range scan and slices can run in parallel."""
-        # two queries: SQLite answers a lone min()/max() of the rowid from the b-tree, both together by a scan
+        # two queries: SQLite answers a lone min()/max() of the rowid from the b-tree, both together
+        # by a scan
         lo = self.sql(f'SELECT min(rowid) FROM "{table}"')[0][0]
         hi = self.sql(f'SELECT max(rowid) FROM "{table}"')[0][0]
         if lo is None:
@@ -162,21 +199,35 @@ class NsysExport:
     # --- what the export is -------------------------------------------------------------------
 
     def check_is_export(self) -> None:
-        nsys_tables = [t for t in self.tables if t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) or t in (NVTX, *META_TABLES)]
+        nsys_tables = [
+            t
+            for t in self.tables
+            if t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) or t in (NVTX, *META_TABLES)
+        ]
         if "StringIds" not in self.tables or not nsys_tables:
-            raise TraceError("an SQLite database, but not an Nsight Systems export (no StringIds / CUPTI_ACTIVITY_KIND_* tables)", self.path)
+            raise TraceError(
+                "an SQLite database, but not an Nsight Systems export (no StringIds /"
+                " CUPTI_ACTIVITY_KIND_* tables)",
+                self.path,
+            )
         if KERNEL not in self.tables:
             if self.has_rows(GRAPH_TRACE):
                 raise TraceError(
-                    "no CUPTI_ACTIVITY_KIND_KERNEL table: every kernel ran inside CUDA graphs captured with "
-                    "--cuda-graph-trace=graph; re-capture with --cuda-graph-trace=node", self.path
+                    "no CUPTI_ACTIVITY_KIND_KERNEL table: every kernel ran inside CUDA graphs"
+                    " captured with --cuda-graph-trace=graph; re-capture with"
+                    " --cuda-graph-trace=node",
+                    self.path,
                 )
             if not (self.has_rows(MEMCPY) or self.has_rows(MEMSET)):
                 raise TraceError(
                     "empty capture: no CUPTI_ACTIVITY_KIND_KERNEL table and no other GPU activity; "
-                    "capture with nsys profile --trace=cuda", self.path
+                    "capture with nsys profile --trace=cuda",
+                    self.path,
                 )
-            raise TraceError("no CUPTI_ACTIVITY_KIND_KERNEL table: the capture recorded copies but no kernels", self.path)
+            raise TraceError(
+                "no CUPTI_ACTIVITY_KIND_KERNEL table: the capture recorded copies but no kernels",
+                self.path,
+            )
 
     def meta(self) -> dict:
         meta: dict = {}
@@ -184,14 +235,21 @@ class NsysExport:
         values = dict(self.sql(f'SELECT name, value FROM "{table}"')) if table else {}
         meta["nsys_schema_version"] = _text(values.get("EXPORT_SCHEMA_VERSION", ""))
         meta["nsys_version"] = _text(values.get("EXPORT_PRODUCT_VERSION", ""))
-        if "TARGET_INFO_SESSION_START_TIME" in self.tables and "utcEpochNs" in self.cols("TARGET_INFO_SESSION_START_TIME"):
+        if "TARGET_INFO_SESSION_START_TIME" in self.tables and "utcEpochNs" in self.cols(
+            "TARGET_INFO_SESSION_START_TIME"
+        ):
             row = self.sql("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
             if row and _int64(row[0][0]) is not None:
                 meta["capture_start_utc_ns"] = _int64(row[0][0])
-        if "ANALYSIS_DETAILS" in self.tables and {"startTime", "stopTime"} <= set(self.cols("ANALYSIS_DETAILS")):
+        if "ANALYSIS_DETAILS" in self.tables and {"startTime", "stopTime"} <= set(
+            self.cols("ANALYSIS_DETAILS")
+        ):
             row = self.sql("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS")
             if row and _int64(row[0][0]) is not None and _int64(row[0][1]) is not None:
-                meta["capture_start_ns"], meta["capture_end_ns"] = _int64(row[0][0]), _int64(row[0][1])
+                meta["capture_start_ns"], meta["capture_end_ns"] = (
+                    _int64(row[0][0]),
+                    _int64(row[0][1]),
+                )
         return meta
 
 
@@ -218,7 +276,10 @@ def schema_warnings(version: str) -> list[str]:
     if (major, minor) >= KNOWN_SCHEMAS[0] and major <= KNOWN_SCHEMAS[1][0]:
         return []
     shown = f"schema version {version!r}" if version else "no export schema version"
-    return [f"nsys export with {shown}, not one verifyprof knows (2.9 to 3.x): read by column name; check the numbers"]
+    return [
+        f"nsys export with {shown}, not one verifyprof knows (2.9 to 3.x): read by column name;"
+        " check the numbers"
+    ]
 
 
 class NsysStrings:
@@ -230,7 +291,8 @@ class NsysStrings:
         self.known: dict[int, int] = {}
 
     def map(self, nsys_ids: np.ndarray) -> np.ndarray:
-        """Trace string ids for an array of nsys ids (-1/NULL -> -1; unknown ids -> "<string N>")."""
+        """Trace string ids for an array of nsys ids (-1/NULL -> -1; unknown ids -> "<string
+        N>")."""
         nsys_ids = np.asarray(nsys_ids, dtype=np.int64)
         if not len(nsys_ids):
             return np.empty(0, dtype=np.int32)
@@ -273,10 +335,14 @@ def model_table(columns: dict[str, np.ndarray], dtypes: dict[str, str]) -> pd.Da
         columns = {c: np.empty(0, dtype=dt) for c, dt in dtypes.items()}
     start = columns["start"]
     if len(start) > 1 and not (start[1:] >= start[:-1]).all():
-        order = np.argsort(start, kind="stable")  # exports append per-stream chunks: few sorted runs, cheap
+        order = np.argsort(
+            start, kind="stable"
+        )  # exports append per-stream chunks: few sorted runs, cheap
         for name in list(columns):
             columns[name] = columns[name][order]
-    return pd.DataFrame({c: columns.pop(c).astype(dt, copy=False) for c, dt in dtypes.items()}, copy=False)
+    return pd.DataFrame(
+        {c: columns.pop(c).astype(dt, copy=False) for c, dt in dtypes.items()}, copy=False
+    )
 
 
 def readable_database(path: Path) -> Path:

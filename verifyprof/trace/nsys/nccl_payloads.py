@@ -45,8 +45,8 @@ COMM_FIELD = "NCCL communicator ID"
 RANKS_FIELD = "No. of ranks"
 NVTX_RANGE_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND)
 MISSING_BLOBS_WARNING = (
-    "NCCL's NVTX payloads (message sizes) are not in this export: collective bytes and bus bandwidth "
-    "unknown; export the report with `nsys export --type sqlite --include-blobs=true`"
+    "NCCL's NVTX payloads (message sizes) are not in this export: collective bytes and bus"
+    " bandwidth unknown; export the report with `nsys export --type sqlite --include-blobs=true`"
 )
 
 
@@ -81,8 +81,9 @@ def nccl_collective_args(
     return (table if len(table) else None), []
 
 
-def nccl_payload_ranges(con: sqlite3.Connection, uri: str, tables: set[str],
-                        processes: ProcessFilter | None = None) -> tuple[pd.DataFrame | None, list[str]]:
+def nccl_payload_ranges(
+    con: sqlite3.Connection, uri: str, tables: set[str], processes: ProcessFilter | None = None
+) -> tuple[pd.DataFrame | None, list[str]]:
     """NCCL's API ranges with their decoded payloads (tid, start, end, text, bytes, comm, ranks),
     or None and why not; ``processes``: only theirs."""
     schemas = _schemas(con, tables)
@@ -93,36 +94,54 @@ def nccl_payload_ranges(con: sqlite3.Connection, uri: str, tables: set[str],
         return None, [MISSING_BLOBS_WARNING]
     # CAST: the column is declared TEXT; a BLOB type for every row keeps Arrow's column binary
     job = TableQuery(
-        "SELECT e.start AS start, e.\"end\" AS \"end\", e.globalTid AS tid, COALESCE(NULLIF(e.text, ''), s.value, '') AS text, "
-        "CAST(e.binaryData AS BLOB) AS blob FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
-        f"WHERE e.binaryData IS NOT NULL AND e.\"end\" IS NOT NULL AND e.eventType IN {NVTX_RANGE_TYPES}"
+        'SELECT e.start AS start, e."end" AS "end", e.globalTid AS tid, COALESCE(NULLIF(e.text,'
+        " ''), s.value, '') AS text, "
+        "CAST(e.binaryData AS BLOB) AS blob FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id ="
+        " e.textId "
+        'WHERE e.binaryData IS NOT NULL AND e."end" IS NOT NULL AND e.eventType IN'
+        f" {NVTX_RANGE_TYPES}"
         + (f" AND {processes.sql('globalTid')}" if processes is not None else "")
     )
     run_queries(uri, [job])
     rows = job.rows()
-    if not rows.n:  # a share's processes made no NCCL calls: a warning only if no process's payloads were kept
+    if (
+        not rows.n
+    ):  # a share's processes made no NCCL calls: a warning only if no process's payloads were kept
         return None, [MISSING_BLOBS_WARNING] if processes is None or not _any_payload(con) else []
     payloads = _decode(rows, schemas)
     if payloads is None:
-        return None, ["NCCL NVTX payloads present but none matched a registered schema: collective bytes unknown"]
+        return None, [
+            "NCCL NVTX payloads present but none matched a registered schema: collective bytes"
+            " unknown"
+        ]
     return payloads, []
 
 
 def _any_payload(con: sqlite3.Connection) -> bool:
-    return bool(con.execute(
-        f"SELECT EXISTS (SELECT 1 FROM NVTX_EVENTS WHERE binaryData IS NOT NULL AND eventType IN {NVTX_RANGE_TYPES})"
-    ).fetchone()[0])
+    return bool(
+        con.execute(
+            "SELECT EXISTS (SELECT 1 FROM NVTX_EVENTS WHERE binaryData IS NOT NULL AND eventType"
+            f" IN {NVTX_RANGE_TYPES})"
+        ).fetchone()[0]
+    )
 
 
 def _schemas(con: sqlite3.Connection, tables: set[str]) -> dict[tuple[int, int], _Schema]:
     if not {"NVTX_PAYLOAD_SCHEMA_ENTRIES", "NVTX_PAYLOAD_SCHEMAS"} <= tables:
         return {}
-    sizes = {(d, s): n for d, s, n in con.execute("SELECT domainId, schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS")}
+    sizes = {
+        (d, s): n
+        for d, s, n in con.execute(
+            "SELECT domainId, schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS"
+        )
+    }
     out: dict[tuple[int, int], _Schema] = {}
     for domain, schema, name, offset in con.execute(
-        "SELECT DISTINCT domainId, schemaId, name, \"offset\" FROM NVTX_PAYLOAD_SCHEMA_ENTRIES"
+        'SELECT DISTINCT domainId, schemaId, name, "offset" FROM NVTX_PAYLOAD_SCHEMA_ENTRIES'
     ):  # a few dozen rows
-        entry = out.setdefault((domain, schema), _Schema(-1, -1, -1, int(sizes.get((domain, schema)) or 0)))
+        entry = out.setdefault(
+            (domain, schema), _Schema(-1, -1, -1, int(sizes.get((domain, schema)) or 0))
+        )
         where = int(offset or 0)
         if name in SIZE_FIELDS:
             entry.size_offset = where
@@ -149,9 +168,16 @@ def _decode(rows: Rows, schemas: dict[tuple[int, int], _Schema]) -> pd.DataFrame
     text = rows.strings("text").to_numpy(zero_copy_only=False).astype(object)
     blobs = rows.table.column("blob").combine_chunks()
     n = len(blobs)
-    offsets = np.frombuffer(blobs.buffers()[1], dtype=np.int32, count=blobs.offset + n + 1)[blobs.offset :].astype(np.int64)
+    offsets = np.frombuffer(blobs.buffers()[1], dtype=np.int32, count=blobs.offset + n + 1)[
+        blobs.offset :
+    ].astype(np.int64)
     values = blobs.buffers()[2]
-    data = np.concatenate([np.frombuffer(values, dtype=np.uint8) if values is not None else np.empty(0, np.uint8), np.zeros(8, np.uint8)])
+    data = np.concatenate(
+        [
+            np.frombuffer(values, dtype=np.uint8) if values is not None else np.empty(0, np.uint8),
+            np.zeros(8, np.uint8),
+        ]
+    )
     base, lengths = offsets[:-1], np.diff(offsets)
     ok = lengths >= HEADER_BYTES
     domain = np.where(ok, _u32(data, np.where(ok, base, 0)), NO_ID)
@@ -159,12 +185,18 @@ def _decode(rows: Rows, schemas: dict[tuple[int, int], _Schema]) -> pd.DataFrame
     size_at, comm_at, ranks_at = (np.full(n, NO_ID, dtype=np.int64) for _ in range(3))
     known = np.zeros(n, dtype=bool)
     pairs = pd.DataFrame({"domain": domain, "schema": schema})
-    for (d, sid), index in pairs[ok].groupby(["domain", "schema"]).indices.items():  # once per schema
+    for (d, sid), index in (
+        pairs[ok].groupby(["domain", "schema"]).indices.items()
+    ):  # once per schema
         entry = schemas.get((d, sid)) or schemas.get((d, sid & 0xFFFFFFFF))
         if entry is None:
             continue
         mine = np.flatnonzero(ok)[index]
-        size_at[mine], comm_at[mine], ranks_at[mine] = entry.size_offset, entry.comm_offset, entry.ranks_offset
+        size_at[mine], comm_at[mine], ranks_at[mine] = (
+            entry.size_offset,
+            entry.comm_offset,
+            entry.ranks_offset,
+        )
         known[mine] = True
     if not known.any():
         return None
@@ -189,16 +221,24 @@ def _decode(rows: Rows, schemas: dict[tuple[int, int], _Schema]) -> pd.DataFrame
     )[known].reset_index(drop=True)
 
 
-def _nccl_launches(kernels: pd.DataFrame, api: pd.DataFrame, strings: StringTable) -> pd.DataFrame | None:
+def _nccl_launches(
+    kernels: pd.DataFrame, api: pd.DataFrame, strings: StringTable
+) -> pd.DataFrame | None:
     """NCCL kernels with the thread and time of the call that launched them."""
     is_nccl = strings.matching(r"(?i)nccl") if len(strings) else np.zeros(0, bool)
     names = kernels["name_id"].to_numpy()
-    rows = np.flatnonzero(is_nccl[np.maximum(names, 0)] & (names >= 0)) if len(names) else np.zeros(0, np.int64)
+    rows = (
+        np.flatnonzero(is_nccl[np.maximum(names, 0)] & (names >= 0))
+        if len(names)
+        else np.zeros(0, np.int64)
+    )
     if not len(rows):
         return None
     calls = pd.Index(correlation_key(api["pid"], api["correlation"]))
     first = ~calls.duplicated(keep="first")
-    where = calls[first].get_indexer(correlation_key(kernels["pid"].to_numpy()[rows], kernels["correlation"].to_numpy()[rows]))
+    where = calls[first].get_indexer(
+        correlation_key(kernels["pid"].to_numpy()[rows], kernels["correlation"].to_numpy()[rows])
+    )
     linked = where >= 0
     call = np.flatnonzero(first)[where[linked]]
     return pd.DataFrame(
@@ -235,13 +275,23 @@ def _last_at_or_before(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.searchsorted(sorted_keys, keys, side="right") - 1
 
 
-def _join(launches: pd.DataFrame, payloads: pd.DataFrame, groups: dict[str, pd.DataFrame], strings: StringTable) -> pd.DataFrame:
+def _join(
+    launches: pd.DataFrame,
+    payloads: pd.DataFrame,
+    groups: dict[str, pd.DataFrame],
+    strings: StringTable,
+) -> pd.DataFrame:
     texts = payloads["text"]
-    fam_of = {t: (family(t) if isinstance(t, str) and t.lower().startswith("nccl") else "") for t in pd.unique(texts)}  # per API name
+    fam_of = {
+        t: family(t) if isinstance(t, str) and t.lower().startswith("nccl") else ""
+        for t in pd.unique(texts)
+    }  # per API name
     fam = texts.map(fam_of).to_numpy(dtype=object)
     sized = (payloads["bytes"].to_numpy() >= 0) & (fam != "") & (fam != "other")
     inits = payloads[(payloads["comm"].to_numpy() >= 0) & (payloads["ranks"].to_numpy() > 0)]
-    ranks_by_comm = inits.drop_duplicates("comm").set_index("comm")["ranks"]  # communicator -> ranks, from its init range
+    ranks_by_comm = inits.drop_duplicates("comm").set_index("comm")[
+        "ranks"
+    ]  # communicator -> ranks, from its init range
     p = payloads[sized].reset_index(drop=True)
     fam = fam[sized]
     if p.empty:
@@ -249,9 +299,21 @@ def _join(launches: pd.DataFrame, payloads: pd.DataFrame, groups: dict[str, pd.D
     group = p["comm"].map(ranks_by_comm).fillna(NO_ID).to_numpy(dtype=np.int64)
     gs, ge = groups["start"], groups["end"]
     line = _Timeline(
-        [p["tid"].to_numpy(), launches["tid"].to_numpy(), gs["tid"].to_numpy(), ge["tid"].to_numpy()],
-        [p["start"].to_numpy(), p["end"].to_numpy(), launches["start"].to_numpy(), launches["end"].to_numpy(),
-         gs["start"].to_numpy(), ge["start"].to_numpy(), ge["end"].to_numpy()],
+        [
+            p["tid"].to_numpy(),
+            launches["tid"].to_numpy(),
+            gs["tid"].to_numpy(),
+            ge["tid"].to_numpy(),
+        ],
+        [
+            p["start"].to_numpy(),
+            p["end"].to_numpy(),
+            launches["start"].to_numpy(),
+            launches["end"].to_numpy(),
+            gs["start"].to_numpy(),
+            ge["start"].to_numpy(),
+            ge["end"].to_numpy(),
+        ],
     )
     order = np.lexsort((p["start"].to_numpy(), line.tid_codes.get_indexer(p["tid"].to_numpy())))
     p, fam, group = p.iloc[order].reset_index(drop=True), fam[order], group[order]
@@ -261,8 +323,16 @@ def _join(launches: pd.DataFrame, payloads: pd.DataFrame, groups: dict[str, pd.D
     # (a) a sized range encloses the launch call
     cand = _last_at_or_before(p_key, line.key(l_tid, l_start))
     ok = cand >= 0
-    ok[ok] = (p["tid"].to_numpy()[cand[ok]] == l_tid[ok]) & (p["end"].to_numpy()[cand[ok]] >= l_end[ok])
-    kernel, nbytes, out_bytes, size_group, names = [launches["kernel"].to_numpy()[ok]], [], [], [group[cand[ok]]], [fam[cand[ok]]]
+    ok[ok] = (p["tid"].to_numpy()[cand[ok]] == l_tid[ok]) & (
+        p["end"].to_numpy()[cand[ok]] >= l_end[ok]
+    )
+    kernel, nbytes, out_bytes, size_group, names = (
+        [launches["kernel"].to_numpy()[ok]],
+        [],
+        [],
+        [group[cand[ok]]],
+        [fam[cand[ok]]],
+    )
     b = p["bytes"].to_numpy()[cand[ok]]
     n = group[cand[ok]]
     f = fam[cand[ok]]
@@ -274,14 +344,20 @@ def _join(launches: pd.DataFrame, payloads: pd.DataFrame, groups: dict[str, pd.D
     # (b) the launch is inside ncclGroupEnd: the sized ranges since the group's ncclGroupStart
     rest = np.flatnonzero(~ok)
     if len(rest) and len(ge) and len(gs):
-        ge_order = np.lexsort((ge["start"].to_numpy(), line.tid_codes.get_indexer(ge["tid"].to_numpy())))
+        ge_order = np.lexsort(
+            (ge["start"].to_numpy(), line.tid_codes.get_indexer(ge["tid"].to_numpy()))
+        )
         ge = ge.iloc[ge_order].reset_index(drop=True)
         ge_key = line.key(ge["tid"].to_numpy(), ge["start"].to_numpy())
         g = _last_at_or_before(ge_key, line.key(l_tid[rest], l_start[rest]))
         inside = g >= 0
-        inside[inside] = (ge["tid"].to_numpy()[g[inside]] == l_tid[rest][inside]) & (ge["end"].to_numpy()[g[inside]] >= l_end[rest][inside])
+        inside[inside] = (ge["tid"].to_numpy()[g[inside]] == l_tid[rest][inside]) & (
+            ge["end"].to_numpy()[g[inside]] >= l_end[rest][inside]
+        )
         rest, g = rest[inside], g[inside]
-        gs_order = np.lexsort((gs["start"].to_numpy(), line.tid_codes.get_indexer(gs["tid"].to_numpy())))
+        gs_order = np.lexsort(
+            (gs["start"].to_numpy(), line.tid_codes.get_indexer(gs["tid"].to_numpy()))
+        )
         gs = gs.iloc[gs_order].reset_index(drop=True)
         gs_key = line.key(gs["tid"].to_numpy(), gs["start"].to_numpy())
         end_key = line.key(ge["tid"].to_numpy()[g], ge["start"].to_numpy()[g])
@@ -289,7 +365,9 @@ def _join(launches: pd.DataFrame, payloads: pd.DataFrame, groups: dict[str, pd.D
         opened = s >= 0
         opened[opened] = gs["tid"].to_numpy()[s[opened]] == ge["tid"].to_numpy()[g[opened]]
         rest, g, s = rest[opened], g[opened], s[opened]
-        lo = np.searchsorted(p_key, line.key(gs["tid"].to_numpy()[s], gs["start"].to_numpy()[s]), side="right")
+        lo = np.searchsorted(
+            p_key, line.key(gs["tid"].to_numpy()[s], gs["start"].to_numpy()[s]), side="right"
+        )
         hi = np.searchsorted(p_key, end_key[opened], side="left")
         members = hi > lo
         rest, lo, hi = rest[members], lo[members], hi[members]
@@ -298,8 +376,14 @@ def _join(launches: pd.DataFrame, payloads: pd.DataFrame, groups: dict[str, pd.D
             keep = kind != ""
             rest, lo, hi, kind = rest[keep], lo[keep], hi[keep], kind[keep]
             total = lambda mask: np.r_[0, np.cumsum(np.where(mask, p["bytes"].to_numpy(), 0))]
-            sent, received, everything = total(fam == "send"), total(fam == "recv"), total(np.ones(len(p), bool))
-            in_b = np.where(kind == "sendrecv", sent[hi] - sent[lo], everything[hi] - everything[lo])
+            sent, received, everything = (
+                total(fam == "send"),
+                total(fam == "recv"),
+                total(np.ones(len(p), bool)),
+            )
+            in_b = np.where(
+                kind == "sendrecv", sent[hi] - sent[lo], everything[hi] - everything[lo]
+            )
             out_b = np.where(kind == "sendrecv", received[hi] - received[lo], in_b)
             kernel.append(launches["kernel"].to_numpy()[rest])
             nbytes.append(in_b)
@@ -307,8 +391,12 @@ def _join(launches: pd.DataFrame, payloads: pd.DataFrame, groups: dict[str, pd.D
             size_group.append(group[lo])
             names.append(kind)
     return collective_args_table(
-        np.concatenate(kernel), np.concatenate(nbytes), np.concatenate(out_bytes), np.concatenate(size_group),
-        np.concatenate(names).tolist(), strings,
+        np.concatenate(kernel),
+        np.concatenate(nbytes),
+        np.concatenate(out_bytes),
+        np.concatenate(size_group),
+        np.concatenate(names).tolist(),
+        strings,
     )
 
 
@@ -324,5 +412,9 @@ def _group_kind(fam: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     p2p_kinds = np.isin(np.asarray(kinds, dtype=object), ["send", "recv"])
     only_p2p = ~(present & ~p2p_kinds).any(axis=1)
     single = present.sum(axis=1) == 1
-    first = np.asarray(kinds, dtype=object)[np.argmax(present, axis=1)] if len(kinds) else np.empty(len(lo), object)
+    first = (
+        np.asarray(kinds, dtype=object)[np.argmax(present, axis=1)]
+        if len(kinds)
+        else np.empty(len(lo), object)
+    )
     return np.where(only_p2p, "sendrecv", np.where(single, first, "")).astype(object)

@@ -28,23 +28,30 @@ def devices_table(export: NsysExport, *gpu_tables: pd.DataFrame) -> pd.DataFrame
         have = set(export.cols("TARGET_INFO_GPU"))
         expr = lambda c: f'"{c}"' if c in have else "NULL"
         for dev, name, sms, mem, major, minor in export.sql(
-            f"SELECT id, {expr('name')}, {expr('smCount')}, {expr('totalMemory')}, {expr('computeMajor')}, "
-            f"{expr('computeMinor')} FROM TARGET_INFO_GPU"
+            f"SELECT id, {expr('name')}, {expr('smCount')}, {expr('totalMemory')},"
+            f" {expr('computeMajor')}, {expr('computeMinor')} FROM TARGET_INFO_GPU"
         ):
             if dev is None or dev in rows:
                 continue
             cc = f"{major}.{minor}" if major is not None and minor is not None else ""
-            rows[int(dev)] = (name or "", -1 if sms is None else sms, -1 if mem is None else mem, cc)
+            rows[int(dev)] = (
+                name or "",
+                -1 if sms is None else sms,
+                -1 if mem is None else mem,
+                cc,
+            )
     for dev in seen:
         rows.setdefault(int(dev), ("", -1, -1, ""))
     order = sorted(rows)
-    return pd.DataFrame({
-        "device": np.array(order, dtype=np.int32),
-        "name": np.array([rows[d][0] for d in order], dtype=object),
-        "sm_count": np.array([rows[d][1] for d in order], dtype=np.int32),
-        "memory_bytes": np.array([rows[d][2] for d in order], dtype=np.int64),
-        "compute_capability": np.array([rows[d][3] for d in order], dtype=object),
-    })
+    return pd.DataFrame(
+        {
+            "device": np.array(order, dtype=np.int32),
+            "name": np.array([rows[d][0] for d in order], dtype=object),
+            "sm_count": np.array([rows[d][1] for d in order], dtype=np.int32),
+            "memory_bytes": np.array([rows[d][2] for d in order], dtype=np.int64),
+            "compute_capability": np.array([rows[d][3] for d in order], dtype=object),
+        }
+    )
 
 
 def gpu_uuids(export: NsysExport) -> dict[int, str]:
@@ -52,18 +59,45 @@ def gpu_uuids(export: NsysExport) -> dict[int, str]:
     this report is, so that reports of processes sharing one GPU can be told from two nodes'."""
     if "TARGET_INFO_GPU" not in export.tables or "uuid" not in set(export.cols("TARGET_INFO_GPU")):
         return {}
-    return {int(dev): str(uuid) for dev, uuid in export.sql("SELECT id, uuid FROM TARGET_INFO_GPU") if dev is not None and uuid}
+    return {
+        int(dev): str(uuid)
+        for dev, uuid in export.sql("SELECT id, uuid FROM TARGET_INFO_GPU")
+        if dev is not None and uuid
+    }
 
 
 def processes_table(
-    export: NsysExport, names: NsysStrings, kernels: pd.DataFrame, copies: pd.DataFrame, graphs: pd.DataFrame,
-    api: pd.DataFrame, ranges: pd.DataFrame,
+    export: NsysExport,
+    names: NsysStrings,
+    kernels: pd.DataFrame,
+    copies: pd.DataFrame,
+    graphs: pd.DataFrame,
+    api: pd.DataFrame,
+    ranges: pd.DataFrame,
 ) -> pd.DataFrame:
     # distinct (pid, device) pairs by hashing one int64 per op (devices are small ordinals)
-    pairs = pd.unique(np.concatenate([(t["pid"].to_numpy() << 16) | (t["device"].to_numpy().astype(np.int64) & 0xFFFF)
-                                      for t in (kernels, copies, graphs)]))
-    gpu = pd.DataFrame({"pid": pairs >> 16, "device": (pairs & 0xFFFF).astype(np.int16).astype(np.int64)})
-    pids = np.sort(pd.unique(np.concatenate([gpu["pid"].to_numpy(), pd.unique(api["pid"].to_numpy()), pd.unique(ranges["pid"].to_numpy())])))
+    pairs = pd.unique(
+        np.concatenate(
+            [
+                (t["pid"].to_numpy() << 16) | (t["device"].to_numpy().astype(np.int64) & 0xFFFF)
+                for t in (kernels, copies, graphs)
+            ]
+        )
+    )
+    gpu = pd.DataFrame(
+        {"pid": pairs >> 16, "device": (pairs & 0xFFFF).astype(np.int16).astype(np.int64)}
+    )
+    pids = np.sort(
+        pd.unique(
+            np.concatenate(
+                [
+                    gpu["pid"].to_numpy(),
+                    pd.unique(api["pid"].to_numpy()),
+                    pd.unique(ranges["pid"].to_numpy()),
+                ]
+            )
+        )
+    )
     pids = pids[pids >= 0]
     process_names: dict[int, str] = {}
     if "PROCESSES" in export.tables and {"globalPid", "name"} <= set(export.cols("PROCESSES")):
@@ -79,15 +113,30 @@ def processes_table(
             if pid == tid and pid not in process_names:
                 process_names[pid] = names.text(int(name_id))
     per_pid = gpu.groupby("pid")["device"].agg(["nunique", "first"])
-    device = np.array([per_pid.at[p, "first"] if p in per_pid.index and per_pid.at[p, "nunique"] == 1 else NO_ID for p in pids])
+    device = np.array(
+        [
+            (
+                per_pid.at[p, "first"]
+                if p in per_pid.index and per_pid.at[p, "nunique"] == 1
+                else NO_ID
+            )
+            for p in pids
+        ]
+    )
     rank = np.full(len(pids), NO_ID)
     drivers = np.isin(pids, per_pid.index.to_numpy())
-    if drivers.sum() > 1 and (device[drivers] >= 0).all() and len(np.unique(device[drivers])) == drivers.sum():
+    if (
+        drivers.sum() > 1
+        and (device[drivers] >= 0).all()
+        and len(np.unique(device[drivers])) == drivers.sum()
+    ):
         rank[drivers] = np.argsort(np.argsort(device[drivers]))
-    return pd.DataFrame({
-        "pid": pids.astype(np.int64),
-        "host_pid": pids.astype(np.int64),
-        "name": np.array([process_names.get(int(p), "") for p in pids], dtype=object),
-        "rank": rank.astype(np.int32),
-        "device": device.astype(np.int32),
-    })
+    return pd.DataFrame(
+        {
+            "pid": pids.astype(np.int64),
+            "host_pid": pids.astype(np.int64),
+            "name": np.array([process_names.get(int(p), "") for p in pids], dtype=object),
+            "rank": rank.astype(np.int32),
+            "device": device.astype(np.int32),
+        }
+    )

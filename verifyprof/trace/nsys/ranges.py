@@ -39,10 +39,27 @@ from verifyprof.trace.validation import MISSING_TIME
 NVTX_PUSHPOP = 59
 NVTX_STARTEND = 60
 NVTX_DOMAIN_CREATE = 75
-NVTX_PAYLOADS = ("uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value", "floatValue")
+NVTX_PAYLOADS = (
+    "uint64Value",
+    "int64Value",
+    "doubleValue",
+    "uint32Value",
+    "int32Value",
+    "floatValue",
+)
 
-RANGE_DTYPES = {"start": "int64", "end": "int64", "pid": "int64", "tid": "int64", "name_id": "int32", "domain_id": "int32",
-                "kind": "int8", "depth": "int16", "device": "int32", "payload": "float64"}
+RANGE_DTYPES = {
+    "start": "int64",
+    "end": "int64",
+    "pid": "int64",
+    "tid": "int64",
+    "name_id": "int32",
+    "domain_id": "int32",
+    "kind": "int8",
+    "depth": "int16",
+    "device": "int32",
+    "payload": "float64",
+}
 
 
 def nvtx_query(export: NsysExport) -> str | None:
@@ -50,20 +67,35 @@ def nvtx_query(export: NsysExport) -> str | None:
         return None
     have = set(export.cols(NVTX))
     payload = [f'"{c}" * 1.0' for c in NVTX_PAYLOADS if c in have]
-    # 1e999 (inf) stands for "no payload" so that the column is always REAL (ADBC infers types from the first rows)
+    # 1e999 (inf) stands for "no payload" so that the column is always REAL (ADBC infers types from
+    # the first rows)
     payload_expr = f"COALESCE({', '.join(payload + ['1e999'])})"
     text = "COALESCE(text, '')" if "text" in have else "''"
-    select = export.select(NVTX, {"start": "start", "end": "end", "event_type": "eventType", "gtid": "globalTid",
-                                  "text_id": "textId", "domain": "domainId"})
+    select = export.select(
+        NVTX,
+        {
+            "start": "start",
+            "end": "end",
+            "event_type": "eventType",
+            "gtid": "globalTid",
+            "text_id": "textId",
+            "domain": "domainId",
+        },
+    )
     types = f"{NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN_CREATE}"
     where = f"eventType IN ({types})"
     mine = export.of_processes(NVTX)
     if mine:  # domain registrations of every process: as an export of all of them has them
-        where = f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}) AND {mine} OR eventType = {NVTX_DOMAIN_CREATE}"
+        where = (
+            f"eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}) AND {mine} OR eventType ="
+            f" {NVTX_DOMAIN_CREATE}"
+        )
     return f'SELECT {select}, {text} AS text, {payload_expr} AS payload FROM "{NVTX}" WHERE {where}'
 
 
-def ranges_table(rows: Rows, names: NsysStrings, strings: StringTable) -> tuple[pd.DataFrame, list[str]]:
+def ranges_table(
+    rows: Rows, names: NsysStrings, strings: StringTable
+) -> tuple[pd.DataFrame, list[str]]:
     if not rows.n:
         return model_table({}, RANGE_DTYPES), []
     event_type = rows.take("event_type", "int64")
@@ -79,14 +111,19 @@ def ranges_table(rows: Rows, names: NsysStrings, strings: StringTable) -> tuple[
     open_ended = is_range & end_null
     warnings = []
     if open_ended.any():
-        warnings.append(f"{int(open_ended.sum())} NVTX range(s) without an end (open when the capture stopped) dropped")
+        warnings.append(
+            f"{int(open_ended.sum())} NVTX range(s) without an end (open when the capture stopped)"
+            " dropped"
+        )
     sel = np.flatnonzero(is_range & ~end_null)
     if not len(sel):
         return model_table({}, RANGE_DTYPES), warnings
     start = rows.take("start", "int64", MISSING_TIME)[sel]  # NULL: dropped by trace.validation
     end = end[sel]
     tid = rows.take("gtid", "int64")[sel]
-    kind = np.where(event_type[sel] == NVTX_PUSHPOP, RANGE_KIND_PUSHPOP, RANGE_KIND_STARTEND).astype(np.int8)
+    kind = np.where(
+        event_type[sel] == NVTX_PUSHPOP, RANGE_KIND_PUSHPOP, RANGE_KIND_STARTEND
+    ).astype(np.int8)
 
     # name: the explicit text, else the registered string (textId); distinct texts interned once
     texts = pc.take(text_col, pa.array(sel))
@@ -107,14 +144,24 @@ def ranges_table(rows: Rows, names: NsysStrings, strings: StringTable) -> tuple[
 
     payload = rows.take("payload", "float64", fill=np.nan)[sel]
     payload[~np.isfinite(payload)] = np.nan  # 1e999 (inf) marked "no payload" in the query
-    cols = {"start": start, "end": end, "pid": os_pid(tid), "tid": tid, "name_id": name_id, "domain_id": domain_id,
-            "kind": kind, "depth": nvtx_depth(tid, kind, start, end),
-            "device": np.full(len(sel), NO_ID, dtype=np.int32), "payload": payload}
+    cols = {
+        "start": start,
+        "end": end,
+        "pid": os_pid(tid),
+        "tid": tid,
+        "name_id": name_id,
+        "domain_id": domain_id,
+        "kind": kind,
+        "depth": nvtx_depth(tid, kind, start, end),
+        "device": np.full(len(sel), NO_ID, dtype=np.int32),
+        "payload": payload,
+    }
     return model_table(cols, RANGE_DTYPES), warnings
 
 
 def nvtx_depth(tid: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per range: how many ranges of the same (thread, kind) are open when it starts (0 = outermost);
+    """Per range: how many ranges of the same (thread, kind) are open when it starts (0 =
+    outermost);
     push/pop and start/end ranges keep separate stacks."""
     group = pd.factorize(tid)[0].astype(np.int64) * 2 + kind.astype(np.int64)
     return nesting_depth(group, start, end)

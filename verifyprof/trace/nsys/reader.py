@@ -1,15 +1,18 @@
-"""Nsight Systems SQLite export -> :class:`Trace`: the entry point, which reads every table in order.
+"""Nsight Systems SQLite export -> :class:`Trace`: the entry point, which reads every table in
+order.
 
 Speed: an export has no indexes, and a real capture has millions of kernel and runtime rows.
 Rows are read column-wise (:mod:`verifyprof.trace.nsys.columns`: ADBC into numpy, no Python
 tuples), large tables in rowid slices on parallel connections, all in one parallel fetch, and
 joined in numpy. The parts, each in its own module:
 
-* :mod:`~verifyprof.trace.nsys.export`: the read-only export, its schema and metadata, ``StringIds``.
+* :mod:`~verifyprof.trace.nsys.export`: the read-only export, its schema and metadata,
+``StringIds``.
 * :mod:`~verifyprof.trace.nsys.activity`: ``kernels``, ``copies``, ``graphs``, ``api``.
 * :mod:`~verifyprof.trace.nsys.ranges`: NVTX ``ranges`` (domains, payloads, nesting depth).
 * :mod:`~verifyprof.trace.nsys.processes`: ``devices``, ``processes`` and ranks.
-* :mod:`~verifyprof.trace.nsys.nccl_payloads`: ``collective_args`` from NCCL's NVTX payloads (only exports
+* :mod:`~verifyprof.trace.nsys.nccl_payloads`: ``collective_args`` from NCCL's NVTX payloads (only
+exports
   made with ``--include-blobs=true`` hold them; a warning says when the schemas are there but the
   values are not).
 
@@ -94,7 +97,9 @@ def _read(export: NsysExport) -> Trace:
 
     api_names = api_candidates(export)
     kernel_job = SlicedQuery(kernel_slices(export), KERNEL_SPEC)
-    api_job = SlicedQuery([q for t in (RUNTIME, DRIVER) for q in api_slices(export, t, api_names)], API_SPEC)
+    api_job = SlicedQuery(
+        [q for t in (RUNTIME, DRIVER) for q in api_slices(export, t, api_names)], API_SPEC
+    )
     copy_jobs = {t: TableQuery(copy_query(export, t)) for t in (MEMCPY, MEMSET)}
     graph_job = TableQuery(graph_query(export))
     nvtx_job = TableQuery(nvtx_query(export))
@@ -105,9 +110,13 @@ def _read(export: NsysExport) -> Trace:
     graphs = graphs_table(graph_job.rows())
     if not (len(kernels) or len(copies) or len(graphs)):
         raise TraceError(
-            "empty capture: no GPU activity (kernels, memcpy, memset) recorded; capture with nsys profile --trace=cuda", export.path
+            "empty capture: no GPU activity (kernels, memcpy, memset) recorded; capture with nsys"
+            " profile --trace=cuda",
+            export.path,
         )
-    gpu_keys = np.concatenate([correlation_key(t["pid"], t["correlation"]) for t in (kernels, copies, graphs)])
+    gpu_keys = np.concatenate(
+        [correlation_key(t["pid"], t["correlation"]) for t in (kernels, copies, graphs)]
+    )
     api = api_table(api_job.rows(), api_names, strings, gpu_keys)
     ranges, nvtx_warnings = ranges_table(nvtx_job.rows(), names, strings)
     warnings += nvtx_warnings
@@ -118,14 +127,31 @@ def _read(export: NsysExport) -> Trace:
     meta["graph_trace_rows"] = len(graphs)
     optional = {}
     try:
-        collective_args, nccl_warnings = nccl_collective_args(export.con, export.uri, export.tables, kernels, api, ranges, strings,
-                                                               export.processes)
-    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # the payload tables are read with plain queries
+        collective_args, nccl_warnings = nccl_collective_args(
+            export.con, export.uri, export.tables, kernels, api, ranges, strings, export.processes
+        )
+    except (
+        sqlite3.DatabaseError,
+        UnicodeDecodeError,
+    ) as exc:  # the payload tables are read with plain queries
         raise TraceError(f"corrupt NVTX payload tables ({one_line(exc)})", export.path) from None
     warnings += nccl_warnings
     if collective_args is not None:
         optional["collective_args"] = collective_args
-    return drop_bad_times(Trace(
-        source=[export.path], format=FORMAT, strings=strings, kernels=kernels, copies=copies, graphs=graphs,
-        api=api, ranges=ranges, devices=devices, processes=processes, meta=meta, warnings=warnings, **optional,
-    ))
+    return drop_bad_times(
+        Trace(
+            source=[export.path],
+            format=FORMAT,
+            strings=strings,
+            kernels=kernels,
+            copies=copies,
+            graphs=graphs,
+            api=api,
+            ranges=ranges,
+            devices=devices,
+            processes=processes,
+            meta=meta,
+            warnings=warnings,
+            **optional,
+        )
+    )

@@ -41,7 +41,8 @@ DEFAULT_TIMEOUT_S = 3600.0
 
 
 def sqlite_for_report(path: Path) -> Path:
-    """The SQLite export of an ``.nsys-rep``, exporting it on first use (``ToolMissingError`` without nsys)."""
+    """The SQLite export of an ``.nsys-rep``, exporting it on first use (``ToolMissingError``
+    without nsys)."""
     path = Path(path)
     stat = regular_file(path)
     stamp = {"report": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
@@ -64,12 +65,18 @@ def sqlite_for_report(path: Path) -> Path:
                 return target
             try:
                 _export(nsys, path, target)
-                _write_json(_sidecar(target), {**stamp, "nsys": nsys, "sqlite_size": target.stat().st_size})
+                _write_json(
+                    _sidecar(target), {**stamp, "nsys": nsys, "sqlite_size": target.stat().st_size}
+                )
             except OSError as exc:
                 raise cache_fault(path, target.parent, exc) from None
         return target
     why = last_error.strerror if last_error is not None and last_error.strerror else last_error
-    raise TraceError(f"no writable place for its SQLite export ({why}); set VERIFYPROF_CACHE to a writable directory", path)
+    raise TraceError(
+        f"no writable place for its SQLite export ({why}); set VERIFYPROF_CACHE to a writable"
+        " directory",
+        path,
+    )
 
 
 @contextmanager
@@ -100,7 +107,8 @@ def _export_lock(target: Path, report: Path) -> Iterator[None]:
 
 
 def nsys_binary(report: Path) -> str:
-    """The nsys to run: ``$VERIFYPROF_NSYS`` or ``nsys`` on PATH; ``ToolMissingError`` naming the command otherwise."""
+    """The nsys to run: ``$VERIFYPROF_NSYS`` or ``nsys`` on PATH; ``ToolMissingError`` naming the
+    command otherwise."""
     configured = os.environ.get(NSYS_ENV)
     if configured:
         if Path(configured).is_file() and os.access(configured, os.X_OK):
@@ -108,17 +116,26 @@ def nsys_binary(report: Path) -> str:
         found = shutil.which(configured)
         if found:
             return found
-        raise ToolMissingError(f"{NSYS_ENV}={configured} is not an executable nsys; {export_hint(report)}", report)
+        raise ToolMissingError(
+            f"{NSYS_ENV}={configured} is not an executable nsys; {export_hint(report)}", report
+        )
     found = shutil.which("nsys")
     if not found:
-        raise ToolMissingError(f"reading a .nsys-rep needs Nsight Systems' nsys, which is not on PATH; {export_hint(report)}", report)
+        raise ToolMissingError(
+            "reading a .nsys-rep needs Nsight Systems' nsys, which is not on PATH;"
+            f" {export_hint(report)}",
+            report,
+        )
     return found
 
 
 def export_hint(report: Path) -> str:
     out = report.with_suffix(".sqlite")
     command = f"nsys export --type sqlite -o {shlex.quote(str(out))} {shlex.quote(str(report))}"
-    return f"export it where nsys is installed ({command}) and pass the .sqlite, or set {NSYS_ENV}=/path/to/nsys"
+    return (
+        f"export it where nsys is installed ({command}) and pass the .sqlite, or set"
+        f" {NSYS_ENV}=/path/to/nsys"
+    )
 
 
 def _cache_candidates(report: Path) -> list[Path]:
@@ -159,14 +176,25 @@ def _run(command: list[str], report: Path) -> subprocess.CompletedProcess:
     helpers that a plain kill of the child would leave running)."""
     timeout = export_timeout()
     try:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
     except OSError as exc:
-        raise ToolMissingError(f"cannot run {command[0]} ({exc.strerror or exc}); {export_hint(report)}", report) from None
+        raise ToolMissingError(
+            f"cannot run {command[0]} ({exc.strerror or exc}); {export_hint(report)}", report
+        ) from None
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise TraceError(f"nsys export did not finish within {timeout:g} s (set {TIMEOUT_ENV} to allow longer)", report) from None
+        raise TraceError(
+            f"nsys export did not finish within {timeout:g} s (set {TIMEOUT_ENV} to allow longer)",
+            report,
+        ) from None
     except BaseException:  # KeyboardInterrupt, SystemExit: the export must not outlive us
         _kill_group(proc)
         raise
@@ -183,8 +211,20 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def _export(nsys: str, report: Path, target: Path) -> None:
     tmp = target.with_name(f".{target.stem}.tmp{os.getpid()}.{threading.get_ident()}.sqlite")
-    plain = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp), str(report)]
-    with_blobs = plain[:4] + ["--include-blobs=true"] + plain[4:]  # NCCL message sizes (NVTX payloads)
+    plain = [
+        nsys,
+        "export",
+        "--type",
+        "sqlite",
+        "--force-overwrite",
+        "true",
+        "-o",
+        str(tmp),
+        str(report),
+    ]
+    with_blobs = (
+        plain[:4] + ["--include-blobs=true"] + plain[4:]
+    )  # NCCL message sizes (NVTX payloads)
     try:
         done = _run(with_blobs, report)
         if done.returncode != 0 or not tmp.is_file():  # an nsys without the flag: export plainly
@@ -194,8 +234,14 @@ def _export(nsys: str, report: Path, target: Path) -> None:
             why = detail[-1] if detail else f"exit code {done.returncode}"
             raise TraceError(f"nsys export failed ({why})", report)
         problem = stored_sqlite_problem(tmp)
-        if problem is not None:  # exit 0 with a cut-off file (disk full, killed helper): never cache it
-            raise TraceError(f"nsys export exited 0 but wrote an incomplete SQLite file ({problem}); nothing cached", report)
+        if (
+            problem is not None
+        ):  # exit 0 with a cut-off file (disk full, killed helper): never cache it
+            raise TraceError(
+                f"nsys export exited 0 but wrote an incomplete SQLite file ({problem}); nothing"
+                " cached",
+                report,
+            )
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

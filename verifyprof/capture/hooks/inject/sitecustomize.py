@@ -32,7 +32,9 @@ def _import_hooks():
         # without putting the capture environment's site-packages on this one's path.
         import importlib.util
 
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # verifyprof/capture/hooks/inject
+        root = os.path.dirname(
+            os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        )  # verifyprof/capture/hooks/inject
         spec = importlib.util.spec_from_file_location(
             "verifyprof", os.path.join(root, "__init__.py"), submodule_search_locations=[root]
         )
