@@ -38,6 +38,7 @@ from verifyprof.attribution.steps import (
 )
 from verifyprof.attribution.summary import summarize
 from verifyprof.attribution.sweep import Intervals, Windows, sweep
+from verifyprof.attribution.syncs import SYNC_COLUMNS, sync_calls, sync_columns
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import TraceError
@@ -120,6 +121,7 @@ def breakdown(
     seam = queue_seams(
         ops.device, ops.start, ops.end, op_call_ends(ops, calls)
     )  # before the calls are released
+    syncs = sync_calls(trace, ops.pid, ops.start)  # before the events are released
     if release:
         calls.start = calls.end = np.empty(0, np.int64)  # launches holds what is needed of them
         calls.tid = calls.tid.copy()
@@ -160,6 +162,8 @@ def breakdown(
     rows.insert(
         rows.columns.get_loc("wall_ns") + 1, "cost_ns", rows["wall_ns"] - rows["other_work"]
     )  # what the step occupies
+    for column, values in sync_columns(syncs, rows).items():
+        rows.insert(rows.columns.get_loc("mode") + 1 + SYNC_COLUMNS.index(column), column, values)
     linked = int((ops.call >= 0).sum())
     result = Breakdown(
         trace=trace,

@@ -43,6 +43,9 @@ SCALAR_FIELDS = (
     "launches",
     "graph_launches",
     "mode",
+    "host_syncs",  # blocking host calls inside the step (stream/device/event syncs, sync copies)
+    "sync_ns",  # host time blocked in them
+    "post_sync_ns",  # GPU idle after them until the process's next op (capped at the wall)
 )
 INT_FIELDS = (
     "step",
@@ -58,6 +61,9 @@ INT_FIELDS = (
     "kernels",
     "launches",
     "graph_launches",
+    "host_syncs",
+    "sync_ns",
+    "post_sync_ns",
 )
 FLAT_SCALARS = (
     "step",
@@ -76,6 +82,9 @@ FLAT_SCALARS = (
     "launches",
     "graph_launches",
     "mode",
+    "host_syncs",
+    "sync_ns",
+    "post_sync_ns",
 )
 COMM_COLUMNS = ("comm_calls", "comm_wait_ns", "comm_transfer_ns")
 TOTAL_COLUMNS = tuple(f"total_{p}" for p in phases.TOTALS)
