@@ -54,6 +54,7 @@ class CaptureOptions:
     unprofiled_requests: int | None = (
         None  # server: requests after the window (None: a default, 0: none)
     )
+    decode_cmd: str | None = None  # program: a plain-decoding run of it, for the baseline rate
     accept_len_convention: str | None = (
         None  # program's accept_len: tokens_per_verify | accepted_drafts
     )
@@ -143,6 +144,11 @@ def _check_numbers(opts: CaptureOptions) -> None:
         raise VerifyprofError(
             f"--accept-len-convention must be one of {', '.join(ACCEPT_CONVENTIONS)}, "
             f"not {opts.accept_len_convention!r}"
+        )
+    if opts.decode_cmd is not None and (opts.mode != "program" or not opts.decode_cmd.strip()):
+        raise VerifyprofError(
+            "--decode-cmd is a command line for a program capture (-- cmd ...): the same"
+            " program with speculation off"
         )
     if opts.baseline_run and opts.mode != "program":
         raise VerifyprofError(

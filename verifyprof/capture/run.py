@@ -18,6 +18,7 @@ from rich.console import Console
 
 from verifyprof.capture import driver
 from verifyprof.capture.cleanup import Terminated, cleanup, sigterm_as_interrupt
+from verifyprof.capture.decode_baseline import run_decode_baseline
 from verifyprof.capture.options import CaptureOptions, validate
 from verifyprof.capture.process import become_subreaper
 from verifyprof.capture.program_flow import run_baseline, wait_program
@@ -53,6 +54,8 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
                 serve(run)
             else:
                 wait_program(run)
+                if opts.decode_cmd:
+                    run_decode_baseline(run)
             run.status = "ok"
         except KeyboardInterrupt as err:
             how = err.signal_name if isinstance(err, Terminated) else "Ctrl-C"

@@ -367,6 +367,16 @@ def capture(
             ),
         ),
     ] = None,
+    decode_cmd: Annotated[
+        Optional[str],
+        typer.Option(
+            "--decode-cmd",
+            help=(
+                "program: the same program with speculation off (a command line), run unprofiled"
+                " after the capture: its tokens_per_s is the plain-decoding baseline"
+            ),
+        ),
+    ] = None,
     accept_len_convention: Annotated[
         Optional[str],
         typer.Option(
@@ -411,6 +421,7 @@ def capture(
         baseline_run=baseline_run,
         unprofiled_requests=unprofiled_requests,
         accept_len_convention=accept_len_convention,
+        decode_cmd=decode_cmd,
         argv=list(sys.argv),
     )
     for line in summary_lines(run_capture(options)):
@@ -531,6 +542,16 @@ def whatif(
             help="accept-length gain assumed by better_drafter (default: published drafter data)",
         ),
     ] = None,
+    assume_capturable: Annotated[
+        bool,
+        typer.Option(
+            "--assume-capturable",
+            help=(
+                "rank graph and compile fixes as if the steps' host syncs and shape changes were"
+                " gone (they are otherwise listed after the rest, with what must change)"
+            ),
+        ),
+    ] = False,
     candidate: Annotated[
         Optional[list[str]], typer.Option("--candidate", help="only these candidates (repeatable)")
     ] = None,
@@ -588,6 +609,7 @@ def whatif(
         context=context,
         drafter_gain=drafter_gain,
         candidates=candidate or [],
+        assume_capturable=assume_capturable,
     )
     if source is None:
         result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}

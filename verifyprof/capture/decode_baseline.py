@@ -1,0 +1,49 @@
+"""``capture --decode-cmd``: a plain-decoding run of the same program (speculation off), with no
+profiler and no hooks, after the capture, so the manifest holds the rate speculation must beat
+(``results.baseline_tokens_per_s``) measured rather than assumed."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+
+from verifyprof.capture.process import ManagedProcess
+from verifyprof.capture.results import program_results
+from verifyprof.capture.server import CaptureError, with_log_tail
+from verifyprof.capture.session import CaptureSession
+
+DECODE_DIR = "decode-baseline"
+
+
+def run_decode_baseline(run: CaptureSession) -> None:
+    """Run ``--decode-cmd`` to its end; its ``results.json`` ``tokens_per_s`` becomes the
+    manifest's ``baseline_tokens_per_s``."""
+    folder = run.out / DECODE_DIR
+    folder.mkdir(exist_ok=True)
+    env = dict(os.environ) | {"VERIFYPROF_CAPTURE_DIR": str(folder.resolve())}
+    run.console.print("verifyprof: plain-decoding run (no profiler, no hooks) for the baseline")
+    started = time.monotonic()
+    argv = shlex.split(run.opts.decode_cmd or "")
+    profiled = run.proc  # the capture's own process: cleanup exports its report
+    proc = ManagedProcess(argv, log=folder / "program.log", env=env, echo=sys.stderr)
+    try:
+        code = proc.wait()
+    finally:
+        proc.stop(int_timeout=run.opts.stop_timeout)
+        run.proc = profiled
+    results = program_results(folder)
+    if code != 0:
+        raise CaptureError(
+            with_log_tail(f"--decode-cmd exited with code {code}", folder / "program.log", 10)
+        )
+    rate = results.get("tokens_per_s")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
+        raise CaptureError(
+            f"--decode-cmd wrote no positive tokens_per_s to {folder / 'results.json'}"
+        )
+    run.summary["baseline_tokens_per_s"] = float(rate)
+    run.summary["baseline_source"] = (
+        f"--decode-cmd, unprofiled ({time.monotonic() - started:.1f} s): {run.opts.decode_cmd}"
+    )
