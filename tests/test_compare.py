@@ -75,19 +75,18 @@ def test_same_kernel_families_on_both_sides(eager_to_graph):
     assert families["families_before"] == families["families_after"] > 5
 
 
-def test_prediction_check_puts_cuda_graph_verify_beside_the_measured_graph_run(eager_to_graph):
+def test_prediction_check_models_what_changed_verify_and_draft_graphed(eager_to_graph):
+    """The graph run graphed the drafter too: compare checks both fixes together, so the
+    whole cycle is predicted, not the verify alone."""
     (pred,) = eager_to_graph["predictions"]
-    assert pred["candidate"] == "cuda_graph_verify" and pred["accept_len"] == pytest.approx(2.025)
+    assert pred["candidate"] == "cuda_graph_verify+cuda_graph_draft"
+    assert pred["accept_len"] == pytest.approx(2.025)
     assert pred["measured_verify_ms"] == pytest.approx(eager_to_graph["verify"]["after_ms"])
     assert pred["verify_error_pct"] == pytest.approx(
         100 * (pred["predicted_verify_ms"] / pred["measured_verify_ms"] - 1)
     )
     assert abs(pred["verify_error_pct"]) < 15
-    # the graph run also graphed the drafter: the candidate alone under-predicts tok/s, and says why
-    assert pred["tokens_per_s_error_pct"] < -50 and any(
-        s.startswith("draft ") for s in pred["outside_verify"]
-    )
-    assert abs(pred["at_after_cycle_error_pct"]) < 10
+    assert abs(pred["cycle_error_pct"]) < 15 and abs(pred["tokens_per_s_error_pct"]) < 15
 
 
 def test_a_trace_compared_with_itself_is_no_change(graph):

@@ -210,8 +210,9 @@ def test_whatif_assumptions_wrap_indented_at_80_columns():
     start = lines.index("Assumptions")
     stop = lines.index("not applicable:") if "not applicable:" in lines else len(lines)
     body = [line for line in lines[start + 1 : stop] if line.strip() and not line[0].isdigit()]
-    assert body and all(line.startswith(("   - ", "     ")) for line in body), [
-        line for line in body if not line.startswith(("   - ", "     "))
+    starts = ("   - ", "   ! ", "     ", " blocked: ")
+    assert body and all(line.startswith(starts) for line in body), [
+        line for line in body if not line.startswith(starts)
     ]
     assert any(
         line.startswith("     ") and line[5] != " " for line in body

@@ -12,14 +12,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.model.decision import DraftCurve, PlainDecoding, draft_curve, plain_decoding
 from verifyprof.model.fix import Candidate, Scenario, current_cycle
 from verifyprof.model.fixes_comm import custom_allreduce
-from verifyprof.model.fixes_draft import (
-    better_drafter,
+from verifyprof.model.fixes_cycle import (
     cuda_graph_draft,
-    draft_tokens,
-    verify_at_width,
+    graph_fusion_draft,
+    no_speculation,
+    torch_compile,
 )
+from verifyprof.model.fixes_draft import better_drafter, draft_tokens, verify_at_width
 from verifyprof.model.fixes_verify import (
     FLOOR_PHASES,
     cuda_graph_verify,
@@ -30,19 +32,28 @@ from verifyprof.model.fixes_verify import (
 from verifyprof.model.plan import Builder, PlanStep, evaluate, stack, unaddressed
 from verifyprof.model.profile import VerifyProfile
 from verifyprof.model.throughput import Cycle
-from verifyprof.model.verdict import verdict
+from verifyprof.model.verdict import (
+    Verdict,
+    decision_words,
+    plan_words,
+    step_words,
+    unaddressed_words,
+)
 
 SCHEMA = "verifyprof.whatif/1"
 
 
 def _builders() -> list[tuple[str, Builder]]:
     return [
+        ("no_speculation", no_speculation),
         ("cuda_graph_verify", cuda_graph_verify),
         ("graph_fusion_verify", graph_fusion_verify),
+        ("torch_compile", torch_compile),
         ("host_overhead", host_overhead),
         ("custom_allreduce", lambda p, s, c: custom_allreduce(p, s, c, fused=False)),
         ("allreduce_fusion", lambda p, s, c: custom_allreduce(p, s, c, fused=True)),
         ("cuda_graph_draft", cuda_graph_draft),
+        ("graph_fusion_draft", graph_fusion_draft),
         ("fewer_draft_tokens", lambda p, s, c: draft_tokens(p, s, c, more=False)),
         ("more_draft_tokens", lambda p, s, c: draft_tokens(p, s, c, more=True)),
         ("better_drafter", better_drafter),
@@ -51,6 +62,15 @@ def _builders() -> list[tuple[str, Builder]]:
 
 
 CANDIDATE_NAMES = tuple(name for name, _ in _builders())
+# Fixes that capture a part as a CUDA graph, and the parts each captures.
+GRAPH_FIXES: dict[str, tuple[str, ...]] = {
+    "cuda_graph_verify": ("verify",),
+    "graph_fusion_verify": ("verify",),
+    "cuda_graph_draft": ("draft",),
+    "graph_fusion_draft": ("draft",),
+    "torch_compile": ("verify", "draft"),
+}
+BIG_GAIN = 5.0  # a predicted tokens/s ratio above this says which assumption carries it
 
 
 @dataclass
@@ -61,6 +81,12 @@ class Ranking:
     candidates: list[Candidate]  # each alone, on today's measurements
     skipped: list[dict[str, str]]
     plan: list[PlanStep] = field(default_factory=list)  # stacked, best first
+    plain: PlainDecoding | None = None
+    curve: DraftCurve | None = None
+    verdict: Verdict | None = None
+    unaddressed: list[dict[str, Any]] = field(default_factory=list)
+    dilation: float | None = None  # profiled / unprofiled rate of the capture (manifest)
+    profiled_tps: float | None = None  # today's rate as the trace ran it, when that differs
 
     def measured(self) -> dict[str, Any]:
         """Numbers users ask for that the trace measures directly."""
@@ -93,9 +119,9 @@ class Ranking:
             "verify_by_width": widths,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def current_json(self) -> dict[str, Any]:
         v = self.profile.verify
-        current = self.current.to_json() | {
+        out = self.current.to_json() | {
             "verify_steps": v.steps,
             "device": v.device,
             "rank": v.rank,
@@ -108,19 +134,30 @@ class Ranking:
             "tp": self.scenario.tp,
             "kernels": v.kernels,
             "launches": v.launches,
+            "host_syncs": v.host_syncs,
             "verify_phases_ms": {p: t for p, t in v.phases_ms.items() if t > 0},
             "notes": self.profile.notes + self.scenario.notes,
             "source": self.profile.source,
         }
-        gaps = unaddressed(self.profile, self.candidates, self.skipped)
+        if self.dilation is not None:
+            out |= {
+                "dilation": self.dilation,
+                "profiled_tokens_per_s": self.profiled_tps,
+            }
+        return out
+
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "unit": "ms",
-            "verdict": verdict(self.profile, self.current, self.plan, gaps),
-            "current": current,
+            "verdict": self.verdict.text() if self.verdict else None,
+            "verdict_parts": self.verdict.to_json() if self.verdict else None,
+            "current": self.current_json(),
             "measured": self.measured(),
+            "plain_decoding": self.plain.to_json() if self.plain else None,
+            "draft_curve": self.curve.to_json() if self.curve else None,
             "plan": [step.to_json() for step in self.plan],
-            "unaddressed": gaps,
+            "unaddressed": self.unaddressed,
             "candidates": [c.to_json() for c in self.candidates],
             "skipped": self.skipped,
         }
@@ -129,8 +166,9 @@ class Ranking:
 def rank_candidates(
     profile: VerifyProfile, scenario: Scenario, only: list[str] | None = None
 ) -> Ranking:
-    """Every applicable candidate alone (best predicted tokens/s first), the rest with their
-    reasons, and the stacked plan."""
+    """Every applicable candidate alone (best predicted tokens/s first; graphs that cannot be
+    captured as the code runs now after the rest), the rest with their reasons, the stacked
+    plan, plain decoding beside it, the draft-count curve and the verdict."""
     builders = _builders()
     if only:
         unknown = [n for n in only if n not in CANDIDATE_NAMES]
@@ -138,13 +176,95 @@ def rank_candidates(
             raise VerifyprofError(
                 f"unknown candidate {unknown[0]!r}: known are {', '.join(CANDIDATE_NAMES)}"
             )
-        builders = [(n, b) for n, b in builders if n in only]
+        builders = [(n, b) for n, b in builders if n in only or n == "no_speculation"]
+    now = current_cycle(profile, scenario)
     candidates, skipped = evaluate(builders, profile, scenario)
-    return Ranking(
-        current_cycle(profile, scenario),
-        profile,
-        scenario,
-        candidates,
-        skipped,
-        stack(builders, profile, scenario),
+    blocked = _mark_blocked(candidates, scenario)
+    for cand in candidates:
+        _big_gain_warning(cand, profile, now)
+    candidates.sort(key=lambda c: (bool(c.blocked), -c.cycle.tokens_per_s))
+    plan = stack(builders, profile, scenario, skip={"no_speculation", *blocked})
+    by_name = dict(builders)
+    plain = plain_decoding(profile, scenario, now, plan, by_name)
+    if only and "no_speculation" not in only:
+        candidates = [c for c in candidates if c.name != "no_speculation"]
+    ranking = Ranking(now, profile, scenario, candidates, skipped, plan, plain)
+    ranking.curve = draft_curve(profile, scenario, now, plain)
+    ranking.unaddressed = unaddressed(profile, candidates, skipped)
+    ranking.verdict = verdict_of(ranking)
+    return ranking
+
+
+def _mark_blocked(candidates: list[Candidate], s: Scenario) -> set[str]:
+    """Graph fixes on parts that sync with the host or change shape: they say what must change
+    first, and are not stacked into the plan (without --assume-capturable)."""
+    cap = s.capturable
+    if cap is None:
+        return set()
+    names = set()
+    for cand in candidates:
+        parts = GRAPH_FIXES.get(cand.name, ())
+        reasons = cap.reasons(parts)
+        if not reasons:
+            continue
+        if cap.assumed:
+            cand.assumptions.append(
+                "--assume-capturable: " + "; ".join(reasons) + " (taken as fixed first)"
+            )
+        else:
+            cand.blocked = reasons
+            names.add(cand.name)
+    return names
+
+
+def _big_gain_warning(cand: Candidate, profile: VerifyProfile, now: Cycle) -> None:
+    ratio = cand.cycle.tokens_per_s / now.tokens_per_s if now.tokens_per_s > 0 else 0.0
+    if ratio <= BIG_GAIN:
+        return
+    before, after = profile.verify.phases_ms, (cand.profile or profile).verify.phases_ms
+    saved = {p: before.get(p, 0.0) - after.get(p, 0.0) for p in before}
+    saved["draft"] = now.draft_ms - cand.cycle.draft_ms
+    saved["overhead"] = now.overhead_ms - cand.cycle.overhead_ms
+    what, ms = max(saved.items(), key=lambda kv: kv[1])
+    carried = CARRIES.get(what, f"{what} shrinking as assumed above")
+    cand.warnings.append(
+        f"a {ratio:.1f}x prediction: {ms:.3f} ms of {what} per cycle carries most of it, which"
+        f" assumes {carried}"
     )
+
+
+CARRIES = {
+    "launch_gap": "that every launch between the kernels goes (one static graph, no host syncs)",
+    "host_wait": "that the host's Python and syncs inside the step leave the critical path",
+    "draft": "that the draft's forwards become replays with nothing else on the host",
+    "overhead": "that the host work between phases hides behind the GPU",
+    "accept_len": "that the accept length reaches the value above",
+}
+
+
+def verdict_of(r: Ranking) -> Verdict:
+    """The run's one verdict: the step, speculate or not, the plan, the best draft count."""
+    v = Verdict(group=r.profile.choice or r.profile.verify.name, step=step_words(r.profile))
+    if r.plain is not None:
+        v.decision = decision_words(r.plain)
+        if r.plain.speculation_loses:
+            v.warnings.append(v.decision)
+    else:
+        v.reasons.append(
+            "no plain-decoding step to compare with (no decode ranges, rate or width model):"
+            " give --baseline-tps or --decode-ms"
+        )
+    v.plan = plan_words(r.current, r.plan, r.plain)
+    if r.curve is not None and r.curve.best["num_draft"] != r.curve.current_k:
+        best = r.curve.best
+        flags = r.curve.server_flags()
+        v.drafts = (
+            f"Best draft count: k = {best['num_draft']} ({best['tokens_per_s']:.1f} tok/s,"
+            f" today's k = {r.curve.current_k})" + (f"; SGLang: {flags}" if flags else "") + "."
+        )
+    v.not_addressed = unaddressed_words(r.unaddressed)
+    for cand in r.candidates:
+        if cand.blocked and cand.gain > 0:
+            v.warnings.append(f"{cand.name} is not ranked first: " + "; ".join(cand.blocked))
+        v.warnings += [f"{cand.name}: {w}" for w in cand.warnings]
+    return v

@@ -21,15 +21,10 @@ import pandas as pd
 from verifyprof.contracts import phases
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.profile import VerifyProfile, verify_profile, with_attr_columns
-from verifyprof.model.throughput import Cycle
 
 SCHEMA = "verifyprof.compare/1"
 NO_CHANGE_PCT = 1.0  # |verify delta| below this is "no change": run-to-run noise on one GPU
 FAMILY_ROWS = 12  # appeared / vanished / changed families listed at most
-# The change seen -> the what-if candidates that predicted it.
-MATCHING_CANDIDATES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("eager", "graph"): ("cuda_graph_verify",),
-}
 _TEMPLATE = re.compile(r"[<(\[].*$")
 _ANONYMOUS = re.compile(r"\(anonymous namespace\)::")
 _DIGITS = re.compile(r"\d+")
@@ -70,6 +65,7 @@ class Comparison:
     families: dict[str, Any]
     predictions: list[dict[str, Any]] = field(default_factory=list)
     prediction_note: str | None = None
+    change: list[str] = field(default_factory=list)  # what changed, in the model's terms
 
     @property
     def measure(self) -> str:
@@ -173,6 +169,7 @@ class Comparison:
             "reasons": self.reasons,
             "verdict": self.verdict,
             "verdict_line": self.verdict_line(),
+            "change": self.change,
             "predictions": self.predictions,
             "prediction_note": self.prediction_note,
             "gate": None if gate is None else {"pct": gate, "failed": self.gate_failed(gate)},
@@ -220,7 +217,7 @@ def side_of(frame: BreakdownFrame, profile: VerifyProfile | None = None) -> Side
 def comparability(before: Side, after: Side) -> list[str]:
     """Why the two verify steps measure different things (empty: they are comparable)."""
     reasons = []
-    if before.step != after.step:
+    if before.step != after.step and not after.step.endswith("decode"):
         reasons.append(f"different verify steps ({before.step} vs {after.step})")
     if before.width is not None and after.width is not None and before.width != after.width:
         reasons.append(f"different widths ({before.width} vs {after.width} tokens)")
@@ -313,10 +310,12 @@ def compare(
     after: BreakdownFrame,
     before_kernels: pd.DataFrame | None = None,
     after_kernels: pd.DataFrame | None = None,
+    after_step: str | None = None,
 ) -> Comparison:
     """The two breakdowns' verify steps side by side (no prediction check: see
-    :func:`check_predictions`)."""
-    b, a = side_of(before), side_of(after)
+    :func:`check_change`); ``after_step``: AFTER's steps when it has no verify (plain decoding)."""
+    b = side_of(before)
+    a = side_of(after, verify_profile(after, step_name=after_step) if after_step else None)
     switch, warnings = mode_warnings(b, a)
     return Comparison(
         before=b,
@@ -328,66 +327,46 @@ def compare(
     )
 
 
-def check_predictions(
-    comparison: Comparison, before_whatif: dict[str, Any], after_whatif: dict[str, Any]
+def check_change(
+    comparison: Comparison, before: Any, after: Any, triton_appeared: bool = False
 ) -> None:
-    """BEFORE's candidates for the change seen, beside AFTER's measured cycle at the same accept
-    length.
+    """BEFORE's prediction of the change AFTER shows, beside AFTER's measured verify, cycle and
+    tokens/s. ``before`` / ``after`` are the model's prepared states (profile and scenario)."""
+    from verifyprof.model.change import detect, predict_change
+    from verifyprof.model.fix import current_cycle
 
-    ``*_whatif`` are ``Ranking.to_json()`` dicts (AFTER's made with BEFORE's accept length), so
-    the tok/s error is the model's, not a change of acceptance.
-    """
-    before_mode, after_mode = comparison.before.mode, comparison.after.mode
-    names = MATCHING_CANDIDATES.get((before_mode, after_mode), ())
-    if not names:
-        comparison.prediction_note = (
-            f"no what-if candidate models a {before_mode} -> {after_mode} change"
+    change = detect(before.profile, after.profile, triton_appeared)
+    comparison.change = change.words
+    if not change.modelled:
+        comparison.prediction_note = "no what-if candidate models this change" + (
+            f" ({'; '.join(change.words)})"
+            if change.words
+            else " (the verify's mode, kernel count and width are the same)"
         )
         return
-    measured = after_whatif["current"]
-    pool = {c["name"]: c for c in before_whatif.get("candidates", [])}
-    pool.update({p["name"]: p for p in before_whatif.get("plan", []) if p.get("name") not in pool})
-    for name in names:
-        cand = pool.get(name)
-        if cand is None:
-            skipped = {s["name"]: s["reason"] for s in before_whatif.get("skipped", [])}
-            comparison.prediction_note = (
-                f"{name} was not a candidate for BEFORE: {skipped.get(name, 'not offered')}"
-            )
-            continue
-        at_after = Cycle(
-            verify_ms=cand["verify_ms"],
-            accept_len=measured["accept_len"],
-            draft_ms=measured["draft_ms"],
-            overhead_ms=measured["overhead_ms"],
-        )
-        comparison.predictions.append(
-            {
-                "candidate": name,
-                "accept_len": measured["accept_len"],
-                "predicted_verify_ms": cand["verify_ms"],
-                "measured_verify_ms": measured["verify_ms"],
-                "verify_error_pct": _error(cand["verify_ms"], measured["verify_ms"]),
-                "predicted_tokens_per_s": cand["tokens_per_s"],
-                "measured_tokens_per_s": measured["tokens_per_s"],
-                "tokens_per_s_error_pct": _error(cand["tokens_per_s"], measured["tokens_per_s"]),
-                "predicted_tokens_per_s_at_after_cycle": at_after.tokens_per_s,
-                "at_after_cycle_error_pct": _error(at_after.tokens_per_s, measured["tokens_per_s"]),
-                "outside_verify": _outside_verify(before_whatif["current"], measured),
-            }
-        )
+    pred = predict_change(before.profile, before.scenario, change)
+    got = current_cycle(after.profile, after.scenario)
+    p = pred.cycle
+    comparison.predictions.append(
+        {
+            "candidate": "+".join(n.split(" ")[0] for n in pred.applied),
+            "change": change.words,
+            "applied": pred.applied,
+            "skipped": pred.skipped,
+            "predicted_accept_len": p.accept_len,
+            "accept_len": got.accept_len,
+            "predicted_verify_ms": p.verify_ms,
+            "measured_verify_ms": got.verify_ms,
+            "verify_error_pct": _error(p.verify_ms, got.verify_ms),
+            "predicted_cycle_ms": p.cycle_ms,
+            "measured_cycle_ms": got.cycle_ms,
+            "cycle_error_pct": _error(p.cycle_ms, got.cycle_ms),
+            "predicted_tokens_per_s": p.tokens_per_s,
+            "measured_tokens_per_s": got.tokens_per_s,
+            "tokens_per_s_error_pct": _error(p.tokens_per_s, got.tokens_per_s),
+        }
+    )
 
 
 def _error(predicted: float, measured: float) -> float | None:
     return 100.0 * (predicted / measured - 1.0) if measured else None
-
-
-def _outside_verify(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Parts of the cycle the candidate leaves alone that changed anyway (the tok/s error's other
-    cause)."""
-    out = []
-    for key, label in (("draft_ms", "draft"), ("overhead_ms", "overhead")):
-        b, a = float(before.get(key) or 0.0), float(after.get(key) or 0.0)
-        if abs(a - b) > 0.05 * max(b, 1e-9):
-            out.append(f"{label} {b:.3f} -> {a:.3f} ms")
-    return out

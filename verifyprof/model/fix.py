@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verifyprof.model.acceptance import Survival
+from verifyprof.model.cycle_parts import Part, part_of
+from verifyprof.model.cycle_time import Costs, timed
 from verifyprof.model.hardware import Hardware
 from verifyprof.model.model_config import ModelConfig
 from verifyprof.model.profile import StepGroup, VerifyProfile
@@ -40,6 +42,59 @@ class Scenario:
     use_measured_widths: bool = True
     drafter: str | None = None  # the drafter family in use, when the manifest says
     notes: list[str] = field(default_factory=list)
+    # The cycle as parts (draft, accept, draft-extend, rest: the verify is the profile's) and how
+    # the verify runs, so a fix re-times the whole cycle (model.cycle_time); empty: additive.
+    parts: tuple[Part, ...] = ()
+    verify_mode: str | None = None  # "compiled" once a fix compiles the verify
+    costs: Costs = field(default_factory=Costs)
+    timing: Timing | None = None
+    speculating: bool = True  # False: plain decoding (the verify is the decode step)
+    capturable: Capturability | None = None
+    sglang: bool = False  # the trace is an SGLang server's: its words and flags apply
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The measured cycle and what the race gives for the measured parts: a state's cycle is
+    ``measured_ms + timed(state) - base_ms``."""
+
+    measured_ms: float
+    base_ms: float
+
+
+@dataclass(frozen=True)
+class Capturability:
+    """What stops a CUDA graph from capturing the verify or the draft as it runs now."""
+
+    syncs: dict[str, float]  # host syncs per step, by part
+    kernel_cv: dict[str, float]  # step-to-step variation of the kernel count, by part
+    assumed: bool = False  # --assume-capturable
+
+    @property
+    def blocked(self) -> bool:
+        return not self.assumed and bool(self.reasons())
+
+    def reasons(self, parts: tuple[str, ...] = ("verify", "draft")) -> list[str]:
+        syncs = {p: n for p, n in self.syncs.items() if p in parts}
+        cvs = {p: cv for p, cv in self.kernel_cv.items() if p in parts}
+        out = [
+            f"{n:.0f} host syncs per {part} step (stream/device/event synchronize or blocking"
+            " copies to the host: .item(), .cpu(), nonzero, data-dependent routing): a graph"
+            " cannot be captured across them; move the decisions onto the device first"
+            for part, n in syncs.items()
+            if n >= 0.5
+        ]
+        out += [
+            f"the {part} launches a different number of kernels from step to step"
+            f" ({100 * cv:.0f}% variation): dynamic shapes or data-dependent control flow;"
+            " pad to static shapes first"
+            for part, cv in cvs.items()
+            if cv > KERNEL_CV_LIMIT
+        ]
+        return out
+
+
+KERNEL_CV_LIMIT = 0.02  # kernel count varying more than 2% between steps: not one static graph
 
 
 @dataclass
@@ -51,6 +106,8 @@ class Candidate:
     details: dict[str, Any] = field(default_factory=dict)
     profile: VerifyProfile | None = None  # the state after the fix (None: unchanged)
     scenario: Scenario | None = None
+    blocked: list[str] = field(default_factory=list)  # what must change before it can apply
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def gain(self) -> float:
@@ -70,6 +127,8 @@ class Candidate:
             "gain": self.gain,
             "assumptions": self.assumptions,
             **({"details": self.details} if self.details else {}),
+            **({"blocked_by": self.blocked} if self.blocked else {}),
+            **({"warnings": self.warnings} if self.warnings else {}),
         }
 
 
@@ -82,6 +141,8 @@ def ms(us: float) -> float:
 
 
 def current_cycle(profile: VerifyProfile, scenario: Scenario) -> Cycle:
+    if scenario.timing is not None:
+        return cycle_of(profile, scenario)
     return Cycle(
         verify_ms=profile.verify.wall_ms,
         accept_len=scenario.accept_len,
@@ -150,3 +211,51 @@ def idle_split_ms(v: StepGroup) -> tuple[float, float]:
     idle = v.phases_ms.get("launch_gap", 0.0) + v.phases_ms.get("host_wait", 0.0)
     edges = min(max(v.wall_ms - v.gpu_span_ms, 0.0), idle)
     return idle - edges, edges
+
+
+def verify_part(profile: VerifyProfile, s: Scenario) -> Part:
+    part = part_of("verify", profile.verify, profile.verify.wall_ms)
+    return replace(part, mode=s.verify_mode) if s.verify_mode else part
+
+
+def state_parts(profile: VerifyProfile, s: Scenario) -> list[Part]:
+    """The cycle's parts in order, the verify taken from the profile."""
+    parts = list(s.parts)
+    at = next((i for i, p in enumerate(parts) if p.name != "draft"), len(parts))
+    return parts[:at] + [verify_part(profile, s)] + parts[at:]
+
+
+def cycle_of(profile: VerifyProfile, s: Scenario) -> Cycle:
+    """The cycle of a state: re-timed by the race when the scenario has parts, else the sum of
+    verify, draft and overhead. Draft and verify are each part's own time; the overhead is the
+    rest of the cycle (what the race hides of the host work shows there)."""
+    verify = profile.verify.wall_ms
+    if s.timing is None:
+        return Cycle(verify, s.accept_len, s.draft_ms, s.overhead_ms, s.batch, s.decode_ms)
+    parts = state_parts(profile, s)
+    total = max(s.timing.measured_ms + timed(parts, s.costs) - s.timing.base_ms, 1e-6)
+    draft = sum(p.cost_ms for p in parts if p.name == "draft")
+    rest = total - verify - draft  # < 0: the race hides phase time behind other phases' work
+    return Cycle(
+        verify,
+        s.accept_len,
+        draft,
+        max(rest, 0.0),
+        s.batch,
+        s.decode_ms,
+        overlap_ms=max(-rest, 0.0),
+    )
+
+
+def predicted(
+    name: str,
+    profile: VerifyProfile,
+    s: Scenario,
+    now: Cycle,
+    assumptions: list[str],
+    details: dict[str, Any] | None = None,
+) -> Candidate:
+    """A candidate whose state after the fix is (``profile``, ``s``): its cycle re-timed."""
+    return Candidate(
+        name, cycle_of(profile, s), now.tokens_per_s, assumptions, details or {}, profile, s
+    )

@@ -3,7 +3,15 @@ with the RMSNorm after it (FlashInfer trtllm_allreduce_fusion)."""
 
 from __future__ import annotations
 
-from verifyprof.model.fix import Candidate, Scenario, Skip, edited, idle_split_ms, ms
+from verifyprof.model.fix import (
+    Candidate,
+    Scenario,
+    Skip,
+    edited,
+    idle_split_ms,
+    ms,
+    predicted,
+)
 from verifyprof.model.profile import StepGroup, VerifyProfile
 from verifyprof.model.throughput import Cycle
 
@@ -103,11 +111,4 @@ def custom_allreduce(
         ]
         details |= {"removed_norm_ms": removed_norm, "removed_launch_ms": removed_launch}
     after = edited(profile, deltas, kernels=v.kernels - (calls if fused else 0.0))
-    return Candidate(
-        name,
-        now.with_(verify_ms=after.verify.wall_ms),
-        now.tokens_per_s,
-        assumptions,
-        details,
-        profile=after,
-    )
+    return predicted(name, after, s, now, assumptions, details)

@@ -1,5 +1,5 @@
-"""Fixes of the rest of the cycle: how many tokens to draft, a better drafter (from published
-data), and the draft and draft-extend forwards under CUDA graphs."""
+"""Fixes of the acceptance side of the cycle: how many tokens to draft (accept length per k from
+the survival curve, verify t(k+1) from the width model) and a better drafter (published data)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from dataclasses import replace
 
 from verifyprof.contracts.datafiles import catalogue, read_toml
 from verifyprof.model.acceptance import Survival
-from verifyprof.model.fix import Candidate, Scenario, Skip, edited, idle_split_ms, ms
-from verifyprof.model.fixes_verify import launch_costs
+from verifyprof.model.fix import Candidate, Scenario, Skip, predicted
 from verifyprof.model.leviathan import expected_tokens
-from verifyprof.model.profile import StepGroup, VerifyProfile
+from verifyprof.model.profile import VerifyProfile
 from verifyprof.model.throughput import Cycle
 from verifyprof.model.verify_cost import width_scaling
 
@@ -98,6 +97,65 @@ def _num_draft(profile: VerifyProfile, s: Scenario) -> int | None:
     return s.num_draft or ((profile.width - 1) if profile.width else None)
 
 
+def accept_at(profile: VerifyProfile, s: Scenario, k: int, k2: int) -> tuple[float, str]:
+    """Accept length at ``k2`` drafts: the measured one at ``k`` moved along the survival curve
+    (per-position acceptance where given, else i.i.d. fitted to the measured accept length)."""
+    survival, survival_note = _survival(profile, s, k)
+    change = survival.accept_len(k2) - survival.accept_len(k)
+    tau = min(max(s.accept_len + change, 1.0), k2 + 1.0)
+    note = (
+        f"accept length {tau:.3f} at {k2} drafts: the measured {s.accept_len:.3f} {change:+.3f}"
+        f" from the {survival_note}"
+        + (" (extrapolated past the measured positions)" if survival.is_extrapolated(k2) else "")
+    )
+    return tau, note
+
+
+def with_drafts(
+    profile: VerifyProfile, s: Scenario, now: Cycle, k: int, k2: int, name: str
+) -> Candidate:
+    """The cycle with ``k2`` drafts instead of ``k`` (chain: verify width k2+1)."""
+    from verifyprof.model.fixes_cycle import at_drafts
+
+    tau, accept_note = accept_at(profile, s, k, k2)
+    after, s_after, notes = at_drafts(profile, s, k, k2, tau)
+    n0 = profile.width or k + 1
+    width = after.width
+    shape = (
+        f"chain drafting: {k2} drafts verified as {width} tokens per request (now {k} as {k + 1})"
+        if n0 == k + 1
+        else (
+            f"verify width {n0} for {k} drafts (a tree): {k2} drafts taken to verify {width}"
+            " tokens, in proportion"
+        )
+    )
+    draft_note = (
+        f"draft time scales with the number of draft steps: {s.draft_ms:.3f} ->"
+        f" {s_after.draft_ms:.3f} ms; the draft-extend and accept are unchanged"
+    )
+    return predicted(
+        name,
+        after,
+        s_after,
+        now,
+        [shape, accept_note, draft_note, *notes],
+        {"num_draft": k2, "width": width},
+    )
+
+
+def curve_point(c: Candidate) -> dict[str, float]:
+    return {
+        "num_draft": c.details.get("num_draft"),
+        "width": c.details.get("width"),
+        "verify_ms": c.cycle.verify_ms,
+        "draft_ms": c.cycle.draft_ms,
+        "overhead_ms": c.cycle.overhead_ms,
+        "cycle_ms": c.cycle.cycle_ms,
+        "accept_len": c.cycle.accept_len,
+        "tokens_per_s": c.cycle.tokens_per_s,
+    }
+
+
 def draft_tokens(profile: VerifyProfile, s: Scenario, now: Cycle, more: bool) -> Candidate:
     k = _num_draft(profile, s)
     if not k:
@@ -106,69 +164,11 @@ def draft_tokens(profile: VerifyProfile, s: Scenario, now: Cycle, more: bool) ->
         )
     if not more and k <= 1:
         raise Skip("already 1 draft token")
-    survival, survival_note = _survival(profile, s, k)
+    name = "more_draft_tokens" if more else "fewer_draft_tokens"
     options = range(k + 1, k + 1 + MAX_EXTRA_DRAFTS) if more else range(1, k)
-    best: Candidate | None = None
-    tried: list[dict[str, float]] = []
-    n0 = profile.width or k + 1
-    for k2 in options:
-        # a chain verifies k+1 tokens; a tree (width != k+1) is taken to shrink or grow in
-        # proportion
-        width = k2 + 1 if n0 == k + 1 else max(1, round(n0 * (k2 + 1) / (k + 1)))
-        verify, phases, notes = phases_at_width(profile, s, width)
-        # the measured accept length carries over; the curve gives the change from k to k2 drafts
-        tau = min(
-            max(s.accept_len + survival.accept_len(k2) - survival.accept_len(k), 1.0), k2 + 1.0
-        )
-        draft = s.draft_ms * k2 / k
-        cycle = now.with_(verify_ms=verify, accept_len=tau, draft_ms=draft)
-        assumptions = [
-            (
-                f"chain drafting: {k2} drafts verified as {width} tokens per request (now {k} as"
-                f" {k + 1})"
-                if n0 == k + 1
-                else (
-                    f"verify width {n0} for {k} drafts (a tree): {k2} drafts taken to verify"
-                    f" {width} tokens, in proportion"
-                )
-            ),
-            f"accept length {tau:.3f} at {k2} drafts: the measured {s.accept_len:.3f} "
-            f"{survival.accept_len(k2) - survival.accept_len(k):+.3f} from the {survival_note}"
-            + (
-                " (extrapolated past the measured positions)"
-                if survival.is_extrapolated(k2)
-                else ""
-            ),
-            f"draft time scales with the number of draft steps: {s.draft_ms:.3f} -> {draft:.3f} ms",
-            *notes,
-        ]
-        after = edited(
-            profile, {p: phases.get(p, 0.0) - t for p, t in profile.verify.phases_ms.items()}
-        )
-        after.width = width
-        name = "more_draft_tokens" if more else "fewer_draft_tokens"
-        cand = Candidate(
-            name,
-            cycle,
-            now.tokens_per_s,
-            assumptions,
-            {"num_draft": k2, "width": width},
-            profile=after,
-            scenario=replace(s, accept_len=tau, draft_ms=draft, num_draft=k2, survival=None),
-        )
-        tried.append(
-            {
-                "num_draft": k2,
-                "width": width,
-                "verify_ms": verify,
-                "accept_len": tau,
-                "tokens_per_s": cycle.tokens_per_s,
-            }
-        )
-        if best is None or cand.cycle.tokens_per_s > best.cycle.tokens_per_s:
-            best = cand
-    assert best is not None
-    best.details["options"] = tried  # every k' evaluated, best kept
+    tried = [with_drafts(profile, s, now, k, k2, name) for k2 in options]
+    best = max(tried, key=lambda c: c.cycle.tokens_per_s)
+    best.details["options"] = [curve_point(c) for c in tried]  # every k' evaluated, best kept
     return best
 
 
@@ -221,62 +221,14 @@ def better_drafter(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate
             f"accept length {s.accept_len:.2f} already at or above the best published drafter"
             f" ({tau:.2f}: {source})"
         )
-    return Candidate(
+    return predicted(
         "better_drafter",
-        now.with_(accept_len=tau),
-        now.tokens_per_s,
+        profile,
+        replace(s, accept_len=tau, survival=None),
+        now,
         [
             f"accept length {s.accept_len:.2f} -> {tau:.2f} at {k} drafts ({source})"
             + (f", capped at k+1 = {k + 1}" if capped else ""),
             "the new drafter costs the same draft time and the verify is unchanged",
         ],
-        scenario=replace(s, accept_len=tau, survival=None),
-    )
-
-
-def _graph_group(group: StepGroup, s: Scenario) -> tuple[float, list[str]]:
-    """A draft-side forward's time once captured as a graph, from its measured phases."""
-    graph_us, kernel_us, node_us, where = launch_costs(s)
-    interior, edges = idle_split_ms(group)
-    after = group.wall_ms - interior + ms(max(graph_us - kernel_us, 0.0) + group.kernels * node_us)
-    return after, [
-        f"{group.name}: {interior:.3f} ms of GPU idle between its {group.kernels:.0f} kernels goes;"
-        f" {group.kernels:.0f} graph nodes x {node_us:g} us come ({where})"
-    ]
-
-
-def cuda_graph_draft(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
-    """The draft (and draft-extend) forwards captured as CUDA graphs, like the verify's."""
-    groups = [
-        (g, key)
-        for g, key in (
-            (profile.draft_group, "draft_ms"),
-            (profile.draft_extend_group, "overhead_ms"),
-        )
-        if g is not None and g.mode == "eager" and g.kernels > 0
-    ]
-    if not groups:
-        raise Skip(
-            "no eager draft or draft-extend steps in the trace (already graphs, or not traced)"
-        )
-    draft, overhead, notes = s.draft_ms, s.overhead_ms, []
-    for group, key in groups:
-        per_cycle = profile.draft_ms if key == "draft_ms" else profile.draft_extend_ms
-        after, note = _graph_group(group, s)
-        saved = (
-            max((per_cycle or 0.0) * (1 - after / group.wall_ms), 0.0) if group.wall_ms > 0 else 0.0
-        )
-        if key == "draft_ms":
-            draft = max(draft - saved, 0.0)
-        else:
-            overhead = max(overhead - saved, 0.0)
-        notes += note + [f"saves {saved:.3f} ms per cycle ({per_cycle or 0.0:.3f} ms measured)"]
-    if draft >= s.draft_ms and overhead >= s.overhead_ms:
-        raise Skip("graphing the draft saves nothing measurable")
-    return Candidate(
-        "cuda_graph_draft",
-        now.with_(draft_ms=draft, overhead_ms=overhead),
-        now.tokens_per_s,
-        notes,
-        scenario=replace(s, draft_ms=draft, overhead_ms=overhead),
     )

@@ -4,6 +4,7 @@ path, and kernels at their roofline floor."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from verifyprof.model.fix import (
     Candidate,
@@ -12,6 +13,7 @@ from verifyprof.model.fix import (
     edited,
     idle_split_ms,
     ms,
+    predicted,
     take_idle,
 )
 from verifyprof.model.profile import VerifyProfile
@@ -24,12 +26,10 @@ HEAVY_KERNEL_PHASES = ("attention", "gemm_dense", "gemm_moe")  # fusion regions 
 
 
 def launch_costs(s: Scenario) -> tuple[float, float, float, str]:
-    """(graph launch, kernel launch, per-node gap) in us, and where they come from."""
-    launch = s.hardware.launch if s.hardware else None
-    where = f"hardware file {s.hardware.name}" if s.hardware else "defaults (no --hardware)"
-    if launch is None:
-        return 8.0, 5.0, 1.0, where
-    return launch.graph_launch_us, launch.kernel_launch_us, launch.graph_node_us, where
+    """(graph launch, kernel launch, per-node gap) in us, and where they come from (the
+    scenario's costs: calibrated from the trace's own graph steps where it has them)."""
+    c = s.costs
+    return c.graph_launch_us, c.kernel_launch_us, c.graph_node_us, c.source
 
 
 def graphed(
@@ -58,31 +58,37 @@ def graphed(
     return deltas, notes
 
 
-def cuda_graph_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+def capture_note(s: Scenario) -> str:
+    """What a graph of the verify assumes about it, in the words of the trace's framework."""
+    if s.sglang:
+        return (
+            "kernel, copy and communication times are the same inside the graph; the verify can be"
+            " captured (static shapes: SGLang's can_run_graph true at this batch and width)"
+        )
+    return (
+        "kernel, copy and communication times are the same inside the graph; the verify can be"
+        " captured as it runs now (static shapes, no host syncs inside it)"
+    )
+
+
+def graphed_verify(profile: VerifyProfile, s: Scenario) -> tuple[VerifyProfile, list[str]]:
+    """The verify captured as one CUDA graph: the profile after, and what that assumed."""
     v = profile.verify
     if v.mode == "graph":
         raise Skip("verify already runs as a CUDA graph")
     if v.kernels <= 0:
         raise Skip("verify launched no kernels")
     deltas, notes = graphed(profile, s, v.kernels)
-    after = edited(profile, deltas, mode="graph")
-    removed = -sum(d for d in deltas.values() if d < 0)
-    added = sum(d for d in deltas.values() if d > 0)
-    return Candidate(
-        "cuda_graph_verify",
-        now.with_(verify_ms=after.verify.wall_ms),
-        now.tokens_per_s,
-        notes
-        + [
-            "kernel, copy and communication times are the same inside the graph; the verify can be"
-            " captured (static shapes: SGLang's can_run_graph true at this batch and width)"
-        ],
-        {"removed_ms": removed, "added_ms": added},
-        profile=after,
-    )
+    return edited(profile, deltas, mode="graph"), notes + [capture_note(s)]
 
 
-def graph_fusion_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+def cuda_graph_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+    after, notes = graphed_verify(profile, s)
+    removed = profile.verify.wall_ms - after.verify.wall_ms
+    return predicted("cuda_graph_verify", after, s, now, notes, {"removed_ms": removed})
+
+
+def fused_verify(profile: VerifyProfile, s: Scenario) -> tuple[VerifyProfile, list[str]]:
     """torch.compile(mode="reduce-overhead")-style: a CUDA graph whose small elementwise, norm
     and routing kernels are fused into one kernel per region between heavy kernels."""
     v = profile.verify
@@ -123,18 +129,34 @@ def graph_fusion_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Cand
         for phase, delta in graph_deltas.items():
             deltas[phase] = deltas.get(phase, 0.0) + delta
         notes = graph_notes + notes
+    call_us = s.costs.compiled_call_us
+    if call_us > 0:
+        deltas["host_wait"] = deltas.get("host_wait", 0.0) + ms(call_us)
+        notes.append(
+            f"the compiled call's own host work before each replay (guards, cudagraph trees'"
+            f" bookkeeping): {call_us:g} us that the GPU waits for unless the host is ahead"
+            f" ({s.costs.source})"
+        )
     after = edited(profile, deltas, mode="graph", kernels=kernels_after)
     notes.append(
         "an upper bound when compile also fuses GEMM epilogues or picks other GEMM kernels:"
         " validated on the H200 (bench/README)"
     )
-    return Candidate(
+    if v.mode != "graph":
+        notes.append(capture_note(s))
+    return after, notes
+
+
+def graph_fusion_verify(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+    v = profile.verify
+    after, notes = fused_verify(profile, s)
+    return predicted(
         "graph_fusion_verify",
-        now.with_(verify_ms=after.verify.wall_ms),
-        now.tokens_per_s,
+        after,
+        replace(s, verify_mode="compiled"),
+        now,
         notes,
-        {"kernels_before": v.kernels, "kernels_after": kernels_after},
-        profile=after,
+        {"kernels_before": v.kernels, "kernels_after": after.verify.kernels},
     )
 
 
@@ -152,10 +174,11 @@ def host_overhead(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
     if host + launch <= 1e-3:
         raise Skip("the GPU hardly waits for the host in the verify (under 1 us)")
     after = edited(profile, {"host_wait": -host, "graph_launch": -launch})
-    return Candidate(
+    return predicted(
         "host_overhead",
-        now.with_(verify_ms=after.verify.wall_ms),
-        now.tokens_per_s,
+        after,
+        s,
+        now,
         [
             (
                 f"GPU idle while the host was elsewhere ({host:.3f} ms host wait: Python,"
@@ -171,7 +194,6 @@ def host_overhead(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
             ),
         ],
         {"host_wait_ms": host, "graph_launch_ms": launch},
-        profile=after,
     )
 
 
@@ -205,10 +227,11 @@ def kernel_floor(phase: str) -> Callable[[VerifyProfile, Scenario, Cycle], Candi
             )
         bound = "memory" if mem_ms >= flop_ms else "compute"
         after = edited(profile, {phase: floor - measured})
-        return Candidate(
+        return predicted(
             f"kernel_floor:{phase}",
-            now.with_(verify_ms=after.verify.wall_ms),
-            now.tokens_per_s,
+            after,
+            s,
+            now,
             [
                 (
                     f"{phase} ({measured:.3f} ms measured) falls to its {bound}-bound floor"
@@ -221,7 +244,6 @@ def kernel_floor(phase: str) -> Callable[[VerifyProfile, Scenario, Cycle], Candi
                 + "); peak numbers, not achievable ones: an upper bound on the gain",
             ],
             {"floor_ms": floor, "measured_ms": measured},
-            profile=after,
         )
 
     return build

@@ -36,6 +36,7 @@ class LaunchCosts:
     kernel_launch_us: float = 5.0
     graph_launch_us: float = 8.0
     graph_node_us: float = 1.0
+    compiled_call_us: float = 0.0  # host time torch.compile's cudagraph trees add per call
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,7 @@ def _hardware(data: dict[str, Any], path: Path, link_override: str | None) -> Ha
             kernel_launch_us=float(launch.get("kernel_launch_us", LaunchCosts.kernel_launch_us)),
             graph_launch_us=float(launch.get("graph_launch_us", LaunchCosts.graph_launch_us)),
             graph_node_us=float(launch.get("graph_node_us", LaunchCosts.graph_node_us)),
+            compiled_call_us=float(launch.get("compiled_call_us", LaunchCosts.compiled_call_us)),
         ),
         allreduce_fusion=bool(features.get("allreduce_fusion", False)),
         custom_allreduce=bool(features.get("custom_allreduce", False)),

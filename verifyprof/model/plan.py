@@ -18,7 +18,8 @@ Builder = Callable[[VerifyProfile, Scenario, Cycle], Candidate]
 # Fixes that are alternatives: once one is in the plan, the others of its group are not stacked on
 # it.
 EXCLUSIVE = (
-    {"cuda_graph_verify", "graph_fusion_verify"},
+    {"cuda_graph_verify", "graph_fusion_verify", "torch_compile"},
+    {"cuda_graph_draft", "graph_fusion_draft", "torch_compile"},
     {"custom_allreduce", "allreduce_fusion"},
     {"fewer_draft_tokens", "more_draft_tokens"},
 )
@@ -29,13 +30,13 @@ PHASE_FIXES: dict[str, tuple[str, ...]] = {
     "attention": ("kernel_floor:attention",),
     "gemm_moe": ("kernel_floor:gemm_moe",),
     "gemm_dense": ("kernel_floor:gemm_dense",),
-    "moe_aux": ("graph_fusion_verify",),
-    "norm": ("graph_fusion_verify", "allreduce_fusion"),
-    "elementwise": ("graph_fusion_verify",),
+    "moe_aux": ("graph_fusion_verify", "torch_compile"),
+    "norm": ("graph_fusion_verify", "torch_compile", "allreduce_fusion"),
+    "elementwise": ("graph_fusion_verify", "torch_compile"),
     "allreduce": ("custom_allreduce", "allreduce_fusion"),
     "graph_gap": ("graph_fusion_verify", "allreduce_fusion"),
     "graph_launch": ("host_overhead",),
-    "launch_gap": ("cuda_graph_verify", "graph_fusion_verify"),
+    "launch_gap": ("cuda_graph_verify", "graph_fusion_verify", "torch_compile"),
     "host_wait": ("host_overhead",),
 }
 NOT_MODELLED: dict[str, str] = {
@@ -92,19 +93,22 @@ def evaluate(
 
 
 def stack(
-    builders: list[tuple[str, Builder]], profile: VerifyProfile, scenario: Scenario
+    builders: list[tuple[str, Builder]],
+    profile: VerifyProfile,
+    scenario: Scenario,
+    skip: set[str] = frozenset(),
 ) -> list[PlanStep]:
     """Greedy: take the best fix, apply it, re-predict every remaining fix on the new state."""
     baseline = current_cycle(profile, scenario).tokens_per_s
     plan: list[PlanStep] = []
-    used: set[str] = set()
+    used: set[str] = set(skip)
     for _ in range(len(builders)):
         found, _ = evaluate(builders, profile, scenario, used)
         if not found or found[0].gain < MIN_GAIN:
             break
         best = found[0]
         plan.append(PlanStep(best, best.cycle.tokens_per_s, baseline))
-        used |= next((g for g in EXCLUSIVE if best.name in g), {best.name})
+        used |= {best.name}.union(*(g for g in EXCLUSIVE if best.name in g))
         profile = best.profile or profile
         scenario = best.scenario or _with_cycle(scenario, best.cycle)
     return plan

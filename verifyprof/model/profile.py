@@ -59,6 +59,9 @@ class StepGroup:
     comm_wait_ms: float | None
     counts: dict[str, float]  # kernels per phase
     attrs: dict[str, str]
+    host_syncs: float = 0.0  # blocking host calls per step (syncs, synchronous copies)
+    post_sync_ms: float = 0.0  # GPU idle after them until the next op
+    kernels_cv: float = 0.0  # step-to-step variation of the kernel count (std / mean)
     window_ms: float = 0.0  # the step's whole window (range start to last op end)
     other_work_ms: float = 0.0  # GPU time of other steps' work inside the window (pipelining)
 
@@ -82,6 +85,13 @@ class VerifyProfile:
     source: str = ""
     draft_group: StepGroup | None = None  # the mean draft / draft-extend step, when traced
     draft_extend_group: StepGroup | None = None
+    accept_group: StepGroup | None = None
+    cycle_group: StepGroup | None = None  # the mean spec_step (whole cycle), when traced
+    decode_group: StepGroup | None = None  # the mean plain decode step, when traced
+    choice: str = ""  # which step group is modelled, and why that one
+    # launch and replay costs measured on the trace's own graph steps (us): graph_node_us,
+    # graph_launch_us, compiled_call_us, where it has enough of them
+    calibration: dict[str, float] = field(default_factory=dict)
 
 
 def verify_profile(
@@ -132,6 +142,7 @@ def verify_profile(
         for w, v in width_pool.groupby("_width")["cost_ns"].mean().items()
     }
 
+    choice = _choice(critical, step_name, notes)
     cycle_parts = _cycle(steps, here, main[main["device"] == critical.device], critical, notes)
     graph_attr = main["attrs"].iloc[0].get("graph")
     decode_match = (
@@ -164,7 +175,47 @@ def verify_profile(
         source=frame.source,
         draft_group=_member_group(cycle_parts.members, DRAFT, critical.device),
         draft_extend_group=_member_group(cycle_parts.members, DRAFT_EXTEND, critical.device),
+        accept_group=_member_group(cycle_parts.members, ACCEPT, critical.device),
+        cycle_group=_member_group(cycles, SPEC_STEP, critical.device)
+        if cycles is not None
+        else None,
+        decode_group=_member_group(decodes, DECODE, critical.device),
+        choice=choice,
+        calibration=graph_calibration(steps[here & (steps["device"] >= 0)]),
     )
+
+
+MIN_CALIBRATION_STEPS = 3
+
+
+def graph_calibration(steps: pd.DataFrame) -> dict[str, float]:
+    """Per-node gap, replay-call and compiled-call host cost (us) from graph-mode steps."""
+    graph = steps[(steps["mode"] == "graph") & (steps["graph_launches"] > 0)]
+    if len(graph) < MIN_CALIBRATION_STEPS:
+        return {}
+    compiled = graph["attrs"].map(lambda a: a.get("compile") == "1").to_numpy(bool)
+    plain, comp = graph[~compiled], graph[compiled]
+    out: dict[str, float] = {}
+    if len(plain) >= MIN_CALIBRATION_STEPS and plain["kernels"].sum() > 0:
+        out["graph_node_us"] = float(plain["graph_gap"].sum() / plain["kernels"].sum()) / 1e3
+        out["graph_launch_us"] = (
+            float(plain["graph_launch"].sum() / plain["graph_launches"].sum()) / 1e3
+        )
+    if len(comp) >= MIN_CALIBRATION_STEPS:
+        host = comp["host_wait"] + comp["graph_launch"] + comp["launch_gap"]
+        per_call = float(host.sum() / comp["graph_launches"].sum()) / 1e3
+        out["compiled_call_us"] = max(per_call - out.get("graph_launch_us", 0.0), 0.0)
+    return out
+
+
+def _choice(group: StepGroup, step_name: str | None, notes: list[str]) -> str:
+    """The modelled group in words, and why it: --step, the only verify group, or the picks."""
+    label = variant(group.attrs)
+    what = f"{group.name}" + (f" [{label}]" if label else "") + f", {group.steps} steps"
+    why = [n for n in notes if n.startswith(("verify steps", "width ", "whole-trace"))]
+    if step_name is not None:
+        why.insert(0, f"the steps named {step_name!r} (--step)")
+    return what + ": " + ("; ".join(why) if why else "the trace's only verify group")
 
 
 def _member_group(members: pd.DataFrame, name: str, device: int) -> StepGroup | None:
@@ -356,7 +407,21 @@ def _mean_group(name: str, device: int, rows: pd.DataFrame) -> StepGroup:
         attrs=dict(rows["attrs"].iloc[0]),
         window_ms=float(rows["wall_ns"].mean()) / NS_PER_MS,
         other_work_ms=float(rows["other_work"].mean()) / NS_PER_MS,
+        **_host_sync_fields(rows),
     )
+
+
+def _host_sync_fields(rows: pd.DataFrame) -> dict[str, float]:
+    """Syncs per step and the idle after them (0 for breakdowns made before they were counted),
+    and how much the kernel count varies from step to step (dynamic shapes, data-dependent
+    routing: what a graph cannot capture)."""
+    kernels = rows["kernels"].to_numpy(dtype=float)
+    mean = float(kernels.mean()) if len(kernels) else 0.0
+    out = {"kernels_cv": float(kernels.std()) / mean if mean > 0 else 0.0}
+    if "host_syncs" in rows.columns:
+        out["host_syncs"] = float(rows["host_syncs"].mean())
+        out["post_sync_ms"] = float(rows["post_sync_ns"].mean()) / NS_PER_MS
+    return out
 
 
 # ---- the cycle around the verify steps -----------------------------------------------------

@@ -1,7 +1,10 @@
-"""The verdict: the verify step and what it is made of, in words, and the first line of the plan."""
+"""The verdict, computed once per run and rendered alike by the console, the JSON and the HTML
+report: which step group it is about, what the step is made of, whether to speculate at all,
+the plan's first fix, and every reason a part of it could not be given."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from verifyprof.model.profile import VerifyProfile
@@ -12,9 +15,7 @@ MEANING = {
     "launch_gap": (
         "the GPU starves while the host issues kernels one by one (what CUDA graphs remove)"
     ),
-    "host_wait": (
-        "the GPU waits for the host (Python, scheduling, syncs) or for work outside the step"
-    ),
+    "host_wait": "the GPU waits for the host (Python, scheduling, syncs) or for work outside the step",
     "graph_launch": "the GPU waits while the host is inside the graph-launch call",
     "graph_gap": "idle between the nodes of the graph replay (many small kernels)",
     "allreduce": "exposed allreduce: communication the compute does not hide",
@@ -32,19 +33,48 @@ MEANING = {
 }
 
 
-def verdict(
-    profile: VerifyProfile, now: Cycle | None, plan: list[Any], unaddressed: list[dict[str, Any]]
-) -> str:
-    """One paragraph: the verify step, its dominant cost in words and, with an accept length
-    (``now``), the plan's first fix; without one, where the time goes only."""
+@dataclass
+class Verdict:
+    """The story of one run, in parts (each a sentence or None)."""
+
+    group: str  # the step group modelled, and why that one
+    step: str  # the step in numbers and its dominant cost
+    decision: str | None = None  # speculate or not (plain decoding, break-even)
+    plan: str | None = None  # the first fix and the whole plan
+    drafts: str | None = None  # the best number of drafts
+    not_addressed: str | None = None
+    reasons: list[str] = field(default_factory=list)  # why a part could not be given
+    warnings: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        parts = [self.step, self.decision, self.plan, self.drafts, self.not_addressed]
+        line = " ".join(p for p in parts if p)
+        if self.reasons:
+            line += " " + " ".join(r if r.endswith(".") else r + "." for r in self.reasons)
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "step": self.step,
+            "decision": self.decision,
+            "plan": self.plan,
+            "drafts": self.drafts,
+            "not_addressed": self.not_addressed,
+            "reasons": self.reasons,
+            "warnings": self.warnings,
+        }
+
+
+def step_words(profile: VerifyProfile) -> str:
+    """The verify step and what it is made of; shares are of the step's cost (its wall less
+    other steps' GPU work), as everywhere in verifyprof's verdicts."""
     v = profile.verify
     width = f", width {profile.width}" if profile.width else ""
-    what = (
-        "verify" if "verify" in v.name else f"{v.name.replace('_', '-')} step"
-    )  # a whole trace is no verify
+    what = "verify" if "verify" in v.name.lower() else f"{v.name.replace('_', '-')} step"
     parts = [
-        f"{what} {v.wall_ms:.3f} ms ({v.mode}{width}, {v.launches:.0f} launches, {v.kernels:.0f}"
-        " kernels)"
+        f"{what} {v.wall_ms:.3f} ms ({v.mode}{width}, {v.launches:.0f} launches,"
+        f" {v.kernels:.0f} kernels)"
     ]
     if v.other_work_ms > 0.01 * v.wall_ms:
         parts.append(
@@ -54,28 +84,77 @@ def verdict(
     top = sorted(v.phases_ms.items(), key=lambda kv: kv[1], reverse=True)[:2]
     if top and v.wall_ms > 0:
         phase, t = top[0]
-        words = f"{t / v.wall_ms:.0%} {phase}: {MEANING.get(phase, phase)}"
+        words = f"{t / v.wall_ms:.0%} of its cost {phase}: {MEANING.get(phase, phase)}"
         if len(top) > 1 and top[1][1] > 0.1 * v.wall_ms:
             words += f"; then {top[1][1] / v.wall_ms:.0%} {top[1][0]}"
         parts.append(words)
-    line = "; ".join(parts) + "."
+    return "; ".join(parts) + "."
+
+
+def plan_words(now: Cycle, plan: list[Any], plain: Any | None) -> str:
+    if not plan:
+        return f"No modelled fix raises {now.tokens_per_s:.1f} tok/s."
+    first = plan[0]
+    line = (
+        f"First fix: {first.candidate.name} -> {first.cumulative_tps:.1f} tok/s"
+        f" ({first.cumulative_tps / now.tokens_per_s - 1:+.1%} over {now.tokens_per_s:.1f})"
+    )
+    if len(plan) > 1:
+        line += f"; the whole plan ({len(plan)} fixes) -> {plan[-1].cumulative_tps:.1f} tok/s"
+    return line + "."
+
+
+def decision_words(plain: Any) -> str:
+    """Speculate or not: plain decoding's rate against today's cycle, and the break-evens."""
+    spec = plain.spec
+    if plain.speculation_loses:
+        line = (
+            f"Turn speculation off: plain decoding runs {plain.tokens_per_s:.1f} tok/s"
+            f" ({plain.decode_ms:.3f} ms per step, {plain.source}) against"
+            f" {spec.tokens_per_s:.1f} speculating; speculation pays only above accept length"
+            f" {plain.break_even_accept_len:.2f} at this cycle, or below a"
+            f" {plain.break_even_cycle_ms:.3f} ms cycle at accept length {spec.accept_len:.2f}"
+        )
+    else:
+        line = (
+            f"Speculation pays: {spec.tokens_per_s:.1f} tok/s against plain decoding's"
+            f" {plain.tokens_per_s:.1f} ({plain.source}); break-even accept length"
+            f" {plain.break_even_accept_len:.2f}"
+        )
+    if plain.along_plan:
+        if plain.wins_from is None:
+            line += (
+                "; no step of the plan beats plain decoding given the same fixes"
+                f" ({plain.along_plan[-1]:.1f} tok/s after them)"
+            )
+        elif plain.speculation_loses or plain.wins_from > 1:
+            line += (
+                f"; the plan wins from step {plain.wins_from} (plain decoding with the same fixes:"
+                f" {plain.along_plan[plain.wins_from - 1]:.1f} tok/s)"
+            )
+        else:
+            line += (
+                f"; with the plan's fixes plain decoding would reach {plain.along_plan[-1]:.1f}"
+                " tok/s"
+            )
+    return line + "."
+
+
+def unaddressed_words(unaddressed: list[dict[str, Any]]) -> str | None:
+    if not unaddressed:
+        return None
+    worst = max(unaddressed, key=lambda u: u["ms"])
+    return f"Not addressed: {worst['phase']} {worst['ms']:.3f} ms ({worst['reason']})."
+
+
+def verdict(profile: VerifyProfile, now: Cycle | None, plan: list[Any], unaddressed: list) -> str:
+    """The verdict text without a ranking (breakdown without an accept length)."""
+    line = step_words(profile)
     if now is None:
         return (
-            line
-            + " Give an accept length (--accept-len or a capture manifest) for the plan of fixes."
+            line + " Give an accept length (--accept-len or a capture manifest) for the plan of"
+            " fixes."
         )
-    if plan:
-        first = plan[0]
-        line += (
-            f" First fix: {first.candidate.name} -> {first.cumulative_tps:.1f} tok/s "
-            f"({first.cumulative_tps / now.tokens_per_s - 1:+.1%} over {now.tokens_per_s:.1f})"
-        )
-        if len(plan) > 1:
-            line += f"; the whole plan ({len(plan)} fixes) -> {plan[-1].cumulative_tps:.1f} tok/s"
-        line += "."
-    else:
-        line += f" No modelled fix raises {now.tokens_per_s:.1f} tok/s."
-    if unaddressed:
-        worst = max(unaddressed, key=lambda u: u["ms"])
-        line += f" Not addressed: {worst['phase']} {worst['ms']:.3f} ms ({worst['reason']})."
-    return line
+    return " ".join(
+        x for x in (line, plan_words(now, plan, None), unaddressed_words(unaddressed)) if x
+    )

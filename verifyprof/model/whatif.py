@@ -8,7 +8,7 @@ good as its inputs, and the user should see which were measured and which were a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,10 @@ from verifyprof.contracts.manifest import Manifest, read_manifest
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.acceptance import Survival, parse_survival
 from verifyprof.model.candidates import Ranking, Scenario, rank_candidates
+from verifyprof.model.cycle_setup import with_cycle
+from verifyprof.model.decision import PlainDecoding
+from verifyprof.model.verdict import Verdict, decision_words
+from verifyprof.model.fix import current_cycle
 from verifyprof.model.checks import (
     MAX_DRAFTS,
     check_accept_len,
@@ -65,6 +69,7 @@ class WhatifOptions:
     context: float | None = None
     drafter_gain: float | None = None  # None: better_drafter from published drafter data
     candidates: list[str] = field(default_factory=list)
+    assume_capturable: bool = False  # graph and compile fixes on steps that sync or change shape
 
 
 @dataclass
@@ -264,7 +269,35 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
         batch=o.batch or 1,
         decode_ms=decode_ms_from(baseline_tps, decode),
     )
-    return cycle.to_json() | {"accept_len_source": acc.source, "draft_source": draft_source} | out
+    verdict = plain_verdict(cycle, "--baseline-tps" if baseline_tps is not None else "--decode-ms")
+    return (
+        cycle.to_json()
+        | {"accept_len_source": acc.source, "draft_source": draft_source}
+        | out
+        | {"verdict": verdict.text(), "verdict_parts": verdict.to_json()}
+    )
+
+
+def plain_verdict(cycle: Cycle, baseline_source: str) -> Verdict:
+    """The verdict of plain numbers: the cycle, and speculate or not when a baseline is given."""
+    step = (
+        f"cycle {cycle.cycle_ms:.3f} ms (verify {cycle.verify_ms:.3f} + draft {cycle.draft_ms:.3f}"
+        f" + overhead {cycle.overhead_ms:.3f}) at accept length {cycle.accept_len:.2f}:"
+        f" {cycle.tokens_per_s:.1f} tok/s per request."
+    )
+    verdict = Verdict(group="plain numbers (no trace)", step=step)
+    if cycle.decode_ms is None:
+        verdict.reasons.append(
+            "no plain-decoding rate to compare with: give --baseline-tps or --decode-ms"
+        )
+        return verdict
+    plain = PlainDecoding(
+        Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), f"{baseline_source}", cycle
+    )
+    verdict.decision = decision_words(plain)
+    if plain.speculation_loses:
+        verdict.warnings.append(verdict.decision)
+    return verdict
 
 
 def guess_hardware(device_names: list[str]) -> Hardware | None:
@@ -290,6 +323,24 @@ def check_options(o: WhatifOptions) -> None:
 
 def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
     """``whatif --from BREAKDOWN|TRACE``: the current cycle and every candidate, ranked."""
+    prepared = prepare(frame, o)
+    ranking = rank_candidates(prepared.profile, prepared.scenario, o.candidates or None)
+    ranking.dilation, ranking.profiled_tps = prepared.dilation, prepared.profiled_tps
+    return ranking
+
+
+@dataclass
+class Prepared:
+    """What the model starts from: the verify profile and the scenario, both typed."""
+
+    profile: VerifyProfile
+    scenario: Scenario
+    dilation: float | None = None
+    profiled_tps: float | None = None
+
+
+def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
+    """The profile and scenario of a breakdown under the options (and a manifest's numbers)."""
     _check_options(o)
     profile = verify_profile(frame, step_name=o.step, width=o.width, mode=o.mode)
     manifest = read_manifest(o.manifest, mode=profile.verify.mode) if o.manifest else None
@@ -397,26 +448,28 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
         + ([f"trace ranks {ranks}"] if len(ranks) > 1 else [])
         + _dilation_notes(manifest),
     )
-    ranking = rank_candidates(profile, scenario, o.candidates or None)
-    if manifest is not None and manifest.dilation:
-        return UnprofiledRanking(
-            **ranking.__dict__, dilation=manifest.dilation, unprofiled_tps=manifest.unprofiled_tps
-        )
-    return ranking
+    profiled = current_cycle(profile, scenario).tokens_per_s
+    profile, scenario, cycle_notes = with_cycle(
+        profile,
+        scenario,
+        hardware,
+        dilation=manifest.dilation if manifest is not None else None,
+        numbers_given=o.draft_ms is not None or o.overhead_ms is not None,
+        assume_capturable=o.assume_capturable,
+    )
+    scenario.notes.extend(cycle_notes)
+    scenario = replace(scenario, sglang=_is_sglang(frame, manifest))
+    dilation = manifest.dilation if manifest is not None and manifest.dilation else None
+    return Prepared(profile, scenario, dilation, profiled if dilation else None)
 
 
-@dataclass
-class UnprofiledRanking(Ranking):
-    """A ranking whose program runs faster unprofiled than its trace (the manifest's
-    ``dilation``)."""
-
-    dilation: float = 1.0  # profiled cycle / unprofiled cycle
-    unprofiled_tps: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = super().to_json()
-        out["current"].update(dilation=self.dilation, unprofiled_tokens_per_s=self.unprofiled_tps)
-        return out
+def _is_sglang(frame: BreakdownFrame, manifest: Manifest | None) -> bool:
+    """An SGLang server's trace: its own spans, or a capture of an SGLang command."""
+    names = frame.steps["name"].astype(str)
+    if names.str.contains("TARGET_VERIFY|TARGET_DECODE", regex=True).any():
+        return True
+    command = manifest.raw.get("command") if manifest is not None else None
+    return "sglang" in str(command or "")
 
 
 def _dilation_notes(manifest: Manifest | None) -> list[str]:

@@ -24,7 +24,7 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.model.candidates import Ranking
-from verifyprof.model.compare import Comparison, check_predictions
+from verifyprof.model.compare import Comparison, check_change
 from verifyprof.model.compare import compare as compare_frames
 from verifyprof.model.profile import verify_profile
 from verifyprof.model.verdict import verdict as verdict_line
@@ -196,6 +196,8 @@ def whatif(options: WhatifOptions, parallel: ParallelOptions | None = None) -> R
     if options.source is None:
         raise VerifyprofError("give --from a breakdown JSON or a trace")
     check_options(options)  # a bad option fails before a trace is read
+    if options.manifest is None and (found := _manifest_beside(options.source)) is not None:
+        options.manifest = found
     frame = breakdown_frame(
         options.source, options.step_range, options.whole_trace, parallel=parallel
     )
@@ -317,22 +319,56 @@ def compare(
         _input(before, step_regex, taxonomy, whole_trace),
         _input(after, step_regex, taxonomy, whole_trace),
     )
-    result = compare_frames(b.frame, a.frame, b.verify_kernels, a.verify_kernels)
+    after_step = _decode_step_if_no_verify(a.frame)
+    result = compare_frames(b.frame, a.frame, b.verify_kernels, a.verify_kernels, after_step)
     if accept_len is None and manifest is None:
         result.prediction_note = (
             "no accept length: give --accept-len or --manifest for the prediction check"
         )
         return result
+    from verifyprof.model.whatif import prepare
+
     try:
-        before_whatif = whatif_of(b.frame, accept_len, manifest)
-        assert before_whatif is not None
-        after_whatif = whatif_of(a.frame, before_whatif.current.accept_len)
-        assert after_whatif is not None
+        before_state = prepare(
+            b.frame, WhatifOptions(accept_len=accept_len, manifest=_path(manifest))
+        )
+        after_manifest = _manifest_beside(after)
+        after_options = WhatifOptions(
+            accept_len=1.0
+            if after_step
+            else (None if after_manifest else before_state.scenario.accept_len),
+            manifest=after_manifest,
+            step=after_step,
+        )
+        after_state = prepare(a.frame, after_options)
     except VerifyprofError as err:
         result.prediction_note = f"no prediction check: {err.problem}"
         return result
-    check_predictions(result, before_whatif.to_json(), after_whatif.to_json())
+    triton = any("triton" in row["family"] for row in result.families.get("appeared", []))
+    check_change(result, before_state, after_state, triton_appeared=triton)
     return result
+
+
+def _path(value: str | Path | None) -> Path | None:
+    return Path(value) if value is not None else None
+
+
+def _manifest_beside(source: Any) -> Path | None:
+    """A capture folder's manifest, when the input is one."""
+    path = Path(str(source)) if not isinstance(source, Loaded) else None
+    found = path / "manifest.json" if path is not None and path.is_dir() else None
+    return found if found is not None and found.is_file() else None
+
+
+def _decode_step_if_no_verify(frame: BreakdownFrame) -> str | None:
+    """A run with speculation off has decode steps and no verify: those are what it measured."""
+    from verifyprof.contracts.ranges import is_phase
+
+    names = frame.steps["name"].astype(str).unique().tolist()
+    if any(is_phase(n, "verify") for n in names):
+        return None
+    decodes = [n for n in names if is_phase(n, "decode")]
+    return decodes[0] if decodes else None
 
 
 def median_verify_windows(frame: BreakdownFrame, summary: dict[str, Any]) -> list[tuple[int, int]]:

@@ -138,6 +138,14 @@ def _print_families(console: Console, families: dict[str, Any]) -> None:
             )
 
 
+# (label, key of predicted_<key> / measured_<key>, its error's key, format): console and HTML
+PREDICTION_ROWS = (
+    ("verify ms", "verify_ms", "verify_error_pct", ".3f"),
+    ("cycle ms", "cycle_ms", "cycle_error_pct", ".3f"),
+    ("tok/s", "tokens_per_s", "tokens_per_s_error_pct", ".1f"),
+)
+
+
 def _print_predictions(console: Console, data: dict[str, Any]) -> None:
     if data.get("prediction_note"):
         console.print(f"[dim]prediction check: {escape(data['prediction_note'])}[/dim]")
@@ -153,27 +161,15 @@ def _print_predictions(console: Console, data: dict[str, Any]) -> None:
         )
         for col in ("", "predicted", "measured", "error"):
             table.add_column(col, justify="left" if not col else "right")
-        table.add_row(
-            "verify ms",
-            _ms(p["predicted_verify_ms"]),
-            _ms(p["measured_verify_ms"]),
-            _pct(p["verify_error_pct"]),
-        )
-        table.add_row(
-            "tok/s",
-            f"{p['predicted_tokens_per_s']:.1f}",
-            f"{p['measured_tokens_per_s']:.1f}",
-            _pct(p["tokens_per_s_error_pct"]),
-        )
-        table.add_row(
-            "tok/s at AFTER's draft + overhead",
-            f"{p['predicted_tokens_per_s_at_after_cycle']:.1f}",
-            f"{p['measured_tokens_per_s']:.1f}",
-            _pct(p["at_after_cycle_error_pct"]),
-        )
-        console.print(table)
-        if p["outside_verify"]:
-            console.print(
-                f"  [dim]{p['candidate']} changes verify only; outside verify the cycle changed"
-                f" too: {', '.join(p['outside_verify'])}[/dim]"
+        for label, key, error, fmt in PREDICTION_ROWS:
+            table.add_row(
+                label,
+                f"{p[f'predicted_{key}']:{fmt}}",
+                f"{p[f'measured_{key}']:{fmt}}",
+                _pct(p[error]),
             )
+        console.print(table)
+        console.print(
+            f"  [dim]the change seen: {escape('; '.join(p['change']))}; modelled by"
+            f" {escape(', '.join(p['applied']))}[/dim]"
+        )

@@ -18,6 +18,7 @@ from plotly.offline import get_plotlyjs
 
 from verifyprof.contracts import outputs, phases
 from verifyprof.report import figures
+from verifyprof.report.compare import PREDICTION_ROWS
 from verifyprof.report.data import ReportData
 
 MAX_GROUP_CHARTS = 6  # step groups drawn as bar charts; all are in the table
@@ -467,32 +468,20 @@ def _compare_section(data: ReportData) -> list[str]:
                 [f"prediction check: {p['candidate']}", "predicted", "measured", "error"],
                 [
                     [
-                        ("what", "verify ms"),
-                        ("pred", f"{p['predicted_verify_ms']:.3f}"),
-                        ("meas", f"{p['measured_verify_ms']:.3f}"),
-                        ("err", f"{p['verify_error_pct']:+.1f}%"),
-                    ],
-                    [
-                        ("what", "tok/s"),
-                        ("pred", f"{p['predicted_tokens_per_s']:.1f}"),
-                        ("meas", f"{p['measured_tokens_per_s']:.1f}"),
-                        ("err", f"{p['tokens_per_s_error_pct']:+.1f}%"),
-                    ],
-                    [
-                        ("what", "tok/s at AFTER's draft + overhead"),
-                        ("pred", f"{p['predicted_tokens_per_s_at_after_cycle']:.1f}"),
-                        ("meas", f"{p['measured_tokens_per_s']:.1f}"),
-                        ("err", f"{p['at_after_cycle_error_pct']:+.1f}%"),
-                    ],
+                        ("what", label),
+                        ("pred", f"{p[f'predicted_{key}']:{fmt}}"),
+                        ("meas", f"{p[f'measured_{key}']:{fmt}}"),
+                        ("err", f"{p[error]:+.1f}%" if p[error] is not None else "-"),
+                    ]
+                    for label, key, error, fmt in PREDICTION_ROWS
                 ],
                 key="prediction",
             )
         )
-        if p["outside_verify"]:
-            out.append(
-                f'<p class="note">{esc(p["candidate"])} changes verify only; outside verify the'
-                f" cycle changed too: {esc(', '.join(p['outside_verify']))}</p>"
-            )
+        out.append(
+            f'<p class="note">the change seen: {esc("; ".join(p["change"]))}; modelled by'
+            f" {esc(', '.join(p['applied']))}</p>"
+        )
     if c.get("prediction_note"):
         out.append(f'<p class="note">prediction check: {esc(c["prediction_note"])}</p>')
     fam = c["kernel_families"]

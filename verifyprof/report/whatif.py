@@ -90,6 +90,9 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
     else:
         table.add_row("speedup", "- (give --baseline-tps or --decode-ms)")
     console.print(table)
+    if result.get("verdict"):
+        console.print("[bold]verdict[/bold]:", highlight=False)
+        _hanging(console, [result["verdict"]], "", 1)
 
 
 def print_ranking(result: dict[str, Any], console: Console | None = None) -> None:
@@ -106,7 +109,10 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
     if result.get("verdict"):
         console.print("[bold]verdict[/bold]:", highlight=False)
         _hanging(console, [result["verdict"]], "", 1)
+    for warning in (result.get("verdict_parts") or {}).get("warnings", [])[1:]:
+        _hanging(console, [warning], "!", 1, style="yellow")
     _print_plan(result, console)
+    _print_curve(result, console)
     columns = [
         Col("#"),
         Col("candidate", "name"),
@@ -133,7 +139,7 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
         rows.append(
             [
                 str(i),
-                cand["name"],
+                cand["name"] + (" (blocked)" if cand.get("blocked_by") else ""),
                 f"{cand['verify_ms']:.3f}",
                 f"{cand['cycle_ms']:.3f}",
                 f"{cand['accept_len']:.2f}",
@@ -148,6 +154,8 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
     for i, cand in enumerate(result["candidates"], start=1):
         console.print(f"{i}. [bold]{escape(cand['name'])}[/bold]", highlight=False)
         _hanging(console, list(cand["assumptions"]), "-", 4)
+        _hanging(console, list(cand.get("blocked_by", [])), "blocked:", 9, style="yellow")
+        _hanging(console, list(cand.get("warnings", [])), "!", 4, style="yellow")
     if result.get("skipped"):
         console.print("[dim]not applicable:[/dim]")
         _hanging(
@@ -203,3 +211,46 @@ def _print_plan(result: dict[str, Any], console: Console) -> None:
         for g in result.get("unaddressed") or []
     ]
     _hanging(console, gaps, "-", 3, style="dim")
+
+
+def _print_curve(result: dict[str, Any], console: Console) -> None:
+    """Tokens/s by number of drafts, k = 0 (plain decoding) .. K, in today's execution mode."""
+    curve = result.get("draft_curve")
+    if not curve:
+        return
+    best, now = curve["best_num_draft"], curve["current_num_draft"]
+    columns = [
+        Col("k"),
+        Col("width"),
+        Col("verify ms"),
+        Col("draft ms"),
+        Col("cycle ms"),
+        Col("accept"),
+        Col("tok/s"),
+        Col("", "name"),
+    ]
+    rows, styles = [], []
+    for point in curve["points"]:
+        k = point["num_draft"]
+        mark = ", ".join(
+            w
+            for w, on in (("plain decoding", k == 0), ("today", k == now), ("best", k == best))
+            if on
+        )
+        rows.append(
+            [
+                str(k),
+                str(point["width"]),
+                f"{point['verify_ms']:.3f}",
+                f"{point['draft_ms']:.3f}",
+                f"{point['cycle_ms']:.3f}",
+                f"{point['accept_len']:.2f}",
+                f"{point['tokens_per_s']:.1f}",
+                mark,
+            ]
+        )
+        styles.append("bold" if k == best else ("dim" if k == now else None))
+    console.print("[bold]Draft count: tokens/s by k, today's execution mode (predicted)[/bold]")
+    console.print(fitted_table(console, columns, rows, styles=styles))
+    if curve.get("server_flags"):
+        console.print(f"  SGLang flags for k = {best}: {escape(curve['server_flags'])}")

@@ -1,0 +1,190 @@
+"""Speculate or not, and with how many drafts: plain decoding beside the speculative cycle, the
+break-even accept length and cycle, and the draft-count curve k = 0..K.
+
+Plain decoding is the k = 0 end of the curve. It is compared like for like: beside each step of
+the speculative plan, plain decoding with the fixes of that plan so far that apply to a decode
+step (graphs, fusion, compile, allreduce, host), so "the plan wins from step N" never compares a
+graphed speculative cycle with an eager decode step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifyprof.model.fix import Candidate, Scenario, Skip
+from verifyprof.model.fixes_cycle import plain_state
+from verifyprof.model.fixes_draft import _num_draft, curve_point, with_drafts
+from verifyprof.model.plan import Builder, PlanStep
+from verifyprof.model.profile import VerifyProfile
+from verifyprof.model.throughput import Cycle
+
+CURVE_MIN_K = 8  # the curve reaches at least this many drafts (and 4 past today's)
+CURVE_PAST = 4
+# Fixes that change nothing a plain decode step has: not applied to the plain track.
+SPECULATIVE_ONLY = frozenset(
+    {
+        "cuda_graph_draft",
+        "graph_fusion_draft",
+        "fewer_draft_tokens",
+        "more_draft_tokens",
+        "better_drafter",
+        "no_speculation",
+    }
+)
+
+
+@dataclass
+class PlainDecoding:
+    """Plain decoding today, and beside each step of the speculative plan."""
+
+    cycle: Cycle  # one decode step: accept length 1
+    source: str
+    spec: Cycle  # today's speculative cycle, for the break-evens
+    along_plan: list[float] = field(default_factory=list)  # plain tok/s after plan steps 1..i
+    wins_from: int | None = None  # first plan step (1-based) beating plain decoding there
+    candidate: Candidate | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.cycle.tokens_per_s
+
+    @property
+    def decode_ms(self) -> float:
+        return self.cycle.cycle_ms
+
+    @property
+    def speculation_loses(self) -> bool:
+        return self.spec.tokens_per_s < self.tokens_per_s
+
+    @property
+    def break_even_accept_len(self) -> float:
+        """The accept length at which today's cycle matches plain decoding."""
+        return self.spec.cycle_ms / self.decode_ms
+
+    @property
+    def break_even_cycle_ms(self) -> float:
+        """The cycle at which today's accept length matches plain decoding."""
+        return self.spec.accept_len * self.decode_ms
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "decode_ms": self.decode_ms,
+            "tokens_per_s": self.tokens_per_s,
+            "source": self.source,
+            "speculation_loses": self.speculation_loses,
+            "break_even_accept_len": self.break_even_accept_len,
+            "break_even_cycle_ms": self.break_even_cycle_ms,
+            "tokens_per_s_along_plan": self.along_plan,
+            "plan_wins_from": self.wins_from,
+        }
+
+
+def plain_decoding(
+    profile: VerifyProfile,
+    s: Scenario,
+    now: Cycle,
+    plan: list[PlanStep],
+    builders: dict[str, Builder],
+) -> PlainDecoding | None:
+    """Plain decoding's rate today and along the plan; None when no decode step can be had."""
+    if not s.speculating:
+        return None
+    try:
+        state, plain, source = plain_state(profile, s)
+    except Skip:
+        return None
+    from verifyprof.model.fix import cycle_of
+
+    out = PlainDecoding(cycle_of(state, plain), source, now)
+    for i, step in enumerate(plan, start=1):
+        name = step.candidate.name
+        if name not in SPECULATIVE_ONLY and name in builders:
+            try:
+                applied = builders[name](state, plain, cycle_of(state, plain))
+                state = applied.profile or state
+                plain = applied.scenario or plain
+            except Skip:
+                pass
+        rate = cycle_of(state, plain).tokens_per_s
+        out.along_plan.append(rate)
+        if step.cumulative_tps <= rate:
+            out.wins_from = None  # winning means winning from there on
+        elif out.wins_from is None:
+            out.wins_from = i
+    return out
+
+
+@dataclass
+class DraftCurve:
+    """Tokens/s per number of drafts, k = 0 (plain decoding) .. K, today's execution mode."""
+
+    points: list[dict[str, Any]]
+    current_k: int
+    sglang: bool = False
+
+    @property
+    def best(self) -> dict[str, Any]:
+        return max(self.points, key=lambda p: p["tokens_per_s"])
+
+    def server_flags(self) -> str | None:
+        """SGLang's flags for the best k (chain drafting: topk 1)."""
+        best = self.best
+        if not self.sglang or not best["num_draft"]:
+            return None
+        k = best["num_draft"]
+        return (
+            f"--speculative-num-steps {k} --speculative-eagle-topk 1"
+            f" --speculative-num-draft-tokens {k + 1}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "points": self.points,
+            "current_num_draft": self.current_k,
+            "best_num_draft": self.best["num_draft"],
+            "best_tokens_per_s": self.best["tokens_per_s"],
+            "server_flags": self.server_flags(),
+        }
+
+
+def draft_curve(
+    profile: VerifyProfile, s: Scenario, now: Cycle, plain: PlainDecoding | None
+) -> DraftCurve | None:
+    """k = 0..K: plain decoding, every k from the width model and the survival curve."""
+    k = _num_draft(profile, s)
+    if not k or not s.speculating:
+        return None
+    top = max(CURVE_MIN_K, k + CURVE_PAST)
+    points = []
+    if plain is not None:
+        points.append(
+            {
+                "num_draft": 0,
+                "width": 1,
+                "verify_ms": plain.decode_ms,
+                "draft_ms": 0.0,
+                "overhead_ms": 0.0,
+                "cycle_ms": plain.decode_ms,
+                "accept_len": 1.0,
+                "tokens_per_s": plain.tokens_per_s,
+            }
+        )
+    for k2 in range(1, top + 1):
+        if k2 == k:
+            point = {"num_draft": k, "width": profile.width or k + 1, **_cycle_fields(now)}
+        else:
+            point = curve_point(with_drafts(profile, s, now, k, k2, "draft_count"))
+        points.append(point | {"measured": k2 == k})
+    return DraftCurve(points, k, s.sglang)
+
+
+def _cycle_fields(c: Cycle) -> dict[str, float]:
+    return {
+        "verify_ms": c.verify_ms,
+        "draft_ms": c.draft_ms,
+        "overhead_ms": c.overhead_ms,
+        "cycle_ms": c.cycle_ms,
+        "accept_len": c.accept_len,
+        "tokens_per_s": c.tokens_per_s,
+    }

@@ -1,0 +1,230 @@
+"""Whole-cycle fixes as users apply them: the draft under CUDA graphs (with or without fusion),
+torch.compile of every forward, and plain decoding (speculation off); plus the states they start
+from (k drafts, plain decoding), which the draft-count curve shares.
+
+Each fix changes how parts of the cycle run (:mod:`verifyprof.model.cycle_parts`) and the cycle
+is re-timed by the host/GPU race, so what a graph hides of the host work between phases (the
+accept's eager launches behind a verify replay) is predicted, and what it cannot hide (the host
+work after a sync) stays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from verifyprof.model.cycle_parts import HOST_IDLE
+from verifyprof.model.cycle_time import Costs, as_graph, timed
+from verifyprof.model.fix import (
+    Candidate,
+    Scenario,
+    Skip,
+    Timing,
+    edited,
+    edited_group,
+    predicted,
+    state_parts,
+)
+from verifyprof.model.fixes_verify import fused_verify
+from verifyprof.model.profile import VerifyProfile
+from verifyprof.model.throughput import Cycle
+
+DRAFT_SIDE = ("draft", "draft_extend")
+
+
+def _graph_draft_side(s: Scenario, compiled: bool) -> tuple[Scenario, list[str]]:
+    changed, notes = [], []
+    parts = []
+    for part in s.parts:
+        if part.name in DRAFT_SIDE and part.mode != ("compiled" if compiled else "graph"):
+            after = as_graph(part, s.costs, compiled)
+            if after is not part:
+                changed.append(part.name)
+                notes.append(
+                    f"{part.name}: {part.cost_ms:.3f} ms per cycle, {part.kernels:.0f} kernels in"
+                    f" {part.forwards:.0f} forwards -> GPU {after.busy_ms + after.gap_ms:.3f} ms"
+                    f" ({after.kernels:.0f} kernels, {after.gap_ms * 1e3:.0f} us of node gaps)"
+                    f", host {after.forwards:.0f} replay calls"
+                )
+            part = after
+        parts.append(part)
+    if not changed:
+        raise Skip(
+            "no eager draft or draft-extend steps in the trace (already graphs, or not traced)"
+        )
+    return replace(s, parts=tuple(parts)), notes
+
+
+def _costs_note(c: Costs) -> str:
+    return (
+        f"a replay call costs the host {c.graph_launch_us:g} us, each kernel node"
+        f" {c.graph_node_us:g} us of GPU gap"
+        + (f", a compiled call {c.compiled_call_us:g} us more" if c.compiled_call_us else "")
+        + f" ({c.source})"
+    )
+
+
+RACE_NOTE = (
+    "the cycle re-timed with the host and the GPU racing: a replay is issued in microseconds, so"
+    " the eager work around it overlaps its GPU time; the host work after each sync stays exposed"
+)
+
+
+def cuda_graph_draft(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+    """The draft and draft-extend forwards captured as CUDA graphs, like the verify's."""
+    after, notes = _graph_draft_side(s, compiled=False)
+    return predicted(
+        "cuda_graph_draft", profile, after, now, notes + [_costs_note(s.costs), RACE_NOTE]
+    )
+
+
+def graph_fusion_draft(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+    """The draft side under torch.compile(mode="reduce-overhead"): graphs plus fusion."""
+    after, notes = _graph_draft_side(s, compiled=True)
+    return predicted(
+        "graph_fusion_draft",
+        profile,
+        after,
+        now,
+        notes
+        + [
+            "elementwise / norm kernels fused into one per region between GEMM and attention"
+            " kernels, each at the measured mean small kernel's cost",
+            _costs_note(s.costs),
+            RACE_NOTE,
+        ],
+    )
+
+
+def torch_compile(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+    """Every forward of the cycle compiled (verify, draft, draft-extend): graphs plus fusion,
+    and the host work between phases re-timed under them."""
+    if s.verify_mode == "compiled" and all(
+        p.mode == "compiled" for p in s.parts if p.name in DRAFT_SIDE
+    ):
+        raise Skip("the verify and the draft are already compiled")
+    if s.speculating and not any(p.name in DRAFT_SIDE and p.mode != "compiled" for p in s.parts):
+        raise Skip(
+            "no eager draft or draft-extend steps in the cycle: compiling the verify alone is"
+            " graph_fusion_verify"
+        )
+    notes: list[str] = []
+    if s.verify_mode != "compiled":
+        after, verify_notes = fused_verify(profile, s)
+        notes += [f"verify: {n}" for n in verify_notes]
+    else:
+        after = profile
+    s_after = s
+    if s.speculating:
+        s_after, draft_notes = _graph_draft_side(s, compiled=True)
+        notes += draft_notes
+    s_after = replace(s_after, verify_mode="compiled")
+    notes += [
+        "accept and the host work between phases stay eager Python (as torch.compile of the"
+        " models leaves them)",
+        _costs_note(s.costs),
+        RACE_NOTE,
+    ]
+    return predicted("torch_compile", after, s_after, now, notes)
+
+
+# ---- k drafts, and plain decoding -----------------------------------------------------------
+
+
+def plain_state(profile: VerifyProfile, s: Scenario) -> tuple[VerifyProfile, Scenario, str]:
+    """Plain decoding in today's execution mode: the decode step as the 'verify', accept length
+    1, no draft; and where its step came from (traced decode ranges, a given rate, or the verify
+    at width 1 from the width model)."""
+    from verifyprof.model.fixes_draft import phases_at_width
+
+    plain = replace(
+        s,
+        accept_len=1.0,
+        draft_ms=0.0,
+        overhead_ms=0.0,
+        num_draft=0,
+        survival=None,
+        speculating=False,
+    )
+    if profile.decode_group is not None:
+        group = profile.decode_group
+        state = replace(profile, verify=group, width=1, width_times={})
+        parts: tuple = ()
+        source = f"the trace's decode steps ({group.steps} of {group.name}, {group.mode})"
+        measured = group.wall_ms
+    else:
+        t1, phases1, _ = phases_at_width(profile, s, 1)
+        group = edited_group(
+            profile.verify,
+            {p: phases1.get(p, 0.0) - t for p, t in profile.verify.phases_ms.items()},
+        )
+        state = replace(profile, verify=group, width=1, width_times={})
+        parts = tuple(p for p in s.parts if p.name == "accept")
+        source = "the verify at width 1 from the width model (the same kernels over one token)" + (
+            " plus the accept's sampling and sync" if parts else ""
+        )
+        measured = group.wall_ms + sum(p.cost_ms for p in parts)
+    given = s.decode_ms is not None and profile.decode_group is None
+    if given:  # its shape from the width model, its host time set so the step takes the number
+        state, parts = _host_matched(state, parts, s.decode_ms)
+        measured = s.decode_ms
+        source = f"the given plain decode step ({s.decode_ms:.3f} ms; its shape: {source})"
+    plain = replace(plain, parts=parts, verify_mode=s.verify_mode)
+    base = timed(state_parts(state, plain), s.costs)
+    return state, replace(plain, timing=Timing(measured, base), decode_ms=None), source
+
+
+def _host_matched(state: VerifyProfile, parts: tuple, total_ms: float):
+    """The step's host-side time scaled so that it takes ``total_ms`` (its kernels as they are):
+    a measured plain decode step, given as one number, on the width model's shape."""
+    from verifyprof.model.cycle_setup import scaled_group
+
+    group = state.verify
+    busy = sum(p.busy_ms + p.gap_ms for p in parts)
+    busy += sum(t for ph, t in group.phases_ms.items() if ph not in HOST_IDLE)
+    host = sum(p.host_idle_ms for p in parts)
+    host += sum(group.phases_ms.get(ph, 0.0) for ph in HOST_IDLE)
+    if host <= 1e-9 or total_ms <= busy:
+        return state, parts
+    factor = (total_ms - busy) / host
+    scaled = tuple(p.host_scaled(factor) for p in parts)
+    return replace(state, verify=scaled_group(group, factor)), scaled
+
+
+def no_speculation(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
+    """Turn speculation off: one token per plain decode step."""
+    if not s.speculating:
+        raise Skip("already plain decoding")
+    state, plain, source = plain_state(profile, s)
+    cand = predicted(
+        "no_speculation",
+        state,
+        plain,
+        now,
+        [
+            f"plain decoding: one token per step, the step from {source}",
+            "the same execution mode as today's verify (eager stays eager, graphs stay graphs)",
+        ],
+        {"num_draft": 0, "width": 1, "decode_source": source},
+    )
+    return cand
+
+
+def at_drafts(
+    profile: VerifyProfile, s: Scenario, k: int, k2: int, tau: float
+) -> tuple[VerifyProfile, Scenario, list[str]]:
+    """The state with ``k2`` drafts instead of ``k``: the verify at its new width (width model),
+    the draft's forwards scaled, accept length ``tau``."""
+    from verifyprof.model.fixes_draft import phases_at_width
+
+    n0 = profile.width or k + 1
+    width = k2 + 1 if n0 == k + 1 else max(1, round(n0 * (k2 + 1) / (k + 1)))
+    _, phases, notes = phases_at_width(profile, s, width)
+    after = edited(
+        profile, {p: phases.get(p, 0.0) - t for p, t in profile.verify.phases_ms.items()}
+    )
+    after.width = width
+    parts = tuple(p.scaled(k2 / k) if p.name == "draft" else p for p in s.parts)
+    s_after = replace(
+        s, accept_len=tau, draft_ms=s.draft_ms * k2 / k, num_draft=k2, survival=None, parts=parts
+    )
+    return after, s_after, notes
