@@ -242,7 +242,11 @@ def test_preset_targets_absent_from_the_installed_version_are_skipped_silently(d
         textwrap.dedent("""
         [[hook]]
         phase = "verify"
-        targets = ["hookdemo.core:Runner.forward", "hookdemo.core:OldRunner.forward", "hookdemo.gone:f"]
+        targets = [
+            "hookdemo.core:Runner.forward",
+            "hookdemo.core:OldRunner.forward",
+            "hookdemo.gone:f",
+        ]
     """)
     )
     importlib.import_module("hookdemo.core")
