@@ -391,9 +391,8 @@ def import_pending() -> None:
                 for patch in _patches.values():
                     if patch.target.module == module_name and patch.state == "pending":
                         patch.state = "missing" if patch.warn_missing else "absent"
-                        patch.detail = f"cannot import {module_name}: {type(exc).__name__}: {exc}".splitlines()[
-                            0
-                        ]
+                        reason = f"cannot import {module_name}: {type(exc).__name__}: {exc}"
+                        patch.detail = reason.splitlines()[0]
                 _notify()
 
 
