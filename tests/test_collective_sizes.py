@@ -465,7 +465,7 @@ def test_an_nccl_range_enclosing_the_launch_gives_its_size_and_init_ranges_give_
     import pandas as pd
 
     from verifyprof.trace.events import StringTable
-    from verifyprof.trace.nsys.nccl_payloads import _join
+    from verifyprof.trace.nsys.nccl_join import join_sizes
 
     tid = 7
     payloads = pd.DataFrame(
@@ -495,7 +495,7 @@ def test_an_nccl_range_enclosing_the_launch_gives_its_size_and_init_ranges_give_
     )
     empty = pd.DataFrame({"tid": [], "start": [], "end": []}, dtype=np.int64)
     strings = StringTable()
-    table = _join(launches, payloads, {"start": empty, "end": empty}, strings)
+    table = join_sizes(launches, payloads, {"start": empty, "end": empty}, strings)
     got = {
         k: (b, o, g, c)
         for k, b, o, g, c in zip(
