@@ -10,10 +10,10 @@ import warnings
 
 import pytest
 import torch  # noqa: F401  (the test command installs it)
-from hooks_helpers import forget_modules, profiled  # noqa: E402
+from hooks_helpers import forget_modules, profiled
 
-from verifyprof.capture.hooks import api as hooks  # noqa: E402
-from verifyprof.capture.hooks.targets import HookWarning  # noqa: E402
+from verifyprof.capture.hooks import api as hooks
+from verifyprof.capture.hooks.targets import HookWarning
 
 CORE = """
 def sample(x):

@@ -15,10 +15,10 @@ import textwrap
 
 import pytest
 import torch
-from hooks_helpers import Recorded, forget_modules, profiled  # noqa: E402
+from hooks_helpers import Recorded, forget_modules, profiled
 
 from verifyprof.capture.hooks import api as hooks
-from verifyprof.capture.hooks import plugin  # noqa: E402
+from verifyprof.capture.hooks import plugin
 
 FILES = {
     "sglang/__init__.py": "",

@@ -21,8 +21,8 @@ from verifyprof.pipeline.parallel import ParallelOptions
 from verifyprof.trace import load_trace
 
 sys.path.insert(0, str(REPO / "bench"))
-import gen_nsys_export  # noqa: E402
-from split_nsys_ranks import split  # noqa: E402
+import gen_nsys_export
+from split_nsys_ranks import split
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 NSYS_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
