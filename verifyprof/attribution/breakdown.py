@@ -51,15 +51,12 @@ class Breakdown:
     linked_ops: int = 0
     unlinked_ops: int = 0
     collectives: pd.DataFrame | None = None
-    collective_kernels: dict[str, Any] | None = (
-        None  # summary of every collective kernel (comm.summarize_kernels)
-    )
-    step_table: pd.DataFrame | None = (
-        None  # the steps found (find_steps), the rows' step ids index it
-    )
-    collective_ops: pd.DataFrame | None = (
-        None  # every collective kernel (comm.collective_kernels) + step_<level>
-    )
+    # summary of every collective kernel (comm.summarize_kernels)
+    collective_kernels: dict[str, Any] | None = None
+    # the steps found (find_steps), the rows' step ids index it
+    step_table: pd.DataFrame | None = None
+    # every collective kernel (comm.collective_kernels) + step_<level>
+    collective_ops: pd.DataFrame | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def step_records(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
