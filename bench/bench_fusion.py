@@ -50,7 +50,8 @@ def main(folder: Path) -> None:
     print(f"{'verify':<34}{'breakdown ms':>14}{'CUDA events ms':>16}{'kernels':>9}")
     for k, rows in measured.items():
         print(
-            f"{k:<34}{rows['cost_ns'].mean() / 1e6:>14.3f}{events.get(k, float('nan')):>16.3f}{rows['kernels'].mean():>9.0f}"
+            f"{k:<34}{rows['cost_ns'].mean() / 1e6:>14.3f}"
+            f"{events.get(k, float('nan')):>16.3f}{rows['kernels'].mean():>9.0f}"
         )
     compiled = measured["compile"]
     gpu_side = (compiled["cost_ns"] - compiled["host_wait"] - compiled["graph_launch"]).mean() / 1e6

@@ -126,7 +126,8 @@ KERNELS: dict[str, tuple[str, str, int]] = {
     ),
     "fa3": (
         (
-            "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<(int)2,"
+            "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<"
+            "flash::CollectiveMainloopFwdSm90<(int)2,"
             " cute::tuple<cute::C<(int)1>, cute::C<(int)1>, cute::C<(int)1>>,"
             " cute::tuple<cute::C<(int)128>, cute::C<(int)128>, cute::C<(int)128>>, (int)128,"
             " cutlass::bfloat16_t, float, cutlass::arch::Sm90, (bool)1, (bool)0, (bool)0, (bool)1,"
@@ -142,7 +143,8 @@ KERNELS: dict[str, tuple[str, str, int]] = {
     ),
     "fi_prefill": (
         (
-            "void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)2,"
+            "void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<"
+            "(flashinfer::MaskMode)2,"
             " (unsigned int)16, (unsigned int)1, (unsigned int)8, (unsigned int)8, (unsigned int)8,"
             " (unsigned int)1, (unsigned int)4, (flashinfer::PosEncodingMode)0, __nv_bfloat16,"
             " __nv_bfloat16, __nv_bfloat16, float, int, flashinfer::DefaultAttention<(bool)1,"

@@ -180,7 +180,12 @@ HELPER_SCRIPT = (
     SCRIPT
     + """
 import subprocess
-subprocess.run([sys.executable, "-c", "import mymod"], check=True, cwd=os.path.dirname(os.path.abspath(__file__)))  # a worker: hooks installed, no phase run
+# a worker: hooks installed, no phase run
+subprocess.run(
+    [sys.executable, "-c", "import mymod"],
+    check=True,
+    cwd=os.path.dirname(os.path.abspath(__file__)),
+)
 """
 )
 

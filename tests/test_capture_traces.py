@@ -104,7 +104,7 @@ def test_the_h200_hf_capture_with_a_baseline_run_records_the_dilation_whatif_rea
     assert hooks["presets"] == [] and hooks["never_fired"] == [] and hooks["trace_ranges"] == 190
 
 
-def test_the_compiled_workload_captured_with_user_hooks_only_has_graph_mode_verify_steps_and_its_dilation():
+def test_the_compiled_workload_with_user_hooks_only_has_graph_mode_verify_steps_and_its_dilation():
     """H200: the workload's verify under torch.compile (reduce-overhead, fullgraph), hooked on the
     very method it compiles, through user --hook targets only, with a baseline run."""
     from verifyprof.contracts.manifest import read_manifest

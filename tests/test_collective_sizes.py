@@ -242,18 +242,28 @@ def test_nccl_payloads_give_each_sendrecv_kernel_the_bytes_of_its_group(tmp_path
     # expected, straight from SQL: the launch's enclosing ncclGroupEnd, the group's ncclGroupStart,
     # and the sizes written into the sends / receives between them on the same thread
     query = """
-    WITH names AS (SELECT e.rowid AS rid, e.start, e."end", e.globalTid AS tid, s.value AS text, e.binaryData AS blob
+    WITH names AS (SELECT e.rowid AS rid, e.start, e."end", e.globalTid AS tid, s.value AS text,
+                          e.binaryData AS blob
                    FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE e.domainId = 1),
-    launches AS (SELECT k.start AS kstart, k.deviceId AS device, r.globalTid AS tid, r.start AS rstart, r."end" AS rend
+    launches AS (SELECT k.start AS kstart, k.deviceId AS device, r.globalTid AS tid,
+                        r.start AS rstart, r."end" AS rend
                  FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName
-                 JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
+                 JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+                      AND (r.globalTid >> 24) = (k.globalPid >> 24)
                  WHERE s.value LIKE 'ncclDevKernel_SendRecv%'),
     grouped AS (SELECT l.*, g.start AS gstart,
-                  (SELECT max(gs.start) FROM names gs WHERE gs.tid = l.tid AND gs.text = 'ncclGroupStart' AND gs.start <= g.start) AS sstart
-                FROM launches l JOIN names g ON g.tid = l.tid AND g.text = 'ncclGroupEnd' AND g.start <= l.rstart AND g."end" >= l.rend)
+                  (SELECT max(gs.start) FROM names gs
+                   WHERE gs.tid = l.tid AND gs.text = 'ncclGroupStart' AND gs.start <= g.start)
+                  AS sstart
+                FROM launches l JOIN names g ON g.tid = l.tid AND g.text = 'ncclGroupEnd'
+                     AND g.start <= l.rstart AND g."end" >= l.rend)
     SELECT kstart, device,
-      (SELECT group_concat(n.rid) FROM names n WHERE n.tid = grouped.tid AND n.text = 'ncclSend' AND n.start > sstart AND n.start < gstart) AS sends,
-      (SELECT group_concat(n.rid) FROM names n WHERE n.tid = grouped.tid AND n.text = 'ncclRecv' AND n.start > sstart AND n.start < gstart) AS recvs
+      (SELECT group_concat(n.rid) FROM names n
+       WHERE n.tid = grouped.tid AND n.text = 'ncclSend' AND n.start > sstart AND n.start < gstart)
+      AS sends,
+      (SELECT group_concat(n.rid) FROM names n
+       WHERE n.tid = grouped.tid AND n.text = 'ncclRecv' AND n.start > sstart AND n.start < gstart)
+      AS recvs
     FROM grouped WHERE sstart IS NOT NULL
     """
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
@@ -426,7 +436,7 @@ def console_text(result) -> str:
 def test_console_shows_one_rank_collective_kernels_with_bytes_and_lower_bound_busbw():
     text = console_text(breakdown(load_trace(B200), whole_trace=True))
     assert "Collective kernels (one rank" in text
-    line = next(l for l in text.splitlines() if "allreduce" in l and "MiB" in l)
+    line = next(ln for ln in text.splitlines() if "allreduce" in ln and "MiB" in ln)
     assert "4.9 MiB" in line and line.split()[-2] == "8"  # ranks column
     assert "lower bound" in text
 
@@ -437,7 +447,7 @@ def test_console_shows_bytes_and_busbw_columns_across_ranks(tmp_path):
     text = console_text(result)
     assert "bytes" in text and "busbw p50" in text and "GB/s" in text  # two-line headers
     stats = result.summary()["collectives"]["sendrecv"]
-    line = next(l for l in text.splitlines() if l.startswith("sendrecv"))
+    line = next(ln for ln in text.splitlines() if ln.startswith("sendrecv"))
     assert (
         f"{stats['bytes_p50'] / 1024:.1f} KiB" in line and f"{stats['busbw_gbps_p50']:.1f}" in line
     )
@@ -455,7 +465,7 @@ def test_an_nccl_range_enclosing_the_launch_gives_its_size_and_init_ranges_give_
     import pandas as pd
 
     from verifyprof.trace.events import StringTable
-    from verifyprof.trace.nsys.nccl_payloads import _join
+    from verifyprof.trace.nsys.nccl_join import join_sizes
 
     tid = 7
     payloads = pd.DataFrame(
@@ -485,7 +495,7 @@ def test_an_nccl_range_enclosing_the_launch_gives_its_size_and_init_ranges_give_
     )
     empty = pd.DataFrame({"tid": [], "start": [], "end": []}, dtype=np.int64)
     strings = StringTable()
-    table = _join(launches, payloads, {"start": empty, "end": empty}, strings)
+    table = join_sizes(launches, payloads, {"start": empty, "end": empty}, strings)
     got = {
         k: (b, o, g, c)
         for k, b, o, g, c in zip(

@@ -28,7 +28,8 @@ def faults_of_a_file():  # what a file's map does to the heap: a 200 MB array, t
     del block
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
-def faults_of_small_blocks():  # 8 MB blocks, as pandas makes: glibc soon keeps them (dynamic threshold)
+# 8 MB blocks, as pandas makes: glibc soon keeps them (dynamic threshold)
+def faults_of_small_blocks():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(100):
         block = np.ones(1_000_000)
@@ -39,13 +40,20 @@ mode = sys.argv[1]
 if mode == "worker":
     heap.keep_freed_memory()
     out = {"first": faults_of_a_file(), "second": faults_of_a_file()}
-elif mode == "after-inline-map":  # the caller's own process maps several files (--workers 1, a notebook)
+elif mode == "after-inline-map":
+    # the caller's own process maps several files (--workers 1, a notebook)
     from verifyprof import pipeline
-    pipeline.breakdown([sys.argv[2]], whole_trace=True, parallel=pipeline.ParallelOptions(workers=1))
+    pipeline.breakdown(
+        [sys.argv[2]], whole_trace=True, parallel=pipeline.ParallelOptions(workers=1)
+    )
     out = {"small": faults_of_small_blocks()}
 elif mode == "after-cli-map":  # the CLI's own process, which ends with the run, maps them itself
     from verifyprof import pipeline
-    pipeline.breakdown([sys.argv[2]], whole_trace=True, parallel=pipeline.ParallelOptions(workers=1, own_process=True))
+    pipeline.breakdown(
+        [sys.argv[2]],
+        whole_trace=True,
+        parallel=pipeline.ParallelOptions(workers=1, own_process=True),
+    )
     out = {"first": faults_of_a_file(), "second": faults_of_a_file()}
 elif mode == "untouched":
     out = {"small": faults_of_small_blocks()}

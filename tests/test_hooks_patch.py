@@ -10,10 +10,10 @@ import warnings
 
 import pytest
 import torch  # noqa: F401  (the test command installs it)
-from hooks_helpers import forget_modules, profiled  # noqa: E402
+from hooks_helpers import forget_modules, profiled
 
-from verifyprof.capture.hooks import api as hooks  # noqa: E402
-from verifyprof.capture.hooks.targets import HookWarning  # noqa: E402
+from verifyprof.capture.hooks import api as hooks
+from verifyprof.capture.hooks.targets import HookWarning
 
 CORE = """
 def sample(x):
@@ -242,7 +242,11 @@ def test_preset_targets_absent_from_the_installed_version_are_skipped_silently(d
         textwrap.dedent("""
         [[hook]]
         phase = "verify"
-        targets = ["hookdemo.core:Runner.forward", "hookdemo.core:OldRunner.forward", "hookdemo.gone:f"]
+        targets = [
+            "hookdemo.core:Runner.forward",
+            "hookdemo.core:OldRunner.forward",
+            "hookdemo.gone:f",
+        ]
     """)
     )
     importlib.import_module("hookdemo.core")

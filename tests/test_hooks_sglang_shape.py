@@ -15,10 +15,10 @@ import textwrap
 
 import pytest
 import torch
-from hooks_helpers import Recorded, forget_modules, profiled  # noqa: E402
+from hooks_helpers import Recorded, forget_modules, profiled
 
 from verifyprof.capture.hooks import api as hooks
-from verifyprof.capture.hooks import plugin  # noqa: E402
+from verifyprof.capture.hooks import plugin
 
 FILES = {
     "sglang/__init__.py": "",
@@ -46,7 +46,9 @@ FILES = {
 
         class ForwardBatch:
             def __init__(self, forward_mode, batch_size, spec_info=None):
-                self.forward_mode, self.batch_size, self.spec_info = forward_mode, batch_size, spec_info
+                self.forward_mode = forward_mode
+                self.batch_size = batch_size
+                self.spec_info = spec_info
     """
     ),
     "sglang/srt/model_executor/model_runner.py": (
@@ -75,8 +77,12 @@ FILES = {
             eagle_sample,
         )
 
-        def run_eagle_verify(batch, *, target_worker, topk, num_draft_tokens, grammar_barrier=None):
-            forward_batch = ForwardBatch(ForwardMode.TARGET_VERIFY, len(batch.seq_lens), batch.spec_info)
+        def run_eagle_verify(
+            batch, *, target_worker, topk, num_draft_tokens, grammar_barrier=None
+        ):
+            forward_batch = ForwardBatch(
+                ForwardMode.TARGET_VERIFY, len(batch.seq_lens), batch.spec_info
+            )
             logits = target_worker.forward(forward_batch)
             return eagle_sample(batch.spec_info, batch, logits, None)
     """
@@ -100,16 +106,23 @@ FILES = {
                 return EagleVerifyInput(self.speculative_num_steps + 1)
 
             def _draft_extend_for_decode(self, batch, batch_result, kv_loc_plan=None):
-                self.draft_runner.forward(ForwardBatch(ForwardMode.DRAFT_EXTEND_V2, len(batch.seq_lens)))
+                self.draft_runner.forward(
+                    ForwardBatch(ForwardMode.DRAFT_EXTEND_V2, len(batch.seq_lens))
+                )
 
         class EAGLEWorkerV2:
             def __init__(self, target_runner, draft_worker):
                 self.target_runner, self.draft_worker = target_runner, draft_worker
-                self.topk, self.speculative_num_draft_tokens = 1, draft_worker.speculative_num_steps + 1
+                self.topk = 1
+                self.speculative_num_draft_tokens = draft_worker.speculative_num_steps + 1
 
-            def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None, pp_proxy_tensors=None):
+            def forward_batch_generation(
+                self, batch, on_publish=None, grammar_barrier=None, pp_proxy_tensors=None
+            ):
                 if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
-                    self.target_runner.forward(ForwardBatch(ForwardMode.EXTEND, len(batch.seq_lens)))
+                    self.target_runner.forward(
+                        ForwardBatch(ForwardMode.EXTEND, len(batch.seq_lens))
+                    )
                     return "prefilled"
                 batch.spec_info = self.draft_worker.draft(batch)
                 result = self.verify(batch, grammar_barrier=grammar_barrier)

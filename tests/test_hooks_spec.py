@@ -8,13 +8,13 @@ import pytest
 
 from verifyprof.capture.hooks import api as hooks
 from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
+from verifyprof.capture.hooks.lookup import Target
 from verifyprof.capture.hooks.presets import (
     builtin_presets,
     load_preset,
     parse_user_hook,
     resolve_spec,
 )
-from verifyprof.capture.hooks.targets import Target
 from verifyprof.contracts.errors import VerifyprofError
 
 

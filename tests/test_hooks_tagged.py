@@ -18,7 +18,8 @@ MODEL = '''
 import torch
 
 def model_forward(input_ids, cache=None):
-    """Both jobs of a third-party script: the target's k+1-token verify, the draft's 1-token catch-up."""
+    """Both jobs of a third-party script: the target's k+1-token verify, the draft's 1-token
+    catch-up."""
     return input_ids.sum()
 
 class Model:
@@ -29,7 +30,10 @@ def run(widths):
     for width in widths:
         model_forward(torch.ones(2, width))
 '''
-VERIFY = "tagdemo:model_forward=verify;tokens=arg0.shape[-1];bs=input_ids.shape[0];when=arg0.shape[-1] > 1"
+VERIFY = (
+    "tagdemo:model_forward=verify;tokens=arg0.shape[-1];bs=input_ids.shape[0];"
+    "when=arg0.shape[-1] > 1"
+)
 CATCH_UP = "tagdemo:model_forward=draft_extend;tokens=arg0.shape[-1]"
 
 

@@ -6,10 +6,10 @@ import inspect
 
 import pytest
 import torch  # noqa: F401  (the test command installs it)
-from hooks_helpers import Recorded, profiled  # noqa: E402
+from hooks_helpers import Recorded, profiled
 
-from verifyprof.capture.hooks import api as hooks  # noqa: E402
-from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
+from verifyprof.capture.hooks import api as hooks
+from verifyprof.contracts.errors import VerifyprofError
 
 
 def scale(x: int, factor: int = 2, *, offset: int = 0) -> int:

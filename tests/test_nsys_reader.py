@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import (
@@ -29,7 +30,6 @@ from verifyprof.trace.nsys.ranges import nvtx_depth
 from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
 REPO = Path(__file__).resolve().parents[1]
-from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 
 NSYS = PUBLIC / "nsys"
 EXPORTS = sorted(NSYS.glob("*.sqlite")) if NSYS.is_dir() else []
@@ -238,8 +238,9 @@ def test_pipit_duplicated_runtime_rows_are_kept_once_per_correlation(traces):
     suffixed = set(
         sql(
             PIPIT,
-            """SELECT r.correlationId, r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
-                                 WHERE s.value IN ('cudaLaunchKernel_v7000', 'cudaMemcpy_v3020')""",
+            """SELECT r.correlationId, r.start
+                 FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                 WHERE s.value IN ('cudaLaunchKernel_v7000', 'cudaMemcpy_v3020')""",
         )
     )
     assert kept == suffixed  # the _vNNNN row (eventClass 0) is the one kept
@@ -325,8 +326,9 @@ def test_flameox_launch_captured_into_the_graph_is_dropped(traces):
     assert (
         sql(
             FLAMEOX,
-            """SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
-                          WHERE s.value = 'cudaLaunchKernel_v7000'""",
+            """SELECT count(*)
+                 FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                 WHERE s.value = 'cudaLaunchKernel_v7000'""",
         )[0][0]
         == 4
     )
@@ -537,8 +539,9 @@ def test_kernel_names_fall_back_to_short_names_without_demangled_names(tmp_path)
         v
         for (v,) in sql(
             MOCK,
-            """SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
-                                              ORDER BY k.start""",
+            """SELECT s.value
+                 FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+                 ORDER BY k.start""",
         )
     ]
 

@@ -17,6 +17,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import (
+    PUBLIC,  # tests/data/public: copies of the shared public traces
+    in_threads,
+)
 
 from verifyprof.contracts.errors import ToolMissingError, TraceError
 from verifyprof.trace import load_trace
@@ -24,10 +28,6 @@ from verifyprof.trace.nsys.reader import read_nsys_sqlite
 from verifyprof.trace.nsys.report_cache import CACHE_DIR, NSYS_ENV, sqlite_for_report
 
 REPO = Path(__file__).resolve().parents[1]
-from conftest import (
-    PUBLIC,  # tests/data/public: copies of the shared public traces
-    in_threads,
-)
 
 EXPORT = PUBLIC / "nsys/nsysai_mock_rtx3080_nsys2026.1.sqlite"
 needs_public = pytest.mark.public_traces

@@ -21,8 +21,8 @@ from verifyprof.pipeline.parallel import ParallelOptions
 from verifyprof.trace import load_trace
 
 sys.path.insert(0, str(REPO / "bench"))
-import gen_nsys_export  # noqa: E402
-from split_nsys_ranks import split  # noqa: E402
+import gen_nsys_export
+from split_nsys_ranks import split
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 NSYS_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
@@ -312,7 +312,13 @@ for attempt in range(10):  # the kill races the worker's end: retry until it lan
     killed.clear()
     watcher = threading.Thread(target=kill_first_worker, daemon=True)
     watcher.start()
-    outcomes = dict(map_local([(i, f, None) for i, f in enumerate(files)], MapOptions(step_regex="ProfilerStep"), workers=2))
+    outcomes = dict(
+        map_local(
+            [(i, f, None) for i, f in enumerate(files)],
+            MapOptions(step_regex="ProfilerStep"),
+            workers=2,
+        )
+    )
     killed.append(-1)
     watcher.join(timeout=5)
     failures = [o.reason for o in outcomes.values() if isinstance(o, Failure)]
@@ -553,11 +559,20 @@ from verifyprof.pipeline.local_map import map_local
 from verifyprof.pipeline.parallel import Failure, MapOptions
 
 files, interrupter = sys.argv[2:], sys.argv[1]
-watcher = subprocess.Popen([sys.executable, "-c", interrupter, str(os.getpid())], stdout=subprocess.PIPE, text=True)
-outcomes = dict(map_local([(i, f, None) for i, f in enumerate(files)], MapOptions(step_regex="ProfilerStep"), workers=2))
+watcher = subprocess.Popen(
+    [sys.executable, "-c", interrupter, str(os.getpid())], stdout=subprocess.PIPE, text=True
+)
+outcomes = dict(
+    map_local(
+        [(i, f, None) for i, f in enumerate(files)],
+        MapOptions(step_regex="ProfilerStep"),
+        workers=2,
+    )
+)
 watcher.kill()
 hit = watcher.communicate()[0].strip()
-print(json.dumps({"interrupted": int(hit or 0), "failures": [o.reason for o in outcomes.values() if isinstance(o, Failure)], "mapped": len(outcomes)}))
+failures = [o.reason for o in outcomes.values() if isinstance(o, Failure)]
+print(json.dumps({"interrupted": int(hit or 0), "failures": failures, "mapped": len(outcomes)}))
 """
 
 

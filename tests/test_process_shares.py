@@ -23,7 +23,7 @@ from verifyprof.trace import shares as shares_module
 from verifyprof.trace.shares import process_shares
 
 sys.path.insert(0, str(REPO / "bench"))
-import gen_nsys_export  # noqa: E402
+import gen_nsys_export
 
 NSYS_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
 ONE_GPU = PUBLIC / "nsys" / "flameox_cudagraph_rtx3060_nsys2025.5.sqlite"

@@ -95,14 +95,35 @@ forks = []  # threads running in this process at each fork of it (a fork server'
 os.register_at_fork(before=lambda: forks.append(threading.active_count()))
 with progress.status("breaking down") as shown:
     drawing = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
-    killer = subprocess.Popen([sys.executable, "-c", killer_code, str(os.getpid())]) if killer_code else None  # no thread here
-    outcomes = list(map_local([(i, trace, None) for i in range(3)], MapOptions(), workers=2, pause=shown.paused if pause else None))
+    killer = (  # no thread here
+        subprocess.Popen([sys.executable, "-c", killer_code, str(os.getpid())])
+        if killer_code
+        else None
+    )
+    outcomes = list(
+        map_local(
+            [(i, trace, None) for i in range(3)],
+            MapOptions(),
+            workers=2,
+            pause=shown.paused if pause else None,
+        )
+    )
     if killer is not None:  # done with the map: a killer that found no worker mid-file gives up
         killer.kill()
         killer.wait()
     still = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
 failed = sum(isinstance(o, Failure) for _, o in outcomes)
-print(json.dumps({"drawing": drawing, "still": still, "forks": forks, "mapped": len(outcomes), "failed": failed}))
+print(
+    json.dumps(
+        {
+            "drawing": drawing,
+            "still": still,
+            "forks": forks,
+            "mapped": len(outcomes),
+            "failed": failed,
+        }
+    )
+)
 """
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from verifyprof.capture.hooks.lookup import Target
 from verifyprof.capture.hooks.presets import Alternative, Binding, load_preset
 from verifyprof.capture.hooks.source_check import (
     SourceTree,
     check_preset,
     present_targets,
 )
-from verifyprof.capture.hooks.targets import Target
 
 DATA = Path(__file__).parent / "data" / "sglang"
 VERSIONS = sorted(p.parent.name for p in DATA.glob("*/PROVENANCE.md"))

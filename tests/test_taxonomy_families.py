@@ -253,7 +253,8 @@ def test_kv_index_builders_of_other_backends_are_attention_but_draft_kv_indices_
 QUANT = [
     # flashinfer-ai/flashinfer csrc/nv_internal/tensorrt_llm/kernels/quantization.cuh
     (
-        "void tensorrt_llm::kernels::quantize_with_block_size_tma<(tensorrt_llm::BlockScaleQuantizationType)1,"
+        "void tensorrt_llm::kernels::quantize_with_block_size_tma<"
+        "(tensorrt_llm::BlockScaleQuantizationType)1,"
         " __nv_bfloat16, 16, false>(int)"
     ),
     "void tensorrt_llm::kernels::cvt_fp16_to_fp4_expert<__nv_bfloat16, false>(int)",

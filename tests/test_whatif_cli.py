@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import Ran, verifyprof
+from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 
 ROOT = Path(__file__).resolve().parents[1]
-from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
 
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
 needs_b200 = pytest.mark.public_traces

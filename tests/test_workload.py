@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from verifyprof.contracts import ranges  # noqa: E402
-from verifyprof.workload.__main__ import main  # noqa: E402
-from verifyprof.workload.accept import accepted_drafts, solve_alpha  # noqa: E402
-from verifyprof.workload.config import TINY, TINY_DRAFT, RunConfig  # noqa: E402
-from verifyprof.workload.model import DecoderLM  # noqa: E402
-from verifyprof.workload.moe import grouped_loop, grouped_mm  # noqa: E402
-from verifyprof.workload.runner import Workload  # noqa: E402
-from verifyprof.workload.spec import SpecState  # noqa: E402
-from verifyprof.workload.tp import MULTICAST_OFF  # noqa: E402
+from verifyprof.contracts import ranges
+from verifyprof.workload.__main__ import main
+from verifyprof.workload.accept import accepted_drafts, solve_alpha
+from verifyprof.workload.config import TINY, TINY_DRAFT, RunConfig
+from verifyprof.workload.model import DecoderLM
+from verifyprof.workload.moe import grouped_loop, grouped_mm
+from verifyprof.workload.runner import Workload
+from verifyprof.workload.spec import SpecState
+from verifyprof.workload.tp import MULTICAST_OFF
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")

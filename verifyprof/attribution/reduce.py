@@ -19,7 +19,6 @@ directory gives), rebuilt from the parts by the merge's own rules:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import PurePath
 
 import numpy as np
@@ -32,25 +31,22 @@ from verifyprof.attribution.comm import (
     step_collectives,
     summarize_kernels,
 )
+from verifyprof.attribution.placement import (
+    Placement,
+    global_steps,
+    moved_devices,
+    moved_keys,
+    placed_rows,
+    placements,
+)
 from verifyprof.attribution.rank_part import KERNEL_FIELDS, RankPart
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable, Trace
 from verifyprof.trace.kineto.files import check_run_entries
-from verifyprof.trace.kineto.files import device_offsets as kineto_device_offsets
 
-KEY_SHIFT = 32  # the Kineto merge's per-file pid/tid offset
 SUMMED_META = ("files", "events", "python_function_events", "graph_trace_rows")
 _COUNTED = re.compile(r"(\d+) (.+)")
 _OF_COUNTED = re.compile(r"(\d+) of (\d+) (.+)")  # "3 of 1000 rows of kernels dropped: ..."
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where one file's events land in the merged trace."""
-
-    shift_ns: int
-    key_offset: int
-    device_offset: int
 
 
 def reduce_parts(
@@ -107,26 +103,6 @@ def reduce_parts(
             levels = [kernels[c].to_numpy() for c in kernels.columns if c.startswith("step_")]
             result.collectives = step_collectives(calls, levels, rows)
     return result
-
-
-def placements(parts: list[RankPart], warnings: list[str]) -> list[Placement]:
-    """Clock shift, pid/tid key offset and device offset of every file."""
-    bases = [p.base_ns for p in parts if p.base_ns is not None]
-    reference = min(bases) if bases else 0
-    if len(parts) > 1 and len(bases) < len(parts):
-        missing = ", ".join(PurePath(p.path).name for p in parts if p.base_ns is None)
-        what = "baseTimeNanoseconds" if parts[0].format == "kineto" else "session start time"
-        warnings.append(f"no {what} in {missing}: assumed on the same clock as the other ranks")
-    offsets = device_offsets(parts)
-    kineto = parts[0].format == "kineto"
-    return [
-        Placement(
-            0 if p.base_ns is None else p.base_ns - reference,
-            (p.index << KEY_SHIFT) if kineto else 0,
-            offsets[i],
-        )
-        for i, p in enumerate(parts)
-    ]
 
 
 def _check_not_twice(parts: list[RankPart]) -> None:
@@ -190,87 +166,13 @@ def shared_gpus(parts: list[RankPart], places: list[Placement]) -> list[str]:
     ]
 
 
-def device_offsets(parts: list[RankPart]) -> list[int]:
-    """Renumber devices of later ranks that reuse an id an earlier rank already drives (the
-    Kineto merge's rule, one function for both)."""
-    return kineto_device_offsets([(p.rank, p.index, p.ordinals) for p in parts])
-
-
-def _key(values: np.ndarray, offset: int | np.ndarray) -> np.ndarray:
-    """pid/tid keys moved by a file's offset (one, or one per row); NO_ID stays NO_ID."""
-    values = np.asarray(values, dtype=np.int64)
-    if np.isscalar(offset) and offset == 0:
-        return values
-    return np.where(values == NO_ID, NO_ID, values + offset)
-
-
-def _device(values: np.ndarray, offset: int | np.ndarray, dtype=np.int64) -> np.ndarray:
-    """Device ids moved by a file's offset (one, or one per row); negative ids (none) stay."""
-    values = np.asarray(values)
-    moved = (
-        values
-        if np.isscalar(offset) and offset == 0
-        else np.where(values < 0, values, values + offset)
-    )
-    return moved.astype(dtype)
-
-
-def global_steps(parts: list[RankPart], places: list[Placement]) -> list[np.ndarray]:
-    """Per file, its local step ids -> the step ids of all files read as one trace: steps sorted
-    by (thread, start) as ``find_steps`` numbers them; whole-trace steps by device."""
-    whole = "device" in parts[0].step_keys.columns
-    primary, secondary, files, local = [], [], [], []
-    for n, (part, place) in enumerate(zip(parts, places)):
-        keys = part.step_keys
-        if whole:
-            primary.append(_device(keys["device"].to_numpy(), place.device_offset))
-            secondary.append(np.zeros(len(keys), np.int64))
-        else:
-            primary.append(_key(keys["tid"].to_numpy(), place.key_offset))
-            secondary.append(keys["start"].to_numpy(np.int64) + place.shift_ns)
-        files.append(np.full(len(keys), n, np.int64))
-        local.append(np.arange(len(keys), dtype=np.int64))
-    order = np.lexsort(
-        (
-            np.concatenate(local),
-            np.concatenate(files),
-            np.concatenate(secondary),
-            np.concatenate(primary),
-        )
-    )
-    number = np.empty(len(order), np.int64)
-    number[order] = np.arange(len(order))
-    bounds = np.cumsum([0] + [len(p.step_keys) for p in parts])
-    return [number[bounds[i] : bounds[i + 1]] for i in range(len(parts))]
-
-
-def placed_rows(
-    parts: list[RankPart], places: list[Placement], mapping: list[np.ndarray]
-) -> pd.DataFrame:
-    """Every file's step rows on the merged clock, keys, devices and step ids: one concatenation,
-    then each column shifted by its file's placement (per row, vectorised; not a copy per file)."""
-    rows = pd.concat([p.rows for p in parts], ignore_index=True)
-    part = np.repeat(np.arange(len(parts)), [len(p.rows) for p in parts])
-    shift = np.array([s.shift_ns for s in places], np.int64)[part]
-    key_offset = np.array([s.key_offset for s in places], np.int64)[part]
-    device_offset = np.array([s.device_offset for s in places], np.int64)[part]
-    first_step = np.cumsum([0] + [len(m) for m in mapping[:-1]])  # where each file's mapping starts
-    rows["step"] = np.concatenate(mapping)[first_step[part] + rows["step"].to_numpy(np.int64)]
-    for col in ("start_ns", "end_ns"):
-        rows[col] = rows[col].to_numpy() + shift
-    for col in ("pid", "tid"):
-        rows[col] = _key(rows[col].to_numpy(), key_offset)
-    rows["device"] = _device(rows["device"].to_numpy(), device_offset)
-    return rows
-
-
 def merged_processes(parts: list[RankPart], places: list[Placement]) -> pd.DataFrame:
     """Every file's processes on the merged keys; nsys ranks inferred over all of them."""
     frames = []
     for part, place in zip(parts, places):
         frame = part.processes.copy()
-        frame["pid"] = _key(frame["pid"].to_numpy(), place.key_offset)
-        frame["device"] = _device(frame["device"].to_numpy(), place.device_offset, np.int32)
+        frame["pid"] = moved_keys(frame["pid"].to_numpy(), place.key_offset)
+        frame["device"] = moved_devices(frame["device"].to_numpy(), place.device_offset, np.int32)
         frames.append(frame)
     processes = pd.concat(frames, ignore_index=True)
     if parts[0].format != "kineto":
@@ -278,17 +180,15 @@ def merged_processes(parts: list[RankPart], places: list[Placement]) -> pd.DataF
             processes["pid"].to_numpy(), np.concatenate([p.driver_pids for p in parts])
         )
         device = processes["device"].to_numpy()
-        rank = np.full(
-            len(processes), NO_ID, dtype=np.int32
-        )  # ranks only where unambiguous over all files
+        # ranks only where unambiguous over all files
+        rank = np.full(len(processes), NO_ID, dtype=np.int32)
         if (
             drivers.sum() > 1
             and (device[drivers] >= 0).all()
             and len(np.unique(device[drivers])) == drivers.sum()
         ):
-            rank[drivers] = np.argsort(
-                np.argsort(device[drivers])
-            )  # the nsys reader's rule, over all files
+            # the nsys reader's rule, over all files
+            rank[drivers] = np.argsort(np.argsort(device[drivers]))
         processes["rank"] = rank
     return processes
 
@@ -312,7 +212,7 @@ def merged_devices(parts: list[RankPart], places: list[Placement]) -> pd.DataFra
     frames = []
     for part, place in zip(parts, places):
         frame = part.devices.copy()
-        frame["device"] = _device(frame["device"].to_numpy(), place.device_offset, np.int32)
+        frame["device"] = moved_devices(frame["device"].to_numpy(), place.device_offset, np.int32)
         frames.append(frame)
     devices = pd.concat(frames, ignore_index=True).drop_duplicates("device", keep="first")
     return devices.sort_values("device", kind="stable").reset_index(drop=True)
@@ -383,7 +283,7 @@ def merged_collective_kernels(
         frame = part.collectives.copy()
         frame["start"] += place.shift_ns
         frame["end"] += place.shift_ns
-        frame["device"] = _device(
+        frame["device"] = moved_devices(
             frame["device"].to_numpy(), place.device_offset, frame["device"].dtype
         )
         for col in [c for c in frame.columns if c.startswith("step_")]:
@@ -398,9 +298,8 @@ def merged_collective_kernels(
         drop=True
     )
     for col in [c for c in kernels.columns if c.startswith("step_")]:
-        kernels[col] = (
-            kernels[col].fillna(NO_ID).astype(np.int64)
-        )  # files with fewer nesting levels
+        # files with fewer nesting levels
+        kernels[col] = kernels[col].fillna(NO_ID).astype(np.int64)
     kernels["op"] = np.arange(len(kernels), dtype=np.int64)
     group = kernels.pop("group").to_numpy()
     fallback = world if isinstance(world, int) and world >= 2 else int(kernels["device"].nunique())
@@ -421,13 +320,12 @@ def matched_calls(kernels: pd.DataFrame) -> pd.DataFrame | None:
     found = []
     next_seq: dict[str, int] = {}
     for _, group in kernels.groupby("stage", sort=True):
-        # type: ignore[arg-type]
-        calls = collective_calls(None, None, group[columns].reset_index(drop=True))
+        table = group[columns].reset_index(drop=True)
+        calls = collective_calls(None, None, table)  # type: ignore[arg-type]
         if calls is None:
             continue
-        if (
-            next_seq
-        ):  # a later stage: its calls numbered after the earlier stages' (dict lookup, vectorised)
+        if next_seq:
+            # a later stage: its calls numbered after the earlier stages' (dict lookup, vectorised)
             base = calls["family"].map(next_seq).fillna(0).to_numpy(np.int64)
             calls["seq"] = calls["seq"].to_numpy() + base
         for family, top in calls.groupby("family")["seq"].max().items():

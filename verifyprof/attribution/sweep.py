@@ -99,12 +99,12 @@ def sweep(
             - 1
         )
         hi = min(max(hi, lo + 1), n)
-        b, l = slice(busy_at[lo], busy_at[hi]), slice(launch_at[lo], launch_at[hi])
+        bu, la = slice(busy_at[lo], busy_at[hi]), slice(launch_at[lo], launch_at[hi])
         chunk = Intervals(
-            np.concatenate([busy.window[b], launches.window[l]]) - lo,
-            np.concatenate([busy.start[b], launches.start[l]]),
-            np.concatenate([busy.end[b], launches.end[l]]),
-            np.concatenate([busy.slot[b], launches.slot[l]]),
+            np.concatenate([busy.window[bu], launches.window[la]]) - lo,
+            np.concatenate([busy.start[bu], launches.start[la]]),
+            np.concatenate([busy.end[bu], launches.end[la]]),
+            np.concatenate([busy.slot[bu], launches.slot[la]]),
         )
         phase_ns[lo:hi], total_ns[lo:hi] = _sweep_chunk(
             Windows(windows.ws[lo:hi], windows.we[lo:hi]), chunk

@@ -6,9 +6,8 @@ start, end, name, phase), the API calls that launched them (the host row), and t
 between the ops labelled by kind with the breakdown's own rules: the same context intervals
 (:func:`~verifyprof.attribution.context.context_intervals`) swept by the same
 :func:`~verifyprof.attribution.sweep.sweep`, with each gap as a window, so a timeline's gaps add
-up to the step's non-busy phases (idle kinds and ``other_work``) exactly. Ops are capped per window
-(the longest
-kept): a page stays small whatever the trace.
+up to the step's non-busy phases (idle kinds and ``other_work``) exactly. Ops are capped per
+window (the longest kept): a page stays small whatever the trace.
 """
 
 from __future__ import annotations
@@ -29,6 +28,9 @@ from verifyprof.attribution.context import (
     seam_intervals,
 )
 from verifyprof.attribution.steps import (
+    Calls,
+    GpuOps,
+    Launches,
     assign_levels,
     find_steps,
     gpu_ops,
@@ -59,9 +61,8 @@ class StepTimeline:
     calls: pd.DataFrame  # tid, start, end, name
     gaps: pd.DataFrame  # device, start, end, kind (the non-busy phase with most of the gap)
     ops_total: int  # before the cap
-    idle_ns: dict[
-        str, int
-    ]  # non-busy time by phase over all gaps (before the cap): the step's idle phases
+    # non-busy time by phase over all gaps (before the cap): the step's idle phases
+    idle_ns: dict[str, int]
 
 
 def step_timelines(
@@ -73,6 +74,33 @@ def step_timelines(
 ) -> list[StepTimeline]:
     """Timelines of the (step, device) windows of ``result`` (a breakdown of ``trace``, not
     released)."""
+    shared = _timeline_inputs(trace, result, taxonomy)
+    out = []
+    for step, device in windows:
+        row = result.steps[
+            (result.steps["step"] == step) & (result.steps["device"] == device)
+        ].iloc[0]
+        out.append(_window_timeline(trace, shared, row, step, device, max_ops))
+    return out
+
+
+@dataclass(frozen=True)
+class _TimelineInputs:
+    """What every window's timeline reads: the ops and launches as the breakdown linked them,
+    each level's steps, and the breakdown's context (busy time, queue seams)."""
+
+    ops: GpuOps
+    calls: Calls
+    launch: Launches
+    levels: dict[int, tuple[np.ndarray, np.ndarray]]  # level -> (op step, launch step)
+    step_level: dict[int, int]
+    streams: np.ndarray
+    seam: np.ndarray
+    busy: DeviceBusy
+    graph_op: np.ndarray
+
+
+def _timeline_inputs(trace: Trace, result: Breakdown, taxonomy: Taxonomy | None) -> _TimelineInputs:
     source = result.options.get("taxonomy")
     taxonomy = taxonomy or load_taxonomy(None if source in (None, "builtin") else source)
     ops = gpu_ops(trace, taxonomy)
@@ -94,82 +122,87 @@ def step_timelines(
         )
         step_level = dict(zip(steps["step"].tolist(), steps["level"].tolist()))
     streams = _op_streams(trace, ops)
-    seam = queue_seams(
-        ops.device, ops.start, ops.end, op_call_ends(ops, calls)
-    )  # the breakdown's context, as it builds it
+    # the breakdown's context, as it builds it
+    seam = queue_seams(ops.device, ops.start, ops.end, op_call_ends(ops, calls))
     busy = busy_of(ops, launch, seam)
     graph_op = np.zeros(len(ops), bool)
     graph_op[op_launch >= 0] = launch.graph_launch[op_launch[op_launch >= 0]]
-    out = []
-    for step, device in windows:
-        row = result.steps[
-            (result.steps["step"] == step) & (result.steps["device"] == device)
-        ].iloc[0]
-        op_step, launch_step = levels[step_level[step]]
-        mine = np.flatnonzero((op_step == step) & (ops.device == device))
-        ws, we = int(row["start_ns"]), int(row["end_ns"])
-        frame = pd.DataFrame(
-            {
-                "device": ops.device[mine].astype(np.int64),
-                "stream": streams[mine],
-                "start": ops.start[mine],
-                "end": ops.end[mine],
-                "name": _op_names(trace, ops, mine),
-                "phase": np.asarray(phases.ALL, dtype=object)[ops.phase[mine]],
-                "kind": np.where(
-                    ops.is_kernel[mine], "kernel", np.where(ops.name_id[mine] >= 0, "copy", "graph")
-                ),
-            }
-        )
-        in_launch = np.flatnonzero((launch_step == step) & (launch.device == device))
-        call_frame = pd.DataFrame(
-            {
-                "tid": calls.tid[launch.call[in_launch]],
-                "start": launch.start[in_launch],
-                "end": launch.end[in_launch],
-                "name": (
-                    trace.strings.lookup(trace.api["name_id"].to_numpy()[launch.call[in_launch]])
-                    if len(in_launch)
-                    else []
-                ),
-            }
-        )
-        seams = seam_intervals(
-            seam[mine],
-            ops.start[mine],
-            np.zeros(len(mine), np.int64),
-            graph_op[mine],
-            np.array([ws]),
-        )
-        gaps, idle = labelled_gaps(
-            frame["start"].to_numpy(),
-            frame["end"].to_numpy(),
-            launch,
-            in_launch,
-            busy,
-            ws,
-            we,
-            device,
-            seams,
-        )
-        gaps.insert(0, "device", device)
-        out.append(
-            StepTimeline(
-                step=int(step),
-                device=int(device),
-                rank=int(row["rank"]),
-                name=str(row["name"]),
-                text=str(row["text"]),
-                start_ns=ws,
-                end_ns=we,
-                ops=longest(frame, max_ops),
-                calls=longest(call_frame, max_ops),
-                gaps=longest(gaps, max_ops),
-                ops_total=len(frame),
-                idle_ns=idle,
-            )
-        )
-    return out
+    return _TimelineInputs(ops, calls, launch, levels, step_level, streams, seam, busy, graph_op)
+
+
+def _window_timeline(
+    trace: Trace, shared: _TimelineInputs, row: pd.Series, step: int, device: int, max_ops: int
+) -> StepTimeline:
+    """The timeline of one (step, device) window, ``row`` its breakdown row."""
+    ops, launch = shared.ops, shared.launch
+    op_step, launch_step = shared.levels[shared.step_level[step]]
+    mine = np.flatnonzero((op_step == step) & (ops.device == device))
+    ws, we = int(row["start_ns"]), int(row["end_ns"])
+    frame = _op_frame(trace, shared, mine)
+    in_launch = np.flatnonzero((launch_step == step) & (launch.device == device))
+    call_frame = pd.DataFrame(
+        {
+            "tid": shared.calls.tid[launch.call[in_launch]],
+            "start": launch.start[in_launch],
+            "end": launch.end[in_launch],
+            "name": (
+                trace.strings.lookup(trace.api["name_id"].to_numpy()[launch.call[in_launch]])
+                if len(in_launch)
+                else []
+            ),
+        }
+    )
+    seams = seam_intervals(
+        shared.seam[mine],
+        ops.start[mine],
+        np.zeros(len(mine), np.int64),
+        shared.graph_op[mine],
+        np.array([ws]),
+    )
+    gaps, idle = labelled_gaps(
+        frame["start"].to_numpy(),
+        frame["end"].to_numpy(),
+        launch,
+        in_launch,
+        shared.busy,
+        ws,
+        we,
+        device,
+        seams,
+    )
+    gaps.insert(0, "device", device)
+    return StepTimeline(
+        step=int(step),
+        device=int(device),
+        rank=int(row["rank"]),
+        name=str(row["name"]),
+        text=str(row["text"]),
+        start_ns=ws,
+        end_ns=we,
+        ops=longest(frame, max_ops),
+        calls=longest(call_frame, max_ops),
+        gaps=longest(gaps, max_ops),
+        ops_total=len(frame),
+        idle_ns=idle,
+    )
+
+
+def _op_frame(trace: Trace, shared: _TimelineInputs, mine: np.ndarray) -> pd.DataFrame:
+    """The window's ops (rows ``mine`` of the op table), all of them."""
+    ops = shared.ops
+    return pd.DataFrame(
+        {
+            "device": ops.device[mine].astype(np.int64),
+            "stream": shared.streams[mine],
+            "start": ops.start[mine],
+            "end": ops.end[mine],
+            "name": _op_names(trace, ops, mine),
+            "phase": np.asarray(phases.ALL, dtype=object)[ops.phase[mine]],
+            "kind": np.where(
+                ops.is_kernel[mine], "kernel", np.where(ops.name_id[mine] >= 0, "copy", "graph")
+            ),
+        }
+    )
 
 
 def longest(frame: pd.DataFrame, limit: int) -> pd.DataFrame:
@@ -217,9 +250,8 @@ def labelled_gaps(
         np.array([device]),
         seams,
     )
-    first = np.searchsorted(
-        gap_end, context.start, side="right"
-    )  # gaps each context interval meets
+    # the gaps each context interval meets
+    first = np.searchsorted(gap_end, context.start, side="right")
     stop = np.searchsorted(gap_start, context.end, side="left")
     count = np.maximum(stop - first, 0)
     which, gap = ranges_of(first, count)

@@ -1,7 +1,8 @@
 """What ``verifyprof capture`` records in its ``manifest.json`` that only a capture can probe:
 versions of the tools around it, the traces and files the run left, and the writes (atomic,
-fsynced: a reader never sees half a manifest). The schema, its keys and the GPU records are
-:mod:`verifyprof.contracts.manifest`'s."""
+fsynced: a reader never sees half a manifest). The schema and its keys are
+:mod:`verifyprof.contracts.manifest`'s, the version, GPU and trace records
+:mod:`verifyprof.contracts.manifest_records`'."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import verifyprof
 from verifyprof.contracts import outputs
-from verifyprof.contracts.manifest import MANIFEST, gpus, trace_record, versions_record
+from verifyprof.contracts.manifest import MANIFEST
+from verifyprof.contracts.manifest_records import gpus, trace_record, versions_record
 
 
 def write(out: Path, doc: dict) -> None:

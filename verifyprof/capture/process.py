@@ -83,8 +83,8 @@ def run_tool(
     ``timeout``: it runs in its own process group, and on the timeout, Ctrl-C or any other
     error the whole group (helpers it started included) is killed before this returns.
     Raises ``subprocess.TimeoutExpired`` on the timeout."""
-    # type: ignore[call-overload]
-    proc = subprocess.Popen(list(argv), start_new_session=True, **popen)
+    args = list(argv)
+    proc = subprocess.Popen(args, start_new_session=True, **popen)  # type: ignore[call-overload]
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:

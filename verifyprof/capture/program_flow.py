@@ -18,7 +18,7 @@ from verifyprof.capture.profile_window import close_window
 from verifyprof.capture.results import program_results
 from verifyprof.capture.server import CaptureError, with_log_tail
 from verifyprof.capture.session import CaptureSession
-from verifyprof.contracts.manifest import dilation_record
+from verifyprof.contracts.manifest_records import dilation_record
 
 BASELINE_DIR = "baseline"
 

@@ -31,7 +31,7 @@ from verifyprof.capture.server import (
     with_log_tail,
 )
 from verifyprof.capture.session import CaptureSession
-from verifyprof.contracts.manifest import dilation_record
+from verifyprof.contracts.manifest_records import dilation_record
 
 
 def serve(run: CaptureSession) -> None:

@@ -30,7 +30,8 @@ from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
 from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_record
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
-from verifyprof.contracts.manifest import document, now_iso
+from verifyprof.contracts.manifest import document
+from verifyprof.contracts.manifest_records import now_iso
 
 
 class CaptureSession:

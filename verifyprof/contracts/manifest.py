@@ -4,13 +4,13 @@ once for both writers (``verifyprof capture``: ``capture/session.py``; the workl
 
 Schema ``verifyprof.capture/1`` (every key in ``KEYS`` present; values null when unknown)::
 
-    schema, status ("running" | "ok" | "interrupted" | "failed"), error, mode ("server" |
-    "program"),
-    backend ("nsys" | "torch" | "none"), started_at, finished_at (ISO 8601 UTC),
+    schema, status ("running" | "ok" | "interrupted" | "failed"), error,
+    mode ("server" | "program"), backend ("nsys" | "torch" | "none"),
+    started_at, finished_at (ISO 8601 UTC),
     command {verifyprof: argv, target: argv, profiler: argv (the full command started)},
-    options {...the capture options...}, versions {verifyprof, python, platform, nsys, torch,
-    torch_cuda, [nccl, nvtx_backend,] server, gpus: [{index, name, driver, memory_mib,
-    pci_bus_id}]},
+    options {...the capture options...},
+    versions {verifyprof, python, platform, nsys, torch, torch_cuda, [nccl, nvtx_backend,] server,
+              gpus: [{index, name, driver, memory_mib, pci_bus_id}]},
     hooks {presets, targets, env: [names], processes: [{pid, argv, patched, pending, missing}]},
     workload {...} (server mode),
     results {accept_len, tokens_per_s, baseline_tokens_per_s, decode_ms, survival, num_draft, ...},
@@ -20,9 +20,9 @@ Schema ``verifyprof.capture/1`` (every key in ``KEYS`` present; values null when
     workload_summary (a ``verifyprof.workload/1`` summary),
     dilation {factor (profiled cycle / unprofiled cycle = unprofiled / profiled tok/s; > 1: the
     profiler slowed the program), basis ("tokens_per_s", or "tokens_per_s_per_request" for a
-    server), profiled_tokens_per_s,
-    unprofiled_tokens_per_s, source ("requests after the window" | "program results" |
-    "baseline run"), ...} (null factor when no unprofiled rate was measured)
+    server), profiled_tokens_per_s, unprofiled_tokens_per_s,
+    source ("requests after the window" | "program results" | "baseline run"), ...}
+    (null factor when no unprofiled rate was measured)
 
 ``hooks`` also holds ``fired`` {source: ranges}, ``never_fired`` [{source, phase, targets, state,
 detail}], ``idle_processes`` (processes that installed hooks and opened none, not listed),
@@ -32,17 +32,15 @@ step, bonus included) and ``accept_len_reported`` / ``accept_len_reported_conven
 program reported, before conversion).
 
 ``results`` keys in ``RESULT_KEYS`` are what ``whatif`` reads. Other JSON (no ``schema``) is read
-by searching nested objects for the first of a few known key names.
+by searching nested objects for the first of a few known key names. The records the writers put
+in it (versions, GPUs, traces, dilation): :mod:`verifyprof.contracts.manifest_records`.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import shutil
-import subprocess
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +68,8 @@ KEYS = (
     "files",
 )
 OPTIONAL_KEYS = ("name", "target", "warnings", "workload_summary", "dilation")
-ACCEPT_CONVENTIONS = (
-    "tokens_per_verify",
-    "accepted_drafts",
-)  # accepted_drafts + 1 bonus token = tokens_per_verify
+# accepted_drafts + 1 bonus token = tokens_per_verify
+ACCEPT_CONVENTIONS = ("tokens_per_verify", "accepted_drafts")
 # Manifest field -> its key under ``results`` (what the reader takes from a schema'd manifest).
 RESULT_KEYS = {
     "accept_len": "accept_len",
@@ -93,113 +89,6 @@ def document(**fields: Any) -> dict[str, Any]:
     if missing or unknown:
         raise ValueError(f"manifest keys: missing {missing}, unknown {unknown}")
     return {"schema": SCHEMA, **fields}
-
-
-def now_iso(timespec: str = "milliseconds") -> str:
-    return datetime.now(timezone.utc).isoformat(timespec=timespec)
-
-
-def versions_record(
-    *,
-    verifyprof: str | None,
-    python: str,
-    platform: str,
-    nsys: str | None,
-    torch: str | None,
-    torch_cuda: str | None,
-    server: str | None,
-    gpus: list[dict],
-    **extra: Any,
-) -> dict[str, Any]:
-    """``versions``: the fixed keys, with writer-specific ones (``extra``) after ``torch_cuda``."""
-    return {
-        "verifyprof": verifyprof,
-        "python": python,
-        "platform": platform,
-        "nsys": nsys,
-        "torch": torch,
-        "torch_cuda": torch_cuda,
-        **extra,
-        "server": server,
-        "gpus": gpus,
-    }
-
-
-# ------------------------------------------------------------------------------------------
-# GPUs
-
-NVIDIA_SMI_FIELDS = "index,name,driver_version,memory.total,pci.bus_id"
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(float(text))
-    except ValueError:
-        return None
-
-
-def parse_nvidia_smi(text: str) -> list[dict]:
-    """``nvidia-smi --query-gpu=NVIDIA_SMI_FIELDS --format=csv,noheader,nounits`` -> GPU records."""
-    rows = []
-    for line in text.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 5:
-            continue
-        index, name, driver, memory, bus = parts[:5]
-        rows.append(
-            {
-                "index": int(index) if index.isdigit() else index,
-                "name": name,
-                "driver": driver,
-                "memory_mib": _int(memory),
-                "pci_bus_id": bus,
-            }
-        )
-    return rows
-
-
-def gpus(timeout: float = 15.0) -> list[dict]:
-    """The GPUs ``nvidia-smi`` sees (empty without it, or when it fails or hangs)."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        out = subprocess.run(
-            [smi, f"--query-gpu={NVIDIA_SMI_FIELDS}", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return parse_nvidia_smi(out.stdout) if out.returncode == 0 else []
-
-
-# ------------------------------------------------------------------------------------------
-# traces
-
-
-def trace_kind(path: Path) -> str | None:
-    name = path.name
-    if name.endswith(".nsys-rep"):
-        return "nsys-rep"
-    if name.endswith((".sqlite", ".sqlite.gz")):
-        return "nsys-sqlite"
-    if name.endswith(".qdstrm"):
-        return "nsys-qdstrm"
-    if name.endswith((".trace.json.gz", ".trace.json", ".pt.trace.json", ".pt.trace.json.gz")):
-        return "kineto"
-    return None
-
-
-def trace_record(path: Path, root: Path) -> dict[str, Any] | None:
-    """``{path (relative to root), kind, bytes}`` of a trace file, None for other files."""
-    kind = trace_kind(path)
-    if kind is None:
-        return None
-    return {"path": path.relative_to(root).as_posix(), "kind": kind, "bytes": path.stat().st_size}
 
 
 # ------------------------------------------------------------------------------------------
@@ -237,12 +126,10 @@ class Manifest:
     tokens_per_s: float | None = None
     survival: tuple[float, ...] | None = None
     num_draft: int | None = None
-    dilation: float | None = (
-        None  # profiled cycle / unprofiled cycle (manifest ``dilation.factor``)
-    )
-    unprofiled_tps: float | None = (
-        None  # the rate without the profiler (``dilation.unprofiled_tokens_per_s``)
-    )
+    # profiled cycle / unprofiled cycle (manifest ``dilation.factor``)
+    dilation: float | None = None
+    # the rate without the profiler (``dilation.unprofiled_tokens_per_s``)
+    unprofiled_tps: float | None = None
     dilation_source: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -295,9 +182,10 @@ def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
     if schema == SCHEMA:
         inner = data.get("workload_summary")
         if isinstance(inner, dict) and inner.get("schema") == WORKLOAD_SCHEMA:
+            # traces/capture_workload.sh
             return _with_dilation(
                 _manifest(path, _workload_values(inner, mode), inner), data.get("dilation")
-            )  # traces/capture_workload.sh
+            )
         results = data.get("results") or {}
         if not isinstance(results, dict):
             raise VerifyprofError(
@@ -366,28 +254,6 @@ def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
     manifest.unprofiled_tps = float(unprofiled) if unprofiled is not None else None
     manifest.dilation_source = str(dilation.get("source") or "")
     return manifest
-
-
-def dilation_record(
-    profiled_tps: float | None,
-    unprofiled_tps: float | None,
-    source: str,
-    basis: str = "tokens_per_s",
-    **extra: Any,
-) -> dict[str, Any]:
-    """The manifest's ``dilation``: the factor when both rates are known and positive, else null."""
-    ok = all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-        for v in (profiled_tps, unprofiled_tps)
-    )
-    return {
-        "factor": unprofiled_tps / profiled_tps if ok else None,
-        "basis": basis,  # type: ignore[operator]
-        "profiled_tokens_per_s": profiled_tps,
-        "unprofiled_tokens_per_s": unprofiled_tps,
-        "source": source,
-        **extra,
-    }
 
 
 def to_tokens_per_verify(value: float, convention: str) -> float:

@@ -56,6 +56,13 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    _add_run_arguments(p)
+    _add_setup_arguments(p)
+    return p
+
+
+def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """What is measured: the modes, the runs and their steps, the acceptance."""
     p.add_argument(
         "--mode",
         default="eager",
@@ -109,6 +116,10 @@ def parser() -> argparse.ArgumentParser:
             " skips)"
         ),
     )
+
+
+def _add_setup_arguments(p: argparse.ArgumentParser) -> None:
+    """How it runs: torch.compile, the ranges, the models, the device and the summary file."""
     p.add_argument(
         "--compile-backend", default="inductor", help="torch.compile backend of mode compile"
     )
@@ -139,7 +150,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", type=Path, default=None, help="summary JSON (rank r > 0 writes NAME.rank<r>.json)"
     )
-    return p
 
 
 def build_configs(args: argparse.Namespace) -> tuple[Any, Any, RunConfig]:

@@ -2,8 +2,9 @@
 trace.
 
 Written by ``traces/capture_workload.sh`` beside each captured trace, after the SQLite export is
-gzipped. It follows ``verifyprof.capture/1`` (:mod:`verifyprof.contracts.manifest`: its keys,
-versions and GPU records) and adds the workload's own summary under ``workload_summary``.
+gzipped. It follows ``verifyprof.capture/1`` (:mod:`verifyprof.contracts.manifest`: its keys;
+:mod:`verifyprof.contracts.manifest_records`: versions and GPU records) and adds the workload's
+own summary under ``workload_summary``.
 ``ARGV`` is the whole profiler command; its part from index N on is the workload command. Needs no
 torch: versions come from the summary, ``nvidia-smi`` and ``nsys``.
 """
@@ -20,14 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts import outputs
-from verifyprof.contracts.manifest import (
-    MANIFEST,
-    document,
-    gpus,
-    now_iso,
-    trace_record,
-    versions_record,
-)
+from verifyprof.contracts.manifest import MANIFEST, document
+from verifyprof.contracts.manifest_records import gpus, now_iso, trace_record, versions_record
 
 MAX_GZ_BYTES = 16 * 2**20
 

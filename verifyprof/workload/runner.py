@@ -1,6 +1,6 @@
 """Run the workload: warm up, then the measured speculative, baseline-decode and width-sweep
 steps inside one cudaProfilerStart/Stop window, under verifyprof's NVTX ranges, timed per phase
-with CUDA events. Returns the summary that ``__main__`` writes.
+with CUDA events. Returns the summary that ``__main__`` writes (the runs' records: ``runs.py``).
 
 Range layout (payload = step index; attributes in the range text):
 
@@ -42,17 +42,16 @@ from verifyprof.contracts.ranges import (
     SPEC_STEP,
     VERIFY,
 )
-from verifyprof.workload.accept import accepted_drafts, solve_alpha, survival_curve
+from verifyprof.workload.accept import solve_alpha, survival_curve
 from verifyprof.workload.compiled import CompiledVerify
 from verifyprof.workload.config import ModelConfig, RunConfig
 from verifyprof.workload.graphs import PhaseGraphs
 from verifyprof.workload.model import DecoderLM
 from verifyprof.workload.pipelined import run_pipelined
+from verifyprof.workload.runs import add_speedups, run_decode, run_spec, run_sweep
 from verifyprof.workload.spec import SpecState
-from verifyprof.workload.timing import Clock, stats
+from verifyprof.workload.timing import Clock
 from verifyprof.workload.tp import TP
-
-SPEC_PHASES = ("draft", "verify", "accept", "draft_extend")
 
 
 @contextlib.contextmanager
@@ -212,99 +211,13 @@ class Workload:
     # -- runs -----------------------------------------------------------------------------------
 
     def run_spec(self, mode: str, steps: int, seed: int) -> dict[str, Any]:
-        run, graph, compiled = self.run_cfg, mode == "graph", mode == "compile"
-        if self.simulated:
-            table = accepted_drafts(
-                run.accept_len, run.num_draft, steps, run.batch, seed=seed, method=run.accept_method
-            )
-            self._sim_table = table.to(self.device)
-        self.state.reset()
-        self._sync()
-        records = [self.spec_step(i, graph, compiled) for i in range(steps)]
-        self._sync()
-        phase_ms = {
-            p: [self.clock.ms(m[i], m[i + 1]) for m, _ in records]
-            for i, p in enumerate(SPEC_PHASES)
-        }
-        step_ms = [self.clock.ms(m[0], m[-1]) for m, _ in records]
-        elapsed = self.clock.ms(records[0][0][0], records[-1][0][-1])
-        accept_lens = [a for _, lens in records for a in lens]
-        tokens = sum(accept_lens)
-        out = {
-            "kind": "spec",
-            "mode": mode,
-            "graph": graph,
-            "compile": compiled,
-            "bs": run.batch,
-            "num_draft": run.num_draft,
-            "verify_graph": self.verify_flags(mode)[0],
-            "verify_tokens": run.num_draft + 1,
-            "steps": steps,
-            "accept": "simulated" if self.simulated else "greedy",
-            "accept_len_target": run.accept_len,
-            "accept_len": tokens / len(accept_lens),
-            "tokens": tokens,
-            "elapsed_ms": elapsed,
-            "tokens_per_s": tokens / elapsed * 1e3,
-            "tokens_per_s_per_request": tokens / run.batch / elapsed * 1e3,
-            "step_ms": stats(step_ms),
-            **{f"{p}_ms": stats(v) for p, v in phase_ms.items()},
-            "tokens_head": self._tokens_head(),
-            "per_step": {
-                "accept_len": [lens for _, lens in records],
-                "step_ms": step_ms,
-                **{f"{p}_ms": v for p, v in phase_ms.items()},
-            },
-        }
-        return out
+        return run_spec(self, mode, steps, seed)
 
     def run_decode(self, mode: str, steps: int) -> dict[str, Any]:
-        graph = mode == "graph"
-        self.state.reset()
-        self._sync()
-        records = [self.decode_step(i, graph) for i in range(steps)]
-        self._sync()
-        decode_ms = [self.clock.ms(a, b) for a, b in records]
-        elapsed = self.clock.ms(records[0][0], records[-1][-1])
-        tokens = steps * self.run_cfg.batch
-        return {
-            "kind": "decode",
-            "mode": mode,
-            "graph": graph,
-            "bs": self.run_cfg.batch,
-            "steps": steps,
-            "tokens": tokens,
-            "elapsed_ms": elapsed,
-            "tokens_per_s": tokens / elapsed * 1e3,
-            "tokens_per_s_per_request": steps / elapsed * 1e3,
-            "decode_ms": stats(decode_ms),
-            "tokens_head": self._tokens_head(),
-            "per_step": {"decode_ms": decode_ms},
-        }
+        return run_decode(self, mode, steps)
 
     def run_sweep(self, mode: str, steps: int) -> list[dict[str, Any]]:
-        graph, out = mode == "graph", []
-        self.state.reset()
-        for width in self.run_cfg.widths:
-            self._sync()
-            ms = [
-                self.clock.ms(a, b)
-                for a, b in (self.sweep_step(i, width, graph) for i in range(steps))
-            ]
-            out.append(
-                {
-                    "kind": "verify_sweep",
-                    "mode": mode,
-                    "graph": graph,
-                    "bs": self.run_cfg.batch,
-                    "width": width,
-                    "tokens": width * self.run_cfg.batch,
-                    "steps": steps,
-                    "verify_ms": stats(ms),
-                    "per_step": {"verify_ms": ms},
-                }
-            )
-        return out
+        return run_sweep(self, mode, steps)
 
     def run_pipelined(self, mode: str, steps: int) -> dict[str, Any]:
         return run_pipelined(self, mode, steps)
@@ -356,7 +269,7 @@ class Workload:
                 self._sync()
             finally:
                 self._profiler(start=False)
-        _add_speedups(results)
+        add_speedups(results)
         return results
 
     def _tokens_head(self, count: int = 32) -> list[list[int]]:
@@ -402,28 +315,6 @@ class Workload:
             "simulated_acceptance": acceptance,
             "compile": self.compiled.describe() if self.compiled is not None else None,
         }
-
-
-def _add_speedups(results: list[dict[str, Any]]) -> None:
-    """Spec tok/s over baseline-decode tok/s of the same mode, and graph-over-eager verify time."""
-    decode = {r["mode"]: r for r in results if r["kind"] == "decode"}
-    spec = {r["mode"]: r for r in results if r["kind"] == "spec"}
-    for mode, r in spec.items():
-        if mode in decode:
-            r["speedup_vs_decode"] = r["tokens_per_s"] / decode[mode]["tokens_per_s"]
-            if r["accept"] == "greedy":  # lossless speculation: the same tokens as plain decoding
-                r["greedy_matches_decode"] = all(
-                    s[:n] == d[:n]
-                    for s, d in zip(r["tokens_head"], decode[mode]["tokens_head"])
-                    for n in [min(len(s), len(d))]
-                )
-    for kind in ("spec", "verify_pipelined"):
-        by_mode = {r["mode"]: r for r in results if r["kind"] == kind}
-        for mode in ("graph", "compile"):
-            if "eager" in by_mode and mode in by_mode:
-                by_mode[mode][f"verify_ms_eager_over_{mode}"] = (
-                    by_mode["eager"]["verify_ms"]["median"] / by_mode[mode]["verify_ms"]["median"]
-                )
 
 
 def environment(device: torch.device) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from pathlib import Path
 from verifyprof.capture.hooks import expressions
 from verifyprof.capture.hooks import targets as _targets
 from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES, Call
+from verifyprof.capture.hooks.lookup import Target
 from verifyprof.capture.hooks.presets import (
     HookEntry,
     load_preset,
@@ -38,7 +39,7 @@ from verifyprof.capture.hooks.presets import (
     resolve_spec,
     split_spec,
 )
-from verifyprof.capture.hooks.targets import HookStatus, HookWarning, Target
+from verifyprof.capture.hooks.targets import HookStatus, HookWarning
 from verifyprof.capture.hooks.wrappers import Rule, active_ranges, wrap_function
 from verifyprof.contracts.errors import VerifyprofError
 

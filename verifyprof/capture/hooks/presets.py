@@ -26,7 +26,7 @@ from pathlib import Path
 
 from verifyprof.capture.hooks import expressions
 from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
-from verifyprof.capture.hooks.targets import Target
+from verifyprof.capture.hooks.lookup import Target
 from verifyprof.contracts import datafiles
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.ranges import BY_PHASE, PHASE_RANGES

@@ -2,11 +2,12 @@
 
 Importing a target's module to patch it would change the host program (and SGLang's modules are
 heavy), so a target whose module is not imported yet is patched by a ``sys.meta_path`` finder
-(:mod:`~verifyprof.capture.hooks.import_watch`) right after the module executes, before any ``from
-module import name`` elsewhere can copy the
-original. Targets whose module is already imported are patched at once, and then the stale
-copies bound by ``from X import Y`` in other modules (listed ``bindings``, plus any module of
-the same top-level package holding the very same object) are replaced too.
+(:mod:`~verifyprof.capture.hooks.import_watch`) right after the module executes, before any
+``from module import name`` elsewhere can copy the original. Targets whose module is already
+imported are patched at once, and then the stale copies bound by ``from X import Y`` in other
+modules (listed ``bindings``, plus any module of the same top-level package holding the very
+same object) are replaced too. What a target names, and finding it in a module:
+:mod:`~verifyprof.capture.hooks.lookup`.
 
 Nothing here raises into the host program: a target that cannot be found is recorded as missing
 (with one warning when the user named it explicitly) and skipped.
@@ -15,9 +16,7 @@ Nothing here raises into the host program: a target that cannot be found is reco
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import inspect
-import re
 import sys
 import threading
 import warnings
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifyprof.capture.hooks import compiled, import_watch
+from verifyprof.capture.hooks.lookup import Target, not_found, pending_detail, resolve, unsupported
 from verifyprof.capture.hooks.wrappers import (
     FIRST_FIRE_LISTENERS,
     Rule,
@@ -33,35 +33,9 @@ from verifyprof.capture.hooks.wrappers import (
     wrap_function,
 )
 
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-
 
 class HookWarning(RuntimeWarning):
     """A hook target could not be patched; the host program runs on without that range."""
-
-
-@dataclass(frozen=True)
-class Target:
-    module: str
-    qualname: str
-
-    @classmethod
-    def parse(cls, text: str) -> Target:
-        """``package.module:Class.method`` or ``package.module:function``; ValueError says what is
-        wrong."""
-        module, sep, qualname = text.strip().partition(":")
-        if not sep:
-            raise ValueError(
-                f"target {text!r} has no ':' between module and name (e.g. pkg.mod:Class.method)"
-            )
-        if not _DOTTED.match(module):
-            raise ValueError(f"target {text!r}: {module!r} is not a dotted module name")
-        if not _DOTTED.match(qualname):
-            raise ValueError(f"target {text!r}: {qualname!r} is not a dotted attribute name")
-        return cls(module, qualname)
-
-    def __str__(self) -> str:
-        return f"{self.module}:{self.qualname}"
 
 
 @dataclass(frozen=True)
@@ -163,64 +137,22 @@ def request(
             # Pending, never missing for good: the module may become importable later (Python puts
             # a script's folder on sys.path after sitecustomize ran; programs extend sys.path).
             import_watch.install(_watched, _on_imported)
-            patch.detail = _pending_detail(target)
+            patch.detail = pending_detail(target)
             watch_torch()
         _notify()
         return _status(patch)
 
 
-def _pending_detail(target: Target) -> str:
-    try:
-        found = importlib.util.find_spec(target.module.partition(".")[0]) is not None
-    except (ImportError, ValueError):
-        found = False
-    if found:
-        return f"module {target.module} not imported yet"
-    return (
-        f"module {target.module} not importable yet (patched if a later sys.path makes it"
-        " importable)"
-    )
-
-
-def _resolve(module: Any, qualname: str) -> tuple[Any, str, Any, bool]:
-    """(owner, attribute, raw attribute, inherited) for ``qualname`` in ``module``."""
-    parts = qualname.split(".")
-    owner = module
-    for part in parts[:-1]:
-        owner = getattr(owner, part)
-    name = parts[-1]
-    if isinstance(owner, type):
-        if name in owner.__dict__:
-            return owner, name, owner.__dict__[name], False
-        return owner, name, inspect.getattr_static(owner, name), True
-    return owner, name, getattr(owner, name), False
-
-
-def _not_found(module: Any, qualname: str) -> str:
-    """Which part of ``qualname`` the module lacks (a package: where its ``__main__.py``'s would
-    be)."""
-    owner, path = module, module.__name__
-    for part in qualname.split("."):
-        if not hasattr(owner, part):
-            package = path == module.__name__ and getattr(module, "__path__", None) is not None
-            return f"{path} has no attribute {part!r}" + (
-                f" (one in its __main__.py: {path}.__main__:{qualname})" if package else ""
-            )
-        owner, path = getattr(owner, part), f"{path}.{part}"
-    return f"{module.__name__} has no attribute {qualname!r}"
-
-
 def _apply(patch: _Patch, module: Any, scan_package: bool) -> None:
     target = patch.target
     try:
-        owner, name, raw, inherited = _resolve(module, target.qualname)
+        owner, name, raw, inherited = resolve(module, target.qualname)
     except AttributeError:
         # A preset lists names of several versions: one this version lacks is expected ("absent").
-        # Our
-        # own words: Python's, asked while the module still executes, blame a circular import.
+        # Our own words: Python's, asked while the module still executes, blame a circular import.
         patch.state, patch.detail = (
             ("missing" if patch.warn_missing else "absent"),
-            _not_found(module, target.qualname),
+            not_found(module, target.qualname),
         )
         if patch.warn_missing:
             _warn_once(
@@ -230,17 +162,7 @@ def _apply(patch: _Patch, module: Any, scan_package: bool) -> None:
     in_class = isinstance(owner, type)
     kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
     function = raw.__func__ if kind is not None else raw
-    problem = None
-    if isinstance(function, type) or not callable(function):
-        problem = "is not a function or method"
-    elif (
-        inspect.iscoroutinefunction(function)
-        or inspect.isgeneratorfunction(function)
-        or inspect.isasyncgenfunction(function)
-    ):
-        problem = (
-            "is a coroutine or generator function: a range around its call would measure nothing"
-        )
+    problem = unsupported(function)
     if problem is not None:
         patch.state, patch.detail = "unsupported", f"{target} {problem}"
         _warn_once(str(target), f"verifyprof: hook target {patch.detail}; skipped")
@@ -338,9 +260,8 @@ def _on_imported(module_name: str, module: Any) -> None:
             _notify()
 
 
-_watched_names: frozenset[str] | None = (
-    None  # recomputed after any change (find_spec runs per import)
-)
+# recomputed after any change (find_spec runs per import)
+_watched_names: frozenset[str] | None = None
 
 
 def _watched() -> frozenset[str]:
@@ -391,9 +312,8 @@ def import_pending() -> None:
                 for patch in _patches.values():
                     if patch.target.module == module_name and patch.state == "pending":
                         patch.state = "missing" if patch.warn_missing else "absent"
-                        patch.detail = f"cannot import {module_name}: {type(exc).__name__}: {exc}".splitlines()[
-                            0
-                        ]
+                        reason = f"cannot import {module_name}: {type(exc).__name__}: {exc}"
+                        patch.detail = reason.splitlines()[0]
                 _notify()
 
 

@@ -164,25 +164,7 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
     files_in, warnings = trace_files(paths)
     files = [load_file(i, p, fast) for i, p in enumerate(files_in)]
     warnings += [f"{f.path.name}: {f.events.problems()}" for f in files if f.events.problems()]
-    empty = [f for f in files if f.events.gpu_rows == 0]
-    if len(empty) == len(files):
-        where = files[0].path if len(files) == 1 else files[0].path.parent
-        what = "the trace" if len(files) == 1 else f"none of the {len(files)} trace files"
-        dropped = sum(f.events.dropped for f in files)
-        if dropped:
-            raise TraceError(
-                f"{what} holds no usable GPU events: {dropped} events have no usable ts/dur "
-                "(missing, not a number, or out of range)",
-                where,
-            )
-        raise TraceError(
-            f"{what} holds no GPU events (kernel, gpu_memcpy, gpu_memset): an empty or CPU-only"
-            " capture; profile with ProfilerActivity.CUDA and run GPU work inside the profiled"
-            " window",
-            where,
-        )
-    for f in empty:
-        warnings.append(f"{f.path.name}: no GPU events (empty capture for rank {f.rank})")
+    _check_gpu_events(files, warnings)
     base = align_clocks(files, warnings)
     check_one_run(files)
     assign_device_offsets(files)
@@ -237,3 +219,26 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
             warnings=warnings,
         )
     )
+
+
+def _check_gpu_events(files: list[RankFile], warnings: list[str]) -> None:
+    """Refuses files none of which holds a GPU event; warns of each one that holds none."""
+    empty = [f for f in files if f.events.gpu_rows == 0]
+    if len(empty) == len(files):
+        where = files[0].path if len(files) == 1 else files[0].path.parent
+        what = "the trace" if len(files) == 1 else f"none of the {len(files)} trace files"
+        dropped = sum(f.events.dropped for f in files)
+        if dropped:
+            raise TraceError(
+                f"{what} holds no usable GPU events: {dropped} events have no usable ts/dur "
+                "(missing, not a number, or out of range)",
+                where,
+            )
+        raise TraceError(
+            f"{what} holds no GPU events (kernel, gpu_memcpy, gpu_memset): an empty or CPU-only"
+            " capture; profile with ProfilerActivity.CUDA and run GPU work inside the profiled"
+            " window",
+            where,
+        )
+    for f in empty:
+        warnings.append(f"{f.path.name}: no GPU events (empty capture for rank {f.rank})")

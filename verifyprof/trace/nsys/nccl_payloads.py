@@ -21,7 +21,8 @@ payload range that encloses the launch call gives its size. Inside ``ncclGroupSt
 ``ncclGroupEnd`` (send/recv, all-to-all, coalesced calls) the kernel is launched in
 ``ncclGroupEnd``: it takes the payload ranges between the group's last ``ncclGroupStart`` and
 that ``ncclGroupEnd`` (send/recv: bytes sent in, bytes received out). Kernels replayed from a
-CUDA graph have no API range at replay: their size stays unknown.
+CUDA graph have no API range at replay: their size stays unknown. The join:
+:mod:`~verifyprof.trace.nsys.nccl_join`.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from verifyprof.trace.collectives import collective_args_table, family
 from verifyprof.trace.events import NO_ID, StringTable
 from verifyprof.trace.nsys.activity import correlation_key
 from verifyprof.trace.nsys.columns import Rows, TableQuery, run_queries
 from verifyprof.trace.nsys.export import ProcessFilter
+from verifyprof.trace.nsys.nccl_join import join_sizes
 from verifyprof.trace.nsys.ranges import NVTX_PUSHPOP, NVTX_STARTEND
 
 HEADER_BYTES = 32
@@ -77,7 +78,7 @@ def nccl_collective_args(
     if launches is None:
         return None, []
     groups = _group_ranges(ranges, strings)
-    table = _join(launches, payloads, groups, strings)
+    table = join_sizes(launches, payloads, groups, strings)
     return (table if len(table) else None), []
 
 
@@ -104,9 +105,8 @@ def nccl_payload_ranges(
     )
     run_queries(uri, [job])
     rows = job.rows()
-    if (
-        not rows.n
-    ):  # a share's processes made no NCCL calls: a warning only if no process's payloads were kept
+    if not rows.n:
+        # a share's processes made no NCCL calls: a warning only if no process's payloads were kept
         return None, [MISSING_BLOBS_WARNING] if processes is None or not _any_payload(con) else []
     payloads = _decode(rows, schemas)
     if payloads is None:
@@ -185,9 +185,7 @@ def _decode(rows: Rows, schemas: dict[tuple[int, int], _Schema]) -> pd.DataFrame
     size_at, comm_at, ranks_at = (np.full(n, NO_ID, dtype=np.int64) for _ in range(3))
     known = np.zeros(n, dtype=bool)
     pairs = pd.DataFrame({"domain": domain, "schema": schema})
-    for (d, sid), index in (
-        pairs[ok].groupby(["domain", "schema"]).indices.items()
-    ):  # once per schema
+    for (d, sid), index in pairs[ok].groupby(["domain", "schema"]).indices.items():  # per schema
         entry = schemas.get((d, sid)) or schemas.get((d, sid & 0xFFFFFFFF))
         if entry is None:
             continue
@@ -255,166 +253,3 @@ def _group_ranges(ranges: pd.DataFrame, strings: StringTable) -> dict[str, pd.Da
     names = strings.lookup(ranges["name_id"].to_numpy()) if len(ranges) else np.empty(0, object)
     pick = lambda text: ranges.loc[names == text, ["tid", "start", "end"]].reset_index(drop=True)
     return {"start": pick("ncclGroupStart"), "end": pick("ncclGroupEnd")}
-
-
-class _Timeline:
-    """Per-thread ordering of many (tid, time) pairs as one sortable key: thread code, time rank."""
-
-    def __init__(self, tids: list[np.ndarray], times: list[np.ndarray]):
-        self.tid_codes = pd.Index(pd.unique(np.concatenate(tids)))
-        self.times = np.unique(np.concatenate(times))
-
-    def key(self, tid: np.ndarray, time: np.ndarray, side: str = "left") -> np.ndarray:
-        code = self.tid_codes.get_indexer(tid).astype(np.int64)
-        rank = np.searchsorted(self.times, time, side=side).astype(np.int64)
-        return code * (len(self.times) + 1) + rank
-
-
-def _last_at_or_before(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Index of the last sorted key <= each key, -1 if none."""
-    return np.searchsorted(sorted_keys, keys, side="right") - 1
-
-
-def _join(
-    launches: pd.DataFrame,
-    payloads: pd.DataFrame,
-    groups: dict[str, pd.DataFrame],
-    strings: StringTable,
-) -> pd.DataFrame:
-    texts = payloads["text"]
-    fam_of = {
-        t: family(t) if isinstance(t, str) and t.lower().startswith("nccl") else ""
-        for t in pd.unique(texts)
-    }  # per API name
-    fam = texts.map(fam_of).to_numpy(dtype=object)
-    sized = (payloads["bytes"].to_numpy() >= 0) & (fam != "") & (fam != "other")
-    inits = payloads[(payloads["comm"].to_numpy() >= 0) & (payloads["ranks"].to_numpy() > 0)]
-    ranks_by_comm = inits.drop_duplicates("comm").set_index("comm")[
-        "ranks"
-    ]  # communicator -> ranks, from its init range
-    p = payloads[sized].reset_index(drop=True)
-    fam = fam[sized]
-    if p.empty:
-        return collective_args_table([], [], [], [], [], strings)
-    group = p["comm"].map(ranks_by_comm).fillna(NO_ID).to_numpy(dtype=np.int64)
-    gs, ge = groups["start"], groups["end"]
-    line = _Timeline(
-        [
-            p["tid"].to_numpy(),
-            launches["tid"].to_numpy(),
-            gs["tid"].to_numpy(),
-            ge["tid"].to_numpy(),
-        ],
-        [
-            p["start"].to_numpy(),
-            p["end"].to_numpy(),
-            launches["start"].to_numpy(),
-            launches["end"].to_numpy(),
-            gs["start"].to_numpy(),
-            ge["start"].to_numpy(),
-            ge["end"].to_numpy(),
-        ],
-    )
-    order = np.lexsort((p["start"].to_numpy(), line.tid_codes.get_indexer(p["tid"].to_numpy())))
-    p, fam, group = p.iloc[order].reset_index(drop=True), fam[order], group[order]
-    p_key = line.key(p["tid"].to_numpy(), p["start"].to_numpy())
-    l_tid, l_start, l_end = (launches[c].to_numpy() for c in ("tid", "start", "end"))
-
-    # (a) a sized range encloses the launch call
-    cand = _last_at_or_before(p_key, line.key(l_tid, l_start))
-    ok = cand >= 0
-    ok[ok] = (p["tid"].to_numpy()[cand[ok]] == l_tid[ok]) & (
-        p["end"].to_numpy()[cand[ok]] >= l_end[ok]
-    )
-    kernel, nbytes, out_bytes, size_group, names = (
-        [launches["kernel"].to_numpy()[ok]],
-        [],
-        [],
-        [group[cand[ok]]],
-        [fam[cand[ok]]],
-    )
-    b = p["bytes"].to_numpy()[cand[ok]]
-    n = group[cand[ok]]
-    f = fam[cand[ok]]
-    in_b = np.where(f == "reducescatter", np.where(n > 0, b * n, NO_ID), b)
-    out_b = np.where(f == "allgather", np.where(n > 0, b * n, NO_ID), b)
-    nbytes.append(in_b)
-    out_bytes.append(out_b)
-
-    # (b) the launch is inside ncclGroupEnd: the sized ranges since the group's ncclGroupStart
-    rest = np.flatnonzero(~ok)
-    if len(rest) and len(ge) and len(gs):
-        ge_order = np.lexsort(
-            (ge["start"].to_numpy(), line.tid_codes.get_indexer(ge["tid"].to_numpy()))
-        )
-        ge = ge.iloc[ge_order].reset_index(drop=True)
-        ge_key = line.key(ge["tid"].to_numpy(), ge["start"].to_numpy())
-        g = _last_at_or_before(ge_key, line.key(l_tid[rest], l_start[rest]))
-        inside = g >= 0
-        inside[inside] = (ge["tid"].to_numpy()[g[inside]] == l_tid[rest][inside]) & (
-            ge["end"].to_numpy()[g[inside]] >= l_end[rest][inside]
-        )
-        rest, g = rest[inside], g[inside]
-        gs_order = np.lexsort(
-            (gs["start"].to_numpy(), line.tid_codes.get_indexer(gs["tid"].to_numpy()))
-        )
-        gs = gs.iloc[gs_order].reset_index(drop=True)
-        gs_key = line.key(gs["tid"].to_numpy(), gs["start"].to_numpy())
-        end_key = line.key(ge["tid"].to_numpy()[g], ge["start"].to_numpy()[g])
-        s = _last_at_or_before(gs_key, end_key)
-        opened = s >= 0
-        opened[opened] = gs["tid"].to_numpy()[s[opened]] == ge["tid"].to_numpy()[g[opened]]
-        rest, g, s = rest[opened], g[opened], s[opened]
-        lo = np.searchsorted(
-            p_key, line.key(gs["tid"].to_numpy()[s], gs["start"].to_numpy()[s]), side="right"
-        )
-        hi = np.searchsorted(p_key, end_key[opened], side="left")
-        members = hi > lo
-        rest, lo, hi = rest[members], lo[members], hi[members]
-        if len(rest):
-            kind = _group_kind(fam, lo, hi)
-            keep = kind != ""
-            rest, lo, hi, kind = rest[keep], lo[keep], hi[keep], kind[keep]
-            total = lambda mask: np.r_[0, np.cumsum(np.where(mask, p["bytes"].to_numpy(), 0))]
-            sent, received, everything = (
-                total(fam == "send"),
-                total(fam == "recv"),
-                total(np.ones(len(p), bool)),
-            )
-            in_b = np.where(
-                kind == "sendrecv", sent[hi] - sent[lo], everything[hi] - everything[lo]
-            )
-            out_b = np.where(kind == "sendrecv", received[hi] - received[lo], in_b)
-            kernel.append(launches["kernel"].to_numpy()[rest])
-            nbytes.append(in_b)
-            out_bytes.append(out_b)
-            size_group.append(group[lo])
-            names.append(kind)
-    return collective_args_table(
-        np.concatenate(kernel),
-        np.concatenate(nbytes),
-        np.concatenate(out_bytes),
-        np.concatenate(size_group),
-        np.concatenate(names).tolist(),
-        strings,
-    )
-
-
-def _group_kind(fam: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The collective of each group of payload ranges ``fam[lo:hi]``: its one family, ``sendrecv``
-    for sends and receives, "" for a mix (size left unknown). Prefix counts per family, no loop
-    over groups."""
-    codes, kinds = pd.factorize(pd.Series(fam))
-    present = np.zeros((len(lo), len(kinds)), dtype=bool)
-    for k in range(len(kinds)):  # a handful of families
-        counts = np.r_[0, np.cumsum(codes == k)]
-        present[:, k] = counts[hi] - counts[lo] > 0
-    p2p_kinds = np.isin(np.asarray(kinds, dtype=object), ["send", "recv"])
-    only_p2p = ~(present & ~p2p_kinds).any(axis=1)
-    single = present.sum(axis=1) == 1
-    first = (
-        np.asarray(kinds, dtype=object)[np.argmax(present, axis=1)]
-        if len(kinds)
-        else np.empty(len(lo), object)
-    )
-    return np.where(only_p2p, "sendrecv", np.where(single, first, "")).astype(object)
