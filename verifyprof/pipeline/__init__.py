@@ -371,20 +371,50 @@ def _decode_step_if_no_verify(frame: BreakdownFrame) -> str | None:
     return decodes[0] if decodes else None
 
 
-def median_verify_windows(frame: BreakdownFrame, summary: dict[str, Any]) -> list[tuple[int, int]]:
+def story_group(frame: BreakdownFrame, summary: dict[str, Any]) -> tuple[tuple[str, str], str]:
+    """The step group a run's story is about: the verify group the model picks (and why), else
+    the summary's first group."""
+    from verifyprof.contracts.schema import variant
+
+    try:
+        profile = verify_profile(frame)
+        return (profile.verify.name, variant(profile.verify.attrs)), profile.choice
+    except VerifyprofError:
+        groups = summary.get("groups") or []
+        if not groups:
+            return ("", ""), "no steps"
+        return (groups[0]["name"], groups[0]["variant"]), "the summary's first group (no verify)"
+
+
+def group_regex(group: tuple[str, str]) -> str:
+    """A ``--range`` regex selecting the ranges of exactly one step group: its name, each of its
+    attributes, and no other attribute (but the volatile ones, which every step has its own of)."""
+    from verifyprof.contracts.schema import VOLATILE_ATTRS
+
+    name, label = group
+    pairs = [kv for kv in label.split() if "=" in kv]
+    has = "".join(rf"(?=.*\s{re.escape(kv)}(\s|$))" for kv in pairs)
+    keys = sorted({kv.split("=", 1)[0] for kv in pairs} | VOLATILE_ATTRS)
+    only = rf"(?!.*\s(?!(?:{'|'.join(map(re.escape, keys))})=)\w+=)"
+    return rf"^{re.escape(name)}(?=\s|$){has}{only}"
+
+
+def median_verify_windows(
+    frame: BreakdownFrame, summary: dict[str, Any], group: tuple[str, str] | None = None
+) -> list[tuple[int, int]]:
     """The (step, device) windows a report's timeline draws: per rank (or device), the step
-    nearest the median wall of the first summary group (the verify steps come first)."""
+    nearest the median wall of the story's group (default: the summary's first group)."""
     from verifyprof.contracts.schema import variant
 
     groups = summary.get("groups") or []
-    if not groups:
-        return []
-    first = groups[0]
+    if group is None:
+        if not groups:
+            return []
+        group = (groups[0]["name"], groups[0]["variant"])
+    name, label = group
     steps = frame.steps
-    rows = steps[(steps["name"] == first["name"]).to_numpy() & (steps["device"] >= 0).to_numpy()]
-    rows = (
-        rows[[variant(a) == first["variant"] for a in rows["attrs"]]] if first["variant"] else rows
-    )
+    rows = steps[(steps["name"] == name).to_numpy() & (steps["device"] >= 0).to_numpy()]
+    rows = rows[[variant(a) == label for a in rows["attrs"]]] if label else rows
     windows = []
     for _, group in rows.groupby(["rank", "device"], sort=True):  # ranks: a handful
         wall = group["wall_ns"].to_numpy()
@@ -424,8 +454,10 @@ def report(
         steps=frame.steps,
         summary=summary,
     )
+    data.group, data.group_why = story_group(frame, summary)
     try:
         ranking = whatif_of(frame, accept_len, manifest)
+        data.ranking = ranking
         data.whatif = ranking.to_json() if ranking is not None else None
         data.whatif_note = (
             ""
@@ -437,8 +469,8 @@ def report(
     if (
         loaded.kernel_table is not None and loaded.trace is not None
     ):  # a trace read whole (not per-rank files)
-        data.kernels = loaded.kernel_table.to_json(top_kernels)
-        windows = median_verify_windows(frame, summary)
+        data.kernels = _group_kernels(loaded, data.group, taxonomy).to_json(top_kernels)
+        windows = median_verify_windows(frame, summary, data.group)
         per_window = max(
             400, 4000 // max(len(windows), 1)
         )  # the page stays a few MB with many ranks
@@ -463,5 +495,14 @@ def report(
         after = load_input(
             compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace
         )
-        data.compare = compare(loaded, after, accept_len=accept_len, manifest=manifest).to_json()
+        data.comparison = compare(loaded, after, accept_len=accept_len, manifest=manifest)
+        data.compare = data.comparison.to_json()
     return data
+
+
+def _group_kernels(loaded: Loaded, group: tuple[str, str], taxonomy) -> KernelTable:
+    """The top kernels of the story's step group (the whole trace's when it has none)."""
+    try:
+        return kernel_table(loaded.trace, load_taxonomy(taxonomy), step_regex=group_regex(group))
+    except VerifyprofError:
+        return loaded.kernel_table

@@ -18,12 +18,14 @@ class ReportData:
     phases: list[str]  # the breakdown's phase list, in its order
     steps: pd.DataFrame  # the steps frame (schema.BreakdownFrame.steps)
     summary: dict[str, Any]  # the breakdown JSON's "summary"
-    whatif: dict[str, Any] | None = (
-        None  # Ranking.to_json() (plan/verdict when the model gives them)
-    )
+    whatif: dict[str, Any] | None = None  # Ranking.to_json(): the same numbers as --json
+    ranking: Any = None  # the model's Ranking (typed: verdict, plan, candidates, curve, plain)
+    group: tuple[str, str] | None = None  # the story's step group: (name, variant), verify first
+    group_why: str = ""  # which group the verdict is about, and why that one
     whatif_note: str = ""  # why there is no what-if
     kernels: dict[str, Any] | None = None  # KernelTable.to_json(top)
     timelines: list[StepTimeline] = field(default_factory=list)
     timeline_note: str = ""
     compare: dict[str, Any] | None = None  # Comparison.to_json()
+    comparison: Any = None  # the model's Comparison (typed)
     notes: list[str] = field(default_factory=list)
