@@ -362,14 +362,36 @@ def _match_calls(
 
 
 def _no_steps_message(trace: Trace, host: pd.DataFrame, regex: str) -> str:
+    """No range matched: what the trace has, as a ready ``--range`` (of its top-level ranges,
+    short enough to type) or ``--whole-trace``."""
+    from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+
+    asked = (
+        "no range is a step: none is verifyprof's, SGLang's or a usual spelling of a speculative"
+        " phase (data/ranges.toml)"
+        if regex == DEFAULT_STEP_REGEX
+        else f"no range matches --range '{regex[:60]}{'...' if len(regex) > 60 else ''}'"
+    )
     if host.empty:
-        return (
-            f"no range matches --range '{regex}': the trace has no NVTX ranges or annotations (use"
-            " --whole-trace)"
-        )
-    ids, n_ids = np.unique(host["name_id"].to_numpy(), return_counts=True)
+        return f"{asked}: the trace has no NVTX ranges or annotations; use --whole-trace"
+    top = host[host["depth"].to_numpy() == 0] if "depth" in host.columns else host
+    ids, n_ids = np.unique((top if len(top) else host)["name_id"].to_numpy(), return_counts=True)
     counts: Counter[str] = Counter()
+    example: dict[str, str] = {}
     for sid, n in zip(ids, n_ids):  # once per distinct range text
-        counts[step_name(trace.strings[int(sid)])] += int(n)
-    common = ", ".join(f"{name!r} ({n})" for name, n in counts.most_common(8))
-    return f"no range matches --range '{regex}'; most frequent range names: {common}"
+        text = trace.strings[int(sid)]
+        name = step_name(text)
+        counts[name] += int(n)
+        example.setdefault(name, text.split(" ")[0])
+    names, patterns = [], []
+    for name, n in counts.most_common(8):
+        pattern = re.sub(r"\\d\+|\d+", r"\\d+", re.escape(example[name]))
+        if len(" ".join(["--range", f"'^({'|'.join(patterns + [pattern])})'"])) > 72:
+            break
+        names.append(f"{name!r} ({n})")
+        patterns.append(pattern)
+    ready = f"--range '^({'|'.join(patterns)})'" if patterns else "--range REGEX"
+    return (
+        f"{asked}; the trace's top-level ranges: {', '.join(names)}: break them down with"
+        f" {ready}, or the whole trace with --whole-trace"
+    )

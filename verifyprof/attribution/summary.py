@@ -81,9 +81,8 @@ def summarize(
             groups.append(_group_summary(name, columns, np.flatnonzero(in_name), ""))
             continue
         for kind in sorted(kinds, key=lambda v: (_tokens(v), v)):
-            groups.append(
-                _group_summary(name, columns, np.flatnonzero(in_name & (kinds_of == kind)), kind)
-            )
+            at = np.flatnonzero(in_name & (kinds_of == kind))
+            groups += [_group_summary(name, columns, part, kind) for part in _by_mode(columns, at)]
     # both keys always present (the documented form): null when there is nothing to report
     summary: dict[str, Any] = {
         "unit": "ns",
@@ -111,6 +110,23 @@ class _Columns:
             else None
         )
         self.mode = rows["mode"].to_numpy(object)
+
+
+def _by_mode(columns: _Columns, at: np.ndarray) -> list[np.ndarray]:
+    """Steps of one name and attributes that ran in several modes (untagged ranges around eager
+    and graph steps): one group per mode, most steps first; an eager and a graph step are
+    different measurements, never averaged into one row."""
+    mode = columns.mode[at]
+    known = mode != "none"
+    kinds = pd.unique(mode[known])
+    if len(kinds) <= 1:
+        return [at]
+    parts = [at[mode == m] for m in kinds]
+    parts.sort(key=len, reverse=True)
+    idle = at[~known]  # rows that launched nothing (device -1) join the largest group
+    if len(idle):
+        parts[0] = np.sort(np.concatenate([parts[0], idle]))
+    return parts
 
 
 def _tokens(kind: str) -> tuple[int, int]:
@@ -158,6 +174,7 @@ def _group_summary(name: str, columns: _Columns, at: np.ndarray, kind: str) -> d
         "rows": len(at),
         "devices": np.unique(col["device"]).tolist(),
         "modes": {str(modes[i]): int(mode_counts[i]) for i in by_count},
+        "mode": str(modes[by_count[0]]) if len(by_count) else "none",
         "wall_ns": _stats(wall),
         **{c: _stats(col[c]) for c in ("cost_ns", "gpu_span_ns", "kernels", "launches")},
         "phases": phase_stats,

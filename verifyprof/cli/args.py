@@ -1,5 +1,5 @@
 """What the command functions share: one-line usage errors, step selection by phase, the
-parallel-map options, hints for inputs, and the whatif-by-phase path. Parsing helpers only."""
+parallel-map options and hints for inputs. Parsing helpers only."""
 
 from __future__ import annotations
 
@@ -22,12 +22,6 @@ from verifyprof.contracts.errors import (
 from verifyprof.contracts.outputs import silence_stdout
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 
-CYCLE_PARTS = (
-    "spec_step",
-    "draft",
-    "accept",
-    "draft_extend",
-)  # the cycle's other parts: not a verify to model
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -50,8 +44,6 @@ class _Group(TyperGroup):
             silence_stdout()
             raise OutputClosed("standard output closed") from None
 
-    # type: ignore[no-untyped-def,
-    # override]
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             code = super().main(
@@ -137,7 +129,6 @@ def _nsys_hint(trace: str) -> Iterator[None]:
         raise
 
 
-# type: ignore[no-untyped-def]
 def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, shown):
     """The CLI's map: failed files as warning lines; ``shown`` (the status line) counts the files
     mapped and is paused while workers fork."""
@@ -157,42 +148,6 @@ def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, sh
     )  # both do nothing where no line is drawn
 
 
-# type: ignore[no-untyped-def]
-def _ranking(options, phase: str | None, notes: list[str], parallel) -> dict:
-    """``whatif --from``; with ``--step PHASE``, the steps of that phase whatever made them."""
-    from verifyprof import pipeline
-    from verifyprof.contracts.errors import NoStepsError
-    from verifyprof.model.whatif import check_options, from_breakdown
-
-    if phase is None:
-        return pipeline.whatif(options, parallel=parallel).to_json()
-    if phase in CYCLE_PARTS:  # modelled as the verify, it would count twice in the cycle
-        raise VerifyprofError(
-            f"--step {phase}: whatif models the verify step of the speculative cycle (or, with"
-            f" --step decode/prefill, a step in its place); the {phase} steps are already in the"
-            " cycle from their own ranges, and their fixes in the plan (e.g. cuda_graph_draft)"
-        )
-    check_options(options)
-    options.step_range = f"{options.step_range}|{ranges.phase_regex(phase)}"
-    frame = pipeline.breakdown_frame(
-        options.source, options.step_range, options.whole_trace, parallel=parallel
-    )
-    counts = frame.steps["name"].value_counts()
-    names = [str(n) for n in counts.index if ranges.is_phase(str(n), phase)]
-    if not names:
-        raise NoStepsError(
-            f"no {phase} steps (verifyprof, SGLang or user ranges); the steps are:"
-            f" {', '.join(map(str, counts.index[:8]))}",
-            options.source,
-        )
-    options.step = names[0]
-    notes.append(
-        f"--step {phase}: modelling the {counts[names[0]]} steps named {names[0]!r}"
-        + (f" (also {phase}: {', '.join(names[1:])})" if len(names) > 1 else "")
-    )
-    return from_breakdown(frame, options).to_json()
-
-
 def _check_manifest(path: Path) -> None:
     """A breakdown, whatif or kernels JSON, or a trace, given to --manifest: say so, not 'accept
     length unknown'."""
@@ -205,8 +160,9 @@ def _check_manifest(path: Path) -> None:
         raise VerifyprofError("not a capture manifest: this is a trace (give it to --from)", path)
     for kind in (b"breakdown", b"whatif", b"kernels"):
         if b'"verifyprof.' + kind + b"/" in head:
+            hint = "; give it to --from" if kind == b"breakdown" else ""
             raise VerifyprofError(
                 f"not a capture manifest: this is a {kind.decode()} JSON (schema"
-                f" verifyprof.{kind.decode()}/1){'; give it to --from' if kind == b'breakdown' else ''}",
+                f" verifyprof.{kind.decode()}/1){hint}",
                 path,
             )

@@ -10,6 +10,8 @@ of a step always sum to its ``wall_ns``; its cost is ``wall_ns - other_work``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 # Busy phases, highest priority first.
 COMPUTE = (
     "attention",
@@ -55,3 +57,78 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "other steps": OTHER,
     "idle": IDLE,
 }
+
+
+@dataclass(frozen=True)
+class PhaseInfo:
+    """Everything verifyprof says and does about one phase: its words in a verdict, the fixes
+    that shrink it (what-if candidate names), or why none is modelled. Its colour is the
+    report's (``report.figures.COLOURS``)."""
+
+    words: str
+    fixes: tuple[str, ...] = ()
+    not_modelled: str = ""
+
+
+_GRAPH = ("cuda_graph_verify", "graph_fusion_verify", "torch_compile")
+_FUSE = ("graph_fusion_verify", "torch_compile")
+INFO: dict[str, PhaseInfo] = {
+    "attention": PhaseInfo("attention kernels", ("kernel_floor:attention",)),
+    "gemm_moe": PhaseInfo("MoE expert GEMMs", ("kernel_floor:gemm_moe",)),
+    "moe_aux": PhaseInfo("MoE routing kernels", _FUSE),
+    "gemm_dense": PhaseInfo("dense GEMMs", ("kernel_floor:gemm_dense",)),
+    "spec": PhaseInfo(
+        "speculative bookkeeping kernels",
+        not_modelled=(
+            "speculative bookkeeping kernels (tree build, cache locations): no fix modelled"
+        ),
+    ),
+    "sampling": PhaseInfo(
+        "sampling / rejection kernels",
+        not_modelled=(
+            "sampling / rejection kernels inside verify: no fix modelled (a fused sampler would"
+            " shrink it)"
+        ),
+    ),
+    "norm": PhaseInfo("norm kernels", (*_FUSE, "allreduce_fusion")),
+    "elementwise": PhaseInfo("elementwise kernels (fusion would merge them)", _FUSE),
+    "other": PhaseInfo(
+        "kernels no taxonomy rule matched",
+        not_modelled=(
+            "kernels no taxonomy rule matched: list them with `verifyprof kernels` and add a rule"
+            " (--taxonomy)"
+        ),
+    ),
+    "graph": PhaseInfo(
+        "opaque whole-graph time",
+        not_modelled=(
+            "opaque whole-graph time: capture with --cuda-graph-trace=node to see its kernels"
+        ),
+    ),
+    "allreduce": PhaseInfo(
+        "exposed allreduce: communication the compute does not hide",
+        ("custom_allreduce", "allreduce_fusion"),
+    ),
+    "collective": PhaseInfo(
+        "exposed collectives", not_modelled="non-allreduce collectives: no fix modelled"
+    ),
+    "memcpy": PhaseInfo("copies", not_modelled="copies: no fix modelled"),
+    "memset": PhaseInfo("memsets", not_modelled="memsets: no fix modelled"),
+    "other_work": PhaseInfo("other steps' GPU work inside this step's window"),
+    "graph_gap": PhaseInfo(
+        "idle between the nodes of the graph replay (many small kernels)",
+        ("graph_fusion_verify", "allreduce_fusion"),
+    ),
+    "graph_launch": PhaseInfo(
+        "the GPU waits while the host is inside the graph-launch call", ("host_overhead",)
+    ),
+    "launch_gap": PhaseInfo(
+        "the GPU starves while the host issues kernels one by one (what CUDA graphs remove)",
+        _GRAPH,
+    ),
+    "host_wait": PhaseInfo(
+        "the GPU waits for the host (Python, scheduling, syncs) or for work outside the step",
+        ("host_overhead",),
+    ),
+}
+assert set(INFO) == set(ALL), "every phase has one entry in INFO"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from verifyprof.contracts.errors import VerifyprofError
+
 DOMAIN = "verifyprof"
 
 SPEC_STEP = (  # one whole speculative iteration: draft + verify + accept + draft_extend
@@ -30,10 +32,6 @@ BY_PHASE: dict[str, str] = {name.removeprefix("verifyprof."): name for name in P
 # SGLang's own record_function spans for the verify forward: ``step[TARGET_VERIFY bs=N]``.
 SGLANG_VERIFY_PATTERN = r"TARGET_VERIFY"
 
-DEFAULT_STEP_REGEX = (
-    r"^verifyprof\.(spec_step|draft|verify|accept|draft_extend|decode)(\s|$)|"
-    + SGLANG_VERIFY_PATTERN
-)
 
 _ATTR = re.compile(r"(\w+)=(\S+)")
 
@@ -59,38 +57,60 @@ def _fmt(value: object) -> str:
 # --- steps by phase (``--step verify``): one table, data not code --------------------------------
 
 
-def _user(word: str, not_before: str = "") -> str:
-    """A user's own range whose name (first word, not ``verifyprof.``) holds ``word`` as a word:
-    ``verify_eager``, ``spec.verify``, ``Verify`` (``_`` counts as a separator)."""
-    return rf"^(?!verifyprof\.)(?i:[^\s\[]*?(?<![a-z0-9]){word}(?![a-z0-9]{not_before}))"
+SEPARATOR = r"[\s_.:/\-]"
 
 
-# Phase -> patterns (``re.search`` on a range's text), one per source: verifyprof's own ranges,
-# SGLang's ``step[<ForwardMode> bs=N]`` record_function spans, and user ranges named for the phase.
+def _user(words: list[str], unless: list[str]) -> str:
+    """A user's own range whose name (first word, not ``verifyprof.``) holds one of ``words`` as
+    a word and none of ``unless`` anywhere: ``verify_eager``, ``spec.verify``, ``Verify``."""
+    word = "|".join(words)
+    no = rf"(?![^\s\[]*?(?:{'|'.join(unless)}))" if unless else ""
+    return rf"^(?!verifyprof\.){no}(?i:[^\s\[]*?(?<![a-z0-9])(?:{word})(?![a-z0-9]))"
+
+
+def _phase_patterns() -> dict[str, tuple[str, ...]]:
+    """Phase -> patterns (``re.search`` on a range's text): verifyprof's own ranges, SGLang's
+    spans and user ranges named for the phase, from ``data/ranges.toml`` (or the user's)."""
+    from verifyprof.contracts.datafiles import locate, read_toml
+
+    path = locate("ranges.toml")
+    if path is None:  # pragma: no cover - the package ships it
+        raise VerifyprofError("verifyprof's data file ranges.toml is missing")
+    out: dict[str, tuple[str, ...]] = {}
+    for entry in read_toml(path).get("phase", []):
+        name = str(entry["name"])
+        pats = [rf"^verifyprof\.{name}(\s|$)", *map(str, entry.get("sglang", []))]
+        if entry.get("words"):
+            pats.append(
+                _user([str(w) for w in entry["words"]], [str(u) for u in entry.get("unless", [])])
+            )
+        for pattern in pats:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise VerifyprofError(f"phase {name}: pattern {pattern!r}: {exc}", path) from None
+        out[name] = tuple(pats)
+    missing = [p for p in BY_PHASE if p not in out]
+    if missing:
+        raise VerifyprofError(f"no [[phase]] for {', '.join(missing)}", path)
+    return out
+
+
 # SGLang's DECODE is the plain decode step; a speculative server's draft forwards also run as
 # DECODE on the draft worker, so use verifyprof's hooks (``capture --hooks sglang``) to tell them
 # apart.
-PHASE_PATTERNS: dict[str, tuple[str, ...]] = {
-    "spec_step": (r"^verifyprof\.spec_step(\s|$)", _user("spec_step")),
-    "draft": (r"^verifyprof\.draft(\s|$)", _user("draft", r"|[_.-]?extend")),
-    "verify": (r"^verifyprof\.verify(\s|$)", SGLANG_VERIFY_PATTERN, _user("verify")),
-    "accept": (r"^verifyprof\.accept(\s|$)", _user("accept")),
-    "draft_extend": (
-        r"^verifyprof\.draft_extend(\s|$)",
-        r"step\[DRAFT_EXTEND(_V2)?[\s\]]",
-        _user(r"draft[_.-]?extend"),
-    ),
-    "decode": (r"^verifyprof\.decode(\s|$)", r"step\[DECODE[\s\]]", _user("decode")),
-    "prefill": (
-        r"^verifyprof\.prefill(\s|$)",
-        r"step\[(EXTEND|SPLIT_PREFILL|PREFILL)[\s\]]",
-        _user("prefill"),
-    ),
-}
+PHASE_PATTERNS: dict[str, tuple[str, ...]] = _phase_patterns()
 PHASES: tuple[str, ...] = tuple(PHASE_PATTERNS)
 _PHASE_RES = {
     phase: re.compile("|".join(f"(?:{p})" for p in pats)) for phase, pats in PHASE_PATTERNS.items()
 }
+
+
+# The default --range: every phase's ranges from every source, but prefill (not a cycle's part).
+DEFAULT_STEP_REGEX = "|".join(
+    f"(?:{p})" for phase, pats in PHASE_PATTERNS.items() if phase != "prefill" for p in pats
+)
+VERIFYPROF_STEP_REGEX = r"^verifyprof\.(spec_step|draft|verify|accept|draft_extend|decode)(\s|$)"
 
 
 def phase_regex(phase: str) -> str:

@@ -20,7 +20,8 @@ import pandas as pd
 
 from verifyprof.contracts import phases
 from verifyprof.contracts.schema import BreakdownFrame
-from verifyprof.model.profile import VerifyProfile, verify_profile, with_attr_columns
+from verifyprof.model.profile import VerifyProfile, verify_profile
+from verifyprof.model.step_attrs import with_attr_columns
 
 SCHEMA = "verifyprof.compare/1"
 NO_CHANGE_PCT = 1.0  # |verify delta| below this is "no change": run-to-run noise on one GPU
@@ -311,10 +312,11 @@ def compare(
     before_kernels: pd.DataFrame | None = None,
     after_kernels: pd.DataFrame | None = None,
     after_step: str | None = None,
+    before_step: str | None = None,
 ) -> Comparison:
     """The two breakdowns' verify steps side by side (no prediction check: see
     :func:`check_change`); ``after_step``: AFTER's steps when it has no verify (plain decoding)."""
-    b = side_of(before)
+    b = side_of(before, verify_profile(before, step_name=before_step) if before_step else None)
     a = side_of(after, verify_profile(after, step_name=after_step) if after_step else None)
     switch, warnings = mode_warnings(b, a)
     return Comparison(

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from verifyprof.contracts import phases
 from verifyprof.model.fix import Candidate, Scenario, Skip, current_cycle
 from verifyprof.model.profile import VerifyProfile
 from verifyprof.model.throughput import Cycle
@@ -25,35 +26,9 @@ EXCLUSIVE = (
 )
 MIN_GAIN = 1e-3  # a fix adding less than 0.1% tokens/s ends the plan
 
-# Which fixes can shrink each verify phase; a phase with none says why not.
-PHASE_FIXES: dict[str, tuple[str, ...]] = {
-    "attention": ("kernel_floor:attention",),
-    "gemm_moe": ("kernel_floor:gemm_moe",),
-    "gemm_dense": ("kernel_floor:gemm_dense",),
-    "moe_aux": ("graph_fusion_verify", "torch_compile"),
-    "norm": ("graph_fusion_verify", "torch_compile", "allreduce_fusion"),
-    "elementwise": ("graph_fusion_verify", "torch_compile"),
-    "allreduce": ("custom_allreduce", "allreduce_fusion"),
-    "graph_gap": ("graph_fusion_verify", "allreduce_fusion"),
-    "graph_launch": ("host_overhead",),
-    "launch_gap": ("cuda_graph_verify", "graph_fusion_verify", "torch_compile"),
-    "host_wait": ("host_overhead",),
-}
-NOT_MODELLED: dict[str, str] = {
-    "spec": "speculative bookkeeping kernels (tree build, cache locations): no fix modelled",
-    "sampling": (
-        "sampling / rejection kernels inside verify: no fix modelled (a fused sampler would"
-        " shrink it)"
-    ),
-    "other": (
-        "kernels no taxonomy rule matched: list them with `verifyprof kernels` and add a rule"
-        " (--taxonomy)"
-    ),
-    "graph": "opaque whole-graph time: capture with --cuda-graph-trace=node to see its kernels",
-    "collective": "non-allreduce collectives: no fix modelled",
-    "memcpy": "copies: no fix modelled",
-    "memset": "memsets: no fix modelled",
-}
+# Which fixes can shrink each verify phase; a phase with none says why not (contracts.phases).
+PHASE_FIXES: dict[str, tuple[str, ...]] = {p: i.fixes for p, i in phases.INFO.items() if i.fixes}
+NOT_MODELLED: dict[str, str] = {p: i.not_modelled for p, i in phases.INFO.items() if i.not_modelled}
 SIGNIFICANT = 0.01  # phases under 1% of the verify are not listed as unaddressed
 
 

@@ -32,9 +32,11 @@ from verifyprof.contracts.schema import (
     BreakdownFrame,
     variant,
 )
+from verifyprof.model.calibration import graph_calibration
+from verifyprof.model.cycle_windows import CYCLE_PHASES, _cycle
+from verifyprof.model.step_attrs import with_attr_columns
 
 NS_PER_MS = 1e6
-CYCLE_PHASES = (DRAFT, ACCEPT, DRAFT_EXTEND)
 
 
 @dataclass
@@ -121,27 +123,9 @@ def verify_profile(
     main = _pick_variant(main, notes)
     batch = _most_frequent(main["_batch"].dropna().astype(np.int64))
 
-    groups = [
-        _mean_group(str(main["name"].iloc[0]), int(dev), rows)
-        for dev, rows in main.groupby("device", sort=False)
-    ]
-    critical = max(groups, key=lambda g: g.wall_ms)
-    if len(groups) > 1:
-        notes.append(
-            f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the"
-            f" slowest ({critical.wall_ms:.3f} ms vs fastest"
-            f" {min(g.wall_ms for g in groups):.3f} ms)"
-        )
+    critical, n_devices = _critical(main, notes)
     here = steps["device"].isin((critical.device, -1))
-    width_pool = sweeps if len(sweeps) else in_mode
-    width_pool = width_pool[
-        (width_pool["mode"] == mode) & width_pool["device"].isin((critical.device, -1))
-    ]
-    width_times = {
-        int(w): float(v) / NS_PER_MS
-        for w, v in width_pool.groupby("_width")["cost_ns"].mean().items()
-    }
-
+    width_times = _width_times(sweeps if len(sweeps) else in_mode, mode, critical.device)
     choice = _choice(critical, step_name, notes)
     cycle_parts = _cycle(steps, here, main[main["device"] == critical.device], critical, notes)
     graph_attr = main["attrs"].iloc[0].get("graph")
@@ -163,7 +147,7 @@ def verify_profile(
         verify=critical,
         width=width,
         batch=batch,
-        devices=len(groups),
+        devices=n_devices,
         draft_ms=cycle_parts.per_cycle(DRAFT),
         accept_ms=cycle_parts.per_cycle(ACCEPT),
         draft_extend_ms=cycle_parts.per_cycle(DRAFT_EXTEND),
@@ -185,27 +169,29 @@ def verify_profile(
     )
 
 
-MIN_CALIBRATION_STEPS = 3
-
-
-def graph_calibration(steps: pd.DataFrame) -> dict[str, float]:
-    """Per-node gap, replay-call and compiled-call host cost (us) from graph-mode steps."""
-    graph = steps[(steps["mode"] == "graph") & (steps["graph_launches"] > 0)]
-    if len(graph) < MIN_CALIBRATION_STEPS:
-        return {}
-    compiled = graph["attrs"].map(lambda a: a.get("compile") == "1").to_numpy(bool)
-    plain, comp = graph[~compiled], graph[compiled]
-    out: dict[str, float] = {}
-    if len(plain) >= MIN_CALIBRATION_STEPS and plain["kernels"].sum() > 0:
-        out["graph_node_us"] = float(plain["graph_gap"].sum() / plain["kernels"].sum()) / 1e3
-        out["graph_launch_us"] = (
-            float(plain["graph_launch"].sum() / plain["graph_launches"].sum()) / 1e3
+def _critical(main: pd.DataFrame, notes: list[str]) -> tuple[StepGroup, int]:
+    """The mean step of the slowest device (under tensor parallelism every rank waits for it),
+    and how many devices ran the steps."""
+    groups = [
+        _mean_group(str(main["name"].iloc[0]), int(dev), rows)
+        for dev, rows in main.groupby("device", sort=False)
+    ]
+    critical = max(groups, key=lambda g: g.wall_ms)
+    if len(groups) > 1:
+        notes.append(
+            f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the"
+            f" slowest ({critical.wall_ms:.3f} ms vs fastest"
+            f" {min(g.wall_ms for g in groups):.3f} ms)"
         )
-    if len(comp) >= MIN_CALIBRATION_STEPS:
-        host = comp["host_wait"] + comp["graph_launch"] + comp["launch_gap"]
-        per_call = float(host.sum() / comp["graph_launches"].sum()) / 1e3
-        out["compiled_call_us"] = max(per_call - out.get("graph_launch_us", 0.0), 0.0)
-    return out
+    return critical, len(groups)
+
+
+def _width_times(pool: pd.DataFrame, mode: str, device: int) -> dict[int, float]:
+    """Measured verify ms per width (the width sweep's steps when there are, of this mode)."""
+    pool = pool[(pool["mode"] == mode) & pool["device"].isin((device, -1))]
+    return {
+        int(w): float(v) / NS_PER_MS for w, v in pool.groupby("_width")["cost_ns"].mean().items()
+    }
 
 
 def _choice(group: StepGroup, step_name: str | None, notes: list[str]) -> str:
@@ -221,43 +207,6 @@ def _choice(group: StepGroup, step_name: str | None, notes: list[str]) -> str:
 def _member_group(members: pd.DataFrame, name: str, device: int) -> StepGroup | None:
     rows = members[(members["name"] == name) & (members["device"] == device)]
     return _mean_group(name, device, rows) if len(rows) else None
-
-
-# ---- step attributes as columns ------------------------------------------------------------
-
-
-def with_attr_columns(steps: pd.DataFrame) -> pd.DataFrame:
-    """The steps with the attributes the model reads as columns: ``_width``, ``_batch``,
-    ``_sweep``, ``_graph`` and ``_accept_len`` (NaN / None where a step does not say)."""
-    attrs = (
-        pd.DataFrame.from_records(steps["attrs"].tolist(), index=steps.index)
-        if len(steps)
-        else pd.DataFrame(index=steps.index)
-    )
-    out = steps.copy()
-    out["_width"] = _first_number(attrs, ("tokens", "width", "num_tokens"), integer=True)
-    out["_batch"] = _first_number(attrs, ("bs", "batch"), integer=True)
-    out["_accept_len"] = _first_number(attrs, ("accept_len",), integer=False)
-    out["_sweep"] = (
-        attrs["sweep"].eq("1").to_numpy() if "sweep" in attrs else np.zeros(len(out), bool)
-    )
-    out["_graph"] = (
-        attrs["graph"].where(attrs["graph"].notna(), None)
-        if "graph" in attrs
-        else pd.Series([None] * len(out), index=out.index, dtype=object)
-    )
-    return out
-
-
-def _first_number(attrs: pd.DataFrame, keys: tuple[str, ...], integer: bool) -> pd.Series:
-    """Per step, the first of ``keys`` whose value parses as a number (int() of it for integers)."""
-    found = pd.Series(np.nan, index=attrs.index, dtype=float)
-    for key in reversed(keys):  # earlier keys win
-        if key in attrs:
-            values = pd.to_numeric(attrs[key], errors="coerce")
-            values = np.trunc(values) if integer else values
-            found = values.where(values.notna(), found)
-    return found
 
 
 def _is_verify(names: pd.Series) -> pd.Series:
@@ -422,109 +371,3 @@ def _host_sync_fields(rows: pd.DataFrame) -> dict[str, float]:
         out["host_syncs"] = float(rows["host_syncs"].mean())
         out["post_sync_ms"] = float(rows["post_sync_ns"].mean()) / NS_PER_MS
     return out
-
-
-# ---- the cycle around the verify steps -----------------------------------------------------
-
-
-@dataclass
-class CycleParts:
-    cycles: pd.DataFrame | None  # the spec_step steps containing the modelled verify steps
-    members: pd.DataFrame  # draft / accept / draft-extend steps counted per cycle
-    exclusive_ms: dict[str, float]  # per phase key, the time each adds to its cycle (summed)
-    count: int
-
-    def per_cycle(self, name: str) -> float | None:
-        key = name.removeprefix("verifyprof.")
-        if key in self.exclusive_ms:
-            return self.exclusive_ms[key] / self.count
-        rows = self.members[self.members["name"] == name]
-        return float(rows["cost_ns"].sum()) / self.count / NS_PER_MS if len(rows) else None
-
-
-def _cycle(
-    steps: pd.DataFrame,
-    here: pd.Series,
-    main_here: pd.DataFrame,
-    critical: StepGroup,
-    notes: list[str],
-) -> CycleParts:
-    """The spec_step ranges containing the modelled verify steps, and the draft / accept /
-    draft-extend ranges inside them (by start time, on the same device)."""
-    specs = steps[(steps["name"] == SPEC_STEP) & here]
-    cycles = _containing(specs, main_here)
-    if cycles is None:
-        return CycleParts(None, steps.iloc[0:0], {}, critical.steps)
-    candidates = pd.concat([steps[steps["name"].isin(CYCLE_PHASES) & here], main_here])
-    members = _in_windows(cycles, candidates)
-    exclusive = _exclusive_ms(cycles, members)
-    n_cycles = len(cycles)
-    overlap = critical.wall_ms - exclusive.get("verify", critical.wall_ms * n_cycles) / n_cycles
-    if overlap > 1e-6:
-        _trim_idle(critical, overlap)
-        notes.append(
-            "verify ranges start while the GPU still runs the previous phase (host ahead):"
-            f" {overlap:.3f} ms per step of their windows is that phase's work; modelled as the"
-            f" verify's own {critical.wall_ms:.3f} ms (idle time trimmed)"
-        )
-    return CycleParts(cycles, members[members["name"] != VERIFY], exclusive, n_cycles)
-
-
-def _containing(outer: pd.DataFrame, inner: pd.DataFrame) -> pd.DataFrame | None:
-    """The ``outer`` steps (sorted by start) whose window contains the start of some ``inner``
-    step."""
-    if outer.empty or inner.empty:
-        return None
-    outer = outer.sort_values("start_ns", kind="stable")
-    slot = _slots(outer, inner["start_ns"].to_numpy(np.int64))
-    hit = np.unique(slot[slot >= 0])
-    return outer.iloc[hit] if len(hit) else None
-
-
-def _slots(windows: pd.DataFrame, points: np.ndarray) -> np.ndarray:
-    """Per point, the index of the (sorted, disjoint) window holding it, or -1."""
-    starts = windows["start_ns"].to_numpy(np.int64)
-    ends = windows["end_ns"].to_numpy(np.int64)
-    slot = np.searchsorted(starts, points, side="right") - 1
-    ok = (slot >= 0) & (points < ends[np.clip(slot, 0, None)])
-    return np.where(ok, slot, -1)
-
-
-def _in_windows(windows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """The ``steps`` starting inside one of the ``windows``, each tagged with its window
-    (``_cycle``)."""
-    slot = _slots(windows, steps["start_ns"].to_numpy(np.int64))
-    inside = steps[slot >= 0].copy()
-    inside["_cycle"] = slot[slot >= 0]
-    return inside
-
-
-def _exclusive_ms(windows: pd.DataFrame, members: pd.DataFrame) -> dict[str, float]:
-    """Per phase, the summed time each step adds to its cycle: from the later of its start and the
-    previous phase's end to its own end (the CUDA-event definition). Windows of a host running
-    ahead overlap the previous phase's GPU work; this counts that work once."""
-    if members.empty:
-        return {}
-    rows = members.sort_values(["_cycle", "start_ns"], kind="stable")
-    cycle = rows["_cycle"].to_numpy()
-    end = rows["end_ns"].to_numpy(np.int64)
-    reach = pd.Series(end).groupby(cycle).cummax().to_numpy()  # latest end so far in the cycle
-    previous = np.empty_like(end)
-    previous[:] = windows["start_ns"].to_numpy(np.int64)[cycle]
-    same = np.r_[False, cycle[1:] == cycle[:-1]]
-    previous[same] = np.maximum(previous[same], reach[:-1][same[1:]])
-    own = np.maximum(end - np.maximum(rows["start_ns"].to_numpy(np.int64), previous), 0)
-    keys = rows["name"].str.removeprefix("verifyprof.").to_numpy()
-    sums = pd.Series(own / NS_PER_MS).groupby(keys, sort=False).sum()
-    return {str(k): float(v) for k, v in sums.items()}
-
-
-def _trim_idle(group: StepGroup, overlap_ms: float) -> None:
-    """Take ``overlap_ms`` out of a step's idle phases (launch gap first), keeping phases summing to
-    wall."""
-    left = overlap_ms
-    for phase in phases.IDLE:
-        take = min(group.phases_ms.get(phase, 0.0), left)
-        group.phases_ms[phase] = group.phases_ms.get(phase, 0.0) - take
-        left -= take
-    group.wall_ms -= overlap_ms - left

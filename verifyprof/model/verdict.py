@@ -7,30 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from verifyprof.contracts import phases
 from verifyprof.model.profile import VerifyProfile
 from verifyprof.model.throughput import Cycle
 
-# What a dominant phase means, in the words a user acts on.
-MEANING = {
-    "launch_gap": (
-        "the GPU starves while the host issues kernels one by one (what CUDA graphs remove)"
-    ),
-    "host_wait": "the GPU waits for the host (Python, scheduling, syncs) or for work outside the step",
-    "graph_launch": "the GPU waits while the host is inside the graph-launch call",
-    "graph_gap": "idle between the nodes of the graph replay (many small kernels)",
-    "allreduce": "exposed allreduce: communication the compute does not hide",
-    "collective": "exposed collectives",
-    "attention": "attention kernels",
-    "gemm_moe": "MoE expert GEMMs",
-    "gemm_dense": "dense GEMMs",
-    "elementwise": "elementwise kernels (fusion would merge them)",
-    "norm": "norm kernels",
-    "moe_aux": "MoE routing kernels",
-    "sampling": "sampling / rejection kernels",
-    "spec": "speculative bookkeeping kernels",
-    "other": "kernels no taxonomy rule matched",
-    "memcpy": "copies",
-}
+# What a dominant phase means, in the words a user acts on (one table: contracts.phases.INFO).
+MEANING = {name: info.words for name, info in phases.INFO.items()}
 
 
 @dataclass

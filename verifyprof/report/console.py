@@ -9,6 +9,7 @@ from typing import Any
 from rich.markup import escape
 
 from verifyprof.contracts import ranges
+from verifyprof.report.collectives_console import print_collectives as _print_collectives
 from verifyprof.report.layout import Col, Console, fits, fitted_table, short_name
 
 
@@ -37,6 +38,19 @@ def _count(value: float) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
 
 
+def story_index(groups: list[dict[str, Any]], group: tuple[str, str, str] | None) -> int | None:
+    """Index of the summary group the verdict is about (name, variant and mode), else
+    :func:`lead_group`."""
+    if group is not None:
+        for i, g in enumerate(groups):
+            if (g["name"], g.get("variant") or "", g.get("mode")) == group:
+                return i
+        for i, g in enumerate(groups):  # a breakdown JSON written before groups had a mode
+            if (g["name"], g.get("variant") or "") == group[:2]:
+                return i
+    return lead_group(groups)
+
+
 def lead_group(groups: list[dict[str, Any]]) -> int | None:
     """Index of the group to lead with: the verify steps (verifyprof, SGLang or a user's ranges;
     not a width sweep) with the most steps, else the group with the most steps."""
@@ -52,16 +66,21 @@ def lead_group(groups: list[dict[str, Any]]) -> int | None:
 
 
 def print_breakdown(
-    result: Any, console: Console | None = None, show_zero: bool = False, show_all: bool = False
+    result: Any,
+    console: Console | None = None,
+    show_zero: bool = False,
+    show_all: bool = False,
+    group: tuple[str, str, str] | None = None,
 ) -> None:
-    """The verify step's phase table first, the other step groups as one table (``show_all``:
-    a phase table for every group), then the collectives."""
+    """The story's step group first (``group``: name, variant, mode: the group the verdict is
+    about; default: the verify steps with most steps), the other step groups as one table
+    (``show_all``: a phase table for every group), then the collectives."""
     console = console or Console()
     data = {**result.header(), "summary": result.summary()} if hasattr(result, "header") else result
     _print_header(console, data)
     groups = data["summary"]["groups"]
     phase_names = data.get("phases") or (list(groups[0]["phases"]) if groups else [])
-    lead = lead_group(groups)
+    lead = story_index(groups, group)
     if show_all:
         for group in groups:
             _print_group(console, group, phase_names, show_zero)
@@ -90,8 +109,8 @@ def _print_header(console: Console, data: dict[str, Any]) -> None:
         options.get("range") == ranges.DEFAULT_STEP_REGEX
     ):  # said in words: the regex itself is 127 columns wide
         console.print(
-            "steps: verifyprof's spec_step, draft, verify, accept, draft_extend and decode ranges,"
-            " and SGLang's TARGET_VERIFY (the default --range)",
+            "steps: the spec_step, draft, verify, accept, draft_extend and decode ranges of"
+            " verifyprof, SGLang and the usual spellings (the default --range: data/ranges.toml)",
             highlight=False,
         )
     elif options.get("range"):  # one line, copyable as given
@@ -220,27 +239,31 @@ def _print_other_groups(
         share = group["phases"][top]["share"]
         attrs = " ".join(a for a in (group.get("variant") or "").split() if a not in common)
         label = group["name"].removeprefix(ranges.DOMAIN + ".") + (f" [{attrs}]" if attrs else "")
+        cost = group.get("cost_ns", group["wall_ns"])["mean"]
+        top_cost = group["phases"][top]["mean"] / cost if cost else share
         rows.append(
             [
                 label,
+                group.get("mode", ""),
                 str(group["steps"]),
-                _ms(group["wall_ns"]["mean"]),
+                _ms(cost),
                 _count(group["kernels"]["mean"]),
                 _count(group["launches"]["mean"]),
-                f"{top} {100 * share:.0f}%",
+                f"{top} {100 * top_cost:.0f}%",
             ]
         )
     columns = [
         Col("step [attributes]", "name"),
+        Col("mode", "text"),
         Col("steps"),
-        Col("mean ms"),
+        Col("cost ms"),
         Col("kernels"),
         Col("launches"),
         Col("largest phase", "text"),
     ]
     console.print(
-        f"\n[bold]Other steps[/bold] ({len(groups)} groups; means per step; --all for a phase table"
-        " of each)",
+        f"\n[bold]Other steps[/bold] ({len(groups)} groups; mean cost per step: its window less"
+        " other steps' GPU work in it; phase % of that cost; --all for a phase table of each)",
         highlight=False,
     )
     console.print(fitted_table(console, columns, rows))
@@ -265,84 +288,6 @@ def _common_attrs(groups: list[dict[str, Any]]) -> set[str]:
         if len(values) == 1 and 2 * sum(key in p for p in pairs) > len(pairs):
             common.add(f"{key}={values.pop()}")
     return common
-
-
-def _print_collectives(console: Console, summary: dict[str, Any]) -> None:
-    collectives = summary.get("collectives")
-    if collectives:
-        columns = [
-            Col("collective", "text"),
-            Col("calls"),
-            Col("devs"),
-            Col("transfer\np50 ms"),
-            Col("wait\np50 ms"),
-            Col("spread\np50 ms"),
-            Col("spread\np90 ms"),
-            Col("bytes\np50"),
-            Col("busbw p50\nGB/s"),
-        ]
-        rows = [
-            [
-                family,
-                str(s["calls"]),
-                str(s["devices"]),
-                _ms(s["transfer_ns_p50"]),
-                _ms(s["wait_ns_p50"]),
-                _ms(s["spread_ns_p50"]),
-                _ms(s["spread_ns_p90"]),
-                _bytes(s.get("bytes_p50")),
-                _gbps(s.get("busbw_gbps_p50")),
-            ]
-            for family, s in collectives.items()
-        ]
-        console.print(
-            fitted_table(console, columns, rows, title="\nCollectives across ranks (per call)")
-        )
-        console.print(
-            "  busbw: nccl-tests' bus bandwidth over the transfer time (after the last rank"
-            " joined); bytes: the call's size S as nccl-tests counts it",
-            highlight=False,
-        )
-    kernels = summary.get("collective_kernels")
-    if kernels and not collectives:
-        columns = [
-            Col("collective", "text"),
-            Col("kernels"),
-            Col("devs"),
-            Col("kernel\np50 ms"),
-            Col("kernel\np90 ms"),
-            Col("sized"),
-            Col("bytes\np50"),
-            Col("ranks"),
-            Col("busbw\n>= GB/s"),
-        ]
-        rows = [
-            [
-                family,
-                str(s["kernels"]),
-                str(s["devices"]),
-                _ms(s["kernel_ns_p50"]),
-                _ms(s["kernel_ns_p90"]),
-                str(s["sized_calls"]),
-                _bytes(s.get("bytes_p50")),
-                str(s.get("group_size") or "-"),
-                _gbps(s.get("kernel_busbw_gbps_p50")),
-            ]
-            for family, s in kernels.items()
-        ]
-        console.print(
-            fitted_table(
-                console,
-                columns,
-                rows,
-                title="\nCollective kernels (one rank: not matched across ranks)",
-            )
-        )
-        console.print(
-            "  kernel time includes waiting for the other ranks, so busbw from it is a lower bound"
-            " on the link's bus bandwidth",
-            highlight=False,
-        )
 
 
 def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
@@ -387,91 +332,10 @@ def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
         )
 
 
-def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) -> None:
-    """Hook targets by state. Targets missing because their package is not installed fold into one
-    line per package; the table lists the rest."""
-    console = console or Console()
-    not_installed: dict[str, int] = {}
-    listed = []
-    for status in statuses:
-        package = _missing_package(status)
-        if package:
-            not_installed[package] = not_installed.get(package, 0) + 1
-        else:
-            listed.append(status)
-    if listed:
-        columns = [
-            Col("state", "text"),
-            Col("target", "name"),
-            Col("ranges", "text"),
-            Col("detail", "name"),
-        ]
-        rows = [
-            [
-                s.state,
-                s.target,
-                ", ".join(s.ranges),
-                "(below)" if s.state == "missing" else s.detail,
-            ]
-            for s in listed
-        ]
-        style = {
-            "patched": "green",
-            "pending": "cyan",
-            "absent": "dim",
-            "missing": "red",
-            "unsupported": "red",
-        }
-        console.print(f"hook targets for {escape(spec)!r} in this Python", highlight=False)
-        console.print(
-            fitted_table(console, columns, rows, styles=[style.get(s.state) for s in listed])
-        )
-        for status in (
-            s for s in listed if s.state == "missing"
-        ):  # why, and what to do: whole, wrapped, never cut
-            console.print(
-                f"[red]missing[/red] {escape(status.target)}: {escape(status.detail)}",
-                highlight=False,
-            )
-    for package, n in sorted(not_installed.items()):
-        what = "target" if n == 1 else "targets"
-        console.print(
-            f"[red]{n} {what} not checked[/red]: the package {package!r} is not installed in this"
-            f" Python ({escape(_python())}); a program's own module? give the program after --,"
-            " e.g. -- python script.py",
-            highlight=False,
-        )
-    counts: dict[str, int] = {}
-    for status in listed:
-        counts[status.state] = counts.get(status.state, 0) + 1
-    if not counts:
-        return
-    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-    if listed and any(s.state == "absent" for s in listed):
-        summary += (
-            "  (absent: a name this installed version does not have, expected across versions)"
-        )
-    console.print(summary, highlight=False)
-
-
-def _missing_package(status: Any) -> str | None:
-    """The top-level package whose absence made ``status`` missing (None: some other reason)."""
-    if status.state not in ("missing", "absent"):
-        return None
-    detail = str(status.detail)
-    marker = "No module named "
-    if marker not in detail:
-        return None
-    module = detail.split(marker, 1)[1].strip().strip("'\"").split("'")[0]
-    top = module.split(".")[0]
-    target_top = str(status.target).split(":")[0].split(".")[0]
-    return top if top == target_top else None
-
-
-def _python() -> str:
-    import sys
-
-    return sys.executable
+def print_notes(notes: list[str], console: Console | None = None) -> None:
+    """Where an input came from (a capture folder's manifest, say), dim, one line each."""
+    for note in notes:
+        (console or Console()).print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
 
 
 def print_verdict(text: str | None, console: Console | None = None) -> None:

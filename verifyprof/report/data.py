@@ -22,6 +22,7 @@ class ReportData:
     ranking: Any = None  # the model's Ranking (typed: verdict, plan, candidates, curve, plain)
     group: tuple[str, str] | None = None  # the story's step group: (name, variant), verify first
     group_why: str = ""  # which group the verdict is about, and why that one
+    group_mode: str = ""  # its mode (eager, graph): a name and attributes may run in both
     whatif_note: str = ""  # why there is no what-if
     kernels: dict[str, Any] | None = None  # KernelTable.to_json(top)
     timelines: list[StepTimeline] = field(default_factory=list)

@@ -15,6 +15,7 @@ Inputs are never modified: SQLite is opened read-only, and caches are written be
 from __future__ import annotations
 
 import glob as _glob
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,23 @@ from verifyprof.trace.inputs import is_directory, list_directory
 
 if TYPE_CHECKING:
     from verifyprof.trace.nsys.export import ProcessFilter
+
+
+_BREAKDOWN_SCHEMA = re.compile(rb'"schema"\s*:\s*"verifyprof\.breakdown/')
+
+
+def is_breakdown_json(path: Path) -> bool:
+    """Whether ``path`` is a ``breakdown --json`` document rather than a trace (the one test:
+    every command sniffs with this and :func:`sniff`)."""
+    if not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        head = handle.read(4096)
+    if head.startswith(GZIP_MAGIC):
+        return False  # gzipped JSON is a Kineto trace; breakdowns are written plain
+    return bool(_BREAKDOWN_SCHEMA.search(head)) or (
+        path.suffix == ".json" and b'"steps"' in head and b'"traceEvents"' not in head
+    )
 
 
 def sniff(path: Path) -> str:

@@ -1,0 +1,222 @@
+"""``breakdown``, ``kernels`` and ``whatif``: parse, resolve the inputs once, print."""
+
+from __future__ import annotations
+
+from verifyprof.cli.app import KERNELS_SCHEMA, WHATIF_SCHEMA, app
+from verifyprof.cli.args import _check_manifest, _nsys_hint, _parallel, _step_regex, _wrote
+from verifyprof.cli.options import (
+    AcceptLenOpt,
+    AlphaOpt,
+    AssumeCapturableOpt,
+    BaselineTpsOpt,
+    BatchOpt,
+    CandidateOpt,
+    ContextOpt,
+    CsvOpt,
+    DecodeMsOpt,
+    DraftCostRatioOpt,
+    DrafterGainOpt,
+    DraftMsOpt,
+    HardwareOpt,
+    JsonOpt,
+    LinkOpt,
+    ManifestOpt,
+    ModelOpt,
+    ModeOpt,
+    NumDraftOpt,
+    OverheadMsOpt,
+    ParquetOpt,
+    QuietOpt,
+    RangeOpt,
+    SchedulerOpt,
+    ShowAllOpt,
+    SourceOpt,
+    StepOpt,
+    StepRangeOpt,
+    StrictOpt,
+    SurvivalOpt,
+    TaxonomyOpt,
+    TopOpt,
+    TpOpt,
+    TraceArg,
+    TracesArg,
+    VerifyMsOpt,
+    WhatifAcceptLenOpt,
+    WhatifManifestOpt,
+    WhatifStepOpt,
+    WhatifWholeTraceOpt,
+    WholeTraceOpt,
+    WidthOpt,
+    WorkersOpt,
+)
+from verifyprof.contracts.errors import VerifyprofError
+
+
+def _options(kind, given: dict):
+    """The model's options from a command's parameters of the same names (``--candidate`` is
+    repeatable: ``candidates``)."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(kind)}
+    values = {k: v for k, v in given.items() if k in names}
+    if "candidates" in names:
+        values["candidates"] = list(given.get("candidate") or [])
+    return kind(**values)
+
+
+@app.command()
+def breakdown(
+    traces: TracesArg,
+    step_range: RangeOpt = None,
+    step: StepOpt = None,
+    taxonomy: TaxonomyOpt = None,
+    whole_trace: WholeTraceOpt = False,
+    show_all: ShowAllOpt = False,
+    as_json: JsonOpt = False,
+    csv: CsvOpt = None,
+    parquet: ParquetOpt = None,
+    accept_len: AcceptLenOpt = None,
+    manifest: ManifestOpt = None,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    strict: StrictOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
+    from verifyprof.contracts import outputs
+    from verifyprof.model.whatif import WhatifOptions
+    from verifyprof.pipeline import resolve
+    from verifyprof.report import console, files, progress
+    from verifyprof.trace.sources import expand
+
+    options = WhatifOptions(
+        accept_len=accept_len,
+        manifest=manifest,
+        step=step,
+        step_range=step_range,
+        whole_trace=whole_trace,
+    )
+    resolve.check(options)  # every option before any input is read or output written
+    if manifest is not None:
+        _check_manifest(manifest)
+    outputs.protect([p for spec in traces for p in expand(spec)], outputs=(csv, parquet))
+    with (
+        _nsys_hint(traces[0]),
+        progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
+    ):
+        resolved = resolve.resolve_sources(
+            traces, options, taxonomy, _parallel(workers, scheduler, strict, shown)
+        )
+    result = resolved.result
+    if result is None:
+        raise VerifyprofError(
+            "breakdown reads traces; this is a breakdown JSON already (give it to whatif --from,"
+            " compare or report)",
+            traces[0],
+        )
+    verdict = resolve.verdict_text(resolved)  # before any file: a failure writes nothing
+    if csv is not None:
+        files.write_steps_csv(result, csv)
+        _wrote(csv)
+    if parquet is not None:
+        files.write_steps_parquet(result, parquet)
+        _wrote(parquet)
+    if as_json:
+        files.print_breakdown_json(result)
+        return
+    story = resolved.story.key if resolved.story else None
+    console.print_breakdown(result, show_all=show_all, group=story)
+    console.print_notes(resolved.notes)
+    console.print_verdict(verdict)
+
+
+@app.command()
+def kernels(
+    trace: TraceArg,
+    top: TopOpt = 30,
+    taxonomy: TaxonomyOpt = None,
+    step_range: StepRangeOpt = None,
+    step: StepOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Top kernels with their phase and share of GPU time: check and fix the taxonomy rules."""
+    from verifyprof import pipeline
+    from verifyprof.report import console, files, progress
+
+    with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
+        table = pipeline.kernels(
+            trace, taxonomy=taxonomy, step_regex=_step_regex(step_range, step, default=None)
+        )
+    data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
+    if as_json:
+        files.print_json(data)
+    else:
+        console.print_kernels(data)
+
+
+@app.command()
+def whatif(
+    verify_ms: VerifyMsOpt = None,
+    accept_len: WhatifAcceptLenOpt = None,
+    alpha: AlphaOpt = None,
+    num_draft: NumDraftOpt = None,
+    survival: SurvivalOpt = None,
+    draft_cost_ratio: DraftCostRatioOpt = None,
+    draft_ms: DraftMsOpt = None,
+    overhead_ms: OverheadMsOpt = None,
+    batch: BatchOpt = None,
+    baseline_tps: BaselineTpsOpt = None,
+    decode_ms: DecodeMsOpt = None,
+    source: SourceOpt = None,
+    manifest: WhatifManifestOpt = None,
+    step: WhatifStepOpt = None,
+    step_range: RangeOpt = None,
+    whole_trace: WhatifWholeTraceOpt = False,
+    width: WidthOpt = None,
+    mode: ModeOpt = None,
+    hardware: HardwareOpt = None,
+    link: LinkOpt = None,
+    model: ModelOpt = None,
+    tp: TpOpt = None,
+    context: ContextOpt = None,
+    drafter_gain: DrafterGainOpt = None,
+    assume_capturable: AssumeCapturableOpt = False,
+    candidate: CandidateOpt = None,
+    as_json: JsonOpt = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+    strict: StrictOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a
+    breakdown."""
+    given = dict(locals())
+    from verifyprof import pipeline
+    from verifyprof.model.whatif import WhatifOptions
+    from verifyprof.pipeline import resolve
+    from verifyprof.report import files, progress
+    from verifyprof.report import whatif as show
+
+    if source is not None and verify_ms is not None:
+        raise VerifyprofError(
+            "--verify-ms is for the plain model; with --from the verify time is measured from the"
+            " trace (choose it with --step, --width, --mode)"
+        )
+    if manifest is not None:
+        _check_manifest(manifest)
+    options = _options(WhatifOptions, given)
+    if source is None:
+        result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
+        files.print_json(result) if as_json else show.print_plain(result)
+        return
+    resolve.check(options)
+    with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
+        resolved = resolve.resolve_sources(
+            [source], options, parallel=_parallel(workers, scheduler, strict, shown)
+        )
+        ranking = resolve.ranking_of(resolved)
+    if ranking is None:
+        raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)
+    data = ranking.to_json()
+    files.print_json(data) if as_json else show.print_ranking(data)

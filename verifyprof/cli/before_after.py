@@ -1,0 +1,115 @@
+"""``compare`` (before/after, with the prediction of the change) and ``report`` (one HTML
+file)."""
+
+from __future__ import annotations
+
+import typer
+
+from verifyprof.cli.app import app
+from verifyprof.cli.args import _check_manifest
+from verifyprof.cli.options import (
+    AfterOpt,
+    BeforeOpt,
+    CompareAcceptLenOpt,
+    CompareManifestOpt,
+    CompareWholeTraceOpt,
+    CompareWithOpt,
+    GateOpt,
+    JsonOpt,
+    RangeOpt,
+    ReportAcceptLenOpt,
+    ReportManifestOpt,
+    ReportOutOpt,
+    ReportQuietOpt,
+    ReportSourceOpt,
+    StepOpt,
+    TaxonomyOpt,
+    WholeTraceOpt,
+)
+
+
+def _checked(accept_len: float | None, manifest, step: str | None, step_range: str | None) -> None:
+    """Every option before any input is read or output written."""
+    from verifyprof.model.whatif import WhatifOptions
+    from verifyprof.pipeline import resolve
+
+    resolve.check(WhatifOptions(accept_len=accept_len, step=step, step_range=step_range))
+    if manifest is not None:
+        _check_manifest(manifest)
+
+
+@app.command()
+def compare(
+    before: BeforeOpt,
+    after: AfterOpt,
+    accept_len: CompareAcceptLenOpt = None,
+    manifest: CompareManifestOpt = None,
+    gate: GateOpt = None,
+    step_range: RangeOpt = None,
+    step: StepOpt = None,
+    taxonomy: TaxonomyOpt = None,
+    whole_trace: CompareWholeTraceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a
+    verdict, BEFORE's prediction of the change AFTER shows, and a CI gate."""
+    from verifyprof import pipeline
+    from verifyprof.model.checks import check_finite
+    from verifyprof.report import compare as show
+    from verifyprof.report import files
+
+    _checked(accept_len, manifest, step, step_range)
+    if gate is not None:
+        check_finite("--gate", gate)
+    result = pipeline.compare(
+        before,
+        after,
+        accept_len=accept_len,
+        manifest=manifest,
+        step_regex=step_range,
+        taxonomy=taxonomy,
+        whole_trace=whole_trace,
+        step=step,
+    )
+    data = result.to_json(gate=gate)
+    files.print_json(data) if as_json else show.print_compare(data)
+    if gate is not None and result.gate_failed(gate):
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    source: ReportSourceOpt,
+    out: ReportOutOpt,
+    compare_with: CompareWithOpt = None,
+    accept_len: ReportAcceptLenOpt = None,
+    manifest: ReportManifestOpt = None,
+    step_range: RangeOpt = None,
+    step: StepOpt = None,
+    taxonomy: TaxonomyOpt = None,
+    whole_trace: WholeTraceOpt = False,
+    quiet: ReportQuietOpt = False,
+) -> None:
+    """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps,
+    timeline, kernels, heatmap."""
+    from verifyprof import pipeline
+    from verifyprof.report import html
+
+    _checked(accept_len, manifest, step, step_range)
+    html.check_output(
+        out,
+        [source] + ([compare_with] if compare_with else []) + ([str(manifest)] if manifest else []),
+    )
+    data = pipeline.report(
+        source,
+        compare_with=compare_with,
+        accept_len=accept_len,
+        manifest=manifest,
+        step_regex=step_range,
+        taxonomy=taxonomy,
+        whole_trace=whole_trace,
+        step=step,
+    )
+    size = html.write_report(data, out)
+    if not quiet:
+        print(f"wrote {out} ({size / 1e6:.1f} MB)")

@@ -1,0 +1,141 @@
+"""``capture`` (run a server or program under nsys with the hooks) and ``hooks`` (what they
+would wrap)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from verifyprof.cli.app import app
+from verifyprof.cli.capture_options import (
+    AcceptLenConventionOpt,
+    AllowMissingHooksOpt,
+    BackendOpt,
+    BaselineRunOpt,
+    CaptureAllOpt,
+    ConcurrencyOpt,
+    DecodeCmdOpt,
+    GzipOpt,
+    HealthTimeoutOpt,
+    HookOpt,
+    HooksOpt,
+    HooksProgramOpt,
+    InputLenOpt,
+    NumStepsOpt,
+    OsrtOpt,
+    OutOpt,
+    OutputLenOpt,
+    PortOpt,
+    ProgramOpt,
+    PromptsOpt,
+    RequestsOpt,
+    ServerCmdOpt,
+    SpecOpt,
+    StopTimeoutOpt,
+    TemperatureOpt,
+    UnprofiledRequestsOpt,
+    WarmupOpt,
+)
+from verifyprof.cli.options import JsonOpt
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def capture(
+    program: ProgramOpt = None,
+    server_cmd: ServerCmdOpt = None,
+    port: PortOpt = None,
+    out: OutOpt = None,
+    backend: BackendOpt = "nsys",
+    requests: RequestsOpt = 16,
+    concurrency: ConcurrencyOpt = 1,
+    input_len: InputLenOpt = None,
+    output_len: OutputLenOpt = 256,
+    prompts: PromptsOpt = None,
+    warmup: WarmupOpt = 2,
+    temperature: TemperatureOpt = 0.0,
+    health_timeout: HealthTimeoutOpt = 600.0,
+    hooks: HooksOpt = None,
+    hook: HookOpt = None,
+    num_steps: NumStepsOpt = None,
+    osrt: OsrtOpt = False,
+    capture_all: CaptureAllOpt = False,
+    gzip: GzipOpt = False,
+    stop_timeout: StopTimeoutOpt = 60.0,
+    allow_missing_hooks: AllowMissingHooksOpt = False,
+    baseline_run: BaselineRunOpt = False,
+    unprofiled_requests: UnprofiledRequestsOpt = None,
+    decode_cmd: DecodeCmdOpt = None,
+    accept_len_convention: AcceptLenConventionOpt = None,
+) -> None:
+    """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
+    write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
+    import time as _time
+
+    from verifyprof.capture.options import CaptureOptions
+    from verifyprof.capture.results import summary_lines
+    from verifyprof.capture.run import capture as run_capture
+
+    options = CaptureOptions(
+        out=out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"),
+        server_cmd=server_cmd,
+        program=list(program or []),
+        backend=backend,
+        port=port,
+        requests=requests,
+        concurrency=concurrency,
+        input_len=input_len,
+        output_len=output_len,
+        prompts=prompts,
+        warmup=warmup,
+        temperature=temperature,
+        health_timeout=health_timeout,
+        hooks=None if hooks is None else [h.strip() for h in hooks.split(",")],
+        hook_targets=list(hook or []),
+        num_steps=num_steps,
+        osrt=osrt,
+        capture_all=capture_all,
+        gzip=gzip,
+        stop_timeout=stop_timeout,
+        allow_missing_hooks=allow_missing_hooks,
+        baseline_run=baseline_run,
+        unprofiled_requests=unprofiled_requests,
+        accept_len_convention=accept_len_convention,
+        decode_cmd=decode_cmd,
+        argv=list(sys.argv),
+    )
+    for line in summary_lines(run_capture(options)):
+        print(" ".join(line.split()) if "\n" in line else line)
+
+
+@app.command()
+def hooks(
+    spec: SpecOpt = "sglang",
+    program: HooksProgramOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which hook targets exist in the installed packages (and the program's own folder, default
+    the current one): run before a capture to see what will be wrapped."""
+    import os as _os
+    import warnings
+
+    from verifyprof.capture.hooks import api as hook_api
+    from verifyprof.capture.hooks.search_path import is_main_module, program_folder
+    from verifyprof.report import files, hooks_console
+
+    folder = program_folder(program) if program else None
+    is_main = (lambda module: is_main_module(module, program)) if program else None
+    with (
+        warnings.catch_warnings()
+    ):  # each HookWarning is a row of the report below, not a stderr line with source
+        warnings.simplefilter("ignore", hook_api.HookWarning)
+        statuses = hook_api.check(
+            spec, path=[p for p in (folder, _os.getcwd()) if p is not None], is_main=is_main
+        )
+    if as_json:
+        files.print_json([s.to_json() for s in statuses])
+    else:
+        hooks_console.print_hooks(spec, statuses)
+    if any(s.state == "missing" for s in statuses):
+        raise typer.Exit(1)

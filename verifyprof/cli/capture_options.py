@@ -1,0 +1,181 @@
+"""The options of ``capture`` and ``hooks``, one alias each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+ProgramOpt = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        help="an offline program to run instead of a server: -- python script.py ...",
+        show_default=False,
+    ),
+]
+
+ServerCmdOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--server-cmd",
+        help='server command line, e.g. "python -m sglang.launch_server --model-path ..."',
+    ),
+]
+
+PortOpt = Annotated[
+    Optional[int],
+    typer.Option("--port", help="server port (default: --port of --server-cmd, else 30000)"),
+]
+
+OutOpt = Annotated[
+    Optional[Path],
+    typer.Option("--out", help="new output directory (default: verifyprof-capture-<time>)"),
+]
+
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        help="nsys, torch (SGLang's own torch-profiler traces; server only) or none",
+    ),
+]
+
+RequestsOpt = Annotated[int, typer.Option("--requests", help="measured requests")]
+
+ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", help="requests in flight at once")]
+
+InputLenOpt = Annotated[
+    Optional[int],
+    typer.Option("--input-len", help="approximate prompt tokens (built-in prompts grown or cut)"),
+]
+
+OutputLenOpt = Annotated[
+    int, typer.Option("--output-len", help="tokens generated per request (EOS ignored)")
+]
+
+PromptsOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--prompts", help='JSONL prompts: {"prompt": ..., "max_new_tokens": ...} per line'
+    ),
+]
+
+WarmupOpt = Annotated[int, typer.Option("--warmup", help="requests before the capture starts")]
+
+TemperatureOpt = Annotated[
+    float, typer.Option("--temperature", help="sampling temperature (0: greedy)")
+]
+
+HealthTimeoutOpt = Annotated[
+    float, typer.Option("--health-timeout", help="seconds to wait for /health")
+]
+
+HooksOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--hooks",
+        help="hook presets, comma-separated (default: sglang for a server, none for a program)",
+    ),
+]
+
+HookOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--hook", help="extra hook module:qualname=phase (repeatable)"),
+]
+
+NumStepsOpt = Annotated[
+    Optional[int],
+    typer.Option("--num-steps", help="profile only this many forward steps (SGLang num_steps)"),
+]
+
+OsrtOpt = Annotated[bool, typer.Option("--osrt", help="nsys: also trace OS runtime calls")]
+
+CaptureAllOpt = Annotated[
+    bool,
+    typer.Option(
+        "--capture-all", help="program: profile all of it, not just cudaProfilerStart..Stop"
+    ),
+]
+
+GzipOpt = Annotated[
+    bool, typer.Option("--gzip", help="nsys: gzip the SQLite export (capture.sqlite.gz)")
+]
+
+StopTimeoutOpt = Annotated[
+    float,
+    typer.Option("--stop-timeout", help="seconds after SIGINT before SIGTERM (then SIGKILL)"),
+]
+
+AllowMissingHooksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-missing-hooks",
+        help="exit 0 even if no hook fired and no verifyprof range was recorded",
+    ),
+]
+
+BaselineRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--baseline-run",
+        help=(
+            "program: run it once unprofiled first (no nsys, no hooks) to measure the"
+            " profiler's dilation"
+        ),
+    ),
+]
+
+UnprofiledRequestsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--unprofiled-requests",
+        help=(
+            "server: requests after the profile window, for the dilation (default: max(4,"
+            " concurrency), at most --requests; 0: none)"
+        ),
+    ),
+]
+
+DecodeCmdOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--decode-cmd",
+        help=(
+            "program: the same program with speculation off (a command line), run unprofiled"
+            " after the capture: its tokens_per_s is the plain-decoding baseline"
+        ),
+    ),
+]
+
+AcceptLenConventionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--accept-len-convention",
+        help=(
+            "program: its accept_len counts tokens_per_verify (bonus included) or"
+            " accepted_drafts (converted +1)"
+        ),
+    ),
+]
+
+SpecOpt = Annotated[
+    str,
+    typer.Argument(
+        help=(
+            "presets and targets: sglang, hf-assisted, workload, module:qualname=phase"
+            " (comma-separated)"
+        )
+    ),
+]
+
+HooksProgramOpt = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        help=(
+            "the program to be captured (-- python script.py): its folder is searched as Python"
+            " will"
+        ),
+        show_default=False,
+    ),
+]

@@ -1,0 +1,328 @@
+"""The command line's options, one alias each: command signatures stay one line per option."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from verifyprof.contracts import ranges
+
+TraceArg = Annotated[
+    str,
+    typer.Argument(
+        help=(
+            "nsys .nsys-rep / .sqlite(.gz), PyTorch-profiler JSON(.gz), a directory (capture folder"
+            " or per-rank files) or a glob"
+        ),
+        metavar="TRACE",
+    ),
+]
+
+RangeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--range",
+        help=(
+            "regex (Python re.search on each range's text) selecting the step ranges; default:"
+            " verifyprof's ranges and SGLang's TARGET_VERIFY"
+        ),
+        show_default=False,
+    ),
+]
+
+StepOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--step",
+        help=(
+            "steps of one phase, from verifyprof ranges, SGLang spans and user ranges alike:"
+            f" {'|'.join(ranges.PHASES)}"
+        ),
+        metavar="PHASE",
+    ),
+]
+
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", help="no progress line on the terminal while reading")
+]
+
+TaxonomyOpt = Annotated[
+    Optional[Path],
+    typer.Option("--taxonomy", help="kernel-name rules (TOML) replacing the built-in ones"),
+]
+
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="print machine-readable JSON instead of tables (a flag: no value)"),
+]
+
+TracesArg = Annotated[
+    list[str],
+    typer.Argument(
+        help=(
+            "trace file(s), directories or globs; several files (one per rank, stage or node) are"
+            " broken down in parallel and reduced to one multi-rank result"
+        )
+    ),
+]
+
+WorkersOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--workers",
+        min=1,
+        help=(
+            "local worker processes for several files, or for the processes of one large nsys"
+            " export (default: one per file or process, at most one per CPU; 1: read in this"
+            " process)"
+        ),
+    ),
+]
+
+SchedulerOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--scheduler",
+        help=(
+            "run the per-file map on a Dask cluster: tcp://HOST:PORT, or 'dask' for a local cluster"
+            " (needs verifyprof[dist])"
+        ),
+    ),
+]
+
+StrictOpt = Annotated[
+    bool, typer.Option("--strict", help="a file that fails is an error (exit 2), not a warning")
+]
+
+WholeTraceOpt = Annotated[
+    bool, typer.Option("--whole-trace", help="one step per device spanning the whole trace")
+]
+
+ShowAllOpt = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        help=(
+            "a phase table for every step group (default: the verify step's, the rest folded"
+            " into one table)"
+        ),
+    ),
+]
+
+CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="write per-step rows as CSV")]
+
+ParquetOpt = Annotated[
+    Optional[Path], typer.Option("--parquet", help="write per-step rows as Parquet")
+]
+
+AcceptLenOpt = Annotated[
+    Optional[float],
+    typer.Option("--accept-len", help="accept length: the verdict adds the plan's first fix"),
+]
+
+ManifestOpt = Annotated[
+    Optional[Path],
+    typer.Option("--manifest", help="capture manifest.json (accept length) for the verdict"),
+]
+
+TopOpt = Annotated[int, typer.Option("--top", help="how many kernels to list (>= 1)", min=1)]
+
+StepRangeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--range", help="only kernels inside ranges matching this regex (Python re.search)"
+    ),
+]
+
+VerifyMsOpt = Annotated[Optional[float], typer.Option("--verify-ms", help="verify step time (ms)")]
+
+WhatifAcceptLenOpt = Annotated[
+    Optional[float],
+    typer.Option("--accept-len", help="mean accepted tokens per cycle, bonus included"),
+]
+
+AlphaOpt = Annotated[
+    Optional[float],
+    typer.Option("--alpha", help="i.i.d. acceptance rate (Leviathan Eq. 1), with --num-draft"),
+]
+
+NumDraftOpt = Annotated[
+    Optional[int], typer.Option("--num-draft", help="draft tokens per cycle (K)")
+]
+
+SurvivalOpt = Annotated[
+    Optional[str], typer.Option("--survival", help="s1,s2,...: P(first i drafts all accepted)")
+]
+
+DraftCostRatioOpt = Annotated[
+    Optional[float],
+    typer.Option("--draft-cost-ratio", help="c = draft step / target step (Thm 3.8, optimal K)"),
+]
+
+DraftMsOpt = Annotated[
+    Optional[float], typer.Option("--draft-ms", help="draft time per cycle (ms)")
+]
+
+OverheadMsOpt = Annotated[
+    Optional[float], typer.Option("--overhead-ms", help="other time per cycle (ms)")
+]
+
+BatchOpt = Annotated[
+    Optional[int], typer.Option("--batch", help="requests per step (throughput for the batch)")
+]
+
+BaselineTpsOpt = Annotated[
+    Optional[float], typer.Option("--baseline-tps", help="plain decode tokens/s per request")
+]
+
+DecodeMsOpt = Annotated[
+    Optional[float], typer.Option("--decode-ms", help="plain decode step time (ms)")
+]
+
+SourceOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--from",
+        help=(
+            "breakdown JSON (verifyprof breakdown --json), a trace, or several trace files"
+            " (directory or quoted glob)"
+        ),
+    ),
+]
+
+WhatifManifestOpt = Annotated[
+    Optional[Path],
+    typer.Option("--manifest", help="capture manifest.json (accept length, baseline)"),
+]
+
+WhatifStepOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--step",
+        help=(
+            f"the steps to model: a phase ({'|'.join(ranges.PHASES)}: verifyprof, SGLang and"
+            " user ranges alike) or a step name (default: the verify steps)"
+        ),
+    ),
+]
+
+WhatifWholeTraceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--whole-trace", help="model the whole trace as one step (a trace given to --from)"
+    ),
+]
+
+WidthOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--width",
+        help=(
+            "verify tokens per request: which width to model, or the width when the trace does"
+            " not say"
+        ),
+    ),
+]
+
+ModeOpt = Annotated[
+    Optional[str], typer.Option("--mode", help="eager or graph, when the trace has both")
+]
+
+HardwareOpt = Annotated[
+    Optional[str],
+    typer.Option("--hardware", help="hardware name (h200, h100, rtx-pro-6000, ...) or TOML file"),
+]
+
+LinkOpt = Annotated[
+    Optional[str],
+    typer.Option("--link", help="override the GPU link: pcie_gen4, pcie_gen5, nvlink4, nvlink5"),
+]
+
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option("--model", help="model config name (kimi-k2, deepseek-v3, workload) or TOML file"),
+]
+
+TpOpt = Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size")]
+
+ContextOpt = Annotated[
+    Optional[float],
+    typer.Option("--context", help="context length (tokens) for the attention floor"),
+]
+
+DrafterGainOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--drafter-gain",
+        help="accept-length gain assumed by better_drafter (default: published drafter data)",
+    ),
+]
+
+AssumeCapturableOpt = Annotated[
+    bool,
+    typer.Option(
+        "--assume-capturable",
+        help=(
+            "rank graph and compile fixes as if the steps' host syncs and shape changes were"
+            " gone (they are otherwise listed after the rest, with what must change)"
+        ),
+    ),
+]
+
+CandidateOpt = Annotated[
+    Optional[list[str]], typer.Option("--candidate", help="only these candidates (repeatable)")
+]
+
+BeforeOpt = Annotated[str, typer.Argument(help="BEFORE: a trace or a breakdown JSON")]
+
+AfterOpt = Annotated[str, typer.Argument(help="AFTER: a trace or a breakdown JSON")]
+
+CompareAcceptLenOpt = Annotated[
+    Optional[float],
+    typer.Option("--accept-len", help="accept length for the prediction check (BEFORE's what-if)"),
+]
+
+CompareManifestOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--manifest", help="BEFORE's capture manifest (accept length) for the prediction check"
+    ),
+]
+
+GateOpt = Annotated[
+    Optional[float],
+    typer.Option("--gate", help="exit 1 when verify got slower by more than PCT percent"),
+]
+
+CompareWholeTraceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--whole-trace",
+        help="compare one step per device spanning each whole trace (traces without ranges)",
+    ),
+]
+
+ReportSourceOpt = Annotated[str, typer.Argument(help="a trace or a breakdown JSON")]
+
+ReportOutOpt = Annotated[
+    Path, typer.Option("-o", "--out", help="the HTML file to write (e.g. reports/NAME.html)")
+]
+
+CompareWithOpt = Annotated[
+    Optional[str],
+    typer.Option("--compare", help="AFTER: a trace or breakdown JSON to compare SOURCE with"),
+]
+
+ReportAcceptLenOpt = Annotated[
+    Optional[float],
+    typer.Option("--accept-len", help="accept length for the what-if plan and the heatmap"),
+]
+
+ReportManifestOpt = Annotated[
+    Optional[Path],
+    typer.Option("--manifest", help="capture manifest (accept length, baseline) for the what-if"),
+]
+
+ReportQuietOpt = Annotated[bool, typer.Option("--quiet", help="print nothing but errors")]

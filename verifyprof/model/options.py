@@ -1,0 +1,186 @@
+"""What the what-if is asked: the options (plain numbers or a breakdown's), checked once, and
+where the accept length comes from (option > capture manifest > the trace)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import Manifest
+from verifyprof.model.acceptance import Survival, parse_survival
+from verifyprof.model.checks import (
+    MAX_DRAFTS,
+    check_accept_len,
+    check_alpha,
+    check_count,
+    check_nonnegative,
+    check_positive,
+)
+from verifyprof.model.leviathan import (
+    expected_tokens,
+)
+from verifyprof.model.profile import VerifyProfile
+
+
+@dataclass
+class WhatifOptions:
+    verify_ms: float | None = None
+    accept_len: float | None = None
+    alpha: float | None = None
+    num_draft: int | None = None
+    survival: str | None = None
+    draft_cost_ratio: float | None = None
+    draft_ms: float | None = None
+    overhead_ms: float | None = None
+    batch: int | None = None
+    baseline_tps: float | None = None
+    decode_ms: float | None = None
+    source: str | None = None  # --from: breakdown JSON or trace
+    manifest: Path | None = None
+    step: str | None = None
+    step_range: str | None = None
+    whole_trace: bool = False
+    width: int | None = None
+    mode: str | None = None
+    hardware: str | None = None
+    link: str | None = None
+    model: str | None = None
+    tp: int | None = None
+    context: float | None = None
+    drafter_gain: float | None = None  # None: better_drafter from published drafter data
+    candidates: list[str] = field(default_factory=list)
+    assume_capturable: bool = False  # graph and compile fixes on steps that sync or change shape
+
+
+@dataclass
+class Acceptance:
+    accept_len: float | None
+    source: str
+    survival: Survival | None = None
+    num_draft: int | None = None
+
+
+def _check_options(o: WhatifOptions) -> None:
+    if o.verify_ms is not None:
+        check_positive("--verify-ms", o.verify_ms)
+    if o.accept_len is not None:
+        check_accept_len(o.accept_len)
+    if o.alpha is not None:
+        check_alpha(o.alpha)
+    if o.num_draft is not None:
+        check_count("--num-draft", o.num_draft, minimum=1, maximum=MAX_DRAFTS)
+        if o.accept_len is not None and o.accept_len > o.num_draft + 1:
+            raise VerifyprofError(
+                f"--accept-len {o.accept_len:g} cannot exceed --num-draft + 1 = {o.num_draft + 1} "
+                "(accepted drafts plus the bonus token)"
+            )
+    if o.draft_cost_ratio is not None:
+        check_nonnegative("--draft-cost-ratio", o.draft_cost_ratio)
+    for name, value in (("--draft-ms", o.draft_ms), ("--overhead-ms", o.overhead_ms)):
+        if value is not None:
+            check_nonnegative(name, value)
+    if o.batch is not None:
+        check_count("--batch", o.batch, minimum=1)
+    if o.tp is not None:
+        check_count("--tp", o.tp, minimum=1)
+    if o.width is not None:
+        check_count("--width", o.width, minimum=1)
+    if o.context is not None:
+        check_nonnegative("--context", o.context)
+    if o.drafter_gain is not None:
+        check_nonnegative("--drafter-gain", o.drafter_gain)
+    if o.mode is not None and o.mode not in ("eager", "graph"):
+        raise VerifyprofError(f"--mode must be eager or graph, got {o.mode!r}")
+    given = [
+        name
+        for name, value in (
+            ("--accept-len", o.accept_len),
+            ("--alpha", o.alpha),
+            ("--survival", o.survival),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise VerifyprofError(
+            f"give one of --accept-len, --alpha/--num-draft, --survival (got {' and '.join(given)})"
+        )
+    if o.alpha is not None and o.num_draft is None:
+        raise VerifyprofError("--alpha needs --num-draft K (Leviathan's Eq. 1 counts K drafts)")
+    if o.draft_cost_ratio is not None and (o.alpha is None or o.num_draft is None):
+        raise VerifyprofError(
+            "--draft-cost-ratio needs --alpha and --num-draft (Leviathan's Thm 3.8)"
+        )
+
+
+def acceptance(
+    o: WhatifOptions, manifest: Manifest | None = None, profile: VerifyProfile | None = None
+) -> Acceptance:
+    """Accept length and survival curve: options first, then the manifest, then the trace."""
+    num_draft = o.num_draft
+    if num_draft is None and manifest is not None and manifest.num_draft:
+        num_draft = check_count(
+            f"number of drafts in {manifest.path}",
+            manifest.num_draft,
+            minimum=1,
+            maximum=MAX_DRAFTS,
+        )
+    if o.accept_len is not None:
+        measured = manifest.accept_len if manifest is not None else None
+        overridden = (
+            f" (over {measured:g} measured in {manifest.path})"
+            if measured is not None and measured != o.accept_len
+            else ""
+        )
+        return Acceptance(o.accept_len, "--accept-len" + overridden, None, num_draft)
+    if o.alpha is not None:
+        assert o.num_draft is not None
+        survival = Survival.from_alpha(o.alpha, o.num_draft)
+        return Acceptance(
+            expected_tokens(o.alpha, o.num_draft),
+            f"Eq. 1 with alpha {o.alpha:g}, {o.num_draft} drafts",
+            survival,
+            o.num_draft,
+        )
+    survival = parse_survival(o.survival) if o.survival is not None else None
+    source = "--survival"
+    if survival is None and manifest is not None and manifest.survival:
+        survival = Survival(manifest.survival, source=str(manifest.path))
+        source = f"survival in {manifest.path}"
+        if (
+            manifest.accept_len is not None
+        ):  # measured beats the curve's expectation; the curve stays for candidates
+            return Acceptance(
+                check_accept_len(manifest.accept_len),
+                f"accept length in {manifest.path}",
+                survival,
+                num_draft or survival.depth,
+            )
+    if survival is not None:
+        k = num_draft or survival.depth
+        return Acceptance(
+            survival.accept_len(k),
+            f"{source}, {k} drafts" + (" (extrapolated)" if survival.is_extrapolated(k) else ""),
+            survival,
+            k,
+        )
+    if manifest is not None and manifest.accept_len is not None:
+        return Acceptance(
+            check_accept_len(manifest.accept_len),
+            f"accept length in {manifest.path}",
+            None,
+            num_draft,
+        )
+    if profile is not None and profile.accept_len is not None:
+        return Acceptance(
+            check_accept_len(profile.accept_len),
+            "accepted tokens recorded on the trace's ranges",
+            None,
+            num_draft,
+        )
+    return Acceptance(None, "", None, num_draft)
+
+
+def check_options(o: WhatifOptions) -> None:
+    """Reject bad options before any input is read."""
+    _check_options(o)

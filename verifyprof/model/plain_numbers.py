@@ -1,0 +1,119 @@
+"""``whatif --verify-ms ... --accept-len ...``: the cycle, tokens/s, speedup, break-evens and
+the verdict, from plain numbers (no trace)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import read_manifest
+from verifyprof.model.decision import PlainDecoding
+from verifyprof.model.leviathan import (
+    expected_tokens,
+    operations_factor,
+    optimal_gamma,
+    walltime_improvement,
+)
+from verifyprof.model.options import WhatifOptions, _check_options, acceptance
+from verifyprof.model.throughput import Cycle, decode_ms_from
+from verifyprof.model.verdict import Verdict, decision_words
+
+
+def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
+    """``whatif --verify-ms ... --accept-len ...``: the cycle, tokens/s, speedup and break-evens."""
+    _check_options(o)
+    manifest = read_manifest(o.manifest) if o.manifest else None
+    acc = acceptance(o, manifest)
+    out: dict[str, Any] = {}
+    if o.alpha is not None:
+        assert o.num_draft is not None
+        lev: dict[str, Any] = {
+            "alpha": o.alpha,
+            "num_draft": o.num_draft,
+            "expected_tokens": expected_tokens(o.alpha, o.num_draft),
+        }
+        if o.draft_cost_ratio is not None:
+            best_k, best = optimal_gamma(o.alpha, o.draft_cost_ratio)
+            lev |= {
+                "draft_cost_ratio": o.draft_cost_ratio,
+                "walltime_improvement": walltime_improvement(
+                    o.alpha, o.num_draft, o.draft_cost_ratio
+                ),
+                "operations_factor": operations_factor(o.alpha, o.num_draft, o.draft_cost_ratio),
+                "optimal_num_draft": best_k,
+                "optimal_walltime_improvement": best,
+            }
+        out["leviathan"] = lev
+    if acc.survival is not None and o.alpha is None:
+        depth = max(acc.survival.depth, acc.num_draft or 0)
+        out["survival"] = {
+            "s": list(acc.survival.s),
+            "accept_len_by_num_draft": [acc.survival.accept_len(k) for k in range(1, depth + 1)],
+        }
+    if o.verify_ms is None:
+        if "leviathan" in out and "walltime_improvement" in out["leviathan"]:
+            return {"accept_len": acc.accept_len, "accept_len_source": acc.source} | out
+        raise VerifyprofError(
+            "give --verify-ms (the verify step's time) or --from a breakdown/trace"
+        )
+    if acc.accept_len is None:
+        raise VerifyprofError(
+            "accept length unknown: give --accept-len, --alpha/--num-draft, --survival or"
+            " --manifest"
+        )
+    baseline_tps = (
+        o.baseline_tps
+        if o.baseline_tps is not None
+        else (manifest.baseline_tps if manifest and o.decode_ms is None else None)
+    )
+    decode = (
+        o.decode_ms
+        if o.decode_ms is not None
+        else (manifest.decode_ms if manifest and baseline_tps is None else None)
+    )
+    draft_ms, draft_source = o.draft_ms or 0.0, "--draft-ms" if o.draft_ms else "none given"
+    if (
+        o.draft_ms is None and o.draft_cost_ratio is not None and o.num_draft
+    ):  # Thm 3.8's cost model: c target steps per draft
+        draft_ms = o.num_draft * o.draft_cost_ratio * o.verify_ms
+        draft_source = (
+            f"{o.num_draft} drafts x c {o.draft_cost_ratio:g} x verify {o.verify_ms:g} ms (Thm"
+            " 3.8's model)"
+        )
+    cycle = Cycle(
+        verify_ms=o.verify_ms,
+        accept_len=acc.accept_len,
+        draft_ms=draft_ms,
+        overhead_ms=o.overhead_ms or 0.0,
+        batch=o.batch or 1,
+        decode_ms=decode_ms_from(baseline_tps, decode),
+    )
+    verdict = plain_verdict(cycle, "--baseline-tps" if baseline_tps is not None else "--decode-ms")
+    return (
+        cycle.to_json()
+        | {"accept_len_source": acc.source, "draft_source": draft_source}
+        | out
+        | {"verdict": verdict.text(), "verdict_parts": verdict.to_json()}
+    )
+
+
+def plain_verdict(cycle: Cycle, baseline_source: str) -> Verdict:
+    """The verdict of plain numbers: the cycle, and speculate or not when a baseline is given."""
+    step = (
+        f"cycle {cycle.cycle_ms:.3f} ms (verify {cycle.verify_ms:.3f} + draft {cycle.draft_ms:.3f}"
+        f" + overhead {cycle.overhead_ms:.3f}) at accept length {cycle.accept_len:.2f}:"
+        f" {cycle.tokens_per_s:.1f} tok/s per request."
+    )
+    verdict = Verdict(group="plain numbers (no trace)", step=step)
+    if cycle.decode_ms is None:
+        verdict.reasons.append(
+            "no plain-decoding rate to compare with: give --baseline-tps or --decode-ms"
+        )
+        return verdict
+    plain = PlainDecoding(
+        Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), f"{baseline_source}", cycle
+    )
+    verdict.decision = decision_words(plain)
+    if plain.speculation_loses:
+        verdict.warnings.append(verdict.decision)
+    return verdict

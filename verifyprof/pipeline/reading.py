@@ -1,0 +1,139 @@
+"""Reading and attributing: trace path(s) -> Trace -> Breakdown (or a breakdown JSON read back
+into the frame the model consumes). Several files are mapped in parallel and reduced
+(:mod:`verifyprof.pipeline.parallel`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from verifyprof.attribution.breakdown import Breakdown
+from verifyprof.attribution.breakdown import breakdown as attribute
+from verifyprof.attribution.kernels import KernelTable, kernel_table
+from verifyprof.attribution.taxonomy import load_taxonomy
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
+from verifyprof.pipeline.parallel import (
+    MapOptions,
+    ParallelOptions,
+    ShareWithoutSteps,
+    breakdown_files,
+    default_workers,
+    rank_files,
+)
+from verifyprof.trace import load_trace
+from verifyprof.trace.events import Trace
+from verifyprof.trace.nsys.export import ProcessFilter, readable_database
+from verifyprof.trace.shares import process_shares
+from verifyprof.trace.sources import NSYS_KINDS, is_breakdown_json, nsys_sqlite, sniff
+
+
+def load(source: str | Path) -> Trace:
+    """A trace file, directory or glob read into the event model."""
+    return load_trace(source)
+
+
+def breakdown(
+    source: str | Path | Trace | list[str | Path],
+    step_regex: str | None = None,
+    taxonomy: str | Path | None = None,
+    whole_trace: bool = False,
+    release: bool = False,
+    parallel: ParallelOptions | None = None,
+) -> Breakdown:
+    """Per step and device, where the wall time went (see :mod:`verifyprof.attribution.breakdown`).
+
+    ``source``: a trace, or file(s), directories and globs; several files are mapped one per
+    process (``parallel``: local workers or a Dask scheduler) and reduced into one multi-rank
+    breakdown (:mod:`verifyprof.pipeline.parallel`). ``release=True`` drops the trace's event
+    tables once read: for one-shot runs such as the CLI.
+    """
+    if not isinstance(source, Trace):
+        specs = list(source) if isinstance(source, (list, tuple)) else [source]
+        files, notes = rank_files(specs)
+        if len(files) > 1 or (parallel is not None and parallel.scheduler):
+            options = MapOptions(
+                step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace
+            )
+            return breakdown_files(files, options, parallel, notes)
+        source = specs[0] if notes and len(specs) == 1 else files[0]  # one file: read as always
+        export, shares = _process_shares(files[0], parallel)
+        # a large many-process nsys export: mapped in shares of its processes, like per-rank
+        # files
+        if shares:
+            options = MapOptions(
+                step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace
+            )
+            try:
+                return breakdown_files(
+                    [files[0]], options, parallel, notes, shares, read_from=export
+                )
+            except ShareWithoutSteps:  # some process has no matching range: read whole, as always
+                if parallel is not None and parallel.progress is not None:
+                    parallel.progress(0, 0, "")  # no count of the parts any more
+    trace = source if isinstance(source, Trace) else load(source)
+    return attribute(
+        trace,
+        step_regex=step_regex or DEFAULT_STEP_REGEX,
+        taxonomy=load_taxonomy(taxonomy),
+        whole_trace=whole_trace,
+        release=release,
+    )
+
+
+def _process_shares(
+    path: Path, parallel: ParallelOptions | None
+) -> tuple[Path | None, list[ProcessFilter] | None]:
+    """The SQLite export of an nsys file (``.sqlite``, ``.sqlite.gz``, ``.nsys-rep``) and shares of
+    its
+    processes, one per local worker; (None, None) for other files or when it is read whole."""
+    path = Path(path)
+    kind = sniff(path) if path.is_file() else None
+    if kind not in NSYS_KINDS:
+        return None, None
+    workers = (
+        parallel.workers if parallel is not None and parallel.workers else default_workers(1 << 30)
+    )
+    if workers < 2:
+        return None, None
+    export = readable_database(
+        nsys_sqlite(path, kind)
+    )  # the same cached copy, export or WAL checkpoint the whole read makes
+    return export, process_shares(export, workers)
+
+
+def kernels(
+    source: str | Path | Trace, taxonomy: str | Path | None = None, step_regex: str | None = None
+) -> KernelTable:
+    """The trace's kernels by total time, with the phase the taxonomy gives each."""
+    trace = source if isinstance(source, Trace) else load(source)
+    return kernel_table(trace, load_taxonomy(taxonomy), step_regex=step_regex)
+
+
+def read_breakdown_json(path: Path) -> BreakdownFrame:
+    try:
+        data = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise VerifyprofError(f"not valid JSON: {exc}", path) from None
+    except OSError as exc:
+        raise VerifyprofError(f"cannot read: {exc.strerror}", path) from None
+    return frame_from_json(data, path)
+
+
+def breakdown_frame(
+    source: str | Path | Breakdown,
+    step_regex: str | None = None,
+    whole_trace: bool = False,
+    taxonomy: str | Path | None = None,
+    parallel: ParallelOptions | None = None,
+) -> BreakdownFrame:
+    """What the model consumes, from a breakdown JSON, a trace, or a breakdown already made."""
+    if isinstance(source, Breakdown):
+        return source.frame()
+    path = Path(str(source))
+    if is_breakdown_json(path):
+        return read_breakdown_json(path)
+    return breakdown(
+        source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, parallel=parallel
+    ).frame()
