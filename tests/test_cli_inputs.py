@@ -115,10 +115,20 @@ def test_a_steps_name_is_its_text_minus_its_attributes():
     assert ranges.step_name("verifyprof.verify bs=1 tokens=4") == "verifyprof.verify"
 
 
-def test_step_phase_on_verifyprof_ranges_selects_only_that_phase():
-    data = json.loads(cli("breakdown", FOLDER, "--step", "draft", "--json").stdout)
-    assert {s["name"] for s in data["steps"]} == {"verifyprof.draft"}
-    assert len(data["steps"]) == 40
+def test_step_picks_the_verify_group_and_keeps_every_other_step():
+    """--step says which group is the verify; the draft and the rest of the cycle stay (issue 21:
+    dropping them made draft time 0 and the verdict 9x too optimistic)."""
+    data = json.loads(cli("breakdown", FOLDER, "--step", "verify", "--json").stdout)
+    plain = json.loads(cli("breakdown", FOLDER, "--json").stdout)
+    assert {s["name"] for s in data["steps"]} == {s["name"] for s in plain["steps"]}
+    assert "verifyprof.draft" in {s["name"] for s in data["steps"]}
+    text = " ".join(cli("breakdown", FOLDER, "--step", "verify").stdout.split())
+    assert "verdict: verify 12.631 ms" in text and "95.0 tok/s" in text  # as without --step
+
+
+def test_step_on_another_part_of_the_cycle_is_refused_by_breakdown_too():
+    done = cli("breakdown", FOLDER, "--step", "draft")
+    assert done.exit_code == 2 and "--step draft: whatif models the verify step" in done.stderr
 
 
 def test_step_phase_on_sglang_spans():
@@ -179,13 +189,15 @@ def test_whatif_step_phase_models_a_users_own_verify_ranges(tmp_path):
     assert json.loads(by_name.stdout)["current"]["verify_ms"] == data["current"]["verify_ms"]
 
 
-def test_unknown_step_phase_and_step_with_range_are_errors():
-    assert "unknown step phase 'verif'" in one_line_error(
-        cli("breakdown", FOLDER, "--step", "verif")
-    )
-    assert "not both" in one_line_error(
-        cli("breakdown", FOLDER, "--step", "verify", "--range", "x")
-    )
+def test_unknown_step_phase_is_an_error_naming_the_phases_and_steps():
+    line = one_line_error(cli("breakdown", FOLDER, "--step", "verif"))
+    assert "unknown step phase 'verif'" in line and "verifyprof.verify" in line
+
+
+def test_step_with_a_range_picks_the_verify_among_the_ranges_the_range_selects():
+    done = cli("breakdown", FOLDER, "--step", "verify", "--range", r"^verifyprof\.(verify|draft)\b")
+    assert done.exit_code == 0, done.stderr
+    assert "verdict: verify 12.631 ms" in " ".join(done.stdout.split())
 
 
 # --- item 6: flags --------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def breakdown(
         raise TraceError(
             "no GPU activity in the trace (empty capture: no kernels, copies or graphs)", where
         )
-    syncs = sync_calls(trace, ops.pid, ops.start)  # before the events are released
+    syncs = sync_calls(trace, ops.pid, ops.start, ops.device)  # before the events are released
     shared, levels = _level_inputs(trace, ops, step_regex, whole_trace, release)
     rows = _step_rows(shared, levels, where)
     for column, values in sync_columns(syncs, rows).items():

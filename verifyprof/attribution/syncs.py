@@ -35,6 +35,7 @@ class SyncCalls:
     start: np.ndarray
     end: np.ndarray
     gap_after: np.ndarray  # ns from the call's return to the process's next GPU op (-1: none)
+    device_pids: dict[int, np.ndarray] | None = None  # per device, the processes driving it
 
     @classmethod
     def empty(cls) -> SyncCalls:
@@ -42,7 +43,9 @@ class SyncCalls:
         return cls(z, z, z, z, z)
 
 
-def sync_calls(trace: Trace, op_pid: np.ndarray, op_start: np.ndarray) -> SyncCalls:
+def sync_calls(
+    trace: Trace, op_pid: np.ndarray, op_start: np.ndarray, op_device: np.ndarray
+) -> SyncCalls:
     """The blocking API calls of ``trace`` (read before its event tables are released)."""
     api = trace.api
     if api.empty or not len(trace.strings):
@@ -59,6 +62,9 @@ def sync_calls(trace: Trace, op_pid: np.ndarray, op_start: np.ndarray) -> SyncCa
         start=rows["start"].to_numpy(np.int64),
         end=end,
         gap_after=_next_op_gap(pid, end, op_pid, op_start),
+        device_pids={
+            int(d): np.unique(op_pid[op_device == d]) for d in np.unique(op_device)
+        },  # a handful of devices
     )
 
 
@@ -89,18 +95,39 @@ def sync_columns(calls: SyncCalls, rows: pd.DataFrame) -> dict[str, np.ndarray]:
     gap = np.clip(calls.gap_after, 0, None)
     blocked = calls.end - calls.start
     for t in np.unique(tid):  # a handful of threads
+        if t < 0:  # whole-trace rows: each device's own processes' calls
+            _whole_trace_rows(calls, rows, np.flatnonzero(tid == t), out, gap, blocked, cap)
+            continue
         mine = np.flatnonzero(tid == t)
-        on = slice(None) if t < 0 else _thread(calls.tid, t)
-        order = np.argsort(calls.start[on], kind="stable") if t < 0 else None
-        s = calls.start[on] if order is None else calls.start[on][order]
-        b = blocked[on] if order is None else blocked[on][order]
-        g = gap[on] if order is None else gap[on][order]
+        on = _thread(calls.tid, t)
+        s, b, g = calls.start[on], blocked[on], gap[on]
         lo = np.searchsorted(s, start[mine], side="left")
         hi = np.searchsorted(s, end[mine], side="left")
         out["host_syncs"][mine] = hi - lo
         out["sync_ns"][mine] = _window_sums(b, lo, hi)
         out["post_sync_ns"][mine] = np.minimum(_window_sums(g, lo, hi), cap[mine])
     return out
+
+
+def _whole_trace_rows(
+    calls: SyncCalls,
+    rows: pd.DataFrame,
+    mine: np.ndarray,
+    out: dict[str, np.ndarray],
+    gap: np.ndarray,
+    blocked: np.ndarray,
+    cap: np.ndarray,
+) -> None:
+    """A whole-trace row spans one device: the calls of the processes that drive it (one file
+    per rank or one export with every rank give the same count)."""
+    devices = rows["device"].to_numpy(np.int64)
+    start, end = rows["start_ns"].to_numpy(np.int64), rows["end_ns"].to_numpy(np.int64)
+    for i in mine:  # one row per device
+        pids = (calls.device_pids or {}).get(int(devices[i]), np.zeros(0, np.int64))
+        keep = np.isin(calls.pid, pids) & (calls.start >= start[i]) & (calls.start < end[i])
+        out["host_syncs"][i] = int(keep.sum())
+        out["sync_ns"][i] = int(blocked[keep].sum())
+        out["post_sync_ns"][i] = min(int(gap[keep].sum()), int(cap[i]))
 
 
 def _thread(tids: np.ndarray, t: int) -> slice:

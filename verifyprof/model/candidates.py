@@ -87,6 +87,7 @@ class Ranking:
     unaddressed: list[dict[str, Any]] = field(default_factory=list)
     dilation: float | None = None  # profiled / unprofiled rate of the capture (manifest)
     profiled_tps: float | None = None  # today's rate as the trace ran it, when that differs
+    unprofiled_tps: float | None = None  # the capture's measured rate without the profiler
 
     def measured(self) -> dict[str, Any]:
         """Numbers users ask for that the trace measures directly."""
@@ -143,6 +144,7 @@ class Ranking:
             out |= {
                 "dilation": self.dilation,
                 "profiled_tokens_per_s": self.profiled_tps,
+                "unprofiled_tokens_per_s": self.unprofiled_tps,
             }
         return out
 

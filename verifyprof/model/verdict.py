@@ -104,7 +104,13 @@ def decision_words(plain: Any) -> str:
             f" {plain.break_even_accept_len:.2f}"
         )
     if plain.along_plan:
-        if plain.wins_from is None:
+        if plain.wins_from is None and not plain.speculation_loses:
+            line += (
+                "; but not after the plan's fixes: with them plain decoding reaches"
+                f" {plain.along_plan[-1]:.1f} tok/s, above every step of the plan (speculation"
+                " pays only with a longer accept length or a cheaper cycle than the plan's)"
+            )
+        elif plain.wins_from is None:
             line += (
                 "; no step of the plan beats plain decoding given the same fixes"
                 f" ({plain.along_plan[-1]:.1f} tok/s after them)"

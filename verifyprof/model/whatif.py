@@ -65,6 +65,7 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
     prepared = prepare(frame, o)
     ranking = rank_candidates(prepared.profile, prepared.scenario, o.candidates or None)
     ranking.dilation, ranking.profiled_tps = prepared.dilation, prepared.profiled_tps
+    ranking.unprofiled_tps = prepared.unprofiled_tps
     return ranking
 
 
@@ -76,6 +77,7 @@ class Prepared:
     scenario: Scenario
     dilation: float | None = None
     profiled_tps: float | None = None
+    unprofiled_tps: float | None = None  # the manifest's measured unprofiled rate
 
 
 def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
@@ -142,7 +144,13 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
     scenario.notes.extend(cycle_notes)
     scenario = replace(scenario, sglang=_is_sglang(frame, manifest))
     dilation = manifest.dilation if manifest is not None and manifest.dilation else None
-    return Prepared(profile, scenario, dilation, profiled if dilation else None)
+    return Prepared(
+        profile,
+        scenario,
+        dilation,
+        profiled if dilation else None,
+        manifest.unprofiled_tps if dilation else None,
+    )
 
 
 def _cycle_numbers(
@@ -234,8 +242,8 @@ def _dilation_notes(manifest: Manifest | None) -> list[str]:
     )
     return [
         f"the profiler slowed the program {manifest.dilation:.2f}x ({manifest.dilation_source}): it"
-        f" runs at {rate} unprofiled; 'current' and the plan are the profiled trace's, so read each"
-        " fix's gain against that rate"
+        f" runs at {rate} unprofiled; 'current', the plan and every candidate are stated at the"
+        " unprofiled rate (the host-side time it added taken out)"
     ]
 
 

@@ -272,7 +272,12 @@ def report(
         ranking = ranking_of(resolved)
         data.ranking = ranking
         data.whatif = ranking.to_json() if ranking is not None else None
-        data.whatif_note = "; ".join(resolved.reasons)
+        data.whatif_note = "; ".join(
+            "no plan: give an accept length (--accept-len A or --manifest M)"
+            if r.startswith("accept length unknown")
+            else f"no plan: {r}"
+            for r in resolved.reasons
+        )
     except VerifyprofError as err:
         data.whatif_note = f"no plan: {err.problem}"
     _kernels_and_timelines(data, loaded, summary, taxonomy, top_kernels)

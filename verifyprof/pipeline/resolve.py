@@ -80,15 +80,24 @@ def step_regex(options: WhatifOptions) -> str | None:
 
 def chosen_step(frame: BreakdownFrame, step: str | None, where: str | None) -> str | None:
     """``--step PHASE`` -> the most frequent step name of that phase; a name as given."""
-    if step is None or step not in ranges.PHASES:
-        return step
+    if step is None:
+        return None
+    counts = frame.steps["name"].value_counts()
+    if step not in ranges.PHASES:
+        if step in counts.index:
+            return step
+        raise NoStepsError(
+            f"--step {step}: no steps named {step!r} and no such phase (unknown step phase"
+            f" {step!r}; phases: {', '.join(ranges.PHASES)}); the steps are:"
+            f" {', '.join(map(str, counts.index[:8]))}",
+            where,
+        )
     if step in CYCLE_PARTS:
         raise VerifyprofError(
-            f"--step {step}: the verify is what the model times (or, with --step decode/prefill,"
-            f" a step in its place); the {step} steps are already in the cycle from their own"
-            " ranges, and their fixes in the plan (e.g. cuda_graph_draft)"
+            f"--step {step}: whatif models the verify step of the speculative cycle (or, with"
+            f" --step decode/prefill, a step in its place); the {step} steps are already in the"
+            " cycle from their own ranges, and their fixes in the plan (e.g. cuda_graph_draft)"
         )
-    counts = frame.steps["name"].value_counts()
     names = [str(n) for n in counts.index if ranges.is_phase(str(n), step)]
     if not names:
         raise NoStepsError(
@@ -119,16 +128,25 @@ def resolve_frame(
         options = replace(options, manifest=inputs[0].manifest)
         notes.append(f"manifest {inputs[0].manifest} found in the capture folder given")
     where = inputs[0].spec if inputs else None
-    options = replace(options, step=chosen_step(frame, options.step, where))
+    name = chosen_step(frame, options.step, where)
+    if options.step in ranges.PHASES and name is not None:
+        n = int((frame.steps["name"] == name).sum())
+        notes.append(f"--step {options.step}: modelling the {n} steps named {name!r}")
+    options = replace(options, step=name)
     out = Resolved(inputs, frame, result, options, story=story_of(frame, options), notes=notes)
+    if out.story is None:  # no verify steps: a breakdown still has its tables, whatif says why
+        names = sorted(frame.steps["name"].astype(str).unique().tolist())
+        out.reasons.append(
+            "breakdown has no verify steps (verifyprof, SGLang or user ranges) to model; it has:"
+            f" {', '.join(names[:8])} (pick one with --step NAME)"
+        )
+        return out
     try:
         out.prepared = prepare(frame, options)
-    except NoStepsError:
-        raise
     except VerifyprofError as err:
         if "accept length unknown" not in err.problem:
             raise
-        out.reasons.append("no plan: give an accept length (--accept-len, or --manifest with one)")
+        out.reasons.append(err.problem)
     return out
 
 
@@ -175,6 +193,7 @@ def ranking_of(resolved: Resolved):
         return None
     ranking = rank_candidates(p.profile, p.scenario, resolved.options.candidates or None)
     ranking.dilation, ranking.profiled_tps = p.dilation, p.profiled_tps
+    ranking.unprofiled_tps = p.unprofiled_tps
     ranking.profile.notes.extend(resolved.notes)
     return ranking
 
@@ -193,4 +212,6 @@ def verdict_text(resolved: Resolved) -> str | None:
         resolved.frame, step_name=resolved.options.step, width=resolved.options.width,
         mode=resolved.options.mode,
     )  # fmt: skip
-    return step_words(profile) + " " + " ".join(r + "." for r in resolved.reasons)
+    return step_words(profile) + (
+        " Give an accept length (--accept-len or a capture manifest) for the plan of fixes."
+    )

@@ -110,7 +110,8 @@ def _print_header(console: Console, data: dict[str, Any]) -> None:
     ):  # said in words: the regex itself is 127 columns wide
         console.print(
             "steps: the spec_step, draft, verify, accept, draft_extend and decode ranges of"
-            " verifyprof, SGLang and the usual spellings (the default --range: data/ranges.toml)",
+            " verifyprof, SGLang (TARGET_VERIFY, DECODE, ...) and their usual user spellings (the"
+            " default --range)",
             highlight=False,
         )
     elif options.get("range"):  # one line, copyable as given
