@@ -10,6 +10,9 @@
   (``/dev/stdout``, ``/dev/full``) is written in place;
 * no folders made: a missing parent directory is an error, not created;
 * a failure is one line naming the file (:class:`VerifyprofError`, exit 2).
+
+:func:`cleanup_on_signals` is what makes SIGTERM/SIGHUP unwind; other temp files (the trace
+cache's) and the map's worker processes use it too.
 """
 
 from __future__ import annotations
@@ -106,29 +109,41 @@ class _Signalled(BaseException):
         self.signum = signum
 
 
+def _raise_signalled(signum: int, frame: object) -> None:
+    raise _Signalled(signum)
+
+
 @contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    """While a temp file exists, a SIGTERM/SIGHUP that would kill the process where it stands
-    (default action) raises instead, so that ``finally`` removes the file; a program's own
-    handlers (capture's) are left as they are: they raise or return themselves."""
+def cleanup_on_signals() -> Iterator[None]:
+    """While inside, a SIGTERM/SIGHUP that would kill the process where it stands (default action)
+    raises instead, so that ``finally`` blocks run (a temp file removed, worker processes
+    stopped); then the process dies of that signal, as it would have. Nested scopes unwind to the
+    outermost, which ends the process. A program's own handlers (capture's) are left as they are:
+    they raise or return themselves. Ctrl-C needs nothing: KeyboardInterrupt already unwinds."""
     replaced: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-
-        def handler(signum: int, frame: object) -> None:
-            raise _Signalled(signum)
-
         for sig in CLEANUP_SIGNALS:
             if signal.getsignal(sig) is signal.SIG_DFL:
-                replaced[sig] = signal.signal(sig, handler)
+                replaced[sig] = signal.signal(sig, _raise_signalled)
     try:
         yield
+    except _Signalled as caught:
+        if caught.signum not in replaced:  # an outer scope's handler: it ends the process
+            raise
+        _restore(replaced)
+        _die_of(caught.signum)
     finally:
-        for sig, old in replaced.items():
-            signal.signal(sig, old)
+        _restore(replaced)
+
+
+def _restore(replaced: dict[int, Any]) -> None:
+    for sig, old in replaced.items():
+        signal.signal(sig, old)
+    replaced.clear()
 
 
 def _die_of(signum: int) -> None:
-    """The interrupted write is cleaned up: now do what the signal would have done."""
+    """The interrupted work is cleaned up: now do what the signal would have done."""
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
     raise SystemExit(128 + signum)  # pragma: no cover - the default action ends the process first
@@ -145,7 +160,7 @@ def atomic_path(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Path]:
             yield target
         return
     mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else _new_file_mode()
-    with _signals_raise():
+    with cleanup_on_signals():
         tmp: Path | None = None
         try:
             with _write_errors(path):
@@ -160,10 +175,6 @@ def atomic_path(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Path]:
                 os.replace(tmp, target)
                 tmp = None
                 _fsync_path(target.parent, directory=True)
-        except _Signalled as sig:
-            _remove(tmp)
-            tmp = None
-            _die_of(sig.signum)
         finally:
             _remove(tmp)
 
