@@ -184,8 +184,10 @@ def breakdown(
 
     regex = _step_regex(step_range, step)
     outputs.protect(
-        [p for spec in traces for p in expand(spec)], outputs=(csv, parquet)
-    )  # never write onto a trace read
+        [p for spec in traces for p in expand(spec)],
+        outputs=(csv, parquet),
+        stdout_used_by="--json" if as_json else None,
+    )  # never write onto a trace read; an output on stdout gets it alone
     with (
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
@@ -206,7 +208,7 @@ def breakdown(
         _wrote(parquet)
     if as_json:
         files.print_breakdown_json(result)
-    else:
+    elif not outputs.writes_stdout(csv, parquet):
         console.print_breakdown(result, show_all=show_all)
         folder_manifest = (
             Path(traces[0]) / "manifest.json" if len(traces) == 1 else None
