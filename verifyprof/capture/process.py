@@ -99,6 +99,7 @@ class StopReport:
     signals: list[str] = field(default_factory=list)
     leftover: list[int] = field(default_factory=list)
     exit_code: int | None = None
+    stopped: list[int] = field(default_factory=list)  # the processes signalled
 
     @property
     def stopped_by(self) -> str:
@@ -333,6 +334,25 @@ class ManagedProcess:
             self.popen.wait(timeout=1.0)
         report.exit_code = self.popen.poll()
         self._close()
+        return report
+
+    def stop_leftovers(
+        self, *, term_timeout: float = 10.0, kill_timeout: float = 5.0
+    ) -> StopReport:
+        """After the leader exited by itself, what it left running (``cmd &`` in a script, a
+        daemon): SIGTERM, then SIGKILL after ``term_timeout``. No SIGINT first: a script's
+        background job ignores it. Each is signalled alone (the dead leader's group id may be
+        reused)."""
+        report = StopReport(exit_code=self.popen.poll())
+        for sig, timeout in ((signal.SIGTERM, term_timeout), (signal.SIGKILL, kill_timeout)):
+            remaining = [p for p in self.tracked() if p.pid != self.pid]
+            if not remaining:
+                break
+            report.stopped += [p.pid for p in remaining if p.pid not in report.stopped]
+            self._send(remaining, sig, group=False)
+            report.signals.append(_signal_name(sig))
+            self._wait_gone(remaining, timeout, None)
+        report.leftover = [p.pid for p in self.tracked() if p.pid != self.pid]
         return report
 
     def _close(self) -> None:
