@@ -183,11 +183,9 @@ def breakdown(
     from verifyprof.trace.sources import expand
 
     regex = _step_regex(step_range, step)
-    outputs.protect(
-        [p for spec in traces for p in expand(spec)],
-        outputs=(csv, parquet),
-        stdout_used_by="--json" if as_json else None,
-    )  # never write onto a trace read; an output on stdout gets it alone
+    on_stdout = "--json" if as_json else None  # then no output may be stdout
+    # never write onto a trace read
+    outputs.protect([p for spec in traces for p in expand(spec)], (csv, parquet), on_stdout)
     with (
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
