@@ -89,3 +89,11 @@ def test_a_csv_file_beside_a_piped_stdout_leaves_the_tables_on_stdout(tmp_path, 
     assert done.returncode == 0 and b"whole_trace" in done.stdout
     assert csv_bytes not in done.stdout
     assert (tmp_path / "steps.csv").read_bytes() == csv_bytes
+
+
+def test_an_html_report_to_stdout_is_the_page_alone(tmp_path):
+    page = tmp_path / "page.html"
+    assert cli("report", str(KINETO), "--whole-trace", "-o", str(page)).returncode == 0
+    done = cli("report", str(KINETO), "--whole-trace", "-o", "-", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == page.read_bytes()  # no "wrote - (5.0 MB)" after it
