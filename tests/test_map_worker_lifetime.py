@@ -19,6 +19,7 @@ import pytest
 from test_kineto_reader import A100, plain, write_trace
 
 MAP_ARGS = ["breakdown", "--workers", "2", "--range", "ProfilerStep"]
+GRACE_S = 3.0  # "within a couple of seconds", on a loaded machine
 
 # The Python API from a process that runs a thread: workers come from a fork server, not forked.
 THREADED_MAP = """
@@ -33,7 +34,7 @@ pipeline.breakdown(sys.argv[1:], step_regex="ProfilerStep", parallel=ParallelOpt
 @pytest.fixture(scope="module")
 def rank_files(tmp_path_factory) -> list[Path]:
     """Four rank files, each the real A100 trace's events four times over (about 2 s to map
-    here): a worker is mid-file for longer than the tests' grace when the signal comes."""
+    here): the signal comes while the workers are mid-file."""
     doc = plain(A100)
     events = [e for e in doc["traceEvents"] if isinstance(e.get("ts"), (int, float))]
     span = max(e["ts"] + e.get("dur", 0) for e in events) - min(e["ts"] for e in events) + 1000
@@ -119,8 +120,8 @@ def test_workers_die_with_a_cli_killed_outright(rank_files):
     try:
         cli.kill()
         cli.wait(timeout=10)
-        assert gone_within(below, 1.0) == []
-        assert stdout_ends_within(cli, 3.0)
+        assert gone_within(below, GRACE_S) == []
+        assert stdout_ends_within(cli, GRACE_S)
     finally:
         cleanup(below)
 
@@ -132,7 +133,7 @@ def test_a_cli_stopped_by_a_signal_stops_its_workers_and_dies_of_it(rank_files, 
         cli.send_signal(sig)
         assert cli.wait(timeout=10) == -sig  # it dies of the signal, as it would have
         assert alive(below) == []  # it stopped and reaped them first: gone as it ends
-        assert stdout_ends_within(cli, 2.0)
+        assert stdout_ends_within(cli, GRACE_S)
         assert "Traceback" not in cli.stderr.read().decode(errors="replace")
     finally:
         cleanup(below)
@@ -147,7 +148,10 @@ def test_fork_server_workers_die_with_a_threaded_caller_killed_outright(rank_fil
         assert any("forkserver" in " ".join(p.cmdline()) for p in below)
         caller.kill()
         caller.wait(timeout=10)
-        assert gone_within(below, 1.0) == []
-        assert stdout_ends_within(caller, 3.0)
+        assert gone_within(below, GRACE_S) == []
+        assert stdout_ends_within(caller, GRACE_S)
+        # killed by their parent-death signal, not left to finish the file and die on the
+        # closed pipe to the caller (which a traceback on the caller's stderr would show)
+        assert b"BrokenPipeError" not in caller.stderr.read()
     finally:
         cleanup(below)
