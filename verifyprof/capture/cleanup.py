@@ -6,7 +6,6 @@ makes it escalate faster; it never abandons the server."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 import time
@@ -18,6 +17,7 @@ from verifyprof.capture import driver, nsys
 from verifyprof.capture.profile_window import stop_profile
 from verifyprof.capture.session import CaptureSession
 from verifyprof.capture.target_hooks import never_fired_lines
+from verifyprof.capture.terminal import detach_after_hangup, remember_terminals
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import MANIFEST
 
@@ -36,27 +36,15 @@ class Terminated(KeyboardInterrupt):
         self.signal_name = signal.Signals(signum).name
 
 
-def _detach_from_a_closed_terminal(signum: int) -> None:
-    """After SIGHUP the terminal is gone and writing to it fails (EIO): send our output to
-    /dev/null so that the cleanup's progress lines cannot stop the cleanup."""
-    if signum != getattr(signal, "SIGHUP", None):
-        return
-    for fd in (1, 2):
-        with contextlib.suppress(OSError):
-            if os.isatty(fd):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, fd)
-                os.close(devnull)
-
-
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    remember_terminals()
 
     def handler(signum: int, frame: object) -> None:
-        _detach_from_a_closed_terminal(signum)
+        detach_after_hangup(signum)
         raise Terminated(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
@@ -76,7 +64,7 @@ def _hurry_on_interrupt(console: Console) -> Iterator[threading.Event]:
         return
 
     def handler(signum: int, frame: object) -> None:
-        _detach_from_a_closed_terminal(signum)
+        detach_after_hangup(signum)
         if not hurry.is_set():
             with contextlib.suppress(OSError):
                 console.print("[yellow]verifyprof: stopping harder (SIGTERM, then SIGKILL)[/]")

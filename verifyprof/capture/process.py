@@ -15,7 +15,6 @@ import ctypes
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -27,27 +26,18 @@ from typing import IO
 from verifyprof.capture import proctable
 from verifyprof.capture.proctable import Proc
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.lifetime import LIBC as _LIBC
+from verifyprof.contracts.lifetime import (
+    PR_GET_CHILD_SUBREAPER,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+)
 
 RUN_MARKER = "VERIFYPROF_RUN_ID"  # set in the environment of everything a ManagedProcess starts
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_GET_CHILD_SUBREAPER = 37
 
 
 # --------------------------------------------------------------------------------------------
 # Linux process-lifetime helpers (no-ops elsewhere)
-
-
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:  # pragma: no cover
-        return None
-
-
-_LIBC = _libc()
 
 
 def become_subreaper() -> bool:
@@ -55,7 +45,7 @@ def become_subreaper() -> bool:
     helper whose parent died, a daemon that double-forked and called setsid, with its
     environment cleared) is re-parented to us instead of init, so :meth:`ManagedProcess.tracked`
     still finds it and :meth:`ManagedProcess.stop` stops it. False where unsupported."""
-    return _LIBC is not None and _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _LIBC is not None and _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def is_subreaper() -> bool:
@@ -63,7 +53,7 @@ def is_subreaper() -> bool:
         return False
     value = ctypes.c_int(0)
     return (
-        _LIBC.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
+        _LIBC.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0 and value.value != 0
     )
 
 
@@ -71,7 +61,7 @@ def _child_setup() -> None:
     """Between fork and exec: die with us, and be interruptible even if we were started with
     SIGINT ignored (``cmd &`` in a script ignores it, and exec keeps ignored signals ignored)."""
     if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         _LIBC.signal(int(signal.SIGINT), 0)  # SIG_DFL
         _LIBC.signal(int(signal.SIGTERM), 0)
 
@@ -109,6 +99,7 @@ class StopReport:
     signals: list[str] = field(default_factory=list)
     leftover: list[int] = field(default_factory=list)
     exit_code: int | None = None
+    stopped: list[int] = field(default_factory=list)  # the processes signalled
 
     @property
     def stopped_by(self) -> str:
@@ -343,6 +334,25 @@ class ManagedProcess:
             self.popen.wait(timeout=1.0)
         report.exit_code = self.popen.poll()
         self._close()
+        return report
+
+    def stop_leftovers(
+        self, *, term_timeout: float = 10.0, kill_timeout: float = 5.0
+    ) -> StopReport:
+        """After the leader exited by itself, what it left running (``cmd &`` in a script, a
+        daemon): SIGTERM, then SIGKILL after ``term_timeout``. No SIGINT first: a script's
+        background job ignores it. Each is signalled alone (the dead leader's group id may be
+        reused)."""
+        report = StopReport(exit_code=self.popen.poll())
+        for sig, timeout in ((signal.SIGTERM, term_timeout), (signal.SIGKILL, kill_timeout)):
+            remaining = [p for p in self.tracked() if p.pid != self.pid]
+            if not remaining:
+                break
+            report.stopped += [p.pid for p in remaining if p.pid not in report.stopped]
+            self._send(remaining, sig, group=False)
+            report.signals.append(_signal_name(sig))
+            self._wait_gone(remaining, timeout, None)
+        report.leftover = [p.pid for p in self.tracked() if p.pid != self.pid]
         return report
 
     def _close(self) -> None:

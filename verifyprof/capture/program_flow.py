@@ -1,6 +1,7 @@
 """The capture of a program, once it is started: it runs to its end by itself (its own profiler
 window, its own workload), so verifyprof only times it, collects the numbers it reported, and turns
-a non-zero exit into an error that shows the log's tail. With ``--baseline-run`` the program runs
+a non-zero exit into an error that shows the log's tail. Its end is the program's own: what it
+left running in the background is stopped then. With ``--baseline-run`` the program runs
 once before, with no profiler and no hooks, for the rate the profiler's dilation is measured
 against.
 """
@@ -28,6 +29,7 @@ def wait_program(run: CaptureSession) -> None:
     run.window["start_unix_ns"] = time.time_ns()
     code = run.proc.wait()
     close_window(run, None)
+    stop_leftovers(run, "program")
     run.exit_code = code
     run.summary = program_results(run.out, run.opts.accept_len_convention)
     run.dilation = program_dilation(run)
@@ -43,7 +45,8 @@ def run_baseline(run: CaptureSession) -> None:
     started = time.monotonic()
     run.proc = ManagedProcess(run.target, log=folder / "program.log", env=env, echo=sys.stderr)
     code = run.proc.wait()
-    run.proc.stop(int_timeout=run.opts.stop_timeout)  # anything it left behind
+    stop_leftovers(run, "baseline run")
+    run.proc.stop(int_timeout=run.opts.stop_timeout)  # closes its log
     run.proc = None
     run.baseline = {
         "exit_code": code,
@@ -55,6 +58,23 @@ def run_baseline(run: CaptureSession) -> None:
             with_log_tail(
                 f"baseline run exited with {describe_exit(code)}", folder / "program.log", 10
             )
+        )
+
+
+def stop_leftovers(run: CaptureSession, what: str) -> None:
+    """The program exited: capture goes on, and stops what it left running (the program is what
+    is waited for, not its detached children), saying so in one line."""
+    assert run.proc is not None
+    report = run.proc.stop_leftovers()
+    if report.stopped:
+        pids = ", ".join(map(str, report.stopped[:8])) + (
+            ", ..." if len(report.stopped) > 8 else ""
+        )
+        run.console.print(
+            f"verifyprof: the {what} exited, leaving {len(report.stopped)} process(es) running"
+            f" (pid {pids}): stopped with {', then '.join(report.signals)}",
+            markup=False,
+            highlight=False,
         )
 
 

@@ -31,6 +31,7 @@ from verifyprof.capture.server import (
 )
 from verifyprof.capture.server_flow import serve
 from verifyprof.capture.session import CaptureSession
+from verifyprof.capture.terminal import SafeStderr
 from verifyprof.contracts.errors import VerifyprofError
 
 
@@ -38,7 +39,8 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     """Run one capture. Raises ``VerifyprofError`` (bad input, exit 2), ``CaptureError`` (the
     run failed, exit 1) or ``KeyboardInterrupt`` (Ctrl-C / SIGTERM); in every case the target is
     stopped and the manifest written before it returns or raises."""
-    console = console or Console(stderr=True, soft_wrap=True)
+    # its lines never fail (a hung-up terminal, a closed pipe): they must not stop the cleanup
+    console = console or Console(file=SafeStderr(), soft_wrap=True)
     validate(opts)
     become_subreaper()  # nothing the target starts can escape the cleanup by being orphaned
     with sigterm_as_interrupt():

@@ -99,7 +99,9 @@ def breakdown(
     resolve.check(options)  # every option before any input is read or output written
     if manifest is not None:
         _check_manifest(manifest)
-    outputs.protect([p for spec in traces for p in expand(spec)], outputs=(csv, parquet))
+    on_stdout = "--json" if as_json else None  # then no output may be stdout
+    # never write onto a trace read
+    outputs.protect([p for spec in traces for p in expand(spec)], (csv, parquet), on_stdout)
     with (
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
@@ -123,6 +125,8 @@ def breakdown(
         _wrote(parquet)
     if as_json:
         files.print_breakdown_json(result)
+        return
+    if outputs.writes_stdout(csv, parquet):  # the rows alone on stdout
         return
     story = resolved.story.key if resolved.story else None
     console.print_breakdown(result, show_all=show_all, group=story)

@@ -93,6 +93,7 @@ def report(
     """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps,
     timeline, kernels, heatmap."""
     from verifyprof import pipeline
+    from verifyprof.contracts.outputs import writes_stdout
     from verifyprof.report import html
 
     _checked(accept_len, manifest, step, step_range)
@@ -111,5 +112,5 @@ def report(
         step=step,
     )
     size = html.write_report(data, out)
-    if not quiet:
+    if not quiet and not writes_stdout(out):  # -o -: the page alone on stdout
         print(f"wrote {out} ({size / 1e6:.1f} MB)")

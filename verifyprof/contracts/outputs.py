@@ -7,9 +7,15 @@
   refused as outputs however they are spelled (``./x``, a symlink, a hard link);
 * the target keeps what it was: a replaced file keeps its mode (a new one gets the umask's),
   a symlink is written through (its target replaced, the link kept), a device or FIFO
-  (``/dev/stdout``, ``/dev/full``) is written in place;
+  (``/dev/full``) is written in place;
+* standard output (``-``, ``/dev/stdout``, whatever opens file descriptor 1) is a stream, not a
+  file: the output is copied to it whole once written, and gets it alone (the command prints
+  nothing else there: :func:`writes_stdout`);
 * no folders made: a missing parent directory is an error, not created;
 * a failure is one line naming the file (:class:`VerifyprofError`, exit 2).
+
+:func:`cleanup_on_signals` is what makes SIGTERM/SIGHUP unwind; other temp files (the trace
+cache's) and the map's worker processes use it too.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import signal
 import stat
 import sys
@@ -36,16 +43,33 @@ CLEANUP_SIGNALS = tuple(
 )
 
 
-def protect(inputs: Iterable[str | Path], outputs: Iterable[str | Path | None] = ()) -> None:
+def protect(
+    inputs: Iterable[str | Path],
+    outputs: Iterable[str | Path | None] = (),
+    stdout_used_by: str | None = None,
+) -> None:
     """Register ``inputs`` as never to be written, and check ``outputs`` against them now (before
-    minutes of analysis, not after)."""
+    minutes of analysis, not after). At most one output may be standard output, and none when
+    something else prints there (``stdout_used_by``: ``--json``)."""
     for path in inputs:
         _protected.add(os.path.realpath(path))
         with contextlib.suppress(OSError):
             st = os.stat(path)
             _protected_ids.add((st.st_dev, st.st_ino))
-    for out in outputs:
-        if out is not None:
+    given = [Path(out) for out in outputs if out is not None]
+    on_stdout = [out for out in given if is_stdout(out)]
+    if on_stdout and stdout_used_by is not None:
+        raise VerifyprofError(
+            f"is standard output, where {stdout_used_by} prints: write one of them to a file",
+            on_stdout[0],
+        )
+    if len(on_stdout) > 1:
+        raise VerifyprofError(
+            f"is standard output, as {on_stdout[0]} already is: write one of them to a file",
+            on_stdout[1],
+        )
+    for out in given:
+        if out not in on_stdout:
             check_output(out)
 
 
@@ -53,6 +77,23 @@ def unprotect_all() -> None:
     """Forget every registered input (tests; a long-lived process between commands)."""
     _protected.clear()
     _protected_ids.clear()
+
+
+def is_stdout(path: str | Path) -> bool:
+    """``-``, or a path that opens what file descriptor 1 is (``/dev/stdout``,
+    ``/proc/self/fd/1``, the file stdout is redirected to): the same device and inode."""
+    if str(path) == "-":
+        return True
+    try:
+        st, out = os.stat(path), os.fstat(1)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
+
+
+def writes_stdout(*paths: str | Path | None) -> bool:
+    """One of these outputs is standard output: it gets stdout alone, so print nothing else."""
+    return any(path is not None and is_stdout(path) for path in paths)
 
 
 def check_output(path: str | Path) -> Path:
@@ -106,29 +147,41 @@ class _Signalled(BaseException):
         self.signum = signum
 
 
+def _raise_signalled(signum: int, frame: object) -> None:
+    raise _Signalled(signum)
+
+
 @contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    """While a temp file exists, a SIGTERM/SIGHUP that would kill the process where it stands
-    (default action) raises instead, so that ``finally`` removes the file; a program's own
-    handlers (capture's) are left as they are: they raise or return themselves."""
+def cleanup_on_signals() -> Iterator[None]:
+    """While inside, a SIGTERM/SIGHUP that would kill the process where it stands (default action)
+    raises instead, so that ``finally`` blocks run (a temp file removed, worker processes
+    stopped); then the process dies of that signal, as it would have. Nested scopes unwind to the
+    outermost, which ends the process. A program's own handlers (capture's) are left as they are:
+    they raise or return themselves. Ctrl-C needs nothing: KeyboardInterrupt already unwinds."""
     replaced: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-
-        def handler(signum: int, frame: object) -> None:
-            raise _Signalled(signum)
-
         for sig in CLEANUP_SIGNALS:
             if signal.getsignal(sig) is signal.SIG_DFL:
-                replaced[sig] = signal.signal(sig, handler)
+                replaced[sig] = signal.signal(sig, _raise_signalled)
     try:
         yield
+    except _Signalled as caught:
+        if caught.signum not in replaced:  # an outer scope's handler: it ends the process
+            raise
+        _restore(replaced)
+        _die_of(caught.signum)
     finally:
-        for sig, old in replaced.items():
-            signal.signal(sig, old)
+        _restore(replaced)
+
+
+def _restore(replaced: dict[int, Any]) -> None:
+    for sig, old in replaced.items():
+        signal.signal(sig, old)
+    replaced.clear()
 
 
 def _die_of(signum: int) -> None:
-    """The interrupted write is cleaned up: now do what the signal would have done."""
+    """The interrupted work is cleaned up: now do what the signal would have done."""
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
     raise SystemExit(128 + signum)  # pragma: no cover - the default action ends the process first
@@ -137,15 +190,21 @@ def _die_of(signum: int) -> None:
 @contextlib.contextmanager
 def atomic_path(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Path]:
     """Yield a temp path beside ``path``'s target to write; on success it replaces the target in
-    one rename. On any failure or SIGTERM/SIGHUP the temp file is removed, the target untouched."""
+    one rename. On any failure or SIGTERM/SIGHUP the temp file is removed, the target untouched.
+    An output that is standard output (:func:`is_stdout`) is written to a temp file, then copied
+    to it."""
     path = Path(path)
+    if is_stdout(path):
+        with _via_stdout(path) as tmp:
+            yield tmp
+        return
     target = check_output(path)
     if target.exists() and not target.is_file():  # a device or FIFO: nothing to replace
         with _write_errors(path):
             yield target
         return
     mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else _new_file_mode()
-    with _signals_raise():
+    with cleanup_on_signals():
         tmp: Path | None = None
         try:
             with _write_errors(path):
@@ -160,10 +219,6 @@ def atomic_path(path: str | Path, *, suffix: str = ".tmp") -> Iterator[Path]:
                 os.replace(tmp, target)
                 tmp = None
                 _fsync_path(target.parent, directory=True)
-        except _Signalled as sig:
-            _remove(tmp)
-            tmp = None
-            _die_of(sig.signum)
         finally:
             _remove(tmp)
 
@@ -172,6 +227,24 @@ def _remove(tmp: Path | None) -> None:
     if tmp is not None:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def _via_stdout(path: Path) -> Iterator[Path]:
+    """A temp file to write (writers want a path; a failed write shows nothing half-done), copied
+    on success to file descriptor 1 as it is: a pipe, a terminal, a file opened for appending."""
+    with cleanup_on_signals():
+        tmp: Path | None = None
+        try:
+            with _write_errors(path):
+                fd, name = tempfile.mkstemp(prefix="verifyprof-stdout.", suffix=".tmp")
+                os.close(fd)
+                tmp = Path(name)
+                yield tmp
+            with open(tmp, "rb") as src, stdout_bytes() as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+        finally:
+            _remove(tmp)
 
 
 @contextlib.contextmanager

@@ -1,9 +1,10 @@
 """The map on a Dask cluster (``dask.distributed``, the optional extra ``verifyprof[dist]``).
 
-``scheduler`` is the address of a running scheduler (``tcp://host:port``), or ``dask`` to start
-a local cluster (one single-threaded worker process per file, at most one per CPU, on
-127.0.0.1). Workers read the files themselves, so the paths sent are absolute and must name the
-same files on every worker (a shared file system). The client only receives the compact parts.
+``scheduler`` is the address of a running scheduler (``tcp://host:port``, checked first:
+:mod:`~verifyprof.pipeline.dask_address`), or ``dask`` to start a local cluster (one
+single-threaded worker process per file, at most one per CPU, on 127.0.0.1). Workers read the
+files themselves, so the paths sent are absolute and must name the same files on every worker (a
+shared file system). The client only receives the compact parts.
 
 A task whose worker dies is not retried on the local cluster (``allowed-failures`` 0): the file
 is reported as failed and the others' parts kept. An existing cluster keeps its own retry policy.
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from verifyprof.attribution.rank_part import RankPart
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.pipeline.dask_address import check_scheduler, scheduler_host_port
 from verifyprof.pipeline.parallel import (
     Failure,
     MapOptions,
@@ -34,12 +36,16 @@ def map_dask(
     tasks: list[MapTask], options: MapOptions, scheduler: str
 ) -> Iterator[tuple[int, RankPart | Failure]]:
     """(index, part or failure) per task, as they finish on the cluster."""
+    if scheduler != LOCAL:
+        scheduler_host_port(scheduler)  # the address's form first: one line, nothing imported
     try:
         from distributed import as_completed
     except ImportError:
         raise VerifyprofError(
             "--scheduler needs dask.distributed: pip install 'verifyprof[dist]'"
         ) from None
+    if scheduler != LOCAL:
+        check_scheduler(scheduler)  # one line in seconds, not dask's retries and tracebacks
     with _client(scheduler, len(tasks)) as client:
         futures = {
             client.submit(

@@ -6,7 +6,8 @@ A worker maps files one after another (its heap, warm from the file before, make
 reported by name; a new worker takes the files still to map. Workers are forked from this process
 when it runs no other thread (the CLI, its status line paused while a worker forks: a worker starts
 in milliseconds with everything imported), else from a ``forkserver`` that imports the analysis
-once (forking a threaded process is unsafe).
+once (forking a threaded process is unsafe). A worker dies with the process that started it, even
+one killed outright (a parent-death signal), and is stopped by it on Ctrl-C, SIGTERM or SIGHUP.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from verifyprof.attribution.rank_part import RankPart
+from verifyprof.contracts.lifetime import die_with_parent
+from verifyprof.contracts.outputs import CLEANUP_SIGNALS
 from verifyprof.pipeline.heap import keep_freed_memory
 from verifyprof.pipeline.parallel import (
     Failure,
@@ -32,6 +36,7 @@ from verifyprof.pipeline.parallel import (
 )
 
 MAX_LOST_STARTS = 3
+STOP_GRACE_S = 2.0  # a worker stopped early: SIGTERM, then SIGKILL after this
 # everything a task imports, so that no task pays for an import (pyarrow and ADBC: ~0.2 s)
 _PRELOAD = [
     "verifyprof.pipeline.parallel",
@@ -112,16 +117,26 @@ def map_local(
                         _stop(worker)  # exits now, while the others still map; reaped at the end
                 yield index, outcome if outcome is not None else _died(worker, str(path))
     finally:
-        for worker in busy.values():  # stopped early (strict, interrupt)
+        _stop_all(list(busy.values()), done)
+
+
+def _stop_all(busy: list[_Worker], done: list[_Worker]) -> None:
+    """Stopped early (strict, Ctrl-C, SIGTERM): a busy worker gets SIGTERM (a decompress into the
+    cache removes its temp file), SIGKILL if it is still there after a grace; all are reaped."""
+    for worker in busy:
+        worker.process.terminate()
+    for worker in busy:
+        worker.process.join(STOP_GRACE_S)
+        if worker.process.exitcode is None:
             worker.process.kill()
-        for worker in done:
-            _stop(worker)
-            worker.process.join()
+    for worker in done:
+        _stop(worker)
+        worker.process.join()
 
 
 def _start(context, options: MapOptions) -> _Worker | Failure:
     parent, child = context.Pipe(duplex=True)
-    process = context.Process(target=_serve, args=(child, options), daemon=True)
+    process = context.Process(target=_serve, args=(child, options, os.getpid()), daemon=True)
     forked = (
         context.get_start_method() == "fork"
     )  # a forked worker starts with Ctrl-C held until it ignores it
@@ -192,9 +207,29 @@ def _context():
     return context
 
 
-def _serve(conn: Connection, options: MapOptions) -> None:
+def _let_fork_server_go() -> None:
+    """A fork server exits when the pipe from the process that started it reaches EOF, but each
+    child it forks holds a copy of that pipe's write end (to start processes of its own, which a
+    worker never does): closed here, the fork server ends with the map's process, and the worker
+    with the fork server (its parent-death signal)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
+
+
+def _serve(conn: Connection, options: MapOptions, parent: int) -> None:
     """In the worker: map the files it is sent, one at a time, until the pipe closes (the memory
-    one file frees kept for the next: :mod:`~verifyprof.pipeline.heap`)."""
+    one file frees kept for the next: :mod:`~verifyprof.pipeline.heap`). It dies with ``parent``
+    (the map's process, however that ends: it would hold the caller's stdout open)."""
+    for sig in CLEANUP_SIGNALS:  # a forked worker has the parent's handlers: its own, the default
+        signal.signal(sig, signal.SIG_DFL)
+    die_with_parent(parent)
+    _let_fork_server_go()
     keep_freed_memory()
     sys.stdout, sys.stderr = (
         sys.__stdout__,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ from verifyprof.attribution.rank_part import RankPart, rank_part
 from verifyprof.attribution.reduce import reduce_parts
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts.errors import NoStepsError, TraceError, VerifyprofError
+from verifyprof.contracts.outputs import cleanup_on_signals
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.pipeline.heap import keep_freed_memory
 from verifyprof.trace import load_trace
@@ -164,39 +165,12 @@ def breakdown_files(
         (i, read_from or path if shares else path, shares[i] if shares else None)
         for i, path in enumerate(files)
     ]
-    if parallel.scheduler:
-        from verifyprof.pipeline.dask_map import map_dask
-
-        outcomes = map_dask(tasks, options, parallel.scheduler)
-    else:
-        from verifyprof.pipeline.local_map import map_local
-
-        workers = parallel.workers or default_workers(len(files))
-        if parallel.own_process and workers <= 1 and len(tasks) > 1:
-            keep_freed_memory()
-        outcomes = map_local(tasks, options, workers, parallel.pause)
-    parts: list[RankPart] = []
-    failures: list[tuple[int, Failure]] = []
-    for index, outcome in outcomes:
-        if parallel.progress is not None:
-            parallel.progress(
-                len(parts) + len(failures) + 1, len(tasks), "parts" if shares else "files"
-            )
-        if isinstance(outcome, Failure):
-            if (
-                shares and outcome.no_steps
-            ):  # its processes, devices and counts would be missing: read the file whole
-                outcomes.close()
-                raise ShareWithoutSteps(outcome.reason)
-            if parallel.strict or shares:  # a share that fails is the one file failing
-                outcomes.close()  # stops the workers still running
-                raise VerifyprofError(outcome.reason, files[index])
-            failures.append((index, outcome))
-            if parallel.report is not None:
-                parallel.report(outcome)
-        else:
-            outcome.path = str(files[index])  # as the user spelled it (workers may get it absolute)
-            parts.append(outcome)
+    with cleanup_on_signals():  # SIGTERM / SIGHUP: the workers are stopped before this process ends
+        outcomes = _outcomes(tasks, options, parallel)
+        try:
+            parts, failures = _collect(outcomes, files, parallel, bool(shares))
+        finally:
+            outcomes.close()  # stops the workers still running (strict, a failed share, a signal)
     failures.sort(key=lambda f: f[0])
     if not parts:
         first = failures[0][1]
@@ -210,6 +184,51 @@ def breakdown_files(
         result.extra["process_shares"] = len(shares)
     result.extra["failed_files"] = [f for _, f in failures]
     return result
+
+
+def _outcomes(
+    tasks: list[MapTask], options: MapOptions, parallel: ParallelOptions
+) -> Generator[tuple[int, RankPart | Failure], None, None]:
+    if parallel.scheduler:
+        from verifyprof.pipeline.dask_map import map_dask
+
+        return map_dask(tasks, options, parallel.scheduler)
+    from verifyprof.pipeline.local_map import map_local
+
+    workers = parallel.workers or default_workers(len(tasks))
+    if parallel.own_process and workers <= 1 and len(tasks) > 1:
+        keep_freed_memory()
+    return map_local(tasks, options, workers, parallel.pause)
+
+
+def _collect(
+    outcomes: Iterator[tuple[int, RankPart | Failure]],
+    files: list[Path],
+    parallel: ParallelOptions,
+    shares: bool,
+) -> tuple[list[RankPart], list[tuple[int, Failure]]]:
+    """The parts, and the failures by index, as the map gives them; a failure that must stop the
+    map (strict, a share) raises."""
+    parts: list[RankPart] = []
+    failures: list[tuple[int, Failure]] = []
+    for index, outcome in outcomes:
+        if parallel.progress is not None:
+            parallel.progress(
+                len(parts) + len(failures) + 1, len(files), "parts" if shares else "files"
+            )
+        if isinstance(outcome, Failure):
+            if shares and outcome.no_steps:
+                # its processes, devices and counts would be missing: read the file whole
+                raise ShareWithoutSteps(outcome.reason)
+            if parallel.strict or shares:  # a share that fails is the one file failing
+                raise VerifyprofError(outcome.reason, files[index])
+            failures.append((index, outcome))
+            if parallel.report is not None:
+                parallel.report(outcome)
+        else:
+            outcome.path = str(files[index])  # as the user spelled it (workers may get it absolute)
+            parts.append(outcome)
+    return parts, failures
 
 
 def task_key(index: int) -> str:

@@ -4,9 +4,10 @@
 ``~/.cache/verifyprof``.
 * **Keys**: a derived file is named by the source's resolved path, size and mtime, so an edited or
   replaced source is never answered from a stale entry.
-* **Writes** are atomic (temp file, then rename) and checked before they are kept: a
-  decompressed or exported SQLite file must have a whole SQLite header, else nothing is cached.
-  Reused entries are checked the same way, and rebuilt when they fail.
+* **Writes** are atomic (temp file, then rename; Ctrl-C, SIGTERM or SIGHUP meanwhile remove the
+  temp file) and checked before they are kept: a decompressed or exported SQLite file must have a
+  whole SQLite header, else nothing is cached. Reused entries are checked the same way, and
+  rebuilt when they fail.
 * **Blame**: a fault of the cache (read-only or missing directory, disk full) is reported as the
   cache's, naming the cache directory and the user's input, never as a corrupt input.
 * **Pruning**: after each new entry, entries unused for ``$VERIFYPROF_CACHE_MAX_AGE_DAYS`` (default
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError
+from verifyprof.contracts.outputs import cleanup_on_signals
 from verifyprof.trace.formats import read_head, sqlite_header_problem
 
 MAX_AGE_ENV = "VERIFYPROF_CACHE_MAX_AGE_DAYS"
@@ -91,18 +93,19 @@ def cached(source: Path, target: Path, make: Callable[[Path], None]) -> Path:
     except OSError as exc:
         raise cache_fault(source, directory, exc) from None
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        make(tmp)
-        problem = stored_sqlite_problem(tmp)
-        if problem is not None:
-            raise TraceError(
-                f"its derived SQLite copy is not whole ({problem}); nothing cached", source
-            )
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise cache_fault(source, directory, exc) from None
-    finally:
-        tmp.unlink(missing_ok=True)
+    with cleanup_on_signals():  # SIGTERM / SIGHUP mid-write: the temp file goes, then the process
+        try:
+            make(tmp)
+            problem = stored_sqlite_problem(tmp)
+            if problem is not None:
+                raise TraceError(
+                    f"its derived SQLite copy is not whole ({problem}); nothing cached", source
+                )
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise cache_fault(source, directory, exc) from None
+        finally:
+            tmp.unlink(missing_ok=True)
     prune(directory)
     return target
 

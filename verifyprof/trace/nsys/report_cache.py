@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from verifyprof.contracts.errors import ToolMissingError, TraceError
+from verifyprof.contracts.outputs import cleanup_on_signals
 from verifyprof.trace.cache import cache_dir, cache_fault, stored_sqlite_problem
 from verifyprof.trace.inputs import regular_file
 
@@ -60,7 +61,9 @@ def sqlite_for_report(path: Path) -> Path:
         except OSError as exc:  # not writable: try the next place
             last_error = exc
             continue
-        with _export_lock(target, path):  # one export per report, however many runs ask at once
+        # one export per report, however many runs ask at once; SIGTERM / SIGHUP stop nsys and
+        # leave no temp file
+        with _export_lock(target, path), cleanup_on_signals():
             if _is_fresh(target, stamp):  # another run exported it while this one waited
                 return target
             try:
