@@ -58,7 +58,7 @@ class _Discard:
 def _map(
     path: str, times: int, queue
 ) -> None:  # in a worker: map the file ``times`` times, as a worker does
-    from verifyprof.pipeline.parallel import MapOptions, map_file
+    from verifyprof.pipeline.map_task import MapOptions, map_file
 
     try:
         from verifyprof.pipeline.heap import (
@@ -94,7 +94,7 @@ def _tail(
     files: list[str], queue
 ) -> None:  # in a fresh process: the parts made, then the parent's work after the map, once
     from verifyprof.attribution.reduce import reduce_parts
-    from verifyprof.pipeline.parallel import MapOptions, map_file
+    from verifyprof.pipeline.map_task import MapOptions, map_file
     from verifyprof.report.files import stream_breakdown_json
 
     parts = [map_file(path, i, MapOptions()) for i, path in enumerate(files)]

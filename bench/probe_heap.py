@@ -26,7 +26,7 @@ DEFAULT = sorted((HERE / "out" / "ranks" / "kineto_150mb_8r").glob("bench-TP-*.t
 
 def _map(tag: str, files: list[str], keep: bool, whole: bool) -> None:
     from verifyprof.pipeline.heap import keep_freed_memory
-    from verifyprof.pipeline.parallel import MapOptions, map_file
+    from verifyprof.pipeline.map_task import MapOptions, map_file
 
     if keep:
         keep_freed_memory()

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pandas as pd
-
-from verifyprof.contracts import phases
 from cli_helpers import Ran, verifyprof
 from conftest import OWN_TRACES, PUBLIC
+
+from verifyprof.contracts import phases
 
 BUNDLED = OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz"  # the README's first command
 

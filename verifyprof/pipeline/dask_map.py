@@ -20,7 +20,7 @@ from pathlib import Path
 from verifyprof.attribution.rank_part import RankPart
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.pipeline.dask_address import check_scheduler, scheduler_host_port
-from verifyprof.pipeline.parallel import (
+from verifyprof.pipeline.map_task import (
     Failure,
     MapOptions,
     MapTask,

@@ -27,7 +27,7 @@ from verifyprof.attribution.rank_part import RankPart
 from verifyprof.contracts.lifetime import die_with_parent
 from verifyprof.contracts.outputs import CLEANUP_SIGNALS
 from verifyprof.pipeline.heap import keep_freed_memory
-from verifyprof.pipeline.parallel import (
+from verifyprof.pipeline.map_task import (
     Failure,
     MapOptions,
     MapTask,
@@ -40,6 +40,7 @@ STOP_GRACE_S = 2.0  # a worker stopped early: SIGTERM, then SIGKILL after this
 # everything a task imports, so that no task pays for an import (pyarrow and ADBC: ~0.2 s)
 _PRELOAD = [
     "verifyprof.pipeline.parallel",
+    "verifyprof.pipeline.map_task",
     "verifyprof.pipeline.local_map",
     "verifyprof.pipeline.heap",
     "verifyprof.trace.nsys.reader",

@@ -16,39 +16,30 @@ and a trace warning) and the others' results are kept; ``strict`` raises instead
 
 from __future__ import annotations
 
-import os
-import re
-import uuid
 from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 from verifyprof.attribution.breakdown import Breakdown
-from verifyprof.attribution.rank_part import RankPart, rank_part
+from verifyprof.attribution.rank_part import RankPart
 from verifyprof.attribution.reduce import reduce_parts
-from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts.errors import NoStepsError, TraceError, VerifyprofError
 from verifyprof.contracts.outputs import cleanup_on_signals
-from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.pipeline.heap import keep_freed_memory
-from verifyprof.trace import load_trace
+from verifyprof.pipeline.map_task import (
+    Failure,
+    MapOptions,
+    MapTask,
+    default_workers,
+)
 from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.sources import expand
-
-STAGE = re.compile(r"-(EXTEND|DECODE)(?=[.-]|$)")
 
 
 class ShareWithoutSteps(Exception):
     """A share of one file's processes has no matching range: the file is read whole instead
     (the shares' parts would leave that share's processes, devices and op counts out)."""
-
-
-@dataclass(frozen=True)
-class Failure:
-    path: str
-    reason: str
-    no_steps: bool = False  # the file has no matching range (an error only if no file has one)
 
 
 @dataclass(frozen=True)
@@ -75,13 +66,6 @@ class ParallelOptions:
     progress: Callable[[int, int, str], None] | None = None
 
 
-@dataclass(frozen=True)
-class MapOptions:
-    step_regex: str = DEFAULT_STEP_REGEX
-    taxonomy: Taxonomy | None = None
-    whole_trace: bool = False
-
-
 def rank_files(specs: list[str | Path]) -> tuple[list[Path], list[str]]:
     """Files named by paths, directories (their trace files) and globs, in order, each once;
     SGLang's ``merged-*`` file dropped beside its rank files (as the Kineto reader does)."""
@@ -98,53 +82,6 @@ def rank_files(specs: list[str | Path]) -> tuple[list[Path], list[str]]:
             " also given"
         )
     return files, warnings
-
-
-def stage_of(path: Path | str) -> str:
-    """SGLang's per-stage file suffix (``EXTEND`` / ``DECODE``), "" when the name has none."""
-    match = STAGE.search(Path(str(path)).name)
-    return match.group(1) if match else ""
-
-
-MapTask = tuple[
-    int, Path, ProcessFilter | None
-]  # (index, file, share of its processes or None: all)
-
-
-def map_file(
-    path: str, index: int, options: MapOptions, share: ProcessFilter | None = None
-) -> RankPart:
-    """Read one file (or one share of its processes) and break it down into its part (runs in a
-    worker)."""
-    trace = load_trace(path, share)
-    return rank_part(
-        trace, index, options.step_regex, options.taxonomy, options.whole_trace, stage_of(path)
-    )
-
-
-def safe_map(
-    path: str, index: int, options: MapOptions, share: ProcessFilter | None = None
-) -> RankPart | Failure:
-    """:func:`map_file`, with a failure returned (not raised) so that it names its file."""
-    try:
-        return map_file(path, index, options, share)
-    except NoStepsError as err:
-        return Failure(path, err.problem, no_steps=True)
-    except VerifyprofError as err:
-        return Failure(path, err.problem)
-    except MemoryError:
-        return Failure(path, "out of memory reading it")
-    # a worker reports every failure by file, never dies silently
-    except Exception as exc:
-        return Failure(path, f"internal error: {type(exc).__name__}: {exc}")
-
-
-def default_workers(n_files: int) -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(n_files, cpus))
 
 
 def breakdown_files(
@@ -229,16 +166,3 @@ def _collect(
             outcome.path = str(files[index])  # as the user spelled it (workers may get it absolute)
             parts.append(outcome)
     return parts, failures
-
-
-def task_key(index: int) -> str:
-    return f"verifyprof-map-{index}-{uuid.uuid4().hex[:8]}"
-
-
-def map_inline(
-    tasks: list[MapTask], options: MapOptions
-) -> Iterator[tuple[int, RankPart | Failure]]:
-    """The map in this process, one file after another (one file's events in memory at a time;
-    the allocator as the caller has it, unless ``ParallelOptions.own_process``)."""
-    for index, path, share in tasks:
-        yield index, safe_map(str(path), index, options, share)
