@@ -1,10 +1,13 @@
 """Kernel names in the HTML report as Nsight Systems shortens them: no return type, template
-arguments or parameter list."""
+arguments or parameter list; the full name stays on hover."""
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
+from verifyprof.report.figures import HOVER_NAME, kernel_hover
 from verifyprof.report.kernel_names import short_kernel_name
 
 
@@ -51,3 +54,16 @@ def test_a_name_without_cpp_syntax_passes_through(name):
 
 def test_a_name_whose_brackets_never_close_comes_back_whole():
     assert short_kernel_name("void broken<int, (int)3") == "void broken<int, (int)3"
+
+
+def test_the_timeline_hover_shows_the_short_name_then_the_full_one_escaped():
+    name = "void ns::k<(int)1>(T1 *)"
+    assert kernel_hover(name) == "<b>ns::k</b><br>void ns::k&lt;(int)1&gt;(T1 *)"
+
+
+def test_the_timeline_hover_cuts_a_huge_name_and_breaks_it_into_lines():
+    hover = kernel_hover("void ns::k<" + "x" * 2000 + ">()")
+    lines = [html.unescape(line) for line in hover.split("<br>")]
+    assert lines[0] == "<b>ns::k</b>"
+    assert sum(len(line) for line in lines[1:]) == HOVER_NAME and lines[-1].endswith("...")
+    assert max(len(line) for line in lines[1:]) <= 100
