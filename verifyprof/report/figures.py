@@ -18,7 +18,6 @@ import plotly.graph_objects as go
 from verifyprof.attribution.timeline import StepTimeline
 from verifyprof.contracts import phases
 from verifyprof.contracts.schema import variant
-from verifyprof.model.throughput import Cycle
 from verifyprof.report.kernel_names import short_kernel_name
 
 MAX_BARS = 300  # steps per chart; more are averaged in bins
@@ -97,48 +96,6 @@ def kernel_hover(name: str) -> str:
     full = name if len(name) <= HOVER_NAME else name[: HOVER_NAME - 3] + "..."
     lines = [safe(full[i : i + 100]) for i in range(0, len(full), 100)]
     return f"<b>{safe(short_kernel_name(name))}</b><br>" + "<br>".join(lines)
-
-
-def plan_figure(whatif: dict[str, Any]) -> go.Figure:
-    """Waterfall from today's tok/s through each plan line (cumulative); without a plan, each
-    candidate alone."""
-    current = whatif["current"]["tokens_per_s"]
-    plan = whatif.get("plan")
-    if plan:
-        names = ["today"] + [p["name"] for p in plan] + ["plan"]
-        values = [current]
-        level = current
-        for line in plan:
-            values.append(line["tokens_per_s"] - level)
-            level = line["tokens_per_s"]
-        values.append(level)
-        fig = go.Figure(
-            go.Waterfall(
-                x=[safe(n) for n in names],
-                y=values,
-                measure=["absolute"] + ["relative"] * len(plan) + ["total"],
-                text=[
-                    f"{v:+.1f}" if 0 < i <= len(plan) else f"{v:.1f}" for i, v in enumerate(values)
-                ],
-                textposition="outside",
-            )
-        )
-        title = "What-if plan: tok/s per request, each step on top of the ones before"
-    else:
-        cands = whatif.get("candidates", [])
-        fig = go.Figure(
-            go.Bar(
-                x=[safe(c["name"]) for c in cands],
-                y=[c["tokens_per_s"] for c in cands],
-                text=[f"{100 * c['gain']:+.1f}%" for c in cands],
-                textposition="outside",
-                marker_color="#2ca02c",
-            )
-        )
-        fig.add_hline(y=current, line_dash="dash", annotation_text=f"today {current:.1f} tok/s")
-        title = "What-if candidates, each alone (this what-if has no stacked plan)"
-    fig.update_layout(title=title, yaxis_title="tok/s per request", **LAYOUT)
-    return fig
 
 
 def group_rows(steps: pd.DataFrame, group: dict[str, Any]) -> pd.DataFrame:
@@ -267,69 +224,6 @@ def ranks_figure(group: dict[str, Any], phases: list[str]) -> go.Figure:
         barmode="stack",
         title=safe(f"Per rank: mean {group['name']} step by phase"),
         yaxis_title="ms",
-        **LAYOUT,
-    )
-    return fig
-
-
-def heatmap_figure(whatif: dict[str, Any], points: int = 41) -> go.Figure:
-    """tok/s per request over verify ms x accept length at today's draft and overhead, break-even
-    line, today's point."""
-    cur = whatif["current"]
-    verify, accept = cur["verify_ms"], cur["accept_len"]
-    top_accept = max(accept + 1.0, float((cur.get("num_draft") or 3) + 1))
-    base = Cycle(
-        verify_ms=verify,
-        accept_len=accept,
-        draft_ms=cur["draft_ms"],
-        overhead_ms=cur["overhead_ms"],
-        decode_ms=cur.get("decode_ms"),
-    )
-    v_hi = max(2.0 * verify, 1.2 * (base.with_(accept_len=top_accept).break_even_verify_ms or 0.0))
-    xs = np.linspace(max(verify / 20, 1e-3), v_hi, points)
-    ys = np.linspace(1.0, top_accept, points)
-    z = [
-        [base.with_(verify_ms=float(x), accept_len=float(y)).tokens_per_s for x in xs] for y in ys
-    ]  # points^2 Cycles: small
-    fig = go.Figure(
-        go.Heatmap(
-            x=xs,
-            y=ys,
-            z=z,
-            colorscale="Viridis",
-            colorbar={"title": "tok/s"},
-            hovertemplate="verify %{x:.3f} ms<br>accept %{y:.2f}<br>%{z:.1f} tok/s<extra></extra>",
-        )
-    )
-    if cur.get("decode_ms"):
-        edge = [(base.with_(accept_len=float(y)).break_even_verify_ms, float(y)) for y in ys]
-        edge = [(x, y) for x, y in edge if x is not None and 0 < x <= v_hi]
-        if edge:
-            fig.add_trace(
-                go.Scatter(
-                    x=[e[0] for e in edge],
-                    y=[e[1] for e in edge],
-                    mode="lines",
-                    name="break-even (speedup 1)",
-                    line={"color": "white", "dash": "dash", "width": 3},
-                )
-            )
-    fig.add_trace(
-        go.Scatter(
-            x=[verify],
-            y=[accept],
-            mode="markers+text",
-            name="today",
-            text=[f"today {cur['tokens_per_s']:.1f} tok/s"],
-            textposition="top right",
-            marker={"color": "red", "size": 14, "symbol": "x"},
-            textfont={"color": "white"},
-        )
-    )
-    fig.update_layout(
-        title="tok/s per request over verify time and accept length (today's draft and overhead)",
-        xaxis_title="verify ms",
-        yaxis_title="accept length (tokens per cycle)",
         **LAYOUT,
     )
     return fig
