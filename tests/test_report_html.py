@@ -283,6 +283,17 @@ def test_without_a_ranking_the_verdict_names_the_group_and_why(breakdown_only):
     assert paragraphs(page, "verdict-about") == [f"about: {data.group_why}"]
 
 
+def test_without_a_ranking_the_dominant_cost_is_a_share_of_the_steps_cost(breakdown_only):
+    data, page = breakdown_only
+    group = next(
+        g for g in data.summary["groups"] if (g["name"], g["variant"]) == tuple(data.group)
+    )
+    share = group["phases"]["elementwise"]["mean"] / group["cost_ns"]["mean"]
+    assert group["cost_ns"]["mean"] < 0.9 * group["wall_ns"]["mean"]  # graph steps overlap
+    (verdict,) = paragraphs(page, "verdict")
+    assert verdict.endswith(f"Dominant cost: elementwise ({100 * share:.1f}% of its cost).")
+
+
 def test_the_plan_table_is_the_typed_plan_with_plain_decoding_beside_each_step(dense, dense_page):
     r = dense[2].ranking
     assert cells(dense_page, "plan", "name") == [s.candidate.name for s in r.plan]

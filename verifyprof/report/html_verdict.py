@@ -9,7 +9,16 @@ from verifyprof.contracts import phases
 from verifyprof.model.candidates import Ranking
 from verifyprof.report import figures_cycle
 from verifyprof.report.data import ReportData
-from verifyprof.report.markup import chart, esc, group_label, modes, ms, story_group, table
+from verifyprof.report.markup import (
+    chart,
+    cost_ns,
+    esc,
+    group_label,
+    modes,
+    ms,
+    story_group,
+    table,
+)
 
 NO_PLAN = "no plan: give an accept length"
 
@@ -24,12 +33,14 @@ def verdict_text(data: ReportData) -> str:
         return "no steps"
     costs = {p: v["mean"] for p, v in group["phases"].items() if p not in phases.OTHER}
     top = max(costs, key=costs.__getitem__)
+    cost = cost_ns(group)  # what shares are of, as in the model's verdict
+    share = f"{100 * costs[top] / cost:.1f}% of its cost" if cost > 0 else "no cost"
     idle = ", GPU idle" if top in phases.IDLE else ""
     return (
         f"{group_label(group['name'], group['variant'])}: median {ms(group['wall_ns']['p50'])} ms,"
         f" mean {ms(group['wall_ns']['mean'])} ms ({modes(group)}; {group['launches']['mean']}"
         f" launches and {group['kernels']['mean']} kernels per step). Dominant cost: {top}"
-        f" ({100 * group['phases'][top]['share']:.1f}% of the step{idle})."
+        f" ({share}{idle})."
     )
 
 

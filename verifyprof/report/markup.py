@@ -82,5 +82,11 @@ def story_group(data: ReportData) -> dict[str, Any] | None:
     return groups[0] if groups else None
 
 
+def cost_ns(group: dict[str, Any]) -> float:
+    """A group's mean cost per step: its wall less other steps' GPU work in its window (the wall
+    in summaries from before cost_ns)."""
+    return float((group.get("cost_ns") or group["wall_ns"])["mean"])
+
+
 def modes(group: dict[str, Any]) -> str:
     return ", ".join(f"{m} x{n}" for m, n in group["modes"].items())
