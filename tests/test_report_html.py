@@ -92,6 +92,14 @@ def test_report_has_no_console_messages(dense_page):
     assert dense_page.console_messages == []
 
 
+@pytest.mark.parametrize("name", ["dense-eager", "compare-dense-eager-vs-graph"])
+def test_the_example_reports_open_without_console_messages(name, workdir):
+    """reports/*.html as scripts/make_reports.py last wrote them."""
+    page = browser.load(ROOT / "reports" / f"{name}.html", workdir)
+    assert page.console_messages == []
+    assert re.search(r'data-charts="(\d+)"', page.dom) and 'data-chart="cycles"' in page.dom
+
+
 def test_console_check_sees_a_script_error(tmp_path):
     page = tmp_path / "boom.html"
     page.write_text('<html><body><script>throw new Error("boom")</script></body></html>')
