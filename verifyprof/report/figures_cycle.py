@@ -284,7 +284,7 @@ def heatmap_figure(r: Ranking, points: int = 41) -> go.Figure:
                 x=[x0, x1],
                 y=edge,
                 mode="lines",
-                name=f"break-even with plain decoding ({r.plain.decode_ms:.3f} ms per token)",
+                name=f"break-even with plain decoding ({r.plain.decode_ms:.3f} ms per step)",
                 line={"color": COLOURS["break-even"], "dash": "dash", "width": 3},
                 hovertemplate="break-even: accept %{y:.2f} at verify %{x:.3f} ms<extra></extra>",
             )

@@ -83,15 +83,15 @@ def _plain(r: Ranking) -> list[str]:
     p = r.plain
     if p is None:
         return [
-            '<p class="note" data-key="no-plain">plain decoding: not known (no decode step,'
-            " rate or width model: give --baseline-tps or --decode-ms)</p>"
+            '<p class="note" data-key="no-plain">plain decoding: not known (the verdict says'
+            " why)</p>"
         ]
     return [
         table(
             [
                 "plain decoding",
                 "tok/s",
-                "ms per token",
+                "ms per step",
                 "break-even accept length",
                 "break-even cycle ms",
                 "plan wins from step",
@@ -251,7 +251,7 @@ def heatmap_section(data: ReportData) -> list[str]:
         return out + [f'<p class="note">{esc(data.whatif_note or NO_PLAN)}</p>']
     if data.ranking.plain is None:
         out.append(
-            '<p class="note">no break-even line: plain decoding is not known (give'
-            " --baseline-tps or --decode-ms)</p>"
+            '<p class="note">no break-even line: plain decoding is not known (the verdict says'
+            " why)</p>"
         )
     return out + [chart(figures_cycle.heatmap_figure(data.ranking), "heatmap")]
