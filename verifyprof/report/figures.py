@@ -1,9 +1,9 @@
-"""The report's charts as plotly figures, from the dicts and frames of a ReportData.
+"""The report's charts of steps and phases as plotly figures, and the colour table (``COLOURS``)
+every chart of the report draws with (the what-if's charts are in :mod:`.figures_cycle`).
 
 Every figure summarises: steps are binned past ``MAX_BARS``, a timeline draws one step per rank
 with its ops capped by :mod:`verifyprof.attribution.timeline`. Hover text is HTML-escaped
-(plotly renders a subset of HTML in it), so a kernel named ``<script>`` is text. The heatmap's
-tokens/s come from :class:`verifyprof.model.throughput.Cycle`: no maths of its own.
+(plotly renders a subset of HTML in it), so a kernel named ``<script>`` is text.
 """
 
 from __future__ import annotations
@@ -16,10 +16,15 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from verifyprof.attribution.timeline import StepTimeline
+from verifyprof.contracts import phases
 from verifyprof.contracts.schema import variant
-from verifyprof.model.throughput import Cycle
+from verifyprof.report.kernel_names import short_kernel_name
 
 MAX_BARS = 300  # steps per chart; more are averaged in bins
+HOVER_NAME = 300  # characters of a full kernel name in a timeline hover (the table has them all)
+# The one colour table of every chart. Phases: compute, communication and copies in saturated
+# hues; the GPU idle (and other steps' work) in greys and muted hues, each kind its own, drawn
+# hatched in stacked bars. tests/test_report_colours.py holds every pair of phase colours apart.
 COLOURS = {
     "attention": "#1f77b4",
     "gemm_moe": "#9467bd",
@@ -34,13 +39,30 @@ COLOURS = {
     "allreduce": "#d62728",
     "collective": "#ff9896",
     "memcpy": "#e377c2",
-    "memset": "#f7b6d2",
-    "launch_gap": "#7f7f7f",
-    "host_wait": "#c7c7c7",
-    "graph_gap": "#a5a5a5",
-    "graph_launch": "#636363",
-    "other_work": "#dbdb8d",
+    "memset": "#f2a0c2",
+    "other_work": "#e3e3e3",
+    "graph_gap": "#5f9e8f",
+    "graph_launch": "#404040",
+    "launch_gap": "#8c8c8c",
+    "host_wait": "#d4b483",
+    "host call": "#6b3d00",  # the timeline's host row
+    # the parts of a speculative cycle, and the other series of the what-if charts
+    "draft": "#e6ab02",
+    "verify": "#1b9e77",
+    "overhead": "#7570b3",
+    "overlap": "#bdbdbd",
+    "tokens/s": "#1f77b4",
+    "plain decoding": "#555555",
+    "today": "#d62728",
+    "best": "#2ca02c",
+    "gain": "#2ca02c",
+    "loss": "#d62728",
+    "total": "#1f77b4",
+    "break-even": "#ffffff",
+    "before": "#8c8c8c",
+    "after": "#1f77b4",
 }
+IDLE = frozenset(phases.IDLE + phases.OTHER)
 SPARE = ("#843c39", "#7b4173", "#637939", "#8ca252", "#bd9e39", "#e7969c", "#6b6ecf")
 LAYOUT = {
     "template": "plotly_white",
@@ -49,60 +71,31 @@ LAYOUT = {
 }
 
 
-def colour(phase: str) -> str:
-    return COLOURS.get(phase) or SPARE[sum(map(ord, phase)) % len(SPARE)]
+def colour(key: str) -> str:
+    return COLOURS.get(key) or SPARE[sum(map(ord, key)) % len(SPARE)]
 
 
-def _text(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+def marker(phase: str) -> dict[str, Any]:
+    """A bar's marker for ``phase``: its colour, hatched when the GPU is idle in it."""
+    out: dict[str, Any] = {"color": colour(phase), "line": {"width": 0}}
+    if phase in IDLE:
+        out["pattern"] = {"shape": "/", "fillmode": "overlay", "fgcolor": "#ffffff", "size": 6}
+    return out
 
 
-def _short(name: str, limit: int = 120) -> str:
-    """Hover names cut (the kernel table has them whole): thousands of C++ signatures would weigh
-    megabytes."""
-    return name if len(name) <= limit else name[: limit - 3] + "..."
+def safe(value: Any) -> str:
+    """Text for a title, label or hover, escaped (plotly renders a subset of HTML in them; quotes
+    are plain text there)."""
+    return html.escape(str(value), quote=False)
 
 
-def plan_figure(whatif: dict[str, Any]) -> go.Figure:
-    """Waterfall from today's tok/s through each plan line (cumulative); without a plan, each
-    candidate alone."""
-    current = whatif["current"]["tokens_per_s"]
-    plan = whatif.get("plan")
-    if plan:
-        names = ["today"] + [p["name"] for p in plan] + ["plan"]
-        values = [current]
-        level = current
-        for line in plan:
-            values.append(line["tokens_per_s"] - level)
-            level = line["tokens_per_s"]
-        values.append(level)
-        fig = go.Figure(
-            go.Waterfall(
-                x=[_text(n) for n in names],
-                y=values,
-                measure=["absolute"] + ["relative"] * len(plan) + ["total"],
-                text=[
-                    f"{v:+.1f}" if 0 < i <= len(plan) else f"{v:.1f}" for i, v in enumerate(values)
-                ],
-                textposition="outside",
-            )
-        )
-        title = "What-if plan: tok/s per request, each step on top of the ones before"
-    else:
-        cands = whatif.get("candidates", [])
-        fig = go.Figure(
-            go.Bar(
-                x=[_text(c["name"]) for c in cands],
-                y=[c["tokens_per_s"] for c in cands],
-                text=[f"{100 * c['gain']:+.1f}%" for c in cands],
-                textposition="outside",
-                marker_color="#2ca02c",
-            )
-        )
-        fig.add_hline(y=current, line_dash="dash", annotation_text=f"today {current:.1f} tok/s")
-        title = "What-if candidates, each alone (this what-if has no stacked plan)"
-    fig.update_layout(title=title, yaxis_title="tok/s per request", **LAYOUT)
-    return fig
+def kernel_hover(name: str) -> str:
+    """A kernel's hover: the short name (as nsys shortens it), then the full name, cut at
+    ``HOVER_NAME`` characters (thousands of C++ signatures would weigh megabytes) and broken into
+    lines."""
+    full = name if len(name) <= HOVER_NAME else name[: HOVER_NAME - 3] + "..."
+    lines = [safe(full[i : i + 100]) for i in range(0, len(full), 100)]
+    return f"<b>{safe(short_kernel_name(name))}</b><br>" + "<br>".join(lines)
 
 
 def group_rows(steps: pd.DataFrame, group: dict[str, Any]) -> pd.DataFrame:
@@ -126,14 +119,11 @@ def steps_figure(rows: pd.DataFrame, phases: list[str], title: str) -> go.Figure
         labels = [f"{labels[b[0]]}..{labels[b[-1]]}" for b in bins]
         title += f" (mean of {len(rows) / MAX_BARS:.1f} steps per bar)"
     fig = go.Figure(
-        [
-            go.Bar(name=p, x=labels, y=values[:, i], marker_color=colour(p))
-            for i, p in enumerate(shown)
-        ]
+        [go.Bar(name=p, x=labels, y=values[:, i], marker=marker(p)) for i, p in enumerate(shown)]
     )
     fig.update_layout(
         barmode="stack",
-        title=_text(title),
+        title=safe(title),
         xaxis_title="step (index/device)",
         yaxis_title="ms",
         xaxis_type="category",
@@ -163,7 +153,7 @@ def timeline_figure(timelines: list[StepTimeline]) -> go.Figure:
                 f"{who} stream {op.stream}",
                 (op.start - t0) / 1e3,
                 max(op.end - op.start, 1) / 1e3,
-                f"{_text(_short(op.name))}<br>{op.phase}, {(op.end - op.start) / 1e3:.1f} us",
+                f"{kernel_hover(op.name)}<br>{op.phase}, {(op.end - op.start) / 1e3:.1f} us",
             )
         for gap in tl.gaps.itertuples(index=False):
             add(
@@ -179,7 +169,7 @@ def timeline_figure(timelines: list[StepTimeline]) -> go.Figure:
                 f"{who} host",
                 (call.start - t0) / 1e3,
                 max(call.end - call.start, 1) / 1e3,
-                f"{_text(call.name)}, {(call.end - call.start) / 1e3:.1f} us",
+                f"{safe(call.name)}, {(call.end - call.start) / 1e3:.1f} us",
             )
     fig = go.Figure()
     for key, b in bars.items():
@@ -192,8 +182,7 @@ def timeline_figure(timelines: list[StepTimeline]) -> go.Figure:
                 base=b["base"],
                 hovertext=b["text"],
                 hoverinfo="text",
-                marker_color="#444444" if key == "host call" else colour(key),
-                marker_line_width=0,
+                marker={"color": colour(key), "line": {"width": 0}},
             )
         )
     rows = max(1, len({y for b in bars.values() for y in b["y"]}))
@@ -206,7 +195,7 @@ def timeline_figure(timelines: list[StepTimeline]) -> go.Figure:
     )
     fig.update_layout(
         barmode="overlay",
-        title=_text(title),
+        title=safe(title),
         xaxis_title="us from the step's start",
         height=160 + 40 * rows,
         bargap=0.3,
@@ -226,78 +215,15 @@ def ranks_figure(group: dict[str, Any], phases: list[str]) -> go.Figure:
                 name=p,
                 x=[f"rank {r}" for r in ranks],
                 y=[by_rank[r]["phases"].get(p, 0) / 1e6 for r in ranks],
-                marker_color=colour(p),
+                marker=marker(p),
             )
             for p in shown
         ]
     )
     fig.update_layout(
         barmode="stack",
-        title=_text(f"Per rank: mean {group['name']} step by phase"),
+        title=safe(f"Per rank: mean {group['name']} step by phase"),
         yaxis_title="ms",
-        **LAYOUT,
-    )
-    return fig
-
-
-def heatmap_figure(whatif: dict[str, Any], points: int = 41) -> go.Figure:
-    """tok/s per request over verify ms x accept length at today's draft and overhead, break-even
-    line, today's point."""
-    cur = whatif["current"]
-    verify, accept = cur["verify_ms"], cur["accept_len"]
-    top_accept = max(accept + 1.0, float((cur.get("num_draft") or 3) + 1))
-    base = Cycle(
-        verify_ms=verify,
-        accept_len=accept,
-        draft_ms=cur["draft_ms"],
-        overhead_ms=cur["overhead_ms"],
-        decode_ms=cur.get("decode_ms"),
-    )
-    v_hi = max(2.0 * verify, 1.2 * (base.with_(accept_len=top_accept).break_even_verify_ms or 0.0))
-    xs = np.linspace(max(verify / 20, 1e-3), v_hi, points)
-    ys = np.linspace(1.0, top_accept, points)
-    z = [
-        [base.with_(verify_ms=float(x), accept_len=float(y)).tokens_per_s for x in xs] for y in ys
-    ]  # points^2 Cycles: small
-    fig = go.Figure(
-        go.Heatmap(
-            x=xs,
-            y=ys,
-            z=z,
-            colorscale="Viridis",
-            colorbar={"title": "tok/s"},
-            hovertemplate="verify %{x:.3f} ms<br>accept %{y:.2f}<br>%{z:.1f} tok/s<extra></extra>",
-        )
-    )
-    if cur.get("decode_ms"):
-        edge = [(base.with_(accept_len=float(y)).break_even_verify_ms, float(y)) for y in ys]
-        edge = [(x, y) for x, y in edge if x is not None and 0 < x <= v_hi]
-        if edge:
-            fig.add_trace(
-                go.Scatter(
-                    x=[e[0] for e in edge],
-                    y=[e[1] for e in edge],
-                    mode="lines",
-                    name="break-even (speedup 1)",
-                    line={"color": "white", "dash": "dash", "width": 3},
-                )
-            )
-    fig.add_trace(
-        go.Scatter(
-            x=[verify],
-            y=[accept],
-            mode="markers+text",
-            name="today",
-            text=[f"today {cur['tokens_per_s']:.1f} tok/s"],
-            textposition="top right",
-            marker={"color": "red", "size": 14, "symbol": "x"},
-            textfont={"color": "white"},
-        )
-    )
-    fig.update_layout(
-        title="tok/s per request over verify time and accept length (today's draft and overhead)",
-        xaxis_title="verify ms",
-        yaxis_title="accept length (tokens per cycle)",
         **LAYOUT,
     )
     return fig
@@ -311,19 +237,19 @@ def compare_figure(data: dict[str, Any]) -> go.Figure:
                 name="before",
                 x=[r["phase"] for r in rows],
                 y=[r["before_ms"] for r in rows],
-                marker_color="#7f7f7f",
+                marker_color=COLOURS["before"],
             ),
             go.Bar(
                 name="after",
                 x=[r["phase"] for r in rows],
                 y=[r["after_ms"] for r in rows],
-                marker_color="#1f77b4",
+                marker_color=COLOURS["after"],
             ),
         ]
     )
     fig.update_layout(
         barmode="group",
-        title=_text("Verify step by phase, before vs after: " + data["verdict_line"]),
+        title=safe("Verify step by phase, before vs after: " + data["verdict_line"]),
         yaxis_title="ms",
         **LAYOUT,
     )
