@@ -109,8 +109,10 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
     if result.get("verdict"):
         console.print("[bold]verdict[/bold]:", highlight=False)
         _hanging(console, [result["verdict"]], "", 1)
-    for warning in (result.get("verdict_parts") or {}).get("warnings", [])[1:]:
-        _hanging(console, [warning], "!", 1, style="yellow")
+    parts = result.get("verdict_parts") or {}
+    for warning in parts.get("warnings", []):
+        if warning != parts.get("decision"):  # the decision is in the verdict above
+            _hanging(console, [warning], "!", 1, style="yellow")
     _print_plan(result, console)
     _print_curve(result, console)
     columns = [
