@@ -38,13 +38,13 @@ in it (versions, GPUs, traces, dilation): :mod:`verifyprof.contracts.manifest_re
 
 from __future__ import annotations
 
-import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.inputs import MANIFEST_LIMIT, read_bytes
 
 SCHEMA = "verifyprof.capture/1"
 WORKLOAD_SCHEMA = "verifyprof.workload/1"  # the workload's summary.json, also read as a manifest
@@ -149,15 +149,9 @@ def _find(data: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
 
 
 def _load(path: Path) -> dict[str, Any]:
+    raw_bytes = read_bytes(path, "manifest", MANIFEST_LIMIT, gunzip=True)  # a regular file
     try:
-        raw_bytes = path.read_bytes()
-        if raw_bytes[:2] == b"\x1f\x8b":
-            raw_bytes = gzip.decompress(raw_bytes)
         data = json.loads(raw_bytes)
-    except FileNotFoundError:
-        raise VerifyprofError("no such file", path) from None
-    except (OSError, EOFError) as exc:
-        raise VerifyprofError(f"cannot read manifest: {exc}", path) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise VerifyprofError(f"manifest is not valid JSON: {exc}", path) from None
     if not isinstance(data, dict):

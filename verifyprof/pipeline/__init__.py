@@ -21,6 +21,7 @@ from verifyprof.attribution.breakdown import breakdown as attribute
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
+from verifyprof.contracts.inputs import BREAKDOWN_JSON_LIMIT, read_bytes
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.model.candidates import Ranking
@@ -164,7 +165,7 @@ def is_breakdown_json(path: Path) -> bool:
 
 def read_breakdown_json(path: Path) -> BreakdownFrame:
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_bytes(path, "breakdown JSON", BREAKDOWN_JSON_LIMIT))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise VerifyprofError(f"not valid JSON: {exc}", path) from None
     except OSError as exc:
