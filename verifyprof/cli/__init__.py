@@ -10,6 +10,7 @@ import typer
 
 from verifyprof.cli.args import (
     _check_manifest,
+    _check_run,
     _Group,
     _nsys_hint,
     _parallel,
@@ -178,14 +179,15 @@ def breakdown(
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
-    from verifyprof.contracts import outputs
     from verifyprof.report import console, files, progress
-    from verifyprof.trace.sources import expand
 
     regex = _step_regex(step_range, step)
-    outputs.protect(
-        [p for spec in traces for p in expand(spec)], outputs=(csv, parquet)
-    )  # never write onto a trace read
+    _check_run(  # inputs, file options, numbers and outputs, before any work (issue 22)
+        sources={"": traces},
+        files={"--manifest": manifest, "--taxonomy": taxonomy},
+        outputs={"--csv": csv, "--parquet": parquet},
+        numbers={"--accept-len": accept_len, "--workers": workers},
+    )
     with (
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
@@ -240,6 +242,7 @@ def kernels(
     from verifyprof import pipeline
     from verifyprof.report import console, files, progress
 
+    _check_run(sources={"": [trace]}, files={"--taxonomy": taxonomy})  # before any work
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
         table = pipeline.kernels(
             trace, taxonomy=taxonomy, step_regex=_step_regex(step_range, step, default=None)
@@ -395,7 +398,10 @@ def capture(
     from verifyprof.capture.options import CaptureOptions
     from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import capture as run_capture
+    from verifyprof.contracts.inputs import check_file_option
 
+    if prompts is not None:
+        check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
     options = CaptureOptions(
         out=out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"),
         server_cmd=server_cmd,
@@ -573,6 +579,12 @@ def whatif(
             "--verify-ms is for the plain model; with --from the verify time is measured from the"
             " trace (choose it with --step, --width, --mode)"
         )
+    _check_run(  # inputs, file options and numbers, before any work (issue 22)
+        sources={"": [source] if source is not None else []},
+        files={"--manifest": manifest},
+        data={"--hardware": hardware, "--model": model},
+        numbers={"--workers": workers},
+    )
     notes: list[str] = []
     if manifest is None and source is not None and (Path(source) / "manifest.json").is_file():
         manifest = Path(source) / "manifest.json"
@@ -714,6 +726,11 @@ def compare(
     from verifyprof.report import compare as show
     from verifyprof.report import files
 
+    _check_run(  # inputs, file options and numbers, before any work (issue 22)
+        sources={"BEFORE": [before], "AFTER": [after]},
+        files={"--manifest": manifest, "--taxonomy": taxonomy},
+        numbers={"--accept-len": accept_len, "--gate": gate},
+    )
     result = pipeline.compare(
         before,
         after,
@@ -761,9 +778,11 @@ def report(
     from verifyprof import pipeline
     from verifyprof.report import html
 
-    html.check_output(
-        out,
-        [source] + ([compare_with] if compare_with else []) + ([str(manifest)] if manifest else []),
+    _check_run(  # inputs, file options, numbers and the -o file, before any work (issue 22)
+        sources={"": [source], "the --compare input": [compare_with] if compare_with else []},
+        files={"--manifest": manifest, "--taxonomy": taxonomy},
+        outputs={"-o": out},
+        numbers={"--accept-len": accept_len},
     )
     data = pipeline.report(
         source,

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from verifyprof.contracts import inputs
 from verifyprof.contracts.errors import OutputClosed, VerifyprofError
 
 _protected: set[str] = set()  # real paths of this process's inputs
@@ -69,6 +70,7 @@ def check_output(path: str | Path) -> Path:
     target = Path(os.path.realpath(path))
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise VerifyprofError("is a directory, expected a file to write", path)
+    inputs.check_output(path)  # the run's InputRegistry: an input, named with its role
     if str(target) in _protected or (st is not None and (st.st_dev, st.st_ino) in _protected_ids):
         raise VerifyprofError("is an input of this command: refusing to overwrite it", path)
     if not target.parent.is_dir():
