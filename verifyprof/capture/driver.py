@@ -208,7 +208,11 @@ def parse_generate_reply(
         meta = reply["meta_info"] if isinstance(reply, dict) else reply[0]["meta_info"]
     except (ValueError, KeyError, IndexError, TypeError):
         return RequestResult(index, False, start_ns, latency_s, error="reply has no meta_info")
-    spec = {k: meta[k] for k in SPEC_FIELDS if isinstance(meta.get(k), (int, float))}
+    spec = {  # NaN and infinity are not JSON: not recorded
+        k: meta[k]
+        for k in SPEC_FIELDS
+        if isinstance(meta.get(k), (int, float)) and math.isfinite(meta[k])
+    }
     return RequestResult(
         index,
         True,

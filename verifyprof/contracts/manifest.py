@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifyprof.contracts.bounds import check_probabilities, manifest_number
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.inputs import MANIFEST_LIMIT, read_bytes
 
@@ -206,7 +207,7 @@ def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manife
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise VerifyprofError(f"manifest field {name!r} is not a number: {value!r}", path)
-        return float(value)
+        return float(manifest_number(name, value, path, RESULT_KEYS.get(name)))  # in range
 
     survival = values.get("survival")
     if survival is not None and not (
@@ -216,6 +217,8 @@ def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manife
         raise VerifyprofError(
             f"manifest field 'survival' must be a list of numbers, got {survival!r}", path
         )
+    if survival is not None:
+        check_probabilities("manifest field 'survival'", survival, path)
     num_draft = number("num_draft")
     return Manifest(
         path=path,
@@ -244,6 +247,7 @@ def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
             raise VerifyprofError(
                 f"manifest field {name!r} is not a positive number: {value!r}", manifest.path
             )
+        manifest_number(name, value, manifest.path)  # finite, in its range
     manifest.dilation = float(factor)
     manifest.unprofiled_tps = float(unprofiled) if unprofiled is not None else None
     manifest.dilation_source = str(dilation.get("source") or "")

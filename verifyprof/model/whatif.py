@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from verifyprof.contracts.bounds import check_fields
 from verifyprof.contracts.datafiles import catalogue
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest, read_manifest
@@ -81,6 +82,7 @@ class Acceptance:
 
 
 def _check_options(o: WhatifOptions) -> None:
+    check_fields(o)  # every number within its documented range (contracts/bounds.py)
     if o.verify_ms is not None:
         check_positive("--verify-ms", o.verify_ms)
     if o.accept_len is not None:
