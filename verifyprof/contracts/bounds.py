@@ -181,6 +181,20 @@ def non_finite(data: Any, where: str = "") -> Iterator[tuple[str, float]]:
                 yield f"{at}[{int(bad[0])}]", float(np.asarray(node).ravel()[bad[0]])
 
 
+class NonFiniteOutput(VerifyprofError):
+    """A NaN or infinity reached an output: a bug (every input is bounded), refused rather than
+    written as ``NaN`` (not JSON) or ``null`` (a silent hole)."""
+
+
+def require_finite(data: Any, what: str) -> None:
+    """Refuse to write ``data`` (``what``: the output) when a number in it is not finite."""
+    for at, value in non_finite(data):
+        raise NonFiniteOutput(
+            f"internal error: {what} would hold {value!r} at {at or 'the top'}, which is not a"
+            " finite number; nothing was written (please report this with the command line)"
+        )
+
+
 def check_results(results: dict[str, Any], path: str | Path) -> dict[str, Any]:
     """A program's ``results.json`` as the manifest may hold it: its known fields in range, and no
     NaN or infinity anywhere (they are not JSON)."""

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from verifyprof.contracts import inputs
+from verifyprof.contracts.bounds import require_finite
 from verifyprof.contracts.errors import OutputClosed, VerifyprofError
 
 _protected: set[str] = set()  # real paths of this process's inputs
@@ -197,6 +198,7 @@ def write_text(path: str | Path, text: str) -> None:
 def write_json(path: str | Path, data: Any, *, indent: int | None = 2, default: Any = None) -> None:
     """``data`` as JSON plus a newline (stdlib formatting: ``indent``, ``default`` for odd
     values)."""
+    require_finite(data, str(path))  # NaN and infinity are not JSON: never written
     write_text(path, json.dumps(data, indent=indent, default=default) + "\n")
 
 
