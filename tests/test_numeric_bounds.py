@@ -198,3 +198,11 @@ def test_a_server_reply_with_a_nan_speculation_count_is_not_recorded():
     result = driver.parse_generate_reply(0, 0, 0.1, 200, reply)
     assert result.ok and result.spec == {"spec_accept_rate": 0.5}
     assert driver.summarize([result])["accept_len"] is None  # no verify count: not a NaN length
+
+
+def test_every_numeric_option_has_a_documented_range():
+    """The README lists the ranges of contracts/bounds.py; a new bounded option is documented."""
+    from verifyprof.contracts.bounds import OPTIONS
+
+    readme = (REPO / "README.md").read_text()
+    assert [option for option in OPTIONS if f"`{option}`" not in readme] == []
