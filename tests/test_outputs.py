@@ -115,14 +115,15 @@ def test_breakdown_never_overwrites_its_trace(tmp_path, source, option, spelling
         spelling.format(name=trace.name, dir=tmp_path),
         cwd=tmp_path,
     )
-    one_line_error(done, "is an input of this command")
+    one_line_error(done, f"{option} would overwrite an input of this command (the trace")
     assert (digest(trace), trace.stat().st_mtime_ns) == before
 
 
 def test_an_output_in_the_folder_of_a_directory_input_is_allowed_unless_it_is_a_trace(tmp_path):
     shutil.copyfile(KINETO, tmp_path / KINETO.name)
     one_line_error(
-        cli("breakdown", ".", "--whole-trace", "--csv", KINETO.name, cwd=tmp_path), "is an input"
+        cli("breakdown", ".", "--whole-trace", "--csv", KINETO.name, cwd=tmp_path),
+        "--csv would overwrite an input of this command (the folder's trace)",
     )
     done = cli("breakdown", ".", "--whole-trace", "--csv", "steps.csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

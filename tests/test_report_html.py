@@ -240,7 +240,7 @@ def test_report_refuses_to_write_onto_its_input(tmp_path):
     assert (
         proc.returncode == 2
         and proc.stderr.strip().startswith("verifyprof: error: ")
-        and "is an input" in proc.stderr
+        and "-o would overwrite an input of this command" in proc.stderr
     )
     assert source.read_text() == "{}"
 

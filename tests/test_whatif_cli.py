@@ -129,7 +129,7 @@ def test_survival_truncated_by_num_draft():
     [
         (["--verify-ms", "0", "--accept-len", "2"], "--verify-ms must be positive"),
         (["--verify-ms", "-15", "--accept-len", "2"], "--verify-ms must be positive"),
-        (["--verify-ms", "15", "--accept-len", "0.5"], "accept length must be >= 1"),
+        (["--verify-ms", "15", "--accept-len", "0.5"], "--accept-len must be >= 1"),
         (
             ["--verify-ms", "15", "--alpha", "1.0", "--num-draft", "3"],
             "alpha (acceptance rate) must be in [0, 1)",
@@ -148,11 +148,11 @@ def test_survival_truncated_by_num_draft():
         ),
         (
             ["--verify-ms", "15", "--accept-len", "2", "--decode-ms", "0"],
-            "decode step time (ms) must be positive",
+            "--decode-ms must be positive",
         ),
         (
             ["--verify-ms", "15", "--accept-len", "2", "--baseline-tps", "-82"],
-            "baseline tokens/s must be positive",
+            "--baseline-tps must be positive",
         ),
         (["--verify-ms", "15", "--accept-len", "2", "--batch", "0"], "--batch must be >= 1"),
         (["--verify-ms", "15", "--alpha", "0.7"], "--alpha needs --num-draft"),

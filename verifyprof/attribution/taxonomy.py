@@ -17,6 +17,7 @@ import numpy as np
 
 from verifyprof.contracts import datafiles, phases
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.inputs import TOML_LIMIT, read_text
 from verifyprof.trace.events import StringTable
 
 OTHER = phases.INDEX["other"]
@@ -115,14 +116,7 @@ def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
         if path is None or path == datafiles.BUILTIN / TAXONOMY_FILE:
             return parse_taxonomy((datafiles.BUILTIN / TAXONOMY_FILE).read_text(), "builtin")
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise VerifyprofError(f"cannot read taxonomy: {exc.strerror}", path) from None
-    except UnicodeDecodeError as exc:
-        raise VerifyprofError(
-            f"taxonomy is not UTF-8 text: {exc.reason} at byte {exc.start}", path
-        ) from None
+    text = read_text(path, "taxonomy", TOML_LIMIT)  # a regular file, size-checked, UTF-8
     return parse_taxonomy(text, str(path))
 
 

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.inputs import PROMPTS_LIMIT, read_text
 
 # meta_info fields (REFERENCE 5.10) kept per request; older servers have only some of them.
 SPEC_FIELDS = (
@@ -74,12 +75,7 @@ def builtin_prompts() -> list[Prompt]:
 def load_prompts(path: Path) -> list[Prompt]:
     """JSONL, one object per line: ``{"prompt"|"text": str, "max_new_tokens"|"output_len":
     int}``."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError as err:
-        raise VerifyprofError("prompts file not found", path) from err
-    except (OSError, UnicodeDecodeError) as err:
-        raise VerifyprofError(f"cannot read prompts file: {err}", path) from err
+    text = read_text(path, "prompts file", PROMPTS_LIMIT, missing="prompts file not found")
     return _parse_prompts(text, Path(path))
 
 
@@ -212,7 +208,11 @@ def parse_generate_reply(
         meta = reply["meta_info"] if isinstance(reply, dict) else reply[0]["meta_info"]
     except (ValueError, KeyError, IndexError, TypeError):
         return RequestResult(index, False, start_ns, latency_s, error="reply has no meta_info")
-    spec = {k: meta[k] for k in SPEC_FIELDS if isinstance(meta.get(k), (int, float))}
+    spec = {  # NaN and infinity are not JSON: not recorded
+        k: meta[k]
+        for k in SPEC_FIELDS
+        if isinstance(meta.get(k), (int, float)) and math.isfinite(meta[k])
+    }
     return RequestResult(
         index,
         True,

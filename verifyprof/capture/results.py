@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifyprof.capture.target_hooks import never_fired_lines
+from verifyprof.contracts.bounds import check_results
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.inputs import MANIFEST_LIMIT, read_text
 from verifyprof.contracts.manifest import (
     ACCEPT_CONVENTIONS,
     MANIFEST,
@@ -30,14 +33,17 @@ class CaptureResult:
 def program_results(out: Path, convention: str | None = None) -> dict:
     """What a program reported about itself: ``$VERIFYPROF_CAPTURE_DIR/results.json`` (a JSON
     object, e.g. ``{"accept_len": 2.1, "tokens_per_s": 95.0, "baseline_tokens_per_s": 60.0}``),
-    which becomes the manifest's ``results``; empty when it wrote none or not an object.
+    which becomes the manifest's ``results``; empty when it wrote none or not an object; a number
+    out of range or not finite (NaN) is a VerifyprofError naming the field.
     ``accept_len`` is converted to tokens per verify (see :func:`accept_in_tokens_per_verify`)."""
     path = out / PROGRAM_RESULTS
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_text(path, "results.json", MANIFEST_LIMIT))
+    except (VerifyprofError, ValueError):
         return {}
-    return accept_in_tokens_per_verify(data, convention) if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return accept_in_tokens_per_verify(check_results(data, path), convention)  # finite, in range
 
 
 def _number(value: object) -> bool:

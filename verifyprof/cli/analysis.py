@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from verifyprof.cli.app import KERNELS_SCHEMA, WHATIF_SCHEMA, app
-from verifyprof.cli.args import _check_manifest, _nsys_hint, _parallel, _step_regex, _wrote
+from verifyprof.cli.args import (
+    _check_manifest,
+    _check_run,
+    _nsys_hint,
+    _parallel,
+    _step_regex,
+    _wrote,
+)
 from verifyprof.cli.options import (
     AcceptLenOpt,
     AlphaOpt,
@@ -100,8 +107,13 @@ def breakdown(
     if manifest is not None:
         _check_manifest(manifest)
     on_stdout = "--json" if as_json else None  # then no output may be stdout
-    # never write onto a trace read
     outputs.protect([p for spec in traces for p in expand(spec)], (csv, parquet), on_stdout)
+    _check_run(  # inputs, file options, numbers and outputs, before any work (issue 22)
+        sources={"": traces},
+        files={"--manifest": manifest, "--taxonomy": taxonomy},
+        outputs={"--csv": csv, "--parquet": parquet},
+        numbers={"--accept-len": accept_len, "--workers": workers},
+    )
     with (
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
@@ -148,6 +160,7 @@ def kernels(
     from verifyprof import pipeline
     from verifyprof.report import console, files, progress
 
+    _check_run(sources={"": [trace]}, files={"--taxonomy": taxonomy})  # before any work
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
         table = pipeline.kernels(
             trace, taxonomy=taxonomy, step_regex=_step_regex(step_range, step, default=None)
@@ -207,6 +220,12 @@ def whatif(
             "--verify-ms is for the plain model; with --from the verify time is measured from the"
             " trace (choose it with --step, --width, --mode)"
         )
+    _check_run(  # inputs, file options and numbers, before any work (issue 22)
+        sources={"": [source] if source is not None else []},
+        files={"--manifest": manifest},
+        data={"--hardware": hardware, "--model": model},
+        numbers={"--workers": workers},
+    )
     if manifest is not None:
         _check_manifest(manifest)
     options = _options(WhatifOptions, given)

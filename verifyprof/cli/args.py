@@ -7,7 +7,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -106,6 +106,14 @@ def _step_regex(
         return ranges.phase_regex(phase)
     except ValueError as exc:
         raise VerifyprofError(f"--step: {exc}") from None
+
+
+def _check_run(**parts: Any) -> Any:
+    """A command's inputs, file options, numbers and outputs, checked before any work (issue 22):
+    :func:`verifyprof.pipeline.inputs.check_run`, imported only when a command runs."""
+    from verifyprof.pipeline.inputs import check_run
+
+    return check_run(**parts)
 
 
 def _wrote(path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from verifyprof.cli.app import app
-from verifyprof.cli.args import _check_manifest
+from verifyprof.cli.args import _check_manifest, _check_run
 from verifyprof.cli.options import (
     AfterOpt,
     BeforeOpt,
@@ -61,6 +61,11 @@ def compare(
     _checked(accept_len, manifest, step, step_range)
     if gate is not None:
         check_finite("--gate", gate)
+    _check_run(  # inputs, file options and numbers, before any work (issue 22)
+        sources={"BEFORE": [before], "AFTER": [after]},
+        files={"--manifest": manifest, "--taxonomy": taxonomy},
+        numbers={"--accept-len": accept_len, "--gate": gate},
+    )
     result = pipeline.compare(
         before,
         after,
@@ -97,9 +102,11 @@ def report(
     from verifyprof.report import html
 
     _checked(accept_len, manifest, step, step_range)
-    html.check_output(
-        out,
-        [source] + ([compare_with] if compare_with else []) + ([str(manifest)] if manifest else []),
+    _check_run(  # inputs, file options, numbers and the -o file, before any work (issue 22)
+        sources={"": [source], "the --compare input": [compare_with] if compare_with else []},
+        files={"--manifest": manifest, "--taxonomy": taxonomy},
+        outputs={"-o": out},
+        numbers={"--accept-len": accept_len},
     )
     data = pipeline.report(
         source,

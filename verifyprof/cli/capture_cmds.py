@@ -76,6 +76,10 @@ def capture(
     from verifyprof.capture.options import CaptureOptions
     from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import capture as run_capture
+    from verifyprof.contracts.inputs import check_file_option
+
+    if prompts is not None:
+        check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
 
     options = CaptureOptions(
         out=out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"),

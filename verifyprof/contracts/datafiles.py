@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.inputs import TOML_LIMIT, read_text
 
 BUILTIN = Path(__file__).resolve().parent.parent / "data"
 
@@ -44,15 +45,11 @@ def names(kind: str) -> list[str]:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    text = read_text(path, "TOML file", TOML_LIMIT)  # a regular file, size-checked, UTF-8
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise VerifyprofError("no such file", path) from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise VerifyprofError(f"not valid TOML: {exc}", path) from None
-    except OSError as exc:
-        raise VerifyprofError(f"cannot read: {exc.strerror}", path) from None
 
 
 def catalogue(kind: str, skip: tuple[str, ...] = ()) -> dict[str, Path]:

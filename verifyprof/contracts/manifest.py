@@ -38,13 +38,14 @@ in it (versions, GPUs, traces, dilation): :mod:`verifyprof.contracts.manifest_re
 
 from __future__ import annotations
 
-import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifyprof.contracts.bounds import check_probabilities, manifest_number
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.inputs import MANIFEST_LIMIT, read_bytes
 
 SCHEMA = "verifyprof.capture/1"
 WORKLOAD_SCHEMA = "verifyprof.workload/1"  # the workload's summary.json, also read as a manifest
@@ -149,15 +150,9 @@ def _find(data: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
 
 
 def _load(path: Path) -> dict[str, Any]:
+    raw_bytes = read_bytes(path, "manifest", MANIFEST_LIMIT, gunzip=True)  # a regular file
     try:
-        raw_bytes = path.read_bytes()
-        if raw_bytes[:2] == b"\x1f\x8b":
-            raw_bytes = gzip.decompress(raw_bytes)
         data = json.loads(raw_bytes)
-    except FileNotFoundError:
-        raise VerifyprofError("no such file", path) from None
-    except (OSError, EOFError) as exc:
-        raise VerifyprofError(f"cannot read manifest: {exc}", path) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise VerifyprofError(f"manifest is not valid JSON: {exc}", path) from None
     if not isinstance(data, dict):
@@ -212,7 +207,7 @@ def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manife
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise VerifyprofError(f"manifest field {name!r} is not a number: {value!r}", path)
-        return float(value)
+        return float(manifest_number(name, value, path, RESULT_KEYS.get(name)))  # in range
 
     survival = values.get("survival")
     if survival is not None and not (
@@ -222,6 +217,8 @@ def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manife
         raise VerifyprofError(
             f"manifest field 'survival' must be a list of numbers, got {survival!r}", path
         )
+    if survival is not None:
+        check_probabilities("manifest field 'survival'", survival, path)
     num_draft = number("num_draft")
     return Manifest(
         path=path,
@@ -250,6 +247,7 @@ def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
             raise VerifyprofError(
                 f"manifest field {name!r} is not a positive number: {value!r}", manifest.path
             )
+        manifest_number(name, value, manifest.path)  # finite, in its range
     manifest.dilation = float(factor)
     manifest.unprofiled_tps = float(unprofiled) if unprofiled is not None else None
     manifest.dilation_source = str(dilation.get("source") or "")

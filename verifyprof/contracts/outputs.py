@@ -34,6 +34,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from verifyprof.contracts import inputs
+from verifyprof.contracts.bounds import require_finite
 from verifyprof.contracts.errors import OutputClosed, VerifyprofError
 
 _protected: set[str] = set()  # real paths of this process's inputs
@@ -110,6 +112,7 @@ def check_output(path: str | Path) -> Path:
     target = Path(os.path.realpath(path))
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise VerifyprofError("is a directory, expected a file to write", path)
+    inputs.check_output(path)  # the run's InputRegistry: an input, named with its role
     if str(target) in _protected or (st is not None and (st.st_dev, st.st_ino) in _protected_ids):
         raise VerifyprofError("is an input of this command: refusing to overwrite it", path)
     if not target.parent.is_dir():
@@ -268,6 +271,7 @@ def write_text(path: str | Path, text: str) -> None:
 def write_json(path: str | Path, data: Any, *, indent: int | None = 2, default: Any = None) -> None:
     """``data`` as JSON plus a newline (stdlib formatting: ``indent``, ``default`` for odd
     values)."""
+    require_finite(data, str(path))  # NaN and infinity are not JSON: never written
     write_text(path, json.dumps(data, indent=indent, default=default) + "\n")
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.contracts import phases
+from verifyprof.contracts.breakdown_checks import check_steps
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 
 SCHEMA = "verifyprof.breakdown/1"
@@ -282,6 +283,7 @@ def frame_from_json(data: Any, path: Path | str | None = None) -> BreakdownFrame
     _put_block(frame, list(COUNT_COLUMNS), block_values["counts"])
     if comm:
         _put_block(frame, list(COMM_COLUMNS), comm)
+    check_steps(frame, path)  # wall > 0, end >= start, phases sum to the wall
     trace = data.get("trace") if isinstance(data.get("trace"), dict) else {}
     options = data.get("options") if isinstance(data.get("options"), dict) else {}
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else None

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import math
 
+from verifyprof.contracts.bounds import (  # the documented ranges, in one place
+    ACCEPT_LEN,
+    MAX_DRAFTS,  # noqa: F401 - draft tokens per cycle, imported from here by the model
+    check_number,
+)
 from verifyprof.contracts.errors import VerifyprofError
 
 
@@ -53,12 +58,9 @@ def check_accept_len(value: float) -> float:
         raise VerifyprofError(
             f"accept length must be >= 1 (it counts the bonus token), got {value:g}"
         )
-    return value
+    return float(check_number("accept length", value, ACCEPT_LEN))  # and at most 256 drafts + 1
 
 
-MAX_DRAFTS = (
-    256  # draft tokens per cycle: servers verify at most a few dozen; past this a count is a typo
-)
 MAX_COUNT = 1 << 20  # batch, widths, tp: bounds that keep every model loop and array small
 
 

@@ -62,6 +62,7 @@ class Acceptance:
 
 
 def _check_options(o: WhatifOptions) -> None:
+    check_fields(o)  # every number within its documented range (contracts/bounds.py)
     if o.verify_ms is not None:
         check_positive("--verify-ms", o.verify_ms)
     if o.accept_len is not None:

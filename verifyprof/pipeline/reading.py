@@ -113,7 +113,7 @@ def kernels(
 
 def read_breakdown_json(path: Path) -> BreakdownFrame:
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_bytes(path, "breakdown JSON", BREAKDOWN_JSON_LIMIT))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise VerifyprofError(f"not valid JSON: {exc}", path) from None
     except OSError as exc:

@@ -10,6 +10,7 @@ from typing import IO, Any
 import orjson
 import pandas as pd
 
+from verifyprof.contracts.bounds import require_finite
 from verifyprof.contracts.outputs import atomic_path, stdout_bytes, write_bytes
 from verifyprof.contracts.schema import flat_rows
 from verifyprof.report.step_json import steps_json
@@ -18,6 +19,7 @@ STEP_BATCH = 8192  # step rows encoded at a time: bounds the output's working me
 
 
 def dumps(data: Any) -> bytes:
+    require_finite(data, "the JSON output")  # orjson would write NaN and infinity as null
     return orjson.dumps(
         data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
     )
@@ -40,13 +42,15 @@ def stream_breakdown_json(result: Any, stream: IO[bytes]) -> None:
     encoded a batch of rows at a time (column-wise, :mod:`~verifyprof.report.step_json`), so a
     million-kernel trace's output never sits in memory as one object tree."""
     options = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-    header = orjson.dumps(result.header(), option=options)
+    head, summary = result.header(), result.summary()
+    require_finite({"trace": head, "summary": summary}, "the breakdown JSON")  # before a byte
+    header = orjson.dumps(head, option=options)
     stream.write(header[:-1] + b',"steps":[')
     steps = result.steps
     for start in range(0, len(steps), STEP_BATCH):
         body = steps_json(steps.iloc[start : start + STEP_BATCH])
         stream.write(body if start == 0 else b"," + body)
-    stream.write(b'],"summary":' + orjson.dumps(result.summary(), option=options) + b"}\n")
+    stream.write(b'],"summary":' + orjson.dumps(summary, option=options) + b"}\n")
 
 
 def print_breakdown_json(result: Any) -> None:

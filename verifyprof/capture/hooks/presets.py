@@ -29,6 +29,7 @@ from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
 from verifyprof.capture.hooks.lookup import Target
 from verifyprof.contracts import datafiles
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.inputs import TOML_LIMIT, read_text
 from verifyprof.contracts.ranges import BY_PHASE, PHASE_RANGES
 
 PRESETS = "hooks"  # the data-file kind: verifyprof/data/hooks/NAME.toml, or the user's (datafiles)
@@ -105,7 +106,9 @@ def load_preset(name_or_path: str | Path) -> Preset:
             )
         path = found
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(  # a regular file, size-checked, UTF-8
+            read_text(path, "hook preset", TOML_LIMIT, missing="hook preset file not found")
+        )
     except FileNotFoundError:
         raise VerifyprofError("hook preset file not found", path) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
