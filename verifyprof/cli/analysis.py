@@ -104,16 +104,16 @@ def breakdown(
         whole_trace=whole_trace,
     )
     resolve.check(options)  # every option before any input is read or output written
-    if manifest is not None:
-        _check_manifest(manifest)
-    on_stdout = "--json" if as_json else None  # then no output may be stdout
-    outputs.protect([p for spec in traces for p in expand(spec)], (csv, parquet), on_stdout)
     _check_run(  # inputs, file options, numbers and outputs, before any work (issue 22)
         sources={"": traces},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
         outputs={"--csv": csv, "--parquet": parquet},
         numbers={"--accept-len": accept_len, "--workers": workers},
     )
+    on_stdout = "--json" if as_json else None  # then no output may be stdout
+    outputs.protect([p for spec in traces for p in expand(spec)], (csv, parquet), on_stdout)
+    if manifest is not None:
+        _check_manifest(manifest)
     with (
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,

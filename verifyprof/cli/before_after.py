@@ -58,14 +58,14 @@ def compare(
     from verifyprof.report import compare as show
     from verifyprof.report import files
 
-    _checked(accept_len, manifest, step, step_range)
-    if gate is not None:
-        check_finite("--gate", gate)
     _check_run(  # inputs, file options and numbers, before any work (issue 22)
         sources={"BEFORE": [before], "AFTER": [after]},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
         numbers={"--accept-len": accept_len, "--gate": gate},
     )
+    _checked(accept_len, manifest, step, step_range)
+    if gate is not None:
+        check_finite("--gate", gate)
     result = pipeline.compare(
         before,
         after,
@@ -101,13 +101,13 @@ def report(
     from verifyprof.contracts.outputs import writes_stdout
     from verifyprof.report import html
 
-    _checked(accept_len, manifest, step, step_range)
     _check_run(  # inputs, file options, numbers and the -o file, before any work (issue 22)
         sources={"": [source], "the --compare input": [compare_with] if compare_with else []},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
         outputs={"-o": out},
         numbers={"--accept-len": accept_len},
     )
+    _checked(accept_len, manifest, step, step_range)
     data = pipeline.report(
         source,
         compare_with=compare_with,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verifyprof.contracts.bounds import check_fields
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.acceptance import Survival, parse_survival
