@@ -135,13 +135,16 @@ def _stop_all(busy: list[_Worker], done: list[_Worker]) -> None:
         worker.process.join()
 
 
+_HELD = {signal.SIGINT, *CLEANUP_SIGNALS}
+
+
 def _start(context, options: MapOptions) -> _Worker | Failure:
     parent, child = context.Pipe(duplex=True)
     process = context.Process(target=_serve, args=(child, options, os.getpid()), daemon=True)
-    forked = (
-        context.get_start_method() == "fork"
-    )  # a forked worker starts with Ctrl-C held until it ignores it
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if forked else None
+    # A forked worker starts with Ctrl-C and the cleanup signals held until it has its own
+    # handlers: a SIGTERM (a strict map stopping) that came meanwhile would run the parent's.
+    forked = context.get_start_method() == "fork"
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD) if forked else None
     try:
         process.start()
     except OSError as exc:
@@ -239,9 +242,8 @@ def _serve(conn: Connection, options: MapOptions, parent: int) -> None:
     signal.signal(
         signal.SIGINT, signal.SIG_IGN
     )  # Ctrl-C is the parent's to handle: it stops the workers
-    signal.pthread_sigmask(
-        signal.SIG_UNBLOCK, {signal.SIGINT}
-    )  # held since the fork: one that came is dropped
+    # Held since the fork: a Ctrl-C that came is dropped, a SIGTERM now ends the worker.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
     while True:
         try:
             task = conn.recv()
