@@ -179,7 +179,7 @@ def breakdown(
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
     from verifyprof.contracts import outputs
-    from verifyprof.report import console, files, progress
+    from verifyprof.report import console, files, integrity, progress
     from verifyprof.trace.sources import expand
 
     regex = _step_regex(step_range, step)
@@ -206,6 +206,7 @@ def breakdown(
         _wrote(parquet)
     if as_json:
         files.print_breakdown_json(result)
+        integrity.warn_integrity(result.integrity_records(), ", ".join(traces))
     else:
         console.print_breakdown(result, show_all=show_all)
         folder_manifest = (
@@ -238,7 +239,7 @@ def kernels(
 ) -> None:
     """Top kernels with their phase and share of GPU time: check and fix the taxonomy rules."""
     from verifyprof import pipeline
-    from verifyprof.report import console, files, progress
+    from verifyprof.report import console, files, integrity, progress
 
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
         table = pipeline.kernels(
@@ -247,6 +248,7 @@ def kernels(
     data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
         files.print_json(data)
+        integrity.warn_integrity(data.get("integrity", []), trace)
     else:
         console.print_kernels(data)
 

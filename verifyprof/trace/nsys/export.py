@@ -245,11 +245,11 @@ class NsysExport:
             self.cols("ANALYSIS_DETAILS")
         ):
             row = self.sql("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS")
-            if row and _int64(row[0][0]) is not None and _int64(row[0][1]) is not None:
-                meta["capture_start_ns"], meta["capture_end_ns"] = (
-                    _int64(row[0][0]),
-                    _int64(row[0][1]),
-                )
+            start, stop = (_int64(row[0][0]), _int64(row[0][1])) if row else (None, None)
+            if start is not None and stop is not None:
+                meta["capture_start_ns"], meta["capture_end_ns"] = start, stop
+                if 0 <= stop - start < 1 << 62:  # events count from the session's start
+                    meta["capture_window_ns"] = (0, stop - start)
         return meta
 
 

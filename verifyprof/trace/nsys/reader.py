@@ -59,7 +59,7 @@ from verifyprof.trace.nsys.export import (
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.processes import devices_table, gpu_uuids, processes_table
 from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
-from verifyprof.trace.validation import drop_bad_times
+from verifyprof.trace.validation import checked
 
 __all__ = ["FORMAT", "read_nsys_sqlite"]
 
@@ -138,7 +138,7 @@ def _read(export: NsysExport) -> Trace:
     warnings += nccl_warnings
     if collective_args is not None:
         optional["collective_args"] = collective_args
-    return drop_bad_times(
+    return checked(
         Trace(
             source=[export.path],
             format=FORMAT,
