@@ -90,7 +90,10 @@ def _devices(files: list[RankFile]) -> pd.DataFrame:
                 continue
             p = by_id.get(ordinal, fallback) or {}
             major, minor = int_or_none(p.get("computeMajor")), int_or_none(p.get("computeMinor"))
-            sms, memory = int_or_none(p.get("numSms")), int_or_none(p.get("totalGlobalMem"))
+            sms, memory = (
+                int_or_none(p.get("numSms")),
+                int_or_none(p.get("totalGlobalMem"), 1 << 63),
+            )
             rows[device] = {
                 "device": device,
                 "name": p.get("name") if isinstance(p.get("name"), str) else "",

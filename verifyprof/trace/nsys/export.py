@@ -26,6 +26,7 @@ from verifyprof.trace.events import NO_ID, StringTable
 from verifyprof.trace.formats import is_wal_mode, read_head, sqlite_header_problem
 from verifyprof.trace.inputs import regular_file
 from verifyprof.trace.nsys.columns import (
+    NotNumeric,
     Query,
     readonly_uri,
     rowid_slices,
@@ -147,6 +148,8 @@ class NsysExport:
         jobs)."""
         try:
             run_queries(self.uri, jobs)
+        except NotNumeric:  # the reader names the file
+            raise
         # ADBC surfaces SQLite corruption as driver errors of several types
         except Exception as exc:
             raise TraceError(
@@ -355,9 +358,12 @@ def readable_database(path: Path) -> Path:
         pending = False
     if not pending:
         return path
-    from verifyprof.trace.cache import checkpointed_copy
+    from verifyprof.trace.cache import cache_dir, cache_fault, checkpointed_copy
 
-    return checkpointed_copy(path, wal)
+    try:
+        return checkpointed_copy(path, wal)
+    except OSError as exc:  # the cache folder cannot even be searched (no x permission)
+        raise cache_fault(path, cache_dir(), exc) from None
 
 
 def check_header(path: Path) -> None:
