@@ -242,3 +242,22 @@ def test_cli_a_start_stored_as_text_is_one_line_naming_the_column(tmp_path, tabl
         f"verifyprof: error: {path}: {table}'s 'start' column holds string values where numbers"
         " belong: not an export as nsys writes it"
     )
+
+
+@needs_public
+def test_cli_a_start_of_1e300_reads_as_missing_without_a_numpy_warning(tmp_path):
+    """A REAL no int64 holds was cast unsafely (a RuntimeWarning on stderr, the value whatever
+    the CPU gives); found by tests/test_fuzz_inputs.py (a bundled export, seed 11, rows)."""
+    path = copy_of(MOCK, tmp_path, "huge_start.sqlite")
+    edit(
+        path,
+        "CREATE TABLE t_copy AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL",
+        "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL",
+        "ALTER TABLE t_copy RENAME TO CUPTI_ACTIVITY_KIND_KERNEL",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 1e300 WHERE rowid = 1",
+    )
+    done, lines = cli_lines("breakdown", str(path), "--whole-trace", "--json")
+    assert done.returncode == 0
+    (found,) = json.loads(done.stdout)["trace"]["integrity"]
+    assert (found["kind"], found["table"], found["count"]) == ("null_time", "kernels", 1)
+    assert lines == [f"verifyprof: warning: {path}: {found['message']}"]

@@ -33,7 +33,7 @@ from verifyprof.trace.events import MISSING_TIME, NO_ID, TIME_LIMIT_NS
 
 KINDS: dict[str, str] = {
     "duplicate_rows": "are exact copies of another row (written twice): dropped, one of each kept",
-    "null_time": "dropped: start or end missing (NULL)",
+    "null_time": "dropped: start or end missing (NULL, or a REAL no int64 holds)",
     "end_before_start": "dropped: end before start",
     "negative_duration": "dropped: negative dur",
     "time_out_of_range": "dropped: a timestamp beyond 2^62 ns",

@@ -288,7 +288,10 @@ def valid_utf8(column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, np.ndarray | N
 
 
 def _into(chunk: pa.Array, dst: np.ndarray, fill: float) -> None:
-    """Copy a numeric Arrow array into ``dst`` (NULL -> ``fill``) straight from its buffers."""
+    """Copy a numeric Arrow array into ``dst`` (NULL -> ``fill``) straight from its buffers.
+
+    REAL values in an integer column that no integer of its type holds (inf, NaN, 1e300) read
+    as missing too: an unsafe cast would make them whatever the CPU gives."""
     n = len(chunk)
     if not n:
         return
@@ -300,12 +303,17 @@ def _into(chunk: pa.Array, dst: np.ndarray, fill: float) -> None:
     values = np.frombuffer(
         chunk.buffers()[1], dtype=chunk.type.to_pandas_dtype(), count=chunk.offset + n
     )[chunk.offset :]
+    missing = None
     if chunk.null_count:
         bits = np.unpackbits(np.frombuffer(chunk.buffers()[0], dtype=np.uint8), bitorder="little")
-        np.copyto(
-            dst,
-            np.where(bits[chunk.offset : chunk.offset + n].astype(bool), values, fill),
-            casting="unsafe",
-        )
-    else:
+        missing = ~bits[chunk.offset : chunk.offset + n].astype(bool)
+    if values.dtype.kind == "f" and dst.dtype.kind in "iu":
+        info = np.iinfo(dst.dtype)
+        unusable = ~np.isfinite(values) | (values < float(info.min)) | (values >= info.max + 1.0)
+        if unusable.any():
+            missing = unusable if missing is None else missing | unusable
+            values = np.where(unusable, 0.0, values)
+    if missing is None:
         np.copyto(dst, values, casting="unsafe")
+    else:
+        np.copyto(dst, np.where(missing, fill, values), casting="unsafe")
