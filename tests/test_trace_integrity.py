@@ -205,6 +205,15 @@ def test_an_export_without_its_runtime_table_is_refused_not_read_as_idle_steps(e
     )
 
 
+def test_kernels_inside_ranges_without_a_runtime_table_is_refused_not_an_empty_table(
+    export, tmp_path
+):
+    path = edited(export, tmp_path, f"DROP TABLE {RUNTIME}")
+    one_line_error(
+        verifyprof("kernels", str(path), "--range", "verify"), path, "none of the", "trusted"
+    )
+
+
 def test_without_a_runtime_table_the_whole_trace_breakdown_says_why(export, clean, tmp_path):
     path = edited(export, tmp_path, f"DROP TABLE {RUNTIME}")
     data = breakdown_json(path, "--whole-trace")

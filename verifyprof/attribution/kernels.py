@@ -69,7 +69,8 @@ def kernel_table(trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None
     scope = "whole trace"
     if step_regex is not None:
         calls = link_calls(trace, ops)
-        check_links(int((ops.call >= 0).sum()), len(ops), trace.integrity, trace.source[0])
+        where = trace.source[0] if trace.source else None
+        check_links(int((ops.call >= 0).sum()), len(ops), trace.integrity, where)
         launch, op_launch = launches(ops, calls)
         levels = assign_levels(find_steps(trace, step_regex), launch, op_launch, calls)
         inside = np.zeros(len(ops), dtype=bool)
