@@ -117,6 +117,7 @@ def rank_part(
             "gpu_uuids": dict(trace.meta.get("gpu_uuids") or {}),
             # records only: the rows already marked the steps they touch
             "integrity": [p.without_rows() for p in result.integrity or []],
+            "rows_read": dict(trace.meta.get("rows_read") or {}),
         },
     )
 

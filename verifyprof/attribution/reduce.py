@@ -78,7 +78,10 @@ def reduce_parts(
     rows = placed_rows(parts, places, mapping)
     rows["rank"] = _row_ranks(rows, processes)
     rows = rows.sort_values(["step", "device"], kind="stable").reset_index(drop=True)
-    problems = integrity.merged([p.extra.get("integrity", []) for p in parts])
+    problems = integrity.merged(
+        [p.extra.get("integrity", []) for p in parts],
+        rows_read=[p.extra.get("rows_read", {}) for p in parts],
+    )
     trace = Trace(
         source=[p.path for p in parts],
         format=parts[0].format,

@@ -144,9 +144,15 @@ def _time_text(value: Any) -> str:
     return f"{value} ns" if abs(value) < TIME_LIMIT_NS else f"{value} (out of range)"
 
 
-def merged(parts: list[list[Problem]], shifts: list[int] | None = None) -> list[Problem]:
-    """The problems of several files (or shares of one) as one trace's: counts and rows summed
-    per (kind, table), the first example kept, times moved by each file's clock shift."""
+def merged(
+    parts: list[list[Problem]],
+    shifts: list[int] | None = None,
+    rows_read: list[dict[str, int]] | None = None,
+) -> list[Problem]:
+    """The problems of several files (or shares of one) as one trace's: counts summed per
+    (kind, table), the first example kept, times moved by each file's clock shift; ``rows`` the
+    table's rows over every part (``rows_read``, one per part, where the parts say), else
+    summed over the parts that have the problem."""
     out: dict[tuple[str, str], Problem] = {}
     for n, problems in enumerate(parts):
         shift = shifts[n] if shifts else 0
@@ -163,4 +169,8 @@ def merged(parts: list[list[Problem]], shifts: list[int] | None = None) -> list[
             have.example = have.example or mine.example
             have.at = np.concatenate([have.at, mine.at])
             have.device = np.concatenate([have.device, mine.device])
+    if rows_read and all(rows_read):
+        for (_, table), problem in out.items():
+            if all(table in r for r in rows_read):
+                problem.rows = sum(r[table] for r in rows_read)
     return list(out.values())

@@ -28,8 +28,6 @@ from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import MISSING_TIME, TIME_LIMIT_NS, Trace
 from verifyprof.trace.integrity import Problem, example, times_of
 
-__all__ = ["MISSING_TIME", "TIME_LIMIT_NS", "bad_times", "checked", "drop_bad_times"]
-
 EVENT_TABLES = ("kernels", "copies", "graphs", "api", "ranges")
 GPU_TABLES = ("kernels", "copies", "graphs")
 DEDUPLICATED = ("kernels", "copies", "graphs", "api")
@@ -49,7 +47,9 @@ def bad_times(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def checked(trace: Trace) -> Trace:
     """Every check of the module doc, in order (bad times, copies, window, links); returns
-    ``trace`` (changed in place)."""
+    ``trace`` (changed in place). ``meta["rows_read"]``: each table's rows as the reader gave
+    them (what the problems of several shares of one file are counted out of)."""
+    trace.meta["rows_read"] = {t: len(getattr(trace, t)) for t in EVENT_TABLES}
     drop_bad_times(trace)
     drop_duplicates(trace)
     flag_outside_capture(trace)

@@ -21,7 +21,9 @@ from verifyprof.trace.events import (
     API_KIND_RUNTIME,
     COPY_KIND_MEMCPY,
     COPY_KIND_MEMSET,
+    MISSING_TIME,
     NO_ID,
+    TIME_LIMIT_NS,
 )
 from verifyprof.trace.kineto.decode import EventFields, KinetoFile
 from verifyprof.trace.kineto.fields import (
@@ -32,7 +34,6 @@ from verifyprof.trace.kineto.fields import (
     number_field,
 )
 from verifyprof.trace.kineto.message_sizes import CollectiveArgs, file_collective_args
-from verifyprof.trace.validation import MISSING_TIME, TIME_LIMIT_NS
 
 
 @dataclass
@@ -208,7 +209,7 @@ WINDOW_START = "Iteration Start: PyTorch Profiler"
 WINDOW_END = "Record Window End"
 
 
-def _window(rows: EventFields, events: list) -> tuple[int, int] | None:
+def _recording_window(rows: EventFields, events: list) -> tuple[int, int] | None:
     """The profiler's recording window from its two instant marks, None without both."""
     names = np.asarray(rows.column(events, "name"), dtype=object)
     ts = number_field(rows, events, "ts") if events else np.empty(0)
@@ -254,7 +255,7 @@ def _extract(decoded: KinetoFile) -> FileEvents:
         events=len(decoded.events),
         dropped=rows.dropped,
         bad_values=dict(rows.bad_values),
-        window=_window(rows, groups.metadata("i")),
+        window=_recording_window(rows, groups.metadata("i")),
     )
 
 

@@ -213,14 +213,14 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
                 "python_function_events": counts.get("python_function", 0),
                 "categories": counts,
                 "kineto_files": [_file_meta(f) for f in files],
-                **_window(files),
+                **_capture_window(files),
             },
             warnings=warnings,
         )
     )
 
 
-def _window(files: list[RankFile]) -> dict[str, tuple[int, int]]:
+def _capture_window(files: list[RankFile]) -> dict[str, tuple[int, int]]:
     """``capture_window_ns``: the span of the files' recording windows on the trace clock, where
     every file marks its window (the profiler's "Iteration Start" and "Record Window End")."""
     windows = [(f.events.window, f.shift_ns) for f in files]

@@ -15,6 +15,7 @@ import pandas as pd
 
 from verifyprof.trace.collectives import collective_args_table
 from verifyprof.trace.events import (
+    MISSING_TIME,
     NO_ID,
     RANGE_KIND_ANNOTATION,
     RANGE_KIND_GPU_ANNOTATION,
@@ -24,7 +25,6 @@ from verifyprof.trace.events import (
 from verifyprof.trace.kineto.fields import Table
 from verifyprof.trace.kineto.files import RankFile
 from verifyprof.trace.nesting import nesting_depth
-from verifyprof.trace.validation import MISSING_TIME
 
 # cudaLaunchKernel_v7000, cuMemcpyDtoH_v2, cudaMemcpyAsync_ptsz, hipGetDevicePropertiesR0600
 ABI_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds|_spt)+$|(?<=[a-z])R\d{4}$")

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from verifyprof.trace.events import (
+    MISSING_TIME,
     NO_ID,
     RANGE_KIND_PUSHPOP,
     RANGE_KIND_STARTEND,
@@ -35,7 +36,6 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
-from verifyprof.trace.validation import MISSING_TIME
 
 NVTX_PUSHPOP = 59
 NVTX_STARTEND = 60
