@@ -104,7 +104,7 @@ def times_of(frame: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     not usable; rows with neither are left out."""
     start = frame["start"].to_numpy()[rows]
     end = frame["end"].to_numpy()[rows]
-    usable = lambda t: (t > -TIME_LIMIT_NS) & (t < TIME_LIMIT_NS)  # noqa: E731
+    usable = lambda t: (t > -TIME_LIMIT_NS) & (t < TIME_LIMIT_NS)
     at = np.where(usable(start), start, end)
     ok = usable(at)
     device = (
