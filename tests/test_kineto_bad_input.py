@@ -93,3 +93,63 @@ def test_bad_file_among_rank_files_is_named(tmp_path):
     with pytest.raises(TraceError) as excinfo:
         load_trace(tmp_path)
     assert_one_line_error(excinfo, bad, "truncated gzip")
+
+
+# --- once tracebacks (issue 22): through the CLI, one line naming the file ------------------------
+
+
+def cli_one_line(path: Path, *fragments: str) -> str:
+    from cli_helpers import verifyprof
+
+    before = digest(path)
+    done = verifyprof("breakdown", str(path), "--whole-trace", "--json")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"verifyprof: error: {path}: "), done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    assert digest(path) == before
+    return lines[0]
+
+
+def test_json_nested_100000_deep_is_one_line_not_a_recursion_error(tmp_path):
+    text = gzip.decompress(MI300X.read_bytes())
+    nested = b'"args": {"deep": ' + b"[" * 100_000 + b"]" * 100_000 + b", "
+    path = tmp_path / "deep.json"
+    path.write_bytes(text.replace(b'"args": {', nested, 1))
+    cli_one_line(path, "corrupt JSON", "nested too deeply")
+
+
+def test_a_base_time_of_1e30_is_one_line_not_an_integer_overflow(tmp_path):
+    """With one file the base went into the JSON as an int orjson cannot write."""
+    doc = json.loads(json.dumps(plain(MI300X)))  # plain() is shared: edit a copy
+    doc["baseTimeNanoseconds"] = 1e30
+    path = write_trace(tmp_path / "base.json", doc)
+    cli_one_line(path, "baseTimeNanoseconds 1e+30 is not a time", "2^62 ns")
+
+
+@pytest.mark.parametrize(
+    "header, unknown",
+    [
+        ({"distributedInfo": {"rank": 0, "world_size": 10**30}}, ("world_size", -1)),
+        ({"distributedInfo": {"rank": 10**30, "world_size": 1}}, ("ranks", [])),
+        (
+            {"deviceProperties": [{"id": 0, "name": "x", "numSms": 10**30}]},
+            ("sm_count", -1),
+        ),
+    ],
+    ids=["world_size", "rank", "device_properties"],
+)
+def test_header_numbers_too_large_for_their_columns_read_as_unknown(tmp_path, header, unknown):
+    """A rank, world size or device property of 1e30 is none: read as unknown, as other values
+    that are not usable numbers are (an OverflowError or an unwritable JSON int before)."""
+    from cli_helpers import verifyprof
+
+    doc = json.loads(json.dumps(plain(MI300X)))
+    doc.update(header)
+    path = write_trace(tmp_path / "header.json", doc)
+    done = verifyprof("breakdown", str(path), "--whole-trace", "--json")
+    assert done.returncode == 0, done.stderr
+    trace = json.loads(done.stdout)["trace"]
+    key, value = unknown
+    assert (trace["devices"][0] if key == "sm_count" else trace)[key] == value

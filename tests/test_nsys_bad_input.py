@@ -4,6 +4,7 @@ in copies."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -173,3 +174,90 @@ def test_cli_gzipped_export_holding_no_sqlite_file_is_named_as_not_an_export(tmp
     path = tmp_path / "trace.sqlite.gz"
     path.write_bytes(gzip.compress(b"\x00\x13garbage, not an SQLite database" * 200))
     assert_cli_error(path, "not an nsys SQLite export: the gzip holds no SQLite file")
+
+
+# --- once tracebacks (issue 22): one line naming the file, or read with a counted warning -------
+
+
+def cli_lines(*args: str):
+    from cli_helpers import verifyprof
+
+    done = verifyprof(*args)
+    assert "Traceback" not in done.stderr
+    return done, done.stderr.strip().splitlines()
+
+
+@needs_public
+def test_cli_a_corrupt_byte_in_the_schema_is_one_line(tmp_path):
+    """A byte that is not UTF-8 in a CREATE TABLE statement: SQLite's "malformed database
+    schema ... near ..." quotes it, and Python cannot decode that message. The process-share
+    sampling (two workers) met it first and let the UnicodeDecodeError out."""
+    data = bytearray(MOCK.read_bytes())
+    at = data.index(b"CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL") + len(b"CREATE ")
+    data[at] ^= 0xFF  # the T of TABLE becomes 0xAB, which no UTF-8 text starts with
+    path = tmp_path / "schema.sqlite"
+    path.write_bytes(bytes(data))
+    before = fingerprint(path)
+    done, lines = cli_lines("breakdown", str(path), "--whole-trace", "--workers", "2")
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"verifyprof: error: {path}: corrupt")
+    assert fingerprint(path) == before
+
+
+@needs_public
+def test_cli_nvtx_text_that_is_not_utf8_is_read_with_a_counted_warning(tmp_path):
+    """nsys stores the bytes a program passed to nvtxRangePushA: names are read as the export's
+    StringIds are (U+FFFD for bad bytes) and counted, not refused. It was a UnicodeDecodeError."""
+    path = copy_of(PIPIT, tmp_path, "latin1.sqlite")
+    edit(path, "UPDATE NVTX_EVENTS SET text = CAST(x'73617870fffe' AS TEXT) WHERE text = 'saxpy'")
+    done, lines = cli_lines("breakdown", str(path), "--range", "saxp", "--json")
+    assert done.returncode == 0, done.stderr
+    (found,) = json.loads(done.stdout)["trace"]["integrity"]
+    assert (found["kind"], found["table"], found["count"]) == ("invalid_utf8", "ranges", 5)
+    assert "saxp\ufffd\ufffd" in found["example"]
+    assert lines == [f"verifyprof: warning: {path}: {found['message']}"]
+
+
+@needs_public
+@pytest.mark.parametrize(
+    "table, where",
+    [
+        ("NVTX_EVENTS", "eventType = 59"),  # read in one query
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "1"),  # read in parallel rowid slices
+    ],
+)
+def test_cli_a_start_stored_as_text_is_one_line_naming_the_column(tmp_path, table, where):
+    path = copy_of(PIPIT, tmp_path, "text_start.sqlite")
+    edit(
+        path,
+        f'CREATE TABLE t_copy AS SELECT * FROM "{table}"',
+        f'DROP TABLE "{table}"',
+        f'ALTER TABLE t_copy RENAME TO "{table}"',
+        f'UPDATE "{table}" SET start = \'soon\' WHERE rowid = (SELECT min(rowid) FROM "{table}"'
+        f" WHERE {where})",
+    )
+    done, lines = cli_lines("breakdown", str(path), "--whole-trace")
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0] == (
+        f"verifyprof: error: {path}: {table}'s 'start' column holds string values where numbers"
+        " belong: not an export as nsys writes it"
+    )
+
+
+@needs_public
+def test_cli_a_start_of_1e300_reads_as_missing_without_a_numpy_warning(tmp_path):
+    """A REAL no int64 holds was cast unsafely (a RuntimeWarning on stderr, the value whatever
+    the CPU gives); found by tests/test_fuzz_inputs.py (a bundled export, seed 11, rows)."""
+    path = copy_of(MOCK, tmp_path, "huge_start.sqlite")
+    edit(
+        path,
+        "CREATE TABLE t_copy AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL",
+        "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL",
+        "ALTER TABLE t_copy RENAME TO CUPTI_ACTIVITY_KIND_KERNEL",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 1e300 WHERE rowid = 1",
+    )
+    done, lines = cli_lines("breakdown", str(path), "--whole-trace", "--json")
+    assert done.returncode == 0
+    (found,) = json.loads(done.stdout)["trace"]["integrity"]
+    assert (found["kind"], found["table"], found["count"]) == ("null_time", "kernels", 1)
+    assert lines == [f"verifyprof: warning: {path}: {found['message']}"]

@@ -253,7 +253,6 @@ def listed(key: str, arg: bool = False):
     "key, arg, label",
     [
         ("tid", False, "tid"),
-        ("dur", False, "dur"),
         ("device", True, "args.device"),
         ("correlation", True, "args.correlation"),
         ("pid", False, "pid"),
@@ -273,6 +272,17 @@ def test_kineto_timestamps_given_as_lists_are_a_one_line_error(tmp_path):
     path = kineto_with(tmp_path, listed("ts"))
     one_line_error(
         run_cli("breakdown", path, "--whole-trace"), path, "no usable GPU events", "ts/dur"
+    )
+
+
+def test_kineto_durations_given_as_lists_leave_no_event_an_end_a_one_line_error(tmp_path):
+    """A dur read as missing is an event without an end: dropped and counted (it once read as a
+    zero-length event, silently), so with every dur a list no GPU row is left."""
+    path = kineto_with(tmp_path, listed("dur"))
+    one_line_error(
+        run_cli("breakdown", path, "--whole-trace"),
+        path,
+        "no GPU activity row has valid timestamps",
     )
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution.context import busy_of, op_call_ends, queue_seams
+from verifyprof.attribution.integrity import check_links, mark_steps
 from verifyprof.attribution.step_rows import (
     LevelInputs,
     add_idle_steps,
@@ -26,6 +27,7 @@ from verifyprof.attribution.step_rows import (
     level_rows,
 )
 from verifyprof.attribution.steps import (
+    Calls,
     GpuOps,
     assign_levels,
     find_steps,
@@ -42,6 +44,7 @@ from verifyprof.contracts.errors import TraceError
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import SCHEMA, BreakdownFrame, step_records
 from verifyprof.trace.events import Trace
+from verifyprof.trace.integrity import Problem
 
 
 @dataclass
@@ -59,6 +62,8 @@ class Breakdown:
     # every collective kernel (comm.collective_kernels) + step_<level>
     collective_ops: pd.DataFrame | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # the trace's integrity problems, each with the step rows it touches (its ``steps``)
+    integrity: list[Problem] | None = None
 
     def step_records(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         """The JSON records of step rows ``start:stop`` (all by default)."""
@@ -80,7 +85,13 @@ class Breakdown:
         info = self.trace.describe()
         info["linked_ops"] = self.linked_ops
         info["unlinked_ops"] = self.unlinked_ops
+        if self.integrity:  # the trace's records, with the steps each touches
+            info["integrity"] = self.integrity_records()
         return info
+
+    def integrity_records(self) -> list[dict[str, Any]]:
+        """The JSON records of the trace's integrity problems (``trace.integrity``)."""
+        return [p.record() for p in self.integrity or []]
 
     def frame(self) -> BreakdownFrame:
         """What the model consumes: the steps frame and the trace description (no event tables)."""
@@ -109,11 +120,15 @@ def breakdown(
             "no GPU activity in the trace (empty capture: no kernels, copies or graphs)", where
         )
     syncs = sync_calls(trace, ops.pid, ops.start, ops.device)  # before the events are released
-    shared, levels = _level_inputs(trace, ops, step_regex, whole_trace, release)
+    calls = link_calls(trace, ops)
+    linked = int((ops.call >= 0).sum())
+    if not whole_trace:
+        check_links(linked, len(ops), trace.integrity, where)
+    shared, levels = _level_inputs(trace, ops, calls, step_regex, whole_trace, release)
     rows = _step_rows(shared, levels, where)
     for column, values in sync_columns(syncs, rows).items():
         rows.insert(rows.columns.get_loc("mode") + 1 + SYNC_COLUMNS.index(column), column, values)
-    linked = int((ops.call >= 0).sum())
+    rows["integrity"], problems = mark_steps(rows, trace.integrity)
     result = Breakdown(
         trace=trace,
         steps=rows,
@@ -124,17 +139,17 @@ def breakdown(
         },
         linked_ops=linked,
         unlinked_ops=int(len(ops) - linked),
+        integrity=problems,
     )
     _add_collectives(result, ops, shared.steps, levels)
     return result
 
 
 def _level_inputs(
-    trace: Trace, ops: GpuOps, step_regex: str, whole_trace: bool, release: bool
+    trace: Trace, ops: GpuOps, calls: Calls, step_regex: str, whole_trace: bool, release: bool
 ) -> tuple[LevelInputs, list[tuple[np.ndarray, np.ndarray]]]:
     """What the (level, device group) tasks share, and the levels: per nesting level, each op's
     and each launch's step."""
-    calls = link_calls(trace, ops)
     launch, op_launch = launches(ops, calls)
     seam = queue_seams(
         ops.device, ops.start, ops.end, op_call_ends(ops, calls)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.integrity import check_links
 from verifyprof.attribution.steps import (
     NO_STEP,
     assign_levels,
@@ -28,9 +29,14 @@ class KernelTable:
     total_ns: int
     taxonomy: str
     scope: str
+    warnings: list[str] = field(default_factory=list)  # the trace's
+    integrity: list[dict[str, Any]] = field(default_factory=list)  # its records
 
     def to_json(self, top: int | None = None) -> dict[str, Any]:
         rows = self.table if top is None else self.table.head(top)
+        # only where there is something to say: a clean trace's JSON stays as it was
+        said = {"warnings": self.warnings} if self.warnings else {}
+        said |= {"integrity": self.integrity} if self.integrity else {}
         return {
             "taxonomy": self.taxonomy,
             "scope": self.scope,
@@ -51,6 +57,7 @@ class KernelTable:
                     .items()
                 )
             },
+            **said,
         }
 
 
@@ -62,6 +69,8 @@ def kernel_table(trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None
     scope = "whole trace"
     if step_regex is not None:
         calls = link_calls(trace, ops)
+        where = trace.source[0] if trace.source else None
+        check_links(int((ops.call >= 0).sum()), len(ops), trace.integrity, where)
         launch, op_launch = launches(ops, calls)
         levels = assign_levels(find_steps(trace, step_regex), launch, op_launch, calls)
         inside = np.zeros(len(ops), dtype=bool)
@@ -93,4 +102,6 @@ def kernel_table(trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None
         total,
         taxonomy.source,
         scope,
+        list(trace.warnings),
+        [p.record() for p in trace.integrity],
     )

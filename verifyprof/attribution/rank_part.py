@@ -113,7 +113,12 @@ def rank_part(
         linked_ops=result.linked_ops,
         unlinked_ops=result.unlinked_ops,
         stage=stage,
-        extra={"gpu_uuids": dict(trace.meta.get("gpu_uuids") or {})},
+        extra={
+            "gpu_uuids": dict(trace.meta.get("gpu_uuids") or {}),
+            # records only: the rows already marked the steps they touch
+            "integrity": [p.without_rows() for p in result.integrity or []],
+            "rows_read": dict(trace.meta.get("rows_read") or {}),
+        },
     )
 
 

@@ -41,6 +41,7 @@ from verifyprof.attribution.placement import (
 )
 from verifyprof.attribution.rank_part import KERNEL_FIELDS, RankPart
 from verifyprof.contracts.errors import TraceError
+from verifyprof.trace import integrity
 from verifyprof.trace.events import NO_ID, StringTable, Trace
 from verifyprof.trace.kineto.files import check_run_entries
 
@@ -77,6 +78,10 @@ def reduce_parts(
     rows = placed_rows(parts, places, mapping)
     rows["rank"] = _row_ranks(rows, processes)
     rows = rows.sort_values(["step", "device"], kind="stable").reset_index(drop=True)
+    problems = integrity.merged(
+        [p.extra.get("integrity", []) for p in parts],
+        rows_read=[p.extra.get("rows_read", {}) for p in parts],
+    )
     trace = Trace(
         source=[p.path for p in parts],
         format=parts[0].format,
@@ -84,7 +89,8 @@ def reduce_parts(
         devices=merged_devices(parts, places),
         processes=processes,
         meta=merged_meta(parts, places),
-        warnings=merged_warnings(parts, notes),
+        warnings=merged_warnings(parts, notes, problems),
+        integrity=problems,
     )
     result = Breakdown(
         trace=trace,
@@ -92,6 +98,7 @@ def reduce_parts(
         options=parts[0].options,
         linked_ops=sum(p.linked_ops for p in parts),
         unlinked_ops=sum(p.unlinked_ops for p in parts),
+        integrity=problems,
     )
     kernels = merged_collective_kernels(parts, places, mapping, trace.meta.get("world_size"))
     if kernels is not None:
@@ -246,12 +253,16 @@ def merged_meta(parts: list[RankPart], places: list[Placement]) -> dict:
     return meta
 
 
-def merged_warnings(parts: list[RankPart], leading: list[str]) -> list[str]:
+def merged_warnings(
+    parts: list[RankPart], leading: list[str], problems: list[integrity.Problem] | None = None
+) -> list[str]:
     """``leading``, then each file's warnings once; ``N <what>`` and ``N of M <what>`` warnings
-    summed over files (the shares of one export count its rows once, not once per share)."""
+    summed over files (the shares of one export count its rows once, not once per share); the
+    files' integrity lines give way to those of the merged ``problems``."""
     totals: dict[str, list[int] | None] = {}
     for part in parts:
-        for warning in part.warnings:
+        own = {p.message() for p in part.extra.get("integrity", [])}
+        for warning in (w for w in part.warnings if w not in own):
             match = _OF_COUNTED.fullmatch(warning) or _COUNTED.fullmatch(warning)
             if not match:
                 totals.setdefault(warning, None)
@@ -260,7 +271,11 @@ def merged_warnings(parts: list[RankPart], leading: list[str]) -> list[str]:
             key = key if len(numbers) == 1 else f"of {key}"
             counts = totals.get(key) or [0] * len(numbers)
             totals[key] = [a + int(b) for a, b in zip(counts, numbers)]
-    return list(leading) + [_counted(k, n) for k, n in totals.items()]
+    return (
+        list(leading)
+        + [_counted(k, n) for k, n in totals.items()]
+        + [p.message() for p in problems or []]
+    )
 
 
 def _counted(key: str, numbers: list[int] | None) -> str:

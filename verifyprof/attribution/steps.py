@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution.taxonomy import Taxonomy
+from verifyprof.attribution.taxonomy import Taxonomy, compile_regex
 from verifyprof.contracts import phases
-from verifyprof.contracts.errors import NoStepsError
+from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.ranges import step_name
 from verifyprof.trace.events import COPY_KIND_MEMSET, RANGE_KIND_GPU_ANNOTATION, Trace
 from verifyprof.trace.nesting import nesting_depth
@@ -184,10 +184,11 @@ def _call_rows_hashed(
 
 def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
     """Host ranges whose text matches ``regex`` (re.search): one row per step."""
+    where = trace.source[0] if trace.source else None
     try:
-        re.compile(regex)
-    except re.error as exc:
-        raise NoStepsError(f"--range '{regex}' is not a valid regular expression: {exc}") from None
+        compile_regex(regex, f"--range '{regex:.80}' is not a valid regular expression", where)
+    except VerifyprofError as err:
+        raise NoStepsError(err.problem, where) from None
     ranges = trace.ranges
     host = ranges[ranges["kind"].to_numpy() != RANGE_KIND_GPU_ANNOTATION]
     matching = trace.strings.matching(regex) if len(trace.strings) else np.zeros(0, bool)

@@ -110,6 +110,8 @@ class _Columns:
             else None
         )
         self.mode = rows["mode"].to_numpy(object)
+        # step rows touched by the trace's integrity problems (absent from older JSON)
+        self.integrity = rows["integrity"].to_numpy() if "integrity" in rows.columns else None
 
 
 def _by_mode(columns: _Columns, at: np.ndarray) -> list[np.ndarray]:
@@ -190,4 +192,7 @@ def _group_summary(name: str, columns: _Columns, at: np.ndarray, kind: str) -> d
     }
     if columns.comm is not None:
         out["comm"] = {c: _stats(v[at]) for c, v in columns.comm.items()}
+    touched = 0 if columns.integrity is None else int(np.count_nonzero(columns.integrity[at]))
+    if touched:  # only where there is something to say: a clean trace's groups stay as they were
+        out["integrity_steps"] = touched
     return out

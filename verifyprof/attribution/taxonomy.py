@@ -193,13 +193,17 @@ def _regexes(entry: dict, what: str, where: Path | None) -> list[re.Pattern[str]
         )
     if not patterns:
         raise VerifyprofError(f"{what} has no patterns", where)
-    compiled = []
-    for text in patterns:
-        try:
-            compiled.append(re.compile(text))
-        except re.error as exc:
-            raise VerifyprofError(f"{what}: bad regex {text!r}: {exc}", where) from None
-    return compiled
+    return [compile_regex(text, f"{what}: bad regex {text!r:.80}", where) for text in patterns]
+
+
+def compile_regex(text: str, what: str, where: Path | str | None = None) -> re.Pattern[str]:
+    """``re.compile(text)``; a pattern Python cannot compile (a syntax error, a repetition count
+    such as ``a{99999999999}`` that overflows, nesting past the recursion limit) is a
+    VerifyprofError: ``what``, then why."""
+    try:
+        return re.compile(text)
+    except (re.error, OverflowError, RecursionError, ValueError) as exc:
+        raise VerifyprofError(f"{what}: {exc}", where) from None
 
 
 def _context(n: int, entry: dict, where: Path | None) -> ContextRule:

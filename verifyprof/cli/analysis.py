@@ -93,7 +93,7 @@ def breakdown(
     from verifyprof.contracts import outputs
     from verifyprof.model.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
-    from verifyprof.report import console, files, progress
+    from verifyprof.report import console, files, integrity, progress
     from verifyprof.trace.sources import expand
 
     options = WhatifOptions(
@@ -137,6 +137,7 @@ def breakdown(
         _wrote(parquet)
     if as_json:
         files.print_breakdown_json(result)
+        integrity.warn_integrity(result.integrity_records(), ", ".join(traces))
         return
     if outputs.writes_stdout(csv, parquet):  # the rows alone on stdout
         return
@@ -158,7 +159,7 @@ def kernels(
 ) -> None:
     """Top kernels with their phase and share of GPU time: check and fix the taxonomy rules."""
     from verifyprof import pipeline
-    from verifyprof.report import console, files, progress
+    from verifyprof.report import console, files, integrity, progress
 
     _check_run(sources={"": [trace]}, files={"--taxonomy": taxonomy})  # before any work
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
@@ -168,6 +169,7 @@ def kernels(
     data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
         files.print_json(data)
+        integrity.warn_integrity(data.get("integrity", []), trace)
     else:
         console.print_kernels(data)
 

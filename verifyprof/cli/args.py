@@ -99,6 +99,12 @@ def _step_regex(
 ) -> str | None:
     """``--step PHASE`` -> that phase's regex; ``--range`` as given; both is an error."""
     if phase is None:
+        if step_range is not None:  # one line before any file is read, not one per file mapped
+            from verifyprof.attribution.taxonomy import compile_regex
+
+            compile_regex(
+                step_range, f"--range '{step_range:.80}' is not a valid regular expression"
+            )
         return step_range if step_range is not None else default
     if step_range is not None:
         raise VerifyprofError("give --step PHASE or --range REGEX, not both")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from verifyprof.attribution.breakdown import Breakdown
+from verifyprof.attribution.taxonomy import compile_regex
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
@@ -153,6 +154,11 @@ def resolve_frame(
 def check(options: WhatifOptions) -> None:
     """Every option, before any input is read or output written."""
     check_options(options)
+    if options.step_range is not None:  # one line before any file is read, not one per file
+        compile_regex(
+            options.step_range,
+            f"--range '{options.step_range:.80}' is not a valid regular expression",
+        )
     if options.step is not None and options.step_range is not None and options.step in CYCLE_PARTS:
         raise VerifyprofError(f"--step {options.step}: not a verify step (see --step's help)")
 

@@ -219,6 +219,12 @@ def _print_group_notes(console: Console, group: dict[str, Any]) -> None:
     ]
     if hidden:
         console.print("  " + "; ".join(hidden) + " (the table shows exposed time)", highlight=False)
+    if group.get("integrity_steps"):
+        console.print(
+            f"  [yellow]{group['integrity_steps']} of these step rows hold rows named in the"
+            " warnings above: their numbers may be off[/yellow]",
+            highlight=False,
+        )
     if "comm" in group:
         comm = group["comm"]
         console.print(
@@ -322,6 +328,8 @@ def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
         for i, row in enumerate(data["kernels"], start=1)
     ]
     styles = ["yellow" if row["phase"] == "other" else None for row in data["kernels"]]
+    for warning in data.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     console.print(escape(title), highlight=False)
     console.print(fitted_table(console, columns, rows, styles=styles))
     by_phase = ", ".join(f"{k} {_pct(v, total)}%" for k, v in data["by_phase"].items())

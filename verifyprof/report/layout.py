@@ -19,6 +19,7 @@ from rich.table import Table
 
 from verifyprof.contracts.errors import OutputClosed
 from verifyprof.contracts.outputs import silence_stdout
+from verifyprof.contracts.text import safe_text
 
 ELLIPSIS = "…"
 MIN_NAME = 12  # a name column narrower than this says nothing: let the table grow past the width
@@ -35,6 +36,10 @@ class Console(rich_console.Console):
     def on_broken_pipe(self) -> None:
         silence_stdout()
         raise OutputClosed("standard output closed")
+
+    def render_str(self, text: str, **kwargs):  # type: ignore[no-untyped-def]
+        """Every printed string and table cell passes here: names are data (contracts.text)."""
+        return super().render_str(safe_text(text, keep="\n\t"), **kwargs)
 
 
 @dataclass(frozen=True)
@@ -130,7 +135,9 @@ def fitted_table(
     styles: list[str | None] | None = None,
 ) -> Table:
     """A table of ``rows`` (plain strings) that fits ``console.width``: numbers at full width,
-    names shortened into the rest. Cells are escaped here, so rows hold no rich markup."""
+    names shortened into the rest. Cells are escaped here, so rows hold no rich markup (and
+    control characters show as escapes: names are data)."""
+    rows = [[safe_text(cell) for cell in row] for row in rows]
     widths = [
         max([len(line) for line in c.header.split("\n")] + [len(r[i]) for r in rows])
         for i, c in enumerate(columns)

@@ -18,7 +18,10 @@ Keys that tie the tables together:
   GPU track, or ``args.device``). With several ranks in one trace, each rank's devices keep
   distinct numbers (readers offset them when merging files that reuse the same ordinal).
 
-Missing values: -1 in integer id columns, NaN in float columns, "" in strings.
+Missing values: -1 in integer id columns, NaN in float columns, "" in strings; a reader puts
+``MISSING_TIME`` where a timestamp is NULL, and :mod:`verifyprof.trace.validation` drops and
+counts such rows before the trace is handed on. What cannot be taken at face value is counted
+and named in ``Trace.integrity`` (:mod:`verifyprof.trace.integrity`).
 
 Optional tables (empty when the trace format or capture does not record them):
 
@@ -42,6 +45,8 @@ import numpy as np
 import pandas as pd
 
 NO_ID = -1
+TIME_LIMIT_NS = 1 << 62  # beyond this a time is not one: sums of such values overflow int64
+MISSING_TIME = np.iinfo(np.int64).min  # what a reader puts where a timestamp is NULL / absent
 
 # Column -> numpy dtype, per table. Readers must produce exactly these columns (extra columns
 # are allowed and ignored); ``Trace.validate`` checks it.
@@ -243,6 +248,7 @@ class Trace:
     )
     meta: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    integrity: list[Any] = field(default_factory=list)  # integrity.Problem, one per kind/table
 
     def validate(self) -> None:
         """Assert the model's contract: columns, dtypes, end >= start. Readers call it in tests."""
@@ -271,6 +277,12 @@ class Trace:
             assert args["collective"].to_numpy().max() < len(self.strings), (
                 "collective_args.collective out of range"
             )
+
+    def report(self, problem: Any) -> None:
+        """Record an integrity problem (:class:`~verifyprof.trace.integrity.Problem`): its
+        record, and its line among the warnings."""
+        self.integrity.append(problem)
+        self.warnings.append(problem.message())
 
     def release_events(self) -> None:
         """Drop the per-event tables (kernels, copies, graphs, api) once an analysis has taken
@@ -315,4 +327,6 @@ class Trace:
             "devices": devices,
             "ranks": self.ranks,
             "warnings": list(self.warnings),
+            # only where there is something to say: a clean trace's block stays as it was
+            **({"integrity": [p.record() for p in self.integrity]} if self.integrity else {}),
         }

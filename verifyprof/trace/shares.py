@@ -44,7 +44,7 @@ def process_shares(
             ).fetchall()
         finally:
             con.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):  # a garbled schema: the whole read names it
         return None
     weights = _units(sample)
     if len(weights) < 2:

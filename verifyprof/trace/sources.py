@@ -171,9 +171,12 @@ def nsys_sqlite(path: Path, kind: str | None = None) -> Path:
     cached), or the cached export of an ``.nsys-rep`` (exported on first use)."""
     kind = kind or sniff(path)
     if kind == "nsys-sqlite-gz":
-        from verifyprof.trace.cache import gunzipped
+        from verifyprof.trace.cache import cache_dir, cache_fault, gunzipped
 
-        return gunzipped(path, ".sqlite")
+        try:
+            return gunzipped(path, ".sqlite")
+        except OSError as exc:  # the cache folder cannot even be searched (no x permission)
+            raise cache_fault(path, cache_dir(), exc) from None
     if kind == "nsys-rep":
         from verifyprof.trace.nsys.report_cache import sqlite_for_report
 

@@ -97,10 +97,13 @@ def load_preset(name_or_path: str | Path) -> Preset:
     the built-in one) or a preset file; VerifyprofError naming the problem."""
     path = Path(name_or_path)
     if not (path.suffix == ".toml" or len(path.parts) > 1):
-        found = datafiles.locate(Path(PRESETS) / f"{name_or_path}.toml")
+        try:
+            found = datafiles.locate(Path(PRESETS) / f"{name_or_path}.toml")
+        except OSError:  # no file can have such a name (too long for the file system, ...)
+            found = None
         if found is None:
             raise VerifyprofError(
-                f"unknown hook preset {name_or_path!r} (known:"
+                f"unknown hook preset {_shown(str(name_or_path))!r} (known:"
                 f" {', '.join(datafiles.names(PRESETS))}; user presets go in"
                 f" {datafiles.user_dir() / PRESETS})"
             )
@@ -111,12 +114,21 @@ def load_preset(name_or_path: str | Path) -> Preset:
         )
     except FileNotFoundError:
         raise VerifyprofError("hook preset file not found", path) from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:
+        raise VerifyprofError(
+            f"cannot read hook preset file: {exc.strerror or exc}", path
+        ) from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise VerifyprofError(f"not a valid hook preset (TOML): {exc}", path) from None
     try:
         return _preset(data, path)
     except (ValueError, TypeError, KeyError) as exc:
         raise VerifyprofError(f"bad hook preset: {exc}", path) from None
+
+
+def _shown(name: str, width: int = 60) -> str:
+    """A name as an error quotes it: a 300-character one cut in the middle."""
+    return name if len(name) <= width else f"{name[: width - 20]}…{name[-19:]}"
 
 
 def _preset(data: dict, path: Path) -> Preset:

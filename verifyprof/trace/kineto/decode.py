@@ -193,6 +193,12 @@ def read_bytes(path: Path) -> bytes:
     return data
 
 
+TOO_DEEP = (
+    "corrupt JSON: values nested too deeply to read (no profiler writes such nesting; Python's"
+    " recursion limit reached)"
+)
+
+
 def _not_a_trace(path: Path, why: str) -> TraceError:
     return TraceError(f"not a PyTorch-profiler trace: {why}", path)
 
@@ -206,6 +212,8 @@ def _decode_structs(path: Path, data: bytes) -> KinetoFile | None:
         return None
     except msgspec.DecodeError as exc:
         raise TraceError(f"corrupt JSON: {_json_problem(str(exc))}", path) from None
+    except RecursionError:
+        raise TraceError(TOO_DEEP, path) from None
     if isinstance(doc, list):
         return KinetoFile(path, doc, EventFields(structs=True), {}, len(data))
     if doc.traceEvents is None:
@@ -228,6 +236,8 @@ def _decode_dicts(path: Path, data: bytes) -> KinetoFile:
             doc = loads(data)
     except errors as exc:
         raise TraceError(f"corrupt JSON: {_json_problem(str(exc))}", path) from None
+    except RecursionError:
+        raise TraceError(TOO_DEEP, path) from None
     if isinstance(doc, list):
         events, header = doc, {}
     elif isinstance(doc, dict):

@@ -21,7 +21,9 @@ from verifyprof.trace.events import (
     API_KIND_RUNTIME,
     COPY_KIND_MEMCPY,
     COPY_KIND_MEMSET,
+    MISSING_TIME,
     NO_ID,
+    TIME_LIMIT_NS,
 )
 from verifyprof.trace.kineto.decode import EventFields, KinetoFile
 from verifyprof.trace.kineto.fields import (
@@ -32,7 +34,6 @@ from verifyprof.trace.kineto.fields import (
     number_field,
 )
 from verifyprof.trace.kineto.message_sizes import CollectiveArgs, file_collective_args
-from verifyprof.trace.validation import TIME_LIMIT_NS
 
 
 @dataclass
@@ -53,6 +54,7 @@ class FileEvents:
     bad_values: dict[str, int] = field(
         default_factory=dict
     )  # field -> values that were not numbers
+    window: tuple[int, int] | None = None  # the profiler's recording window (file clock, ns)
 
     def problems(self) -> str:
         """What the file held that the reader could not use, for a warning ("" when nothing)."""
@@ -99,8 +101,10 @@ def _time_columns(rows: EventFields, events: list) -> tuple[np.ndarray, np.ndarr
         ts = np.where(ok, ts, 0.0)
         dur = np.where(ok, dur, 0.0)
     start = np.rint(ts * 1000.0).astype(np.int64)
-    length = np.rint(np.nan_to_num(dur, nan=0.0) * 1000.0)
-    end = start + np.maximum(length, 0.0).astype(np.int64)
+    length = np.rint(np.nan_to_num(dur, nan=0.0) * 1000.0).astype(np.int64)
+    # a negative dur makes end < start and a missing one no end: trace.validation drops and
+    # counts both (clamping would pass them on as zero-length events)
+    end = np.where(np.isnan(dur), MISSING_TIME, start + length)
     return start, end, ok
 
 
@@ -201,6 +205,22 @@ def _metadata(rows: EventFields, events: list) -> tuple[dict[int, str], dict[int
     return names, labels
 
 
+WINDOW_START = "Iteration Start: PyTorch Profiler"
+WINDOW_END = "Record Window End"
+
+
+def _recording_window(rows: EventFields, events: list) -> tuple[int, int] | None:
+    """The profiler's recording window from its two instant marks, None without both."""
+    names = np.asarray(rows.column(events, "name"), dtype=object)
+    ts = number_field(rows, events, "ts") if events else np.empty(0)
+    ok = np.isfinite(ts) & (np.abs(ts) < LIMIT_US)
+    first, last = ok & (names == WINDOW_START), ok & (names == WINDOW_END)
+    if not (first.any() and last.any()):
+        return None
+    lo, hi = int(np.rint(ts[first].min() * 1000.0)), int(np.rint(ts[last].max() * 1000.0))
+    return (lo, hi) if lo <= hi else None
+
+
 def extract(decoded: KinetoFile) -> FileEvents:
     """The tables one file contributes. Raises TraceError for events that are not objects."""
     try:
@@ -235,6 +255,7 @@ def _extract(decoded: KinetoFile) -> FileEvents:
         events=len(decoded.events),
         dropped=rows.dropped,
         bad_values=dict(rows.bad_values),
+        window=_recording_window(rows, groups.metadata("i")),
     )
 
 

@@ -149,8 +149,9 @@ class EventGroups:
             events = list(map(events.__getitem__, np.flatnonzero(keep).tolist()))
         return events
 
-    def metadata(self) -> list:
-        """``ph: M`` events (they carry no ``cat``)."""
+    def metadata(self, phase: str = "M") -> list:
+        """``ph: M`` events (they carry no ``cat``); ``phase="i"``: the instant events without a
+        ``cat`` (the profiler's window marks)."""
         events = self._take(self.codes < 0)
         phases = self.rows.column(events, "ph")
-        return [e for e, ph in zip(events, phases) if ph == "M"]  # a few dozen rows
+        return [e for e, ph in zip(events, phases) if ph == phase]  # a few dozen rows

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from verifyprof.contracts.errors import TraceError
-from verifyprof.trace.events import NO_ID
+from verifyprof.trace.events import NO_ID, TIME_LIMIT_NS
 from verifyprof.trace.formats import KINETO_SUFFIXES
 from verifyprof.trace.inputs import is_directory, list_directory
 from verifyprof.trace.kineto.decode import decode_file
@@ -80,16 +80,24 @@ class RankFile:
         )
 
 
-def int_or_none(value: Any) -> int | None:
+SMALL = 1 << 31  # ranks, world sizes, device ids and properties are int32 columns
+
+
+def int_or_none(value: Any, bound: int | None = SMALL) -> int | None:
+    """A header number as an int; None where it is not one, or (``bound``) does not fit the
+    column it goes into (a world size of 1e30 is no world size)."""
     if isinstance(value, bool):
         return None
+    number = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        number = int(value)
+    if number is None or (bound is not None and not -bound < number < bound):
+        return None
+    return number
 
 
 def _rank_of(path: Path, header: dict[str, Any]) -> tuple[int, int]:
@@ -145,7 +153,13 @@ def load_file(index: int, path: Path, fast: bool) -> RankFile:
     decoded = decode_file(path, fast=fast)
     events = extract(decoded)
     rank, world = _rank_of(path, decoded.header)
-    base = int_or_none(decoded.header.get("baseTimeNanoseconds"))
+    base = int_or_none(decoded.header.get("baseTimeNanoseconds"), bound=None)
+    if base is not None and not -TIME_LIMIT_NS < base < TIME_LIMIT_NS:
+        raise TraceError(
+            f"baseTimeNanoseconds {decoded.header['baseTimeNanoseconds']!r:.40} is not a time (it"
+            " lies beyond 2^62 ns, 146 years from the epoch): a corrupt or edited header",
+            path,
+        )
     return RankFile(index, path, events, decoded.header, rank, world, base)
 
 

@@ -62,7 +62,7 @@ from verifyprof.trace.kineto.tables import (
     range_rows,
     table_frame,
 )
-from verifyprof.trace.validation import drop_bad_times
+from verifyprof.trace.validation import checked
 
 
 def _device_properties(header: dict[str, Any]) -> tuple[dict[int, dict], dict | None]:
@@ -90,7 +90,10 @@ def _devices(files: list[RankFile]) -> pd.DataFrame:
                 continue
             p = by_id.get(ordinal, fallback) or {}
             major, minor = int_or_none(p.get("computeMajor")), int_or_none(p.get("computeMinor"))
-            sms, memory = int_or_none(p.get("numSms")), int_or_none(p.get("totalGlobalMem"))
+            sms, memory = (
+                int_or_none(p.get("numSms")),
+                int_or_none(p.get("totalGlobalMem"), 1 << 63),
+            )
             rows[device] = {
                 "device": device,
                 "name": p.get("name") if isinstance(p.get("name"), str) else "",
@@ -188,14 +191,9 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
     ranges = table_frame([part for f in files for part in range_rows(f, strings)], RANGE_COLUMNS)
     ranges["depth"] = range_depths(ranges)
 
-    unlinked = int((kernels["correlation"].to_numpy() == NO_ID).sum())
-    if unlinked:
-        warnings.append(
-            f"{unlinked} kernels carry no correlation id: they cannot be tied to a launch"
-        )
     worlds = [f.world_size for f in files if f.world_size > 0]
     counts = category_counts([f.events for f in files])
-    return drop_bad_times(
+    return checked(
         Trace(
             source=[f.path for f in files],
             format="kineto",
@@ -215,10 +213,22 @@ def read_kineto(paths: list[Path] | Path | str, *, fast: bool = True) -> Trace:
                 "python_function_events": counts.get("python_function", 0),
                 "categories": counts,
                 "kineto_files": [_file_meta(f) for f in files],
+                **_capture_window(files),
             },
             warnings=warnings,
         )
     )
+
+
+def _capture_window(files: list[RankFile]) -> dict[str, tuple[int, int]]:
+    """``capture_window_ns``: the span of the files' recording windows on the trace clock, where
+    every file marks its window (the profiler's "Iteration Start" and "Record Window End")."""
+    windows = [(f.events.window, f.shift_ns) for f in files]
+    if not all(w for w, _ in windows):
+        return {}
+    lo = min(w[0] + shift for w, shift in windows if w)
+    hi = max(w[1] + shift for w, shift in windows if w)
+    return {"capture_window_ns": (lo, hi)}
 
 
 def _check_gpu_events(files: list[RankFile], warnings: list[str]) -> None:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from verifyprof.trace.collectives import collective_args_table
 from verifyprof.trace.events import (
+    MISSING_TIME,
     NO_ID,
     RANGE_KIND_ANNOTATION,
     RANGE_KIND_GPU_ANNOTATION,
@@ -57,12 +58,19 @@ def _launching_pid(f: RankFile, correlation: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(pid), main, pid).astype(np.int64)
 
 
+def shifted(times: np.ndarray, shift: int) -> np.ndarray:
+    """Times moved onto the trace clock; a missing time (``MISSING_TIME``) stays missing."""
+    if not shift:
+        return times
+    return np.where(times == MISSING_TIME, MISSING_TIME, times + shift)
+
+
 def _gpu_frame(f: RankFile, table: Table, strings: StringTable) -> dict[str, np.ndarray]:
     c = table.columns
     device = np.where(c["device"] == NO_ID, NO_ID, c["device"] + f.device_offset)
     return {
         "start": c["start"] + f.shift_ns,
-        "end": c["end"] + f.shift_ns,
+        "end": shifted(c["end"], f.shift_ns),
         "device": device.astype(np.int32),
         "stream": c["stream"],
         "name_id": _names(strings, table),
@@ -125,7 +133,7 @@ def api_rows(f: RankFile, strings: StringTable) -> dict[str, np.ndarray]:
     c = table.columns
     return {
         "start": c["start"] + f.shift_ns,
-        "end": c["end"] + f.shift_ns,
+        "end": shifted(c["end"], f.shift_ns),
         "pid": f.key(c["pid"]),
         "tid": f.key(c["tid"]),
         "correlation": c["correlation"],
@@ -142,7 +150,7 @@ def range_rows(f: RankFile, strings: StringTable) -> list[dict[str, np.ndarray]]
     return [
         {
             "start": h["start"] + f.shift_ns,
-            "end": h["end"] + f.shift_ns,
+            "end": shifted(h["end"], f.shift_ns),
             "pid": f.key(h["pid"]),
             "tid": f.key(h["tid"]),
             "name_id": _names(strings, host),

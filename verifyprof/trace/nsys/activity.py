@@ -24,6 +24,7 @@ from verifyprof.trace.events import (
     API_KIND_RUNTIME,
     COPY_KIND_MEMCPY,
     COPY_KIND_MEMSET,
+    MISSING_TIME,
     NO_ID,
     StringTable,
 )
@@ -38,7 +39,6 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
-from verifyprof.trace.validation import MISSING_TIME
 
 # CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER, stable across schema versions) -> copy names
 COPY_NAMES = {

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from verifyprof.trace.events import NO_ID
 
@@ -80,9 +81,11 @@ def run_queries(uri: str, jobs: list[Query]) -> None:
 
 
 class Query:
-    """One or more SQL queries whose results a :class:`Rows` hands out."""
+    """One or more SQL queries whose results a :class:`Rows` hands out; ``table`` names what
+    they read, for errors."""
 
     queries: list[str]
+    table: str = ""
 
     def run(self, uri: str, i: int) -> None:
         raise NotImplementedError
@@ -123,9 +126,10 @@ def _with_retry(work: Callable[[int], Any]) -> Any:
 class TableQuery(Query):
     """One query into an Arrow table (small tables, and NVTX for its strings)."""
 
-    def __init__(self, query: str | None):
+    def __init__(self, query: str | None, table: str = ""):
         self.queries = [query] if query else []
-        self.table: pa.Table | None = None
+        self.result: pa.Table | None = None
+        self.table = table
 
     def run(self, uri: str, i: int) -> None:
         def work(batch_rows: int) -> pa.Table:
@@ -136,11 +140,11 @@ class TableQuery(Query):
                 cur.close()
                 con.close()
 
-        self.table = _with_retry(work)
+        self.result = _with_retry(work)
 
     def rows(self) -> Rows:
-        rows = Rows(self.table)
-        self.table = None
+        rows = Rows(self.result, self.table)
+        self.result = None
         return rows
 
 
@@ -151,7 +155,13 @@ class SlicedQuery(Query):
     Arrow batches are freed as soon as they are copied: peak memory is the numpy columns plus
     a batch per thread, not a second copy of the table."""
 
-    def __init__(self, slices: list[tuple[str, int]], spec: dict[str, tuple[str, int | float]]):
+    def __init__(
+        self,
+        slices: list[tuple[str, int]],
+        spec: dict[str, tuple[str, int | float]],
+        table: str = "",
+    ):
+        self.table = table
         self.queries = [q for q, _ in slices]
         bounds = [n for _, n in slices]
         self.offsets = np.r_[0, np.cumsum(bounds)].astype(np.int64)
@@ -175,7 +185,11 @@ class SlicedQuery(Query):
                     if pos + n > limit:
                         raise RuntimeError("slice returned more rows than its rowid span")
                     for name, (_, fill) in self.spec.items():
-                        _into(batch.column(name), self.columns[name][pos : pos + n], fill)
+                        try:
+                            _into(batch.column(name), self.columns[name][pos : pos + n], fill)
+                        except TypeError:
+                            got = str(batch.column(name).type)
+                            raise NotNumeric(name, got, self.table) from None
                     pos += n
                 self.filled[i] = pos - int(self.offsets[i])
             finally:
@@ -193,20 +207,30 @@ class SlicedQuery(Query):
                 for column in self.columns.values():
                     column[dst : dst + n] = column[src : src + n]
             dst += n
-        rows = Rows(None)
+        rows = Rows(None, self.table)
         rows.columns = {name: column[:dst] for name, column in self.columns.items()}
         rows.n = dst
         self.columns = {}
         return rows
 
 
+class NotNumeric(TypeError):
+    """A column that must hold numbers holds text (or blobs): an edited or corrupt export."""
+
+    def __init__(self, column: str, got: str, table: str = ""):
+        where = f"{table}'s {column!r} column" if table else f"column {column!r}"
+        super().__init__(f"{where} holds {got} values where numbers belong")
+
+
 class Rows:
     """Query results as numpy columns; each column's buffers are released once taken."""
 
-    def __init__(self, table: pa.Table | None):
+    def __init__(self, table: pa.Table | None, source: str = ""):
+        self.source = source  # the export table the rows are from, for errors
         self.table = table if table is not None and table.num_rows else None
         self.n = self.table.num_rows if self.table is not None else 0
         self.columns: dict[str, np.ndarray] = {}
+        self.invalid_utf8: dict[str, np.ndarray] = {}  # column -> rows whose text was not UTF-8
 
     def take(self, name: str, dtype: str, fill: float = NO_ID) -> np.ndarray:
         if name in self.columns:
@@ -218,7 +242,10 @@ class Rows:
         out = np.empty(len(column), dtype=dtype)
         pos = 0
         for chunk in column.chunks:
-            _into(chunk, out[pos : pos + len(chunk)], fill)
+            try:
+                _into(chunk, out[pos : pos + len(chunk)], fill)
+            except TypeError:
+                raise NotNumeric(name, str(chunk.type), self.source) from None
             pos += len(chunk)
         return out
 
@@ -231,11 +258,40 @@ class Rows:
         column = self.table.column(name)
         if pa.types.is_null(column.type):
             column = pa.chunked_array([pa.array([""] * len(column), pa.string())])
+        column, bad = valid_utf8(column)
+        if bad is not None:
+            self.invalid_utf8[name] = bad
         return column
 
 
+def valid_utf8(column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, np.ndarray | None]:
+    """``column`` as valid UTF-8 text and the rows that were not (None when all were): SQLite
+    keeps whatever bytes a program wrote, the driver passes them on unchecked, and Python cannot
+    decode them. Bad bytes become U+FFFD, as the sqlite3 reads of the export decode them; each
+    distinct value is decoded once."""
+    if not pa.types.is_string(column.type):
+        return column, None
+    try:
+        column.validate(full=True)
+        return column, None
+    except pa.ArrowInvalid:
+        pass
+    encoded = pc.dictionary_encode(column.cast(pa.binary())).combine_chunks()
+    raw = encoded.dictionary.to_pylist()
+    text = [v.decode("utf-8", "replace") for v in raw]
+    changed = np.array([t.encode("utf-8") != v for t, v in zip(text, raw)], dtype=bool)
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    valid = encoded.indices.is_valid().to_numpy(zero_copy_only=False)
+    fixed = pa.array(np.asarray(text, dtype=object)[np.where(valid, codes, 0)], pa.string())
+    fixed = pc.if_else(pa.array(valid), fixed, pa.nulls(len(fixed), pa.string()))
+    return pa.chunked_array([fixed]), np.flatnonzero(valid & changed[np.where(valid, codes, 0)])
+
+
 def _into(chunk: pa.Array, dst: np.ndarray, fill: float) -> None:
-    """Copy a numeric Arrow array into ``dst`` (NULL -> ``fill``) straight from its buffers."""
+    """Copy a numeric Arrow array into ``dst`` (NULL -> ``fill``) straight from its buffers.
+
+    REAL values in an integer column that no integer of its type holds (inf, NaN, 1e300) read
+    as missing too: an unsafe cast would make them whatever the CPU gives."""
     n = len(chunk)
     if not n:
         return
@@ -247,12 +303,17 @@ def _into(chunk: pa.Array, dst: np.ndarray, fill: float) -> None:
     values = np.frombuffer(
         chunk.buffers()[1], dtype=chunk.type.to_pandas_dtype(), count=chunk.offset + n
     )[chunk.offset :]
+    missing = None
     if chunk.null_count:
         bits = np.unpackbits(np.frombuffer(chunk.buffers()[0], dtype=np.uint8), bitorder="little")
-        np.copyto(
-            dst,
-            np.where(bits[chunk.offset : chunk.offset + n].astype(bool), values, fill),
-            casting="unsafe",
-        )
-    else:
+        missing = ~bits[chunk.offset : chunk.offset + n].astype(bool)
+    if values.dtype.kind == "f" and dst.dtype.kind in "iu":
+        info = np.iinfo(dst.dtype)
+        unusable = ~np.isfinite(values) | (values < float(info.min)) | (values >= info.max + 1.0)
+        if unusable.any():
+            missing = unusable if missing is None else missing | unusable
+            values = np.where(unusable, 0.0, values)
+    if missing is None:
         np.copyto(dst, values, casting="unsafe")
+    else:
+        np.copyto(dst, np.where(missing, fill, values), casting="unsafe")

@@ -26,6 +26,7 @@ from verifyprof.trace.events import NO_ID, StringTable
 from verifyprof.trace.formats import is_wal_mode, read_head, sqlite_header_problem
 from verifyprof.trace.inputs import regular_file
 from verifyprof.trace.nsys.columns import (
+    NotNumeric,
     Query,
     readonly_uri,
     rowid_slices,
@@ -147,6 +148,8 @@ class NsysExport:
         jobs)."""
         try:
             run_queries(self.uri, jobs)
+        except NotNumeric:  # the reader names the file
+            raise
         # ADBC surfaces SQLite corruption as driver errors of several types
         except Exception as exc:
             raise TraceError(
@@ -245,11 +248,11 @@ class NsysExport:
             self.cols("ANALYSIS_DETAILS")
         ):
             row = self.sql("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS")
-            if row and _int64(row[0][0]) is not None and _int64(row[0][1]) is not None:
-                meta["capture_start_ns"], meta["capture_end_ns"] = (
-                    _int64(row[0][0]),
-                    _int64(row[0][1]),
-                )
+            start, stop = (_int64(row[0][0]), _int64(row[0][1])) if row else (None, None)
+            if start is not None and stop is not None:
+                meta["capture_start_ns"], meta["capture_end_ns"] = start, stop
+                if 0 <= stop - start < 1 << 62:  # events count from the session's start
+                    meta["capture_window_ns"] = (0, stop - start)
         return meta
 
 
@@ -355,9 +358,12 @@ def readable_database(path: Path) -> Path:
         pending = False
     if not pending:
         return path
-    from verifyprof.trace.cache import checkpointed_copy
+    from verifyprof.trace.cache import cache_dir, cache_fault, checkpointed_copy
 
-    return checkpointed_copy(path, wal)
+    try:
+        return checkpointed_copy(path, wal)
+    except OSError as exc:  # the cache folder cannot even be searched (no x permission)
+        raise cache_fault(path, cache_dir(), exc) from None
 
 
 def check_header(path: Path) -> None:

@@ -20,11 +20,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from verifyprof.trace.events import (
+    MISSING_TIME,
     NO_ID,
     RANGE_KIND_PUSHPOP,
     RANGE_KIND_STARTEND,
     StringTable,
 )
+from verifyprof.trace.integrity import Problem
 from verifyprof.trace.nesting import nesting_depth
 from verifyprof.trace.nsys.columns import Rows
 from verifyprof.trace.nsys.export import (
@@ -34,7 +36,6 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
-from verifyprof.trace.validation import MISSING_TIME
 
 NVTX_PUSHPOP = 59
 NVTX_STARTEND = 60
@@ -95,9 +96,11 @@ def nvtx_query(export: NsysExport) -> str | None:
 
 def ranges_table(
     rows: Rows, names: NsysStrings, strings: StringTable
-) -> tuple[pd.DataFrame, list[str]]:
+) -> tuple[pd.DataFrame, list[str], list[Problem]]:
+    """The ranges, the warnings about them, and their integrity problems (texts that are not
+    UTF-8, read with U+FFFD)."""
     if not rows.n:
-        return model_table({}, RANGE_DTYPES), []
+        return model_table({}, RANGE_DTYPES), [], []
     event_type = rows.take("event_type", "int64")
     domain_raw = rows.take("domain", "int64", fill=0)
     end_null = rows.table.column("end").is_null().to_numpy(zero_copy_only=False)
@@ -117,7 +120,7 @@ def ranges_table(
         )
     sel = np.flatnonzero(is_range & ~end_null)
     if not len(sel):
-        return model_table({}, RANGE_DTYPES), warnings
+        return model_table({}, RANGE_DTYPES), warnings, []
     start = rows.take("start", "int64", MISSING_TIME)[sel]  # NULL: dropped by trace.validation
     end = end[sel]
     tid = rows.take("gtid", "int64")[sel]
@@ -156,7 +159,29 @@ def ranges_table(
         "device": np.full(len(sel), NO_ID, dtype=np.int32),
         "payload": payload,
     }
-    return model_table(cols, RANGE_DTYPES), warnings
+    problems = _not_utf8(rows, sel, cols, strings)  # before model_table takes the columns
+    return model_table(cols, RANGE_DTYPES), warnings, problems
+
+
+def _not_utf8(
+    rows: Rows, sel: np.ndarray, cols: dict[str, np.ndarray], strings: StringTable
+) -> list[Problem]:
+    """The ranges whose text was not UTF-8 (``cols``: the ranges' columns, in ``sel`` order)."""
+    bad = np.flatnonzero(np.isin(sel, rows.invalid_utf8.get("text", np.empty(0, np.int64))))
+    if not len(bad):
+        return []
+    first = int(bad[0])
+    return [
+        Problem(
+            "invalid_utf8",
+            "ranges",
+            len(bad),
+            len(sel),
+            f"{strings[int(cols['name_id'][first])]!r} on thread {int(cols['tid'][first])}",
+            cols["start"][bad].astype(np.int64),
+            np.full(len(bad), NO_ID, np.int64),
+        )
+    ]
 
 
 def nvtx_depth(tid: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

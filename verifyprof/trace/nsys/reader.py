@@ -44,11 +44,14 @@ from verifyprof.trace.nsys.activity import (
     kernel_slices,
     kernels_table,
 )
-from verifyprof.trace.nsys.columns import SlicedQuery, TableQuery
+from verifyprof.trace.nsys.columns import NotNumeric, SlicedQuery, TableQuery
 from verifyprof.trace.nsys.export import (
     DRIVER,
+    GRAPH_TRACE,
+    KERNEL,
     MEMCPY,
     MEMSET,
+    NVTX,
     RUNTIME,
     NsysExport,
     NsysStrings,
@@ -59,7 +62,7 @@ from verifyprof.trace.nsys.export import (
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.processes import devices_table, gpu_uuids, processes_table
 from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
-from verifyprof.trace.validation import drop_bad_times
+from verifyprof.trace.validation import checked
 
 __all__ = ["FORMAT", "read_nsys_sqlite"]
 
@@ -70,8 +73,11 @@ def read_nsys_sqlite(path: Path, processes: ProcessFilter | None = None) -> Trac
     """Read an nsys SQLite export (never modifying it) into the event model; with
     ``processes``, only those processes' events (one share of a per-process map)."""
     path = Path(path)
-    with NsysExport(path, processes) as export:
-        trace = _read(export)
+    try:
+        with NsysExport(path, processes) as export:
+            trace = _read(export)
+    except NotNumeric as exc:  # text in a column of numbers (a timestamp, an id)
+        raise TraceError(f"{exc}: not an export as nsys writes it", path) from None
     _release_free_memory()
     return trace
 
@@ -96,13 +102,15 @@ def _read(export: NsysExport) -> Trace:
     warnings += schema_warnings(meta["nsys_schema_version"])
 
     api_names = api_candidates(export)
-    kernel_job = SlicedQuery(kernel_slices(export), KERNEL_SPEC)
+    kernel_job = SlicedQuery(kernel_slices(export), KERNEL_SPEC, KERNEL)
     api_job = SlicedQuery(
-        [q for t in (RUNTIME, DRIVER) for q in api_slices(export, t, api_names)], API_SPEC
+        [q for t in (RUNTIME, DRIVER) for q in api_slices(export, t, api_names)],
+        API_SPEC,
+        f"{RUNTIME} or {DRIVER}",
     )
-    copy_jobs = {t: TableQuery(copy_query(export, t)) for t in (MEMCPY, MEMSET)}
-    graph_job = TableQuery(graph_query(export))
-    nvtx_job = TableQuery(nvtx_query(export))
+    copy_jobs = {t: TableQuery(copy_query(export, t), t) for t in (MEMCPY, MEMSET)}
+    graph_job = TableQuery(graph_query(export), GRAPH_TRACE)
+    nvtx_job = TableQuery(nvtx_query(export), NVTX)
     export.fetch([kernel_job, api_job, *copy_jobs.values(), graph_job, nvtx_job])
 
     kernels = kernels_table(kernel_job.rows(), names)
@@ -118,8 +126,8 @@ def _read(export: NsysExport) -> Trace:
         [correlation_key(t["pid"], t["correlation"]) for t in (kernels, copies, graphs)]
     )
     api = api_table(api_job.rows(), api_names, strings, gpu_keys)
-    ranges, nvtx_warnings = ranges_table(nvtx_job.rows(), names, strings)
-    warnings += nvtx_warnings
+    ranges, nvtx_warnings, problems = ranges_table(nvtx_job.rows(), names, strings)
+    warnings += nvtx_warnings + [p.message() for p in problems]
     warnings += graph_warnings(kernels, graphs)
     devices = devices_table(export, kernels, copies, graphs)
     meta["gpu_uuids"] = gpu_uuids(export)
@@ -138,7 +146,7 @@ def _read(export: NsysExport) -> Trace:
     warnings += nccl_warnings
     if collective_args is not None:
         optional["collective_args"] = collective_args
-    return drop_bad_times(
+    return checked(
         Trace(
             source=[export.path],
             format=FORMAT,
@@ -152,6 +160,7 @@ def _read(export: NsysExport) -> Trace:
             processes=processes,
             meta=meta,
             warnings=warnings,
+            integrity=problems,
             **optional,
         )
     )

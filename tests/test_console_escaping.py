@@ -1,0 +1,62 @@
+"""Names are data (issue 22): a kernel or range name holding escape sequences (ESC ] 0 ; ... BEL
+retitles a terminal, ESC [ 2 J clears it) is printed with its control characters escaped,
+never passed to the user's terminal. Real traces, their names edited in copies."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+
+from cli_helpers import verifyprof
+from conftest import PUBLIC
+
+from verifyprof.contracts.text import safe_text
+
+MOCK = PUBLIC / "nsys" / "nsysai_mock_rtx3080_nsys2026.1.sqlite"
+MI300X = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
+RETITLE = "\x1b]0;owned\x07"
+CLEAR = "\x1b[2J"
+
+
+def assert_disarmed(text: str) -> None:
+    """No ESC ] (operating-system command) nor BEL reaches the terminal; the name shows, its
+    control characters written as escapes (step names have their digits as N)."""
+    assert "\x1b]" not in text and "\x07" not in text and "\x1b[2J" not in text
+    assert "\\x1b]" in text and "\\x07" in text
+
+
+def test_safe_text_escapes_c0_del_c1_and_bidi_overrides_and_keeps_what_is_asked():
+    assert safe_text("gemm\x1b[2J\x7f\x9b\u202eok") == "gemm\\x1b[2J\\x7f\\x9b\\u202eok"
+    assert safe_text("a\tb\nc", keep="\n") == "a\\x09b\nc"
+    assert safe_text("void f<int, 4>(float*) — ü") == "void f<int, 4>(float*) — ü"
+
+
+def test_kernel_names_with_escape_sequences_are_printed_escaped(tmp_path):
+    path = tmp_path / "evil.sqlite"
+    shutil.copyfile(MOCK, path)
+    con = sqlite3.connect(path)
+    con.execute(
+        "UPDATE StringIds SET value = ? WHERE id IN (SELECT demangledName FROM"
+        " CUPTI_ACTIVITY_KIND_KERNEL)",
+        (f"evil{RETITLE}kernel{CLEAR}",),
+    )
+    con.commit()
+    con.close()
+    done = verifyprof("kernels", str(path))
+    assert done.returncode == 0, done.stderr
+    assert_disarmed(done.stdout)
+
+
+def test_range_names_with_escape_sequences_are_printed_escaped(tmp_path):
+    with gzip.open(MI300X, "rt") as handle:
+        doc = json.load(handle)
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "user_annotation":
+            event["name"] = f"step{RETITLE}{CLEAR}"
+    path = tmp_path / "evil.json"
+    path.write_text(json.dumps(doc))
+    done = verifyprof("breakdown", str(path), "--range", "step", "--all")
+    assert done.returncode == 0, done.stderr
+    assert_disarmed(done.stdout)
