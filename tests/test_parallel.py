@@ -261,14 +261,12 @@ def test_a_corrupt_file_is_one_warning_and_the_others_result_stays(a100_ranks, t
         "breakdown", str(tmp_path), "--range", "ProfilerStep", "--workers", "2", "--json"
     )
     assert done.returncode == 0, done.stderr
-    warnings = [
-        line for line in done.stderr.splitlines() if line.startswith("verifyprof: warning:")
+    warnings = [  # the HTA trace's own integrity warning (shared correlation ids) is another
+        line
+        for line in done.stderr.splitlines()
+        if line.startswith("verifyprof: warning:") and "run-TP-2" in line
     ]
-    assert (
-        len(warnings) == 1
-        and "run-TP-2.trace.json.gz" in warnings[0]
-        and "truncated gzip" in warnings[0]
-    )
+    assert len(warnings) == 1 and "truncated gzip" in warnings[0]
     got = json.loads(done.stdout)
     assert any("skipped run-TP-2.trace.json.gz" in w for w in got["trace"]["warnings"])
     assert got["steps"] == one_process(a100_ranks, "ProfilerStep")["steps"]
