@@ -150,6 +150,12 @@ class NsysExport:
             run_queries(self.uri, jobs)
         except NotNumeric:  # the reader names the file
             raise
+        except ModuleNotFoundError as exc:  # the environment's fault, not the file's
+            raise TraceError(
+                f"reading an nsys export needs the Python package adbc-driver-sqlite"
+                f" ({one_line(exc)}): pip install adbc-driver-sqlite",
+                self.path,
+            ) from None
         # ADBC surfaces SQLite corruption as driver errors of several types
         except Exception as exc:
             raise TraceError(
