@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import PUBLIC, REPO
-from tracebuilder import TraceBuilder
+from tracebuilder import late_joiner_allreduce
 
 from verifyprof.model.hardware import load_hardware
 from verifyprof.pipeline.allreduce_check import (
@@ -76,26 +76,7 @@ def test_traces_without_allreduce_sizes_give_no_samples():
 
 
 def two_rank_verify_trace():
-    b = TraceBuilder().process(1, 0, 0).process(2, 1, 1)
-    b.range("verifyprof.verify bs=2 tokens=4 graph=1", 0, 1000, pid=1, tid=11).range(
-        "verifyprof.verify bs=2 tokens=4 graph=1", 0, 1000, pid=2, tid=22
-    )
-    b.kernel(
-        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-        100,
-        500,
-        b.launch(50, 60, pid=1, tid=11),
-        device=0,
-        pid=1,
-    )
-    b.kernel(
-        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-        400,
-        500,
-        b.launch(350, 360, pid=2, tid=22),
-        device=1,
-        pid=2,
-    )
+    b = late_joiner_allreduce("verifyprof.verify bs=2 tokens=4 graph=1")
     return b.build()
 
 

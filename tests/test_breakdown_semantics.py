@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tracebuilder import TraceBuilder
+from tracebuilder import TraceBuilder, late_joiner_allreduce
 
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.contracts import phases
@@ -173,25 +173,7 @@ def test_a_trace_without_gpu_work_is_an_empty_capture_error():
 
 
 def test_collective_wait_for_the_slowest_rank_is_separated_from_transfer():
-    b = TraceBuilder().process(1, 0, 0).process(2, 1, 1)
-    b.range(VERIFY, 0, 1000, pid=1, tid=11).range(VERIFY, 0, 1000, pid=2, tid=22)
-    # rank 0 joins at 100, rank 1 at 400; both finish at 500
-    b.kernel(
-        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-        100,
-        500,
-        b.launch(50, 60, pid=1, tid=11),
-        device=0,
-        pid=1,
-    )
-    b.kernel(
-        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-        400,
-        500,
-        b.launch(350, 360, pid=2, tid=22),
-        device=1,
-        pid=2,
-    )
+    b = late_joiner_allreduce(VERIFY)  # rank 0 joins at 100, rank 1 at 400; both finish at 500
     result = breakdown(b.build())
     rows = result.steps.sort_values("rank")
     assert rows["comm_wait_ns"].tolist() == [300, 0]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import PUBLIC
 from rich.console import Console
-from tracebuilder import TraceBuilder
+from tracebuilder import late_joiner_allreduce
 
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.attribution.comm import busbw_factor, collective_kernels, with_bandwidth
@@ -391,26 +391,7 @@ def test_unknown_sizes_give_null_bytes_and_bandwidth_in_the_summary():
 
 
 def test_cross_rank_busbw_uses_transfer_time_after_the_last_rank_joined():
-    b = TraceBuilder().process(1, 0, 0).process(2, 1, 1)
-    b.range("verifyprof.verify bs=1 tokens=4", 0, 1000, pid=1, tid=11).range(
-        "verifyprof.verify bs=1 tokens=4", 0, 1000, pid=2, tid=22
-    )
-    b.kernel(
-        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-        100,
-        500,
-        b.launch(50, 60, pid=1, tid=11),
-        device=0,
-        pid=1,
-    )
-    b.kernel(
-        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-        400,
-        500,
-        b.launch(350, 360, pid=2, tid=22),
-        device=1,
-        pid=2,
-    )
+    b = late_joiner_allreduce("verifyprof.verify bs=1 tokens=4")
     trace = b.build()
     trace.collective_args = collective_args_table(
         [0, 1], [2000, 2000], [2000, 2000], [2, 2], ["allreduce", "allreduce"], trace.strings

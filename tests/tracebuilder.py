@@ -126,3 +126,20 @@ class TraceBuilder:
                 setattr(trace, table, m.conform(pd.DataFrame(rows), columns))
         trace.validate()
         return trace
+
+
+def late_joiner_allreduce(verify: str) -> TraceBuilder:
+    """Two ranks, one ``verify`` range each (0-1000 ns), one allreduce: rank 0 joins at 100,
+    rank 1 at 400, both finish at 500 (300 ns of waiting for the slowest rank, 100 of transfer)."""
+    b = TraceBuilder().process(1, 0, 0).process(2, 1, 1)
+    b.range(verify, 0, 1000, pid=1, tid=11).range(verify, 0, 1000, pid=2, tid=22)
+    for start, launch, rank in ((100, 50, 0), (400, 350, 1)):
+        b.kernel(
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+            start,
+            500,
+            b.launch(launch, launch + 10, pid=rank + 1, tid=11 * (rank + 1)),
+            device=rank,
+            pid=rank + 1,
+        )
+    return b

@@ -48,45 +48,9 @@ SCALAR_FIELDS = (
     "sync_ns",  # host time blocked in them
     "post_sync_ns",  # GPU idle after them until the process's next op (capped at the wall)
 )
-INT_FIELDS = (
-    "step",
-    "rank",
-    "device",
-    "pid",
-    "tid",
-    "start_ns",
-    "end_ns",
-    "wall_ns",
-    "cost_ns",
-    "gpu_span_ns",
-    "kernels",
-    "launches",
-    "graph_launches",
-    "host_syncs",
-    "sync_ns",
-    "post_sync_ns",
-)
-FLAT_SCALARS = (
-    "step",
-    "name",
-    "text",
-    "rank",
-    "device",
-    "pid",
-    "tid",
-    "start_ns",
-    "end_ns",
-    "wall_ns",
-    "cost_ns",
-    "gpu_span_ns",
-    "kernels",
-    "launches",
-    "graph_launches",
-    "mode",
-    "host_syncs",
-    "sync_ns",
-    "post_sync_ns",
-)
+TEXT_FIELDS = ("name", "text", "mode")
+INT_FIELDS = tuple(f for f in SCALAR_FIELDS if f not in TEXT_FIELDS)
+FLAT_SCALARS = ("step", *(f for f in SCALAR_FIELDS if f != "step"))  # the flat rows' order
 COMM_COLUMNS = ("comm_calls", "comm_wait_ns", "comm_transfer_ns")
 TOTAL_COLUMNS = tuple(f"total_{p}" for p in phases.TOTALS)
 COUNT_COLUMNS = tuple(f"count_{p}" for p in phases.PRIORITY)

@@ -186,3 +186,13 @@ def acceptance(
 def check_options(o: WhatifOptions) -> None:
     """Reject bad options before any input is read."""
     _check_options(o)
+
+
+def decode_inputs(o: WhatifOptions, manifest: Manifest | None) -> tuple[float | None, float | None]:
+    """(baseline tok/s, decode ms) for plain decoding: an option beats the manifest, and either
+    option silences both of the manifest's (the user said which rate to race)."""
+    given = o.baseline_tps is not None or o.decode_ms is not None
+    if given or manifest is None:
+        return o.baseline_tps, o.decode_ms
+    baseline_tps = manifest.baseline_tps
+    return baseline_tps, manifest.decode_ms if baseline_tps is None else None

@@ -14,7 +14,7 @@ from verifyprof.model.leviathan import (
     optimal_gamma,
     walltime_improvement,
 )
-from verifyprof.model.options import WhatifOptions, _check_options, acceptance
+from verifyprof.model.options import WhatifOptions, _check_options, acceptance, decode_inputs
 from verifyprof.model.throughput import Cycle, decode_ms_from
 from verifyprof.model.verdict import Verdict, decision_words
 
@@ -61,16 +61,7 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
             "accept length unknown: give --accept-len, --alpha/--num-draft, --survival or"
             " --manifest"
         )
-    baseline_tps = (
-        o.baseline_tps
-        if o.baseline_tps is not None
-        else (manifest.baseline_tps if manifest and o.decode_ms is None else None)
-    )
-    decode = (
-        o.decode_ms
-        if o.decode_ms is not None
-        else (manifest.decode_ms if manifest and baseline_tps is None else None)
-    )
+    baseline_tps, decode = decode_inputs(o, manifest)
     draft_ms, draft_source = o.draft_ms or 0.0, "--draft-ms" if o.draft_ms else "none given"
     if (
         o.draft_ms is None and o.draft_cost_ratio is not None and o.num_draft

@@ -25,6 +25,7 @@ from verifyprof.model.options import (
     _check_options,
     acceptance,
     check_options,
+    decode_inputs,
 )
 from verifyprof.model.plain_numbers import plain_numbers, plain_verdict
 from verifyprof.model.profile import VerifyProfile, verify_profile
@@ -192,16 +193,7 @@ def _baseline(
     profile: VerifyProfile, o: WhatifOptions, manifest: Manifest | None, notes: list[str]
 ) -> float | None:
     """The plain decode step: an option, the manifest's (a baseline run), the trace's decodes."""
-    baseline_tps = (
-        o.baseline_tps
-        if o.baseline_tps is not None
-        else (manifest.baseline_tps if manifest and o.decode_ms is None else None)
-    )
-    decode = (
-        o.decode_ms
-        if o.decode_ms is not None
-        else (manifest.decode_ms if manifest and baseline_tps is None else None)
-    )
+    baseline_tps, decode = decode_inputs(o, manifest)
     decode_ms = decode_ms_from(baseline_tps, decode)
     if decode_ms is None and profile.decode_ms is not None:
         decode_ms = profile.decode_ms

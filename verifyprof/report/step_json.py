@@ -17,14 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from verifyprof.contracts.schema import (
+    INT_FIELDS,
     RECORD_SCALARS,
-    SCALAR_FIELDS,
+    TEXT_FIELDS,
     record_blocks,
     shared_objects,
     step_records,
 )
 
-TEXT_FIELDS = ("name", "text", "mode")
 ORJSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
@@ -70,9 +70,7 @@ def steps_json(rows: pd.DataFrame) -> bytes:
 def _encodable(rows: pd.DataFrame) -> bool:
     """Every number column a plain signed integer array (no nullable ``Int64``, no ``uint64``),
     each name once: what the cast writes is then what orjson writes."""
-    numeric = [f for f in SCALAR_FIELDS if f not in TEXT_FIELDS] + [
-        c for _, _, cols in record_blocks(rows.columns) for c in cols
-    ]
+    numeric = [*INT_FIELDS] + [c for _, _, cols in record_blocks(rows.columns) for c in cols]
     return rows.columns.is_unique and all(
         isinstance(rows[c].dtype, np.dtype) and rows[c].dtype.kind == "i" for c in numeric
     )
