@@ -60,3 +60,19 @@ def test_range_names_with_escape_sequences_are_printed_escaped(tmp_path):
     done = verifyprof("breakdown", str(path), "--range", "step", "--all")
     assert done.returncode == 0, done.stderr
     assert_disarmed(done.stdout)
+
+
+def test_an_error_naming_a_path_with_escape_sequences_prints_it_escaped(tmp_path):
+    folder = tmp_path / f"run{RETITLE}{CLEAR}"
+    folder.mkdir()
+    path = folder / "absent.sqlite"
+    done = verifyprof("breakdown", str(path))
+    assert done.returncode == 2
+    assert_disarmed(done.stderr)
+    assert done.stderr.startswith(f"verifyprof: error: {safe_text(str(path))}: ")
+
+
+def test_a_usage_error_quoting_an_argument_with_escape_sequences_prints_it_escaped():
+    done = verifyprof("whatif", f"--verify-ms{RETITLE}", "30")
+    assert done.returncode == 2
+    assert_disarmed(done.stderr)

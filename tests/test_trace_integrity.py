@@ -340,3 +340,45 @@ def test_the_kernels_command_names_the_problems_too(export, tmp_path):
     assert data["_stderr"].strip() == f"verifyprof: warning: {path}: {found['message']}"
     table = verifyprof("kernels", str(path))
     assert table.returncode == 0 and "exact copies of another row" in " ".join(table.stdout.split())
+
+
+# --- whatif and compare say it too ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def doubled(export, tmp_path_factory) -> Path:
+    """The H200 export with every 50th kernel row written twice."""
+    return edited(
+        export,
+        tmp_path_factory.mktemp("doubled"),
+        f"INSERT INTO {KERNEL} SELECT * FROM {KERNEL} WHERE rowid % 50 = 0",
+    )
+
+
+def test_whatif_names_the_problems_in_its_json_and_on_stderr(doubled):
+    done = verifyprof("whatif", "--from", str(doubled), "--accept-len", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    (found,) = json.loads(done.stdout)["integrity"]
+    assert found["kind"] == "duplicate_rows" and found["table"] == "kernels"
+    assert done.stderr.strip() == f"verifyprof: warning: {doubled}: {found['message']}"
+
+
+def test_whatif_without_a_plan_still_names_the_problems_before_its_error(doubled):
+    done = verifyprof("whatif", "--from", str(doubled))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 2, done.stderr
+    assert "exact copies of another row" in lines[0] and "accept length unknown" in lines[1]
+
+
+def test_a_clean_whatif_has_no_integrity_key(export):
+    done = verifyprof("whatif", "--from", str(export), "--accept-len", "2", "--json")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert "integrity" not in json.loads(done.stdout)
+
+
+def test_compare_warns_for_the_side_whose_trace_has_the_problems(export, doubled):
+    done = verifyprof("compare", str(export), str(doubled), "--json")
+    assert done.returncode == 0, done.stderr
+    warnings = json.loads(done.stdout)["warnings"]
+    named = [w for w in warnings if "exact copies of another row" in w]
+    assert len(named) == 1 and named[0].startswith(f"after {doubled}: "), warnings

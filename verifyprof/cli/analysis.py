@@ -214,7 +214,7 @@ def whatif(
     from verifyprof import pipeline
     from verifyprof.model.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
-    from verifyprof.report import files, progress
+    from verifyprof.report import files, integrity, progress
     from verifyprof.report import whatif as show
 
     if source is not None and verify_ms is not None:
@@ -241,7 +241,10 @@ def whatif(
             [source], options, parallel=_parallel(workers, scheduler, strict, shown)
         )
         ranking = resolve.ranking_of(resolved)
+    problems = resolved.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:
+        integrity.warn_integrity(problems, source)
         raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)
-    data = ranking.to_json()
+    data = ranking.to_json() | ({"integrity": problems} if problems else {})
     files.print_json(data) if as_json else show.print_ranking(data)
+    integrity.warn_integrity(problems, source)

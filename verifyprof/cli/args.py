@@ -21,6 +21,7 @@ from verifyprof.contracts.errors import (
 )
 from verifyprof.contracts.outputs import silence_stdout
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+from verifyprof.contracts.text import safe_text
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
@@ -63,7 +64,7 @@ class _Group(TyperGroup):
         except UsageError as err:
             print(
                 "verifyprof: error:"
-                f" {_usage_message(err, list(sys.argv[1:] if args is None else args))}",
+                f" {safe_text(_usage_message(err, list(sys.argv[1:] if args is None else args)))}",
                 file=sys.stderr,
             )
             code = 2
@@ -76,7 +77,7 @@ class _Group(TyperGroup):
             silence_stdout()
             code = EXIT_CLOSED_PIPE
         except VerifyprofError as err:
-            print(f"verifyprof: error: {err}", file=sys.stderr)
+            print(f"verifyprof: error: {safe_text(str(err))}", file=sys.stderr)  # paths are data
             code = err.exit_code
         code = code if isinstance(code, int) else 0
         if standalone_mode:

@@ -102,6 +102,12 @@ class BreakdownFrame:
         return str(paths[0]) if paths else ""
 
     @property
+    def integrity(self) -> list[dict[str, Any]]:
+        """The trace's integrity records (``trace.integrity``): what every command that reads
+        the trace says about it (issue 22)."""
+        return list(self.trace.get("integrity") or [])
+
+    @property
     def device_names(self) -> list[str]:
         return [
             str(d.get("name", "")) for d in self.trace.get("devices", []) if isinstance(d, dict)

@@ -118,6 +118,11 @@ def compare(
     result = compare_frames(
         b.frame, a.frame, b.verify_kernels, a.verify_kernels, after_step, before_step=b_step
     )
+    result.warnings += [  # the trace problems each side's numbers carry, as breakdown names them
+        f"{label} {path}: {record['message']}"
+        for label, path, side in (("before", before, b), ("after", after, a))
+        for record in side.frame.integrity
+    ]
     manifest = manifest or (_manifest_beside(before) if accept_len is None else None)
     if accept_len is None and manifest is None:
         result.prediction_note = (
