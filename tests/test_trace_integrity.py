@@ -15,10 +15,15 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import orjson
+import pandas as pd
 import pytest
 from cli_helpers import verifyprof
 from conftest import OWN_TRACES, PUBLIC
 
+from verifyprof.attribution.breakdown import breakdown
+from verifyprof.contracts.schema import frame_from_json, step_records
+from verifyprof.report.step_json import ORJSON_OPTIONS, steps_json
 from verifyprof.trace import load_trace
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -382,3 +387,42 @@ def test_compare_warns_for_the_side_whose_trace_has_the_problems(export, doubled
     warnings = json.loads(done.stdout)["warnings"]
     named = [w for w in warnings if "exact copies of another row" in w]
     assert len(named) == 1 and named[0].startswith(f"after {doubled}: "), warnings
+
+
+# --- the steps a problem touches are marked in the steps JSON and CSV ----------------------------
+
+
+def test_each_step_record_counts_the_problem_rows_inside_it(doubled):
+    data = breakdown_json(doubled)
+    marked = [s["integrity"] for s in data["steps"]]
+    verify = data["summary"]["groups"][0]
+    assert sum(n > 0 for n in marked) == verify["integrity_steps"] > 0
+    assert all(list(s)[-1] == "integrity" for s in data["steps"])  # last, after the blocks
+
+
+def test_a_clean_traces_step_records_carry_no_mark(clean):
+    assert not any("integrity" in s for s in clean["steps"])
+
+
+def test_the_csv_has_the_integrity_column_only_for_a_trace_with_problems(doubled, export, tmp_path):
+    for path, out in ((doubled, tmp_path / "doubled.csv"), (export, tmp_path / "clean.csv")):
+        assert verifyprof("breakdown", str(path), "--csv", str(out)).returncode == 0
+    doubled_rows, clean_rows = (
+        pd.read_csv(tmp_path / "doubled.csv"),
+        pd.read_csv(tmp_path / "clean.csv"),
+    )
+    assert (doubled_rows["integrity"] > 0).any() and "integrity" not in clean_rows.columns
+
+
+def test_the_marks_survive_a_breakdown_json_read_back(doubled, tmp_path):
+    data = breakdown_json(doubled)
+    frame = frame_from_json(data)
+    assert [r["integrity"] for r in step_records(frame.steps)] == [
+        s["integrity"] for s in data["steps"]
+    ]
+
+
+def test_marked_steps_encode_to_the_bytes_orjson_gives_their_records(doubled):
+    rows = breakdown(load_trace(doubled)).steps
+    assert rows["integrity"].any()
+    assert steps_json(rows) == orjson.dumps(step_records(rows), option=ORJSON_OPTIONS)[1:-1]

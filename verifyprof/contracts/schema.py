@@ -135,6 +135,14 @@ def record_blocks(columns: Iterable[str]) -> list[tuple[str, tuple[str, ...], tu
     return [(b, tuple(keys), tuple(cols)) for b, keys, cols in blocks]
 
 
+def marks(rows: pd.DataFrame) -> tuple[str, ...]:
+    """The per-step marks a frame carries, last in each record and row: ``integrity`` (how many
+    of the trace's problem rows fall in the step) where the trace has any; a clean trace's
+    records are as before."""
+    column = rows.get("integrity")
+    return ("integrity",) if column is not None and column.to_numpy().any() else ()
+
+
 def step_records(rows: pd.DataFrame) -> list[dict[str, Any]]:
     """The JSON ``steps`` records of a steps frame (one dict per row: output assembly): the
     scalars of :data:`RECORD_SCALARS`, ``attrs``, then the :func:`record_blocks`."""
@@ -145,12 +153,15 @@ def step_records(rows: pd.DataFrame) -> list[dict[str, Any]]:
         for block, names, cols in record_blocks(rows.columns)
     ]
     attrs = rows["attrs"].tolist()
+    marked = [(m, rows[m].to_numpy(dtype=np.int64).tolist()) for m in marks(rows)]
     records = []
     for i, values in enumerate(zip(*scalars)):
         record = dict(zip(keys, values))
         record["attrs"] = attrs[i]
         for block, names, matrix in blocks:
             record[block] = dict(zip(names, matrix[i]))
+        for mark, values_of in marked:
+            record[mark] = values_of[i]
         records.append(record)
     return records
 
@@ -165,9 +176,8 @@ def flat_rows(rows: pd.DataFrame) -> pd.DataFrame:
         out[f"total_{phase}_ns"] = rows[f"total_{phase}"].to_numpy()
     for phase in phases.PRIORITY:
         out[f"count_{phase}"] = rows[f"count_{phase}"].to_numpy()
-    for col in COMM_COLUMNS:
-        if col in rows.columns:
-            out[col] = rows[col].to_numpy()
+    for col in (*(c for c in COMM_COLUMNS if c in rows.columns), *marks(rows)):
+        out[col] = rows[col].to_numpy()
     return out
 
 
@@ -216,6 +226,8 @@ def frame_from_json(data: Any, path: Path | str | None = None) -> BreakdownFrame
     }
     block_values: dict[str, list[list[int]]] = {b: [] for b in blocks}
     comm: list[list[int]] | None = []
+    marked = any(isinstance(step, dict) and "integrity" in step for step in steps)
+    integrity: list[int] = []
     for i, step in enumerate(steps):  # one record per step: input-sized, checked once
         if not isinstance(step, dict):
             raise VerifyprofError(f"breakdown step {i} is not an object", path)
@@ -235,6 +247,8 @@ def frame_from_json(data: Any, path: Path | str | None = None) -> BreakdownFrame
                 )
                 columns[name].append(_integer(step, name, i, path, default=default))
         attrs.append(_attrs(step, i, path))
+        if marked:
+            integrity.append(_integer(step, "integrity", i, path, default=0))
         for block, names in blocks.items():
             block_values[block].append(
                 _int_block(step, block, names, i, path, required=block == "phases")
@@ -253,6 +267,8 @@ def frame_from_json(data: Any, path: Path | str | None = None) -> BreakdownFrame
     _put_block(frame, list(COUNT_COLUMNS), block_values["counts"])
     if comm:
         _put_block(frame, list(COMM_COLUMNS), comm)
+    if marked:
+        frame["integrity"] = np.asarray(integrity, dtype=np.int64)
     check_steps(frame, path)  # wall > 0, end >= start, phases sum to the wall
     trace = data.get("trace") if isinstance(data.get("trace"), dict) else {}
     options = data.get("options") if isinstance(data.get("options"), dict) else {}

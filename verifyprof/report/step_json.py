@@ -20,6 +20,7 @@ from verifyprof.contracts.schema import (
     INT_FIELDS,
     RECORD_SCALARS,
     TEXT_FIELDS,
+    marks,
     record_blocks,
     shared_objects,
     step_records,
@@ -55,6 +56,8 @@ def steps_json(rows: pd.DataFrame) -> bytes:
             pieces += [_literal(f'{separator}"{name}":'), _integers(rows[column])]
             separator = ","
         pieces.append(_literal("}"))
+    for mark in marks(rows):
+        pieces += [_literal(f',"{mark}":'), _integers(rows[mark])]
     pieces.append(_literal("},"))
     joined = pc.binary_join_element_wise(
         *pieces, _literal("")
@@ -70,7 +73,8 @@ def steps_json(rows: pd.DataFrame) -> bytes:
 def _encodable(rows: pd.DataFrame) -> bool:
     """Every number column a plain signed integer array (no nullable ``Int64``, no ``uint64``),
     each name once: what the cast writes is then what orjson writes."""
-    numeric = [*INT_FIELDS] + [c for _, _, cols in record_blocks(rows.columns) for c in cols]
+    numeric = [*INT_FIELDS, *marks(rows)]
+    numeric += [c for _, _, cols in record_blocks(rows.columns) for c in cols]
     return rows.columns.is_unique and all(
         isinstance(rows[c].dtype, np.dtype) and rows[c].dtype.kind == "i" for c in numeric
     )
