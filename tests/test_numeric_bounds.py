@@ -104,6 +104,14 @@ def test_report_refuses_a_negative_accept_length_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("option", ["--baseline-tps", "--decode-ms"])
+def test_report_refuses_a_plain_decoding_rate_that_is_not_positive(option, tmp_path):
+    out = tmp_path / "report.html"
+    done = verifyprof("report", str(EAGER_JSON), option, "-3", "-o", str(out))
+    refused(done, f"{option} must be positive, got -3")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_breakdown_refuses_an_accept_length_out_of_range_before_reading_the_trace(tmp_path):
     csv = tmp_path / "steps.csv"
     done = verifyprof(

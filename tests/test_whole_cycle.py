@@ -128,6 +128,26 @@ def test_every_ranking_has_plain_decoding_from_the_traces_decode_steps():
     assert ranking.plain.tokens_per_s == pytest.approx(plain.cycle.tokens_per_s)
 
 
+def test_a_given_baseline_rate_beats_the_traces_decode_steps_everywhere():
+    """One plain-decoding rate per story: the user's --baseline-tps is the speedup's baseline,
+    plain decoding's candidate and the verdict's (the trace's decode steps give its shape)."""
+    ranking = pipeline.whatif(WhatifOptions(source=str(EAGER), baseline_tps=300.0))
+    plain = next(c for c in ranking.candidates if c.name == "no_speculation")
+    assert plain.cycle.tokens_per_s == pytest.approx(300.0, rel=1e-6)
+    assert ranking.plain.tokens_per_s == pytest.approx(300.0, rel=1e-6)
+    assert ranking.current.speedup == pytest.approx(ranking.current.tokens_per_s / 300.0)
+    assert "given plain decode step" in plain.details["decode_source"]
+    assert "decode steps" in plain.details["decode_source"]  # the shape it was given
+
+
+def test_the_report_races_the_given_baseline_rate_too():
+    data = pipeline.report(str(EAGER), baseline_tps=300.0)
+    assert data.ranking.plain.tokens_per_s == pytest.approx(300.0, rel=1e-6)
+    assert data.ranking.verdict.text().startswith(
+        pipeline.whatif(WhatifOptions(source=str(EAGER), baseline_tps=300.0)).verdict.text()[:60]
+    )
+
+
 def test_the_draft_curve_starts_at_plain_decoding_and_names_the_best_k():
     curve = pipeline.whatif(WhatifOptions(source=str(EAGER))).curve
     ks = [p["num_draft"] for p in curve.points]

@@ -50,6 +50,7 @@ from verifyprof.cli.options import (
     VerifyMsOpt,
     WhatifAcceptLenOpt,
     WhatifManifestOpt,
+    WhatifSourceArg,
     WhatifStepOpt,
     WhatifWholeTraceOpt,
     WholeTraceOpt,
@@ -176,6 +177,7 @@ def kernels(
 
 @app.command()
 def whatif(
+    given_source: WhatifSourceArg = None,
     verify_ms: VerifyMsOpt = None,
     accept_len: WhatifAcceptLenOpt = None,
     alpha: AlphaOpt = None,
@@ -210,7 +212,12 @@ def whatif(
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a
     breakdown."""
-    given = dict(locals())
+    if given_source is not None and source is not None and given_source != source:
+        raise VerifyprofError(
+            f"two inputs: {given_source} and --from {source}; give one (whatif models one run)"
+        )
+    source = source if source is not None else given_source
+    given = {k: v for k, v in locals().items() if k != "given_source"}
     from verifyprof import pipeline
     from verifyprof.model.whatif import WhatifOptions
     from verifyprof.pipeline import resolve

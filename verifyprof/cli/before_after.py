@@ -3,17 +3,21 @@ file)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from verifyprof.cli.app import app
 from verifyprof.cli.args import _check_manifest, _check_run
 from verifyprof.cli.options import (
     AfterOpt,
+    BaselineTpsOpt,
     BeforeOpt,
     CompareAcceptLenOpt,
     CompareManifestOpt,
     CompareWholeTraceOpt,
     CompareWithOpt,
+    DecodeMsOpt,
     GateOpt,
     JsonOpt,
     RangeOpt,
@@ -28,12 +32,15 @@ from verifyprof.cli.options import (
 )
 
 
-def _checked(accept_len: float | None, manifest, step: str | None, step_range: str | None) -> None:
-    """Every option before any input is read or output written."""
+def _checked(
+    accept_len: float | None, manifest, step: str | None, step_range: str | None, **plain: Any
+) -> None:
+    """Every option before any input is read or output written (``plain``: plain decoding's
+    ``baseline_tps`` / ``decode_ms``)."""
     from verifyprof.model.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
 
-    resolve.check(WhatifOptions(accept_len=accept_len, step=step, step_range=step_range))
+    resolve.check(WhatifOptions(accept_len=accept_len, step=step, step_range=step_range, **plain))
     if manifest is not None:
         _check_manifest(manifest)
 
@@ -93,6 +100,8 @@ def report(
     step: StepOpt = None,
     taxonomy: TaxonomyOpt = None,
     whole_trace: WholeTraceOpt = False,
+    baseline_tps: BaselineTpsOpt = None,
+    decode_ms: DecodeMsOpt = None,
     quiet: ReportQuietOpt = False,
 ) -> None:
     """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps,
@@ -105,9 +114,13 @@ def report(
         sources={"": [source], "the --compare input": [compare_with] if compare_with else []},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
         outputs={"-o": out},
-        numbers={"--accept-len": accept_len},
+        numbers={
+            "--accept-len": accept_len,
+            "--baseline-tps": baseline_tps,
+            "--decode-ms": decode_ms,
+        },
     )
-    _checked(accept_len, manifest, step, step_range)
+    _checked(accept_len, manifest, step, step_range, baseline_tps=baseline_tps, decode_ms=decode_ms)
     data = pipeline.report(
         source,
         compare_with=compare_with,
@@ -117,6 +130,8 @@ def report(
         taxonomy=taxonomy,
         whole_trace=whole_trace,
         step=step,
+        baseline_tps=baseline_tps,
+        decode_ms=decode_ms,
     )
     size = html.write_report(data, out)
     if not quiet and not writes_stdout(out):  # -o -: the page alone on stdout

@@ -192,6 +192,15 @@ SourceOpt = Annotated[
     ),
 ]
 
+WhatifSourceArg = Annotated[
+    Optional[str],
+    typer.Argument(
+        metavar="SOURCE",
+        help="what --from takes, given as breakdown, report and compare take theirs",
+        show_default=False,
+    ),
+]
+
 WhatifManifestOpt = Annotated[
     Optional[Path],
     typer.Option("--manifest", help="capture manifest.json (accept length, baseline)"),

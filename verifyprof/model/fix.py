@@ -29,6 +29,7 @@ class Scenario:
 
     accept_len: float
     decode_ms: float | None = None
+    decode_given: bool = False  # decode_ms is the user's (--baseline-tps / --decode-ms): it wins
     draft_ms: float = 0.0
     overhead_ms: float = 0.0
     batch: int = 1

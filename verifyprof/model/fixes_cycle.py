@@ -163,8 +163,10 @@ def plain_state(profile: VerifyProfile, s: Scenario) -> tuple[VerifyProfile, Sce
             " plus the accept's sampling and sync" if parts else ""
         )
         measured = group.wall_ms + sum(p.cost_ms for p in parts)
-    given = s.decode_ms is not None and profile.decode_group is None
-    if given:  # its shape from the width model, its host time set so the step takes the number
+    # the user's rate beats the trace's decode steps (which then give its shape), a manifest's
+    # does not (the trace measured the same program in the same run)
+    given = s.decode_ms is not None and (profile.decode_group is None or s.decode_given)
+    if given:  # its shape as found, its host time set so the step takes the number
         state, parts = _host_matched(state, parts, s.decode_ms)
         measured = s.decode_ms
         source = f"the given plain decode step ({s.decode_ms:.3f} ms; its shape: {source})"

@@ -119,6 +119,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
     scenario = Scenario(
         accept_len=acc.accept_len,
         decode_ms=decode_ms,
+        decode_given=o.baseline_tps is not None or o.decode_ms is not None,
         draft_ms=draft,
         overhead_ms=overhead,
         batch=o.batch or profile.batch or 1,
@@ -192,13 +193,15 @@ def _cycle_numbers(
 def _baseline(
     profile: VerifyProfile, o: WhatifOptions, manifest: Manifest | None, notes: list[str]
 ) -> float | None:
-    """The plain decode step: an option, the manifest's (a baseline run), the trace's decodes."""
-    baseline_tps, decode = decode_inputs(o, manifest)
-    decode_ms = decode_ms_from(baseline_tps, decode)
-    if decode_ms is None and profile.decode_ms is not None:
-        decode_ms = profile.decode_ms
-        notes.append(f"baseline decode step {decode_ms:.3f} ms from the trace's decode ranges")
-    return decode_ms
+    """The plain decode step, as plain decoding's candidate takes it (one rate per story): an
+    option, the trace's decodes (the same run), the manifest's (a baseline run)."""
+    given = o.baseline_tps is not None or o.decode_ms is not None
+    if not given and profile.decode_ms is not None:
+        notes.append(
+            f"baseline decode step {profile.decode_ms:.3f} ms from the trace's decode ranges"
+        )
+        return profile.decode_ms
+    return decode_ms_from(*decode_inputs(o, manifest))
 
 
 def _hardware(frame: BreakdownFrame, o: WhatifOptions, notes: list[str]) -> Hardware | None:

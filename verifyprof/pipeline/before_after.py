@@ -239,6 +239,8 @@ def report(
     top_kernels: int = 40,
     whole_trace: bool = False,
     step: str | None = None,
+    baseline_tps: float | None = None,
+    decode_ms: float | None = None,
 ):
     """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or
     breakdown JSON, about the step group the verdict is about (``step``: as ``--step``)."""
@@ -249,7 +251,12 @@ def report(
     from verifyprof.report.data import ReportData
 
     options = WhatifOptions(
-        accept_len=accept_len, manifest=_path(manifest), step=step, step_range=step_regex
+        accept_len=accept_len,
+        manifest=_path(manifest),
+        step=step,
+        step_range=step_regex,
+        baseline_tps=baseline_tps,  # plain decoding's rate, as whatif takes it
+        decode_ms=decode_ms,
     )
     regex = regex_for(options)
     loaded = load_input(source, step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace)
