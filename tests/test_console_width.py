@@ -19,7 +19,7 @@ from rich.console import Console
 from verifyprof import pipeline
 from verifyprof.report import console as show
 from verifyprof.report import whatif as show_whatif
-from verifyprof.report.layout import fit, short_name
+from verifyprof.report.layout import fit, fit_label, short_name
 
 REPO = Path(__file__).resolve().parents[1]
 B200 = REPO / "tests/data/public/kineto/tracelens_b200_vllm_moe_eager_trace.json.gz"
@@ -169,6 +169,28 @@ def test_breakdown_default_output_is_short_and_all_restores_every_table(dense_br
     assert short.count("% of mean") == 1 and full.count("% of mean") == len(groups)
     for group in groups:  # every other group is one row: its mean wall time is there
         assert f"{group['wall_ns']['mean'] / 1e6:.3f}" in short
+
+
+def test_other_step_labels_at_80_columns_keep_the_attribute_that_tells_them_apart(
+    dense_breakdown,
+):
+    """The t(n) sweep's five verify groups differ in tokens=: a label cut in its middle read
+    ``verify [tokens…weep=1]`` five times."""
+    text = render(80, lambda c: show.print_breakdown(dense_breakdown, c))
+    rows = [line for line in text.splitlines() if line.startswith("verify [tokens=")]
+    assert [row.split("]")[0].split()[1].rstrip("…") for row in rows] == [
+        "[tokens=1",
+        "[tokens=2",
+        "[tokens=4",
+        "[tokens=8",
+        "[tokens=16",
+    ]
+
+
+def test_fit_label_keeps_the_name_and_cuts_the_attributes_at_their_end():
+    assert fit_label("draft_extend [tokens=4 sweep=1]", 22) == "draft_extend [tokens…]"
+    assert fit_label("verify [tokens=4]", 22) == "verify [tokens=4]"
+    assert len(fit_label("a_very_long_step_name_indeed [x=1]", 12)) == 12  # a name too long
 
 
 def test_breakdown_header_names_the_default_ranges_in_words_within_80_columns(dense_breakdown):

@@ -80,9 +80,17 @@ def a100_ranks(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def a100_one_process(a100_ranks) -> dict:
+    """The two A100 ranks broken down in this process, once for the tests that compare with it."""
+    return one_process(a100_ranks, "ProfilerStep")
+
+
 @pytest.mark.parametrize("workers", [1, 2])
-def test_kineto_rank_directory_reduces_to_the_one_process_breakdown(a100_ranks, workers):
-    expected = one_process(a100_ranks, "ProfilerStep")
+def test_kineto_rank_directory_reduces_to_the_one_process_breakdown(
+    a100_ranks, a100_one_process, workers
+):
+    expected = a100_one_process
     got = as_json(
         pipeline.breakdown(
             a100_ranks, step_regex="ProfilerStep", parallel=ParallelOptions(workers=workers)
@@ -251,7 +259,9 @@ def test_stage_files_match_collectives_only_within_their_stage(tmp_path):
     assert len(got["steps"]) == 4
 
 
-def test_a_corrupt_file_is_one_warning_and_the_others_result_stays(a100_ranks, tmp_path):
+def test_a_corrupt_file_is_one_warning_and_the_others_result_stays(
+    a100_ranks, a100_one_process, tmp_path
+):
     for f in a100_ranks.iterdir():
         (tmp_path / f.name).write_bytes(f.read_bytes())
     (tmp_path / "run-TP-2.trace.json.gz").write_bytes(
@@ -269,7 +279,7 @@ def test_a_corrupt_file_is_one_warning_and_the_others_result_stays(a100_ranks, t
     assert len(warnings) == 1 and "truncated gzip" in warnings[0]
     got = json.loads(done.stdout)
     assert any("skipped run-TP-2.trace.json.gz" in w for w in got["trace"]["warnings"])
-    assert got["steps"] == one_process(a100_ranks, "ProfilerStep")["steps"]
+    assert got["steps"] == a100_one_process["steps"]
 
 
 def test_strict_makes_a_failed_file_exit_2_naming_it(a100_ranks, tmp_path):

@@ -546,3 +546,13 @@ def test_a_draft_cost_ratio_without_draft_ms_costs_the_drafts_as_thm_3_8_does():
     assert data["tokens_per_s"] * 15 / 1000 == pytest.approx(
         data["leviathan"]["walltime_improvement"]
     )
+
+
+def test_whatif_takes_its_source_as_an_argument_like_the_other_commands():
+    folder = ROOT / "traces/workload-dense-eager"
+    assert run_json("whatif", str(folder)) == run_json("whatif", "--from", str(folder))
+
+
+def test_whatif_refuses_two_different_sources():
+    eager, graph = ROOT / "traces/workload-dense-eager", ROOT / "traces/workload-dense-graph"
+    assert_bad_input(run("whatif", str(eager), "--from", str(graph)), "two inputs", "give one")

@@ -203,8 +203,9 @@ def kernel_floor(phase: str) -> Callable[[VerifyProfile, Scenario, Cycle], Candi
         measured = v.phases_ms.get(phase, 0.0)
         if measured <= 0:
             raise Skip(f"no {phase} time in the verify step")
-        if s.model is None or s.hardware is None:
-            raise Skip("roofline floor needs --model and --hardware")
+        missing = [o for o, v in (("--model", s.model), ("--hardware", s.hardware)) if v is None]
+        if missing:  # the hardware is often recognised from the trace: name only what is not
+            raise Skip(f"roofline floor needs {' and '.join(missing)}")
         if phase == "gemm_moe" and s.model.moe is None:
             raise Skip(f"{s.model.name} has no MoE layers")
         if phase == "attention" and s.context <= 0:

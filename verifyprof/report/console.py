@@ -260,7 +260,7 @@ def _print_other_groups(
             ]
         )
     columns = [
-        Col("step [attributes]", "name"),
+        Col("step [attributes]", "label"),
         Col("mode", "text"),
         Col("steps"),
         Col("cost ms"),

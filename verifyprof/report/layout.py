@@ -45,9 +45,13 @@ class Console(rich_console.Console):
 @dataclass(frozen=True)
 class Col:
     header: str
-    kind: Literal["num", "text", "name"] = (
-        "num"  # num: right-aligned, never cut; name: shortened to fit
-    )
+    # num: right-aligned, never cut; name: a kernel name, shortened to fit (:func:`fit`);
+    # label: a step name and its [attributes], the attributes cut at their end (:func:`fit_label`)
+    kind: Literal["num", "text", "name", "label"] = "num"
+
+    @property
+    def shortened(self) -> bool:
+        return self.kind in ("name", "label")
 
 
 def short_name(name: str) -> str:
@@ -106,6 +110,16 @@ def fit(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
+def fit_label(text: str, width: int) -> str:
+    """A step label ``name [k=v ...]`` in ``width``: the name whole, then as much of the
+    attributes as fits, in their order (the one that tells groups apart, tokens=, comes first;
+    a cut in the middle hid it: ``verify [tokens…weep=1]``)."""
+    base, bracket, _ = text.partition(" [")
+    if len(text) <= width or not bracket or not text.endswith("]") or len(base) + 4 > width:
+        return fit(text, width)
+    return text[: width - 2] + ELLIPSIS + "]"
+
+
 def _share(room: int, wants: dict[int, int]) -> dict[int, int]:
     """Split ``room`` between name columns: narrow ones get all they need, wide ones the rest."""
     budget: dict[int, int] = {}
@@ -122,8 +136,8 @@ def fits(console: Console, columns: list[Col], rows: list[list[str]]) -> bool:
         max([len(line) for line in c.header.split("\n")] + [len(r[i]) for r in rows])
         for i, c in enumerate(columns)
     ]
-    names = sum(1 for c in columns if c.kind == "name")
-    fixed = sum(w for w, c in zip(widths, columns) if c.kind != "name")
+    names = sum(1 for c in columns if c.shortened)
+    fixed = sum(w for w, c in zip(widths, columns) if not c.shortened)
     return fixed + 2 * (len(columns) - 1) + MIN_NAME * names <= console.width
 
 
@@ -142,7 +156,7 @@ def fitted_table(
         max([len(line) for line in c.header.split("\n")] + [len(r[i]) for r in rows])
         for i, c in enumerate(columns)
     ]
-    names = [i for i, c in enumerate(columns) if c.kind == "name"]
+    names = [i for i, c in enumerate(columns) if c.shortened]
     fixed = sum(w for i, w in enumerate(widths) if i not in names)
     overhead = 2 * (
         len(columns) - 1
@@ -158,7 +172,7 @@ def fitted_table(
         padding=(0, 1, 0, 0),
     )
     for i, col in enumerate(columns):
-        if col.kind == "name":
+        if col.shortened:
             table.add_column(col.header, no_wrap=True, overflow="ellipsis", max_width=budget[i])
         else:
             table.add_column(
@@ -167,9 +181,10 @@ def fitted_table(
                 no_wrap=True,
                 min_width=widths[i],
             )
+    cut = [fit_label if c.kind == "label" else fit for c in columns]
     for n, row in enumerate(rows):
         cells = [
-            escape(fit(cell, budget[i]) if i in budget else cell) for i, cell in enumerate(row)
+            escape(cut[i](cell, budget[i]) if i in budget else cell) for i, cell in enumerate(row)
         ]
         table.add_row(*cells, style=styles[n] if styles else None)
     return table
