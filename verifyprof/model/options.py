@@ -53,6 +53,12 @@ class WhatifOptions:
     candidates: list[str] = field(default_factory=list)
     assume_capturable: bool = False  # graph and compile fixes on steps that sync or change shape
 
+    @property
+    def decode_given(self) -> bool:
+        """Plain decoding's rate given by the user (``--baseline-tps`` / ``--decode-ms``): it
+        beats the trace's decode steps and the manifest's."""
+        return self.baseline_tps is not None or self.decode_ms is not None
+
 
 @dataclass
 class Acceptance:
@@ -191,8 +197,7 @@ def check_options(o: WhatifOptions) -> None:
 def decode_inputs(o: WhatifOptions, manifest: Manifest | None) -> tuple[float | None, float | None]:
     """(baseline tok/s, decode ms) for plain decoding: an option beats the manifest, and either
     option silences both of the manifest's (the user said which rate to race)."""
-    given = o.baseline_tps is not None or o.decode_ms is not None
-    if given or manifest is None:
+    if o.decode_given or manifest is None:
         return o.baseline_tps, o.decode_ms
     baseline_tps = manifest.baseline_tps
     return baseline_tps, manifest.decode_ms if baseline_tps is None else None

@@ -119,7 +119,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
     scenario = Scenario(
         accept_len=acc.accept_len,
         decode_ms=decode_ms,
-        decode_given=o.baseline_tps is not None or o.decode_ms is not None,
+        decode_given=o.decode_given,
         draft_ms=draft,
         overhead_ms=overhead,
         batch=o.batch or profile.batch or 1,
@@ -195,8 +195,7 @@ def _baseline(
 ) -> float | None:
     """The plain decode step, as plain decoding's candidate takes it (one rate per story): an
     option, the trace's decodes (the same run), the manifest's (a baseline run)."""
-    given = o.baseline_tps is not None or o.decode_ms is not None
-    if not given and profile.decode_ms is not None:
+    if not o.decode_given and profile.decode_ms is not None:
         notes.append(
             f"baseline decode step {profile.decode_ms:.3f} ms from the trace's decode ranges"
         )
