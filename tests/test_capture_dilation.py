@@ -219,3 +219,44 @@ def test_an_unknown_accept_length_convention_is_refused_before_anything_starts(t
         and "--accept-len-convention must be one of" in proc.stderr
         and not out.exists()
     )
+
+
+COUNTED = """
+import json, os, pathlib
+counter = pathlib.Path(os.environ["COUNTER"])
+n = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(n + 1))
+rates = [100.0, 300.0, 200.0, 50.0]  # three baseline runs, then the profiled one
+pathlib.Path(os.environ["VERIFYPROF_CAPTURE_DIR"], "results.json").write_text(
+    json.dumps({"tokens_per_s": rates[n]}))
+"""
+
+
+def test_repeated_baseline_runs_anchor_the_dilation_on_their_median(tmp_path, tag, monkeypatch):
+    monkeypatch.setenv("COUNTER", str(tmp_path / "counter"))
+    script = program(tmp_path, COUNTED)
+    out = tmp_path / "cap"
+    proc = capture(out, script, "--baseline-run", "--baseline-repeat", "3", tag=tag)
+    assert proc.returncode == 0, proc.stderr
+    dilation = read_manifest(out)["dilation"]
+    assert dilation["baseline_runs_tokens_per_s"] == [100.0, 300.0, 200.0]
+    assert dilation["unprofiled_tokens_per_s"] == 200.0 and dilation["factor"] == 4.0
+    assert [json.loads((out / "baseline" / f"run-{i}" / "results.json").read_text())[
+        "tokens_per_s"] for i in (1, 2, 3)] == [100.0, 300.0, 200.0]  # fmt: skip
+    assert "the median of 3: 100.0, 300.0, 200.0 tok/s, spread 100%" in " ".join(
+        proc.stdout.split()
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--baseline-run", "--baseline-repeat", "0"], "--baseline-repeat must be 1 to 20, got 0"),
+        (["--baseline-repeat", "3"], "--baseline-repeat repeats --baseline-run: give both"),
+    ],
+)
+def test_a_baseline_repeat_out_of_range_or_alone_is_refused(tmp_path, tag, flags, problem):
+    script = program(tmp_path, "print('never runs')\n")
+    proc = capture(tmp_path / "cap", script, *flags, tag=tag)
+    assert proc.returncode == 2 and problem in proc.stderr, proc.stderr
+    assert not (tmp_path / "cap").exists()

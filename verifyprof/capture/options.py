@@ -16,6 +16,7 @@ from verifyprof.contracts.manifest import ACCEPT_CONVENTIONS
 
 BACKENDS = ("nsys", "torch", "none")
 DEFAULT_PORT = 30000  # SGLang's
+MAX_BASELINE_REPEAT = 20  # unprofiled runs of the program: each costs a whole run
 
 
 @dataclass
@@ -51,6 +52,7 @@ class CaptureOptions:
     baseline_run: bool = (
         False  # program: run it once with no profiler and no hooks first (dilation)
     )
+    baseline_repeat: int = 1  # --baseline-run this many times; the median rate is the anchor
     unprofiled_requests: int | None = (
         None  # server: requests after the window (None: a default, 0: none)
     )
@@ -150,6 +152,12 @@ def _check_numbers(opts: CaptureOptions) -> None:
             "--decode-cmd is a command line for a program capture (-- cmd ...): the same"
             " program with speculation off"
         )
+    if not 1 <= opts.baseline_repeat <= MAX_BASELINE_REPEAT:
+        raise VerifyprofError(
+            f"--baseline-repeat must be 1 to {MAX_BASELINE_REPEAT}, got {opts.baseline_repeat}"
+        )
+    if opts.baseline_repeat > 1 and not opts.baseline_run:
+        raise VerifyprofError("--baseline-repeat repeats --baseline-run: give both")
     if opts.baseline_run and opts.mode != "program":
         raise VerifyprofError(
             "--baseline-run is for a program (-- cmd ...); a server's unprofiled rate comes "

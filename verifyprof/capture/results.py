@@ -103,6 +103,13 @@ def dilation_line(dilation: dict | None) -> str | None:
     factor, source = dilation.get("factor"), dilation.get("source")
     if not _number(factor):
         return f"profiler dilation: not measured ({dilation.get('note') or source})"
+    runs = [v for v in dilation.get("baseline_runs_tokens_per_s") or [] if _number(v)]
+    if len(runs) > 1:  # the median of several: say how far apart they were
+        unprofiled = dilation["unprofiled_tokens_per_s"]
+        source += (
+            f", the median of {len(runs)}: {', '.join(f'{v:,.1f}' for v in runs)} tok/s,"
+            f" spread {100 * (max(runs) - min(runs)) / unprofiled:.0f}%"
+        )
     return (
         f"profiler dilation: {factor:.2f}x (unprofiled {dilation['unprofiled_tokens_per_s']:,.1f}"
         f" tok/s, profiled {dilation['profiled_tokens_per_s']:,.1f} tok/s; {source})"

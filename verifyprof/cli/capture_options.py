@@ -126,6 +126,17 @@ BaselineRunOpt = Annotated[
     ),
 ]
 
+BaselineRepeatOpt = Annotated[
+    int,
+    typer.Option(
+        "--baseline-repeat",
+        help=(
+            "with --baseline-run: that many unprofiled runs, the median rate the anchor (a noisy"
+            " host's processes differ by tens of %)"
+        ),
+    ),
+]
+
 UnprofiledRequestsOpt = Annotated[
     Optional[int],
     typer.Option(

@@ -21,7 +21,8 @@ Schema ``verifyprof.capture/1`` (every key in ``KEYS`` present; values null when
     dilation {factor (profiled cycle / unprofiled cycle = unprofiled / profiled tok/s; > 1: the
     profiler slowed the program), basis ("tokens_per_s", or "tokens_per_s_per_request" for a
     server), profiled_tokens_per_s, unprofiled_tokens_per_s,
-    source ("requests after the window" | "program results" | "baseline run"), ...}
+    source ("requests after the window" | "program results" | "baseline run"), ...; with
+    ``--baseline-repeat N`` also ``baseline_runs_tokens_per_s``, the unprofiled rate their median}
     (null factor when no unprofiled rate was measured)
 
 ``hooks`` also holds ``fired`` {source: ranges}, ``never_fired`` [{source, phase, targets, state,
