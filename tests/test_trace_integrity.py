@@ -426,3 +426,41 @@ def test_marked_steps_encode_to_the_bytes_orjson_gives_their_records(doubled):
     rows = breakdown(load_trace(doubled)).steps
     assert rows["integrity"].any()
     assert steps_json(rows) == orjson.dumps(step_records(rows), option=ORJSON_OPTIONS)[1:-1]
+
+
+# --- ranges written twice ------------------------------------------------------------------------
+
+
+def test_nvtx_ranges_written_twice_are_dropped_once_and_the_steps_are_the_clean_ones(
+    export, clean, tmp_path
+):
+    """A twin range nests inside its twin: left in, each doubled verify would be two steps, one
+    holding every kernel and one reading '0 kernels, 100% host_wait'."""
+    path = edited(
+        export,
+        tmp_path,
+        "INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS WHERE rowid % 3 = 0 AND textId IN"
+        " (SELECT id FROM StringIds WHERE value LIKE 'verifyprof.verify%')",
+    )
+    data = breakdown_json(path)
+    found = record(data, "duplicate_rows", "ranges")
+    assert found["count"] > 0 and found["message"] in data["_stderr"]
+
+    def plain(steps: list[dict]) -> list[dict]:
+        return [{k: v for k, v in s.items() if k != "integrity"} for s in steps]
+
+    assert plain(data["steps"]) == plain(clean["steps"])
+
+
+def test_kineto_annotations_written_twice_are_dropped_once(tmp_path):
+    doc = json.loads(gzip.open(A100).read())
+    events = doc["traceEvents"]
+    steps = [e for e in events if e.get("name", "").startswith("ProfilerStep#")]
+    assert len(steps) == 3  # every step annotation written twice, one of them also a third time
+    path = tmp_path / "twice.json"
+    path.write_text(json.dumps({**doc, "traceEvents": events + steps + steps[:1]}))
+    data = breakdown_json(path, "--range", "ProfilerStep")
+    assert record(data, "duplicate_rows", "ranges")["count"] == 4
+    shutil.copyfile(A100, tmp_path / "clean.json.gz")
+    clean = breakdown_json(tmp_path / "clean.json.gz", "--range", "ProfilerStep")
+    assert [s["wall_ns"] for s in data["steps"]] == [s["wall_ns"] for s in clean["steps"]]

@@ -9,9 +9,10 @@ each problem in ``Trace.integrity`` (and a warning line; :mod:`verifyprof.trace.
   dropped and counted, per table and kind;
 * a table of GPU work (kernels, copies, graphs) in which no row is left is an error naming the
   file, never an empty analysis;
-* rows of GPU work or API calls identical to another row in every column are dropped once and
-  counted; when most of a table's rows are such copies, the file is refused: its numbers cannot
-  be trusted;
+* rows of GPU work, API calls or ranges identical to another row in every column (a range's
+  nesting depth aside: a twin nests inside its twin, and the depths are recomputed without it)
+  are dropped once and counted; when most of a table's rows are such copies, the file is
+  refused: its numbers cannot be trusted;
 * GPU ops outside the capture's window (``meta["capture_window_ns"]``, where the reader knows
   it), without a correlation id, with no API call in the trace at all, or whose correlation id
   two API calls share, are kept and counted.
@@ -27,6 +28,7 @@ import pandas as pd
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import MISSING_TIME, TIME_LIMIT_NS, Trace
 from verifyprof.trace.integrity import Problem, example, times_of
+from verifyprof.trace.nesting import nesting_depth
 
 EVENT_TABLES = ("kernels", "copies", "graphs", "api", "ranges")
 GPU_TABLES = ("kernels", "copies", "graphs")
@@ -112,8 +114,9 @@ def _report_rows(
     )
 
 
-def duplicate_rows(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
-    """(mask of the rows that repeat an earlier row in every column, rows that have a twin).
+def duplicate_rows(frame: pd.DataFrame, ignore: tuple[str, ...] = ()) -> tuple[np.ndarray, int]:
+    """(mask of the rows that repeat an earlier row in every column but ``ignore``, rows that
+    have a twin).
 
     Twins share their start, and tables are sorted by start: only rows in runs of one start
     value are compared (a table without such runs costs one comparison per row)."""
@@ -130,7 +133,7 @@ def duplicate_rows(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
     if not candidate.any():
         return none, 0
     rows = np.flatnonzero(candidate)
-    subset = frame.iloc[rows]
+    subset = frame.iloc[rows].drop(columns=list(ignore))
     repeats = none.copy()
     repeats[rows[subset.duplicated(keep="first").to_numpy()]] = True
     return repeats, int(subset.duplicated(keep=False).sum())
@@ -139,9 +142,10 @@ def duplicate_rows(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
 def drop_duplicates(trace: Trace) -> None:
     """Drop rows identical to an earlier row (see the module doc), counted; TraceError when
     most rows of a table have a twin."""
-    for table in DEDUPLICATED:
+    for table in (*DEDUPLICATED, "ranges"):
         frame: pd.DataFrame = getattr(trace, table)
-        repeats, twins = duplicate_rows(frame)
+        # a range written twice nests inside its twin: their depths differ, the rest is equal
+        repeats, twins = duplicate_rows(frame, ("depth",) if table == "ranges" else ())
         if not twins:
             continue
         if 2 * twins > len(frame):
@@ -155,6 +159,23 @@ def drop_duplicates(trace: Trace) -> None:
         setattr(trace, table, frame.loc[~repeats].reset_index(drop=True))
         if table == "kernels":
             _renumber_collective_args(trace, repeats)
+        if table == "ranges":
+            trace.ranges["depth"] = _depth_without(trace.ranges, frame.loc[repeats])
+
+
+def _depth_without(kept: pd.DataFrame, dropped: pd.DataFrame) -> np.ndarray:
+    """The readers' nesting depths of ``kept`` less the ``dropped`` twins open around each: the
+    twins' share is the depth over both minus the depth over ``kept`` alone, per (process,
+    thread, kind, device) (the reader's own grouping, whatever it was, is kept for the rest)."""
+    both = pd.concat([kept, dropped], ignore_index=True)
+    keys = ["pid", "tid", "kind", "device"]
+    group = both.groupby(keys, sort=False).ngroup().to_numpy()
+    start, end = both["start"].to_numpy(), both["end"].to_numpy()
+    n = len(kept)
+    around = nesting_depth(group, start, end)[:n].astype(np.int64)
+    around -= nesting_depth(group[:n], start[:n], end[:n])
+    depth = kept["depth"].to_numpy().astype(np.int64) - around
+    return np.clip(depth, 0, None).astype(kept["depth"].dtype)
 
 
 def flag_outside_capture(trace: Trace) -> None:
