@@ -4,12 +4,15 @@ in copies."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import OWN_TRACES
 from test_nsys_reader import (
     FLAMEOX,
     MFU_BEFORE,
@@ -261,3 +264,26 @@ def test_cli_a_start_of_1e300_reads_as_missing_without_a_numpy_warning(tmp_path)
     (found,) = json.loads(done.stdout)["trace"]["integrity"]
     assert (found["kind"], found["table"], found["count"]) == ("null_time", "kernels", 1)
     assert lines == [f"verifyprof: warning: {path}: {found['message']}"]
+
+
+def test_cli_string_table_text_that_is_not_utf8_is_counted_too(tmp_path):
+    """Kernel names live in StringIds: bytes that are not UTF-8 there are read with U+FFFD and
+    counted (they were decoded silently), the step numbers unchanged."""
+    path = tmp_path / "latin1.sqlite"
+    with gzip.open(OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz") as src:
+        with open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    clean = json.loads(cli_lines("breakdown", str(path), "--json")[0].stdout)
+    edit(
+        path,
+        "UPDATE StringIds SET value = CAST(CAST(value AS BLOB) || x'fffe' AS TEXT) WHERE id IN"
+        " (SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 2)",
+    )
+    done, lines = cli_lines("breakdown", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    (found,) = data["trace"]["integrity"]
+    assert (found["kind"], found["table"], found["count"]) == ("invalid_utf8", "strings", 2)
+    assert "\ufffd\ufffd" in found["example"]
+    assert lines == [f"verifyprof: warning: {path}: {found['message']}"]
+    assert [s["wall_ns"] for s in data["steps"]] == [s["wall_ns"] for s in clean["steps"]]

@@ -72,15 +72,14 @@ class NsysExport:
         self.uri = readonly_uri(path)
         self.con: sqlite3.Connection | None = None
         self.processes = processes
+        self.undecodable = 0  # texts read that were not UTF-8 (read with U+FFFD)
 
     def __enter__(self) -> Self:
         check_header(self.path)
         self.uri = readonly_uri(readable_database(self.path))
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
-            self.con.text_factory = lambda raw: raw.decode(
-                "utf-8", "replace"
-            )  # names are not always valid UTF-8
+            self.con.text_factory = self._decode  # names are not always valid UTF-8
             rows = self.con.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
             ).fetchall()
@@ -98,6 +97,14 @@ class NsysExport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _decode(self, raw: bytes) -> str:
+        """A text column's value; one that is not UTF-8 is read with U+FFFD, and counted."""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.undecodable += 1
+            return raw.decode("utf-8", "replace")
 
     def close(self) -> None:
         if self.con is not None:
@@ -298,6 +305,7 @@ class NsysStrings:
         self.export = export
         self.strings = strings
         self.known: dict[int, int] = {}
+        self.not_utf8: list[int] = []  # nsys ids whose text was not UTF-8
 
     def map(self, nsys_ids: np.ndarray) -> np.ndarray:
         """Trace string ids for an array of nsys ids (-1/NULL -> -1; unknown ids -> "<string
@@ -325,9 +333,12 @@ class NsysStrings:
         if not ids:
             return
         values: dict[int, str] = {}
+        before = self.export.undecodable
         for i in range(0, len(ids), 50_000):
             chunk = ",".join(map(str, ids[i : i + 50_000]))
             values.update(self.export.sql(f"SELECT id, value FROM StringIds WHERE id IN ({chunk})"))
+        if self.export.undecodable > before:  # which ones: those the decoder marked
+            self.not_utf8 += [i for i in ids if "\ufffd" in (values.get(i) or "")]
         texts = [v if isinstance(v := values.get(i), str) else f"<string {i}>" for i in ids]
         for i, sid in zip(ids, self.strings.intern(texts)):
             self.known[i] = int(sid)

@@ -29,6 +29,7 @@ import numpy as np
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import StringTable, Trace
+from verifyprof.trace.integrity import Problem
 from verifyprof.trace.nsys.activity import (
     API_SPEC,
     KERNEL_SPEC,
@@ -133,6 +134,12 @@ def _read(export: NsysExport) -> Trace:
     meta["gpu_uuids"] = gpu_uuids(export)
     processes = processes_table(export, names, kernels, copies, graphs, api, ranges)
     meta["graph_trace_rows"] = len(graphs)
+    if names.not_utf8:  # the string table's, as the ranges' own texts are counted
+        first = names.not_utf8[0]
+        problems.append(
+            Problem("invalid_utf8", "strings", len(names.not_utf8), 0, f"{names.text(first)!r}")
+        )
+        warnings.append(problems[-1].message())
     optional = {}
     try:
         collective_args, nccl_warnings = nccl_collective_args(
