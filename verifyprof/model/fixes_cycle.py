@@ -169,7 +169,7 @@ def plain_state(profile: VerifyProfile, s: Scenario) -> tuple[VerifyProfile, Sce
     if given:  # its shape as found, its host time set so the step takes the number
         state, parts = _host_matched(state, parts, s.decode_ms)
         measured = s.decode_ms
-        source = f"the given plain decode step ({s.decode_ms:.3f} ms; its shape: {source})"
+        source = f"the given plain decode step, shaped as {source}"
     plain = replace(plain, parts=parts, verify_mode=s.verify_mode)
     base = timed(state_parts(state, plain), s.costs)
     return state, replace(plain, timing=Timing(measured, base), decode_ms=None), source
