@@ -32,7 +32,9 @@ from verifyprof.trace.nesting import nesting_depth
 
 EVENT_TABLES = ("kernels", "copies", "graphs", "api", "ranges")
 GPU_TABLES = ("kernels", "copies", "graphs")
-DEDUPLICATED = ("kernels", "copies", "graphs", "api")
+DEDUPLICATED = ("kernels", "copies", "graphs", "api", "ranges")
+# columns a copy may differ in: a range written twice nests inside its twin, so its depth differs
+NOT_COMPARED = {"ranges": ("depth",)}
 LINKED = ("kernels", "copies")  # GPU ops that carry the correlation of their launching call
 
 
@@ -142,10 +144,9 @@ def duplicate_rows(frame: pd.DataFrame, ignore: tuple[str, ...] = ()) -> tuple[n
 def drop_duplicates(trace: Trace) -> None:
     """Drop rows identical to an earlier row (see the module doc), counted; TraceError when
     most rows of a table have a twin."""
-    for table in (*DEDUPLICATED, "ranges"):
+    for table in DEDUPLICATED:
         frame: pd.DataFrame = getattr(trace, table)
-        # a range written twice nests inside its twin: their depths differ, the rest is equal
-        repeats, twins = duplicate_rows(frame, ("depth",) if table == "ranges" else ())
+        repeats, twins = duplicate_rows(frame, NOT_COMPARED.get(table, ()))
         if not twins:
             continue
         if 2 * twins > len(frame):
