@@ -161,7 +161,7 @@ def _level_inputs(
     if whole_trace:
         steps, levels = whole_trace_steps(ops, launch)
     else:
-        steps = find_steps(trace, step_regex)
+        steps = find_steps(trace, step_regex, cycles=True)
         levels = assign_levels(steps, launch, op_launch, calls)
     devices, device_code = device_codes(ops.device)
     shared = LevelInputs(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.cycles import with_cycle_windows
 from verifyprof.attribution.taxonomy import Taxonomy, compile_regex
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
@@ -182,8 +183,9 @@ def _call_rows_hashed(
     )
 
 
-def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
-    """Host ranges whose text matches ``regex`` (re.search): one row per step."""
+def find_steps(trace: Trace, regex: str, cycles: bool = False) -> pd.DataFrame:
+    """Host ranges whose text matches ``regex`` (re.search): one row per step; with ``cycles``,
+    plus the derived cycle windows (:mod:`verifyprof.attribution.cycles`)."""
     where = trace.source[0] if trace.source else None
     try:
         compile_regex(regex, f"--range '{regex:.80}' is not a valid regular expression", where)
@@ -222,6 +224,8 @@ def find_steps(trace: Trace, regex: str) -> pd.DataFrame:
     steps["level"] = nesting_depth(
         steps["tid"].to_numpy(), steps["start"].to_numpy(), steps["end"].to_numpy()
     )
+    if cycles:
+        steps = with_cycle_windows(steps)
     steps.insert(0, "step", np.arange(len(steps), dtype=np.int64))
     return steps
 

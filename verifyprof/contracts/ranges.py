@@ -23,6 +23,9 @@ ACCEPT = "verifyprof.accept"  # comparing/sampling against the drafts, choosing 
 DRAFT_EXTEND = "verifyprof.draft_extend"  # the drafter catching up on accepted tokens
 DECODE = "verifyprof.decode"  # a plain (non-speculative) decode step, the baseline
 PREFILL = "verifyprof.prefill"
+# Derived, never emitted: one speculative cycle's window where no range spans the cycle
+# (attribution.cycles): from its first phase's start to the next cycle's.
+CYCLE_WINDOW = "cycle_window"
 
 PHASE_RANGES: tuple[str, ...] = (SPEC_STEP, DRAFT, VERIFY, ACCEPT, DRAFT_EXTEND, DECODE, PREFILL)
 
