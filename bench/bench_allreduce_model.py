@@ -30,7 +30,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
-from verifyprof.model.hardware import load_hardware  # noqa: E402
+from verifyprof.model.inputs.hardware import load_hardware  # noqa: E402
 from verifyprof.pipeline.allreduce_check import (  # noqa: E402
     allreduce_samples,
     by_bucket,

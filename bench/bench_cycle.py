@@ -194,7 +194,7 @@ def run_hf(out: Path, smoke: bool = False, parts: tuple[str, ...] = ("capture", 
 def prepared(folder: Path):
     """The model's starting point from a capture folder (trace + manifest), as whatif has it."""
     from verifyprof import pipeline
-    from verifyprof.model.whatif import WhatifOptions, prepare
+    from verifyprof.model.decision.whatif import WhatifOptions, prepare
 
     saved = folder / "breakdown.json"  # bench/results keeps the breakdown, not the trace
     frame = pipeline.breakdown_frame(str(saved if saved.exists() else folder))
@@ -211,10 +211,10 @@ MODE_FIXES = {  # how each program reaches a mode from an eager trace (candidate
 
 def predict(prep, fixes: tuple[str, ...], k: int):
     """The cycle (ms), tokens/s and accept length after ``fixes`` with ``k`` drafts."""
-    from verifyprof.model.candidates import _builders
-    from verifyprof.model.fix import Skip, cycle_of
-    from verifyprof.model.fixes_cycle import at_drafts, plain_state
-    from verifyprof.model.fixes_draft import accept_at
+    from verifyprof.model.decision.candidates import _builders
+    from verifyprof.model.fixes.base import Skip, cycle_of
+    from verifyprof.model.fixes.cycle import plain_state
+    from verifyprof.model.fixes.draft import accept_at, at_drafts
 
     builders = dict(_builders())
     profile, s = prep.profile, prep.scenario

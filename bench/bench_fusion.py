@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from verifyprof.contracts import phases
-from verifyprof.model.whatif import WhatifOptions
+from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.pipeline import breakdown_frame, whatif
 
 

@@ -46,13 +46,13 @@ sys.path.insert(0, str(ROOT))
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame
-from verifyprof.model.fix import Scenario, current_cycle, idle_split_ms
-from verifyprof.model.fixes_draft import verify_at_width
-from verifyprof.model.fixes_verify import cuda_graph_verify
-from verifyprof.model.hardware import Hardware, load_hardware
-from verifyprof.model.model_config import ModelConfig, model_from_workload
-from verifyprof.model.profile import VerifyProfile, verify_profile
-from verifyprof.model.whatif import guess_hardware
+from verifyprof.model.decision.whatif import guess_hardware
+from verifyprof.model.fixes.base import Scenario, current_cycle, idle_split_ms
+from verifyprof.model.fixes.draft import verify_at_width
+from verifyprof.model.fixes.verify import cuda_graph_verify
+from verifyprof.model.inputs.hardware import Hardware, load_hardware
+from verifyprof.model.inputs.model_config import ModelConfig, model_from_workload
+from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 from verifyprof.pipeline import breakdown_frame
 
 TARGET = 0.15

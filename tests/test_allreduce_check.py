@@ -12,7 +12,7 @@ import pytest
 from conftest import PUBLIC, REPO
 from tracebuilder import late_joiner_allreduce
 
-from verifyprof.model.hardware import load_hardware
+from verifyprof.model.inputs.hardware import load_hardware
 from verifyprof.pipeline.allreduce_check import (
     allreduce_samples,
     by_bucket,

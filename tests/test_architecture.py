@@ -163,8 +163,125 @@ def test_the_checker_sees_a_backward_import(tmp_path, monkeypatch):
     """The rule can fail: a trace module importing the model is reported."""
     fake = tmp_path / "verifyprof"
     (fake / "trace").mkdir(parents=True)
-    (fake / "trace" / "bad.py").write_text("from verifyprof.model.profile import verify_profile\n")
+    (fake / "trace" / "bad.py").write_text(
+        "from verifyprof.model.inputs.profile import verify_profile\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert backward_imports() == [
-        "verifyprof/trace/bad.py:1: trace imports verifyprof.model.profile (model)"
+        "verifyprof/trace/bad.py:1: trace imports verifyprof.model.inputs.profile (model)"
+    ]
+
+
+# Inside the model, layers left to right as the stages are: what is asked and measured, the cycle,
+# the fixes, the decision. A layer imports only itself and layers to its left.
+MODEL_LAYERS: dict[str, int] = {"inputs": 0, "cycle": 1, "fixes": 2, "decision": 3}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package -> the package's modules it imports (inside functions too).
+
+    ``from verifyprof.pipeline import reading`` is an arrow to ``pipeline.reading``, not to the
+    package; a name that is not a module is an arrow to the module that holds it."""
+    known = {module_name(p): p for p in modules()}
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        found = imported(path)
+        targets = set()
+        for target, line in found:
+            if any(o.startswith(f"{target}.") and o in known and n == line for o, n in found):
+                continue  # the package of a module imported by the same statement
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def import_cycles() -> list[str]:
+    """Every circle of modules importing each other (strongly connected components), as text."""
+    graph = import_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append(" <-> ".join(sorted(component)))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def model_layer(name: str) -> str | None:
+    parts = name.split(".")
+    if parts[:2] != ["verifyprof", "model"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in MODEL_LAYERS else None
+
+
+def backward_model_imports() -> list[str]:
+    found = []
+    for name, targets in import_graph().items():
+        layer = model_layer(name)
+        if layer is None:
+            continue
+        for target in sorted(targets):
+            other = model_layer(target)
+            if other is not None and MODEL_LAYERS[other] > MODEL_LAYERS[layer]:
+                found.append(f"{name} ({layer}) imports {target} ({other})")
+    return found
+
+
+def test_no_module_import_circle_anywhere_in_the_package():
+    assert import_cycles() == []
+
+
+def test_every_model_layer_imports_only_layers_to_its_left():
+    assert backward_model_imports() == []
+
+
+def test_every_model_module_belongs_to_a_layer():
+    loose = [
+        str(p.relative_to(PACKAGE))
+        for p in (PACKAGE / "model").rglob("*.py")
+        if model_layer(module_name(p)) is None and p != PACKAGE / "model" / "__init__.py"
+    ]
+    assert loose == []
+
+
+def test_the_checkers_see_a_circle_and_a_backward_layer(tmp_path, monkeypatch):
+    """Both rules can fail: a function-level import closing a circle, and the inputs importing the
+    decision, are reported."""
+    fake = tmp_path / "verifyprof"
+    for layer in ("inputs", "decision"):
+        (fake / "model" / layer).mkdir(parents=True)
+    (fake / "model" / "inputs" / "a.py").write_text(
+        "def f():\n    from verifyprof.model.decision.b import g\n"
+    )
+    (fake / "model" / "decision" / "b.py").write_text("from verifyprof.model.inputs.a import f\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert import_cycles() == ["verifyprof.model.decision.b <-> verifyprof.model.inputs.a"]
+    assert backward_model_imports() == [
+        "verifyprof.model.inputs.a (inputs) imports verifyprof.model.decision.b (decision)"
     ]

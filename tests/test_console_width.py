@@ -222,7 +222,7 @@ def test_collective_kernels_of_the_b200_rank_fit_with_their_bandwidth(width):
 
 
 def test_whatif_assumptions_wrap_indented_at_80_columns():
-    from verifyprof.model.whatif import WhatifOptions
+    from verifyprof.model.decision.whatif import WhatifOptions
 
     ranking = pipeline.whatif(
         WhatifOptions(source=str(DENSE), manifest=DENSE.parent / "manifest.json")

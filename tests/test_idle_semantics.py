@@ -117,7 +117,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from verifyprof.model.whatif import WhatifOptions  # noqa: E402
+from verifyprof.model.decision.whatif import WhatifOptions  # noqa: E402
 from verifyprof.pipeline import breakdown_frame, whatif  # noqa: E402
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"

@@ -3,8 +3,8 @@
 import pytest
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.acceptance import Survival, accept_lengths, parse_survival
-from verifyprof.model.leviathan import expected_tokens
+from verifyprof.model.inputs.acceptance import Survival, accept_lengths, parse_survival
+from verifyprof.model.inputs.leviathan import expected_tokens
 
 QWEN_MTP5 = "0.85,0.67,0.51,0.36,0.31"  # Qwen3.5 MTP=5 on vLLM, voipmonitor/rtx6kpro [C]
 

@@ -2,14 +2,14 @@
 
 import pytest
 
-from verifyprof.model.allreduce import (
+from verifyprof.model.inputs.allreduce import (
     MeasuredTable,
     allreduce_bytes,
     nccl_allreduce_us,
     nccl_latency_us,
     ring_alpha_beta_us,
 )
-from verifyprof.model.hardware import load_hardware
+from verifyprof.model.inputs.hardware import load_hardware
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.manifest import read_manifest
 from verifyprof.contracts.ranges import ACCEPT, DRAFT, SPEC_STEP, VERIFY, range_text
 from verifyprof.contracts.schema import check_header, frame_from_json
-from verifyprof.model.profile import verify_profile
+from verifyprof.model.inputs.profile import verify_profile
 
 
 def profile_of(data, **options):

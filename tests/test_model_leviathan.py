@@ -3,7 +3,7 @@
 import pytest
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.leviathan import (
+from verifyprof.model.inputs.leviathan import (
     expected_tokens,
     implied_cost_ratio,
     operations_factor,

@@ -4,7 +4,7 @@
 import pytest
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.throughput import Cycle, decode_ms_from, implied_cycle_cost
+from verifyprof.model.cycle.throughput import Cycle, decode_ms_from, implied_cycle_cost
 
 BASELINE_82 = decode_ms_from(baseline_tps=82)
 

@@ -3,9 +3,9 @@ width 4)."""
 
 import pytest
 
-from verifyprof.model.allreduce import allreduce_bytes
-from verifyprof.model.hardware import load_hardware
-from verifyprof.model.model_config import load_model_config
+from verifyprof.model.inputs.allreduce import allreduce_bytes
+from verifyprof.model.inputs.hardware import load_hardware
+from verifyprof.model.inputs.model_config import load_model_config
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from verifyprof.model.fix import Scenario, current_cycle
-from verifyprof.model.fixes_draft import verify_at_width
-from verifyprof.model.fixes_verify import cuda_graph_verify
-from verifyprof.model.hardware import load_hardware
-from verifyprof.model.model_config import model_from_workload
-from verifyprof.model.profile import verify_profile
-from verifyprof.model.whatif import WhatifOptions
+from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.model.fixes.base import Scenario, current_cycle
+from verifyprof.model.fixes.draft import verify_at_width
+from verifyprof.model.fixes.verify import cuda_graph_verify
+from verifyprof.model.inputs.hardware import load_hardware
+from verifyprof.model.inputs.model_config import model_from_workload
+from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.pipeline import breakdown_frame, whatif
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import PUBLIC
 
-from verifyprof.model.candidates import rank_candidates
-from verifyprof.model.fix import Scenario
-from verifyprof.model.hardware import load_hardware
-from verifyprof.model.model_config import load_model_config
-from verifyprof.model.profile import verify_profile
-from verifyprof.model.whatif import WhatifOptions
+from verifyprof.model.decision.candidates import rank_candidates
+from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.model.fixes.base import Scenario
+from verifyprof.model.inputs.hardware import load_hardware
+from verifyprof.model.inputs.model_config import load_model_config
+from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.pipeline import breakdown_frame, whatif
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"

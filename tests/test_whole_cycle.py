@@ -15,10 +15,10 @@ import pytest
 
 from verifyprof import pipeline
 from verifyprof.contracts.schema import BreakdownFrame
-from verifyprof.model.candidates import _builders
-from verifyprof.model.cycle_time import measured_parts, timed
-from verifyprof.model.fix import cycle_of, state_parts
-from verifyprof.model.whatif import WhatifOptions, plain_numbers, prepare
+from verifyprof.model.cycle.timing import measured_parts, timed
+from verifyprof.model.decision.candidates import _builders
+from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers, prepare
+from verifyprof.model.fixes.base import cycle_of, state_parts
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILE = ROOT / "traces/workload-dense-compile/trace.sqlite.gz"

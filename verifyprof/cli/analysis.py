@@ -92,7 +92,7 @@ def breakdown(
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof.contracts import outputs
-    from verifyprof.model.whatif import WhatifOptions
+    from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
     from verifyprof.report import console, files, integrity, progress
     from verifyprof.trace.sources import expand
@@ -219,7 +219,7 @@ def whatif(
     source = source if source is not None else given_source
     given = {k: v for k, v in locals().items() if k != "given_source"}
     from verifyprof import pipeline
-    from verifyprof.model.whatif import WhatifOptions
+    from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
     from verifyprof.report import files, integrity, progress
     from verifyprof.report import whatif as show

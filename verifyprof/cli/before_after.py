@@ -37,7 +37,7 @@ def _checked(
 ) -> None:
     """Every option before any input is read or output written (``plain``: plain decoding's
     ``baseline_tps`` / ``decode_ms``)."""
-    from verifyprof.model.whatif import WhatifOptions
+    from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
 
     resolve.check(WhatifOptions(accept_len=accept_len, step=step, step_range=step_range, **plain))
@@ -61,7 +61,7 @@ def compare(
     """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a
     verdict, BEFORE's prediction of the change AFTER shows, and a CI gate."""
     from verifyprof import pipeline
-    from verifyprof.model.checks import check_finite
+    from verifyprof.model.inputs.checks import check_finite
     from verifyprof.report import compare as show
     from verifyprof.report import files
 

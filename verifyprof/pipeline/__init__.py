@@ -13,8 +13,8 @@ from pathlib import Path
 
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
-from verifyprof.model.candidates import Ranking
-from verifyprof.model.whatif import WhatifOptions, plain_numbers
+from verifyprof.model.decision.candidates import Ranking
+from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers
 from verifyprof.pipeline.before_after import (
     Loaded,
     compare,

@@ -1,8 +1,8 @@
 """The allreduce cost model against the allreduces a trace measured.
 
 For every allreduce kernel whose message size the trace records: the measured time and what the
-model of :mod:`verifyprof.model.allreduce` predicts for that size, on the trace's GPU and link
-(``data/hardware``). What "measured" means depends on the trace, and the rows say which:
+model of :mod:`verifyprof.model.inputs.allreduce` predicts for that size, on the trace's GPU and
+link (``data/hardware``). What "measured" means depends on the trace, and the rows say which:
 
 * ``transfer``: several ranks in the trace, the call matched across them: own end minus the
   latest rank's start (:mod:`verifyprof.attribution.comm`). This is what the model predicts.
@@ -42,8 +42,8 @@ from verifyprof.attribution.steps import (
 )
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
-from verifyprof.model.allreduce import NCCL_HW_LAT_US, ring_alpha_beta_us
-from verifyprof.model.hardware import Hardware, load_hardware
+from verifyprof.model.inputs.allreduce import NCCL_HW_LAT_US, ring_alpha_beta_us
+from verifyprof.model.inputs.hardware import Hardware, load_hardware
 from verifyprof.trace.events import Trace
 
 # message-size buckets (bytes): verify-sized messages are tens of KiB, prefill and training MiBs

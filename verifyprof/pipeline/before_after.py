@@ -15,10 +15,10 @@ from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame
-from verifyprof.model.compare import Comparison, check_change
-from verifyprof.model.compare import compare as compare_frames
-from verifyprof.model.profile import verify_profile
-from verifyprof.model.whatif import WhatifOptions
+from verifyprof.model.decision.compare import Comparison, check_change
+from verifyprof.model.decision.compare import compare as compare_frames
+from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.pipeline.parallel import (
     rank_files,
 )
@@ -129,7 +129,7 @@ def compare(
             "no accept length: give --accept-len or --manifest for the prediction check"
         )
         return result
-    from verifyprof.model.whatif import prepare
+    from verifyprof.model.decision.whatif import prepare
 
     try:
         before_state = prepare(

@@ -16,8 +16,8 @@ from verifyprof.attribution.taxonomy import compile_regex
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
-from verifyprof.model.profile import verify_profile
-from verifyprof.model.whatif import Prepared, WhatifOptions, check_options, prepare
+from verifyprof.model.decision.whatif import Prepared, WhatifOptions, check_options, prepare
+from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.trace.sources import is_breakdown_json
 
 CYCLE_PARTS = ("spec_step", "draft", "accept", "draft_extend")  # never the verify
@@ -192,7 +192,7 @@ def resolve_sources(
 
 def ranking_of(resolved: Resolved):
     """The ranking of a resolved run (None without an accept length)."""
-    from verifyprof.model.candidates import rank_candidates
+    from verifyprof.model.decision.candidates import rank_candidates
 
     p = resolved.prepared
     if p is None:
@@ -207,7 +207,7 @@ def ranking_of(resolved: Resolved):
 def verdict_text(resolved: Resolved) -> str | None:
     """The verdict under ``breakdown``'s tables: the ranking's when an accept length is known,
     else the step in words and why there is no plan; None without a verify group."""
-    from verifyprof.model.verdict import step_words
+    from verifyprof.model.decision.verdict import step_words
 
     ranking = ranking_of(resolved)
     if ranking is not None:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from verifyprof.model.candidates import Ranking
-from verifyprof.model.throughput import Cycle
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.decision.candidates import Ranking
 from verifyprof.report.figures import COLOURS, LAYOUT, safe
 
 PARTS = ("draft", "verify", "overhead")  # a cycle's parts, in the order they run

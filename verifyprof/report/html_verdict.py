@@ -6,7 +6,7 @@ curve and the tokens/s heatmap."""
 from __future__ import annotations
 
 from verifyprof.contracts import phases
-from verifyprof.model.candidates import Ranking
+from verifyprof.model.decision.candidates import Ranking
 from verifyprof.report import figures_cycle
 from verifyprof.report.data import ReportData
 from verifyprof.report.markup import (

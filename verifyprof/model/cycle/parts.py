@@ -1,6 +1,6 @@
 """The speculative cycle as parts (draft, verify, accept, draft-extend, the rest) with what the
 GPU and the host do in each, so that a fix can change how one part runs and the cycle be re-timed
-by :mod:`verifyprof.model.overlap`.
+by :mod:`verifyprof.model.cycle.overlap`.
 
 Each part is per cycle: GPU busy time (kernels, copies, collectives), the graph's node gaps, the
 GPU idle waiting on the host, kernel counts (for fusion), forwards per cycle (graph replays), host
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from verifyprof.contracts import phases
-from verifyprof.model.profile import StepGroup
+from verifyprof.model.inputs.step_group import StepGroup
 
 SMALL = ("elementwise", "norm", "moe_aux")  # what Inductor-style fusion merges
 HEAVY = ("attention", "gemm_dense", "gemm_moe")  # fusion regions end at these

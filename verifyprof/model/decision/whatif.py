@@ -14,12 +14,14 @@ from verifyprof.contracts.datafiles import catalogue
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest, read_manifest
 from verifyprof.contracts.schema import BreakdownFrame
-from verifyprof.model.candidates import Ranking, Scenario, rank_candidates
-from verifyprof.model.cycle_setup import with_cycle
-from verifyprof.model.fix import current_cycle
-from verifyprof.model.hardware import Hardware, load_hardware
-from verifyprof.model.model_config import ModelConfig, load_model_config
-from verifyprof.model.options import (
+from verifyprof.model.cycle.throughput import decode_ms_from
+from verifyprof.model.decision.candidates import Ranking, Scenario, rank_candidates
+from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
+from verifyprof.model.fixes.base import current_cycle
+from verifyprof.model.fixes.setup import with_cycle
+from verifyprof.model.inputs.hardware import Hardware, load_hardware
+from verifyprof.model.inputs.model_config import ModelConfig, load_model_config
+from verifyprof.model.inputs.options import (
     Acceptance,
     WhatifOptions,
     _check_options,
@@ -27,9 +29,7 @@ from verifyprof.model.options import (
     check_options,
     decode_inputs,
 )
-from verifyprof.model.plain_numbers import plain_numbers, plain_verdict
-from verifyprof.model.profile import VerifyProfile, verify_profile
-from verifyprof.model.throughput import decode_ms_from
+from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 
 __all__ = [
     "Acceptance",

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from verifyprof.model.fix import (
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.cycle.verify_cost import phase_rooflines
+from verifyprof.model.fixes.base import (
     Candidate,
     Scenario,
     Skip,
@@ -16,9 +18,7 @@ from verifyprof.model.fix import (
     predicted,
     take_idle,
 )
-from verifyprof.model.profile import VerifyProfile
-from verifyprof.model.throughput import Cycle
-from verifyprof.model.verify_cost import phase_rooflines
+from verifyprof.model.inputs.profile import VerifyProfile
 
 FLOOR_PHASES = ("gemm_dense", "gemm_moe", "attention")
 SMALL_KERNEL_PHASES = ("elementwise", "norm", "moe_aux")  # what Inductor-style fusion merges

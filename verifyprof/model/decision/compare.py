@@ -1,8 +1,8 @@
 """Before/after: what changed in the verify step between two breakdowns, and whether the model saw
 it coming.
 
-Both sides are reduced by :func:`~verifyprof.model.profile.verify_profile` (the same verify step
-the what-if models), so a delta here is a delta of what ``whatif`` would start from. Kernel
+Both sides are reduced by :func:`~verifyprof.model.inputs.profile.verify_profile` (the same verify
+step the what-if models), so a delta here is a delta of what ``whatif`` would start from. Kernel
 families come from kernel tables the caller passes (name, phase, count, total_ns): the model
 never reads a trace. A prediction check pairs the change seen (e.g. eager -> graph verify) with
 BEFORE's what-if candidate for that change and puts its predicted verify ms and tok/s beside
@@ -20,8 +20,10 @@ import pandas as pd
 
 from verifyprof.contracts import phases
 from verifyprof.contracts.schema import BreakdownFrame
-from verifyprof.model.profile import VerifyProfile, verify_profile
-from verifyprof.model.step_attrs import with_attr_columns
+from verifyprof.model.decision.change import detect, predict_change
+from verifyprof.model.fixes.base import current_cycle
+from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
+from verifyprof.model.inputs.step_attrs import with_attr_columns
 
 SCHEMA = "verifyprof.compare/1"
 NO_CHANGE_PCT = 1.0  # |verify delta| below this is "no change": run-to-run noise on one GPU
@@ -334,9 +336,6 @@ def check_change(
 ) -> None:
     """BEFORE's prediction of the change AFTER shows, beside AFTER's measured verify, cycle and
     tokens/s. ``before`` / ``after`` are the model's prepared states (profile and scenario)."""
-    from verifyprof.model.change import detect, predict_change
-    from verifyprof.model.fix import current_cycle
-
     change = detect(before.profile, after.profile, triton_appeared)
     comparison.change = change.words
     if not change.modelled:

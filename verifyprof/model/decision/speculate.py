@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifyprof.model.fix import Candidate, Scenario, Skip
-from verifyprof.model.fixes_cycle import plain_state
-from verifyprof.model.fixes_draft import _num_draft, curve_point, with_drafts
-from verifyprof.model.plan import Builder, PlanStep
-from verifyprof.model.profile import VerifyProfile
-from verifyprof.model.throughput import Cycle
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.decision.plan import Builder, PlanStep
+from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of
+from verifyprof.model.fixes.cycle import plain_state
+from verifyprof.model.fixes.draft import _num_draft, curve_point, with_drafts
+from verifyprof.model.inputs.profile import VerifyProfile
 
 CURVE_MIN_K = 8  # the curve reaches at least this many drafts (and 4 past today's)
 CURVE_PAST = 4
@@ -94,8 +94,6 @@ def plain_decoding(
         state, plain, source = plain_state(profile, s)
     except Skip:
         return None
-    from verifyprof.model.fix import cycle_of
-
     out = PlainDecoding(cycle_of(state, plain), source, now)
     for i, step in enumerate(plan, start=1):
         name = step.candidate.name

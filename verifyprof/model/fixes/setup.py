@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from verifyprof.model.cycle_parts import HOST_IDLE
-from verifyprof.model.cycle_time import Costs, measured_parts, timed
-from verifyprof.model.fix import Capturability, Scenario, Timing, edited_group, state_parts
-from verifyprof.model.hardware import Hardware
-from verifyprof.model.profile import StepGroup, VerifyProfile
+from verifyprof.model.cycle.parts import HOST_IDLE
+from verifyprof.model.cycle.timing import Costs, measured_parts, timed
+from verifyprof.model.fixes.base import Capturability, Scenario, Timing, edited_group, state_parts
+from verifyprof.model.inputs.hardware import Hardware
+from verifyprof.model.inputs.profile import VerifyProfile
+from verifyprof.model.inputs.step_group import StepGroup
 
 DEFAULTS = Costs()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.checks import check_alpha, check_count
+from verifyprof.model.inputs.checks import check_alpha, check_count
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,16 @@ from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import read_manifest
-from verifyprof.model.decision import PlainDecoding
-from verifyprof.model.leviathan import (
+from verifyprof.model.cycle.throughput import Cycle, decode_ms_from
+from verifyprof.model.decision.speculate import PlainDecoding
+from verifyprof.model.decision.verdict import Verdict, decision_words
+from verifyprof.model.inputs.leviathan import (
     expected_tokens,
     operations_factor,
     optimal_gamma,
     walltime_improvement,
 )
-from verifyprof.model.options import WhatifOptions, _check_options, acceptance, decode_inputs
-from verifyprof.model.throughput import Cycle, decode_ms_from
-from verifyprof.model.verdict import Verdict, decision_words
+from verifyprof.model.inputs.options import WhatifOptions, _check_options, acceptance, decode_inputs
 
 
 def plain_numbers(o: WhatifOptions) -> dict[str, Any]:

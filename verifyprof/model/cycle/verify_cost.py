@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from verifyprof.model.hardware import Hardware
-    from verifyprof.model.model_config import ModelConfig
+    from verifyprof.model.inputs.hardware import Hardware
+    from verifyprof.model.inputs.model_config import ModelConfig
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verifyprof.model.fix import Candidate, Scenario, Skip, cycle_of
-from verifyprof.model.fixes_cycle import at_drafts, plain_state
-from verifyprof.model.fixes_draft import accept_at
-from verifyprof.model.profile import StepGroup, VerifyProfile
-from verifyprof.model.throughput import Cycle
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.decision.candidates import _builders
+from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of
+from verifyprof.model.fixes.cycle import plain_state
+from verifyprof.model.fixes.draft import accept_at, at_drafts
+from verifyprof.model.inputs.profile import VerifyProfile
+from verifyprof.model.inputs.step_group import StepGroup
 
 FUSED_FALL = 0.8  # a verify keeping under 80% of its kernels, as graphs: fused
 
@@ -90,8 +92,6 @@ class ChangePrediction:
 def predict_change(profile: VerifyProfile, s: Scenario, change: Change) -> ChangePrediction:
     """BEFORE's state after the change: the fixes that model it, then the new draft count (or
     plain decoding)."""
-    from verifyprof.model.candidates import _builders
-
     builders = dict(_builders())
     applied, skipped = [], []
     if change.speculation_off:

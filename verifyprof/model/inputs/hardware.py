@@ -9,7 +9,7 @@ from typing import Any
 
 from verifyprof.contracts.datafiles import read_toml, require, resolve, search_dirs
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.allreduce import (
+from verifyprof.model.inputs.allreduce import (
     MeasuredTable,
     nccl_allreduce_us,
     oneshot_us,

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from verifyprof.contracts.datafiles import catalogue, read_toml
-from verifyprof.model.acceptance import Survival
-from verifyprof.model.fix import Candidate, Scenario, Skip, predicted
-from verifyprof.model.leviathan import expected_tokens
-from verifyprof.model.profile import VerifyProfile
-from verifyprof.model.throughput import Cycle
-from verifyprof.model.verify_cost import width_scaling
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.cycle.verify_cost import width_scaling
+from verifyprof.model.fixes.base import Candidate, Scenario, Skip, edited, predicted
+from verifyprof.model.inputs.acceptance import Survival
+from verifyprof.model.inputs.leviathan import expected_tokens
+from verifyprof.model.inputs.profile import VerifyProfile
 
 MAX_EXTRA_DRAFTS = 4
 
@@ -93,6 +93,25 @@ def phases_at_width(
     )
 
 
+def at_drafts(
+    profile: VerifyProfile, s: Scenario, k: int, k2: int, tau: float
+) -> tuple[VerifyProfile, Scenario, list[str]]:
+    """The state with ``k2`` drafts instead of ``k``: the verify at its new width (width model),
+    the draft's forwards scaled, accept length ``tau``."""
+    n0 = profile.width or k + 1
+    width = k2 + 1 if n0 == k + 1 else max(1, round(n0 * (k2 + 1) / (k + 1)))
+    _, phases, notes = phases_at_width(profile, s, width)
+    after = edited(
+        profile, {p: phases.get(p, 0.0) - t for p, t in profile.verify.phases_ms.items()}
+    )
+    after.width = width
+    parts = tuple(p.scaled(k2 / k) if p.name == "draft" else p for p in s.parts)
+    s_after = replace(
+        s, accept_len=tau, draft_ms=s.draft_ms * k2 / k, num_draft=k2, survival=None, parts=parts
+    )
+    return after, s_after, notes
+
+
 def _num_draft(profile: VerifyProfile, s: Scenario) -> int | None:
     return s.num_draft or ((profile.width - 1) if profile.width else None)
 
@@ -115,8 +134,6 @@ def with_drafts(
     profile: VerifyProfile, s: Scenario, now: Cycle, k: int, k2: int, name: str
 ) -> Candidate:
     """The cycle with ``k2`` drafts instead of ``k`` (chain: verify width k2+1)."""
-    from verifyprof.model.fixes_cycle import at_drafts
-
     tau, accept_note = accept_at(profile, s, k, k2)
     after, s_after, notes = at_drafts(profile, s, k, k2, tau)
     n0 = profile.width or k + 1

@@ -1,8 +1,9 @@
 """Whole-cycle fixes as users apply them: the draft under CUDA graphs (with or without fusion),
-torch.compile of every forward, and plain decoding (speculation off); plus the states they start
-from (k drafts, plain decoding), which the draft-count curve shares.
+torch.compile of every forward, and plain decoding (speculation off); plus the state plain decoding
+starts from, which the draft-count curve shares (the state at k drafts is in
+:mod:`verifyprof.model.fixes.draft`).
 
-Each fix changes how parts of the cycle run (:mod:`verifyprof.model.cycle_parts`) and the cycle
+Each fix changes how parts of the cycle run (:mod:`verifyprof.model.cycle.parts`) and the cycle
 is re-timed by the host/GPU race, so what a graph hides of the host work between phases (the
 accept's eager launches behind a verify replay) is predicted, and what it cannot hide (the host
 work after a sync) stays.
@@ -12,21 +13,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from verifyprof.model.cycle_parts import HOST_IDLE
-from verifyprof.model.cycle_time import Costs, as_graph, timed
-from verifyprof.model.fix import (
+from verifyprof.model.cycle.parts import HOST_IDLE
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.cycle.timing import Costs, as_graph, timed
+from verifyprof.model.fixes.base import (
     Candidate,
     Scenario,
     Skip,
     Timing,
-    edited,
     edited_group,
     predicted,
     state_parts,
 )
-from verifyprof.model.fixes_verify import fused_verify
-from verifyprof.model.profile import VerifyProfile
-from verifyprof.model.throughput import Cycle
+from verifyprof.model.fixes.draft import phases_at_width
+from verifyprof.model.fixes.setup import scaled_group
+from verifyprof.model.fixes.verify import fused_verify
+from verifyprof.model.inputs.profile import VerifyProfile
 
 DRAFT_SIDE = ("draft", "draft_extend")
 
@@ -127,15 +129,13 @@ def torch_compile(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
     return predicted("torch_compile", after, s_after, now, notes)
 
 
-# ---- k drafts, and plain decoding -----------------------------------------------------------
+# ---- plain decoding ------------------------------------------------------------------------
 
 
 def plain_state(profile: VerifyProfile, s: Scenario) -> tuple[VerifyProfile, Scenario, str]:
     """Plain decoding in today's execution mode: the decode step as the 'verify', accept length
     1, no draft; and where its step came from (traced decode ranges, a given rate, or the verify
     at width 1 from the width model)."""
-    from verifyprof.model.fixes_draft import phases_at_width
-
     plain = replace(
         s,
         accept_len=1.0,
@@ -178,8 +178,6 @@ def plain_state(profile: VerifyProfile, s: Scenario) -> tuple[VerifyProfile, Sce
 def _host_matched(state: VerifyProfile, parts: tuple, total_ms: float):
     """The step's host-side time scaled so that it takes ``total_ms`` (its kernels as they are):
     a measured plain decode step, given as one number, on the width model's shape."""
-    from verifyprof.model.cycle_setup import scaled_group
-
     group = state.verify
     busy = sum(p.busy_ms + p.gap_ms for p in parts)
     busy += sum(t for ph, t in group.phases_ms.items() if ph not in HOST_IDLE)
@@ -209,24 +207,3 @@ def no_speculation(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate
         {"num_draft": 0, "width": 1, "decode_source": source},
     )
     return cand
-
-
-def at_drafts(
-    profile: VerifyProfile, s: Scenario, k: int, k2: int, tau: float
-) -> tuple[VerifyProfile, Scenario, list[str]]:
-    """The state with ``k2`` drafts instead of ``k``: the verify at its new width (width model),
-    the draft's forwards scaled, accept length ``tau``."""
-    from verifyprof.model.fixes_draft import phases_at_width
-
-    n0 = profile.width or k + 1
-    width = k2 + 1 if n0 == k + 1 else max(1, round(n0 * (k2 + 1) / (k + 1)))
-    _, phases, notes = phases_at_width(profile, s, width)
-    after = edited(
-        profile, {p: phases.get(p, 0.0) - t for p, t in profile.verify.phases_ms.items()}
-    )
-    after.width = width
-    parts = tuple(p.scaled(k2 / k) if p.name == "draft" else p for p in s.parts)
-    s_after = replace(
-        s, accept_len=tau, draft_ms=s.draft_ms * k2 / k, num_draft=k2, survival=None, parts=parts
-    )
-    return after, s_after, notes

@@ -14,13 +14,14 @@ import copy
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from verifyprof.model.acceptance import Survival
-from verifyprof.model.cycle_parts import Part, part_of
-from verifyprof.model.cycle_time import Costs, timed
-from verifyprof.model.hardware import Hardware
-from verifyprof.model.model_config import ModelConfig
-from verifyprof.model.profile import StepGroup, VerifyProfile
-from verifyprof.model.throughput import Cycle
+from verifyprof.model.cycle.parts import Part, part_of
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.cycle.timing import Costs, timed
+from verifyprof.model.inputs.acceptance import Survival
+from verifyprof.model.inputs.hardware import Hardware
+from verifyprof.model.inputs.model_config import ModelConfig
+from verifyprof.model.inputs.profile import VerifyProfile
+from verifyprof.model.inputs.step_group import StepGroup
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Scenario:
     drafter: str | None = None  # the drafter family in use, when the manifest says
     notes: list[str] = field(default_factory=list)
     # The cycle as parts (draft, accept, draft-extend, rest: the verify is the profile's) and how
-    # the verify runs, so a fix re-times the whole cycle (model.cycle_time); empty: additive.
+    # the verify runs, so a fix re-times the whole cycle (model.cycle.timing); empty: additive.
     parts: tuple[Part, ...] = ()
     verify_mode: str | None = None  # "compiled" once a fix compiles the verify
     costs: Costs = field(default_factory=Costs)

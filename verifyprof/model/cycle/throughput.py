@@ -3,7 +3,8 @@
 REFERENCE 6.1. The speedup against plain decoding is ``accept_len * T_decode / T_iter``; the
 cycle cost in decode steps, ``T_iter / T_decode``, puts published (tau, speedup) pairs and
 measured traces on one scale. Times are milliseconds here because that is what users type and
-read; the breakdown's integer nanoseconds are converted once, in :mod:`verifyprof.model.profile`.
+read; the breakdown's integer nanoseconds are converted once, in
+:mod:`verifyprof.model.inputs.profile`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.checks import (
+from verifyprof.model.inputs.checks import (
     check_accept_len,
     check_count,
     check_nonnegative,
@@ -30,8 +31,8 @@ class Cycle:
     overhead_ms: float = 0.0
     batch: int = 1
     decode_ms: float | None = None  # one plain decode step at the same batch: the baseline
-    # phase time the host/GPU race hides behind other phases' work (model.overlap): the cycle is
-    # the phases' sum less this
+    # phase time the host/GPU race hides behind other phases' work (model.cycle.overlap): the
+    # cycle is the phases' sum less this
     overlap_ms: float = 0.0
 
     def __post_init__(self) -> None:

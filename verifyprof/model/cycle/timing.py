@@ -1,5 +1,5 @@
 """Timing a cycle of parts: each part as the host issues it and the GPU runs it in its mode
-(eager, graph replay, compiled replay), raced by :func:`verifyprof.model.overlap.period_ms`.
+(eager, graph replay, compiled replay), raced by :func:`verifyprof.model.cycle.overlap.period_ms`.
 
 Predictions are deltas: a state's cycle is the measured cycle plus ``timed(state) -
 timed(measured parts)``, so whatever the race leaves out of the measured cycle (noise, work
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from verifyprof.model.cycle_parts import Part, fused
-from verifyprof.model.overlap import Work, period_ms
+from verifyprof.model.cycle.overlap import Work, period_ms
+from verifyprof.model.cycle.parts import Part, fused, host_part, part_of
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,6 @@ CYCLE_ORDER = ("draft", "verify", "accept", "draft_extend", "rest")
 
 def measured_parts(profile, num_draft: int | None) -> list[Part]:  # profile: VerifyProfile
     """The cycle's parts as the trace measured them (per cycle), in cycle order."""
-    from verifyprof.model.cycle_parts import host_part, part_of
-
     out: list[Part] = []
     spent, syncs, after = 0.0, 0.0, 0.0
     sources = (

@@ -2,13 +2,13 @@
 
 These closed forms assume every draft token is accepted independently with probability alpha and
 that a verify costs one target decode step (Thm 3.8). The measured cycle replaces that second
-assumption in :mod:`verifyprof.model.throughput`; here they stay exact so the published tables
+assumption in :mod:`verifyprof.model.cycle.throughput`; here they stay exact so the published tables
 can be reproduced to their printed precision.
 """
 
 from __future__ import annotations
 
-from verifyprof.model.checks import check_alpha, check_count, check_nonnegative
+from verifyprof.model.inputs.checks import check_alpha, check_count, check_nonnegative
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:

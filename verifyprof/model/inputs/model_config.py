@@ -14,7 +14,7 @@ from typing import Any
 
 from verifyprof.contracts.datafiles import read_toml, require, resolve
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.checks import check_count, check_nonnegative
+from verifyprof.model.inputs.checks import check_count, check_nonnegative
 
 DTYPE_BYTES = {
     "fp32": 4.0,

@@ -1,7 +1,8 @@
 """Candidate fixes ranked by predicted tokens/s, each alone and stacked into a plan.
 
-The fixes live in ``fixes_verify`` (graphs, fusion, host, kernel floors), ``fixes_comm``
-(allreduce) and ``fixes_draft`` (draft count, drafter, draft graphs); ``plan`` stacks them.
+The fixes live in :mod:`verifyprof.model.fixes`: ``verify`` (graphs, fusion, host, kernel
+floors), ``comm`` (allreduce), ``draft`` (draft count, drafter) and ``cycle`` (draft graphs,
+torch.compile, no speculation); ``plan`` stacks them.
 Every candidate says which numbers it assumed; one that cannot apply to this trace is listed
 under ``skipped`` with the reason (REFERENCE 6.12).
 """
@@ -12,33 +13,38 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.decision import DraftCurve, PlainDecoding, draft_curve, plain_decoding
-from verifyprof.model.fix import Candidate, Scenario, current_cycle
-from verifyprof.model.fixes_comm import custom_allreduce
-from verifyprof.model.fixes_cycle import (
-    cuda_graph_draft,
-    graph_fusion_draft,
-    no_speculation,
-    torch_compile,
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.decision.plan import Builder, PlanStep, evaluate, stack, unaddressed
+from verifyprof.model.decision.speculate import (
+    DraftCurve,
+    PlainDecoding,
+    draft_curve,
+    plain_decoding,
 )
-from verifyprof.model.fixes_draft import better_drafter, draft_tokens, verify_at_width
-from verifyprof.model.fixes_verify import (
-    FLOOR_PHASES,
-    cuda_graph_verify,
-    graph_fusion_verify,
-    host_overhead,
-    kernel_floor,
-)
-from verifyprof.model.plan import Builder, PlanStep, evaluate, stack, unaddressed
-from verifyprof.model.profile import VerifyProfile
-from verifyprof.model.throughput import Cycle
-from verifyprof.model.verdict import (
+from verifyprof.model.decision.verdict import (
     Verdict,
     decision_words,
     plan_words,
     step_words,
     unaddressed_words,
 )
+from verifyprof.model.fixes.base import Candidate, Scenario, current_cycle
+from verifyprof.model.fixes.comm import custom_allreduce
+from verifyprof.model.fixes.cycle import (
+    cuda_graph_draft,
+    graph_fusion_draft,
+    no_speculation,
+    torch_compile,
+)
+from verifyprof.model.fixes.draft import better_drafter, draft_tokens, verify_at_width
+from verifyprof.model.fixes.verify import (
+    FLOOR_PHASES,
+    cuda_graph_verify,
+    graph_fusion_verify,
+    host_overhead,
+    kernel_floor,
+)
+from verifyprof.model.inputs.profile import VerifyProfile
 
 SCHEMA = "verifyprof.whatif/1"
 

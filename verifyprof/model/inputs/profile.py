@@ -32,40 +32,12 @@ from verifyprof.contracts.schema import (
     BreakdownFrame,
     variant,
 )
-from verifyprof.model.calibration import graph_calibration
-from verifyprof.model.cycle_windows import CYCLE_PHASES, _cycle
-from verifyprof.model.step_attrs import with_attr_columns
+from verifyprof.model.inputs.calibration import graph_calibration
+from verifyprof.model.inputs.step_attrs import with_attr_columns
+from verifyprof.model.inputs.step_group import StepGroup
+from verifyprof.model.inputs.windows import CYCLE_PHASES, _cycle
 
 NS_PER_MS = 1e6
-
-
-@dataclass
-class StepGroup:
-    """The mean of one group of steps on one device."""
-
-    name: str
-    device: int
-    rank: int
-    steps: int
-    mode: str
-    wall_ms: float  # the step's cost: its window less the GPU time of other steps' work in it
-    gpu_span_ms: (
-        float  # first op start to last op end: the idle outside it is at the window's edges
-    )
-    phases_ms: dict[str, float]
-    totals_ms: dict[str, float]
-    kernels: float
-    launches: float
-    graph_launches: float
-    comm_calls: float | None
-    comm_wait_ms: float | None
-    counts: dict[str, float]  # kernels per phase
-    attrs: dict[str, str]
-    host_syncs: float = 0.0  # blocking host calls per step (syncs, synchronous copies)
-    post_sync_ms: float = 0.0  # GPU idle after them until the next op
-    kernels_cv: float = 0.0  # step-to-step variation of the kernel count (std / mean)
-    window_ms: float = 0.0  # the step's whole window (range start to last op end)
-    other_work_ms: float = 0.0  # GPU time of other steps' work inside the window (pipelining)
 
 
 @dataclass

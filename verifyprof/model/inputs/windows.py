@@ -5,19 +5,16 @@ and the draft / accept / draft-extend ranges inside each, with the time each add
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from verifyprof.contracts import phases
 from verifyprof.contracts.ranges import ACCEPT, DRAFT, DRAFT_EXTEND, SPEC_STEP, VERIFY
+from verifyprof.model.inputs.step_group import StepGroup
 
 NS_PER_MS = 1e6
 CYCLE_PHASES = (DRAFT, ACCEPT, DRAFT_EXTEND)
-
-if TYPE_CHECKING:
-    from verifyprof.model.profile import StepGroup
 
 
 @dataclass

@@ -9,8 +9,8 @@ from pathlib import Path
 from verifyprof.contracts.bounds import check_fields
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
-from verifyprof.model.acceptance import Survival, parse_survival
-from verifyprof.model.checks import (
+from verifyprof.model.inputs.acceptance import Survival, parse_survival
+from verifyprof.model.inputs.checks import (
     MAX_DRAFTS,
     check_accept_len,
     check_alpha,
@@ -18,10 +18,10 @@ from verifyprof.model.checks import (
     check_nonnegative,
     check_positive,
 )
-from verifyprof.model.leviathan import (
+from verifyprof.model.inputs.leviathan import (
     expected_tokens,
 )
-from verifyprof.model.profile import VerifyProfile
+from verifyprof.model.inputs.profile import VerifyProfile
 
 
 @dataclass

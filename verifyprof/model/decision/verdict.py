@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifyprof.contracts import phases
-from verifyprof.model.profile import VerifyProfile
-from verifyprof.model.throughput import Cycle
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.inputs.profile import VerifyProfile
 
 # What a dominant phase means, in the words a user acts on (one table: contracts.phases.INFO).
 MEANING = {name: info.words for name, info in phases.INFO.items()}

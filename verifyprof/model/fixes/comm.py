@@ -3,7 +3,8 @@ with the RMSNorm after it (FlashInfer trtllm_allreduce_fusion)."""
 
 from __future__ import annotations
 
-from verifyprof.model.fix import (
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.fixes.base import (
     Candidate,
     Scenario,
     Skip,
@@ -12,8 +13,8 @@ from verifyprof.model.fix import (
     ms,
     predicted,
 )
-from verifyprof.model.profile import StepGroup, VerifyProfile
-from verifyprof.model.throughput import Cycle
+from verifyprof.model.inputs.profile import VerifyProfile
+from verifyprof.model.inputs.step_group import StepGroup
 
 
 def _allreduce_calls(v: StepGroup, s: Scenario) -> tuple[float, str]:

@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from verifyprof.contracts import phases
-from verifyprof.model.fix import Candidate, Scenario, Skip, current_cycle
-from verifyprof.model.profile import VerifyProfile
-from verifyprof.model.throughput import Cycle
+from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.fixes.base import Candidate, Scenario, Skip, current_cycle
+from verifyprof.model.inputs.profile import VerifyProfile
 
 Builder = Callable[[VerifyProfile, Scenario, Cycle], Candidate]
 
