@@ -215,10 +215,8 @@ def find_steps(trace: Trace, regex: str, cycles: bool = False) -> pd.DataFrame:
     )
     steps["attrs"] = [attrs[t] for t in texts]
     steps = steps.sort_values(["tid", "start"], kind="stable").reset_index(drop=True)
-    steps["name"] = steps["name"].astype(
-        object
-    )  # pandas 3 would make arrow strings: slow to gather
-    steps["text"] = steps["text"].astype(object)
+    # pandas 3 would make arrow strings: slow to gather
+    steps[["name", "text"]] = steps[["name", "text"]].astype(object)
     # steps of one level never overlap on a thread (ranges nest), so each level maps a launch to
     # at most one step
     steps["level"] = nesting_depth(
