@@ -284,7 +284,7 @@ def test_cuda_graph_keeps_the_idle_before_the_first_kernel(loop_breakdown):
     assert ranking.candidates[0].cycle.verify_ms == pytest.approx(busy + edge + added)
 
 
-def test_fewer_draft_tokens_adds_the_sweep_s_measured_t_of_n_change(loop_breakdown):
+def test_fewer_draft_tokens_adds_the_width_model_s_change_measured_or_fitted(loop_breakdown):
     profile = profile_of(loop_breakdown)
     ranking = rank_candidates(
         profile, Scenario(accept_len=2.0, draft_ms=0.18, num_draft=3), only=["fewer_draft_tokens"]
@@ -296,9 +296,8 @@ def test_fewer_draft_tokens_adds_the_sweep_s_measured_t_of_n_change(loop_breakdo
     )  # width 2 is measured by the sweep, 3 is not
     assert change == pytest.approx(-4 * 2_000 / 1e6)
     assert options[2]["verify_ms"] == pytest.approx(profile.verify.wall_ms + change)
-    assert options[3]["verify_ms"] == pytest.approx(
-        profile.verify.wall_ms
-    )  # no model config: width-independent
+    # width 3 lies between the measured widths 2 and 4: the width model interpolates
+    assert options[3]["verify_ms"] == pytest.approx(profile.verify.wall_ms + change / 2)
 
 
 def test_fewer_draft_tokens_keeps_the_measured_accept_length_and_takes_the_curve_s_change(

@@ -89,7 +89,8 @@ def test_hf_assisted_plan_graphs_the_dominant_draft_only_once_it_is_capturable()
     draft's graph fixes wait behind --assume-capturable, and then lead the plan."""
     options = dict(source=str(HF / "capture.sqlite.gz"), manifest=HF / "manifest.json")
     doc = whatif(WhatifOptions(**options)).to_json()
-    assert doc["current"]["draft_ms"] > 0.8 * doc["current"]["cycle_ms"]
+    # the draft dominates the cycle (the rest: the program's loop between the hooked ranges)
+    assert doc["current"]["draft_ms"] > 0.7 * doc["current"]["cycle_ms"]
     assert not {"cuda_graph_draft", "graph_fusion_draft", "torch_compile"} & set(names(doc))
     blocked = next(c for c in doc["candidates"] if c["name"] == "cuda_graph_draft")
     assert "host syncs per draft step" in blocked["blocked_by"][0]

@@ -117,7 +117,7 @@ def test_plain_numbers_lead_with_turning_speculation_off_when_it_loses():
 
 def test_plain_numbers_say_speculation_pays_when_it_does():
     out = plain_numbers(WhatifOptions(verify_ms=15, accept_len=2.0, baseline_tps=82))
-    assert out["verdict"].count("Speculation pays: 133.3 tok/s") == 1
+    assert out["verdict"].count("Speculation pays. Today: speculating 133.3 tok/s") == 1
 
 
 def test_every_ranking_has_plain_decoding_from_the_traces_decode_steps():

@@ -133,6 +133,10 @@ class Manifest:
     # the rate without the profiler (``dilation.unprofiled_tokens_per_s``)
     unprofiled_tps: float | None = None
     dilation_source: str | None = None
+    # the rate under the profiler the factor divides (``dilation.profiled_tokens_per_s``), and
+    # every unprofiled run's rate (``--baseline-repeat``: their median is the anchor)
+    profiled_tps: float | None = None
+    dilation_runs: tuple[float, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -252,6 +256,18 @@ def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
     manifest.dilation = float(factor)
     manifest.unprofiled_tps = float(unprofiled) if unprofiled is not None else None
     manifest.dilation_source = str(dilation.get("source") or "")
+    profiled = dilation.get("profiled_tokens_per_s")
+    if isinstance(profiled, (int, float)) and not isinstance(profiled, bool) and profiled > 0:
+        manifest.profiled_tps = float(
+            manifest_number("dilation.profiled_tokens_per_s", profiled, manifest.path)
+        )
+    runs = dilation.get("baseline_runs_tokens_per_s")
+    if isinstance(runs, list):
+        manifest.dilation_runs = tuple(
+            float(v)
+            for v in runs
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+        )
     return manifest
 
 

@@ -85,7 +85,14 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
             "speedup", f"{result['speedup']:.3f}x ({100 * (result['speedup'] - 1):+.1f}%)"
         )
         table.add_row("cycle cost in decode steps", f"{result['cycle_cost_decode_steps']:.3f}")
-        table.add_row("break-even verify time", f"{result['break_even_verify_ms']:.3f} ms")
+        even = result["break_even_verify_ms"]
+        table.add_row(
+            "break-even verify time",
+            f"{even:.3f} ms"
+            if even is not None
+            else "unreachable: draft and overhead alone outlast the plain steps the accepted"
+            " tokens replace",
+        )
         table.add_row("break-even accept length", f"{result['break_even_accept_len']:.3f}")
     else:
         table.add_row("speedup", "- (give --baseline-tps or --decode-ms)")

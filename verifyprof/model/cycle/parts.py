@@ -38,6 +38,9 @@ class Part:
     syncs: float = 0.0
     post_sync_ms: float = 0.0  # GPU idle after those syncs until the next GPU op
     edge_ms: float = 0.0  # of host_idle_ms: before the first / after the last op of a forward
+    # of host_idle_ms: what one range per cycle spends outside its forwards (entering the
+    # drafter, gathering its tokens): the same at any number of forwards
+    fixed_ms: float = 0.0
 
     @property
     def cost_ms(self) -> float:
@@ -58,6 +61,22 @@ class Part:
             syncs=self.syncs * factor,
             post_sync_ms=self.post_sync_ms * factor,
             edge_ms=self.edge_ms * factor,
+            fixed_ms=self.fixed_ms * factor,
+        )
+
+    def with_forwards(self, forwards: float) -> Part:
+        """The same work over ``forwards`` forwards: the per-forward part scaled, the fixed part
+        kept (a draft of k2 steps instead of k)."""
+        if self.forwards <= 0:
+            return self
+        ratio = max(forwards, 0.0) / self.forwards
+        fixed = min(self.fixed_ms, self.host_idle_ms)
+        out = self.scaled(ratio)
+        return replace(
+            out,
+            host_idle_ms=out.host_idle_ms + fixed * (1 - ratio),
+            edge_ms=max(out.edge_ms + fixed * (1 - ratio), 0.0),
+            fixed_ms=fixed,
         )
 
     def host_scaled(self, factor: float) -> Part:
@@ -67,6 +86,7 @@ class Part:
             host_idle_ms=self.host_idle_ms * factor,
             post_sync_ms=self.post_sync_ms * factor,
             edge_ms=self.edge_ms * factor,
+            fixed_ms=self.fixed_ms * factor,
         )
 
 

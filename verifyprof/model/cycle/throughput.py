@@ -73,11 +73,18 @@ class Cycle:
 
     @property
     def break_even_verify_ms(self) -> float | None:
-        """The verify time at which speculation stops paying (speedup = 1); <= 0 means it never
-        pays."""
+        """The verify time at which speculation stops paying (speedup = 1); None where it cannot
+        be reached (draft and overhead alone take longer: no verify is fast enough) or without a
+        decode step. Never negative."""
         if self.decode_ms is None:
             return None
-        return self.accept_len * self.decode_ms - self.draft_ms - self.overhead_ms
+        budget = self.accept_len * self.decode_ms - self.draft_ms - self.overhead_ms
+        return budget if budget > 0 else None
+
+    @property
+    def break_even_unreachable(self) -> bool:
+        """Even a free verify would not pay: the draft and overhead exceed the tokens' worth."""
+        return self.decode_ms is not None and self.break_even_verify_ms is None
 
     @property
     def break_even_accept_len(self) -> float | None:
@@ -114,6 +121,7 @@ class Cycle:
             "speedup": self.speedup,
             "cycle_cost_decode_steps": self.cycle_cost_decode_steps,
             "break_even_verify_ms": self.break_even_verify_ms,
+            **({"break_even_unreachable": True} if self.break_even_unreachable else {}),
             "break_even_accept_len": self.break_even_accept_len,
         }
 

@@ -98,7 +98,10 @@ def as_graph(part: Part, costs: Costs, compiled: bool = False) -> Part:
     )
 
 
-CYCLE_ORDER = ("draft", "verify", "accept", "draft_extend", "rest")
+CYCLE_ORDER = ("draft", "verify", "accept", "draft_extend", "rest", "loop", "unranged")
+# host parts no fix touches: the program's loop outside the hooked ranges (a derived cycle
+# window's time its phases leave), and what the measured rate holds beyond the traced cycle
+LOOP, UNRANGED = "loop", "unranged"
 
 
 def measured_parts(profile, num_draft: int | None) -> list[Part]:  # profile: VerifyProfile
@@ -115,10 +118,12 @@ def measured_parts(profile, num_draft: int | None) -> list[Part]:  # profile: Ve
         if group is None or not per_cycle:
             continue
         forwards = None
+        times = per_cycle / max(group.wall_ms, 1e-9)
         if name == "draft" and group.mode != "graph":
-            times = per_cycle / max(group.wall_ms, 1e-9)
             forwards = float(num_draft or 1) if times < 1.5 else times  # one range or one per step
         part = part_of(name, group, per_cycle, forwards)
+        if name == "draft" and times < 1.5:  # one range a cycle: its edges are the fixed part
+            part = replace(part, fixed_ms=part.edge_ms)
         out.append(part)
         spent += part.cost_ms
         syncs += part.syncs
@@ -129,5 +134,6 @@ def measured_parts(profile, num_draft: int | None) -> list[Part]:  # profile: Ve
         extra_syncs = max((cycle.host_syncs if cycle else 0.0) - syncs, 0.0)
         extra_after = max((cycle.post_sync_ms if cycle else 0.0) - after, 0.0)
         if rest > 0 or extra_syncs > 0:
-            out.append(host_part("rest", rest, extra_syncs, min(extra_after, rest)))
+            name = LOOP if profile.loop_derived else "rest"
+            out.append(host_part(name, rest, extra_syncs, min(extra_after, rest)))
     return out

@@ -15,7 +15,7 @@ from typing import Any
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.plan import Builder, PlanStep
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of
-from verifyprof.model.fixes.cycle import plain_state
+from verifyprof.model.fixes.cycle import plain_measured, plain_mode, plain_state
 from verifyprof.model.fixes.draft import _num_draft, curve_point, with_drafts
 from verifyprof.model.inputs.profile import VerifyProfile
 
@@ -44,6 +44,12 @@ class PlainDecoding:
     along_plan: list[float] = field(default_factory=list)  # plain tok/s after plan steps 1..i
     wins_from: int | None = None  # first plan step (1-based) beating plain decoding there
     candidate: Candidate | None = None
+    measured: bool = True  # the step was measured (decode ranges, a given or captured rate)
+    mode: str = ""  # the execution mode it is predicted in (eager | graph), when predicted
+    evidence: str = ""  # why that mode
+    # predicted plain decoding in the other mode: (mode, tok/s), where the decision depends on it
+    alternative: tuple[str, float] | None = None
+    spec_after_plan: float | None = None  # speculating after the whole plan (tok/s)
 
     @property
     def tokens_per_s(self) -> float:
@@ -56,6 +62,13 @@ class PlainDecoding:
     @property
     def speculation_loses(self) -> bool:
         return self.spec.tokens_per_s < self.tokens_per_s
+
+    @property
+    def unmeasured_flip(self) -> bool:
+        """Whether speculate-or-not flips with plain decoding's unmeasured execution mode."""
+        if self.measured or self.alternative is None:
+            return False
+        return (self.alternative[1] > self.spec.tokens_per_s) != self.speculation_loses
 
     @property
     def break_even_accept_len(self) -> float:
@@ -77,6 +90,14 @@ class PlainDecoding:
             "break_even_cycle_ms": self.break_even_cycle_ms,
             "tokens_per_s_along_plan": self.along_plan,
             "plan_wins_from": self.wins_from,
+            "measured": self.measured,
+            **({"mode": self.mode, "mode_evidence": self.evidence} if not self.measured else {}),
+            **(
+                {"alternative": {"mode": self.alternative[0], "tokens_per_s": self.alternative[1]}}
+                if self.alternative
+                else {}
+            ),
+            "depends_on_unmeasured_mode": self.unmeasured_flip,
         }
 
 
@@ -95,6 +116,17 @@ def plain_decoding(
     except Skip:
         return None
     out = PlainDecoding(cycle_of(state, plain), source, now)
+    if not plain_measured(profile, s):
+        out.measured = False
+        out.mode, out.evidence = plain_mode(profile, s)
+        other = "eager" if out.mode == "graph" else "graph"
+        try:
+            alt = plain_state(profile, s, mode=other)
+            out.alternative = (other, cycle_of(alt[0], alt[1]).tokens_per_s)
+        except Skip:
+            pass
+    if plan:
+        out.spec_after_plan = plan[-1].cumulative_tps
     for i, step in enumerate(plan, start=1):
         name = step.candidate.name
         if name not in SPECULATIVE_ONLY and name in builders:

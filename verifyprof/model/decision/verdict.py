@@ -86,46 +86,63 @@ def plan_words(now: Cycle, plan: list[Any], plain: Any | None) -> str:
     return line + "."
 
 
+MEASURE_PLAIN = (
+    'verifyprof capture --decode-cmd "<the program with speculation off>" -- <the program>'
+    " (or whatif --baseline-tps <its rate>)"
+)
+
+
 def decision_words(plain: Any) -> str:
-    """Speculate or not: plain decoding's rate against today's cycle, and the break-evens."""
+    """Speculate or not, as two comparisons: speculating against plain decoding today, and both
+    after the plan's fixes; led by the unmeasured assumption where the answer flips with it."""
     spec = plain.spec
-    if plain.speculation_loses:
-        line = (
-            f"Turn speculation off: plain decoding runs {plain.tokens_per_s:.1f} tok/s"
-            f" ({plain.decode_ms:.3f} ms per step, {plain.source}) against"
-            f" {spec.tokens_per_s:.1f} speculating; speculation pays only above accept length"
-            f" {plain.break_even_accept_len:.2f} at this cycle, or below a"
-            f" {plain.break_even_cycle_ms:.3f} ms cycle at accept length {spec.accept_len:.2f}"
+    if plain.unmeasured_flip:
+        other, alt = plain.alternative
+        lead = (
+            f"Speculate or not depends on how the program runs plain decoding, which was not"
+            f" measured: {plain.mode} ({plain.evidence}) it would run {plain.tokens_per_s:.1f}"
+            f" tok/s, {other} {alt:.1f}, against {spec.tokens_per_s:.1f} speculating; measure it:"
+            f" {MEASURE_PLAIN}"
         )
     else:
-        line = (
-            f"Speculation pays: {spec.tokens_per_s:.1f} tok/s against plain decoding's"
-            f" {plain.tokens_per_s:.1f} ({plain.source}); break-even accept length"
-            f" {plain.break_even_accept_len:.2f}"
+        lead = "Turn speculation off" if plain.speculation_loses else "Speculation pays"
+    today = (
+        f"Today: speculating {spec.tokens_per_s:.1f} tok/s against plain decoding's"
+        f" {plain.tokens_per_s:.1f} tok/s ({plain.decode_ms:.3f} ms per step, {plain.source})"
+    )
+    if plain.unmeasured_flip:
+        return ". ".join((lead, *_after_plan(plain))) + "."
+    if plain.speculation_loses:
+        today += (
+            f"; speculation pays only above accept length {plain.break_even_accept_len:.2f} at"
+            f" this cycle, or below a {plain.break_even_cycle_ms:.3f} ms cycle at accept length"
+            f" {spec.accept_len:.2f}"
         )
-    if plain.along_plan:
-        if plain.wins_from is None and not plain.speculation_loses:
-            line += (
-                "; but not after the plan's fixes: with them plain decoding reaches"
-                f" {plain.along_plan[-1]:.1f} tok/s, above every step of the plan (speculation"
-                " pays only with a longer accept length or a cheaper cycle than the plan's)"
-            )
-        elif plain.wins_from is None:
-            line += (
-                "; no step of the plan beats plain decoding given the same fixes"
-                f" ({plain.along_plan[-1]:.1f} tok/s after them)"
-            )
-        elif plain.speculation_loses or plain.wins_from > 1:
-            line += (
-                f"; the plan wins from step {plain.wins_from} (plain decoding with the same fixes:"
-                f" {plain.along_plan[plain.wins_from - 1]:.1f} tok/s)"
-            )
-        else:
-            line += (
-                f"; with the plan's fixes plain decoding would reach {plain.along_plan[-1]:.1f}"
-                " tok/s"
-            )
-    return line + "."
+    else:
+        today += f"; break-even accept length {plain.break_even_accept_len:.2f}"
+    return ". ".join((lead, today, *_after_plan(plain))) + "."
+
+
+def _after_plan(plain: Any) -> list[str]:
+    """Both after the plan's fixes (plain decoding with those that apply to a decode step)."""
+    if not plain.along_plan or plain.spec_after_plan is None:
+        return []
+    line = (
+        f"After the plan: speculating {plain.spec_after_plan:.1f} tok/s against plain decoding's"
+        f" {plain.along_plan[-1]:.1f} tok/s with the same fixes"
+    )
+    if plain.wins_from is None:
+        line += (
+            " (no step of the plan beats plain decoding given the same fixes)"
+            if plain.along_plan[-1] >= plain.spec_after_plan
+            else ""
+        )
+    elif plain.speculation_loses or plain.wins_from > 1:
+        line += (
+            f" (speculation wins from plan step {plain.wins_from}, against"
+            f" {plain.along_plan[plain.wins_from - 1]:.1f})"
+        )
+    return [line]
 
 
 def unaddressed_words(unaddressed: list[dict[str, Any]]) -> str | None:

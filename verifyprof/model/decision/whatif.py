@@ -17,6 +17,7 @@ from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.cycle.throughput import decode_ms_from
 from verifyprof.model.decision.candidates import Ranking, Scenario, rank_candidates
 from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
+from verifyprof.model.fixes.anchor import Anchor
 from verifyprof.model.fixes.base import current_cycle
 from verifyprof.model.fixes.setup import with_cycle
 from verifyprof.model.inputs.hardware import Hardware, load_hardware
@@ -139,13 +140,15 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
         profile,
         scenario,
         hardware,
-        dilation=manifest.dilation if manifest is not None else None,
+        anchor=anchor_of(manifest),
         numbers_given=o.draft_ms is not None or o.overhead_ms is not None,
         assume_capturable=o.assume_capturable,
     )
     scenario.notes.extend(cycle_notes)
-    scenario = replace(scenario, sglang=_is_sglang(frame, manifest))
-    dilation = manifest.dilation if manifest is not None and manifest.dilation else None
+    sglang = _is_sglang(frame, manifest)
+    scenario = replace(scenario, sglang=sglang, decode_graphs=_sglang_graphs(manifest, sglang))
+    anchor = anchor_of(manifest)
+    dilation = anchor.factor if anchor is not None and anchor.noise is None else None
     return Prepared(
         profile,
         scenario,
@@ -184,8 +187,14 @@ def _cycle_numbers(
         notes.append(
             f"overhead {overhead:.3f} ms per cycle: accept {accept:.3f} + draft-extend"
             f" {extend:.3f} (fixed width k+1)"
-            + (" + the host work between phases (the rest of the spec_step range)"
-               if profile.cycle_ms is not None else "")
+            + (
+                (" + the program's loop outside the hooked ranges (derived cycle windows: from"
+                 " each cycle's first phase to the next's)")
+                if profile.loop_derived
+                else " + the host work between phases (the rest of the spec_step range)"
+                if profile.cycle_ms is not None
+                else ""
+            )
         )  # fmt: skip
     return draft, overhead
 
@@ -217,6 +226,14 @@ def _hardware(frame: BreakdownFrame, o: WhatifOptions, notes: list[str]) -> Hard
     return hardware
 
 
+def _sglang_graphs(manifest: Manifest | None, sglang: bool) -> bool | None:
+    """SGLang decodes in CUDA graphs unless the captured server's arguments turn them off."""
+    if not sglang:
+        return None
+    command = str((manifest.raw.get("command") if manifest is not None else None) or "")
+    return "--disable-cuda-graph" not in command.replace("--disable-cuda-graph-padding", "")
+
+
 def _is_sglang(frame: BreakdownFrame, manifest: Manifest | None) -> bool:
     """An SGLang server's trace: its own spans, or a capture of an SGLang command."""
     names = frame.steps["name"].astype(str)
@@ -226,8 +243,21 @@ def _is_sglang(frame: BreakdownFrame, manifest: Manifest | None) -> bool:
     return "sglang" in str(command or "")
 
 
-def _dilation_notes(manifest: Manifest | None) -> list[str]:
+def anchor_of(manifest: Manifest | None) -> Anchor | None:
+    """The measured rates today's cycle reproduces: a capture's dilation record."""
     if manifest is None or not manifest.dilation:
+        return None
+    return Anchor(
+        manifest.profiled_tps or (manifest.unprofiled_tps or 0.0) / manifest.dilation or None,
+        manifest.unprofiled_tps,
+        manifest.dilation_runs,
+        manifest.dilation_source or "baseline run",
+    )
+
+
+def _dilation_notes(manifest: Manifest | None) -> list[str]:
+    anchor = anchor_of(manifest)
+    if manifest is None or anchor is None or anchor.noise is not None:
         return []
     rate = (
         f"{manifest.unprofiled_tps:,.1f} tok/s"

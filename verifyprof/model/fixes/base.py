@@ -53,6 +53,9 @@ class Scenario:
     speculating: bool = True  # False: plain decoding (the verify is the decode step)
     capturable: Capturability | None = None
     sglang: bool = False  # the trace is an SGLang server's: its words and flags apply
+    # whether the program runs plain decode steps as CUDA graphs, where known without the trace
+    # (an SGLang server: yes unless its arguments disable them); None: from the trace
+    decode_graphs: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from verifyprof.model.cycle.parts import HOST_IDLE
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.timing import Costs, as_graph, timed
+from verifyprof.model.fixes.anchor import scaled_group
 from verifyprof.model.fixes.base import (
     Candidate,
     Scenario,
@@ -26,8 +27,7 @@ from verifyprof.model.fixes.base import (
     state_parts,
 )
 from verifyprof.model.fixes.draft import phases_at_width
-from verifyprof.model.fixes.setup import scaled_group
-from verifyprof.model.fixes.verify import fused_verify
+from verifyprof.model.fixes.verify import fused_verify, graphed_verify
 from verifyprof.model.inputs.profile import VerifyProfile
 
 DRAFT_SIDE = ("draft", "draft_extend")
@@ -132,10 +132,38 @@ def torch_compile(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
 # ---- plain decoding ------------------------------------------------------------------------
 
 
-def plain_state(profile: VerifyProfile, s: Scenario) -> tuple[VerifyProfile, Scenario, str]:
-    """Plain decoding in today's execution mode: the decode step as the 'verify', accept length
-    1, no draft; and where its step came from (traced decode ranges, a given rate, or the verify
-    at width 1 from the width model)."""
+def plain_mode(profile: VerifyProfile, s: Scenario) -> tuple[str, str]:
+    """The execution mode the program runs its single-token forwards in ("eager" | "graph"),
+    and the evidence: SGLang's decode CUDA graphs (unless its arguments disable them), a draft
+    that replays graphs in the same process, else the verify's own mode."""
+    own = "graph" if profile.verify.mode == "graph" or s.verify_mode == "compiled" else "eager"
+    if s.decode_graphs is not None:
+        return (
+            ("graph", "SGLang runs decode as CUDA graphs")
+            if s.decode_graphs
+            else (
+                "eager",
+                "the server's arguments disable CUDA graphs",
+            )
+        )
+    draft = next((p for p in s.parts if p.name == "draft"), None)
+    if own == "eager" and draft is not None and draft.mode != "eager":
+        return "graph", "its drafter's forwards replay CUDA graphs in the same process"
+    return own, "as its verify runs"
+
+
+def plain_measured(profile: VerifyProfile, s: Scenario) -> bool:
+    """Whether plain decoding's step was measured (decode ranges, a given or captured rate)
+    rather than predicted from the verify."""
+    return profile.decode_group is not None or s.decode_ms is not None
+
+
+def plain_state(
+    profile: VerifyProfile, s: Scenario, mode: str | None = None
+) -> tuple[VerifyProfile, Scenario, str]:
+    """Plain decoding as the program would run it: the decode step as the 'verify', accept
+    length 1, no draft; and where its step came from (traced decode ranges, a given rate, or the
+    verify at width 1 from the width model, in ``mode``: default :func:`plain_mode`'s)."""
     plain = replace(
         s,
         accept_len=1.0,
@@ -162,7 +190,14 @@ def plain_state(profile: VerifyProfile, s: Scenario) -> tuple[VerifyProfile, Sce
         source = "the verify at width 1 from the width model (the same kernels over one token)" + (
             " plus the accept's sampling and sync" if parts else ""
         )
-        measured = group.wall_ms + sum(p.cost_ms for p in parts)
+        run, why = plain_mode(profile, s) if mode is None else (mode, "as asked")
+        if s.decode_ms is None and run == "graph" and group.mode != "graph":
+            if s.verify_mode != "compiled":
+                state = graphed_verify(state, s)[0]
+                source += f", replayed as a CUDA graph: {why}"
+        elif s.decode_ms is None and group.mode == "eager":
+            source += f", eager: {why}"
+        measured = state.verify.wall_ms + sum(p.cost_ms for p in parts)
     # the user's rate beats the trace's decode steps (which then give its shape), a manifest's
     # does not (the trace measured the same program in the same run)
     given = s.decode_ms is not None and (profile.decode_group is None or s.decode_given)

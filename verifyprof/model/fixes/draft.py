@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from verifyprof.contracts.datafiles import catalogue, read_toml
+from verifyprof.model.cycle.parts import Part
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.verify_cost import width_scaling
+from verifyprof.model.cycle.width_fit import MEASURED, fit_widths
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, edited, predicted
 from verifyprof.model.inputs.acceptance import Survival
 from verifyprof.model.inputs.leviathan import expected_tokens
@@ -59,17 +61,19 @@ def phases_at_width(
     n0 = profile.width or (s.num_draft or 0) + 1
     if width == n0:
         return v.wall_ms, dict(v.phases_ms), []
-    measured = profile.width_times
-    if s.use_measured_widths and width in measured and n0 in measured:
-        change = measured[width] - measured[n0]
-        total = v.wall_ms + change
+    fit = fit_widths(profile.width_times) if s.use_measured_widths else None
+    if fit is not None:
+        (t_w, how), (t_n0, _) = fit.at(width), fit.at(n0)
+        change = t_w - t_n0
+        total = max(v.wall_ms + change, 1e-6)
         scale = total / v.wall_ms if v.wall_ms > 0 else 1.0
         return (
             total,
             {p: t * scale for p, t in v.phases_ms.items()},
             [
-                f"t({width}) - t({n0}) measured in the trace: {measured[width]:.3f} -"
-                f" {measured[n0]:.3f} ms = {change:+.3f} ms, added to the modelled verify's"
+                f"t({width}) - t({n0}) from the width model over the trace's verify widths"
+                f" {list(fit.widths)} (monotone, at most proportional; t({width}) {how}):"
+                f" {t_w:.3f} - {t_n0:.3f} ms = {change:+.3f} ms, added to the modelled verify's"
                 f" {v.wall_ms:.3f} ms"
             ],
         )
@@ -105,11 +109,29 @@ def at_drafts(
         profile, {p: phases.get(p, 0.0) - t for p, t in profile.verify.phases_ms.items()}
     )
     after.width = width
-    parts = tuple(p.scaled(k2 / k) if p.name == "draft" else p for p in s.parts)
+    parts = tuple(_drafted(p, k, k2) if p.name == "draft" else p for p in s.parts)
+    draft_ms = (
+        sum(p.cost_ms for p in parts if p.name == "draft") if s.parts else s.draft_ms * k2 / k
+    )
     s_after = replace(
-        s, accept_len=tau, draft_ms=s.draft_ms * k2 / k, num_draft=k2, survival=None, parts=parts
+        s, accept_len=tau, draft_ms=draft_ms, num_draft=k2, survival=None, parts=parts
     )
     return after, s_after, notes
+
+
+def _drafted(part: Part, k: int, k2: int) -> Part:
+    """The draft part at ``k2`` drafts: its forwards in proportion (one per draft for a chain),
+    its fixed part (entering the drafter, gathering its tokens) kept."""
+    return part.with_forwards(part.forwards * k2 / max(k, 1))
+
+
+def width_source(profile: VerifyProfile, s: Scenario, width: int) -> str:
+    """How t(width) is had: measured, fitted or extrapolated by the width model over the trace's
+    widths, else roofline (phase by phase from the modelled width)."""
+    if width == (profile.width or (s.num_draft or 0) + 1):
+        return MEASURED
+    fit = fit_widths(profile.width_times) if s.use_measured_widths else None
+    return fit.at(width)[1] if fit is not None else "roofline"
 
 
 def _num_draft(profile: VerifyProfile, s: Scenario) -> int | None:

@@ -17,15 +17,7 @@ import pandas as pd
 
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import NoStepsError
-from verifyprof.contracts.ranges import (
-    ACCEPT,
-    DECODE,
-    DRAFT,
-    DRAFT_EXTEND,
-    SPEC_STEP,
-    VERIFY,
-    is_phase,
-)
+from verifyprof.contracts.ranges import VERIFY, is_phase
 from verifyprof.contracts.schema import (
     COMM_COLUMNS,
     WHOLE_TRACE,
@@ -35,7 +27,7 @@ from verifyprof.contracts.schema import (
 from verifyprof.model.inputs.calibration import graph_calibration
 from verifyprof.model.inputs.step_attrs import with_attr_columns
 from verifyprof.model.inputs.step_group import StepGroup
-from verifyprof.model.inputs.windows import CYCLE_PHASES, _cycle
+from verifyprof.model.inputs.windows import _cycle
 
 NS_PER_MS = 1e6
 
@@ -66,6 +58,9 @@ class VerifyProfile:
     # launch and replay costs measured on the trace's own graph steps (us): graph_node_us,
     # graph_launch_us, compiled_call_us, where it has enough of them
     calibration: dict[str, float] = field(default_factory=dict)
+    # the cycle is a derived window (no range spans it): its time outside the phases' ranges is
+    # the program's own loop
+    loop_derived: bool = False
 
 
 def verify_profile(
@@ -104,15 +99,7 @@ def verify_profile(
     decode_match = (
         (steps["_graph"] == graph_attr) if graph_attr is not None else (steps["mode"] == mode)
     )
-    decodes = steps[(steps["name"] == DECODE) & here & decode_match]
-    if cycle_parts.cycles is None:
-        in_graph = (
-            steps["_graph"].isna() | (steps["_graph"] == graph_attr)
-            if graph_attr is not None
-            else True
-        )
-        cycle_parts.members = steps[steps["name"].isin(CYCLE_PHASES) & here & in_graph]
-        cycle_parts.count = critical.steps
+    decodes = steps[(steps["_phase"] == "decode") & here & decode_match]
     cycles = cycle_parts.cycles
     accepted = cycles["_accept_len"].dropna() if cycles is not None else pd.Series(dtype=float)
     return VerifyProfile(
@@ -120,24 +107,27 @@ def verify_profile(
         width=width,
         batch=batch,
         devices=n_devices,
-        draft_ms=cycle_parts.per_cycle(DRAFT),
-        accept_ms=cycle_parts.per_cycle(ACCEPT),
-        draft_extend_ms=cycle_parts.per_cycle(DRAFT_EXTEND),
+        draft_ms=cycle_parts.per_cycle("draft"),
+        accept_ms=cycle_parts.per_cycle("accept"),
+        draft_extend_ms=cycle_parts.per_cycle("draft_extend"),
         cycle_ms=float(cycles["wall_ns"].mean()) / NS_PER_MS if cycles is not None else None,
         decode_ms=float(decodes["cost_ns"].mean()) / NS_PER_MS if len(decodes) else None,
         accept_len=float(accepted.mean()) if len(accepted) else None,
         width_times=width_times,
         notes=notes,
         source=frame.source,
-        draft_group=_member_group(cycle_parts.members, DRAFT, critical.device),
-        draft_extend_group=_member_group(cycle_parts.members, DRAFT_EXTEND, critical.device),
-        accept_group=_member_group(cycle_parts.members, ACCEPT, critical.device),
-        cycle_group=_member_group(cycles, SPEC_STEP, critical.device)
+        draft_group=_member_group(cycle_parts.members, "draft", critical.device),
+        draft_extend_group=_member_group(cycle_parts.members, "draft_extend", critical.device),
+        accept_group=_member_group(cycle_parts.members, "accept", critical.device),
+        cycle_group=_member_group(cycles, cycles["_phase"].iloc[0], critical.device)
         if cycles is not None
         else None,
-        decode_group=_member_group(decodes, DECODE, critical.device),
+        decode_group=_member_group(decodes, "decode", critical.device),
         choice=choice,
-        calibration=graph_calibration(steps[here & (steps["device"] >= 0)]),
+        calibration=graph_calibration(
+            steps[here & (steps["device"] >= 0) & (steps["_phase"] != "cycle")]
+        ),
+        loop_derived=cycle_parts.derived and cycles is not None,
     )
 
 
@@ -176,9 +166,9 @@ def _choice(group: StepGroup, step_name: str | None, notes: list[str]) -> str:
     return what + ": " + ("; ".join(why) if why else "the trace's only verify group")
 
 
-def _member_group(members: pd.DataFrame, name: str, device: int) -> StepGroup | None:
-    rows = members[(members["name"] == name) & (members["device"] == device)]
-    return _mean_group(name, device, rows) if len(rows) else None
+def _member_group(members: pd.DataFrame, phase: str, device: int) -> StepGroup | None:
+    rows = members[(members["_phase"] == phase) & (members["device"] == device)]
+    return _mean_group(str(_most_frequent(rows["name"])), device, rows) if len(rows) else None
 
 
 def _is_verify(names: pd.Series) -> pd.Series:

@@ -10,25 +10,25 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.contracts import phases
-from verifyprof.contracts.ranges import ACCEPT, DRAFT, DRAFT_EXTEND, SPEC_STEP, VERIFY
 from verifyprof.model.inputs.step_group import StepGroup
 
 NS_PER_MS = 1e6
-CYCLE_PHASES = (DRAFT, ACCEPT, DRAFT_EXTEND)
+CYCLE_PHASES = ("draft", "accept", "draft_extend")  # phases (data/ranges.toml), not range names
 
 
 @dataclass
 class CycleParts:
-    cycles: pd.DataFrame | None  # the spec_step steps containing the modelled verify steps
+    cycles: pd.DataFrame | None  # the spec_step steps (or derived cycle windows) containing
+    # the modelled verify steps
     members: pd.DataFrame  # draft / accept / draft-extend steps counted per cycle
-    exclusive_ms: dict[str, float]  # per phase key, the time each adds to its cycle (summed)
+    exclusive_ms: dict[str, float]  # per phase, the time each adds to its cycle (summed)
     count: int
+    derived: bool = False  # the cycles are derived windows: no range spans the program's cycle
 
-    def per_cycle(self, name: str) -> float | None:
-        key = name.removeprefix("verifyprof.")
-        if key in self.exclusive_ms:
-            return self.exclusive_ms[key] / self.count
-        rows = self.members[self.members["name"] == name]
+    def per_cycle(self, phase: str) -> float | None:
+        if phase in self.exclusive_ms:
+            return self.exclusive_ms[phase] / self.count
+        rows = self.members[self.members["_phase"] == phase]
         return float(rows["cost_ns"].sum()) / self.count / NS_PER_MS if len(rows) else None
 
 
@@ -39,13 +39,17 @@ def _cycle(
     critical: StepGroup,
     notes: list[str],
 ) -> CycleParts:
-    """The spec_step ranges containing the modelled verify steps, and the draft / accept /
-    draft-extend ranges inside them (by start time, on the same device)."""
-    specs = steps[(steps["name"] == SPEC_STEP) & here]
+    """The spec_step ranges containing the modelled verify steps (else the derived cycle
+    windows), and the draft / accept / draft-extend ranges inside them (by start time, on the
+    same device)."""
+    specs = steps[(steps["_phase"] == "spec_step") & here]
     cycles = _containing(specs, main_here)
+    derived = cycles is None
+    if derived:
+        cycles = _containing(steps[(steps["_phase"] == "cycle") & here], main_here)
     if cycles is None:
-        return CycleParts(None, steps.iloc[0:0], {}, critical.steps)
-    candidates = pd.concat([steps[steps["name"].isin(CYCLE_PHASES) & here], main_here])
+        return _preceding(steps, here, main_here, critical)
+    candidates = pd.concat([steps[steps["_phase"].isin(CYCLE_PHASES) & here], main_here])
     members = _in_windows(cycles, candidates)
     exclusive = _exclusive_ms(cycles, members)
     n_cycles = len(cycles)
@@ -57,7 +61,29 @@ def _cycle(
             f" {overlap:.3f} ms per step of their windows is that phase's work; modelled as the"
             f" verify's own {critical.wall_ms:.3f} ms (idle time trimmed)"
         )
-    return CycleParts(cycles, members[members["name"] != VERIFY], exclusive, n_cycles)
+    members = members[members["_phase"] != "verify"]
+    return CycleParts(cycles, members, exclusive, n_cycles, derived)
+
+
+def _preceding(
+    steps: pd.DataFrame, here: pd.Series, main_here: pd.DataFrame, critical: StepGroup
+) -> CycleParts:
+    """No cycle windows (a single verify): per modelled verify, the draft / accept /
+    draft-extend steps since the previous verify of any kind, so that drafts are counted per
+    cycle, never all drafts over one width's verifies."""
+    verifies = steps[(steps["_phase"] == "verify") & here].sort_values("start_ns")
+    bounds = verifies["start_ns"].to_numpy(np.int64)
+    own = np.sort(main_here["start_ns"].to_numpy(np.int64))
+    members = steps[steps["_phase"].isin(CYCLE_PHASES) & here]
+    start = members["start_ns"].to_numpy(np.int64)
+    nxt = np.searchsorted(bounds, start, side="right")  # the first verify after each member
+    after = np.where(nxt < len(bounds), bounds[np.minimum(nxt, len(bounds) - 1)], -1)
+    before = np.where(nxt > 0, bounds[np.maximum(nxt - 1, 0)], -1)
+    # a draft belongs to the verify after it; accept / draft-extend to the verify before it
+    is_draft = (members["_phase"] == "draft").to_numpy()
+    anchor = np.where(is_draft, after, before)
+    kept = members[np.isin(anchor, own)]
+    return CycleParts(None, kept, {}, max(len(own), 1))
 
 
 def _containing(outer: pd.DataFrame, inner: pd.DataFrame) -> pd.DataFrame | None:
@@ -104,7 +130,7 @@ def _exclusive_ms(windows: pd.DataFrame, members: pd.DataFrame) -> dict[str, flo
     same = np.r_[False, cycle[1:] == cycle[:-1]]
     previous[same] = np.maximum(previous[same], reach[:-1][same[1:]])
     own = np.maximum(end - np.maximum(rows["start_ns"].to_numpy(np.int64), previous), 0)
-    keys = rows["name"].str.removeprefix("verifyprof.").to_numpy()
+    keys = rows["_phase"].to_numpy()
     sums = pd.Series(own / NS_PER_MS).groupby(keys, sort=False).sum()
     return {str(k): float(v) for k, v in sums.items()}
 
