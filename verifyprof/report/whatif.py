@@ -232,6 +232,7 @@ def _print_curve(result: dict[str, Any], console: Console) -> None:
         Col("k"),
         Col("width"),
         Col("verify ms"),
+        Col("verify from", "name"),
         Col("draft ms"),
         Col("cycle ms"),
         Col("accept"),
@@ -243,7 +244,7 @@ def _print_curve(result: dict[str, Any], console: Console) -> None:
         k = point["num_draft"]
         mark = ", ".join(
             w
-            for w, on in (("plain decoding", k == 0), ("today", k == now), ("best", k == best))
+            for w, on in (("plain", k == 0), ("today", k == now), ("best", k == best))
             if on
         )
         rows.append(
@@ -251,6 +252,7 @@ def _print_curve(result: dict[str, Any], console: Console) -> None:
                 str(k),
                 str(point["width"]),
                 f"{point['verify_ms']:.3f}",
+                point.get("verify_source", ""),
                 f"{point['draft_ms']:.3f}",
                 f"{point['cycle_ms']:.3f}",
                 f"{point['accept_len']:.2f}",
@@ -261,5 +263,9 @@ def _print_curve(result: dict[str, Any], console: Console) -> None:
         styles.append("bold" if k == best else ("dim" if k == now else None))
     console.print("[bold]Draft count: tokens/s by k, today's execution mode (predicted)[/bold]")
     console.print(fitted_table(console, columns, rows, styles=styles))
+    console.print(
+        "  verify from: measured (a traced width), fitted (the width model between traced"
+        " widths), extrapolated (past them), roofline (one traced width: phase by phase)"
+    )
     if curve.get("server_flags"):
         console.print(f"  SGLang flags for k = {best}: {escape(curve['server_flags'])}")

@@ -16,7 +16,7 @@ from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.plan import Builder, PlanStep
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of
 from verifyprof.model.fixes.cycle import plain_measured, plain_mode, plain_state
-from verifyprof.model.fixes.draft import _num_draft, curve_point, with_drafts
+from verifyprof.model.fixes.draft import _num_draft, curve_point, width_source, with_drafts
 from verifyprof.model.inputs.profile import VerifyProfile
 
 CURVE_MIN_K = 8  # the curve reaches at least this many drafts (and 4 past today's)
@@ -198,6 +198,7 @@ def draft_curve(
                 "cycle_ms": plain.decode_ms,
                 "accept_len": 1.0,
                 "tokens_per_s": plain.tokens_per_s,
+                "verify_source": "measured" if plain.measured else "predicted",
             }
         )
     for k2 in range(1, top + 1):
@@ -205,7 +206,8 @@ def draft_curve(
             point = {"num_draft": k, "width": profile.width or k + 1, **_cycle_fields(now)}
         else:
             point = curve_point(with_drafts(profile, s, now, k, k2, "draft_count"))
-        points.append(point | {"measured": k2 == k})
+        source = "today" if k2 == k else width_source(profile, s, point["width"])
+        points.append(point | {"measured": k2 == k, "verify_source": source})
     return DraftCurve(points, k, s.sglang)
 
 
