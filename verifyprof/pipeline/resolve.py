@@ -134,6 +134,8 @@ def resolve_frame(
         n = int((frame.steps["name"] == name).sum())
         notes.append(f"--step {options.step}: modelling the {n} steps named {name!r}")
     options = replace(options, step=name)
+    if name is not None and ranges.phase_of(name) in ("decode", "prefill"):
+        options = _one_token_steps(options, name, notes)
     out = Resolved(inputs, frame, result, options, story=story_of(frame, options), notes=notes)
     if out.story is None:  # no verify steps: a breakdown still has its tables, whatif says why
         names = sorted(frame.steps["name"].astype(str).unique().tolist())
@@ -149,6 +151,21 @@ def resolve_frame(
             raise
         out.reasons.append(err.problem)
     return out
+
+
+def _one_token_steps(options: WhatifOptions, name: str, notes: list[str]) -> WhatifOptions:
+    """A decode or prefill step in the verify's place makes one token a step: accept length 1
+    (a speculative accept length there is an impossible combination: refused)."""
+    if options.accept_len is not None and options.accept_len != 1.0:
+        raise VerifyprofError(
+            f"--step {name}: a {ranges.phase_of(name)} step makes one token per request, not"
+            f" {options.accept_len:g}: give no --accept-len (or 1), or model a verify step"
+        )
+    notes.append(
+        f"{name} steps make one token each: accept length 1 (plain decoding's step), the"
+        " manifest's speculative accept length not used"
+    )
+    return replace(options, accept_len=1.0, alpha=None, survival=None, num_draft=None)
 
 
 def check(options: WhatifOptions) -> None:
