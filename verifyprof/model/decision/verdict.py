@@ -105,7 +105,18 @@ def decision_words(plain: Any) -> str:
             f" {MEASURE_PLAIN}"
         )
     else:
-        lead = "Turn speculation off" if plain.speculation_loses else "Speculation pays"
+        today_wins = not plain.speculation_loses
+        after = plain.along_plan[-1] if plain.along_plan else None
+        if after is None or plain.spec_after_plan is None:
+            after_wins = today_wins
+        else:
+            after_wins = plain.spec_after_plan > after
+        if after_wins == today_wins:
+            lead = "Speculation pays" if today_wins else "Turn speculation off"
+        elif today_wins:
+            lead = "Speculation pays today, not after the plan"
+        else:
+            lead = "Turn speculation off today; with the plan's fixes speculation wins"
     today = (
         f"Today: speculating {spec.tokens_per_s:.1f} tok/s against plain decoding's"
         f" {plain.tokens_per_s:.1f} tok/s ({plain.decode_ms:.3f} ms per step, {plain.source})"
