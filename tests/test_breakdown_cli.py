@@ -134,7 +134,7 @@ def test_kernels_lists_top_kernels_with_phase_and_share():
 
 
 def test_kernels_inside_ranges_only_counts_what_those_ranges_launched():
-    everything = json.loads(run("kernels", str(BUNDLED), "--json").stdout)
+    everything = json.loads(run("kernels", str(BUNDLED), "--json", "--whole-trace").stdout)
     verify = json.loads(
         run("kernels", str(BUNDLED), "--json", "--range", r"^verifyprof\.verify").stdout
     )
@@ -162,3 +162,51 @@ def test_streamed_json_equals_the_in_memory_document():
     sink = io.BytesIO()
     stream_breakdown_json(result, sink)
     assert json.loads(sink.getvalue()) == json.loads(json.dumps(result.to_json()))
+
+
+FOLDER = OWN_TRACES / "workload-dense-eager"  # a capture folder: its manifest gives the plan
+
+
+def kernels_json(*args: str) -> dict:
+    done = run("kernels", str(BUNDLED), "--json", "--top", "40", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_kernels_lists_the_verdicts_step_group_as_the_report_does():
+    """Issue 27: `kernels` mixed the width-sweep groups in (attention over 1152 calls) where the
+    report's top kernels of the verdict's group had 640. By default, and with --step verify, it
+    lists that group (named as the verdict names it), the report's list exactly."""
+    from verifyprof import pipeline
+
+    data = kernels_json()
+    report = pipeline.report(BUNDLED, top_kernels=40)
+    assert data["group"]["label"] == "{} [{}]".format(*report.group)
+    assert data["group"]["mode"] == report.group_mode and data["steps"] > 0
+    assert data["group"]["why"] in data["scope"]
+    assert data["kernels"] == report.kernels["kernels"]
+    assert kernels_json("--step", "verify")["kernels"] == data["kernels"]
+    every = kernels_json("--all")
+    assert every["total_kernel_ns"] > data["total_kernel_ns"]  # the sweep groups are in there
+    for row in data["kernels"]:
+        assert row["calls_per_step"] == round(row["count"] / data["steps"], 3)
+        assert row["min_ns"] <= row["median_ns"] <= row["max_ns"]
+        assert row["min_ns"] <= row["mean_ns"] <= row["max_ns"]
+
+
+def test_kernels_of_the_draft_steps_and_one_scope_at_a_time():
+    draft = kernels_json("--step", "draft")
+    assert draft["group"]["name"] == "verifyprof.draft" and "draft steps' group" in draft["scope"]
+    done = run("kernels", str(BUNDLED), "--all", "--whole-trace")
+    assert done.returncode == 2 and "give one of --all, --whole-trace" in done.stderr
+
+
+def test_breakdown_json_carries_the_verdict_whatif_json_gives():
+    """The console prints a verdict under the tables; --json has the same one, rendered as
+    whatif --json renders it (issue 27)."""
+    data = json.loads(run("breakdown", str(FOLDER), "--json").stdout)
+    modelled = json.loads(run("whatif", str(FOLDER), "--json").stdout)
+    assert data["verdict_parts"] == modelled["verdict_parts"] is not None
+    assert data["verdict"] == modelled["verdict"]
+    text = " ".join(run("breakdown", str(FOLDER)).stdout.split())
+    assert f"verdict: {data['verdict']}" in text

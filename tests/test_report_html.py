@@ -16,11 +16,11 @@ import pytest
 from PIL import Image
 
 from verifyprof import pipeline
+from verifyprof.attribution.kernel_names import short_kernel_name
 from verifyprof.contracts import phases
 from verifyprof.report import html
 from verifyprof.report.data import ReportData
 from verifyprof.report.figures import COLOURS
-from verifyprof.report.kernel_names import short_kernel_name
 
 ROOT = Path(__file__).resolve().parents[1]
 EAGER = ROOT / "traces" / "workload-dense-eager" / "trace.sqlite.gz"
