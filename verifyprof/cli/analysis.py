@@ -167,7 +167,7 @@ def kernels(
     phase of each."""
     from verifyprof.model.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
-    from verifyprof.pipeline.kernels import kernels_of
+    from verifyprof.pipeline.kernel_scope import kernels_of
     from verifyprof.report import console, files, integrity, progress
 
     chosen = [o for o, on in (("--range", step_range), ("--step", step)) if on is not None]

@@ -341,7 +341,7 @@ def _kernels_and_timelines(
 def _group_kernels(loaded: Loaded, data: Any, taxonomy) -> KernelTable:
     """The top kernels of the story's step group, in its mode, as ``kernels`` lists them (the
     whole trace's when it has none)."""
-    from verifyprof.pipeline.kernels import group_kernels
+    from verifyprof.pipeline.kernel_scope import group_kernels
 
     try:
         return group_kernels(loaded.trace, data.group, data.group_mode or None, taxonomy)

@@ -3,7 +3,6 @@ top-kernels table are about), of every step, of ranges given, or of the whole tr
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from verifyprof.attribution.kernels import KernelTable, kernel_table
@@ -64,7 +63,7 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
     the verdict names it; a trace without steps: the whole trace, saying so."""
     from verifyprof.pipeline.before_after import story_group
     from verifyprof.pipeline.reading import breakdown
-    from verifyprof.pipeline.resolve import CYCLE_PARTS, identify, resolve_frame, step_regex
+    from verifyprof.pipeline.resolve import CYCLE_PARTS, Input, resolve_frame, step_regex
 
     try:
         result = breakdown(trace, step_regex=step_regex(options), taxonomy=taxonomy)
@@ -75,7 +74,8 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
         table.scope = f"whole trace ({err.problem.split(';')[0]})"
         return table
     frame = result.frame()
-    resolved = resolve_frame(frame, [identify(str(source))], replace(options), result, parts=True)
+    # the story only: no manifest, so no model state is prepared (kernels needs none)
+    resolved = resolve_frame(frame, [Input(str(source), "trace")], options, result, parts=True)
     if resolved.story is not None:
         story = resolved.story
         group, mode, why = (story.name, story.variant), story.mode, story.why
@@ -95,6 +95,8 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
         f"the {options.step} steps' group"
         if options.step in CYCLE_PARTS
         else "the verdict's step group"
+        if resolved.story is not None
+        else "the breakdown's first step group"
     )
     table.scope = f"{lead}: {why}" + (f"; {mode} steps" if mode else "")
     return table
