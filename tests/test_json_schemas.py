@@ -92,7 +92,7 @@ KERNELS = {
     "scope": str,
     "total_kernel_ns": int,
     "distinct_kernels": int,
-    "steps": int,
+    "step_count": int,
     "kernels": [
         {
             "name": str,
@@ -232,7 +232,7 @@ def test_kernels_json_of_the_story_names_its_group():
     data = run_case(["kernels", "traces/workload-dense-eager/trace.sqlite.gz", "--json"])
     assert mismatches(data, KERNELS) == []
     group = {"name": str, "variant": str, "label": str, "mode": str, "why": str, "steps": int}
-    assert mismatches(data["group"], group) == [] and data["group"]["steps"] == data["steps"]
+    assert mismatches(data["group"], group) == [] and data["group"]["steps"] == data["step_count"]
 
 
 def test_whatif_plain_json_has_its_documented_form():

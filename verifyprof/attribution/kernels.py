@@ -26,6 +26,7 @@ from verifyprof.attribution.steps import (
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import TraceError
+from verifyprof.contracts.schema import variants
 from verifyprof.trace.events import Trace
 
 COLUMNS = (
@@ -54,7 +55,7 @@ class KernelTable:
         return {
             "taxonomy": self.taxonomy,
             "scope": self.scope,
-            "steps": self.steps,
+            "step_count": self.steps,  # what calls_per_step is per; 0: whole trace
             "total_kernel_ns": self.total_ns,
             "distinct_kernels": int(
                 self.table["name"].nunique()
@@ -77,20 +78,27 @@ class KernelTable:
 
 
 def kernel_table(
-    trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None, mode: str | None = None
+    trace: Trace,
+    taxonomy: Taxonomy,
+    step_regex: str | None = None,
+    mode: str | None = None,
+    group: tuple[str, str] | None = None,
 ) -> KernelTable:
     """The kernels of the whole trace, or of those launched inside ranges matching
-    ``step_regex`` (``mode``: only steps run in that mode, "eager" or "graph", as the breakdown
-    tells a step's mode: graph when at least half its kernels came from graph launches)."""
+    ``step_regex``; of those, ``group`` (name, variant): only the steps of that group, as the
+    breakdown names and groups steps; ``mode``: only steps run in that mode, "eager" or "graph",
+    as the breakdown tells a step's mode (graph when at least half its kernels came from graph
+    launches)."""
     ops = gpu_ops(trace, taxonomy)
     selected = ops.is_kernel.copy()
     if not selected.any():
         raise TraceError("no kernels in the trace", trace.source[0] if trace.source else None)
     scope, n_steps = "whole trace", 0
     if step_regex is not None:
-        inside, n_steps = _inside_steps(trace, ops, step_regex, mode)
+        inside, n_steps = _inside_steps(trace, ops, step_regex, mode, group)
         selected &= inside
         scope = f"kernels launched inside ranges matching '{step_regex}'"
+        scope += f", steps {group[0]} [{group[1]}]" if group else ""
         scope += f", {mode} steps" if mode else ""
     table = _per_kernel(ops, selected, n_steps)
     table["name"] = trace.strings.lookup(table["name_id"].to_numpy())
@@ -111,10 +119,11 @@ def kernel_table(
 
 
 def _inside_steps(
-    trace: Trace, ops: GpuOps, step_regex: str, mode: str | None
+    trace: Trace, ops: GpuOps, step_regex: str, mode: str | None, group: tuple[str, str] | None
 ) -> tuple[np.ndarray, int]:
-    """Which ops were launched inside a matching range (of ``mode``), and how many such ranges
-    (the outermost level's: a step holding nested matches counts once)."""
+    """Which ops were launched inside a matching range (of ``group`` and ``mode``), and how many
+    such ranges (without a group, the outermost level's: a step holding nested matches counts
+    once)."""
     calls = link_calls(trace, ops)
     where = trace.source[0] if trace.source else None
     check_links(int((ops.call >= 0).sum()), len(ops), trace.integrity, where)
@@ -123,6 +132,8 @@ def _inside_steps(
     levels = assign_levels(steps, launch, op_launch, calls)
     n = len(steps)
     keep = np.ones(n, dtype=bool)
+    if group is not None:
+        keep = (steps["name"].to_numpy() == group[0]) & (variants(steps["attrs"]) == group[1])
     if mode is not None:
         graphed_op = ops.is_kernel & (ops.call >= 0) & calls.graph_launch[np.maximum(ops.call, 0)]
         kernels, graphed = np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -130,10 +141,12 @@ def _inside_steps(
             kernel = ops.is_kernel & (op_step != NO_STEP)
             kernels += np.bincount(op_step[kernel], minlength=n)
             graphed += np.bincount(op_step[kernel & graphed_op], minlength=n)
-        keep = (kernels > 0) & ((graphed * 2 >= kernels) == (mode == "graph"))
+        keep &= (kernels > 0) & ((graphed * 2 >= kernels) == (mode == "graph"))
     inside = np.zeros(len(ops), dtype=bool)
     for op_step, _ in levels:
         inside |= (op_step != NO_STEP) & keep[np.maximum(op_step, 0)]
+    if group is not None:
+        return inside, int(keep.sum())
     outermost = steps["level"].to_numpy() == steps["level"].min()
     return inside, int((outermost & keep).sum())
 

@@ -21,13 +21,17 @@ def group_label(name: str, variant: str) -> str:
 
 
 def group_kernels(
-    trace: Trace, group: tuple[str, str], mode: str | None, taxonomy=None
+    trace: Trace,
+    group: tuple[str, str],
+    mode: str | None,
+    taxonomy=None,
+    step_regex: str | None = None,
 ) -> KernelTable:
-    """The kernels of one step group (name, attributes) in one mode: its ranges only, none of a
+    """The kernels of one step group (name, attributes) in one mode: its steps only, as the
+    breakdown (of ``step_regex``, default the default ranges) names and groups them; none of a
     sibling group (a width sweep's, say) nor of the group's steps run in the other mode."""
-    from verifyprof.pipeline.before_after import group_regex
-
-    table = kernel_table(trace, load_taxonomy(taxonomy), group_regex(group), mode=mode or None)
+    regex = step_regex or DEFAULT_STEP_REGEX
+    table = kernel_table(trace, load_taxonomy(taxonomy), regex, mode=mode or None, group=group)
     table.scope = f"the step group {group_label(*group)}" + (f", {mode} steps" if mode else "")
     return table
 
@@ -81,8 +85,8 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
         group, mode, why = (story.name, story.variant), story.mode, story.why
     else:
         group, why = story_group(frame, result.summary())
-        mode = None
-    table = group_kernels(trace, group, mode, taxonomy)
+        why, mode = f"{group_label(*group)}: {why}", None
+    table = group_kernels(trace, group, mode, taxonomy, step_regex(options))
     table.group = {
         "name": group[0],
         "variant": group[1],
@@ -96,7 +100,7 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
         if options.step in CYCLE_PARTS
         else "the verdict's step group"
         if resolved.story is not None
-        else "the breakdown's first step group"
+        else "the step group"
     )
     table.scope = f"{lead}: {why}" + (f"; {mode} steps" if mode else "")
     return table

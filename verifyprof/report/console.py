@@ -317,7 +317,7 @@ def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     total = data["total_kernel_ns"]
     shown = len(data["kernels"])
-    steps = data.get("steps") or 0
+    steps = data.get("step_count") or 0
     per_step = f"; per step of {counted(steps, 'step')}" if steps else ""
     title = (
         f"Top {shown} of {counted(data['distinct_kernels'], 'kernel')} ({data['scope']};"
