@@ -223,3 +223,23 @@ def test_kernels_of_sglang_steps_without_a_verify_list_the_first_group():
     first = summary["groups"][0]
     assert (data["group"]["name"], data["group"]["variant"]) == (first["name"], first["variant"])
     assert data["step_count"] == first["steps"] and data["total_kernel_ns"] > 0
+
+
+def test_kernels_of_the_story_are_the_kernels_the_breakdown_counts_in_its_steps():
+    """The group's steps in the story's mode, the same steps the breakdown's rows are: calls
+    summed over every kernel equal the kernels of those rows (torch.compile'd trace: a graph
+    group beside an eager one and a compile=1 configuration)."""
+    from verifyprof.contracts.schema import variant
+
+    trace = OWN_TRACES / "workload-dense-compile" / "trace.sqlite.gz"
+    data = json.loads(run("kernels", str(trace), "--json", "--top", "1000").stdout)
+    steps = json.loads(run("breakdown", str(trace), "--json").stdout)["steps"]
+    group = data["group"]
+    rows = [
+        s
+        for s in steps
+        if (s["name"], variant(s["attrs"]), s["mode"])
+        == (group["name"], group["variant"], group["mode"])
+    ]
+    assert len(rows) == data["step_count"] > 0
+    assert sum(k["count"] for k in data["kernels"]) == sum(s["kernels"] for s in rows)
