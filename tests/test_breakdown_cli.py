@@ -134,7 +134,7 @@ def test_kernels_lists_top_kernels_with_phase_and_share():
 
 
 def test_kernels_inside_ranges_only_counts_what_those_ranges_launched():
-    everything = json.loads(run("kernels", str(BUNDLED), "--json").stdout)
+    everything = json.loads(run("kernels", str(BUNDLED), "--json", "--whole-trace").stdout)
     verify = json.loads(
         run("kernels", str(BUNDLED), "--json", "--range", r"^verifyprof\.verify").stdout
     )
@@ -162,3 +162,84 @@ def test_streamed_json_equals_the_in_memory_document():
     sink = io.BytesIO()
     stream_breakdown_json(result, sink)
     assert json.loads(sink.getvalue()) == json.loads(json.dumps(result.to_json()))
+
+
+FOLDER = OWN_TRACES / "workload-dense-eager"  # a capture folder: its manifest gives the plan
+
+
+def kernels_json(*args: str) -> dict:
+    done = run("kernels", str(BUNDLED), "--json", "--top", "40", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_kernels_lists_the_verdicts_step_group_as_the_report_does():
+    """Issue 27: `kernels` mixed the width-sweep groups in (attention over 1152 calls) where the
+    report's top kernels of the verdict's group had 640. By default, and with --step verify, it
+    lists that group (named as the verdict names it), the report's list exactly."""
+    from verifyprof import pipeline
+
+    data = kernels_json()
+    report = pipeline.report(BUNDLED, top_kernels=40)
+    assert data["group"]["label"] == "{} [{}]".format(*report.group)
+    assert data["group"]["mode"] == report.group_mode and data["step_count"] > 0
+    assert data["group"]["why"] in data["scope"]
+    assert data["kernels"] == report.kernels["kernels"]
+    assert kernels_json("--step", "verify")["kernels"] == data["kernels"]
+    every = kernels_json("--all")
+    assert every["total_kernel_ns"] > data["total_kernel_ns"]  # the sweep groups are in there
+    for row in data["kernels"]:
+        assert row["calls_per_step"] == round(row["count"] / data["step_count"], 3)
+        assert row["min_ns"] <= row["median_ns"] <= row["max_ns"]
+        assert row["min_ns"] <= row["mean_ns"] <= row["max_ns"]
+
+
+def test_kernels_of_the_draft_steps_and_one_scope_at_a_time():
+    draft = kernels_json("--step", "draft")
+    assert draft["group"]["name"] == "verifyprof.draft" and "draft steps' group" in draft["scope"]
+    done = run("kernels", str(BUNDLED), "--all", "--whole-trace")
+    assert done.returncode == 2 and "give one of --all, --whole-trace" in done.stderr
+
+
+def test_breakdown_json_carries_the_verdict_whatif_json_gives():
+    """The console prints a verdict under the tables; --json has the same one, rendered as
+    whatif --json renders it (issue 27)."""
+    data = json.loads(run("breakdown", str(FOLDER), "--json").stdout)
+    modelled = json.loads(run("whatif", str(FOLDER), "--json").stdout)
+    assert data["verdict_parts"] == modelled["verdict_parts"] is not None
+    assert data["verdict"] == modelled["verdict"]
+    text = " ".join(run("breakdown", str(FOLDER)).stdout.split())
+    assert f"verdict: {data['verdict']}" in text
+
+
+def test_kernels_of_sglang_steps_without_a_verify_list_the_first_group():
+    """SGLang's `step[DECODE bs=32]`: the group is found as the breakdown names it (a regex on
+    the range's text could not tell its name from its attributes)."""
+    mi300x = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
+    done = run("kernels", str(mi300x), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    summary = json.loads(run("breakdown", str(mi300x), "--json").stdout)["summary"]
+    first = summary["groups"][0]
+    assert (data["group"]["name"], data["group"]["variant"]) == (first["name"], first["variant"])
+    assert data["step_count"] == first["steps"] and data["total_kernel_ns"] > 0
+
+
+def test_kernels_of_the_story_are_the_kernels_the_breakdown_counts_in_its_steps():
+    """The group's steps in the story's mode, the same steps the breakdown's rows are: calls
+    summed over every kernel equal the kernels of those rows (torch.compile'd trace: a graph
+    group beside an eager one and a compile=1 configuration)."""
+    from verifyprof.contracts.schema import variant
+
+    trace = OWN_TRACES / "workload-dense-compile" / "trace.sqlite.gz"
+    data = json.loads(run("kernels", str(trace), "--json", "--top", "1000").stdout)
+    steps = json.loads(run("breakdown", str(trace), "--json").stdout)["steps"]
+    group = data["group"]
+    rows = [
+        s
+        for s in steps
+        if (s["name"], variant(s["attrs"]), s["mode"])
+        == (group["name"], group["variant"], group["mode"])
+    ]
+    assert len(rows) == data["step_count"] > 0
+    assert sum(k["count"] for k in data["kernels"]) == sum(s["kernels"] for s in rows)

@@ -76,3 +76,16 @@ def test_a_usage_error_quoting_an_argument_with_escape_sequences_prints_it_escap
     done = verifyprof("whatif", f"--verify-ms{RETITLE}", "30")
     assert done.returncode == 2
     assert_disarmed(done.stderr)
+
+
+def test_counts_are_plural_only_when_not_one():
+    """Issue 27: "1 launches", "1 host syncs"."""
+    from verifyprof.contracts.text import counted
+
+    assert [counted(n, "launch") for n in (1, 2, 0, 1.5)] == [
+        "1 launch",
+        "2 launches",
+        "0 launches",
+        "1.5 launches",
+    ]
+    assert counted(1, "host sync") == "1 host sync" and counted(3, "step") == "3 steps"

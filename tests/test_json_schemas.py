@@ -16,6 +16,8 @@ STATS = {"mean": NUM, "p50": NUM, "p90": NUM}
 
 BREAKDOWN = {
     "schema": "verifyprof.breakdown/1",
+    "verdict": (str, type(None)),  # the console's verdict line, as whatif --json has it
+    "verdict_parts": (dict, type(None)),
     "trace": {
         "path": [str],
         "format": str,
@@ -90,8 +92,21 @@ KERNELS = {
     "scope": str,
     "total_kernel_ns": int,
     "distinct_kernels": int,
+    "step_count": int,
     "kernels": [
-        {"name": str, "phase": str, "count": int, "total_ns": int, "mean_ns": int, "share": NUM}
+        {
+            "name": str,
+            "short_name": str,
+            "phase": str,
+            "count": int,
+            "calls_per_step": OPT_NUM,
+            "total_ns": int,
+            "mean_ns": int,
+            "median_ns": int,
+            "min_ns": int,
+            "max_ns": int,
+            "share": NUM,
+        }
     ],
     "by_phase": dict,
 }
@@ -211,6 +226,13 @@ def test_kernels_json_has_its_documented_form():
     )
     assert mismatches(data, KERNELS) == []
     assert len(data["kernels"]) == 5
+
+
+def test_kernels_json_of_the_story_names_its_group():
+    data = run_case(["kernels", "traces/workload-dense-eager/trace.sqlite.gz", "--json"])
+    assert mismatches(data, KERNELS) == []
+    group = {"name": str, "variant": str, "label": str, "mode": str, "why": str, "steps": int}
+    assert mismatches(data["group"], group) == [] and data["group"]["steps"] == data["step_count"]
 
 
 def test_whatif_plain_json_has_its_documented_form():

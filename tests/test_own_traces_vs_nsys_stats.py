@@ -73,6 +73,17 @@ def test_per_kernel_totals_match_cuda_gpu_kern_sum(traced):
         ]
 
 
+def test_per_kernel_spread_matches_cuda_gpu_kern_sum(traced):
+    """One call's median, min and max per kernel, as nsys stats' Med, Min and Max (ns)."""
+    folder, trace = traced
+    table = kernel_table(trace, load_taxonomy()).table.set_index("name")
+    for row in read_csv(folder / "stats_cuda_gpu_kern_sum.csv"):
+        ours = table.loc[row["Name"]]
+        assert (ours["min_ns"], ours["max_ns"]) == (int(row["Min (ns)"]), int(row["Max (ns)"]))
+        assert ours["median_ns"] == pytest.approx(float(row["Med (ns)"]), abs=0.5), row["Name"]
+        assert ours["mean_ns"] == pytest.approx(float(row["Avg (ns)"]), abs=0.5), row["Name"]
+
+
 def test_phases_sum_to_wall_for_every_step(traced):
     _, trace = traced
     for step in breakdown(trace).to_json()["steps"]:

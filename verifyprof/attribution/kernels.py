@@ -1,4 +1,8 @@
-"""Top kernels by GPU time with their phase: the view for checking and fixing taxonomy rules."""
+"""Top kernels by GPU time with their phase: the view for checking and fixing taxonomy rules.
+
+Per kernel (name and phase) as ``nsys stats -r cuda_gpu_kern_sum`` gives it: calls (Instances),
+total, and one call's spread (Avg, Med, Min, Max), in int ns; and, inside steps, calls per step.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution.integrity import check_links
+from verifyprof.attribution.kernel_names import short_names
 from verifyprof.attribution.steps import (
     NO_STEP,
+    GpuOps,
     assign_levels,
     find_steps,
     gpu_ops,
@@ -20,26 +26,36 @@ from verifyprof.attribution.steps import (
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import TraceError
+from verifyprof.contracts.schema import variants
 from verifyprof.trace.events import Trace
+
+COLUMNS = (
+    "name", "short_name", "phase", "count", "calls_per_step", "total_ns", "mean_ns", "median_ns",
+    "min_ns", "max_ns", "share",
+)  # fmt: skip
 
 
 @dataclass
 class KernelTable:
-    table: pd.DataFrame  # name, phase, count, total_ns, mean_ns, share; sorted by total_ns
+    table: pd.DataFrame  # COLUMNS, sorted by total_ns
     total_ns: int
     taxonomy: str
     scope: str
     warnings: list[str] = field(default_factory=list)  # the trace's
     integrity: list[dict[str, Any]] = field(default_factory=list)  # its records
+    steps: int = 0  # the steps in scope (calls_per_step is per one of them); 0: whole trace
+    group: dict[str, Any] | None = None  # the step group, when the scope is one
 
     def to_json(self, top: int | None = None) -> dict[str, Any]:
         rows = self.table if top is None else self.table.head(top)
         # only where there is something to say: a clean trace's JSON stays as it was
         said = {"warnings": self.warnings} if self.warnings else {}
         said |= {"integrity": self.integrity} if self.integrity else {}
+        said |= {"group": self.group} if self.group else {}
         return {
             "taxonomy": self.taxonomy,
             "scope": self.scope,
+            "step_count": self.steps,  # what calls_per_step is per; 0: whole trace
             "total_kernel_ns": self.total_ns,
             "distinct_kernels": int(
                 self.table["name"].nunique()
@@ -61,47 +77,97 @@ class KernelTable:
         }
 
 
-def kernel_table(trace: Trace, taxonomy: Taxonomy, step_regex: str | None = None) -> KernelTable:
+def kernel_table(
+    trace: Trace,
+    taxonomy: Taxonomy,
+    step_regex: str | None = None,
+    mode: str | None = None,
+    group: tuple[str, str] | None = None,
+) -> KernelTable:
+    """The kernels of the whole trace, or of those launched inside ranges matching
+    ``step_regex``; of those, ``group`` (name, variant): only the steps of that group, as the
+    breakdown names and groups steps; ``mode``: only steps run in that mode, "eager" or "graph",
+    as the breakdown tells a step's mode (graph when at least half its kernels came from graph
+    launches)."""
     ops = gpu_ops(trace, taxonomy)
     selected = ops.is_kernel.copy()
     if not selected.any():
         raise TraceError("no kernels in the trace", trace.source[0] if trace.source else None)
-    scope = "whole trace"
+    scope, n_steps = "whole trace", 0
     if step_regex is not None:
-        calls = link_calls(trace, ops)
-        where = trace.source[0] if trace.source else None
-        check_links(int((ops.call >= 0).sum()), len(ops), trace.integrity, where)
-        launch, op_launch = launches(ops, calls)
-        levels = assign_levels(find_steps(trace, step_regex), launch, op_launch, calls)
-        inside = np.zeros(len(ops), dtype=bool)
-        for op_step, _ in levels:
-            inside |= op_step != NO_STEP
+        inside, n_steps = _inside_steps(trace, ops, step_regex, mode, group)
         selected &= inside
         scope = f"kernels launched inside ranges matching '{step_regex}'"
-    frame = pd.DataFrame(
-        {
-            "name_id": ops.name_id[selected],
-            "phase": ops.phase[selected],
-            "ns": ops.end[selected] - ops.start[selected],
-        }
-    )
-    # by (name, phase): a context rule can book one kernel name to two phases (a row each)
-    table = (
-        frame.groupby(["name_id", "phase"], sort=False)
-        .agg(count=("ns", "size"), total_ns=("ns", "sum"))
-        .reset_index()
-    )
+        scope += f", steps {group[0]} [{group[1]}]" if group else ""
+        scope += f", {mode} steps" if mode else ""
+    table = _per_kernel(ops, selected, n_steps)
     table["name"] = trace.strings.lookup(table["name_id"].to_numpy())
+    table["short_name"] = short_names(table["name"])
     table["phase"] = np.asarray(phases.ALL, dtype=object)[table["phase"].to_numpy()]
-    table["mean_ns"] = (table["total_ns"] / table["count"].clip(lower=1)).round().astype(np.int64)
     total = int(table["total_ns"].sum())
     table["share"] = (table["total_ns"] / total).round(6) if total else 0.0
     table = table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
     return KernelTable(
-        table[["name", "phase", "count", "total_ns", "mean_ns", "share"]],
+        table[list(COLUMNS)],
         total,
         taxonomy.source,
         scope,
         list(trace.warnings),
         [p.record() for p in trace.integrity],
+        steps=n_steps,
     )
+
+
+def _inside_steps(
+    trace: Trace, ops: GpuOps, step_regex: str, mode: str | None, group: tuple[str, str] | None
+) -> tuple[np.ndarray, int]:
+    """Which ops were launched inside a matching range (of ``group`` and ``mode``), and how many
+    such ranges (without a group, the outermost level's: a step holding nested matches counts
+    once)."""
+    calls = link_calls(trace, ops)
+    where = trace.source[0] if trace.source else None
+    check_links(int((ops.call >= 0).sum()), len(ops), trace.integrity, where)
+    launch, op_launch = launches(ops, calls)
+    steps = find_steps(trace, step_regex)
+    levels = assign_levels(steps, launch, op_launch, calls)
+    n = len(steps)
+    keep = np.ones(n, dtype=bool)
+    if group is not None:
+        keep = (steps["name"].to_numpy() == group[0]) & (variants(steps["attrs"]) == group[1])
+    if mode is not None:
+        graphed_op = ops.is_kernel & (ops.call >= 0) & calls.graph_launch[np.maximum(ops.call, 0)]
+        kernels, graphed = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        for op_step, _ in levels:  # a step's ids are its own on every level
+            kernel = ops.is_kernel & (op_step != NO_STEP)
+            kernels += np.bincount(op_step[kernel], minlength=n)
+            graphed += np.bincount(op_step[kernel & graphed_op], minlength=n)
+        keep &= (kernels > 0) & ((graphed * 2 >= kernels) == (mode == "graph"))
+    inside = np.zeros(len(ops), dtype=bool)
+    for op_step, _ in levels:
+        inside |= (op_step != NO_STEP) & keep[np.maximum(op_step, 0)]
+    if group is not None:
+        return inside, int(keep.sum())
+    outermost = steps["level"].to_numpy() == steps["level"].min()
+    return inside, int((outermost & keep).sum())
+
+
+def _per_kernel(ops: GpuOps, selected: np.ndarray, n_steps: int) -> pd.DataFrame:
+    """Calls, total and one call's spread per (name, phase): a context rule can book one kernel
+    name to two phases (a row each)."""
+    frame = pd.DataFrame(
+        {
+            "name_id": ops.name_id[selected],
+            "phase": ops.phase[selected],
+            "ns": (ops.end[selected] - ops.start[selected]).astype(np.int64),
+        }
+    )
+    table = (
+        frame.groupby(["name_id", "phase"], sort=False)["ns"]
+        .agg(count="size", total_ns="sum", median_ns="median", min_ns="min", max_ns="max")
+        .reset_index()
+    )
+    count = table["count"].clip(lower=1)
+    table["mean_ns"] = (table["total_ns"] / count).round().astype(np.int64)
+    table["median_ns"] = table["median_ns"].round().astype(np.int64)  # half a ns: even counts
+    table["calls_per_step"] = (table["count"] / n_steps).round(3) if n_steps else None
+    return table

@@ -8,7 +8,6 @@ from verifyprof.cli.args import (
     _check_run,
     _nsys_hint,
     _parallel,
-    _step_regex,
     _wrote,
 )
 from verifyprof.cli.options import (
@@ -26,6 +25,9 @@ from verifyprof.cli.options import (
     DraftMsOpt,
     HardwareOpt,
     JsonOpt,
+    KernelsAllOpt,
+    KernelsStepOpt,
+    KernelsWholeTraceOpt,
     LinkOpt,
     ManifestOpt,
     ModelOpt,
@@ -104,7 +106,7 @@ def breakdown(
         step_range=step_range,
         whole_trace=whole_trace,
     )
-    resolve.check(options)  # every option before any input is read or output written
+    resolve.check(options, parts=True)  # every option before any input or output
     _check_run(  # inputs, file options, numbers and outputs, before any work (issue 22)
         sources={"": traces},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
@@ -120,7 +122,7 @@ def breakdown(
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
     ):
         resolved = resolve.resolve_sources(
-            traces, options, taxonomy, _parallel(workers, scheduler, strict, shown)
+            traces, options, taxonomy, _parallel(workers, scheduler, strict, shown), parts=True
         )
     result = resolved.result
     if result is None:
@@ -129,7 +131,7 @@ def breakdown(
             " compare or report)",
             traces[0],
         )
-    verdict = resolve.verdict_text(resolved)  # before any file: a failure writes nothing
+    verdict = resolve.verdict_json(resolved)  # before any file: a failure writes nothing
     if csv is not None:
         files.write_steps_csv(result, csv)
         _wrote(csv)
@@ -137,7 +139,7 @@ def breakdown(
         files.write_steps_parquet(result, parquet)
         _wrote(parquet)
     if as_json:
-        files.print_breakdown_json(result)
+        files.print_breakdown_json(result, verdict)  # the verdict as whatif --json has it
         integrity.warn_integrity(result.integrity_records(), ", ".join(traces))
         return
     if outputs.writes_stdout(csv, parquet):  # the rows alone on stdout
@@ -145,7 +147,7 @@ def breakdown(
     story = resolved.story.key if resolved.story else None
     console.print_breakdown(result, show_all=show_all, group=story)
     console.print_notes(resolved.notes)
-    console.print_verdict(verdict)
+    console.print_verdict(verdict["verdict"])
 
 
 @app.command()
@@ -154,19 +156,31 @@ def kernels(
     top: TopOpt = 30,
     taxonomy: TaxonomyOpt = None,
     step_range: StepRangeOpt = None,
-    step: StepOpt = None,
+    step: KernelsStepOpt = None,
+    every_step: KernelsAllOpt = False,
+    whole_trace: KernelsWholeTraceOpt = False,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Top kernels with their phase and share of GPU time: check and fix the taxonomy rules."""
-    from verifyprof import pipeline
+    """Top kernels of the verdict's step group (the one whatif and the report are about), per
+    kernel its calls per step and one call's spread: the step's kernels, and the taxonomy's
+    phase of each."""
+    from verifyprof.model.decision.whatif import WhatifOptions
+    from verifyprof.pipeline import resolve
+    from verifyprof.pipeline.kernel_scope import kernels_of
     from verifyprof.report import console, files, integrity, progress
 
+    chosen = [o for o, on in (("--range", step_range), ("--step", step)) if on is not None]
+    chosen += [o for o, on in (("--all", every_step), ("--whole-trace", whole_trace)) if on]
+    if len(chosen) > 1:
+        raise VerifyprofError(f"give one of {', '.join(chosen)} (each chooses the steps listed)")
+    options = WhatifOptions(step=step, step_range=step_range)
+    resolve.check(options, parts=True)  # one line before any file is read
+    scope = "range" if step_range is not None else "all" if every_step else "story"
+    scope = "whole-trace" if whole_trace else scope
     _check_run(sources={"": [trace]}, files={"--taxonomy": taxonomy})  # before any work
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
-        table = pipeline.kernels(
-            trace, taxonomy=taxonomy, step_regex=_step_regex(step_range, step, default=None)
-        )
+        table = kernels_of(trace, options, scope, taxonomy)
     data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
         files.print_json(data)

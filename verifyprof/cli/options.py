@@ -136,6 +136,27 @@ StepRangeOpt = Annotated[
     ),
 ]
 
+KernelsStepOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--step",
+        help=(
+            f"the kernels of one phase's step group ({'|'.join(ranges.PHASES)}: verifyprof,"
+            " SGLang and user ranges alike) or of a step name; verify (the default): the"
+            " verdict's group, as whatif and the report pick it"
+        ),
+    ),
+]
+
+KernelsAllOpt = Annotated[
+    bool,
+    typer.Option("--all", help="the kernels of every step (every group, width sweeps included)"),
+]
+
+KernelsWholeTraceOpt = Annotated[
+    bool, typer.Option("--whole-trace", help="every kernel of the trace, inside steps or not")
+]
+
 VerifyMsOpt = Annotated[Optional[float], typer.Option("--verify-ms", help="verify step time (ms)")]
 
 WhatifAcceptLenOpt = Annotated[

@@ -27,3 +27,14 @@ def safe_text(text: str, keep: str = "") -> str:
     if not _UNSAFE.search(text):
         return text
     return _UNSAFE.sub(lambda m: m.group() if m.group() in keep else _escaped(m), text)
+
+
+def counted(n: float, word: str, plural: str | None = None) -> str:
+    """``n word``, the word plural unless ``n`` is one: "1 launch", "2 launches", "1.5 steps".
+    ``plural`` when adding "s" is wrong ("launch" -> "launches" is handled: -ch, -sh, -s, -x)."""
+    text = f"{n:g}" if isinstance(n, float) else str(n)
+    if n == 1:
+        return f"{text} {word}"
+    if plural is None:
+        plural = word + ("es" if word.endswith(("ch", "sh", "s", "x")) else "s")
+    return f"{text} {plural}"

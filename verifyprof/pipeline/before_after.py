@@ -292,7 +292,7 @@ def report(
         )
     except VerifyprofError as err:
         data.whatif_note = f"no plan: {err.problem}"
-    _kernels_and_timelines(data, loaded, summary, taxonomy, top_kernels)
+    _kernels_and_timelines(data, loaded, summary, taxonomy, top_kernels, regex)
     if compare_with is not None:
         after = load_input(
             compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace
@@ -305,7 +305,7 @@ def report(
 
 
 def _kernels_and_timelines(
-    data: Any, loaded: Loaded, summary: dict[str, Any], taxonomy, top_kernels: int
+    data: Any, loaded: Loaded, summary: dict[str, Any], taxonomy, top_kernels: int, regex=None
 ) -> None:
     """The story group's top kernels and median-step timelines, which need the trace itself."""
     from verifyprof.attribution.timeline import step_timelines
@@ -314,7 +314,7 @@ def _kernels_and_timelines(
     if (
         loaded.kernel_table is not None and loaded.trace is not None
     ):  # a trace read whole (not per-rank files)
-        data.kernels = _group_kernels(loaded, data.group, taxonomy).to_json(top_kernels)
+        data.kernels = _group_kernels(loaded, data, taxonomy, regex).to_json(top_kernels)
         windows = median_verify_windows(frame, summary, data.group)
         per_window = max(
             400, 4000 // max(len(windows), 1)
@@ -338,9 +338,12 @@ def _kernels_and_timelines(
         )
 
 
-def _group_kernels(loaded: Loaded, group: tuple[str, str], taxonomy) -> KernelTable:
-    """The top kernels of the story's step group (the whole trace's when it has none)."""
+def _group_kernels(loaded: Loaded, data: Any, taxonomy, regex: str | None) -> KernelTable:
+    """The top kernels of the story's step group, in its mode, as ``kernels`` lists them (the
+    whole trace's when it has none)."""
+    from verifyprof.pipeline.kernel_scope import group_kernels
+
     try:
-        return kernel_table(loaded.trace, load_taxonomy(taxonomy), step_regex=group_regex(group))
+        return group_kernels(loaded.trace, data.group, data.group_mode or None, taxonomy, regex)
     except VerifyprofError:
         return loaded.kernel_table

@@ -79,8 +79,12 @@ def step_regex(options: WhatifOptions) -> str | None:
     return None
 
 
-def chosen_step(frame: BreakdownFrame, step: str | None, where: str | None) -> str | None:
-    """``--step PHASE`` -> the most frequent step name of that phase; a name as given."""
+def chosen_step(
+    frame: BreakdownFrame, step: str | None, where: str | None, parts: bool = False
+) -> str | None:
+    """``--step PHASE`` -> the most frequent step name of that phase; a name as given.
+    ``parts``: a part of the cycle (draft, accept, ...) may be chosen too (breakdown, kernels:
+    commands that show a group, where whatif models the verify)."""
     if step is None:
         return None
     counts = frame.steps["name"].value_counts()
@@ -93,7 +97,7 @@ def chosen_step(frame: BreakdownFrame, step: str | None, where: str | None) -> s
             f" {', '.join(map(str, counts.index[:8]))}",
             where,
         )
-    if step in CYCLE_PARTS:
+    if step in CYCLE_PARTS and not parts:
         raise VerifyprofError(
             f"--step {step}: whatif models the verify step of the speculative cycle (or, with"
             f" --step decode/prefill, a step in its place); the {step} steps are already in the"
@@ -122,22 +126,31 @@ def resolve_frame(
     inputs: list[Input],
     options: WhatifOptions,
     result: Breakdown | None = None,
+    parts: bool = False,
 ) -> Resolved:
-    """The manifest, step, story and prepared state of a breakdown already made."""
+    """The manifest, step, story and prepared state of a breakdown already made. ``parts``:
+    ``--step draft`` (a part of the cycle) makes that part's group the story, the verdict still
+    about the verify (breakdown, kernels)."""
     notes = []
     if options.manifest is None and len(inputs) == 1 and inputs[0].manifest is not None:
         options = replace(options, manifest=inputs[0].manifest)
         notes.append(f"manifest {inputs[0].manifest} found in the capture folder given")
     where = inputs[0].spec if inputs else None
-    name = chosen_step(frame, options.step, where)
+    name = chosen_step(frame, options.step, where, parts)
+    part = parts and options.step in CYCLE_PARTS
     if options.step in ranges.PHASES and name is not None:
         n = int((frame.steps["name"] == name).sum())
-        notes.append(f"--step {options.step}: modelling the {n} steps named {name!r}")
-    options = replace(options, step=name)
+        what = "showing" if part else "modelling"
+        notes.append(f"--step {options.step}: {what} the {n} steps named {name!r}")
+    story = story_of(frame, replace(options, step=name))
+    options = replace(options, step=None if part else name)  # the model's: the verify
     if name is not None and ranges.phase_of(name) in ("decode", "prefill"):
         options = _one_token_steps(options, name, notes)
-    out = Resolved(inputs, frame, result, options, story=story_of(frame, options), notes=notes)
-    if out.story is None:  # no verify steps: a breakdown still has its tables, whatif says why
+    out = Resolved(inputs, frame, result, options, story=story, notes=notes)
+    if part:
+        notes.append("the verdict stays about the verify steps (its plan covers the whole cycle)")
+    if (story_of(frame, options) if part else story) is None:
+        # no verify steps: a breakdown still has its tables, whatif says why
         names = sorted(frame.steps["name"].astype(str).unique().tolist())
         out.reasons.append(
             "breakdown has no verify steps (verifyprof, SGLang or user ranges) to model; it has:"
@@ -168,16 +181,17 @@ def _one_token_steps(options: WhatifOptions, name: str, notes: list[str]) -> Wha
     return replace(options, accept_len=1.0, alpha=None, survival=None, num_draft=None)
 
 
-def check(options: WhatifOptions) -> None:
-    """Every option, before any input is read or output written."""
+def check(options: WhatifOptions, parts: bool = False) -> None:
+    """Every option, before any input is read or output written (``parts``: as in
+    :func:`resolve_frame`)."""
     check_options(options)
+    if options.step in CYCLE_PARTS and options.step_range is not None and not parts:
+        raise VerifyprofError(f"--step {options.step}: not a verify step (see --step's help)")
     if options.step_range is not None:  # one line before any file is read, not one per file
         compile_regex(
             options.step_range,
             f"--range '{options.step_range:.80}' is not a valid regular expression",
         )
-    if options.step is not None and options.step_range is not None and options.step in CYCLE_PARTS:
-        raise VerifyprofError(f"--step {options.step}: not a verify step (see --step's help)")
 
 
 def resolve_sources(
@@ -186,11 +200,12 @@ def resolve_sources(
     taxonomy: str | Path | None = None,
     parallel=None,  # ParallelOptions
     release: bool = True,
+    parts: bool = False,
 ) -> Resolved:
     """Inputs read and broken down once (a breakdown JSON read back), then resolved."""
     from verifyprof.pipeline import reading
 
-    check(options)
+    check(options, parts)
     inputs = [identify(spec) for spec in specs]
     if len(inputs) == 1 and inputs[0].kind == "breakdown-json":
         frame, result = reading.read_breakdown_json(Path(inputs[0].spec)), None
@@ -204,7 +219,7 @@ def resolve_sources(
             parallel=parallel,
         )
         frame = result.frame()
-    return resolve_frame(frame, inputs, options, result)
+    return resolve_frame(frame, inputs, options, result, parts)
 
 
 def ranking_of(resolved: Resolved):
@@ -224,17 +239,28 @@ def ranking_of(resolved: Resolved):
 def verdict_text(resolved: Resolved) -> str | None:
     """The verdict under ``breakdown``'s tables: the ranking's when an accept length is known,
     else the step in words and why there is no plan; None without a verify group."""
+    return verdict_json(resolved)["verdict"]
+
+
+def verdict_json(resolved: Resolved) -> dict:
+    """The verdict as ``whatif --json`` renders it: ``verdict`` (the line the console prints)
+    and ``verdict_parts`` (the typed Verdict's parts; None without a plan)."""
     from verifyprof.model.decision.verdict import step_words
 
     ranking = ranking_of(resolved)
     if ranking is not None:
-        return ranking.verdict.text()
+        return {"verdict": ranking.verdict.text(), "verdict_parts": ranking.verdict.to_json()}
+    none = {"verdict": None, "verdict_parts": None}
     if resolved.story is None:
-        return None
-    profile = verify_profile(
-        resolved.frame, step_name=resolved.options.step, width=resolved.options.width,
-        mode=resolved.options.mode,
-    )  # fmt: skip
-    return step_words(profile) + (
+        return none
+    try:
+        profile = verify_profile(
+            resolved.frame, step_name=resolved.options.step, width=resolved.options.width,
+            mode=resolved.options.mode,
+        )  # fmt: skip
+    except NoStepsError:  # --step draft on a trace without verify steps: no verdict
+        return none
+    text = step_words(profile) + (
         " Give an accept length (--accept-len or a capture manifest) for the plan of fixes."
     )
+    return {"verdict": text, "verdict_parts": None}

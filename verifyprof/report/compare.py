@@ -8,6 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from verifyprof.contracts.text import counted
 from verifyprof.report.layout import Console
 
 
@@ -31,7 +32,7 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
     for label, side in (("before", b), ("after", a)):
         console.print(
             f"[bold]{label}[/bold]: {escape(side['source'])}  ({escape(side['step'])},"
-            f" {side['mode']}, width {side['width'] or '-'}, {side['steps']} steps,"
+            f" {side['mode']}, width {side['width'] or '-'}, {counted(side['steps'], 'step')},"
             f" {side['devices']} device(s), {escape(', '.join(side['gpus']) or '-')})",
             highlight=False,
         )

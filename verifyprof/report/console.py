@@ -8,9 +8,11 @@ from typing import Any
 
 from rich.markup import escape
 
+from verifyprof.attribution.kernel_names import short_kernel_name
 from verifyprof.contracts import ranges
+from verifyprof.contracts.text import counted
 from verifyprof.report.collectives_console import print_collectives as _print_collectives
-from verifyprof.report.layout import Col, Console, fits, fitted_table, short_name
+from verifyprof.report.layout import Col, Console, fits, fitted_table
 
 
 def _ms(ns: float) -> str:
@@ -36,6 +38,11 @@ def _pct(part: float, whole: float) -> str:
 
 def _count(value: float) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+
+def _counted(value: float, word: str) -> str:
+    """A mean count and its word, plural unless it reads 1."""
+    return counted(int(value) if float(value).is_integer() else round(value, 1), word)
 
 
 def story_index(groups: list[dict[str, Any]], group: tuple[str, str, str] | None) -> int | None:
@@ -97,7 +104,8 @@ def _print_header(console: Console, data: dict[str, Any]) -> None:
     paths = ", ".join(trace["path"])
     devices = [d["device"] for d in trace["devices"]]
     console.print(
-        f"[bold]{escape(paths)}[/bold]  ({trace['format']}, {trace['kernels']} kernels, devices"
+        f"[bold]{escape(paths)}[/bold]  ({trace['format']},"
+        f" {counted(trace['kernels'], 'kernel')}, devices"
         f" {devices}, ranks {trace['ranks'] or '-'})"
     )
     options = data.get("options") or {}
@@ -143,8 +151,9 @@ def _print_group(
     console.print(
         f"\n[bold]{escape(_label(group))}[/bold]: {group['steps']}"
         f" step{'s' if group['steps'] != 1 else ''} on devices {group['devices']} ({modes}); per"
-        f" step {_count(group['kernels']['mean'])} kernels, {_count(group['launches']['mean'])}"
-        f" launches (means); median step #{median['index']} (device {median['device']})"
+        f" step {_counted(group['kernels']['mean'], 'kernel')},"
+        f" {_counted(group['launches']['mean'], 'launch')} (means); median step"
+        f" #{median['index']} (device {median['device']})"
         f" {_ms(median['wall_ns'])} ms",
         highlight=False,
     )
@@ -181,7 +190,8 @@ def _print_group(
         columns = columns[:5]
         rank_cols = []
         console.print(
-            f"  ({len(ranks)} ranks: per-rank columns need a wider terminal, or see --json"
+            f"  ({counted(len(ranks), 'rank')}: per-rank columns need a wider terminal, or see"
+            " --json"
             " by_rank)",
             highlight=False,
         )
@@ -269,7 +279,8 @@ def _print_other_groups(
         Col("largest phase", "text"),
     ]
     console.print(
-        f"\n[bold]Other steps[/bold] ({len(groups)} groups; mean cost per step: its window less"
+        f"\n[bold]Other steps[/bold] ({counted(len(groups), 'group')}; mean cost per step: its"
+        " window less"
         " other steps' GPU work in it; phase % of that cost; --all for a phase table of each)",
         highlight=False,
     )
@@ -297,34 +308,32 @@ def _common_attrs(groups: list[dict[str, Any]]) -> set[str]:
     return common
 
 
+WIDE = 100  # a kernels table this wide shows one call's min-max too
+
+
 def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
-    """``kernels``: the top kernels (``KernelTable.to_json(top)``) with their phase and share."""
+    """``kernels``: the top kernels (``KernelTable.to_json(top)``) with their phase, share, calls
+    per step and one call's spread, as ``nsys stats -r cuda_gpu_kern_sum`` gives it."""
     console = console or Console()
     total = data["total_kernel_ns"]
     shown = len(data["kernels"])
+    steps = data.get("step_count") or 0
+    per_step = f"; per step of {counted(steps, 'step')}" if steps else ""
     title = (
-        f"Top {shown} of {data['distinct_kernels']} kernels ({data['scope']}; taxonomy"
-        f" {data['taxonomy']}; % of kernel time)"
+        f"Top {shown} of {counted(data['distinct_kernels'], 'kernel')} ({data['scope']};"
+        f" taxonomy {data['taxonomy']}; % of kernel time{per_step})"
     )
-    columns = [
-        Col("#"),
-        Col("phase", "text"),
-        Col("%"),
-        Col("total ms"),
-        Col("count"),
-        Col("mean us"),
-        Col("kernel", "name"),
-    ]
+    spread = console.width >= WIDE  # one call's min-max: where the names keep their room
+    columns = [Col("#"), Col("phase", "text"), Col("%"), Col("total ms"), Col("calls")]
+    columns += [Col("/step")] if steps else []
+    columns += [Col("med us")] + ([Col("min-max us")] if spread else [])
+    columns.append(Col("kernel", "name"))
     rows = [
-        [
-            str(i),
-            row["phase"],
-            f"{100 * row['share']:.1f}",
-            _ms(row["total_ns"]),
-            str(row["count"]),
-            f"{row['mean_ns'] / 1e3:.1f}",
-            short_name(row["name"]),
-        ]
+        [str(i), row["phase"], f"{100 * row['share']:.1f}", _ms(row["total_ns"]), str(row["count"])]
+        + ([f"{row['calls_per_step']:.4g}"] if steps else [])
+        + [f"{row['median_ns'] / 1e3:.1f}"]
+        + ([f"{row['min_ns'] / 1e3:.1f}-{row['max_ns'] / 1e3:.1f}"] if spread else [])
+        + [short_kernel_name(row["name"])]
         for i, row in enumerate(data["kernels"], start=1)
     ]
     styles = ["yellow" if row["phase"] == "other" else None for row in data["kernels"]]
@@ -334,6 +343,8 @@ def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
     console.print(fitted_table(console, columns, rows, styles=styles))
     by_phase = ", ".join(f"{k} {_pct(v, total)}%" for k, v in data["by_phase"].items())
     console.print(f"kernel time by phase: {by_phase}", highlight=False)
+    if not spread:
+        console.print(f"[dim]one call's min-max: --json, or a terminal {WIDE}+ wide[/dim]")
     if "other" in data["by_phase"]:
         console.print(
             "[yellow]kernels in 'other' matched no taxonomy rule: add a rule with --taxonomy FILE"

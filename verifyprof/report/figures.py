@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from verifyprof.attribution.kernel_names import short_kernel_name
 from verifyprof.attribution.timeline import StepTimeline
 from verifyprof.contracts import phases
 from verifyprof.contracts.schema import variant
-from verifyprof.report.kernel_names import short_kernel_name
 
 MAX_BARS = 300  # steps per chart; more are averaged in bins
 HOVER_NAME = 300  # characters of a full kernel name in a timeline hover (the table has them all)

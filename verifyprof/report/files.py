@@ -37,25 +37,32 @@ def print_json(data: Any, stream: IO[str] | None = None) -> None:
         out.write(dumps(data) + b"\n")
 
 
-def stream_breakdown_json(result: Any, stream: IO[bytes]) -> None:
+def stream_breakdown_json(
+    result: Any, stream: IO[bytes], after: dict[str, Any] | None = None
+) -> None:
     """``result.to_json()`` written piecewise: same bytes once parsed, but the steps are
     encoded a batch of rows at a time (column-wise, :mod:`~verifyprof.report.step_json`), so a
-    million-kernel trace's output never sits in memory as one object tree."""
+    million-kernel trace's output never sits in memory as one object tree. ``after``: keys
+    written after the summary (``breakdown``'s verdict)."""
     options = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-    head, summary = result.header(), result.summary()
-    require_finite({"trace": head, "summary": summary}, "the breakdown JSON")  # before a byte
+    head, summary, after = result.header(), result.summary(), after or {}
+    # before a byte
+    require_finite({"trace": head, "summary": summary, **after}, "the breakdown JSON")
     header = orjson.dumps(head, option=options)
     stream.write(header[:-1] + b',"steps":[')
     steps = result.steps
     for start in range(0, len(steps), STEP_BATCH):
         body = steps_json(steps.iloc[start : start + STEP_BATCH])
         stream.write(body if start == 0 else b"," + body)
-    stream.write(b'],"summary":' + orjson.dumps(summary, option=options) + b"}\n")
+    stream.write(b'],"summary":' + orjson.dumps(summary, option=options))
+    for key, value in after.items():
+        stream.write(b"," + orjson.dumps(key) + b":" + orjson.dumps(value, option=options))
+    stream.write(b"}\n")
 
 
-def print_breakdown_json(result: Any) -> None:
+def print_breakdown_json(result: Any, after: dict[str, Any] | None = None) -> None:
     with stdout_bytes() as out:
-        stream_breakdown_json(result, out)
+        stream_breakdown_json(result, out, after)
 
 
 def step_frame(result: Any) -> pd.DataFrame:

@@ -6,6 +6,7 @@ curve and the tokens/s heatmap."""
 from __future__ import annotations
 
 from verifyprof.contracts import phases
+from verifyprof.contracts.text import counted
 from verifyprof.model.decision.candidates import Ranking
 from verifyprof.report import figures_cycle
 from verifyprof.report.data import ReportData
@@ -38,8 +39,9 @@ def verdict_text(data: ReportData) -> str:
     idle = ", GPU idle" if top in phases.IDLE else ""
     return (
         f"{group_label(group['name'], group['variant'])}: median {ms(group['wall_ns']['p50'])} ms,"
-        f" mean {ms(group['wall_ns']['mean'])} ms ({modes(group)}; {group['launches']['mean']}"
-        f" launches and {group['kernels']['mean']} kernels per step). Dominant cost: {top}"
+        f" mean {ms(group['wall_ns']['mean'])} ms ({modes(group)};"
+        f" {counted(group['launches']['mean'], 'launch')} and"
+        f" {counted(group['kernels']['mean'], 'kernel')} per step). Dominant cost: {top}"
         f" ({share}{idle})."
     )
 

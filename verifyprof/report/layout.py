@@ -8,7 +8,6 @@ has to cut a number.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,10 +22,6 @@ from verifyprof.contracts.text import safe_text
 
 ELLIPSIS = "…"
 MIN_NAME = 12  # a name column narrower than this says nothing: let the table grow past the width
-_CASTS = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool|unsigned)\)")
-_ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::|\bvoid ")
-_OPEN = {"<": ">", "(": ")", "[": "]", "{": "}"}
-_FOLD = {"<": "<…>", "(": "(…)", "[": "[…]", "{": "{…}"}
 
 
 class Console(rich_console.Console):
@@ -52,40 +47,6 @@ class Col:
     @property
     def shortened(self) -> bool:
         return self.kind in ("name", "label")
-
-
-def short_name(name: str) -> str:
-    """A demangled kernel name a human can scan: the function's name and one level of template
-    arguments, without ``void``, the return type, ``(anonymous namespace)::`` or parameters.
-
-    ``void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(...)`` ->
-    ``multimem_all_reduce_kernel<c10::BFloat16, 16>``. Names without C++ syntax pass through.
-    """
-    text = _ANON.sub("", _CASTS.sub("", name)).strip()
-    out: list[str] = []
-    stack: list[str] = []
-    last_space = -1  # in ``out``: the return type ends at the last top-level space
-    for ch in text:  # per character of one name, for display only
-        top = stack[-1] if stack else None
-        if ch in _OPEN and not (ch == "<" and top == "("):
-            if not stack and ch == "(":
-                break  # the parameter list: says nothing the name does not
-            stack.append(ch)
-            if len(stack) == 2:
-                out.append(_FOLD[ch])
-            if len(stack) >= 2:
-                continue
-        elif stack and ch == _OPEN[top]:
-            stack.pop()
-            if len(stack) >= 1:
-                continue
-        elif not stack and ch == " ":
-            last_space = len(out)
-        elif len(stack) >= 2:
-            continue
-        out.append(ch)
-    short = "".join(out[last_space + 1 :]).strip()
-    return short if short and not stack else (short or name)
 
 
 def fit(text: str, width: int) -> str:

@@ -10,8 +10,8 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from verifyprof.attribution.kernel_names import short_kernel_name
 from verifyprof.report.data import ReportData
-from verifyprof.report.kernel_names import short_kernel_name
 
 # A cell: (data-key, value) or (data-key, value, title: the full text shown on hover).
 Cell = tuple[str, Any] | tuple[str, Any, str]

@@ -7,6 +7,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from verifyprof.contracts.text import counted
 from verifyprof.report.layout import Col, Console, fitted_table
 
 
@@ -107,7 +108,8 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
     cur = result["current"]
     console.print(
         f"[bold]current[/bold]: verify {cur['verify_ms']:.3f} ms ({cur['mode']}, width"
-        f" {cur['width'] or '-'}, {cur['verify_steps']} steps, device {cur['device']}), cycle"
+        f" {cur['width'] or '-'}, {counted(cur['verify_steps'], 'step')}, device"
+        f" {cur['device']}), cycle"
         f" {cur['cycle_ms']:.3f} ms, accept length {cur['accept_len']:.3f} ->"
         f" [bold]{cur['tokens_per_s']:.1f} tok/s[/bold] per request"
         + (f", speedup {cur['speedup']:.2f}x" if cur.get("speedup") is not None else "")
@@ -243,9 +245,7 @@ def _print_curve(result: dict[str, Any], console: Console) -> None:
     for point in curve["points"]:
         k = point["num_draft"]
         mark = ", ".join(
-            w
-            for w, on in (("plain", k == 0), ("today", k == now), ("best", k == best))
-            if on
+            w for w, on in (("plain", k == 0), ("today", k == now), ("best", k == best)) if on
         )
         rows.append(
             [
