@@ -18,11 +18,11 @@ from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.decision.compare import Comparison, check_change
 from verifyprof.model.decision.compare import compare as compare_frames
 from verifyprof.model.decision.whatif import WhatifOptions
-from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.pipeline.parallel import (
     rank_files,
 )
 from verifyprof.pipeline.reading import breakdown, load, read_breakdown_json
+from verifyprof.pipeline.story import story_group
 from verifyprof.trace.events import Trace
 from verifyprof.trace.sources import NSYS_KINDS, is_breakdown_json, sniff
 
@@ -175,21 +175,6 @@ def _decode_step_if_no_verify(frame: BreakdownFrame) -> str | None:
         return None
     decodes = [n for n in names if is_phase(n, "decode")]
     return decodes[0] if decodes else None
-
-
-def story_group(frame: BreakdownFrame, summary: dict[str, Any]) -> tuple[tuple[str, str], str]:
-    """The step group a run's story is about: the verify group the model picks (and why), else
-    the summary's first group."""
-    from verifyprof.contracts.schema import variant
-
-    try:
-        profile = verify_profile(frame)
-        return (profile.verify.name, variant(profile.verify.attrs)), profile.choice
-    except VerifyprofError:
-        groups = summary.get("groups") or []
-        if not groups:
-            return ("", ""), "no steps"
-        return (groups[0]["name"], groups[0]["variant"]), "the summary's first group (no verify)"
 
 
 def group_regex(group: tuple[str, str]) -> str:

@@ -65,9 +65,9 @@ def kernels_of(
 def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> KernelTable:
     """The kernels of the group :mod:`verifyprof.pipeline.resolve` makes the story's, named as
     the verdict names it; a trace without steps: the whole trace, saying so."""
-    from verifyprof.pipeline.before_after import story_group
     from verifyprof.pipeline.reading import breakdown
     from verifyprof.pipeline.resolve import CYCLE_PARTS, Input, resolve_frame, step_regex
+    from verifyprof.pipeline.story import story_group
 
     try:
         result = breakdown(trace, step_regex=step_regex(options), taxonomy=taxonomy)

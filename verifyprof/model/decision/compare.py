@@ -20,6 +20,7 @@ import pandas as pd
 
 from verifyprof.contracts import phases
 from verifyprof.contracts.schema import BreakdownFrame
+from verifyprof.contracts.text import counted
 from verifyprof.model.decision.change import detect, predict_change
 from verifyprof.model.fixes.base import current_cycle
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
@@ -299,8 +300,8 @@ def mode_warnings(before: Side, after: Side) -> tuple[str | None, list[str]]:
         return switch, [
             f"VERIFY SWITCHED FROM CUDA GRAPHS TO EAGER MODE: {before.graph_launches:.0f} ->"
             f" {after.graph_launches:.0f} graph launches, {before.launches:.0f} ->"
-            f" {after.launches:.0f} launches per verify step (a draft backend or option may have"
-            " disabled the target's graphs)"
+            f" {counted(round(after.launches), 'launch')} per verify step (a draft backend or"
+            " option may have disabled the target's graphs)"
         ]
     return (
         switch,

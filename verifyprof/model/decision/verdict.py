@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifyprof.contracts import phases
+from verifyprof.contracts.text import counted
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.inputs.profile import VerifyProfile
 
@@ -55,8 +56,8 @@ def step_words(profile: VerifyProfile) -> str:
     width = f", width {profile.width}" if profile.width else ""
     what = "verify" if "verify" in v.name.lower() else f"{v.name.replace('_', '-')} step"
     parts = [
-        f"{what} {v.wall_ms:.3f} ms ({v.mode}{width}, {v.launches:.0f} launches,"
-        f" {v.kernels:.0f} kernels)"
+        f"{what} {v.wall_ms:.3f} ms ({v.mode}{width}, {counted(round(v.launches), 'launch')},"
+        f" {counted(round(v.kernels), 'kernel')})"
     ]
     if v.other_work_ms > 0.01 * v.wall_ms:
         parts.append(
@@ -142,13 +143,7 @@ def _after_plan(plain: Any) -> list[str]:
         f"After the plan: speculating {plain.spec_after_plan:.1f} tok/s against plain decoding's"
         f" {plain.along_plan[-1]:.1f} tok/s with the same fixes"
     )
-    if plain.wins_from is None:
-        line += (
-            " (no step of the plan beats plain decoding given the same fixes)"
-            if plain.along_plan[-1] >= plain.spec_after_plan
-            else ""
-        )
-    elif plain.speculation_loses or plain.wins_from > 1:
+    if plain.wins_from is not None and (plain.speculation_loses or plain.wins_from > 1):
         line += (
             f" (speculation wins from plan step {plain.wins_from}, against"
             f" {plain.along_plan[plain.wins_from - 1]:.1f})"

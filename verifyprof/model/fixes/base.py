@@ -14,6 +14,7 @@ import copy
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from verifyprof.contracts.text import counted
 from verifyprof.model.cycle.parts import Part, part_of
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.timing import Costs, timed
@@ -83,8 +84,9 @@ class Capturability:
         syncs = {p: n for p, n in self.syncs.items() if p in parts}
         cvs = {p: cv for p, cv in self.kernel_cv.items() if p in parts}
         out = [
-            f"{n:.0f} host syncs per {part} step (stream/device/event synchronize or blocking"
-            " copies to the host: .item(), .cpu(), nonzero, data-dependent routing): a graph"
+            f"{counted(round(n), 'host sync')} per {part} step (stream/device/event synchronize"
+            " or blocking copies to the host: .item(), .cpu(), nonzero, data-dependent routing): a"
+            " graph"
             " cannot be captured across them; move the decisions onto the device first"
             for part, n in syncs.items()
             if n >= 0.5

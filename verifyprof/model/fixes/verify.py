@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from verifyprof.contracts.text import counted
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.verify_cost import phase_rooflines
 from verifyprof.model.fixes.base import (
@@ -46,7 +47,7 @@ def graphed(
         (
             f"GPU idle between the verify's first and last kernel disappears: {interior:.3f} ms"
             f" (launch gap {v.phases_ms.get('launch_gap', 0.0):.3f} + host time between the"
-            f" {v.launches:.0f} launches, less the edges)"
+            f" {counted(round(v.launches), 'launch')}, less the edges)"
         ),
         (
             f"idle before the first / after the last kernel stays ({edges:.3f} ms: input"

@@ -24,6 +24,7 @@ from verifyprof.contracts.schema import (
     BreakdownFrame,
     variant,
 )
+from verifyprof.contracts.text import counted
 from verifyprof.model.inputs.calibration import graph_calibration
 from verifyprof.model.inputs.step_attrs import with_attr_columns
 from verifyprof.model.inputs.step_group import StepGroup
@@ -159,7 +160,7 @@ def _width_times(pool: pd.DataFrame, mode: str, device: int) -> dict[int, float]
 def _choice(group: StepGroup, step_name: str | None, notes: list[str]) -> str:
     """The modelled group in words, and why it: --step, the only verify group, or the picks."""
     label = variant(group.attrs)
-    what = f"{group.name}" + (f" [{label}]" if label else "") + f", {group.steps} steps"
+    what = f"{group.name}" + (f" [{label}]" if label else "") + f", {counted(group.steps, 'step')}"
     why = [n for n in notes if n.startswith(("verify steps", "width ", "whole-trace"))]
     if step_name is not None:
         why.insert(0, f"the steps named {step_name!r} (--step)")
