@@ -14,6 +14,7 @@ from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.cycle.width_fit import fit_widths
 from verifyprof.model.decision.plan import Builder, PlanStep, evaluate, stack, unaddressed
 from verifyprof.model.decision.speculate import (
     DraftCurve,
@@ -104,16 +105,19 @@ class Ranking:
         widths = []
         n0 = p.width or (k or 0) + 1
         modelled = replace(s, use_measured_widths=False)
+        fit = fit_widths(p.width_times)
         for width, measured in sorted(
             p.width_times.items()
         ):  # t(n) predicted from the measured t(n0)
             change = verify_at_width(p, modelled, width)[0] - p.verify.wall_ms
             base = p.width_times.get(n0)
+            fitted = fit.at(width) if fit is not None else None
             widths.append(
                 {
                     "width": width,
                     "measured_ms": measured,
                     "predicted_ms": base + change if base is not None else None,
+                    **({"fitted_ms": fitted[0], "fit": fitted[1]} if fitted else {}),
                 }
             )
         v = p.verify
@@ -129,6 +133,8 @@ class Ranking:
     def current_json(self) -> dict[str, Any]:
         v = self.profile.verify
         out = self.current.to_json() | {
+            "basis": self.scenario.basis,  # traced, or at the unprofiled rate (anchored)
+            "traced_verify_ms": self.scenario.traced_verify_ms or v.wall_ms,
             "verify_steps": v.steps,
             "device": v.device,
             "rank": v.rank,

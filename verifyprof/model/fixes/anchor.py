@@ -96,6 +96,7 @@ def anchored(
     if target is None:
         return profile, s, []
     rate, what = target
+    s = replace(s, basis="unprofiled" if anchor.noise is None and anchor.factor else "traced run")
     measured_ms = s.accept_len / rate * 1e3
     parts = state_parts(profile, s)
     traced = sum(p.cost_ms for p in parts)

@@ -57,6 +57,10 @@ class Scenario:
     # whether the program runs plain decode steps as CUDA graphs, where known without the trace
     # (an SGLang server: yes unless its arguments disable them); None: from the trace
     decode_graphs: bool | None = None
+    # the verify's cost as traced, and which basis today's numbers are on: "traced", or
+    # "unprofiled" once anchored to a capture's unprofiled rate (model.fixes.anchor)
+    traced_verify_ms: float | None = None
+    basis: str = "traced"
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ def with_cycle(
         return profile, s, notes
     parts = tuple(p for p in measured_parts(profile, s.num_draft) if p.name != "verify")
     s = replace(s, parts=parts)
+    s = replace(s, traced_verify_ms=profile.verify.wall_ms)
     if anchor is not None:
         profile, s, notes = anchored(profile, s, anchor)
     all_parts = state_parts(profile, s)
