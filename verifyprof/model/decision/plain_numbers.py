@@ -90,7 +90,7 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
         cycle.to_json()
         | {"accept_len_source": acc.source, "draft_source": draft_source}
         | out
-        | {"relative_to": relative_to(cycle, source)}
+        | {"relative_to": relative_to(cycle, source, ranked and acc.num_draft is not None)}
     )
     if ranked and acc.num_draft is not None:
         given = _given(o, acc.source, draft_source, source if cycle.decode_ms else None)
@@ -99,10 +99,10 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
     return result | {"verdict": verdict.text(), "verdict_parts": verdict.to_json()}
 
 
-def relative_to(cycle: Cycle, baseline_source: str) -> dict[str, str | None]:
-    """What each ratio of plain numbers is over: ``speedup`` plain decoding at the given rate,
-    a candidate's ``gain`` today's cycle (the given numbers), a plan line's ``gain`` today's
-    cycle with every fix above it, its ``step_gain`` the plan line above."""
+def relative_to(cycle: Cycle, baseline_source: str, ranked: bool) -> dict[str, str | None]:
+    """What each ratio of plain numbers is over: ``speedup`` plain decoding at the given rate;
+    when ranked, a candidate's ``gain`` today's cycle (the given numbers), a plan line's
+    ``gain`` today's cycle with every fix above it, its ``step_gain`` the plan line above."""
     plain = (
         f"plain decoding at {cycle.baseline_tokens_per_s:.1f} tok/s ({cycle.decode_ms:.3f} ms"
         f" per step, {baseline_source})"
@@ -110,6 +110,8 @@ def relative_to(cycle: Cycle, baseline_source: str) -> dict[str, str | None]:
         else None
     )
     today = f"today's cycle from the given numbers ({cycle.tokens_per_s:.1f} tok/s)"
+    if not ranked:
+        return {"speedup": plain}
     return {
         "speedup": plain,
         "gain": today,
