@@ -668,3 +668,16 @@ def test_every_ratio_of_plain_numbers_says_what_it_is_over():
     assert "over plain decoding at 82.0 tok/s" in speedup_row
     walltime_row = next(line for line in shown.stdout.splitlines() if "walltime" in line)
     assert "over plain decoding in Thm 3.8's cost model" in walltime_row
+
+
+def test_the_plain_draft_curve_agrees_with_leviathans_optimal_k():
+    """Without a model the verify costs the same at any width, Thm 3.8's cost model: the
+    draft-count curve's tokens/s at each k is the theorem's walltime improvement over one
+    verify per token, so its best k is the theorem's optimal one."""
+    args = ("whatif", "--verify-ms", "30", "--alpha", "0.7", "--num-draft", "3")
+    data = run_json(*args, "--draft-cost-ratio", "0.05")
+    lev, curve = data["leviathan"], data["ranking"]["draft_curve"]
+    best = max(curve["points"], key=lambda p: p["tokens_per_s"])
+    assert best["num_draft"] == lev["optimal_num_draft"]
+    assert best["tokens_per_s"] * 30 / 1000 == pytest.approx(lev["optimal_walltime_improvement"])
+    assert {p["verify_source"] for p in curve["points"]} == {"today", "as today"}

@@ -115,8 +115,19 @@ def _print_plain_ranking(result: dict[str, Any], console: Console) -> None:
     console.print("[bold]Assumed[/bold]")
     _hanging(console, basis["assumed"], "-", 3)
     _print_plan(view, console, today="today (given)")
-    _print_curve(view, console)
+    _print_curve(view, console, legend=PLAIN_LEGEND)
     _print_candidates(view, console, today="today (given)")
+
+
+PLAIN_LEGEND = (
+    "  verify from: today (--verify-ms), roofline (the given verify, phase by phase as assumed"
+    " above), as today (no --model: the same at any width); k = 0: given (the plain rate"
+    " given) or predicted (the verify at width 1)"
+)
+TRACE_LEGEND = (
+    "  verify from: measured (a traced width), fitted (the width model between traced"
+    " widths), extrapolated (past them), roofline (one traced width: phase by phase)"
+)
 
 
 def print_ranking(result: dict[str, Any], console: Console | None = None) -> None:
@@ -254,7 +265,7 @@ def _print_plan(result: dict[str, Any], console: Console, today: str = "today (m
     _hanging(console, gaps, "-", 3, style="dim")
 
 
-def _print_curve(result: dict[str, Any], console: Console) -> None:
+def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_LEGEND) -> None:
     """Tokens/s by number of drafts, k = 0 (plain decoding) .. K, in today's execution mode."""
     curve = result.get("draft_curve")
     if not curve:
@@ -293,9 +304,6 @@ def _print_curve(result: dict[str, Any], console: Console) -> None:
         styles.append("bold" if k == best else ("dim" if k == now else None))
     console.print("[bold]Draft count: tokens/s by k, today's execution mode (predicted)[/bold]")
     console.print(fitted_table(console, columns, rows, styles=styles))
-    console.print(
-        "  verify from: measured (a traced width), fitted (the width model between traced"
-        " widths), extrapolated (past them), roofline (one traced width: phase by phase)"
-    )
+    console.print(legend, highlight=False)
     if curve.get("server_flags"):
         console.print(f"  SGLang flags for k = {best}: {escape(curve['server_flags'])}")

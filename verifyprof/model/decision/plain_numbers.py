@@ -94,7 +94,7 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
     )
     if ranked and acc.num_draft is not None:
         given = _given(o, acc.source, draft_source, source if cycle.decode_ms else None)
-        return result | plain_ranking(o, cycle, acc.num_draft, acc.survival, given)
+        return result | plain_ranking(o, cycle, acc.num_draft, acc.survival, given, source)
     verdict = plain_verdict(cycle, source)
     return result | {"verdict": verdict.text(), "verdict_parts": verdict.to_json()}
 

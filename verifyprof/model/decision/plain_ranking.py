@@ -184,34 +184,21 @@ def numbers_profile(
 
 
 def plain_ranking(
-    o: WhatifOptions, cycle: Cycle, num_draft: int, survival: Survival | None, given: list[str]
+    o: WhatifOptions,
+    cycle: Cycle,
+    num_draft: int,
+    survival: Survival | None,
+    given: list[str],
+    baseline: str | None = None,
 ) -> dict[str, Any]:
     """The ranking of plain numbers: candidates, plan, plain decoding and the draft-count curve,
-    with the basis (what was given, what was assumed)."""
+    with the basis (what was given, what was assumed); ``baseline`` says where a given plain
+    decoding rate came from."""
     model = load_model_config(o.model) if o.model else None
     hardware = load_hardware(o.hardware, o.link) if o.hardware else None
     width = num_draft + 1
     basis = Basis(given=list(given))
-    if model is not None and hardware is not None:
-        phases_ms, calls, split = split_verify(cycle.verify_ms, width, o, model, hardware)
-        basis.assumed += split.assumed
-        basis.given += [
-            f"--model {model.name} ({model.path.name}), --hardware {hardware.name}"
-            f" ({hardware.path.name}), link {hardware.link.name}"
-            + (" (--link)" if o.link else " (the hardware file's)")
-            + f", --tp {o.tp or 1}"
-        ]
-        if o.link:
-            basis.assumed.append(
-                f"allreduce times from the link model of {hardware.link.name}: the hardware"
-                " file's measured tables are of its own link, not used"
-            )
-    else:
-        phases_ms, calls = {REST: cycle.verify_ms}, 0.0
-        basis.assumed.append(
-            "no --model and --hardware: the verify is one part, the same at any width (memory-"
-            "bound, the same kernels); no allreduce candidates"
-        )
+    phases_ms, calls = _phases_of(o, cycle, width, model, hardware, basis)
     basis.assumed.append(
         f"chain drafting: {num_draft} drafts verified as {width} tokens per request"
     )
@@ -246,6 +233,7 @@ def plain_ranking(
             "plain decoding predicted: the verify at width 1 by the same roofline split (the rest"
             " unchanged)"
         )
+    _sources(ranking, baseline if cycle.decode_ms is not None else None, model is not None)
     ranking.skipped += [
         {"name": name, "reason": WHY_NOT.get(name, NEEDS_TRACE)}
         for name in CANDIDATE_NAMES
@@ -265,6 +253,38 @@ def plain_ranking(
     return _to_json(ranking, basis)
 
 
+def _phases_of(
+    o: WhatifOptions,
+    cycle: Cycle,
+    width: int,
+    model: ModelConfig | None,
+    hardware: Hardware | None,
+    basis: Basis,
+) -> tuple[dict[str, float], float]:
+    """The verify's phases and allreduces per verify: split by the roofline where the model and
+    hardware are given, else one part; what was given and assumed added to ``basis``."""
+    if model is None or hardware is None:
+        basis.assumed.append(
+            "no --model and --hardware: the verify is one part, the same at any width (memory-"
+            "bound, the same kernels); no allreduce candidates"
+        )
+        return {REST: cycle.verify_ms}, 0.0
+    phases_ms, calls, split = split_verify(cycle.verify_ms, width, o, model, hardware)
+    basis.assumed += split.assumed
+    basis.given.append(
+        f"--model {model.name} ({model.path.name}), --hardware {hardware.name}"
+        f" ({hardware.path.name}), link {hardware.link.name}"
+        + (" (--link)" if o.link else " (the hardware file's)")
+        + f", --tp {o.tp or 1}"
+    )
+    if o.link:
+        basis.assumed.append(
+            f"allreduce times from the link model of {hardware.link.name}: the hardware file's"
+            " measured tables are of its own link, not used"
+        )
+    return phases_ms, calls
+
+
 def _only(o: WhatifOptions) -> list[str]:
     """The candidates asked for (--candidate) that plain numbers can rank; a trace-only one is
     refused."""
@@ -281,6 +301,17 @@ def _without_plain(r: Ranking) -> None:
     r.candidates = [c for c in r.candidates if c.name != "no_speculation"]
     r.plain = None
     r.curve = draft_curve(r.profile, r.scenario, r.current, None)
+
+
+def _sources(r: Ranking, baseline: str | None, split: bool) -> None:
+    """Where plain decoding and each width's verify come from, in plain numbers' words."""
+    if r.plain is not None and baseline is not None:
+        r.plain.source = baseline
+    for point in r.curve.points if r.curve is not None else []:
+        if point["num_draft"] == 0:
+            point["verify_source"] = "given" if baseline is not None else "predicted"
+        elif not split and point["verify_source"] == "roofline":
+            point["verify_source"] = "as today"  # no model: the same at any width
 
 
 def _verdict(r: Ranking, basis: Basis) -> Verdict:
