@@ -681,3 +681,17 @@ def test_the_plain_draft_curve_agrees_with_leviathans_optimal_k():
     assert best["num_draft"] == lev["optimal_num_draft"]
     assert best["tokens_per_s"] * 30 / 1000 == pytest.approx(lev["optimal_walltime_improvement"])
     assert {p["verify_source"] for p in curve["points"]} == {"today", "as today"}
+
+
+@pytest.mark.parametrize(
+    "extra,fragment",
+    [
+        (["--width", "4"], "--width is about a trace's steps"),
+        (["--whole-trace"], "--whole-trace is about a trace's steps"),
+        (["--context", "4096"], "--context needs --num-draft"),
+        (["--num-draft", "3", "--context", "4096"], "--context needs --model and --hardware"),
+        (["--drafter-gain", "0.5"], "--drafter-gain needs --num-draft"),
+    ],
+)
+def test_plain_numbers_refuse_a_trace_option_or_one_without_its_ranking(extra, fragment):
+    assert_bad_input(run("whatif", *ISSUE_27, *extra), fragment)

@@ -25,9 +25,8 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
     _check_options(o)
     manifest = read_manifest(o.manifest) if o.manifest else None
     acc = acceptance(o, manifest)
+    refuse_unusable(o, acc.num_draft)
     ranked = wants_ranking(o)
-    if ranked:
-        refuse_unusable(o, acc.num_draft)
     out: dict[str, Any] = {}
     if o.alpha is not None:
         assert o.num_draft is not None

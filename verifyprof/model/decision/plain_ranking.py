@@ -68,11 +68,44 @@ PEAK_DTYPE = {"gemm_dense": "dense_dtype", "gemm_moe": "expert_dtype", "attentio
 
 def wants_ranking(o: WhatifOptions) -> bool:
     """Whether the plain numbers come with options only a ranking uses."""
-    return any(v is not None for v in (o.model, o.hardware, o.link, o.tp, o.num_draft))
+    return any(v is not None for v in (o.model, o.hardware, o.link, o.tp, o.num_draft)) or any(
+        v is not None for v in (o.context, o.drafter_gain, o.candidates or None)
+    )
+
+
+TRACE_ONLY = (
+    ("--width", "width"),
+    ("--mode", "mode"),
+    ("--step", "step"),
+    ("--range", "step_range"),
+    ("--whole-trace", "whole_trace"),
+    ("--assume-capturable", "assume_capturable"),
+)
 
 
 def refuse_unusable(o: WhatifOptions, num_draft: int | None) -> None:
     """One line for an option plain numbers cannot use as given."""
+    for flag, name in TRACE_ONLY:
+        if getattr(o, name):
+            raise VerifyprofError(
+                f"{flag} is about a trace's steps (whatif --from TRACE); plain numbers have"
+                " none: the verify is --verify-ms"
+            )
+    for flag, value in (
+        ("--context", o.context),
+        ("--drafter-gain", o.drafter_gain),
+        ("--candidate", o.candidates or None),
+    ):
+        if value is not None and num_draft is None:
+            raise VerifyprofError(
+                f"{flag} needs --num-draft in plain-numbers mode: it changes the ranking of"
+                " candidates, which starts from the draft count"
+            )
+    if o.context is not None and o.model is None:
+        raise VerifyprofError(
+            "--context needs --model and --hardware in plain-numbers mode: it sizes the"
+            " attention's KV-cache reads in the roofline"
+        )
     if o.link is not None and o.hardware is None:
         raise VerifyprofError(
             f"--link {o.link} needs --hardware: a link is the interconnect of a hardware file's"
