@@ -695,3 +695,14 @@ def test_the_plain_draft_curve_agrees_with_leviathans_optimal_k():
 )
 def test_plain_numbers_refuse_a_trace_option_or_one_without_its_ranking(extra, fragment):
     assert_bad_input(run("whatif", *ISSUE_27, *extra), fragment)
+
+
+def test_a_trace_ranking_says_what_its_speedup_and_gains_are_over():
+    data = run_json("whatif", str(ROOT / "traces/workload-dense-eager"))
+    over, cur = data["relative_to"], data["current"]
+    assert f"{cur['decode_ms']:.3f} ms per step" in over["speedup"]
+    assert data["plain_decoding"]["source"] in over["speedup"]
+    assert f"{cur['tokens_per_s']:.1f} tok/s" in over["gain"]
+    shown = run("whatif", str(ROOT / "traces/workload-dense-eager"), env={"COLUMNS": "250"})
+    assert f"speedup {cur['speedup']:.2f}x over plain decoding at" in shown.stdout
+    assert "gain over today" in shown.stdout
