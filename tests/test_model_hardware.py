@@ -109,3 +109,11 @@ def test_model_file_with_an_unknown_dtype_is_rejected(tmp_path):
 def test_missing_file_path_is_named():
     with pytest.raises(VerifyprofError, match="no such hardware file"):
         load_hardware(Path("/nonexistent/box.toml"))
+
+
+def test_a_link_override_drops_the_tables_measured_over_the_files_own_link():
+    assert load_hardware("h200").tables  # custom allreduce measured over NVLink
+    assert load_hardware("h200", link="nvlink4").tables == load_hardware("h200").tables
+    pcie = load_hardware("h200", link="pcie_gen4")
+    assert pcie.tables == ()
+    assert "one-shot model" in pcie.allreduce_us(57344, 8, "custom").method

@@ -41,7 +41,7 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
         if "walltime_improvement" in lev:
             table.add_row(
                 f"walltime improvement at c={lev['draft_cost_ratio']:g} (Thm 3.8)",
-                f"{lev['walltime_improvement']:.3f}x",
+                f"{lev['walltime_improvement']:.3f}x over {escape(lev['relative_to'])}",
             )
             table.add_row(
                 "operations factor (Thm 3.11, c-hat = c)", f"{lev['operations_factor']:.3f}x"
@@ -83,7 +83,9 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
             f"{result['decode_ms']:.3f} ms/step ({result['baseline_tokens_per_s']:.1f} tok/s)",
         )
         table.add_row(
-            "speedup", f"{result['speedup']:.3f}x ({100 * (result['speedup'] - 1):+.1f}%)"
+            "speedup",
+            f"{result['speedup']:.3f}x ({100 * (result['speedup'] - 1):+.1f}%) over"
+            f" {escape(result['relative_to']['speedup'])}",
         )
         table.add_row("cycle cost in decode steps", f"{result['cycle_cost_decode_steps']:.3f}")
         even = result["break_even_verify_ms"]
@@ -101,6 +103,31 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
     if result.get("verdict"):
         console.print("[bold]verdict[/bold]:", highlight=False)
         _hanging(console, [result["verdict"]], "", 1)
+    if result.get("ranking"):
+        _print_plain_ranking(result, console)
+
+
+def _print_plain_ranking(result: dict[str, Any], console: Console) -> None:
+    """Plain numbers ranked like a trace: what was given and assumed, then the same tables."""
+    basis, view = result["basis"], result["ranking"] | {"current": result}
+    console.print("[bold]Given[/bold]")
+    _hanging(console, basis["given"], "-", 3)
+    console.print("[bold]Assumed[/bold]")
+    _hanging(console, basis["assumed"], "-", 3)
+    _print_plan(view, console, today="today (given)")
+    _print_curve(view, console, legend=PLAIN_LEGEND)
+    _print_candidates(view, console, today="today (given)")
+
+
+PLAIN_LEGEND = (
+    "  verify from: today (--verify-ms), roofline (the given verify, phase by phase as assumed"
+    " above), as today (no --model: the same at any width); k = 0: given (the plain rate"
+    " given) or predicted (the verify at width 1)"
+)
+TRACE_LEGEND = (
+    "  verify from: measured (a traced width), fitted (the width model between traced"
+    " widths), extrapolated (past them), roofline (one traced width: phase by phase)"
+)
 
 
 def print_ranking(result: dict[str, Any], console: Console | None = None) -> None:
@@ -112,7 +139,12 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
         f" {cur['device']}), cycle"
         f" {cur['cycle_ms']:.3f} ms, accept length {cur['accept_len']:.3f} ->"
         f" [bold]{cur['tokens_per_s']:.1f} tok/s[/bold] per request"
-        + (f", speedup {cur['speedup']:.2f}x" if cur.get("speedup") is not None else "")
+        + (
+            f", speedup {cur['speedup']:.2f}x over plain decoding at {cur['decode_ms']:.3f} ms per"
+            " step"
+            if cur.get("speedup") is not None
+            else ""
+        )
     )
     _hanging(console, list(cur.get("notes", [])), "-", 3, style="dim")
     if result.get("verdict"):
@@ -124,6 +156,15 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
             _hanging(console, [warning], "!", 1, style="yellow")
     _print_plan(result, console)
     _print_curve(result, console)
+    _print_candidates(result, console)
+
+
+def _print_candidates(
+    result: dict[str, Any], console: Console, today: str = "current (measured)"
+) -> None:
+    """Each candidate alone, its gain over today's cycle; their assumptions; what does not
+    apply."""
+    cur = result["current"]
     columns = [
         Col("#"),
         Col("candidate", "name"),
@@ -131,12 +172,12 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
         Col("cycle ms"),
         Col("accept"),
         Col("tok/s"),
-        Col("gain"),
+        Col("gain over today"),
     ]
     rows = [
         [
             "",
-            "current (measured)",
+            today,
             f"{cur['verify_ms']:.3f}",
             f"{cur['cycle_ms']:.3f}",
             f"{cur['accept_len']:.2f}",
@@ -178,7 +219,7 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
         )
 
 
-def _print_plan(result: dict[str, Any], console: Console) -> None:
+def _print_plan(result: dict[str, Any], console: Console, today: str = "today (measured)") -> None:
     """The stacked plan: each line predicted on top of the ones above it (tok/s cumulative)."""
     plan = result.get("plan") or []
     if not plan:
@@ -190,12 +231,12 @@ def _print_plan(result: dict[str, Any], console: Console) -> None:
         Col("verify ms"),
         Col("cycle ms"),
         Col("tok/s"),
-        Col("total gain"),
+        Col("gain over today"),
     ]
     rows = [
         [
             "",
-            "today (measured)",
+            today,
             f"{cur['verify_ms']:.3f}",
             f"{cur['cycle_ms']:.3f}",
             f"{cur['tokens_per_s']:.1f}",
@@ -224,7 +265,7 @@ def _print_plan(result: dict[str, Any], console: Console) -> None:
     _hanging(console, gaps, "-", 3, style="dim")
 
 
-def _print_curve(result: dict[str, Any], console: Console) -> None:
+def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_LEGEND) -> None:
     """Tokens/s by number of drafts, k = 0 (plain decoding) .. K, in today's execution mode."""
     curve = result.get("draft_curve")
     if not curve:
@@ -263,9 +304,6 @@ def _print_curve(result: dict[str, Any], console: Console) -> None:
         styles.append("bold" if k == best else ("dim" if k == now else None))
     console.print("[bold]Draft count: tokens/s by k, today's execution mode (predicted)[/bold]")
     console.print(fitted_table(console, columns, rows, styles=styles))
-    console.print(
-        "  verify from: measured (a traced width), fitted (the width model between traced"
-        " widths), extrapolated (past them), roofline (one traced width: phase by phase)"
-    )
+    console.print(legend, highlight=False)
     if curve.get("server_flags"):
         console.print(f"  SGLang flags for k = {best}: {escape(curve['server_flags'])}")

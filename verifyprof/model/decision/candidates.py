@@ -160,6 +160,22 @@ class Ranking:
             }
         return out
 
+    def relative_to(self) -> dict[str, str | None]:
+        """What each ratio is over: the speedup plain decoding at the decode step raced, a
+        candidate's gain today's cycle, a plan line's gain today's cycle with every fix above
+        it, its step_gain the plan line above."""
+        now = self.current
+        today = f"today's cycle ({now.tokens_per_s:.1f} tok/s)"
+        return {
+            "speedup": f"plain decoding at {now.decode_ms:.3f} ms per step"
+            + (f" ({self.plain.source})" if self.plain is not None else "")
+            if now.decode_ms is not None
+            else None,
+            "gain": today,
+            "plan_gain": today + ", with every fix above the line",
+            "step_gain": "the plan line above",
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
@@ -171,6 +187,7 @@ class Ranking:
             "plain_decoding": self.plain.to_json() if self.plain else None,
             "draft_curve": self.curve.to_json() if self.curve else None,
             "plan": [step.to_json() for step in self.plan],
+            "relative_to": self.relative_to(),
             "unaddressed": self.unaddressed,
             "candidates": [c.to_json() for c in self.candidates],
             "skipped": self.skipped,

@@ -8,6 +8,7 @@ from typing import Any
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import read_manifest
 from verifyprof.model.cycle.throughput import Cycle, decode_ms_from
+from verifyprof.model.decision.plain_ranking import plain_ranking, refuse_unusable, wants_ranking
 from verifyprof.model.decision.speculate import PlainDecoding
 from verifyprof.model.decision.verdict import Verdict, decision_words
 from verifyprof.model.inputs.leviathan import (
@@ -24,6 +25,8 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
     _check_options(o)
     manifest = read_manifest(o.manifest) if o.manifest else None
     acc = acceptance(o, manifest)
+    refuse_unusable(o, acc.num_draft)
+    ranked = wants_ranking(o)
     out: dict[str, Any] = {}
     if o.alpha is not None:
         assert o.num_draft is not None
@@ -43,7 +46,7 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
                 "optimal_num_draft": best_k,
                 "optimal_walltime_improvement": best,
             }
-        out["leviathan"] = lev
+        out["leviathan"] = lev | {"relative_to": _leviathan_base(o)}
     if acc.survival is not None and o.alpha is None:
         depth = max(acc.survival.depth, acc.num_draft or 0)
         out["survival"] = {
@@ -79,13 +82,63 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
         batch=o.batch or 1,
         decode_ms=decode_ms_from(baseline_tps, decode),
     )
-    verdict = plain_verdict(cycle, "--baseline-tps" if baseline_tps is not None else "--decode-ms")
-    return (
+    source = "--baseline-tps" if baseline_tps is not None else "--decode-ms"
+    if not o.decode_given and cycle.decode_ms is not None:
+        source = f"the rate in {o.manifest}"
+    result = (
         cycle.to_json()
         | {"accept_len_source": acc.source, "draft_source": draft_source}
         | out
-        | {"verdict": verdict.text(), "verdict_parts": verdict.to_json()}
+        | {"relative_to": relative_to(cycle, source, ranked and acc.num_draft is not None)}
     )
+    if ranked and acc.num_draft is not None:
+        given = _given(o, acc.source, draft_source, source if cycle.decode_ms else None)
+        return result | plain_ranking(o, cycle, acc.num_draft, acc.survival, given, source)
+    verdict = plain_verdict(cycle, source)
+    return result | {"verdict": verdict.text(), "verdict_parts": verdict.to_json()}
+
+
+def relative_to(cycle: Cycle, baseline_source: str, ranked: bool) -> dict[str, str | None]:
+    """What each ratio of plain numbers is over: ``speedup`` plain decoding at the given rate;
+    when ranked, a candidate's ``gain`` today's cycle (the given numbers), a plan line's
+    ``gain`` today's cycle with every fix above it, its ``step_gain`` the plan line above."""
+    plain = (
+        f"plain decoding at {cycle.baseline_tokens_per_s:.1f} tok/s ({cycle.decode_ms:.3f} ms"
+        f" per step, {baseline_source})"
+        if cycle.decode_ms is not None
+        else None
+    )
+    today = f"today's cycle from the given numbers ({cycle.tokens_per_s:.1f} tok/s)"
+    if not ranked:
+        return {"speedup": plain}
+    return {
+        "speedup": plain,
+        "gain": today,
+        "plan_gain": today + ", with every fix above the line",
+        "step_gain": "the plan line above",
+    }
+
+
+def _leviathan_base(o: WhatifOptions) -> str:
+    """Thm 3.8's walltime improvement is over plain decoding by the target model in Leviathan's
+    cost model: a plain step costs one target forward, as much as the verify of k + 1 tokens."""
+    step = f" ({o.verify_ms:g} ms, --verify-ms)" if o.verify_ms is not None else ""
+    return (
+        "plain decoding in Thm 3.8's cost model: a plain step costs one target forward, as much"
+        f" as the verify{step}, not --baseline-tps"
+    )
+
+
+def _given(
+    o: WhatifOptions, accept_source: str, draft_source: str, baseline: str | None
+) -> list[str]:
+    out = [f"--verify-ms {o.verify_ms:g}", f"accept length from {accept_source}"]
+    out += [f"draft time from {draft_source}"] if o.draft_ms or o.draft_cost_ratio else []
+    out += [f"--overhead-ms {o.overhead_ms:g}"] if o.overhead_ms else []
+    out += [f"--batch {o.batch}"] if o.batch else []
+    out += [f"--context {o.context:g}"] if o.context else []
+    out += [f"plain decoding from {baseline}"] if baseline else []
+    return out
 
 
 def plain_verdict(cycle: Cycle, baseline_source: str) -> Verdict:

@@ -154,7 +154,8 @@ def load_link(name: str) -> Link:
 
 
 def load_hardware(spec: str | Path, link: str | None = None) -> Hardware:
-    """A hardware file by name/alias (``h200``) or path; ``link`` overrides the file's link."""
+    """A hardware file by name/alias (``h200``) or path; ``link`` overrides the file's link (and
+    drops the file's measured allreduce tables, which were measured over its own link)."""
     path = resolve("hardware", spec, skip=(LINKS_FILE,))
     data = read_toml(path)
     return _hardware(data, path, link)
@@ -168,7 +169,12 @@ def _hardware(data: dict[str, Any], path: Path, link_override: str | None) -> Ha
     if not link_name:
         raise VerifyprofError("missing field 'link.name' (or give --link)", path)
     tables = []
-    for i, entry in enumerate(data.get("allreduce", [])):
+    own = str(link_info.get("name") or "")
+    if link_override and own and load_link(link_override).key != load_link(own).key:
+        entries = []  # measured over the file's own link: they say nothing of another one
+    else:
+        entries = data.get("allreduce", [])
+    for i, entry in enumerate(entries):
         try:
             tables.append(
                 MeasuredTable(
