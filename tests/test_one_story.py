@@ -1,0 +1,131 @@
+"""Every number a user can compare agrees: breakdown, kernels, whatif and compare, run on every
+bundled trace and a set of public ones, report the same step group, the same traced verify cost,
+mode, width and kernel count, and the same verdict; and every share they print lies in [0, 100]%.
+
+One definition per number: a step's cost, mode and width, the story's group and the verdict are
+each computed once (pipeline.resolve, model.inputs.profile) and every command prints that one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_helpers import verifyprof
+from golden_cases import OWN, PUB
+
+FOLDERS = (  # capture folders beyond the golden cases (their manifest is found beside the trace)
+    "traces/capture-hf-assisted-user-hooks",
+    "traces/capture-workload-compile-hooks",
+    "traces/capture-workload-compile-userhooks",
+)
+SEVERAL = (  # one run in several files (ranks sharing a GPU): no ranges, the whole trace
+    "traces/two-processes-one-gpu",  # two nsys files: kernels reads one nsys file, not these
+    "traces/torchrun-2ranks-one-gpu",
+)
+PUBLIC = (
+    "nsys/flameox_cudagraph_rtx3060_nsys2025.5.sqlite",
+    "kineto/tracelens_mi300x_sglang_qwen3-8b_decode.json.gz",
+)
+
+
+def cases() -> list:
+    out = []
+    for name, (trace, manifest) in OWN.items():
+        accept = ["--manifest", manifest] if manifest else ["--accept-len", "2.0"]
+        out.append(pytest.param((trace, accept, []), id=name))
+    out += [pytest.param((f, [], []), id=f.split("/")[-1]) for f in FOLDERS]
+    out += [
+        pytest.param((f, ["--accept-len", "2.0"], ["--whole-trace"]), id=f.split("/")[-1])
+        for f in SEVERAL
+    ]
+    for path in PUBLIC:
+        param = pytest.param(
+            (f"{PUB}/{path}", ["--accept-len", "2.0"], ["--whole-trace"]),
+            id=path.split("/")[-1].split(".")[0],
+            marks=pytest.mark.public_traces,
+        )
+        out.append(param)
+    return out
+
+
+def json_of(*args: str) -> dict:
+    ran = verifyprof(*args, "--json")
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+@pytest.fixture(scope="module", params=cases())
+def outputs(request) -> dict[str, dict]:
+    trace, accept, scope = request.param
+    several_nsys = trace == SEVERAL[0]
+    return {
+        "breakdown": json_of("breakdown", trace, *accept, *scope),
+        "kernels": {} if several_nsys else json_of("kernels", trace, *scope),
+        "whatif": json_of("whatif", trace, *accept, *scope),
+        "compare": json_of("compare", trace, trace, *accept, *scope),
+    }
+
+
+def kernels_group(out: dict) -> dict:
+    """The group kernels lists: the story's, or the whole trace (one step per device)."""
+    return out["kernels"].get("group") or {
+        "name": "whole_trace",
+        "variant": "",
+        "mode": out["whatif"]["current"]["mode"],
+        "label": "whole_trace",
+        "steps": out["whatif"]["current"]["verify_steps"],
+    }
+
+
+def story_group(out: dict) -> dict:
+    """The breakdown summary's group that kernels names as the story's."""
+    g = kernels_group(out)
+    found = [
+        x
+        for x in out["breakdown"]["summary"]["groups"]
+        if x["name"] == g["name"] and x["variant"] == g["variant"] and x["mode"] == g["mode"]
+    ]
+    assert len(found) == 1, (g, [(x["name"], x["variant"], x["mode"]) for x in found])
+    return found[0]
+
+
+def test_every_command_tells_the_same_verdict(outputs):
+    assert outputs["breakdown"]["verdict"] == outputs["whatif"]["verdict"]
+    assert outputs["breakdown"]["verdict_parts"] == outputs["whatif"]["verdict_parts"]
+
+
+def test_kernels_lists_the_verdicts_group(outputs):
+    group = kernels_group(outputs)
+    assert outputs["whatif"]["verdict_parts"]["group"].startswith(group["label"])
+    assert outputs["compare"]["before"]["step"] == group["name"]
+
+
+def test_whatif_and_compare_trace_the_same_verify(outputs):
+    cur, before = outputs["whatif"]["current"], outputs["compare"]["before"]
+    assert cur["traced_verify_ms"] == pytest.approx(before["cost_ms"], rel=1e-9)
+    assert cur["mode"] == before["mode"] == kernels_group(outputs)["mode"]
+    assert cur["width"] == before["width"]
+    assert cur["kernels"] == pytest.approx(before["kernels"])
+    assert cur["launches"] == pytest.approx(before["launches"])
+    if cur["basis"] == "traced":  # at the unprofiled rate, whatif says so; compare is as traced
+        assert cur["verify_ms"] == pytest.approx(cur["traced_verify_ms"], rel=1e-9)
+
+
+def test_on_one_device_the_breakdown_table_holds_the_same_cost(outputs):
+    group = story_group(outputs)
+    if len(group["devices"]) != 1:
+        pytest.skip("several devices: whatif models the slowest, the table averages them")
+    cost_ms = group["cost_ns"]["mean"] / 1e6
+    assert outputs["whatif"]["current"]["traced_verify_ms"] == pytest.approx(cost_ms, abs=1e-6)
+    assert kernels_group(outputs)["steps"] == group["steps"]
+
+
+def test_every_share_is_a_share(outputs):
+    for group in outputs["breakdown"]["summary"]["groups"]:
+        for phase, values in group["phases"].items():
+            assert 0.0 <= values["share"] <= 1.0 + 1e-9, (group["name"], phase, values)
+    for row in outputs["kernels"].get("kernels", []):
+        assert 0.0 <= row["share"] <= 1.0 + 1e-9, row
+    for row in outputs["compare"]["phases"]:
+        assert row["before_ms"] >= 0 and row["after_ms"] >= 0, row
