@@ -17,7 +17,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from verifyprof.capture import driver
-from verifyprof.capture.cleanup import Terminated, cleanup, sigterm_as_interrupt
+from verifyprof.capture.cleanup import cleanup, sigterm_as_interrupt
 from verifyprof.capture.decode_baseline import run_decode_baseline
 from verifyprof.capture.options import CaptureOptions, validate
 from verifyprof.capture.process import become_subreaper
@@ -60,7 +60,7 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
                     run_decode_baseline(run)
             run.status = "ok"
         except KeyboardInterrupt as err:
-            how = err.signal_name if isinstance(err, Terminated) else "Ctrl-C"
+            how = getattr(err, "signal_name", "SIGINT").replace("SIGINT", "Ctrl-C")
             run.status, run.error, failure = "interrupted", f"interrupted ({how})", err
         except driver.ServerGone as err:
             done = len(run.results)

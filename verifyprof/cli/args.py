@@ -4,6 +4,7 @@ parallel-map options and hints for inputs. Parsing helpers only."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +45,8 @@ class _Group(TyperGroup):
         except BrokenPipeError:
             silence_stdout()
             raise OutputClosed("standard output closed") from None
+        except KeyboardInterrupt as err:  # typer would make every one a silent Exit(130)
+            raise Interrupted(getattr(err, "signum", signal.SIGINT)) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
@@ -54,10 +57,8 @@ class _Group(TyperGroup):
                 standalone_mode=False,
                 **extra,
             )
-            if (
-                code == 130
-            ):  # typer turns Ctrl-C into a silent Exit(130); no command of ours exits 130 itself
-                print("verifyprof: interrupted", file=sys.stderr)
+            if code == 130:  # typer turns a Ctrl-C while parsing into a silent Exit(130)
+                code = interrupted()
         except NoArgsIsHelpError as err:
             print(err.format_message(), file=sys.stderr)
             code = 2
@@ -69,8 +70,9 @@ class _Group(TyperGroup):
             )
             code = 2
         except typer.Abort:
-            print("verifyprof: interrupted", file=sys.stderr)
-            code = 130
+            code = interrupted()
+        except Interrupted as err:  # Ctrl-C, or a stop signal capture turned into one
+            code = interrupted(err.signum)
         except OutputClosed as err:  # the reader of a pipe went away (| head): quiet
             code = err.exit_code
         except BrokenPipeError:  # a table's write to a closed pipe
@@ -83,6 +85,28 @@ class _Group(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+class Interrupted(Exception):
+    """Ctrl-C or a stop signal (``signum``) ended a command: exit 128 + ``signum``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+def interrupted(signum: int = signal.SIGINT) -> int:
+    """Say so in one line, and the exit code (128 + the signal, as a shell reports a process
+    the signal ended); a further Ctrl-C while saying it is ignored."""
+    previous = None
+    with contextlib.suppress(ValueError):  # not the main thread
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    how = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
+    with contextlib.suppress(OSError, ValueError):
+        print(f"verifyprof: interrupted{how}", file=sys.stderr)
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+    return 128 + int(signum)
 
 
 def _usage_message(err: Exception, argv: list[str]) -> str:
