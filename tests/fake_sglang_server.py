@@ -14,8 +14,9 @@ meta_info}`` with the spec fields of SGLang >= 0.5), ``GET|POST /start_profile``
 
 Failure switches (flags): ``--startup-delay S``, ``--never-healthy``, ``--exit-at-start CODE``,
 ``--die-after-requests N`` (the front end crashes, leaving its scheduler orphaned),
-``--ignore-sigint``, ``--ignore-sigterm`` (SIG_IGN: capture sees it and escalates at once),
-``--deaf-sigint`` (a handler that does nothing: capture waits out its grace), ``--detached-child`` (the scheduler starts a helper in
+``--ignore-sigint``, ``--ignore-sigterm`` (SIG_IGN: capture sees it and does not wait it
+out), ``--deaf-sigint`` (a handler that does nothing: capture waits its grace),
+``--detached-child`` (the scheduler starts a helper in
 a new session, outside the process group). ``--no-torch``: the scheduler loads no torch "model"
 (no torch work, no profiler), for tests of process management that never profile: importing
 torch costs about a second of CPU per start. Unknown flags (SGLang's own) are ignored.

@@ -13,11 +13,11 @@ from verifyprof.capture.process import (
     INTERRUPT_GRACE_S,
     INTERRUPT_TERM_S,
     ManagedProcess,
-    stop_signals_deferred,
 )
 from verifyprof.capture.results import program_results
 from verifyprof.capture.server import CaptureError, with_log_tail
 from verifyprof.capture.session import CaptureSession
+from verifyprof.capture.signal_mask import stop_signals_deferred
 
 DECODE_DIR = "decode-baseline"
 

@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -59,32 +59,10 @@ def is_subreaper() -> bool:
     )
 
 
-_DEFERRED = tuple(
-    getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
-    if hasattr(signal, name)
-)
-
-
-@contextlib.contextmanager
-def stop_signals_deferred() -> Iterator[None]:
-    """Hold Ctrl-C and the stop signals while a target is started and recorded: one that came
-    between the fork and the assignment would leave a process the cleanup does not know of. They
-    are delivered when the block ends (the child unblocks them before exec)."""
-    if _LIBC is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def _child_setup() -> None:
     """Between fork and exec: die with us, and be interruptible even if we were started with
     SIGINT ignored (``cmd &`` in a script ignores it, and exec keeps ignored signals ignored)."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # what stop_signals_deferred held
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # what signal_mask.stop_signals_deferred held
     if _LIBC is not None:
         _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         _LIBC.signal(int(signal.SIGINT), 0)  # SIG_DFL

@@ -14,11 +14,12 @@ import signal
 import sys
 import time
 
-from verifyprof.capture.process import ManagedProcess, stop_signals_deferred
+from verifyprof.capture.process import ManagedProcess
 from verifyprof.capture.profile_window import close_window
 from verifyprof.capture.results import program_results
 from verifyprof.capture.server import CaptureError, with_log_tail
 from verifyprof.capture.session import CaptureSession
+from verifyprof.capture.signal_mask import stop_signals_deferred
 from verifyprof.contracts.manifest_records import dilation_record
 
 BASELINE_DIR = "baseline"

@@ -26,8 +26,9 @@ from verifyprof.capture.options import (
     server_address,
     split_server_cmd,
 )
-from verifyprof.capture.process import ManagedProcess, StopReport, stop_signals_deferred
+from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
+from verifyprof.capture.signal_mask import stop_signals_deferred
 from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_record
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 from verifyprof.contracts.manifest import document

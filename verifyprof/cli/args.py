@@ -15,13 +15,14 @@ from typer.core import TyperGroup
 
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import (
+    EXIT_BAD_INPUT,
     EXIT_CLOSED_PIPE,
     OutputClosed,
     ToolMissingError,
     VerifyprofError,
+    path_error,
 )
 from verifyprof.contracts.outputs import silence_stdout
-from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.text import safe_text
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
@@ -81,6 +82,12 @@ class _Group(TyperGroup):
         except VerifyprofError as err:
             print(f"verifyprof: error: {safe_text(str(err))}", file=sys.stderr)  # paths are data
             code = err.exit_code
+        except OSError as err:
+            if err.filename is None:
+                raise
+            # a path that cannot be read, searched or named, wherever it was met: one line
+            print(f"verifyprof: error: {safe_text(str(path_error(err)))}", file=sys.stderr)
+            code = EXIT_BAD_INPUT
         code = code if isinstance(code, int) else 0
         if standalone_mode:
             sys.exit(code)
@@ -120,9 +127,12 @@ def _usage_message(err: Exception, argv: list[str]) -> str:
 
 
 def _step_regex(
-    step_range: str | None, phase: str | None, default: str | None = DEFAULT_STEP_REGEX
+    step_range: str | None, phase: str | None, default: str | None | bool = True
 ) -> str | None:
-    """``--step PHASE`` -> that phase's regex; ``--range`` as given; both is an error."""
+    """``--step PHASE`` -> that phase's regex; ``--range`` as given (else ``default``, True:
+    the default step regex); both is an error."""
+    if default is True:
+        default = ranges.DEFAULT_STEP_REGEX
     if phase is None:
         if step_range is not None:  # one line before any file is read, not one per file mapped
             from verifyprof.attribution.taxonomy import compile_regex
