@@ -23,7 +23,7 @@ from verifyprof.contracts.errors import (
     path_error,
 )
 from verifyprof.contracts.outputs import silence_stdout
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.text import safe_lines, safe_text
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
@@ -80,7 +80,8 @@ class _Group(TyperGroup):
             silence_stdout()
             code = EXIT_CLOSED_PIPE
         except VerifyprofError as err:
-            print(f"verifyprof: error: {safe_text(str(err))}", file=sys.stderr)  # paths are data
+            # its own line breaks kept (a log's tail), every other control character escaped
+            print(f"verifyprof: error: {safe_lines(str(err))}", file=sys.stderr)
             code = err.exit_code
         except OSError as err:
             if err.filename is None:

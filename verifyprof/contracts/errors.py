@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from verifyprof.contracts.text import safe_text
+
 EXIT_BAD_INPUT = 2
 
 
@@ -15,7 +17,10 @@ class VerifyprofError(Exception):
     def __init__(self, problem: str, path: str | Path | None = None):
         self.problem = problem
         self.path = None if path is None else Path(path)
-        super().__init__(f"{self.path}: {problem}" if self.path is not None else problem)
+        # the path is data: its control characters (a newline included) stay escaped when the
+        # CLI keeps the problem's own line breaks
+        where = safe_text(str(self.path)) if self.path is not None else None
+        super().__init__(f"{where}: {problem}" if where is not None else problem)
 
 
 class TraceError(VerifyprofError):

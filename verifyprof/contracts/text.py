@@ -27,3 +27,10 @@ def safe_text(text: str, keep: str = "") -> str:
     if not _UNSAFE.search(text):
         return text
     return _UNSAFE.sub(lambda m: m.group() if m.group() in keep else _escaped(m), text)
+
+
+def safe_lines(text: str) -> str:
+    """``text`` with its line breaks kept and every other control character escaped, line by
+    line: a multi-line message (a program's log tail, a list of hooks) reads as lines, and a
+    line of it can still not drive the terminal (``\\r`` included)."""
+    return "\n".join(safe_text(line) for line in text.split("\n"))

@@ -15,6 +15,7 @@ Nothing here raises into the host program: a target that cannot be found is reco
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import sys
@@ -32,6 +33,7 @@ from verifyprof.capture.hooks.wrappers import (
     hooked,
     wrap_function,
 )
+from verifyprof.contracts.text import safe_lines
 
 
 class HookWarning(RuntimeWarning):
@@ -108,7 +110,32 @@ def _warn_once(key: str, message: str) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(message, HookWarning, stacklevel=3)
+    warn(message, stacklevel=4)
+
+
+def warn(message: str, stacklevel: int = 3) -> None:
+    """A HookWarning, shown in the CLI's style (:func:`_hook_warnings_in_our_style`)."""
+    if getattr(warnings.showwarning, "__wrapped__", None) is None:
+        warnings.showwarning = _hook_warnings_in_our_style(warnings.showwarning)
+    warnings.warn(message, HookWarning, stacklevel=stacklevel)
+
+
+def _hook_warnings_in_our_style(show: Callable[..., None]) -> Callable[..., None]:
+    """``warnings.showwarning`` that prints a HookWarning as verifyprof's CLI prints its own, one
+    ``verifyprof: warning: ...`` line (line breaks kept, control characters escaped), not as
+    Python's ``file:line: HookWarning`` with a source line of ours; other warnings as before.
+    Filters still apply (``verifyprof hooks`` ignores them: they are rows of its report)."""
+
+    def shown(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+        if not issubclass(category, HookWarning):
+            return show(message, category, filename, lineno, file, line)
+        text = safe_lines(str(message)).removeprefix("verifyprof: ")
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            (file or sys.stderr).write(f"verifyprof: warning: {text}\n")
+        return None
+
+    shown.__wrapped__ = show  # type: ignore[attr-defined]
+    return shown
 
 
 def request(
