@@ -15,7 +15,6 @@ Nothing here raises into the host program: a target that cannot be found is reco
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
 import sys
@@ -115,27 +114,25 @@ def _warn_once(key: str, message: str) -> None:
 
 def warn(message: str, stacklevel: int = 3) -> None:
     """A HookWarning, shown in the CLI's style (:func:`_hook_warnings_in_our_style`)."""
-    if getattr(warnings.showwarning, "__wrapped__", None) is None:
-        warnings.showwarning = _hook_warnings_in_our_style(warnings.showwarning)
+    if getattr(warnings.formatwarning, "__wrapped__", None) is None:
+        warnings.formatwarning = _hook_warnings_in_our_style(warnings.formatwarning)
     warnings.warn(message, HookWarning, stacklevel=stacklevel)
 
 
-def _hook_warnings_in_our_style(show: Callable[..., None]) -> Callable[..., None]:
-    """``warnings.showwarning`` that prints a HookWarning as verifyprof's CLI prints its own, one
+def _hook_warnings_in_our_style(fmt: Callable[..., str]) -> Callable[..., str]:
+    """``warnings.formatwarning`` that writes a HookWarning as verifyprof's CLI writes its own, one
     ``verifyprof: warning: ...`` line (line breaks kept, control characters escaped), not as
     Python's ``file:line: HookWarning`` with a source line of ours; other warnings as before.
-    Filters still apply (``verifyprof hooks`` ignores them: they are rows of its report)."""
+    Filters and ``catch_warnings(record=True)`` still apply (``verifyprof hooks`` ignores them:
+    they are rows of its report)."""
 
-    def shown(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+    def formatted(message, category, filename, lineno, line=None):  # type: ignore[no-untyped-def]
         if not issubclass(category, HookWarning):
-            return show(message, category, filename, lineno, file, line)
-        text = safe_lines(str(message)).removeprefix("verifyprof: ")
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            (file or sys.stderr).write(f"verifyprof: warning: {text}\n")
-        return None
+            return fmt(message, category, filename, lineno, line)
+        return f"verifyprof: warning: {safe_lines(str(message)).removeprefix('verifyprof: ')}\n"
 
-    shown.__wrapped__ = show  # type: ignore[attr-defined]
-    return shown
+    formatted.__wrapped__ = fmt  # type: ignore[attr-defined]
+    return formatted
 
 
 def request(

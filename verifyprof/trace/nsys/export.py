@@ -306,11 +306,10 @@ class NsysStrings:
         self.strings = strings
         self.known: dict[int, int] = {}
         self.not_utf8: list[int] = []  # nsys ids whose text was not UTF-8
-        self.dangling: set[int] = set()  # nsys ids asked for that StringIds does not hold
+        self.dangling: set[int] = set()  # ids asked for that StringIds does not hold
 
     def map(self, nsys_ids: np.ndarray) -> np.ndarray:
-        """Trace string ids for an array of nsys ids (-1/NULL -> -1; unknown ids -> "<string
-        N>")."""
+        """Trace string ids of nsys ids (-1/NULL -> -1; unknown ids -> "<string N>")."""
         nsys_ids = np.asarray(nsys_ids, dtype=np.int64)
         if not len(nsys_ids):
             return np.empty(0, dtype=np.int32)
