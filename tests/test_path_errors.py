@@ -7,6 +7,7 @@ skipped test would prove nothing."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import signal
@@ -93,11 +94,12 @@ def test_a_capture_folder_that_cannot_be_searched_is_one_line(tmp_path, locked):
     one_line(run("breakdown", str(folder)), f"the folder {folder} cannot be searched")
 
 
-def test_a_kineto_rank_folder_that_cannot_be_listed_is_one_line(tmp_path, locked):
+@pytest.mark.parametrize("mode", [0o300, 0], ids=["searchable-not-listable", "mode-0"])
+def test_a_kineto_rank_folder_that_cannot_be_listed_is_one_line(tmp_path, locked, mode):
     folder = tmp_path / "ranks"
     folder.mkdir()
     shutil.copy(KINETO, folder / KINETO.name)
-    locked(folder, 0o300)  # searchable, not listable
+    locked(folder, mode)
     line = one_line(run("breakdown", str(folder), "--whole-trace"), str(folder))
     assert "permission denied" in line
 
@@ -122,6 +124,21 @@ def test_a_loop_of_symlinks_is_one_line(tmp_path, where):
             run("breakdown", str(MOCK), "--whole-trace", "--csv", str(tmp_path / "a")),
             "symbolic link loop",
         )
+
+
+def test_a_cache_folder_that_cannot_be_searched_is_blamed_on_the_cache(tmp_path, locked):
+    """As root too (test_option_bad_input's in-process twin is skipped there)."""
+    trace = tmp_path / "in" / "mock.sqlite.gz"
+    trace.parent.mkdir()
+    trace.write_bytes(gzip.compress(MOCK.read_bytes()))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    locked(cache, 0)
+    line = one_line(
+        run("breakdown", str(trace), "--whole-trace", env={"VERIFYPROF_CACHE": str(cache)}),
+        str(cache),
+    )
+    assert line.startswith(f"verifyprof: error: {trace}: cannot write its derived copy")
 
 
 @pytest.mark.parametrize("variable", ["HOME", "VERIFYPROF_DATA_DIR"])
