@@ -46,9 +46,9 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     with sigterm_as_interrupt():
         run = CaptureSession(opts, console)
         env = run.setup()  # may raise before anything was started: nothing to clean up
-        run.write_manifest()
         failure: BaseException | None = None
         try:
+            run.write_manifest()  # "running": a signal from here on is written as interrupted
             if opts.mode == "program" and opts.baseline_run:
                 run_baseline(run)
             run.start(env)
