@@ -23,6 +23,13 @@ if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
+def interruptible() -> None:
+    """``preexec_fn`` of a child a test sends Ctrl-C: SIGINT reaches it whatever the runner (a
+    suite started as a background job, ``&`` in a script or a CI step, hands every child SIGINT
+    ignored, and the child then never stops), not only after the reset above."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def public_traces(kind: str) -> list[Path]:
     folder = PUBLIC / kind
     return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []

@@ -14,7 +14,9 @@ meta_info}`` with the spec fields of SGLang >= 0.5), ``GET|POST /start_profile``
 
 Failure switches (flags): ``--startup-delay S``, ``--never-healthy``, ``--exit-at-start CODE``,
 ``--die-after-requests N`` (the front end crashes, leaving its scheduler orphaned),
-``--ignore-sigint``, ``--ignore-sigterm``, ``--detached-child`` (the scheduler starts a helper in
+``--ignore-sigint``, ``--ignore-sigterm`` (SIG_IGN: capture sees it and does not wait it
+out), ``--deaf-sigint`` (a handler that does nothing: capture waits its grace),
+``--detached-child`` (the scheduler starts a helper in
 a new session, outside the process group). ``--no-torch``: the scheduler loads no torch "model"
 (no torch work, no profiler), for tests of process management that never profile: importing
 torch costs about a second of CPU per start. Unknown flags (SGLang's own) are ignored.
@@ -59,6 +61,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--die-after-requests", type=int, default=None, metavar="N")
     parser.add_argument("--ignore-sigint", action="store_true")
     parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--deaf-sigint", action="store_true")
     parser.add_argument("--detached-child", action="store_true")
     parser.add_argument(
         "--no-torch", action="store_true", help="no torch model or profiler in the scheduler"
@@ -76,6 +79,8 @@ def ignore_signals(cfg: dict) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cfg["ignore_sigterm"]:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if cfg["deaf_sigint"]:
+        signal.signal(signal.SIGINT, lambda signum, frame: log("SIGINT: not stopping"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -387,6 +392,7 @@ def main(argv: list[str]) -> int:
             "step_ms",
             "ignore_sigint",
             "ignore_sigterm",
+            "deaf_sigint",
             "detached_child",
             "no_torch",
         )

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import OWN_TRACES
+from conftest import OWN_TRACES, interruptible
 from test_nsys_rep import STAND_IN
 
 from verifyprof.trace.nsys.report_cache import NSYS_ENV
@@ -26,6 +26,7 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, **env},
+        preexec_fn=interruptible,
     )
 
 

@@ -362,7 +362,7 @@ def test_ctrl_c_while_waiting_for_health_stops_the_starting_server(tmp_path, tag
 def test_second_ctrl_c_escalates_instead_of_waiting_out_the_stop_timeout(tmp_path, tag):
     out = tmp_path / "cap"
     args = [
-        *torch_capture_args(out, free_port(), "--ignore-sigint", "--step-ms", "20", requests=200),
+        *torch_capture_args(out, free_port(), "--deaf-sigint", "--step-ms", "20", requests=200),
         "--stop-timeout",
         "120",
     ]
@@ -401,7 +401,7 @@ def test_sigterm_to_verifyprof_cleans_up_like_ctrl_c(tmp_path, tag):
         torch_capture_args(out, free_port(), "--step-ms", "20", requests=200), tag
     )
     signal_when_logged(capture, out / "server.log", '"POST /generate', signal.SIGTERM, count=3)
-    assert capture.returncode == 130
+    assert capture.returncode == 128 + signal.SIGTERM
     assert read_manifest(out)["error"] == "interrupted (SIGTERM)"
     assert_nothing_left(tag)
 

@@ -10,6 +10,7 @@ import fcntl
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -28,6 +29,7 @@ from capture_helpers import (
     run_capture,
     tagged_env,
     tagged_processes,
+    wait_for_log,
 )
 
 LEFTOVER_LINE = "verifyprof: the program exited, leaving 1 process(es) running (pid "
@@ -137,7 +139,7 @@ def test_a_closed_terminal_mid_program_leaves_none_of_its_children(tmp_path, tag
     capture, master = capture_on_a_terminal([*args, sys.executable, "-c", SPAWNER], tag)
     read_until_logged(master, out / "program.log", "spawned")
     assert len(tagged_processes(tag)) >= 6  # verifyprof, the program and its four descendants
-    assert hang_up(capture, master) == 130
+    assert hang_up(capture, master) == 128 + signal.SIGHUP
     doc = read_manifest(out)
     assert doc["status"] == "interrupted" and doc["error"] == "interrupted (SIGHUP)"
     assert_nothing_left(tag)
@@ -164,6 +166,69 @@ def test_a_closed_terminal_mid_server_capture_leaves_no_scheduler(tmp_path, tag)
     ]
     capture, master = capture_on_a_terminal(args, tag)
     read_until_logged(master, out / "server.log", '"POST /generate', count=3)
-    assert hang_up(capture, master) == 130
+    assert hang_up(capture, master) == 128 + signal.SIGHUP
     assert read_manifest(out)["error"] == "interrupted (SIGHUP)"
+    assert_nothing_left(tag)
+
+
+# --- a signal to capture itself --------------------------------------------------------------
+
+# A program that leaves three children the signal to capture must not leave running: a shell's
+# background job (it ignores SIGINT), a detached one in a session of its own, and one that
+# ignores SIGTERM (and SIGINT, as a background job).
+LEAVER = (
+    "sleep 1001 & setsid sleep 1002 & (trap '' TERM; exec sleep 1003) & echo spawned; sleep 1000"
+)
+
+
+def capture_in_the_background(args: list[str], tag: str) -> tuple[subprocess.Popen, int]:
+    """``verifyprof capture ARGS &`` in a non-interactive shell, as a script or a CI job runs it:
+    capture starts with SIGINT ignored. Returns the shell (its exit status is capture's) and
+    capture's pid."""
+    shell = subprocess.Popen(
+        ["sh", "-c", '"$@" 2>/dev/null & echo $!; wait $!', "sh", *capture_cmd(*args)],
+        env=tagged_env(tag),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return shell, int(shell.stdout.readline())
+
+
+@pytest.mark.parametrize("launch", ["background job of a script", "terminal"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_to_capture_stops_every_child_and_exits_128_plus_it(tmp_path, tag, sig, launch):
+    """The case reported: the program's shell died of the signal, capture went on waiting for
+    its re-parented background child (as long as the child lived), the manifest said running."""
+    out = tmp_path / "cap"
+    args = ["--backend", "none", "--out", str(out), "--", "sh", "-c", LEAVER]
+    if launch == "terminal":
+        leader, master = capture_on_a_terminal(args, tag)
+        pid = leader.pid
+    else:
+        leader, pid = capture_in_the_background(args, tag)
+        master = None
+    try:
+        if master is None:
+            wait_for_log(out / "program.log", "spawned")
+        else:
+            read_until_logged(master, out / "program.log", "spawned")
+        time.sleep(0.5)  # the three children are started before the line is written
+        assert len(tagged_processes(tag)) >= 5  # capture, the program and its children
+        started = time.monotonic()
+        os.kill(pid, sig)
+        code = leader.wait(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        if leader.poll() is None:
+            leader.kill()
+        if master is not None:
+            os.close(master)
+    assert code == 128 + sig
+    assert took < 10  # what ignores a signal is not waited for: it gets the next one at once
+    doc = read_manifest(out)
+    how = "Ctrl-C" if sig == signal.SIGINT else sig.name
+    assert doc["status"] == "interrupted" and doc["error"] == f"interrupted ({how})"
+    assert doc["finished_at"] is not None and doc["target"]["leftover_pids"] == []
     assert_nothing_left(tag)

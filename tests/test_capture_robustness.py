@@ -235,7 +235,7 @@ def test_sighup_and_sigquit_clean_up_like_sigterm(tmp_path, tag, daemon_pid, sig
         assert len(tagged_processes(tag)) >= 2  # verifyprof and the program (the daemon has no tag)
 
     stderr = signal_when_logged(capture, out / "program.log", "daemon", sig, before=both_running)
-    assert capture.returncode == 130, stderr
+    assert capture.returncode == 128 + sig, stderr
     doc = read_manifest(out)
     assert doc["status"] == "interrupted" and doc["error"] == f"interrupted ({sig.name})"
     assert doc["finished_at"] is not None
@@ -259,7 +259,7 @@ def test_sighup_mid_server_capture_stops_the_server_and_its_scheduler(tmp_path, 
     ]
     capture = start_capture(args, tag)
     signal_when_logged(capture, out / "server.log", '"POST /generate', signal.SIGHUP, count=3)
-    assert capture.returncode == 130
+    assert capture.returncode == 128 + signal.SIGHUP
     doc = read_manifest(out)
     assert doc["status"] == "interrupted" and doc["error"] == "interrupted (SIGHUP)"
     assert_nothing_left(tag)

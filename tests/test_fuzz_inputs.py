@@ -63,6 +63,7 @@ SQL_VALUES = (
     "'12'",
     "1e300",
     "x'00ff'",
+    "999999998",  # an id no StringIds row holds: a dangling name, text or domain
 )
 ESCAPES = "\x1b]0;fuzz\x07\x1b[2J"
 

@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import OWN_TRACES, PUBLIC, REPO
+from conftest import OWN_TRACES, PUBLIC, REPO, interruptible
 
 from verifyprof.contracts import outputs
 from verifyprof.contracts.errors import VerifyprofError
@@ -245,6 +245,7 @@ def test_ctrl_c_mid_write_leaves_no_temp_file(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=interruptible,
     )
     assert proc.stdout.readline().strip() == "writing"
     proc.send_signal(signal.SIGINT)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PUBLIC, REPO
+from conftest import PUBLIC, REPO, interruptible
 from golden_cases import differences
 from test_kineto_reader import A100, B200, MI300X, plain, write_trace
 
@@ -502,6 +502,7 @@ def interrupt_once_mapping(files: list[Path]) -> tuple[int, str, list[int]]:
         stderr=slave,
         start_new_session=True,
         env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
+        preexec_fn=interruptible,
     )
     os.close(slave)
     me, workers, seen = psutil.Process(cli.pid), [], b""

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from rich.console import Console
 
 from verifyprof.capture import driver, nsys
+from verifyprof.capture.process import INTERRUPT_GRACE_S, INTERRUPT_TERM_S
 from verifyprof.capture.profile_window import stop_profile
 from verifyprof.capture.session import CaptureSession
 from verifyprof.capture.target_hooks import never_fired_lines
@@ -29,10 +30,12 @@ STOP_SIGNALS = tuple(
 
 
 class Terminated(KeyboardInterrupt):
-    """A stop signal to verifyprof (``STOP_SIGNALS``): handled like Ctrl-C, so it cleans up too."""
+    """A stop signal to verifyprof (``STOP_SIGNALS``): handled like Ctrl-C, so it cleans up too.
+    ``signum`` is what the CLI exits with (128 + it)."""
 
     def __init__(self, signum: int = signal.SIGTERM) -> None:
         super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
         self.signal_name = signal.Signals(signum).name
 
 
@@ -48,6 +51,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
         raise Terminated(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # started as a background job of a script (which ignores SIGINT for it): a SIGINT sent
+        # to capture still stops it, with the cleanup, like SIGTERM
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
@@ -96,9 +103,11 @@ def cleanup(run: CaptureSession) -> None:
                 )
         if run.proc is not None:
             leader_grace = run.opts.report_timeout if run.nsys is not None else None
+            int_timeout, term_timeout = _graces(run)
             with run.console.status("stopping the target and all its processes") as status:
                 run.stop_report = run.proc.stop(
-                    int_timeout=run.opts.stop_timeout,
+                    int_timeout=int_timeout,
+                    term_timeout=term_timeout,
                     leader_grace=leader_grace,
                     hurry=hurry,
                     on_phase=lambda text: status.update(f"stopping: {text}"),
@@ -118,6 +127,24 @@ def cleanup(run: CaptureSession) -> None:
         except (OSError, VerifyprofError) as err:
             run.fail(f"cannot write {run.out / MANIFEST}: {err}")
             run.doc = run.manifest()
+
+
+def _graces(run: CaptureSession) -> tuple[float, float]:
+    """How long the target gets after SIGINT, then after SIGTERM, before the next signal. An
+    interrupted capture (Ctrl-C, SIGTERM from ``docker stop``, a CI time-out or systemd, SIGHUP)
+    gives at most :data:`INTERRUPT_GRACE_S` and :data:`INTERRUPT_TERM_S`, and says so: whoever
+    stopped it may send SIGKILL next, which would leave the target running."""
+    if run.status != "interrupted":
+        return run.opts.stop_timeout, 10.0
+    grace = min(run.opts.stop_timeout, INTERRUPT_GRACE_S)
+    what = "server" if run.opts.mode == "server" else "program"
+    run.console.print(
+        f"verifyprof: {run.error}: stopping the {what} and every process it started; what still"
+        f" runs after {grace:g} s gets SIGTERM, and SIGKILL {INTERRUPT_TERM_S:g} s later",
+        markup=False,
+        highlight=False,
+    )
+    return grace, INTERRUPT_TERM_S
 
 
 def _check_ranges(run: CaptureSession) -> None:

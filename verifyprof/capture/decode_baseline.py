@@ -9,10 +9,15 @@ import shlex
 import sys
 import time
 
-from verifyprof.capture.process import ManagedProcess
+from verifyprof.capture.process import (
+    INTERRUPT_GRACE_S,
+    INTERRUPT_TERM_S,
+    ManagedProcess,
+)
 from verifyprof.capture.results import program_results
 from verifyprof.capture.server import CaptureError, with_log_tail
 from verifyprof.capture.session import CaptureSession
+from verifyprof.capture.signal_mask import stop_signals_deferred
 
 DECODE_DIR = "decode-baseline"
 
@@ -27,11 +32,17 @@ def run_decode_baseline(run: CaptureSession) -> None:
     started = time.monotonic()
     argv = shlex.split(run.opts.decode_cmd or "")
     profiled = run.proc  # the capture's own process: cleanup exports its report
-    proc = ManagedProcess(argv, log=folder / "program.log", env=env, echo=sys.stderr)
+    with stop_signals_deferred():
+        proc = ManagedProcess(argv, log=folder / "program.log", env=env, echo=sys.stderr)
     try:
         code = proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C or a stop signal: the short grace of an interrupted run
+        proc.stop(
+            int_timeout=min(run.opts.stop_timeout, INTERRUPT_GRACE_S), term_timeout=INTERRUPT_TERM_S
+        )
+        raise
     finally:
-        proc.stop(int_timeout=run.opts.stop_timeout)
+        proc.stop(int_timeout=run.opts.stop_timeout)  # what it left; closes its log
         run.proc = profiled
     results = program_results(folder)
     if code != 0:

@@ -34,6 +34,8 @@ from verifyprof.contracts.lifetime import (
 )
 
 RUN_MARKER = "VERIFYPROF_RUN_ID"  # set in the environment of everything a ManagedProcess starts
+INTERRUPT_GRACE_S = 10.0  # an interrupted capture's target: SIGINT, then SIGTERM after this
+INTERRUPT_TERM_S = 5.0  # ... then SIGKILL after this
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,6 +62,7 @@ def is_subreaper() -> bool:
 def _child_setup() -> None:
     """Between fork and exec: die with us, and be interruptible even if we were started with
     SIGINT ignored (``cmd &`` in a script ignores it, and exec keeps ignored signals ignored)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # what signal_mask.stop_signals_deferred held
     if _LIBC is not None:
         _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         _LIBC.signal(int(signal.SIGINT), 0)  # SIG_DFL
@@ -108,6 +111,9 @@ class StopReport:
 
 def _signal_name(sig: int) -> str:
     return signal.Signals(sig).name
+
+
+DEAF_SETTLE_S = 2.0  # see ManagedProcess._wait_gone
 
 
 class ManagedProcess:
@@ -259,19 +265,32 @@ class ManagedProcess:
                 proctable.send(proc, sig)
 
     def _wait_gone(
-        self, procs: list[Proc], timeout: float, hurry: threading.Event | None
+        self,
+        procs: list[Proc],
+        timeout: float,
+        hurry: threading.Event | None,
+        sent: int | None = None,
     ) -> list[Proc]:
+        """Wait until ``procs`` are gone, ``timeout`` passed or ``hurry`` is set. After ``sent``,
+        once every process still there ignores it (a shell's background job ignores SIGINT, a
+        ``trap '' TERM``), the wait ends :data:`DEAF_SETTLE_S` later: a signal that cannot act
+        is not waited out, but what leaves by itself once its parent is gone (multiprocessing's
+        resource tracker ignores both) gets the moment it needs."""
         deadline = time.monotonic() + timeout
+        settle: float | None = None
         while True:
             self.popen.poll()  # reap the leader
             self._reap_adopted()
             remaining = [p for p in procs if proctable.alive(p)]
-            if (
-                not remaining
-                or time.monotonic() >= deadline
-                or (hurry is not None and hurry.is_set())
-            ):
+            now = time.monotonic()
+            if not remaining or now >= deadline or (hurry is not None and hurry.is_set()):
                 return remaining
+            if sent is not None and all(proctable.ignores(p, sent) for p in remaining):
+                settle = settle if settle is not None else now + DEAF_SETTLE_S
+                if now >= settle:
+                    return remaining
+            else:
+                settle = None
             time.sleep(0.05)
 
     def stop(
@@ -306,7 +325,7 @@ class ManagedProcess:
             self._send(procs, signal.SIGINT, group=True)
             report.signals.append("SIGINT")
             say(f"sent SIGINT to {len(procs)} process(es)")
-            self._wait_gone(app(procs), int_timeout, hurry)
+            self._wait_gone(app(procs), int_timeout, hurry, signal.SIGINT)
         for sig, timeout in ((signal.SIGTERM, term_timeout), (signal.SIGKILL, kill_timeout)):
             remaining = app(self.tracked())
             if not remaining:
@@ -314,7 +333,7 @@ class ManagedProcess:
             self._send(remaining, sig, group=not spare)
             report.signals.append(_signal_name(sig))
             say(f"{len(remaining)} process(es) still running: sent {_signal_name(sig)}")
-            self._wait_gone(remaining, timeout, hurry if sig != signal.SIGKILL else None)
+            self._wait_gone(remaining, timeout, hurry if sig != signal.SIGKILL else None, sig)
         if spare:
             remaining = self.tracked()
             if remaining:
@@ -351,7 +370,7 @@ class ManagedProcess:
             report.stopped += [p.pid for p in remaining if p.pid not in report.stopped]
             self._send(remaining, sig, group=False)
             report.signals.append(_signal_name(sig))
-            self._wait_gone(remaining, timeout, None)
+            self._wait_gone(remaining, timeout, None, sig)
         report.leftover = [p.pid for p in self.tracked() if p.pid != self.pid]
         return report
 

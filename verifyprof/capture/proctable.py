@@ -131,6 +131,21 @@ def environ_value(proc: Proc, key: str) -> str | None:
     return None
 
 
+def ignores(proc: Proc, sig: int) -> bool:
+    """Whether ``proc`` ignores ``sig`` (its ``SigIgn`` mask in ``/proc``; False where that
+    cannot be read). A shell's background job ignores SIGINT, and a process that ignores a
+    signal is not waited for after it: it goes on to the next one at once."""
+    try:
+        with open(f"/proc/{proc.pid}/status", "rb") as f:
+            status = f.read()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith(b"SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
 def send(proc: Proc, sig: int) -> None:
     """Signal ``proc`` if it is still the process we saw."""
     if alive(proc):

@@ -19,6 +19,7 @@ from verifyprof.capture.profile_window import close_window
 from verifyprof.capture.results import program_results
 from verifyprof.capture.server import CaptureError, with_log_tail
 from verifyprof.capture.session import CaptureSession
+from verifyprof.capture.signal_mask import stop_signals_deferred
 from verifyprof.contracts.manifest_records import dilation_record
 
 BASELINE_DIR = "baseline"
@@ -61,7 +62,8 @@ def _one_baseline(run: CaptureSession, i: int, n: int) -> dict:
     what = "baseline run" + (f" {i + 1} of {n}" if n > 1 else "")
     run.console.print(f"verifyprof: {what} (no profiler, no hooks) for the unprofiled rate")
     started = time.monotonic()
-    run.proc = ManagedProcess(run.target, log=folder / "program.log", env=env, echo=sys.stderr)
+    with stop_signals_deferred():
+        run.proc = ManagedProcess(run.target, log=folder / "program.log", env=env, echo=sys.stderr)
     code = run.proc.wait()
     stop_leftovers(run, what)
     run.proc.stop(int_timeout=run.opts.stop_timeout)  # closes its log

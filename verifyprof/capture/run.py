@@ -17,7 +17,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from verifyprof.capture import driver
-from verifyprof.capture.cleanup import Terminated, cleanup, sigterm_as_interrupt
+from verifyprof.capture.cleanup import cleanup, sigterm_as_interrupt
 from verifyprof.capture.decode_baseline import run_decode_baseline
 from verifyprof.capture.options import CaptureOptions, validate
 from verifyprof.capture.process import become_subreaper
@@ -46,9 +46,9 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     with sigterm_as_interrupt():
         run = CaptureSession(opts, console)
         env = run.setup()  # may raise before anything was started: nothing to clean up
-        run.write_manifest()
         failure: BaseException | None = None
         try:
+            run.write_manifest()  # "running": a signal from here on is written as interrupted
             if opts.mode == "program" and opts.baseline_run:
                 run_baseline(run)
             run.start(env)
@@ -60,7 +60,7 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
                     run_decode_baseline(run)
             run.status = "ok"
         except KeyboardInterrupt as err:
-            how = err.signal_name if isinstance(err, Terminated) else "Ctrl-C"
+            how = getattr(err, "signal_name", "SIGINT").replace("SIGINT", "Ctrl-C")
             run.status, run.error, failure = "interrupted", f"interrupted ({how})", err
         except driver.ServerGone as err:
             done = len(run.results)

@@ -28,6 +28,7 @@ from verifyprof.capture.options import (
 )
 from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
+from verifyprof.capture.signal_mask import stop_signals_deferred
 from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_record
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 from verifyprof.contracts.manifest import document
@@ -220,6 +221,7 @@ class CaptureSession:
 
     def start(self, env: dict[str, str]) -> None:
         echo = sys.stderr if self.opts.mode == "program" else None
-        self.proc = ManagedProcess(self.command, log=self.log, env=env, echo=echo)
+        with stop_signals_deferred():
+            self.proc = ManagedProcess(self.command, log=self.log, env=env, echo=echo)
         what = "server" if self.opts.mode == "server" else "program"
         self.console.print(f"verifyprof: started {what} (pid {self.proc.pid}), log: {self.log}")

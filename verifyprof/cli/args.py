@@ -4,6 +4,7 @@ parallel-map options and hints for inputs. Parsing helpers only."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +15,15 @@ from typer.core import TyperGroup
 
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import (
+    EXIT_BAD_INPUT,
     EXIT_CLOSED_PIPE,
     OutputClosed,
     ToolMissingError,
     VerifyprofError,
+    path_error,
 )
 from verifyprof.contracts.outputs import silence_stdout
-from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.text import safe_lines, safe_text
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
@@ -44,6 +46,8 @@ class _Group(TyperGroup):
         except BrokenPipeError:
             silence_stdout()
             raise OutputClosed("standard output closed") from None
+        except KeyboardInterrupt as err:  # typer would make every one a silent Exit(130)
+            raise Interrupted(getattr(err, "signum", signal.SIGINT)) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
@@ -54,10 +58,8 @@ class _Group(TyperGroup):
                 standalone_mode=False,
                 **extra,
             )
-            if (
-                code == 130
-            ):  # typer turns Ctrl-C into a silent Exit(130); no command of ours exits 130 itself
-                print("verifyprof: interrupted", file=sys.stderr)
+            if code == 130:  # typer turns a Ctrl-C while parsing into a silent Exit(130)
+                code = interrupted()
         except NoArgsIsHelpError as err:
             print(err.format_message(), file=sys.stderr)
             code = 2
@@ -69,20 +71,50 @@ class _Group(TyperGroup):
             )
             code = 2
         except typer.Abort:
-            print("verifyprof: interrupted", file=sys.stderr)
-            code = 130
+            code = interrupted()
+        except Interrupted as err:  # Ctrl-C, or a stop signal capture turned into one
+            code = interrupted(err.signum)
         except OutputClosed as err:  # the reader of a pipe went away (| head): quiet
             code = err.exit_code
         except BrokenPipeError:  # a table's write to a closed pipe
             silence_stdout()
             code = EXIT_CLOSED_PIPE
         except VerifyprofError as err:
-            print(f"verifyprof: error: {safe_text(str(err))}", file=sys.stderr)  # paths are data
+            # its own line breaks kept (a log's tail), every other control character escaped
+            print(f"verifyprof: error: {safe_lines(str(err))}", file=sys.stderr)
             code = err.exit_code
+        except OSError as err:
+            if err.filename is None:
+                raise
+            # a path that cannot be read, searched or named, wherever it was met: one line
+            print(f"verifyprof: error: {safe_text(str(path_error(err)))}", file=sys.stderr)
+            code = EXIT_BAD_INPUT
         code = code if isinstance(code, int) else 0
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+class Interrupted(Exception):
+    """Ctrl-C or a stop signal (``signum``) ended a command: exit 128 + ``signum``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+def interrupted(signum: int = signal.SIGINT) -> int:
+    """Say so in one line, and the exit code (128 + the signal, as a shell reports a process
+    the signal ended); a further Ctrl-C while saying it is ignored."""
+    previous = None
+    with contextlib.suppress(ValueError):  # not the main thread
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    how = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
+    with contextlib.suppress(OSError, ValueError):
+        print(f"verifyprof: interrupted{how}", file=sys.stderr)
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+    return 128 + int(signum)
 
 
 def _usage_message(err: Exception, argv: list[str]) -> str:
@@ -96,9 +128,12 @@ def _usage_message(err: Exception, argv: list[str]) -> str:
 
 
 def _step_regex(
-    step_range: str | None, phase: str | None, default: str | None = DEFAULT_STEP_REGEX
+    step_range: str | None, phase: str | None, default: str | None | bool = True
 ) -> str | None:
-    """``--step PHASE`` -> that phase's regex; ``--range`` as given; both is an error."""
+    """``--step PHASE`` -> that phase's regex; ``--range`` as given (else ``default``, True:
+    the default step regex); both is an error."""
+    if default is True:
+        default = ranges.DEFAULT_STEP_REGEX
     if phase is None:
         if step_range is not None:  # one line before any file is read, not one per file mapped
             from verifyprof.attribution.taxonomy import compile_regex

@@ -44,6 +44,7 @@ from verifyprof.cli.options import JsonOpt
 
 @app.command(context_settings={"allow_interspersed_args": False})
 def capture(
+    ctx: typer.Context,
     program: ProgramOpt = None,
     server_cmd: ServerCmdOpt = None,
     port: PortOpt = None,
@@ -80,6 +81,8 @@ def capture(
     from verifyprof.capture.run import capture as run_capture
     from verifyprof.contracts.inputs import check_file_option
 
+    if server_cmd is None:
+        _refuse_server_options(ctx)
     if prompts is not None:
         check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
 
@@ -114,6 +117,39 @@ def capture(
     )
     for line in summary_lines(run_capture(options)):
         print(" ".join(line.split()) if "\n" in line else line)
+
+
+# The options of a server capture's workload: a program (after --) runs its own, so there they
+# would mean nothing and are refused rather than silently ignored.
+SERVER_ONLY = (
+    "port",
+    "requests",
+    "concurrency",
+    "input_len",
+    "output_len",
+    "prompts",
+    "warmup",
+    "temperature",
+    "health_timeout",
+    "unprofiled_requests",
+)
+
+
+def _refuse_server_options(ctx: typer.Context) -> None:
+    from verifyprof.contracts.errors import VerifyprofError
+
+    given = [
+        next(p.opts[0] for p in ctx.command.params if p.name == name)
+        for name in SERVER_ONLY
+        if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+    ]
+    if given:
+        raise VerifyprofError(
+            f"{', '.join(given)}: {'options' if len(given) > 1 else 'an option'} of a server"
+            " capture (--server-cmd); a program (after --) runs its own workload, so"
+            f" {'they mean' if len(given) > 1 else 'it means'} nothing here: drop"
+            f" {'them' if len(given) > 1 else 'it'}"
+        )
 
 
 @app.command()

@@ -38,7 +38,7 @@ StepOpt = Annotated[
         "--step",
         help=(
             "steps of one phase, from verifyprof ranges, SGLang spans and user ranges alike:"
-            f" {'|'.join(ranges.PHASES)}"
+            f" {'|'.join(ranges.BY_PHASE)}"
         ),
         metavar="PHASE",
     ),
@@ -232,7 +232,7 @@ WhatifStepOpt = Annotated[
     typer.Option(
         "--step",
         help=(
-            f"the steps to model: a phase ({'|'.join(ranges.PHASES)}: verifyprof, SGLang and"
+            f"the steps to model: a phase ({'|'.join(ranges.BY_PHASE)}: verifyprof, SGLang and"
             " user ranges alike) or a step name (default: the verify steps)"
         ),
     ),

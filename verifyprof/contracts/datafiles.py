@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError, path_error, path_problem
 from verifyprof.contracts.inputs import TOML_LIMIT, read_text
 
 BUILTIN = Path(__file__).resolve().parent.parent / "data"
@@ -22,7 +22,12 @@ BUILTIN = Path(__file__).resolve().parent.parent / "data"
 
 def user_dir() -> Path:
     env = os.environ.get("VERIFYPROF_DATA_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".config" / "verifyprof"
+    if env:
+        return Path(env).expanduser()
+    try:
+        return Path.home() / ".config" / "verifyprof"
+    except RuntimeError:  # no HOME and no password entry (a container's arbitrary uid)
+        return BUILTIN / "no-user-folder"  # never there: built-in files only
 
 
 def search_dirs(kind: str) -> list[Path]:
@@ -30,18 +35,43 @@ def search_dirs(kind: str) -> list[Path]:
     return [user_dir() / kind, BUILTIN / kind]
 
 
+def _is(test: str, path: Path) -> bool:
+    """``path.is_file()`` / ``is_dir()``, where a user folder that cannot be searched (a service
+    user's HOME, ``sudo -u`` with HOME kept) is one line naming it and what to do, not a
+    traceback nor a silently ignored file of the user's."""
+    try:
+        return getattr(path, test)()
+    except PermissionError as exc:
+        fix = (
+            "VERIFYPROF_DATA_DIR names it"
+            if os.environ.get("VERIFYPROF_DATA_DIR")
+            else "the folder is under HOME; set VERIFYPROF_DATA_DIR to a readable one"
+        )
+        raise VerifyprofError(
+            f"cannot look for verifyprof's user data files: {path_problem(exc, path)} ({fix})",
+            path,
+        ) from None
+
+
 def locate(relative: str | Path) -> Path | None:
     """The user's file at ``relative`` (e.g. ``taxonomy.toml``, ``hooks/sglang.toml``) if there
     is one, else the built-in one, else None."""
     for root in (user_dir(), BUILTIN):
-        if (root / relative).is_file():
+        if _is("is_file", root / relative):
             return root / relative
     return None
 
 
 def names(kind: str) -> list[str]:
     """The stems of every ``kind`` file, user and built-in."""
-    return sorted({p.stem for d in search_dirs(kind) if d.is_dir() for p in d.glob("*.toml")})
+    return sorted({p.stem for d in search_dirs(kind) if _is("is_dir", d) for p in _toml_files(d)})
+
+
+def _toml_files(directory: Path) -> list[Path]:
+    try:
+        return sorted(directory.glob("*.toml"))
+    except OSError as exc:
+        raise path_error(exc, directory, "cannot list the data folder: ") from None
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -56,9 +86,9 @@ def catalogue(kind: str, skip: tuple[str, ...] = ()) -> dict[str, Path]:
     """Every lookup key (file stem, ``name``, ``aliases``; lower-case) -> file, user files first."""
     found: dict[str, Path] = {}
     for directory in reversed(search_dirs(kind)):  # built-in first, user entries overwrite
-        if not directory.is_dir():
+        if not _is("is_dir", directory):
             continue
-        for path in sorted(directory.glob("*.toml")):
+        for path in _toml_files(directory):
             if path.stem in skip:
                 continue
             keys = {path.stem.lower()}

@@ -18,14 +18,13 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError, path_problem
 
 MiB = 1 << 20
 TOML_LIMIT = 16 * MiB  # taxonomy, --hardware, --model, drafters, hook presets
@@ -102,9 +101,7 @@ def read_text(
 
 
 def _reason(exc: OSError) -> str:
-    if exc.errno == errno.ELOOP:
-        return "symbolic link loop"
-    return exc.strerror or str(exc)
+    return path_problem(exc)
 
 
 def _check_size(size: int, what: str, limit: int, path: Path) -> None:

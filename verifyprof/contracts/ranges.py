@@ -8,7 +8,9 @@ attributes (``verifyprof.verify bs=1 tokens=4 graph=1``); attribution reads them
 
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass
 
 from verifyprof.contracts.errors import VerifyprofError
 
@@ -99,39 +101,63 @@ def _phase_patterns() -> dict[str, tuple[str, ...]]:
     return out
 
 
-# SGLang's DECODE is the plain decode step; a speculative server's draft forwards also run as
-# DECODE on the draft worker, so use verifyprof's hooks (``capture --hooks sglang``) to tell them
-# apart.
-PHASE_PATTERNS: dict[str, tuple[str, ...]] = _phase_patterns()
-PHASES: tuple[str, ...] = tuple(PHASE_PATTERNS)
-_PHASE_RES = {
-    phase: re.compile("|".join(f"(?:{p})" for p in pats)) for phase, pats in PHASE_PATTERNS.items()
-}
+@dataclass(frozen=True)
+class _Phases:
+    patterns: dict[str, tuple[str, ...]]
+    res: dict[str, re.Pattern[str]]
+    default_step_regex: str
 
 
-# The default --range: every phase's ranges from every source, but prefill (not a cycle's part).
-DEFAULT_STEP_REGEX = "|".join(
-    f"(?:{p})" for phase, pats in PHASE_PATTERNS.items() if phase != "prefill" for p in pats
-)
+@functools.cache
+def _phases() -> _Phases:
+    """Read once, at first use (never at import: an unreadable user data folder is then one
+    line from the command that needed it, not a traceback from ``--version``)."""
+    patterns = _phase_patterns()
+    return _Phases(
+        patterns,
+        {phase: re.compile("|".join(f"(?:{p})" for p in pats)) for phase, pats in patterns.items()},
+        # The default --range: every phase's ranges from every source, but prefill (not a
+        # cycle's part).
+        "|".join(
+            f"(?:{p})" for phase, pats in patterns.items() if phase != "prefill" for p in pats
+        ),
+    )
+
+
+def __getattr__(name: str) -> object:
+    """``PHASE_PATTERNS`` (phase -> patterns), ``PHASES`` (their names) and
+    ``DEFAULT_STEP_REGEX``, read from ``ranges.toml`` when first asked for. SGLang's DECODE is
+    the plain decode step; a speculative server's draft forwards also run as DECODE on the draft
+    worker, so use verifyprof's hooks (``capture --hooks sglang``) to tell them apart."""
+    if name == "PHASE_PATTERNS":
+        return _phases().patterns
+    if name == "PHASES":
+        return tuple(_phases().patterns)
+    if name == "DEFAULT_STEP_REGEX":
+        return _phases().default_step_regex
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 VERIFYPROF_STEP_REGEX = r"^verifyprof\.(spec_step|draft|verify|accept|draft_extend|decode)(\s|$)"
 
 
 def phase_regex(phase: str) -> str:
     """The ``--range`` regex selecting one phase's steps from every source; ValueError if
     unknown."""
-    if phase not in PHASE_PATTERNS:
-        raise ValueError(f"unknown step phase {phase!r} (phases: {', '.join(PHASES)})")
-    return _PHASE_RES[phase].pattern
+    res = _phases().res
+    if phase not in res:
+        raise ValueError(f"unknown step phase {phase!r} (phases: {', '.join(res)})")
+    return res[phase].pattern
 
 
 def phase_of(text: str) -> str | None:
     """The phase a range's text or a step's name belongs to (None: no known phase)."""
-    return next((phase for phase, rx in _PHASE_RES.items() if rx.search(text)), None)
+    return next((phase for phase, rx in _phases().res.items() if rx.search(text)), None)
 
 
 def is_phase(text: str, phase: str) -> bool:
     """Whether a range's text or step name is a ``phase`` step (``is_phase(name, "verify")``)."""
-    return bool(_PHASE_RES[phase].search(text))
+    return bool(_phases().res[phase].search(text))
 
 
 _ATTR_TEXT = re.compile(r"\s+\w+=[\w.]+")

@@ -38,3 +38,10 @@ def counted(n: float, word: str, plural: str | None = None) -> str:
     if plural is None:
         plural = word + ("es" if word.endswith(("ch", "sh", "s", "x")) else "s")
     return f"{text} {plural}"
+
+
+def safe_lines(text: str) -> str:
+    """``text`` with its line breaks kept and every other control character escaped, line by
+    line: a multi-line message (a program's log tail, a list of hooks) reads as lines, and a
+    line of it can still not drive the terminal (``\\r`` included)."""
+    return "\n".join(safe_text(line) for line in text.split("\n"))

@@ -7,12 +7,11 @@ regular files (and directories, for Kineto rank files) are read. ``stat`` errors
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from pathlib import Path
 
-from verifyprof.contracts.errors import TraceError
+from verifyprof.contracts.errors import TraceError, path_problem
 
 
 def stat_input(path: Path) -> os.stat_result:
@@ -24,11 +23,7 @@ def stat_input(path: Path) -> os.stat_result:
             raise TraceError("broken symlink: its target does not exist", path) from None
         raise TraceError("no such file", path) from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise TraceError("symlink loop: too many levels of symbolic links", path) from None
-        if exc.errno == errno.ENAMETOOLONG:
-            raise TraceError("file name too long", path) from None
-        raise TraceError(f"cannot access: {exc.strerror or exc}", path) from None
+        raise TraceError(path_problem(exc, path), path) from None
 
 
 def kind_of(mode: int) -> str:
@@ -76,4 +71,4 @@ def list_directory(path: Path) -> list[Path]:
     try:
         return list(path.iterdir())
     except OSError as exc:
-        raise TraceError(f"cannot list directory: {exc.strerror or exc}", path) from None
+        raise TraceError(f"cannot list the folder: {path_problem(exc, path)}", path) from None

@@ -18,7 +18,9 @@ Kinds (see :data:`KINDS` for the words):
 * ``null_correlation``: GPU ops without a correlation id: they cannot link to a launch;
 * ``duplicate_correlation``: API calls sharing one (process, correlation id) with another: the
   ops of that id cannot tell which launched them;
-* ``invalid_utf8``: NVTX texts that are not UTF-8 (read with U+FFFD in place of the bad bytes).
+* ``invalid_utf8``: NVTX texts that are not UTF-8 (read with U+FFFD in place of the bad bytes);
+* ``unnamed``: kernels whose name id names nothing (NULL or dangling): named from the next name
+  column (``shortName``, ``mangledName``) that resolves, the example says how many were.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ KINDS: dict[str, str] = {
         " tied to the first"
     ),
     "invalid_utf8": "hold text that is not UTF-8: read with U+FFFD for the bad bytes",
+    "unnamed": (
+        "have a name id that names nothing (NULL, or absent from StringIds); another name"
+        " column names them where it resolves"
+    ),
 }
 EXAMPLE_NAME = 80  # characters of a name shown in an example
 

@@ -23,7 +23,6 @@ import functools
 import json
 import os
 import sys
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -203,7 +202,7 @@ def install_from_env() -> list[HookStatus] | None:
     try:
         return install(spec)
     except Exception as exc:  # a bad spec must not stop the server; capture validated it already
-        warnings.warn(f"verifyprof: hooks not installed: {exc}", HookWarning, stacklevel=2)
+        _targets.warn(f"verifyprof: hooks not installed: {exc}")
         return None
 
 

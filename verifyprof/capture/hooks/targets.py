@@ -32,6 +32,7 @@ from verifyprof.capture.hooks.wrappers import (
     hooked,
     wrap_function,
 )
+from verifyprof.contracts.text import safe_lines
 
 
 class HookWarning(RuntimeWarning):
@@ -108,7 +109,30 @@ def _warn_once(key: str, message: str) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(message, HookWarning, stacklevel=3)
+    warn(message, stacklevel=4)
+
+
+def warn(message: str, stacklevel: int = 3) -> None:
+    """A HookWarning, shown in the CLI's style (:func:`_hook_warnings_in_our_style`)."""
+    if getattr(warnings.formatwarning, "__wrapped__", None) is None:
+        warnings.formatwarning = _hook_warnings_in_our_style(warnings.formatwarning)
+    warnings.warn(message, HookWarning, stacklevel=stacklevel)
+
+
+def _hook_warnings_in_our_style(fmt: Callable[..., str]) -> Callable[..., str]:
+    """``warnings.formatwarning`` that writes a HookWarning as verifyprof's CLI writes its own, one
+    ``verifyprof: warning: ...`` line (line breaks kept, control characters escaped), not as
+    Python's ``file:line: HookWarning`` with a source line of ours; other warnings as before.
+    Filters and ``catch_warnings(record=True)`` still apply (``verifyprof hooks`` ignores them:
+    they are rows of its report)."""
+
+    def formatted(message, category, filename, lineno, line=None):  # type: ignore[no-untyped-def]
+        if not issubclass(category, HookWarning):
+            return fmt(message, category, filename, lineno, line)
+        return f"verifyprof: warning: {safe_lines(str(message)).removeprefix('verifyprof: ')}\n"
+
+    formatted.__wrapped__ = fmt  # type: ignore[attr-defined]
+    return formatted
 
 
 def request(

@@ -204,6 +204,13 @@ def check_run_entries(entries: list[tuple[object, int, int, tuple[int, int] | No
                     " rank captured twice, or one file given twice; give one capture's rank files",
                     a[0],
                 )
+    for e, (start, end) in spans:  # one file alone: no run is that long
+        if end - start > MAX_RUN_NS:
+            raise TraceError(
+                f"corrupt timestamps: its GPU work spans {(end - start) / 86_400e9:.1f} days"
+                " (one event's ts or dur is far off the others); not a trace as captured",
+                e[0],
+            )
     if spans:
         first = min(spans, key=lambda es: es[1][0])
         last = max(spans, key=lambda es: es[1][1])

@@ -28,6 +28,7 @@ from verifyprof.trace.events import (
     NO_ID,
     StringTable,
 )
+from verifyprof.trace.integrity import Problem
 from verifyprof.trace.nsys.columns import Rows
 from verifyprof.trace.nsys.export import (
     DRIVER,
@@ -39,6 +40,7 @@ from verifyprof.trace.nsys.export import (
     model_table,
     os_pid,
 )
+from verifyprof.trace.nsys.names import kernel_name_ids, name_columns
 
 # CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER, stable across schema versions) -> copy names
 COPY_NAMES = {
@@ -80,7 +82,17 @@ KERNEL_SPEC = {
     **TIMES,
     **{
         c: ("int64", NO_ID)
-        for c in ("device", "stream", "correlation", "gpid", "name", "graph_node_id", "graph_id")
+        for c in (
+            "device",
+            "stream",
+            "correlation",
+            "gpid",
+            "name",
+            "name2",
+            "name3",
+            "graph_node_id",
+            "graph_id",
+        )
     },
 }
 API_SPEC = {
@@ -143,8 +155,6 @@ def correlation_key(pid: np.ndarray | pd.Series, correlation: np.ndarray | pd.Se
 
 def kernel_slices(export: NsysExport) -> list[tuple[str, int]]:
     export.require(KERNEL, ("start", "end"))
-    have = set(export.cols(KERNEL))
-    name = "demangledName" if "demangledName" in have else "shortName"
     select = export.select(
         KERNEL,
         {
@@ -154,7 +164,7 @@ def kernel_slices(export: NsysExport) -> list[tuple[str, int]]:
             "stream": "streamId",
             "correlation": "correlationId",
             "gpid": "globalPid",
-            "name": name,
+            **name_columns(export, KERNEL),
             "graph_node_id": "graphNodeId",
             "graph_id": "graphId",
         },
@@ -239,21 +249,28 @@ def api_slices(export: NsysExport, table: str, candidates: dict[int, str]) -> li
 # --- query results -> model tables -------------------------------------------------------------
 
 
-def kernels_table(rows: Rows, names: NsysStrings) -> pd.DataFrame:
+def kernels_table(
+    rows: Rows, names: NsysStrings, export: NsysExport
+) -> tuple[pd.DataFrame, list[Problem]]:
+    """The kernels, and the integrity record of those whose name had to come from another
+    column or could not (:mod:`~verifyprof.trace.nsys.names`)."""
     if not rows.n:
-        return model_table({}, KERNEL_DTYPES)
+        return model_table({}, KERNEL_DTYPES), []
+    start, device = rows.take("start", "int64"), rows.take("device", "int32")
+    columns = name_columns(export, KERNEL)
+    name_id, problems = kernel_name_ids(rows, names, columns, (start, device), export.path)
     cols = {
-        "start": rows.take("start", "int64"),
+        "start": start,
         "end": rows.take("end", "int64"),
-        "device": rows.take("device", "int32"),
+        "device": device,
         "stream": rows.take("stream", "int64"),
-        "name_id": names.map(rows.take("name", "int64")),
+        "name_id": name_id,
         "correlation": rows.take("correlation", "int64"),
         "pid": os_pid(rows.take("gpid", "int64")),
         "graph_id": rows.take("graph_id", "int64"),
         "graph_node_id": rows.take("graph_node_id", "int64"),
     }
-    return model_table(cols, KERNEL_DTYPES)
+    return model_table(cols, KERNEL_DTYPES), problems
 
 
 def copies_table(tables: dict[str, Rows | None], strings: StringTable) -> pd.DataFrame:

@@ -306,10 +306,10 @@ class NsysStrings:
         self.strings = strings
         self.known: dict[int, int] = {}
         self.not_utf8: list[int] = []  # nsys ids whose text was not UTF-8
+        self.dangling: set[int] = set()  # ids asked for that StringIds does not hold
 
     def map(self, nsys_ids: np.ndarray) -> np.ndarray:
-        """Trace string ids for an array of nsys ids (-1/NULL -> -1; unknown ids -> "<string
-        N>")."""
+        """Trace string ids of nsys ids (-1/NULL -> -1; unknown ids -> "<string N>")."""
         nsys_ids = np.asarray(nsys_ids, dtype=np.int64)
         if not len(nsys_ids):
             return np.empty(0, dtype=np.int32)
@@ -339,6 +339,7 @@ class NsysStrings:
             values.update(self.export.sql(f"SELECT id, value FROM StringIds WHERE id IN ({chunk})"))
         if self.export.undecodable > before:  # which ones: those the decoder marked
             self.not_utf8 += [i for i in ids if "\ufffd" in (values.get(i) or "")]
+        self.dangling.update(i for i in ids if not isinstance(values.get(i), str))
         texts = [v if isinstance(v := values.get(i), str) else f"<string {i}>" for i in ids]
         for i, sid in zip(ids, self.strings.intern(texts)):
             self.known[i] = int(sid)

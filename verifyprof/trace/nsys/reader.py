@@ -114,7 +114,7 @@ def _read(export: NsysExport) -> Trace:
     nvtx_job = TableQuery(nvtx_query(export), NVTX)
     export.fetch([kernel_job, api_job, *copy_jobs.values(), graph_job, nvtx_job])
 
-    kernels = kernels_table(kernel_job.rows(), names)
+    kernels, problems = kernels_table(kernel_job.rows(), names, export)
     copies = copies_table({t: job.rows() for t, job in copy_jobs.items()}, strings)
     graphs = graphs_table(graph_job.rows())
     if not (len(kernels) or len(copies) or len(graphs)):
@@ -127,7 +127,8 @@ def _read(export: NsysExport) -> Trace:
         [correlation_key(t["pid"], t["correlation"]) for t in (kernels, copies, graphs)]
     )
     api = api_table(api_job.rows(), api_names, strings, gpu_keys)
-    ranges, nvtx_warnings, problems = ranges_table(nvtx_job.rows(), names, strings)
+    ranges, nvtx_warnings, nvtx_problems = ranges_table(nvtx_job.rows(), names, strings)
+    problems += nvtx_problems
     warnings += nvtx_warnings + [p.message() for p in problems]
     warnings += graph_warnings(kernels, graphs)
     devices = devices_table(export, kernels, copies, graphs)

@@ -1,0 +1,202 @@
+"""Paths the user names that cannot be read, searched or named, and Ctrl-C at any instant of the
+CLI's start: one line each, from the one place that words them, never a traceback.
+
+The permission cases run verifyprof as a real process without the capabilities that let root
+read anything (``setpriv --bounding-set``): as root the same files would simply be read, and a
+skipped test would prove nothing."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import PUBLIC, REPO
+
+MOCK = PUBLIC / "nsys" / "nsysai_mock_rtx3080_nsys2026.1.sqlite"
+KINETO = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
+
+
+def _unprivileged() -> list[str]:
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "root runs these tests through setpriv (util-linux), which is missing"
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``verifyprof ARGS`` as a process that file permissions apply to, root or not."""
+    return subprocess.run(
+        [*_unprivileged(), sys.executable, "-m", "verifyprof.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        timeout=120,
+    )
+
+
+def one_line(done: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("verifyprof: error: "), done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def locked(tmp_path):
+    """Restores the modes the tests take away, so that pytest can remove the folder."""
+    taken: list[Path] = []
+
+    def lock(path: Path, mode: int) -> Path:
+        taken.append(path)
+        path.chmod(mode)
+        return path
+
+    yield lock
+    for path in taken:
+        path.chmod(0o755)
+
+
+def test_a_trace_that_cannot_be_read_is_one_line(tmp_path, locked):
+    trace = tmp_path / "mock.sqlite"
+    shutil.copy(MOCK, trace)
+    locked(trace, 0)
+    one_line(run("kernels", str(trace)), f"{trace}: permission denied: it cannot be read")
+
+
+@pytest.mark.parametrize("command", ["kernels", "breakdown"])
+def test_a_trace_in_a_folder_that_cannot_be_searched_names_the_folder(tmp_path, locked, command):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(MOCK, folder / "mock.sqlite")
+    locked(folder, 0o600)
+    one_line(
+        run(command, str(folder / "mock.sqlite")),
+        f"permission denied: the folder {folder} cannot be searched",
+    )
+
+
+def test_a_capture_folder_that_cannot_be_searched_is_one_line(tmp_path, locked):
+    folder = tmp_path / "cap"
+    folder.mkdir()
+    shutil.copy(MOCK, folder / "capture.sqlite")
+    locked(folder, 0o600)
+    one_line(run("breakdown", str(folder)), f"the folder {folder} cannot be searched")
+
+
+@pytest.mark.parametrize("mode", [0o300, 0], ids=["searchable-not-listable", "mode-0"])
+def test_a_kineto_rank_folder_that_cannot_be_listed_is_one_line(tmp_path, locked, mode):
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    shutil.copy(KINETO, folder / KINETO.name)
+    locked(folder, mode)
+    line = one_line(run("breakdown", str(folder), "--whole-trace"), str(folder))
+    assert "permission denied" in line
+
+
+def test_a_name_over_255_bytes_is_one_line(tmp_path):
+    name = "é" * 150  # 300 bytes of UTF-8
+    one_line(
+        run("kernels", str(tmp_path / name / "trace.sqlite")),
+        "file name too long",
+        "is 300 bytes, more than 255",
+    )
+
+
+@pytest.mark.parametrize("where", ["trace", "output"])
+def test_a_loop_of_symlinks_is_one_line(tmp_path, where):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    if where == "trace":
+        one_line(run("kernels", str(tmp_path / "a")), "symlink loop")
+    else:
+        one_line(
+            run("breakdown", str(MOCK), "--whole-trace", "--csv", str(tmp_path / "a")),
+            "symbolic link loop",
+        )
+
+
+def test_a_cache_folder_that_cannot_be_searched_is_blamed_on_the_cache(tmp_path, locked):
+    """As root too (test_option_bad_input's in-process twin is skipped there)."""
+    trace = tmp_path / "in" / "mock.sqlite.gz"
+    trace.parent.mkdir()
+    trace.write_bytes(gzip.compress(MOCK.read_bytes()))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    locked(cache, 0)
+    line = one_line(
+        run("breakdown", str(trace), "--whole-trace", env={"VERIFYPROF_CACHE": str(cache)}),
+        str(cache),
+    )
+    assert line.startswith(f"verifyprof: error: {trace}: cannot write its derived copy")
+
+
+@pytest.mark.parametrize("variable", ["HOME", "VERIFYPROF_DATA_DIR"])
+def test_a_user_data_folder_that_cannot_be_searched_is_one_line_and_version_still_works(
+    tmp_path, locked, variable
+):
+    """A service user's HOME, ``sudo -u`` with HOME kept: the user ranges file was probed at
+    import, so every command, ``--version`` included, was a 28-line traceback."""
+    config = tmp_path / ".config"
+    config.mkdir()
+    locked(config, 0)
+    env = {"HOME": str(tmp_path)} if variable == "HOME" else {variable: str(config / "vp")}
+    env_clear = {"VERIFYPROF_DATA_DIR": ""} if variable == "HOME" else {}
+    version = run("--version", env={**env, **env_clear})
+    assert version.returncode == 0 and version.stdout.startswith("verifyprof "), version.stderr
+    line = one_line(
+        run("kernels", str(MOCK), env={**env, **env_clear}),
+        f"permission denied: the folder {config} cannot be searched",
+    )
+    assert "VERIFYPROF_DATA_DIR" in line  # what to do
+
+
+# --- Ctrl-C while the CLI starts ---------------------------------------------------------------
+
+# The console script's own lines, with a SIGINT sent to itself when ``MODULE`` is first looked
+# for: an instant chosen by what is imported, not by a timer.
+START = textwrap.dedent("""
+    import os, signal, sys
+
+    class Interrupt:
+        def find_spec(self, name, path=None, target=None):
+            if name == MODULE:
+                sys.meta_path.remove(self)
+                os.kill(os.getpid(), signal.SIGINT)
+            return None
+
+    MODULE = sys.argv[1]
+    sys.meta_path.insert(0, Interrupt())
+    sys.argv = ["verifyprof", *sys.argv[2:]]
+    from verifyprof.cli import main
+    sys.exit(main())
+""")
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["numpy", "typer", "verifyprof.cli.capture_cmds", "verifyprof.pipeline"],
+    ids=["numpy", "typer", "cli-commands", "in-the-command"],
+)
+def test_ctrl_c_at_any_instant_of_the_start_is_one_line_exit_130(module):
+    done = subprocess.run(
+        [sys.executable, "-c", START, module, "kernels", str(MOCK)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert (done.returncode, done.stderr) == (130, "verifyprof: interrupted\n")
+    assert done.stdout == ""
