@@ -141,7 +141,7 @@ KernelsStepOpt = Annotated[
     typer.Option(
         "--step",
         help=(
-            f"the kernels of one phase's step group ({'|'.join(ranges.PHASES)}: verifyprof,"
+            f"the kernels of one phase's step group ({'|'.join(ranges.BY_PHASE)}: verifyprof,"
             " SGLang and user ranges alike) or of a step name; verify (the default): the"
             " verdict's group, as whatif and the report pick it"
         ),
