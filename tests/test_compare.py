@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EAGER = ROOT / "traces" / "workload-dense-eager" / "trace.sqlite.gz"
 GRAPH = ROOT / "traces" / "workload-dense-graph" / "trace.sqlite.gz"
 EAGER_MANIFEST = EAGER.parent / "manifest.json"
+MOE_EAGER = ROOT / "traces" / "workload-moe-eager"
+DILATED = ROOT / "traces" / "capture-workload-compile-userhooks"  # eager, dilation measured
+HOOKED = ROOT / "traces" / "capture-workload-compile-hooks"
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +106,58 @@ def test_graph_to_eager_is_loud(eager, graph):
     out = pipeline.compare(graph, eager).to_json()
     assert out["verdict"] == "slower" and out["mode_switch"] == "graph->eager"
     assert any("SWITCHED FROM CUDA GRAPHS TO EAGER" in w for w in out["warnings"])
+
+
+def test_graph_to_eager_names_the_mode_change_it_reports(eager, graph):
+    """No candidate models taking graphs away: the note says so, with the mode and launch counts
+    of the table above it, never that the mode stayed the same."""
+    out = pipeline.compare(graph, eager, manifest=EAGER_MANIFEST).to_json()
+    note = out["prediction_note"]
+    b, a = out["before"], out["after"]
+    assert out["predictions"] == [] and note.startswith("no what-if candidate models this change")
+    assert f"verify {b['mode']} -> {a['mode']}" in note and (b["mode"], a["mode"]) == (
+        "graph",
+        "eager",
+    )
+    assert f"{b['launches']:.0f} -> {a['launches']:.0f} launches" in note
+    assert "are the same" not in note
+
+
+def test_dense_to_moe_names_the_kernel_count_and_the_new_phases(eager):
+    """Dense -> MoE in one mode: the kernel count the table shows and the MoE phases, named."""
+    out = pipeline.compare(eager, MOE_EAGER, manifest=EAGER_MANIFEST).to_json()
+    note = out["prediction_note"]
+    kernels = out["counts"]["kernels"]
+    assert kernels["after"] > 1.5 * kernels["before"]
+    assert f"verify kernels {kernels['before']:.0f} -> {kernels['after']:.0f}" in note
+    assert "gemm_moe" in note and "are the same" not in note
+    assert out["change"] and all(word in note for word in out["change"])
+
+
+def test_nothing_changed_says_what_stayed_with_its_values(graph):
+    out = pipeline.compare(graph, graph, manifest=EAGER_MANIFEST).to_json()
+    assert out["predictions"] == [] and out["change"] == []
+    assert "mode (graph)" in out["prediction_note"] and "width (4)" in out["prediction_note"]
+
+
+def test_compare_labels_traced_and_unprofiled_numbers_as_whatif_states_them():
+    """An eager capture with a measured dilation: the table is the mean step as traced, and the
+    verify at the unprofiled rate is whatif's own 'current' verify, labelled as such."""
+    out = pipeline.compare(DILATED, HOOKED).to_json()
+    b = out["before"]
+    code, text = cli("whatif", "--from", str(DILATED), "--json")
+    assert code == 0, text
+    current = json.loads(text)["current"]
+    assert b["basis"] == "traced" and b["statistic"] == "mean" and b["dilation"] > 1
+    assert b["unprofiled_verify_ms"] == pytest.approx(current["verify_ms"])
+    assert b["unprofiled_verify_ms"] < out["verify"]["before_ms"]  # the profiler's time out
+    assert out["after"]["dilation"] is None and out["after"]["unprofiled_verify_ms"] is None
+    assert b["label"] == f"mean of {b['steps']} steps of {b['group']}, device {b['device']}"
+    code, text = cli("compare", str(DILATED), str(HOOKED))
+    assert code == 0
+    flat = " ".join(text.split())
+    assert "mean ms per step as traced" in flat and "verify cost (traced)" in flat
+    assert "unprofiled rate (whatif's)" in flat and f"{current['verify_ms']:.3f}" in flat
 
 
 def test_gate_passes_when_verify_got_faster():

@@ -42,7 +42,7 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"[bold red]{escape(warning)}[/bold red]")
     what = _step_word(b["step"])
     table = Table(
-        title=f"{what.capitalize()} step per phase (mean ms; the step whatif models)",
+        title=f"{what.capitalize()} step per phase: {table_label(data)}",
         title_justify="left",
     )
     for col in ("phase", "before", "after", "delta", "delta %"):
@@ -57,14 +57,25 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
             _pct(row["delta_pct"]),
         )
     v = data["verify"]
+    unprofiled = [side.get("unprofiled_verify_ms") for side in (b, a)]
     table.add_row(
-        f"[bold]{escape(what)} {v['measure']}[/bold]",
+        f"[bold]{escape(what)} {v['measure']} (traced)[/bold]",
         _ms(v["before_ms"]),
         _ms(v["after_ms"]),
         f"{v['delta_ms']:+.3f}",
         _pct(v["delta_pct"]),
-        end_section=True,
+        end_section=not any(u is not None for u in unprofiled),
     )
+    if any(u is not None for u in unprofiled):
+        both = None not in unprofiled
+        table.add_row(
+            f"{escape(what)} at the unprofiled rate (whatif's)",
+            _ms(unprofiled[0]),
+            _ms(unprofiled[1]),
+            f"{unprofiled[1] - unprofiled[0]:+.3f}" if both else "-",
+            _pct(100 * (unprofiled[1] / unprofiled[0] - 1) if both and unprofiled[0] else None),
+            end_section=True,
+        )
     for key, count in data["counts"].items():
         table.add_row(
             f"{key} per step",
@@ -94,6 +105,29 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
                 else "passed"
             )
         )
+
+
+def table_label(data: dict[str, Any]) -> str:
+    """What compare's numbers are: the mean step of which group on which device, as traced (and
+    at the unprofiled rate, whatif's basis, where a capture measured the profiler's dilation)."""
+    b, a = data["before"], data["after"]
+    groups = (
+        f"{b['group']}, device {b['device']}"
+        if (b["group"], b["device"]) == (a["group"], a["device"])
+        else f"before {b['group']}, device {b['device']}; after {a['group']}, device {a['device']}"
+    )
+    dilated = [
+        f"{label} {side['dilation']:.2f}x"
+        for label, side in (("before", b), ("after", a))
+        if side.get("dilation")
+    ]
+    unprofiled = (
+        f"; the profiler's dilation ({', '.join(dilated)}) is taken out only in the"
+        " 'unprofiled rate' row, as whatif states it"
+        if dilated
+        else ""
+    )
+    return escape(f"mean ms per step as traced ({groups}; the group whatif models){unprofiled}")
 
 
 def _step_word(step: str) -> str:
@@ -156,7 +190,8 @@ def _print_predictions(console: Console, data: dict[str, Any]) -> None:
         table = Table(
             title=(
                 f"Prediction check: BEFORE's {p['candidate']} vs AFTER measured (accept length"
-                f" {p['accept_len']:.3f})"
+                f" {p['accept_len']:.3f}; mean steps; predicted {p.get('predicted_basis')},"
+                f" measured {p.get('measured_basis')})"
             ),
             title_justify="left",
         )
@@ -174,3 +209,8 @@ def _print_predictions(console: Console, data: dict[str, Any]) -> None:
             f"  [dim]the change seen: {escape('; '.join(p['change']))}; modelled by"
             f" {escape(', '.join(p['applied']))}[/dim]"
         )
+        if p.get("not_modelled"):
+            console.print(
+                f"  [yellow]also changed, which no candidate models (not in the prediction):"
+                f" {escape('; '.join(p['not_modelled']))}[/yellow]"
+            )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifyprof.report import figures
-from verifyprof.report.compare import PREDICTION_ROWS
+from verifyprof.report.compare import PREDICTION_ROWS, table_label
 from verifyprof.report.data import ReportData
 from verifyprof.report.markup import Cell, chart, esc, table
 
@@ -25,6 +25,7 @@ def compare_section(data: ReportData) -> list[str]:
         out.append(f'<p data-key="mode-switch">verify mode changed: {esc(c["mode_switch"])}</p>')
     out.append(f'<p class="verdict" data-key="compare-verdict">{esc(c["verdict_line"])}</p>')
     out.append(chart(figures.compare_figure(c), "compare"))
+    out.append(f'<p class="note" data-key="compare-label">{esc(table_label(c))}</p>')
     out.append(
         table(
             ["phase (mean ms)", "before", "after", "delta", "delta %"],
@@ -61,7 +62,7 @@ def _phase_rows(c: dict[str, Any]) -> list[list[Cell]]:
     v = c["verify"]
     rows.append(
         _delta_row(
-            f"verify {v['measure']}",
+            f"verify {v['measure']} (traced)",
             v["before_ms"],
             v["after_ms"],
             v["delta_ms"],
@@ -69,6 +70,28 @@ def _phase_rows(c: dict[str, Any]) -> list[list[Cell]]:
             ".3f",
         )
     )
+    unprofiled = [c[side].get("unprofiled_verify_ms") for side in ("before", "after")]
+    if None not in unprofiled:
+        b, a = unprofiled
+        rows.append(
+            _delta_row(
+                "verify at the unprofiled rate (whatif's)",
+                b,
+                a,
+                a - b,
+                _pct(100 * (a / b - 1) if b else None),
+                ".3f",
+            )
+        )
+    elif any(u is not None for u in unprofiled):
+        rows.append(
+            [("phase", "verify at the unprofiled rate (whatif's)")]
+            + [
+                (k, "-" if u is None else f"{u:.3f}")
+                for k, u in zip(("before", "after"), unprofiled)
+            ]
+            + [("delta", "-"), ("delta-pct", "-")]
+        )
     rows += [
         _delta_row(f"{k} per step", n["before"], n["after"], n["delta"], "", ".1f")
         for k, n in c["counts"].items()
@@ -90,7 +113,12 @@ def _predictions(c: dict[str, Any]) -> list[str]:
         ]
         out.append(
             table(
-                [f"prediction check: {p['candidate']}", "predicted", "measured", "error"],
+                [
+                    f"prediction check: {p['candidate']} (mean steps)",
+                    f"predicted ({p.get('predicted_basis', 'as traced')})",
+                    f"measured ({p.get('measured_basis', 'as traced')})",
+                    "error",
+                ],
                 "tnnn",
                 rows,
                 key="prediction",
@@ -100,6 +128,11 @@ def _predictions(c: dict[str, Any]) -> list[str]:
             f'<p class="note">the change seen: {esc("; ".join(p["change"]))}; modelled by'
             f" {esc(', '.join(p['applied']))}</p>"
         )
+        if p.get("not_modelled"):
+            out.append(
+                '<p class="warn" data-key="not-modelled">also changed, which no candidate models'
+                f" (not in the prediction): {esc('; '.join(p['not_modelled']))}</p>"
+            )
     if c.get("prediction_note"):
         out.append(f'<p class="note">prediction check: {esc(c["prediction_note"])}</p>')
     return out

@@ -4,7 +4,9 @@
 CUDA graphs; the kernel count falling with fused (Triton) kernels means torch.compile or fusion;
 another verify width means another draft count; no verify steps left means speculation off. A
 change is applied to BEFORE's state as the fixes that model it, in that order, then the draft
-count, so several changes at once (compile plus another k) are one prediction.
+count, so several changes at once (compile plus another k) are one prediction. What no candidate
+models (graphs taken away, another kernel count in the same mode, a phase appearing: another
+model) is named too, with the numbers compare's table shows, never hidden behind a prediction.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from verifyprof.model.inputs.profile import VerifyProfile
 from verifyprof.model.inputs.step_group import StepGroup
 
 FUSED_FALL = 0.8  # a verify keeping under 80% of its kernels, as graphs: fused
+KERNELS_MOVED = 0.05  # a kernel count moving by more than 5% in the same mode: other work
+PHASE_SEEN_MS = 0.01  # a phase under 10 us per step on one side: absent there
+MODE_PHASES = frozenset(  # phases a mode change moves: the mode's own, not new work
+    {"launch_gap", "graph_gap", "graph_launch", "host_wait", "idle", "other_work"}
+)
 
 
 @dataclass
@@ -33,6 +40,7 @@ class Change:
     widths: tuple[int, int] | None = None  # verify width before, after
     speculation_off: bool = False
     words: list[str] = field(default_factory=list)
+    unmodelled: list[str] = field(default_factory=list)  # changes seen that no candidate models
 
     @property
     def fixes(self) -> tuple[str, ...]:
@@ -79,7 +87,48 @@ def detect(before: VerifyProfile, after: VerifyProfile, triton_appeared: bool = 
     if not change.speculation_off and before.width and after.width and before.width != after.width:
         change.widths = (before.width, after.width)
         change.words.append(f"verify width {before.width} -> {after.width} (draft count)")
+    if not change.speculation_off:
+        change.unmodelled = unmodelled(before, after, graph)
     return change
+
+
+def unmodelled(before: VerifyProfile, after: VerifyProfile, became_graph: bool) -> list[str]:
+    """The verify's changes from ``before`` to ``after`` that no candidate models, each with its
+    numbers (those compare's table shows: the same mean verify step)."""
+    b, a = before.verify, after.verify
+    out = []
+    if b.name != a.name:
+        out.append(f"verify step {b.name} -> {a.name}")
+    if b.mode != a.mode and not became_graph:
+        out.append(
+            f"verify {b.mode} -> {a.mode} ({b.graph_launches:.0f} -> {a.graph_launches:.0f} graph"
+            f" launches, {b.launches:.0f} -> {a.launches:.0f} launches per step"
+            + ("; no candidate models taking graphs away)" if b.mode == "graph" else ")")
+        )
+    fewer = a.kernels < b.kernels  # graphs with fewer kernels: the fusion a candidate models
+    if not (became_graph and fewer) and abs(a.kernels - b.kernels) > KERNELS_MOVED * max(
+        b.kernels, 1.0
+    ):
+        out.append(f"verify kernels {b.kernels:.0f} -> {a.kernels:.0f} per step")
+    seen_b = {p for p, t in b.phases_ms.items() if t >= PHASE_SEEN_MS} - MODE_PHASES
+    seen_a = {p for p, t in a.phases_ms.items() if t >= PHASE_SEEN_MS} - MODE_PHASES
+    if seen_a - seen_b:
+        out.append("phases appeared: " + ", ".join(sorted(seen_a - seen_b)))
+    if seen_b - seen_a:
+        out.append("phases vanished: " + ", ".join(sorted(seen_b - seen_a)))
+    if before.devices != after.devices:
+        out.append(f"devices {before.devices} -> {after.devices}")
+    return out
+
+
+def same_words(before: VerifyProfile, after: VerifyProfile) -> str:
+    """What stayed the same, with its values: the verify's mode, kernel count and width."""
+    b, a = before.verify, after.verify
+    width = "-" if before.width is None else str(before.width)
+    return (
+        f"the verify's mode ({b.mode}), kernels per step ({b.kernels:.0f} -> {a.kernels:.0f},"
+        f" within {100 * KERNELS_MOVED:.0f}%) and width ({width}) are the same"
+    )
 
 
 @dataclass

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.contracts import phases
-from verifyprof.contracts.schema import BreakdownFrame
+from verifyprof.contracts.schema import BreakdownFrame, variant
 from verifyprof.contracts.text import counted
-from verifyprof.model.decision.change import detect, predict_change
+from verifyprof.model.decision.change import detect, predict_change, same_words
 from verifyprof.model.fixes.base import current_cycle
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 from verifyprof.model.inputs.step_attrs import with_attr_columns
@@ -54,9 +54,20 @@ class Side:
     graph_launches: float
     phases_ms: dict[str, float]
     ranks: dict[str, float]  # rank (or "device N") -> mean verify wall ms
+    group: str = ""  # the step group: its name and attributes, as whatif's "modelling" line
+    device: int = 0  # the device whose steps are averaged (the critical one, as whatif's)
+    statistic: str = "mean"  # every number of a side is the mean step of its group
+    basis: str = "traced"  # verify_ms, cost_ms, phases_ms: as traced (the profiler's time)
+    dilation: float | None = None  # the profiler's slow-down, where the capture measured it
+    unprofiled_verify_ms: float | None = None  # the verify as whatif states it (dilation out)
+
+    @property
+    def label(self) -> str:
+        """Which numbers these are: the statistic, the group, the device."""
+        return f"{self.statistic} of {self.steps} steps of {self.group}, device {self.device}"
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dict(self.__dict__) | {"label": self.label}
 
 
 @dataclass
@@ -100,7 +111,10 @@ class Comparison:
         what = (
             "verify" if "verify" in self.before.step else self.before.step.replace("_", "-")
         )  # a whole-trace step is no verify
-        numbers = f"{what} {self.measure} {b:.3f} -> {a:.3f} ms ({self.delta_pct:+.1f}%)"
+        numbers = (
+            f"{what} {self.measure} {b:.3f} -> {a:.3f} ms ({self.delta_pct:+.1f}%; the mean step"
+            " as traced)"
+        )
         if self.reasons:
             return f"not comparable ({'; '.join(self.reasons)}): {numbers}"
         return f"{self.verdict}: {numbers}"
@@ -200,7 +214,10 @@ def side_of(frame: BreakdownFrame, profile: VerifyProfile | None = None) -> Side
         "device " + rows["device"].astype(str).to_numpy(),
     )
     ranks = {str(k): float(w) / 1e6 for k, w in rows.groupby(key)["wall_ns"].mean().items()}
+    label = variant(v.attrs)
     return Side(
+        group=v.name + (f" [{label}]" if label else ""),
+        device=int(v.device),
         source=frame.source,
         gpus=sorted(set(frame.device_names)),
         step=v.name,
@@ -337,13 +354,16 @@ def check_change(
 ) -> None:
     """BEFORE's prediction of the change AFTER shows, beside AFTER's measured verify, cycle and
     tokens/s. ``before`` / ``after`` are the model's prepared states (profile and scenario)."""
+    for side, state in ((comparison.before, before), (comparison.after, after)):
+        if getattr(state, "dilation", None):
+            side.dilation = state.dilation
+            side.unprofiled_verify_ms = current_cycle(state.profile, state.scenario).verify_ms
     change = detect(before.profile, after.profile, triton_appeared)
-    comparison.change = change.words
+    comparison.change = change.words + change.unmodelled
     if not change.modelled:
-        comparison.prediction_note = "no what-if candidate models this change" + (
-            f" ({'; '.join(change.words)})"
-            if change.words
-            else " (the verify's mode, kernel count and width are the same)"
+        seen = change.words + change.unmodelled
+        comparison.prediction_note = "no what-if candidate models this change: " + (
+            "; ".join(seen) if seen else same_words(before.profile, after.profile)
         )
         return
     pred = predict_change(before.profile, before.scenario, change)
@@ -355,6 +375,9 @@ def check_change(
             "change": change.words,
             "applied": pred.applied,
             "skipped": pred.skipped,
+            "not_modelled": change.unmodelled,
+            "predicted_basis": _basis(comparison.before),
+            "measured_basis": _basis(comparison.after),
             "predicted_accept_len": p.accept_len,
             "accept_len": got.accept_len,
             "predicted_verify_ms": p.verify_ms,
@@ -368,6 +391,13 @@ def check_change(
             "tokens_per_s_error_pct": _error(p.tokens_per_s, got.tokens_per_s),
         }
     )
+
+
+def _basis(side: Side) -> str:
+    """What a state's numbers are: as traced, or at the unprofiled rate (as whatif states them)."""
+    if side.dilation:
+        return f"at the unprofiled rate (dilation {side.dilation:.2f}x)"
+    return "as traced"
 
 
 def _error(predicted: float, measured: float) -> float | None:
