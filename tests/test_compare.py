@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from verifyprof import pipeline
 from verifyprof.cli import app
-from verifyprof.model.decision.compare import kernel_family
+from verifyprof.model.decision.families import kernel_family
 
 ROOT = Path(__file__).resolve().parents[1]
 EAGER = ROOT / "traces" / "workload-dense-eager" / "trace.sqlite.gz"

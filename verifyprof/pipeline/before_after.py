@@ -105,7 +105,7 @@ def compare(
     """``verifyprof compare BEFORE AFTER``: the verify steps side by side (``step``: which group
     is the verify, as ``--step``) and, when an accept length is known (or BEFORE is a capture
     folder with one), BEFORE's what-if prediction for the change beside AFTER's measured cycle."""
-    from verifyprof.pipeline.resolve import chosen_step
+    from verifyprof.pipeline.resolve import chosen_step, manifest_mode
     from verifyprof.pipeline.resolve import step_regex as regex_for
 
     regex = regex_for(WhatifOptions(step=step, step_range=step_regex))
@@ -115,15 +115,27 @@ def compare(
     )
     b_step = chosen_step(b.frame, step, str(before))
     after_step = _decode_step_if_no_verify(a.frame) or chosen_step(a.frame, step, str(after))
-    result = compare_frames(
-        b.frame, a.frame, b.verify_kernels, a.verify_kernels, after_step, before_step=b_step
+    manifest = manifest or (_manifest_beside(before) if accept_len is None else None)
+    after_manifest = _manifest_beside(after)
+    (b_mode, b_note), (a_mode, a_note) = (
+        manifest_mode(b.frame, b_step, _path(manifest)),
+        manifest_mode(a.frame, after_step, after_manifest),
     )
+    result = compare_frames(
+        b.frame,
+        a.frame,
+        b.verify_kernels,
+        a.verify_kernels,
+        after_step,
+        before_step=b_step,
+        modes=(b_mode, a_mode),
+    )
+    result.notes += [f"{label}: {n}" for label, n in (("before", b_note), ("after", a_note)) if n]
     result.warnings += [  # the trace problems each side's numbers carry, as breakdown names them
         f"{label} {path}: {record['message']}"
         for label, path, side in (("before", before, b), ("after", after, a))
         for record in side.frame.integrity
     ]
-    manifest = manifest or (_manifest_beside(before) if accept_len is None else None)
     if accept_len is None and manifest is None:
         result.prediction_note = (
             "no accept length: give --accept-len or --manifest for the prediction check"
@@ -133,9 +145,11 @@ def compare(
 
     try:
         before_state = prepare(
-            b.frame, WhatifOptions(accept_len=accept_len, manifest=_path(manifest), step=b_step)
+            b.frame,
+            WhatifOptions(
+                accept_len=accept_len, manifest=_path(manifest), step=b_step, mode=b_mode
+            ),
         )
-        after_manifest = _manifest_beside(after)
         speculation_off = after_step is not None and after_step == _decode_step_if_no_verify(
             a.frame
         )
@@ -145,6 +159,7 @@ def compare(
             else (None if after_manifest else before_state.scenario.accept_len),
             manifest=after_manifest,
             step=after_step,
+            mode=a_mode,
         )
         after_state = prepare(a.frame, after_options)
     except VerifyprofError as err:

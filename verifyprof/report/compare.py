@@ -36,13 +36,43 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
             f" {side['devices']} device(s), {escape(', '.join(side['gpus']) or '-')})",
             highlight=False,
         )
+    for note in data.get("notes", []):
+        console.print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
     if data["mode_switch"] and not data["warnings"]:
         console.print(f"verify mode changed: {data['mode_switch']}")
     for warning in data["warnings"]:
         console.print(f"[bold red]{escape(warning)}[/bold red]")
     what = _step_word(b["step"])
+    table = _phase_table(data, what)
+    console.print(table)
+    _print_ranks(console, data["ranks"], what)
+    _print_families(console, data["kernel_families"])
+    _print_predictions(console, data)
+    colour = {"faster": "green", "slower": "red", "no change": "", "not comparable": "yellow"}[
+        data["verdict"]
+    ]
+    line = escape(data["verdict_line"])
+    console.print(
+        f"[bold {colour}]{line}[/]" if colour else f"[bold]{line}[/bold]", highlight=False
+    )
+    gate = data.get("gate")
+    if gate is not None:
+        console.print(
+            f"gate {gate['pct']:g}%: "
+            + (
+                "[bold red]FAILED[/bold red] (verify slower by more than the gate)"
+                if gate["failed"]
+                else "passed"
+            )
+        )
+
+
+def _phase_table(data: dict[str, Any], what: str) -> Table:
+    """The step per phase before and after, its cost (traced, and at the unprofiled rate where
+    a side measured its dilation) and counts."""
+    b, a = data["before"], data["after"]
     table = Table(
-        title=f"{what.capitalize()} step per phase: {table_label(data)}",
+        title=f"{what.capitalize()} step per phase: {escape(table_label(data))}",
         title_justify="left",
     )
     for col in ("phase", "before", "after", "delta", "delta %"):
@@ -84,27 +114,7 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
             f"{count['delta']:+.1f}",
             "",
         )
-    console.print(table)
-    _print_ranks(console, data["ranks"], what)
-    _print_families(console, data["kernel_families"])
-    _print_predictions(console, data)
-    colour = {"faster": "green", "slower": "red", "no change": "", "not comparable": "yellow"}[
-        data["verdict"]
-    ]
-    line = escape(data["verdict_line"])
-    console.print(
-        f"[bold {colour}]{line}[/]" if colour else f"[bold]{line}[/bold]", highlight=False
-    )
-    gate = data.get("gate")
-    if gate is not None:
-        console.print(
-            f"gate {gate['pct']:g}%: "
-            + (
-                "[bold red]FAILED[/bold red] (verify slower by more than the gate)"
-                if gate["failed"]
-                else "passed"
-            )
-        )
+    return table
 
 
 def table_label(data: dict[str, Any]) -> str:
@@ -127,7 +137,7 @@ def table_label(data: dict[str, Any]) -> str:
         if dilated
         else ""
     )
-    return escape(f"mean ms per step as traced ({groups}; the group whatif models){unprofiled}")
+    return f"mean ms per step as traced ({groups}; the group whatif models){unprofiled}"
 
 
 def _step_word(step: str) -> str:

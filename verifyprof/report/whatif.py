@@ -130,12 +130,19 @@ TRACE_LEGEND = (
 )
 
 
+def basis(cur: dict[str, Any]) -> str:
+    """What today's numbers are: as traced, or at the unprofiled rate (a measured dilation)."""
+    if cur.get("dilation"):
+        return f"at the unprofiled rate, dilation {cur['dilation']:.2f}x out"
+    return "as traced"
+
+
 def print_ranking(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     cur = result["current"]
     console.print(
-        f"[bold]current[/bold]: verify {cur['verify_ms']:.3f} ms ({cur['mode']}, width"
-        f" {cur['width'] or '-'}, {counted(cur['verify_steps'], 'step')}, device"
+        f"[bold]current[/bold]: verify {cur['verify_ms']:.3f} ms ({basis(cur)}; {cur['mode']},"
+        f" width {cur['width'] or '-'}, mean of {counted(cur['verify_steps'], 'step')}, device"
         f" {cur['device']}), cycle"
         f" {cur['cycle_ms']:.3f} ms, accept length {cur['accept_len']:.3f} ->"
         f" [bold]{cur['tokens_per_s']:.1f} tok/s[/bold] per request"

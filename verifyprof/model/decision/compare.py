@@ -11,7 +11,6 @@ AFTER's measured ones, with the error.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,16 +21,13 @@ from verifyprof.contracts import phases
 from verifyprof.contracts.schema import BreakdownFrame, variant
 from verifyprof.contracts.text import counted
 from verifyprof.model.decision.change import detect, predict_change, same_words
+from verifyprof.model.decision.families import family_changes
 from verifyprof.model.fixes.base import current_cycle
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 from verifyprof.model.inputs.step_attrs import with_attr_columns
 
 SCHEMA = "verifyprof.compare/1"
 NO_CHANGE_PCT = 1.0  # |verify delta| below this is "no change": run-to-run noise on one GPU
-FAMILY_ROWS = 12  # appeared / vanished / changed families listed at most
-_TEMPLATE = re.compile(r"[<(\[].*$")
-_ANONYMOUS = re.compile(r"\(anonymous namespace\)::")
-_DIGITS = re.compile(r"\d+")
 
 
 @dataclass
@@ -81,6 +77,7 @@ class Comparison:
     predictions: list[dict[str, Any]] = field(default_factory=list)
     prediction_note: str | None = None
     change: list[str] = field(default_factory=list)  # what changed, in the model's terms
+    notes: list[str] = field(default_factory=list)  # which steps each side is, and why
 
     @property
     def measure(self) -> str:
@@ -183,6 +180,7 @@ class Comparison:
             "ranks": self.rank_rows(),
             "mode_switch": self.mode_switch,
             "warnings": self.warnings,
+            "notes": self.notes,
             "comparable": not self.reasons,
             "reasons": self.reasons,
             "verdict": self.verdict,
@@ -249,66 +247,6 @@ def comparability(before: Side, after: Side) -> list[str]:
     return reasons
 
 
-def kernel_family(name: str) -> str:
-    """A kernel name without template arguments, signature and numbers: what stays when a tile size
-    changes."""
-    name = _ANONYMOUS.sub("", name.removeprefix("void ").strip())
-    return _DIGITS.sub("N", _TEMPLATE.sub("", name)).strip() or name
-
-
-def family_changes(before: pd.DataFrame | None, after: pd.DataFrame | None) -> dict[str, Any]:
-    """Kernel families (from kernel tables: name, phase, count, total_ns) that appeared, vanished or
-    changed."""
-    if before is None or after is None:
-        return {
-            "available": False,
-            "reason": "kernel names need traces on both sides (a breakdown JSON has none)",
-        }
-
-    def families(
-        table: pd.DataFrame,
-    ) -> pd.DataFrame:  # per (family, phase): a context rule can split a name
-        grouped = table.assign(family=[kernel_family(n) for n in table["name"]])
-        return grouped.groupby(["family", "phase"]).agg(
-            count=("count", "sum"), total_ns=("total_ns", "sum")
-        )
-
-    b, a = families(before), families(after)
-    joined = b.add_suffix("_before").join(a.add_suffix("_after"), how="outer")
-    for col in ("count_before", "count_after", "total_ns_before", "total_ns_after"):
-        joined[col] = joined[col].fillna(0).astype(np.int64)
-    joined["delta_ns"] = joined["total_ns_after"] - joined["total_ns_before"]
-
-    def rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-        return [
-            {
-                "family": str(f),
-                "phase": str(phase),
-                "count_before": int(r.count_before),
-                "count_after": int(r.count_after),
-                "before_ms": r.total_ns_before / 1e6,
-                "after_ms": r.total_ns_after / 1e6,
-                "delta_ms": r.delta_ns / 1e6,
-            }
-            for (f, phase), r in frame.head(FAMILY_ROWS).iterrows()
-        ]  # FAMILY_ROWS rows: output assembly
-
-    appeared = joined[joined["count_before"] == 0].sort_values("total_ns_after", ascending=False)
-    vanished = joined[joined["count_after"] == 0].sort_values("total_ns_before", ascending=False)
-    both = joined[(joined["count_before"] > 0) & (joined["count_after"] > 0)]
-    changed = both.reindex(both["delta_ns"].abs().sort_values(ascending=False).index)
-    return {
-        "available": True,
-        "families_before": int(b.index.get_level_values(0).nunique()),
-        "families_after": int(a.index.get_level_values(0).nunique()),
-        "appeared": rows(appeared),
-        "vanished": rows(vanished),
-        "changed": rows(changed),
-        "appeared_count": int(len(appeared)),
-        "vanished_count": int(len(vanished)),
-    }
-
-
 def mode_warnings(before: Side, after: Side) -> tuple[str | None, list[str]]:
     if before.mode == after.mode:
         return None, []
@@ -333,11 +271,13 @@ def compare(
     after_kernels: pd.DataFrame | None = None,
     after_step: str | None = None,
     before_step: str | None = None,
+    modes: tuple[str | None, str | None] = (None, None),
 ) -> Comparison:
     """The two breakdowns' verify steps side by side (no prediction check: see
-    :func:`check_change`); ``after_step``: AFTER's steps when it has no verify (plain decoding)."""
-    b = side_of(before, verify_profile(before, step_name=before_step) if before_step else None)
-    a = side_of(after, verify_profile(after, step_name=after_step) if after_step else None)
+    :func:`check_change`); ``after_step``: AFTER's steps when it has no verify (plain decoding);
+    ``modes``: each side's verify mode (None: the most frequent), as whatif models it."""
+    b = side_of(before, verify_profile(before, step_name=before_step, mode=modes[0]))
+    a = side_of(after, verify_profile(after, step_name=after_step, mode=modes[1]))
     switch, warnings = mode_warnings(b, a)
     return Comparison(
         before=b,
