@@ -3,6 +3,7 @@ before it, every significant verify phase covered by a fix or named as not addre
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -229,7 +230,9 @@ def test_graph_and_compiled_graph_verify_steps_of_one_width_are_never_averaged()
     compile_trace = TRACES / "workload-dense-compile"
     doc = whatif(
         WhatifOptions(
-            source=str(compile_trace / "trace.sqlite.gz"), manifest=compile_trace / "manifest.json"
+            source=str(compile_trace / "trace.sqlite.gz"),
+            manifest=compile_trace / "manifest.json",
+            mode="graph",  # the manifest measured the eager run: eager is the default
         )
     ).to_json()
     cur = doc["current"]
@@ -244,6 +247,31 @@ def test_graph_and_compiled_graph_verify_steps_of_one_width_are_never_averaged()
         )
     ).to_json()["current"]
     assert only_compiled["kernels"] == 167 and only_compiled["verify_ms"] < cur["verify_ms"]
+
+
+def test_the_mode_modelled_is_the_one_the_manifest_measured():
+    """workload-dense-compile ran eager, graph and compiled iterations; its manifest's rate is the
+    eager run's: whatif models the eager steps and reproduces that rate, and says why."""
+    compile_trace = TRACES / "workload-dense-compile"
+    manifest = json.loads((compile_trace / "manifest.json").read_text())["results"]
+    cur = whatif(
+        WhatifOptions(source=str(compile_trace), manifest=compile_trace / "manifest.json")
+    ).to_json()["current"]
+    assert cur["mode"] == manifest["mode"] == "eager"
+    assert cur["tokens_per_s"] == pytest.approx(manifest["tokens_per_s"], rel=0.05)
+    assert any("the mode of the run the manifest measured" in n for n in cur["notes"])
+    assert not any("most frequent" in n for n in cur["notes"])
+
+
+def test_a_manifest_rate_of_a_mode_the_trace_lacks_is_said_unused():
+    """The eager run's manifest beside the graph trace: its rate is named and not used."""
+    cur = whatif(
+        WhatifOptions(
+            source=str(DENSE_GRAPH / "trace.sqlite.gz"), manifest=DENSE_EAGER / "manifest.json"
+        )
+    ).to_json()["current"]
+    assert cur["mode"] == "graph"
+    assert any("is of its eager run" in n and "not used" in n for n in cur["notes"])
 
 
 def test_breakdown_of_a_capture_folder_takes_the_accept_length_from_its_manifest():

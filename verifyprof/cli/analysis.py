@@ -145,9 +145,13 @@ def breakdown(
     if outputs.writes_stdout(csv, parquet):  # the rows alone on stdout
         return
     story = resolved.story.key if resolved.story else None
-    console.print_breakdown(result, show_all=show_all, group=story)
+    scope = resolve.verdict_scope(resolved) if verdict["verdict"] else None
+    console.print_breakdown(result, show_all=show_all, group=story, scope=scope)
     console.print_notes(resolved.notes)
-    console.print_verdict(verdict["verdict"])
+    # several devices: the verdict's steps are one device's, the table's all devices'
+    console.print_verdict(
+        verdict["verdict"], scope.words() if scope and scope.devices > 1 else None
+    )
 
 
 @app.command()

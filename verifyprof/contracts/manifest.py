@@ -165,6 +165,14 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
+def run_results(path: str | Path) -> dict[str, Any]:
+    """A capture manifest's ``results`` as recorded (its measured run: mode, tokens_per_s);
+    empty for other manifests."""
+    data = _load(Path(path))
+    results = data.get("results") if data.get("schema") == SCHEMA else None
+    return results if isinstance(results, dict) else {}
+
+
 def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
     """Accept length, baseline and survival recorded beside a capture.
 

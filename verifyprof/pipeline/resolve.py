@@ -142,6 +142,8 @@ def resolve_frame(
         n = int((frame.steps["name"] == name).sum())
         what = "showing" if part else "modelling"
         notes.append(f"--step {options.step}: {what} the {n} steps named {name!r}")
+    if options.mode is None and options.manifest is not None:
+        options = _manifest_mode(frame, options, notes, None if part else name)
     story = story_of(frame, replace(options, step=name))
     options = replace(options, step=None if part else name)  # the model's: the verify
     if name is not None and ranges.phase_of(name) in ("decode", "prefill"):
@@ -164,6 +166,46 @@ def resolve_frame(
             raise
         out.reasons.append(err.problem)
     return out
+
+
+def _manifest_mode(
+    frame: BreakdownFrame, options: WhatifOptions, notes: list[str], step: str | None
+) -> WhatifOptions:
+    mode, note = manifest_mode(frame, step, options.manifest)
+    notes += [note] if note else []
+    return replace(options, mode=mode) if mode else options
+
+
+def manifest_mode(
+    frame: BreakdownFrame, step: str | None, manifest: Path | None
+) -> tuple[str | None, str | None]:
+    """Verify steps in several modes and no --mode: the mode of the run whose rate the manifest
+    measured (its accept length and dilation are that run's), or a note that its rate is of a
+    mode these steps are not. (mode to model or None, note or None)"""
+    from verifyprof.contracts.manifest import run_results
+
+    results = run_results(manifest) if manifest is not None else {}
+    run_mode, rate = results.get("mode"), results.get("tokens_per_s")
+    if not isinstance(run_mode, str) or not isinstance(rate, (int, float)):
+        return None, None
+    names = frame.steps["name"].astype(str)
+    verify = names == step if step else names.map(_verify_name)
+    modes = sorted(frame.steps.loc[verify & (frame.steps["device"] >= 0), "mode"].unique())
+    if len(modes) > 1 and run_mode in modes:
+        return run_mode, (
+            f"verify steps run in modes {modes}: modelling {run_mode}, the mode of the run the"
+            f" manifest measured ({rate:,.1f} tok/s; pick another with --mode)"
+        )
+    if modes and run_mode not in modes:
+        return None, (
+            f"the manifest's rate ({rate:,.1f} tok/s) is of its {run_mode} run, and these verify"
+            f" steps run {', '.join(modes)}: that rate is not used"
+        )
+    return None, None
+
+
+def _verify_name(name: str) -> bool:
+    return ranges.is_phase(name, "verify")
 
 
 def _one_token_steps(options: WhatifOptions, name: str, notes: list[str]) -> WhatifOptions:
@@ -264,3 +306,34 @@ def verdict_json(resolved: Resolved) -> dict:
         " Give an accept length (--accept-len or a capture manifest) for the plan of fixes."
     )
     return {"verdict": text, "verdict_parts": None}
+
+
+@dataclass(frozen=True)
+class VerdictScope:
+    """Which steps the verdict's numbers are: the mean of the modelled group's steps on one
+    device (the critical one, as whatif models it), of the devices the group ran on."""
+
+    device: int
+    rank: int
+    steps: int
+    devices: int
+
+    def words(self) -> str:
+        who = f"rank {self.rank}" if self.rank >= 0 else f"device {self.device}"
+        n = f"{self.steps} step{'s' if self.steps != 1 else ''}"
+        if self.devices <= 1:
+            return f"the mean of {n}"
+        return f"{who}'s mean of {n}: the critical one of {self.devices} devices, whatif's"
+
+
+def verdict_scope(resolved: Resolved) -> VerdictScope | None:
+    """The steps the verdict describes; None without a verify group."""
+    if resolved.story is None:
+        return None
+    if resolved.prepared is not None:
+        profile = resolved.prepared.profile
+    else:
+        o = resolved.options
+        profile = verify_profile(resolved.frame, step_name=o.step, width=o.width, mode=o.mode)
+    v = profile.verify
+    return VerdictScope(int(v.device), int(v.rank), int(v.steps), int(profile.devices))

@@ -9,40 +9,16 @@ from typing import Any
 from rich.markup import escape
 
 from verifyprof.attribution.kernel_names import short_kernel_name
-from verifyprof.contracts import ranges
+from verifyprof.contracts import phases, ranges
 from verifyprof.contracts.text import counted
 from verifyprof.report.collectives_console import print_collectives as _print_collectives
-from verifyprof.report.layout import Col, Console, fits, fitted_table
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f}"
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
-def _gbps(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
-def _pct(part: float, whole: float) -> str:
-    return f"{100.0 * part / whole:.1f}" if whole else "-"
-
-
-def _count(value: float) -> str:
-    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
-
-
-def _counted(value: float, word: str) -> str:
-    """A mean count and its word, plural unless it reads 1."""
-    return counted(int(value) if float(value).is_integer() else round(value, 1), word)
+from verifyprof.report.console_group import (
+    _count,
+    _ms,
+    _pct,
+    _print_group,
+)
+from verifyprof.report.layout import Col, Console, fitted_table
 
 
 def story_index(groups: list[dict[str, Any]], group: tuple[str, str, str] | None) -> int | None:
@@ -78,6 +54,7 @@ def print_breakdown(
     show_zero: bool = False,
     show_all: bool = False,
     group: tuple[str, str, str] | None = None,
+    scope: Any = None,
 ) -> None:
     """The story's step group first (``group``: name, variant, mode: the group the verdict is
     about; default: the verify steps with most steps), the other step groups as one table
@@ -89,10 +66,10 @@ def print_breakdown(
     phase_names = data.get("phases") or (list(groups[0]["phases"]) if groups else [])
     lead = story_index(groups, group)
     if show_all:
-        for group in groups:
-            _print_group(console, group, phase_names, show_zero)
+        for i, group in enumerate(groups):
+            _print_group(console, group, phase_names, show_zero, scope if i == lead else None)
     elif lead is not None:
-        _print_group(console, groups[lead], phase_names, show_zero)
+        _print_group(console, groups[lead], phase_names, show_zero, scope)
         others = [g for i, g in enumerate(groups) if i != lead]
         if others:
             _print_other_groups(console, others, phase_names)
@@ -138,113 +115,6 @@ def _print_header(console: Console, data: dict[str, Any]) -> None:
         )
 
 
-def _label(group: dict[str, Any]) -> str:
-    return f"{group['name']} [{group['variant']}]" if group.get("variant") else group["name"]
-
-
-def _print_group(
-    console: Console, group: dict[str, Any], phase_names: list[str], show_zero: bool
-) -> None:
-    wall = group["wall_ns"]
-    median = group["median_step"]
-    modes = ", ".join(f"{k} {v}" for k, v in group["modes"].items())
-    console.print(
-        f"\n[bold]{escape(_label(group))}[/bold]: {group['steps']}"
-        f" step{'s' if group['steps'] != 1 else ''} on devices {group['devices']} ({modes}); per"
-        f" step {_counted(group['kernels']['mean'], 'kernel')},"
-        f" {_counted(group['launches']['mean'], 'launch')} (means); median step"
-        f" #{median['index']} (device {median['device']})"
-        f" {_ms(median['wall_ns'])} ms",
-        highlight=False,
-    )
-    by_rank = group.get("by_rank", {})
-    ranks = [r for r in by_rank if r != "-1"]
-    rank_cols = ranks if len(ranks) > 1 else []
-    shown = [
-        p for p in phase_names if show_zero or group["phases"][p]["mean"] or median["phases"].get(p)
-    ]
-    rows = [
-        [
-            p,
-            _ms(group["phases"][p]["mean"]),
-            f"{100 * group['phases'][p]['share']:.1f}",
-            _ms(group["phases"][p]["p50"]),
-            _ms(group["phases"][p]["p90"]),
-        ]
-        + [_ms(by_rank[r]["phases"][p]) for r in rank_cols]
-        for p in shown
-    ]
-    rows.append(
-        ["wall", _ms(wall["mean"]), "100.0", _ms(wall["p50"]), _ms(wall["p90"])]
-        + [_ms(by_rank[r]["wall_ns"]["mean"]) for r in rank_cols]
-    )
-    columns = [
-        Col("phase", "text"),
-        Col("mean ms"),
-        Col("% of mean\nwall"),
-        Col("p50 ms"),
-        Col("p90 ms"),
-    ] + [Col(f"rank {r}\nmean ms") for r in rank_cols]
-    if rank_cols and not fits(console, columns, rows):
-        rows = [row[:5] for row in rows]
-        columns = columns[:5]
-        rank_cols = []
-        console.print(
-            f"  ({counted(len(ranks), 'rank')}: per-rank columns need a wider terminal, or see"
-            " --json"
-            " by_rank)",
-            highlight=False,
-        )
-    styles: list[str | None] = [None] * (len(rows) - 1) + ["bold"]
-    cost = group.get("cost_ns")
-    if cost and cost["mean"] < wall["mean"]:  # pipelined: the window holds other steps' GPU work
-        rows.append(
-            [
-                "cost (wall - other_work)",
-                _ms(cost["mean"]),
-                f"{100 * cost['mean'] / wall['mean']:.1f}" if wall["mean"] else "-",
-                _ms(cost["p50"]),
-                _ms(cost["p90"]),
-            ]
-            + ["" for _ in rank_cols]
-        )
-        styles.append("bold")
-    table = fitted_table(console, columns, rows, styles=styles)
-    console.print(table)
-    console.print(
-        "  % = mean phase time / mean wall time (the JSON's share); phases sum to the wall time",
-        style="dim",
-        highlight=False,
-    )
-    _print_group_notes(console, group)
-
-
-def _print_group_notes(console: Console, group: dict[str, Any]) -> None:
-    totals = group.get("totals", {})
-    hidden = [
-        f"{p} {_ms(totals[p]['mean'])} ms in total,"
-        f" {_ms(totals[p]['mean'] - group['phases'][p]['mean'])} ms of it hidden behind compute"
-        for p in totals
-        if totals[p]["mean"] - group["phases"][p]["mean"] > 0
-    ]
-    if hidden:
-        console.print("  " + "; ".join(hidden) + " (the table shows exposed time)", highlight=False)
-    if group.get("integrity_steps"):
-        console.print(
-            f"  [yellow]{group['integrity_steps']} of these step rows hold rows named in the"
-            " warnings above: their numbers may be off[/yellow]",
-            highlight=False,
-        )
-    if "comm" in group:
-        comm = group["comm"]
-        console.print(
-            f"  collectives: {_count(comm['comm_calls']['mean'])} calls/step, wait for slowest rank"
-            f" {_ms(comm['comm_wait_ns']['mean'])} ms, transfer"
-            f" {_ms(comm['comm_transfer_ns']['mean'])} ms (means per step)",
-            highlight=False,
-        )
-
-
 def _print_other_groups(
     console: Console, groups: list[dict[str, Any]], phase_names: list[str]
 ) -> None:
@@ -252,12 +122,13 @@ def _print_other_groups(
     common = _common_attrs(groups)
     rows = []
     for group in groups:
-        top = max(phase_names, key=lambda p: group["phases"][p]["mean"])
+        own = [p for p in phase_names if p not in phases.OTHER] or phase_names  # in the cost
+        top = max(own, key=lambda p: group["phases"][p]["mean"])
         share = group["phases"][top]["share"]
         attrs = " ".join(a for a in (group.get("variant") or "").split() if a not in common)
         label = group["name"].removeprefix(ranges.DOMAIN + ".") + (f" [{attrs}]" if attrs else "")
         cost = group.get("cost_ns", group["wall_ns"])["mean"]
-        top_cost = group["phases"][top]["mean"] / cost if cost else share
+        top_cost = min(max(group["phases"][top]["mean"] / cost if cost else share, 0.0), 1.0)
         rows.append(
             [
                 label,
@@ -358,7 +229,13 @@ def print_notes(notes: list[str], console: Console | None = None) -> None:
         (console or Console()).print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
 
 
-def print_verdict(text: str | None, console: Console | None = None) -> None:
-    """The verdict under the breakdown tables (nothing when the trace has no verify steps)."""
+def print_verdict(
+    text: str | None, scope: str | None = None, console: Console | None = None
+) -> None:
+    """The verdict under the breakdown tables (nothing when the trace has no verify steps);
+    ``scope``: which steps its numbers are (the mean step of which device)."""
     if text:
-        (console or Console()).print(f"[bold]verdict[/bold]: {escape(text)}", highlight=False)
+        about = f" ({escape(scope)})" if scope else ""
+        (console or Console()).print(
+            f"[bold]verdict[/bold]{about}: {escape(text)}", highlight=False
+        )
