@@ -191,63 +191,95 @@ def draft_figure(r: Ranking) -> go.Figure:
 
 def plan_figure(r: Ranking) -> go.Figure:
     """Waterfall from today's tok/s through each plan step (cumulative), plain decoding with the
-    same fixes beside each step; without a plan, each candidate alone."""
+    same fixes as a diamond on each step's bar; without a plan, each candidate alone. Every
+    number is in the axis labels under its bar, never on the plot, and plain decoding today is a
+    line named in the legend: no label is drawn over a bar or over another label."""
     current = r.current.tokens_per_s
     if r.plan:
         names = ["today"] + [s.candidate.name for s in r.plan] + ["plan"]
         levels = [current] + [s.cumulative_tps for s in r.plan]
         values = [current] + [b - a for a, b in zip(levels, levels[1:])] + [levels[-1]]
-        at = list(range(len(names)))  # numbers, not categories: markers sit beside the bars
+        at = list(range(len(names)))  # numbers, not categories: the line spans the axis
+        words = (
+            [f"{current:.1f}"]
+            + [f"{v:+.1f} &#8594; {lv:.1f}" for v, lv in zip(values[1:-1], levels[1:])]
+            + [f"{levels[-1]:.1f}"]
+        )
         fig = go.Figure(
             go.Waterfall(
-                name="speculative",
+                name="speculative (tok/s under each bar)",
                 x=at,
                 y=values,
                 width=0.6,
                 measure=["absolute"] + ["relative"] * len(r.plan) + ["total"],
-                text=[
-                    f"{v:+.1f}" if 0 < i <= len(r.plan) else f"{v:.1f}"
-                    for i, v in enumerate(values)
-                ],
-                textposition="outside",
+                textposition="none",
                 increasing={"marker": {"color": COLOURS["gain"]}},
                 decreasing={"marker": {"color": COLOURS["loss"]}},
                 totals={"marker": {"color": COLOURS["total"]}},
+                hovertemplate="%{y:+.1f} tok/s<extra></extra>",
             )
         )
         if r.plain is not None and r.plain.along_plan:
+            along = list(r.plain.along_plan)
             fig.add_trace(
                 go.Scatter(
-                    name="plain decoding with the same fixes",
-                    x=[i + 0.4 for i in at[1:-1]],
-                    y=r.plain.along_plan,
+                    name="plain decoding with the same fixes (on each step's bar)",
+                    x=at[1 : len(along) + 1],
+                    y=along,
                     mode="markers",
                     marker={"color": COLOURS["plain decoding"], "symbol": "diamond", "size": 11},
                     hovertemplate="plain, same fixes: %{y:.1f} tok/s<extra></extra>",
                 )
             )
-        fig.update_xaxes(tickvals=at, ticktext=[safe(n) for n in names])
+        fig.update_xaxes(
+            tickvals=at,
+            ticktext=[f"{safe(n)}<br>{w}" for n, w in zip(names, words)],
+            range=[-0.5, len(names) - 0.5],
+        )
+        span = [-0.5, len(names) - 0.5]
         title = "What-if plan: tok/s per request, each step on top of the ones before"
     else:
+        names = [safe(c.name) for c in r.candidates]
         fig = go.Figure(
             go.Bar(
-                x=[safe(c.name) for c in r.candidates],
+                name="each candidate alone",
+                x=list(range(len(names))),
                 y=[c.cycle.tokens_per_s for c in r.candidates],
-                text=[f"{100 * c.gain:+.1f}%" for c in r.candidates],
-                textposition="outside",
+                textposition="none",
                 marker_color=COLOURS["gain"],
             )
         )
-        fig.add_hline(y=current, line_dash="dash", annotation_text=f"today {current:.1f} tok/s")
+        fig.update_xaxes(
+            tickvals=list(range(len(names))),
+            ticktext=[
+                f"{n}<br>{100 * c.gain:+.1f}%" for n, c in zip(names, r.candidates, strict=True)
+            ],
+        )
+        span = [-0.5, len(names) - 0.5]
+        fig.add_trace(_level("today", current, "#444", "dash", span))
         title = "What-if candidates, each alone (this what-if has no stacked plan)"
     if r.plain is not None:
-        fig.add_hline(
-            y=r.plain.tokens_per_s,
-            line={"color": COLOURS["plain decoding"], "dash": "dot"},
-            annotation_text=f"plain decoding today {r.plain.tokens_per_s:.1f} tok/s",
+        fig.add_trace(
+            _level(
+                "plain decoding today", r.plain.tokens_per_s, COLOURS["plain decoding"], "dot", span
+            )
         )
     fig.update_layout(title=title, yaxis_title="tok/s per request", **LAYOUT)
+    fig.update_xaxes(range=span)
     return fig
+
+
+def _level(name: str, tps: float, colour: str, dash: str, span: list[float]) -> go.Scatter:
+    """A horizontal line across the chart, named with its value in the legend (no label on the
+    plot to cover a bar)."""
+    return go.Scatter(
+        name=f"{name} {tps:.1f} tok/s",
+        x=span,
+        y=[tps, tps],
+        mode="lines",
+        line={"color": colour, "dash": dash, "width": 1.5},
+        hovertemplate=f"{name} %{{y:.1f}} tok/s<extra></extra>",
+    )
 
 
 def heatmap_ranges(now: Cycle) -> tuple[tuple[float, float], tuple[float, float]]:

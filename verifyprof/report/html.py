@@ -1,10 +1,12 @@
 """``verifyprof report``: one self-contained HTML file (plotly.js inline: it opens offline, no CDN).
 
-Sections: the verdict and what-if plan, one cycle per configuration and the draft-count curve, the
-tok/s heatmap (:mod:`.html_verdict`, from the model's typed Ranking); steps by phase, the timeline
-of the verdict's group's median step, ranks and collectives, that group's top kernels
-(:mod:`.html_steps`); and a before/after comparison (:mod:`.html_compare`). Every text that came
-from a trace (kernel names, range texts, paths) is HTML-escaped; tables carry ``data-key``
+Sections: the before/after comparison when there is one (``--compare``: first), the decision
+(what to do first, speculating against plain decoding today and after the plan, the best number
+of drafts), the verdict and what-if plan, one cycle per configuration and the draft-count curve,
+the tok/s heatmap (:mod:`.html_verdict`, from the model's typed Ranking); steps by phase, the
+timeline of the verdict's group's median step, ranks and collectives, that group's top kernels
+(:mod:`.html_steps`). Every text that came from a trace (kernel names, range texts, paths) is
+HTML-escaped; tables carry ``data-key``
 attributes so tests read the numbers shown back from the page.
 """
 
@@ -48,6 +50,7 @@ th.n { white-space: normal; }
 .about { color: #444; margin-top: .2em; padding-left: 1.2em; }
 .warn { background: #fff0f0; border-left: 4px solid #d62728; padding: .6em 1em;
   font-weight: bold; }
+.decision { font-size: 1.1em; line-height: 1.5; padding-left: 1.4em; }
 .note { color: #666; } code { background: #f4f4f4; padding: 0 .2em; }
 .vp-chart { min-height: 300px; }
 """
@@ -78,7 +81,7 @@ def write_report(data: ReportData, out: Path) -> int:
 
 def render(data: ReportData) -> str:
     body = [f"<h1>verifyprof report: {esc(data.source)}</h1>", _header(data)]
-    for section in (
+    sections = [  # the decision first; a before/after comparison before everything
         verdict_section,
         cycles_section,
         heatmap_section,
@@ -86,8 +89,8 @@ def render(data: ReportData) -> str:
         timeline_section,
         ranks_section,
         kernels_section,
-        compare_section,
-    ):
+    ]
+    for section in [compare_section, *sections]:
         body += section(data)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>verifyprof'

@@ -21,6 +21,7 @@ def compare_section(data: ReportData) -> list[str]:
         f"<p>before: {esc(c['before']['source'])}<br>after: {esc(c['after']['source'])}</p>",
     ]
     out += [f'<p class="warn" data-key="compare-warning">{esc(w)}</p>' for w in c["warnings"]]
+    out += [f'<p class="note">{esc(n)}</p>' for n in c.get("notes", [])]
     if c["mode_switch"] and not c["warnings"]:
         out.append(f'<p data-key="mode-switch">verify mode changed: {esc(c["mode_switch"])}</p>')
     out.append(f'<p class="verdict" data-key="compare-verdict">{esc(c["verdict_line"])}</p>')

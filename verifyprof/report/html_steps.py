@@ -186,13 +186,28 @@ def _collectives(collectives: dict[str, Any]) -> str:
     )
 
 
+def _kernel_scope(data: ReportData) -> str:
+    """Which kernels the table lists, in words (the regex that selected them is no reading)."""
+    k = data.kernels or {}
+    if k.get("scope") == "whole trace" or not data.group[0]:
+        return "every kernel of the trace (the verdict's group selected none)"
+    steps = sum(
+        g["steps"]
+        for g in data.summary.get("groups") or []
+        if (g["name"], g.get("variant") or "") == data.group
+    )
+    count = f"{steps} " if steps else ""
+    return f"kernels launched inside the {count}{_story_label(data)} steps (the verdict's group)"
+
+
 def kernels_section(data: ReportData) -> list[str]:
     out = [f'<h2 id="kernels">Top kernels of {esc(_story_label(data))}</h2>']
     k = data.kernels
     if k is None:
         return out + [f'<p class="note">{esc(data.timeline_note or "no kernel table")}</p>']
     out.append(
-        f'<p class="note">{esc(k["scope"])}: {k["distinct_kernels"]} distinct kernels,'
+        f'<p class="note" data-key="kernels-scope">{esc(_kernel_scope(data))}:'
+        f" {k['distinct_kernels']} distinct kernels,"
         f" {ms(k['total_kernel_ns'])} ms of kernel time; the top {len(k['kernels'])} listed (names"
         " shortened as Nsight Systems does: hover for the full name)</p>"
     )

@@ -57,6 +57,7 @@ def verdict_section(data: ReportData) -> list[str]:
     ]
     if r is None or verdict is None:
         return out + [f'<p class="note" data-key="no-plan">{esc(data.whatif_note or NO_PLAN)}</p>']
+    out[1:1] = decision_list(verdict)  # the decision first, the whole verdict under it
     out += [f'<p class="warn" data-key="verdict-warning">{esc(w)}</p>' for w in verdict.warnings]
     out.append(_today(r))
     out += _plain(r)
@@ -67,6 +68,40 @@ def verdict_section(data: ReportData) -> list[str]:
     out.append(chart(figures_cycle.plan_figure(r), "plan"))
     out += _plan_table(r) + _candidates_table(r) + _left_out(r)
     return out
+
+
+DECISION_MARKS = (". Today: ", ". After the plan: ")  # where the verdict's decision splits
+
+
+def decision_parts(decision: str | None) -> list[tuple[str, str]]:
+    """The verdict's decision as its sentences (the model's words, split, never re-worded):
+    (key, text) for the answer, today's comparison and the one after the plan."""
+    if not decision:
+        return []
+    parts, rest, key = [], decision, "answer"
+    for mark, next_key in zip(DECISION_MARKS, ("today", "after-plan"), strict=True):
+        head, found, tail = rest.partition(mark)
+        if not found:
+            continue
+        parts.append((key, head + "."))
+        rest, key = mark[2:] + tail, next_key
+    return parts + [(key, rest)]
+
+
+def decision_list(verdict) -> list[str]:
+    """What to do first, speculating against plain decoding today and after the plan, and the
+    best number of drafts: the verdict's own sentences, one item each, before the rest."""
+    items = [("first", "What to do first", verdict.plan)]
+    labels = {"answer": "Speculate or not", "today": "Today", "after-plan": "After the plan"}
+    for key, text in decision_parts(verdict.decision):
+        items.append((key, labels[key], text.removeprefix(f"{labels[key]}: ")))
+    items.append(("best-k", "Number of drafts", verdict.drafts))
+    lis = [
+        f'<li data-key="{key}"><b>{esc(label)}:</b> {esc(text)}</li>'
+        for key, label, text in items
+        if text
+    ]
+    return [f'<ul class="decision" data-key="decision">{"".join(lis)}</ul>'] if lis else []
 
 
 def _today(r: Ranking) -> str:
