@@ -55,6 +55,22 @@ window.addEventListener('load', function () { setTimeout(function () {
                 base: arr(t.base), color: t.marker && t.marker.color};
       })}));
   });
+  document.querySelectorAll('.js-plotly-plot').forEach(function (gd) {  // labels and marks
+    function box(e) { var r = e.getBoundingClientRect();
+      return [r.left, r.top, r.right, r.bottom].map(Math.round); }
+    var texts = [], bars = [], markers = [];
+    gd.querySelectorAll('svg text').forEach(function (e) {
+      var r = e.getBoundingClientRect(), s = getComputedStyle(e);
+      if (!e.textContent.trim() || r.width < 1 || r.height < 1 || s.visibility === 'hidden'
+          || s.display === 'none' || e.closest('.hoverlayer')) return;
+      texts.push({text: e.textContent, box: box(e), cls: e.getAttribute('class') || ''});
+    });
+    gd.querySelectorAll('.barlayer .point path, .waterfalllayer .point path').forEach(
+      function (e) { if (e.getBoundingClientRect().width >= 1) bars.push(box(e)); });
+    gd.querySelectorAll('.scatterlayer .points path.point').forEach(
+      function (e) { markers.push(box(e)); });
+    gd.setAttribute('data-marks', JSON.stringify({texts: texts, bars: bars, markers: markers}));
+  });
   document.body.setAttribute('data-probed', 'yes');
 }, 0); });
 </script>"""
@@ -130,6 +146,13 @@ class Page:
         parser = _Tables()
         parser.feed(self.dom)
         return parser.tables
+
+    def marks(self) -> dict[str, dict[str, Any]]:
+        """Where each chart's labels (``texts``: text, box, class), bars and markers were drawn,
+        boxes as [left, top, right, bottom] px (a page loaded with ``probe=True``)."""
+        found = re.findall(r'<div id="chart-([^"]+)"[^>]*?data-marks="([^"]*)"', self.dom)
+        assert found, "no data-marks: load the page with probe=True"
+        return {name: json.loads(htmllib.unescape(marks)) for name, marks in found}
 
     def plots(self) -> dict[str, dict[str, Any]]:
         """What plotly drew in each chart (a page loaded with ``probe=True``), by chart name."""

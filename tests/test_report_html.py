@@ -479,3 +479,78 @@ def test_every_group_shows_its_cost_per_step_not_its_window(workdir):
         assert row["modes"] == ", ".join(f"{m} x{n}" for m, n in g["modes"].items())
     story = next(g for g in data.summary["groups"] if (g["name"], g["variant"]) == data.group)
     assert story["cost_ns"]["mean"] < 0.9 * story["wall_ns"]["mean"]
+
+
+# -- the report leads with the decision; no label covers another or a bar (issue 27, 6) --------
+
+
+def overlap(a: list[int], b: list[int], tolerance: int = 1) -> bool:
+    """Two boxes [left, top, right, bottom] share more than ``tolerance`` px each way."""
+    return (
+        min(a[2], b[2]) - max(a[0], b[0]) > tolerance
+        and min(a[3], b[3]) - max(a[1], b[1]) > tolerance
+    )
+
+
+def test_no_label_covers_another_label_or_a_bar(dense_page, hf):
+    """Every chart of both pages, as Chromium laid it out: each text's box (titles, ticks,
+    legend entries, bar labels) clear of every other text and of every bar."""
+    pages = {"dense": dense_page, "hf": hf[1]}
+    checked = 0
+    for page_name, page in pages.items():
+        marks = page.marks()
+        assert {"plan", "cycles", "timeline"} <= set(marks), page_name
+        for chart, m in marks.items():
+            texts = m["texts"]
+            checked += len(texts)
+            for i, a in enumerate(texts):
+                for b in texts[i + 1 :]:
+                    assert not overlap(a["box"], b["box"]), (page_name, chart, a, b)
+                for bar in m["bars"]:
+                    assert not overlap(a["box"], bar), (page_name, chart, a, bar)
+    assert checked > 100
+
+
+def test_plain_decoding_with_the_same_fixes_sits_on_each_steps_bar(dense, dense_page):
+    """One diamond per plan step, inside the horizontal extent of that step's bar; plain
+    decoding today is named in the legend, not written on the plot."""
+    ranking = dense[2].ranking
+    marks = dense_page.marks()["plan"]
+    bars = sorted(marks["bars"])  # left to right: today, each step, the plan's total
+    diamonds = sorted(marks["markers"])
+    assert len(bars) == len(ranking.plan) + 2 and len(diamonds) == len(ranking.plain.along_plan)
+    for bar, diamond in zip(bars[1:], diamonds, strict=False):
+        centre = (diamond[0] + diamond[2]) / 2
+        assert bar[0] < centre < bar[2], (bar, diamond)
+    legend = [t["text"] for t in marks["texts"] if "legend" in t["cls"]]
+    assert f"plain decoding today {ranking.plain.tokens_per_s:.1f} tok/s" in legend
+    assert not any(
+        "plain decoding" in t["text"] for t in marks["texts"] if "legend" not in t["cls"]
+    )
+
+
+def test_the_comparison_comes_first_then_the_decision(dense, dense_page):
+    dom = dense_page.dom
+    at = {key: dom.index(f'id="{key}"') for key in ("compare", "verdict", "cycles", "kernels")}
+    assert at["compare"] < at["verdict"] < at["cycles"] < at["kernels"]
+    decision = dom.index('data-key="decision"')
+    assert at["verdict"] < decision < dom.index('data-key="verdict"')
+
+
+def test_the_decision_is_the_verdicts_sentences_first_fix_today_after_the_plan_best_k(
+    dense, dense_page
+):
+    verdict = dense[2].ranking.verdict
+    items = dict(re.findall(r'<li data-key="([a-z-]+)"><b>[^<]*</b> (.*?)</li>', dense_page.dom))
+    assert list(items)[:1] == ["first"] and {"today", "after-plan", "best-k"} <= set(items)
+    assert htmllib.unescape(items["first"]) == verdict.plan
+    assert htmllib.unescape(items["best-k"]) == verdict.drafts
+    today, after = (htmllib.unescape(items[k]) for k in ("today", "after-plan"))
+    assert today.startswith("speculating ") and "plain decoding" in today
+    assert f"Today: {today}" in verdict.decision and f"After the plan: {after}" in verdict.decision
+
+
+def test_the_top_kernels_scope_is_words_not_a_regex(dense, dense_page):
+    (scope,) = paragraphs(dense_page, "kernels-scope")
+    assert "(?" not in scope and "\\s" not in scope and "^" not in scope
+    assert scope.startswith(f"kernels launched inside the 40 {label(dense[2].group)} steps")

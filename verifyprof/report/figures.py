@@ -193,13 +193,19 @@ def timeline_figure(timelines: list[StepTimeline]) -> go.Figure:
         if first
         else "Timeline"
     )
+    height, top, bottom = 220 + 40 * rows, 50, 110
     fig.update_layout(
         barmode="overlay",
         title=safe(title),
         xaxis_title="us from the step's start",
-        height=160 + 40 * rows,
+        height=height,
         bargap=0.3,
         **LAYOUT,
+    )
+    # the legend under the axis title, in pixels (a fraction of a short plot lands on the title)
+    fig.update_layout(
+        margin={**LAYOUT["margin"], "t": top, "b": bottom},
+        legend={**LAYOUT["legend"], "y": -60 / (height - top - bottom), "yanchor": "top"},
     )
     fig.update_yaxes(autorange="reversed", type="category")
     return fig
