@@ -149,7 +149,9 @@ def _step_word(step: str) -> str:
 def _print_ranks(console: Console, ranks: list[dict[str, Any]], what: str = "verify") -> None:
     if len(ranks) < 2:
         return
-    table = Table(title=f"Per rank (mean {escape(what)} wall ms, breakdown)", title_justify="left")
+    table = Table(
+        title=f"Per rank (mean {escape(what)} wall ms per step, as traced)", title_justify="left"
+    )
     for col in ("rank", "before", "after", "delta", "delta %"):
         table.add_column(col, justify="left" if col == "rank" else "right")
     for row in ranks:
@@ -178,7 +180,8 @@ def _print_families(console: Console, families: dict[str, Any]) -> None:
         for row in families[key]:
             ms = row["after_ms"] if key == "appeared" else row["before_ms"]
             console.print(
-                f"  {sign} {escape(row['family'])} ({row['phase']}, {ms:.3f} ms total)",
+                f"  {sign} {escape(row['family'])} ({row['phase']}, {ms:.3f} ms over the trace,"
+                " as traced)",
                 highlight=False,
             )
 

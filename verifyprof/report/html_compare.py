@@ -157,7 +157,14 @@ def _families(fam: dict[str, Any]) -> list[str]:
         for r in fam[kind]
     ]
     if listed:
-        out.append(table(["change", "family", "phase", "total ms"], "twtn", listed, key="families"))
+        out.append(
+            table(
+                ["change", "family", "phase", "ms over the trace (traced)"],
+                "twtn",
+                listed,
+                key="families",
+            )
+        )
     return out
 
 
@@ -173,4 +180,11 @@ def _ranks(ranks: list[dict[str, Any]]) -> list[str]:
         ]
         for r in ranks
     ]
-    return [table(["rank", "before ms", "after ms", "delta %"], "nnnn", rows, key="compare-ranks")]
+    return [
+        table(
+            ["rank", "before: mean wall ms (traced)", "after", "delta %"],
+            "nnnn",
+            rows,
+            key="compare-ranks",
+        )
+    ]

@@ -57,6 +57,7 @@ def verdict_section(data: ReportData) -> list[str]:
     ]
     if r is None or verdict is None:
         return out + [f'<p class="note" data-key="no-plan">{esc(data.whatif_note or NO_PLAN)}</p>']
+    out.append(_numbers_are(r))
     out[1:1] = decision_list(verdict)  # the decision first, the whole verdict under it
     out += [f'<p class="warn" data-key="verdict-warning">{esc(w)}</p>' for w in verdict.warnings]
     out.append(_today(r))
@@ -68,6 +69,25 @@ def verdict_section(data: ReportData) -> list[str]:
     out.append(chart(figures_cycle.plan_figure(r), "plan"))
     out += _plan_table(r) + _candidates_table(r) + _left_out(r)
     return out
+
+
+def _numbers_are(r: Ranking) -> str:
+    """Which steps the verdict's numbers are: the mean step of one device, traced or at the
+    unprofiled rate (whatif's basis); with several devices, not the steps table's mean."""
+    v, devices = r.profile.verify, r.profile.devices
+    n = f"{v.steps} step" + ("s" if v.steps != 1 else "")
+    where = (
+        f" on device {v.device}, the critical one of {devices} (the steps table's means are over"
+        " every device)"
+        if devices > 1
+        else ""
+    )
+    basis = (
+        f"at the unprofiled rate (the profiler's dilation {r.dilation:.2f}x taken out)"
+        if r.dilation
+        else "as traced"
+    )
+    return f'<p class="about" data-key="verdict-steps">numbers: the mean of {n}{where}, {basis}</p>'
 
 
 DECISION_MARKS = (". Today: ", ". After the plan: ")  # where the verdict's decision splits
