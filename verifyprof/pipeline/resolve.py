@@ -142,9 +142,12 @@ def resolve_frame(
         n = int((frame.steps["name"] == name).sum())
         what = "showing" if part else "modelling"
         notes.append(f"--step {options.step}: {what} the {n} steps named {name!r}")
+    picked = None  # why the verify's mode is the one modelled, when the manifest picked it
     if options.mode is None and options.manifest is not None:
-        options = _manifest_mode(frame, options, notes, None if part else name)
+        options, picked = _manifest_mode(frame, options, notes, None if part else name)
     story = story_of(frame, replace(options, step=name))
+    if story is not None and picked:
+        story = replace(story, why=_why(story.why, picked))
     options = replace(options, step=None if part else name)  # the model's: the verify
     if name is not None and ranges.phase_of(name) in ("decode", "prefill"):
         options = _one_token_steps(options, name, notes)
@@ -161,6 +164,9 @@ def resolve_frame(
         return out
     try:
         out.prepared = prepare(frame, options)
+        if picked:
+            profile = out.prepared.profile
+            out.prepared.profile = replace(profile, choice=_why(profile.choice, picked))
     except VerifyprofError as err:
         if "accept length unknown" not in err.problem:
             raise
@@ -170,10 +176,20 @@ def resolve_frame(
 
 def _manifest_mode(
     frame: BreakdownFrame, options: WhatifOptions, notes: list[str], step: str | None
-) -> WhatifOptions:
+) -> tuple[WhatifOptions, str | None]:
+    """The options with the manifest's mode (and the note why), or as they were."""
     mode, note = manifest_mode(frame, step, options.manifest)
     notes += [note] if note else []
-    return replace(options, mode=mode) if mode else options
+    return (replace(options, mode=mode), note) if mode else (options, None)
+
+
+def _why(choice: str, picked: str) -> str:
+    """The modelled group's words with why its mode is the one modelled (the manifest's run):
+    never 'the trace's only verify group' when other modes' verify steps are beside it."""
+    what, _, why = choice.partition(": ")
+    if not why or why == "the trace's only verify group":
+        return f"{what}: {picked}"
+    return f"{choice}; {picked}"
 
 
 def manifest_mode(
