@@ -263,3 +263,16 @@ def test_console_script_in_a_pipe_fits_80_columns():
     for row in data["kernels"]:
         assert f"{row['total_ns'] / 1e6:.3f}" in done.stdout and str(row["count"]) in done.stdout
     assert "multimem_all_reduce_kernel" in done.stdout
+
+
+def test_a_groups_largest_phase_is_a_part_of_its_cost_and_within_100_percent():
+    """Pipelined graph steps: the window holds other steps' GPU work (other_work), which is no
+    part of the step's cost; the largest phase listed is one of the cost's, its share <= 100%."""
+    result = pipeline.breakdown(REPO / "traces/workload-dense-pipelined-graph/trace.sqlite.gz")
+    text = render(120, lambda c: show.print_breakdown(result, c))
+    rows = [line for line in text.splitlines() if line.rstrip().endswith("%")]
+    others = [g for g in result.summary()["groups"] if g["phases"]["other_work"]["mean"] > 0]
+    assert rows and others  # the trace has steps whose windows hold other steps' work
+    shares = [int(line.rstrip()[:-1].split()[-1]) for line in rows]
+    assert all(0 <= s <= 100 for s in shares), rows
+    assert not any(" other_work " in line for line in rows)

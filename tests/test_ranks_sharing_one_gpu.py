@@ -74,3 +74,33 @@ def test_torchrun_ranks_on_one_gpu_are_two_ranks_on_two_devices_each_step_as_rea
         mine = [s for s in both["steps"] if s["rank"] == rank]
         assert len(mine) == len(alone) == 5 and {s["device"] for s in mine} == {rank}
         assert [s["phases"] for s in mine] == [s["phases"] for s in alone]
+
+
+def test_the_verdict_and_the_table_say_which_steps_they_describe():
+    """Two devices: the table's mean is over both, the verdict's numbers are the critical
+    device's mean step. The table shows that rank's share beside its column (the verdict's 58%)
+    and both say which steps they are."""
+    from typer.testing import CliRunner
+
+    from verifyprof.cli import app
+
+    done = CliRunner().invoke(
+        app, ["breakdown", str(FOLDER), "--whole-trace"], env={"COLUMNS": "160"}
+    )
+    assert done.exit_code == 0, done.output
+    text = " ".join(done.output.split())
+    doc = as_json(pipeline.breakdown([str(NODE_A), str(NODE_B)], whole_trace=True))
+    (group,) = doc["summary"]["groups"]
+    rank = max(group["by_rank"], key=lambda r: group["by_rank"][r]["wall_ns"]["mean"])
+    mine = group["by_rank"][rank]
+    share = 100 * mine["phases"]["gemm_dense"] / mine["wall_ns"]["mean"]
+    assert f"means over all {group['steps']} steps" in text
+    assert f"rank {rank} *" in text and "% of wall" in text  # the header's two lines
+    gemm = next(line for line in done.output.splitlines() if line.startswith("gemm_dense"))
+    cells = gemm.split()
+    at = cells.index(f"{mine['phases']['gemm_dense'] / 1e6:.3f}")
+    assert cells[at + 1] == f"{share:.1f}"  # the verdict's rank's share, beside its mean
+    verdict = text[text.index("verdict (") :]
+    assert verdict.startswith(f"verdict (rank {rank}'s mean of 1 step: the critical one of 2")
+    assert f"{share:.0f}% of its cost gemm_dense" in verdict
+    assert f"{100 * group['phases']['gemm_dense']['share']:.1f}" in text  # the mean over both
