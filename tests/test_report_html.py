@@ -548,6 +548,10 @@ def test_the_decision_is_the_verdicts_sentences_first_fix_today_after_the_plan_b
     today, after = (htmllib.unescape(items[k]) for k in ("today", "after-plan"))
     assert today.startswith("speculating ") and "plain decoding" in today
     assert f"Today: {today}" in verdict.decision and f"After the plan: {after}" in verdict.decision
+    ranking = dense[2].ranking
+    assert paragraphs(dense_page, "verdict-steps") == [
+        f"numbers: the mean of {ranking.profile.verify.steps} steps, as traced"
+    ]  # one device, no dilation measured: the steps table's group, as traced
 
 
 def test_the_top_kernels_scope_is_words_not_a_regex(dense, dense_page):
