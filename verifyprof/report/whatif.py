@@ -131,9 +131,15 @@ TRACE_LEGEND = (
 
 
 def basis(cur: dict[str, Any]) -> str:
-    """What today's numbers are: as traced, or at the unprofiled rate (a measured dilation)."""
-    if cur.get("dilation"):
-        return f"at the unprofiled rate, dilation {cur['dilation']:.2f}x out"
+    """What today's numbers are, from the ranking's ``basis`` (the model's one definition): as
+    traced, at the unprofiled rate (a measured dilation taken out), or anchored to the traced
+    run's own rate."""
+    kind = cur.get("basis", "traced")
+    if kind == "unprofiled":
+        dilation = f", dilation {cur['dilation']:.2f}x out" if cur.get("dilation") else ""
+        return f"at the unprofiled rate{dilation}"
+    if kind == "traced run":
+        return "at the traced run's own measured rate"
     return "as traced"
 
 
