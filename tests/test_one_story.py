@@ -59,9 +59,10 @@ def json_of(*args: str) -> dict:
 def outputs(request) -> dict[str, dict]:
     trace, accept, scope = request.param
     several_nsys = trace == SEVERAL[0]
+    manifest = accept if accept[:1] == ["--manifest"] else []  # its run's mode picks the group
     return {
         "breakdown": json_of("breakdown", trace, *accept, *scope),
-        "kernels": {} if several_nsys else json_of("kernels", trace, *scope),
+        "kernels": {} if several_nsys else json_of("kernels", trace, *manifest, *scope),
         "whatif": json_of("whatif", trace, *accept, *scope),
         "compare": json_of("compare", trace, trace, *accept, *scope),
     }
@@ -110,6 +111,9 @@ def test_whatif_and_compare_trace_the_same_verify(outputs):
     assert cur["launches"] == pytest.approx(before["launches"])
     if cur["basis"] == "traced":  # at the unprofiled rate, whatif says so; compare is as traced
         assert cur["verify_ms"] == pytest.approx(cur["traced_verify_ms"], rel=1e-9)
+    assert before["basis"] == "traced" and before["statistic"] == "mean"
+    if cur["basis"] == "unprofiled":  # compare states whatif's number too, labelled
+        assert before["unprofiled_verify_ms"] == pytest.approx(cur["verify_ms"], rel=1e-9)
 
 
 def test_on_one_device_the_breakdown_table_holds_the_same_cost(outputs):

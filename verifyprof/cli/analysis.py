@@ -26,6 +26,7 @@ from verifyprof.cli.options import (
     HardwareOpt,
     JsonOpt,
     KernelsAllOpt,
+    KernelsManifestOpt,
     KernelsStepOpt,
     KernelsWholeTraceOpt,
     LinkOpt,
@@ -163,6 +164,7 @@ def kernels(
     step: KernelsStepOpt = None,
     every_step: KernelsAllOpt = False,
     whole_trace: KernelsWholeTraceOpt = False,
+    manifest: KernelsManifestOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -178,11 +180,13 @@ def kernels(
     chosen += [o for o, on in (("--all", every_step), ("--whole-trace", whole_trace)) if on]
     if len(chosen) > 1:
         raise VerifyprofError(f"give one of {', '.join(chosen)} (each chooses the steps listed)")
-    options = WhatifOptions(step=step, step_range=step_range)
+    options = WhatifOptions(step=step, step_range=step_range, manifest=manifest)
     resolve.check(options, parts=True)  # one line before any file is read
     scope = "range" if step_range is not None else "all" if every_step else "story"
     scope = "whole-trace" if whole_trace else scope
-    _check_run(sources={"": [trace]}, files={"--taxonomy": taxonomy})  # before any work
+    _check_run(  # before any work
+        sources={"": [trace]}, files={"--taxonomy": taxonomy, "--manifest": manifest}
+    )
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
         table = kernels_of(trace, options, scope, taxonomy)
     data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}

@@ -127,6 +127,14 @@ ManifestOpt = Annotated[
     typer.Option("--manifest", help="capture manifest.json (accept length) for the verdict"),
 ]
 
+KernelsManifestOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--manifest",
+        help="capture manifest.json: its measured run's mode picks the verify group, as whatif's",
+    ),
+]
+
 TopOpt = Annotated[int, typer.Option("--top", help="how many kernels to list (>= 1)", min=1)]
 
 StepRangeOpt = Annotated[

@@ -3,6 +3,7 @@ top-kernels table are about), of every step, of ranges given, or of the whole tr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from verifyprof.attribution.kernels import KernelTable, kernel_table
@@ -65,8 +66,17 @@ def kernels_of(
 def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> KernelTable:
     """The kernels of the group :mod:`verifyprof.pipeline.resolve` makes the story's, named as
     the verdict names it; a trace without steps: the whole trace, saying so."""
+    from verifyprof.contracts.ranges import PHASES
     from verifyprof.pipeline.reading import breakdown
-    from verifyprof.pipeline.resolve import CYCLE_PARTS, Input, resolve_frame, step_regex
+    from verifyprof.pipeline.resolve import (
+        CYCLE_PARTS,
+        Input,
+        identify,
+        manifest_mode,
+        mode_why,
+        resolve_frame,
+        step_regex,
+    )
     from verifyprof.pipeline.story import story_group
 
     try:
@@ -78,11 +88,20 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
         table.scope = f"whole trace ({err.problem.split(';')[0]})"
         return table
     frame = result.frame()
+    manifest, picked = options.manifest or identify(source).manifest, None
+    if options.mode is None and manifest is not None and options.step not in CYCLE_PARTS:
+        # the verify's mode as every command picks it: the manifest's measured run's
+        step = None if options.step is None or options.step in PHASES else options.step
+        mode, picked = manifest_mode(frame, step, manifest)
+        options = replace(options, mode=mode) if mode else options
     # the story only: no manifest, so no model state is prepared (kernels needs none)
-    resolved = resolve_frame(frame, [Input(str(source), "trace")], options, result, parts=True)
+    resolved = resolve_frame(
+        frame, [Input(str(source), "trace")], replace(options, manifest=None), result, parts=True
+    )
     if resolved.story is not None:
         story = resolved.story
         group, mode, why = (story.name, story.variant), story.mode, story.why
+        why = mode_why(why, picked) if picked and options.mode else why
     else:
         group, why = story_group(frame, result.summary())
         why, mode = f"{group_label(*group)}: {why}", None

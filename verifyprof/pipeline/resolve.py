@@ -147,7 +147,7 @@ def resolve_frame(
         options, picked = _manifest_mode(frame, options, notes, None if part else name)
     story = story_of(frame, replace(options, step=name))
     if story is not None and picked:
-        story = replace(story, why=_why(story.why, picked))
+        story = replace(story, why=mode_why(story.why, picked))
     options = replace(options, step=None if part else name)  # the model's: the verify
     if name is not None and ranges.phase_of(name) in ("decode", "prefill"):
         options = _one_token_steps(options, name, notes)
@@ -166,7 +166,7 @@ def resolve_frame(
         out.prepared = prepare(frame, options)
         if picked:
             profile = out.prepared.profile
-            out.prepared.profile = replace(profile, choice=_why(profile.choice, picked))
+            out.prepared.profile = replace(profile, choice=mode_why(profile.choice, picked))
     except VerifyprofError as err:
         if "accept length unknown" not in err.problem:
             raise
@@ -183,7 +183,7 @@ def _manifest_mode(
     return (replace(options, mode=mode), note) if mode else (options, None)
 
 
-def _why(choice: str, picked: str) -> str:
+def mode_why(choice: str, picked: str) -> str:
     """The modelled group's words with why its mode is the one modelled (the manifest's run):
     never 'the trace's only verify group' when other modes' verify steps are beside it."""
     what, _, why = choice.partition(": ")
