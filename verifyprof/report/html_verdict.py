@@ -112,7 +112,7 @@ def decision_list(verdict) -> list[str]:
     """What to do first, speculating against plain decoding today and after the plan, and the
     best number of drafts: the verdict's own sentences, one item each, before the rest."""
     items = [("first", "What to do first", verdict.plan)]
-    labels = {"answer": "Speculate or not", "today": "Today", "after-plan": "After the plan"}
+    labels = {"answer": "Decision", "today": "Today", "after-plan": "After the plan"}
     for key, text in decision_parts(verdict.decision):
         items.append((key, labels[key], text.removeprefix(f"{labels[key]}: ")))
     items.append(("best-k", "Number of drafts", verdict.drafts))
