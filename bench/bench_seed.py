@@ -13,7 +13,8 @@ sweep 1,2,3,5,7,9 x 6 inside the profiled window, tagged ``sweep=1``; no decode 
 * C3 ``graph`` mode, batch 8.
 
 Measurements (plain processes, no profiler, 40 cycles per configuration per round, the
-configurations of a process in interleaved rounds; the set run twice, P1 P2 P3 P1' P2' P3'):
+configurations of a process in interleaved rounds; the set run twice; the order on the device is
+C1 P1 C2 P2 C3 P3 P1' P2' P3', so that a lease cut short keeps each capture beside its truths):
 
 * P1 seed, batch 1, k in {0, 4} (k = 0: plain decoding as the seed runs it, graphed), and the
   eager verify at the sweep widths;
@@ -69,9 +70,10 @@ def program(smoke: bool) -> list[str]:
     return bc.HF + (bc.SMOKE["hf"] if smoke else PRESET)
 
 
-def run_captures(out: Path, smoke: bool) -> None:
+def run_captures(out: Path, smoke: bool, names: list[str]) -> None:
     hooks = [arg for hook in HOOKS for arg in ("--hook", hook)]
-    for name, (mode, batch) in CAPTURES.items():
+    for name in names:
+        mode, batch = CAPTURES[name]
         prog = program(smoke) + [
             "--mode", mode, "--batch", str(batch), "--num-draft", str(K), "--alpha", str(ALPHA),
             "--steps", "30", "--warmup", "6", "--sweep-widths", SWEEP, "--sweep-steps", "6",
@@ -79,8 +81,9 @@ def run_captures(out: Path, smoke: bool) -> None:
         bc.sh(bc.capture(out / name, prog, hooks, smoke), out / f"capture-{name}.log", 900)
 
 
-def run_measures(out: Path, smoke: bool, tag: str) -> None:
-    for name, (mode, batches, ks, rounds, sweep) in MEASURES.items():
+def run_measures(out: Path, smoke: bool, tag: str, names: list[str]) -> None:
+    for name in names:
+        mode, batches, ks, rounds, sweep = MEASURES[name]
         prog = program(smoke) + [
             "--mode", mode, "--batch", batches, "--num-draft", ks, "--alpha", str(ALPHA),
             "--steps", "40", "--warmup", "6", "--rounds", str(rounds),
@@ -130,11 +133,13 @@ def run(out: Path, smoke: bool, only: set[str]) -> None:
         print("preflight failed: no captures, no measurements", flush=True)
         (out / "DONE").write_text("preflight failed\n")
         return
-    if "captures" in only:
-        run_captures(out, smoke)
+    for capture, measure in zip(CAPTURES, MEASURES):  # C1 P1 C2 P2 C3 P3, then P1' P2' P3':
+        if "captures" in only:  # each capture beside its truths, should the lease end early
+            run_captures(out, smoke, [capture])
+        if "measures" in only:
+            run_measures(out, smoke, "", [measure])
     if "measures" in only:
-        run_measures(out, smoke, "")
-        run_measures(out, smoke, "-again")
+        run_measures(out, smoke, "-again", list(MEASURES))
     print(f"campaign done in {time.monotonic() - started:.0f} s", flush=True)
     (out / "DONE").write_text("done\n")
 
