@@ -1,20 +1,31 @@
 """Chain speculative decoding over transformers' Llama (random weights): a program verifyprof did
-not grow from its own workload, for the whole-cycle predictions of ``bench/bench_cycle.py``.
+not grow from its own workload, for the whole-cycle predictions of ``bench/bench_cycle.py`` and
+``bench/bench_seed.py``.
 
-A target and a small drafter share a static KV cache layout (transformers' ``StaticCache``). One
-cycle: ``propose`` (the drafter catches up on the last two tokens at width 2, then drafts
-token by token: k forwards), ``check`` (the target over the k+1 tokens), ``take`` (the accepted
-prefix, read by the host: one sync per cycle, as a server streaming tokens does). Acceptance
-is simulated i.i.d. (``--alpha``), as SGLang's SGLANG_SIMULATE_ACC_LEN does, so every mode and
-k sees the same accept counts; the tokens are the target's own. ``--num-draft 0`` is plain
-decoding (one target forward and one sync per token).
+A target and a small drafter, each with a static KV cache (transformers' ``StaticCache``, one per
+batch size). One cycle: ``propose`` (the drafter catches up on the last two tokens at width 2,
+then drafts token by token: k forwards), ``check`` (the target over the k+1 tokens), ``take``
+(the accepted prefix, read by the host: one sync per cycle, as a server streaming tokens does).
+Acceptance is simulated i.i.d. (``--alpha``), as SGLang's SGLANG_SIMULATE_ACC_LEN does, so every
+mode and k sees the same accept counts; the tokens are the target's own. ``--num-draft 0`` is
+plain decoding (one target forward and one sync per token). ``--batch B``: B rows in lockstep
+(every row accepts the same count, so per-request acceptance is unchanged); tokens/s counts all
+rows, ``tokens_per_s_per_request`` one.
 
-Modes: ``eager``; ``graph`` (each forward captured as a ``torch.cuda.CUDAGraph`` over static
-buffers); ``compile`` (each forward under ``torch.compile(mode="reduce-overhead",
-fullgraph=True)``: Inductor's fusion plus cudagraph trees).
+Modes (``hf_chain_models.py``): ``eager``; ``graph`` (every forward captured as a
+``torch.cuda.CUDAGraph``: the "all compiled" setup without Inductor); ``seed`` (plain decoding and
+the drafter as graphs, the verify eager: the seed team's configuration); ``compile`` (each forward
+under ``torch.compile(mode="reduce-overhead", fullgraph=True)``).
 
     python bench/programs/run_hf_chain.py --mode graph --num-draft 3 --steps 64 --out r.json
-    python bench/programs/run_hf_chain.py --mode compile --num-draft 0,1,2,4,6 --out r.json
+    python bench/programs/run_hf_chain.py --preset 7b --mode graph --batch 1,4 --num-draft 0,2
+    python bench/programs/run_hf_chain.py --preset 7b --mode seed --num-draft 4 \
+        --sweep-widths 1,2,3,5,7,9 --sweep-steps 6
+
+Several (batch, k) configurations are measured in one process in interleaved ``--rounds``.
+``--sweep-widths``: after the measured cycles (inside the profiled window) the target's verify
+forward at each width, in the verify's own mode, ``--sweep-steps`` times each
+(``ChainDecoder.sweep_check``, a sync after each, outside it), timed by the host.
 
 (``run_hf_chain.py`` imports this module, so that its methods can be hooked: a script's own
 functions run as ``__main__`` and cannot be.)
@@ -27,23 +38,42 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 from pathlib import Path
 
 import torch
+from hf_chain_models import GRAPH_IMPL, Models, run_model
+
+PRESETS = {
+    "7b": {  # Llama-2-7B-like, GQA; weight-bound decode on one H200
+        "layers": 32,
+        "hidden": 4096,
+        "heads": 32,
+        "kv_heads": 8,
+        "intermediate": 11008,
+        "vocab": 32000,
+        "draft_layers": 2,
+        "draft_hidden": 1024,
+    },
+}
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in str(text).split(",") if x.strip()]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=("eager", "graph", "compile"), default="eager")
+    p.add_argument("--mode", choices=("eager", "graph", "seed", "compile"), default="eager")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="model dims (flags given override)")
     p.add_argument(
         "--num-draft",
         default="3",
         help="k drafts per cycle (0: plain decoding); several (0,1,2,4) are measured in turn",
     )
+    p.add_argument("--batch", default="1", help="rows in lockstep; several (1,4,16) in turn")
     p.add_argument("--steps", type=int, default=48, help="measured cycles (or decode steps)")
     p.add_argument("--warmup", type=int, default=6)
     p.add_argument("--alpha", type=float, default=0.7, help="simulated i.i.d. acceptance rate")
@@ -62,195 +92,53 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--rounds",
         type=int,
         default=1,
-        help="several k: measure them in turn this many times (host speed drifts over seconds)",
+        help="several configurations: measure them in turn this many times (host speed drifts)",
     )
+    p.add_argument("--sweep-widths", default="", help="verify widths run after the cycles")
+    p.add_argument("--sweep-steps", type=int, default=6)
     p.add_argument("--out", type=Path)
-    return p.parse_args(argv)
-
-
-def build(args: argparse.Namespace, hidden: int, layers: int, inter: int, max_len: int):
-    from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
-
-    heads = args.heads if hidden == args.hidden else max(hidden // 128, 1)
-    cfg = LlamaConfig(
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=math.gcd(args.kv_heads, heads),  # grouped-query: kv heads divide
-        intermediate_size=inter,
-        vocab_size=args.vocab,
-        max_position_embeddings=max_len,
-    )
-    cfg._attn_implementation = "sdpa"
-    dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
-    model = LlamaForCausalLM(cfg).to(device=args.device, dtype=dtype).eval()
-    return model, StaticCache(config=cfg, max_cache_len=max_len)
-
-
-def at(cache, pos: torch.Tensor) -> None:
-    """Write the next keys at ``pos``: newer transformers place them at the cache's own running
-    length (ignoring ``cache_position``), so that length is set on the device, in the graph too
-    (rejected drafts' entries are then overwritten, as a server's rollback does)."""
-    for layer in getattr(cache, "layers", ()):
-        length = getattr(layer, "cumulative_length", None)
-        if isinstance(length, torch.Tensor) and length.device == pos.device:
-            length.copy_(pos[0].reshape(length.shape))
-
-
-class Forward:
-    """One model forward at a fixed width over static input buffers, in the run's mode."""
-
-    def __init__(self, model, cache, width: int, mode: str, device: str):
-        self.model, self.cache, self.mode = model, cache, mode
-        self.ids = torch.zeros((1, width), dtype=torch.long, device=device)
-        self.pos = torch.arange(width, dtype=torch.long, device=device)
-        self.graph = None
-        self.out = None
-        self.fn = self._forward
-        if mode == "compile":
-            self.fn = torch.compile(self._forward, mode="reduce-overhead", fullgraph=True)
-
-    def _forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        at(self.cache, pos)
-        out = self.model(
-            input_ids=ids,
-            position_ids=pos[None],
-            cache_position=pos,
-            past_key_values=self.cache,
-            use_cache=True,
-        )
-        return out.logits
-
-    def capture(self) -> None:
-        """Graph mode: record the forward once (after eager warm-up calls on a side stream); if
-        transformers' forward cannot be captured, cudagraph trees without Inductor instead."""
-        try:
-            self._capture()
-        except Exception as err:  # noqa: BLE001 - any capture failure: the fallback says why
-            print(
-                f"hf_chain: CUDA graph capture failed ({err}); using backend=cudagraphs",
-                file=sys.stderr,
-            )
-            self.graph, self.mode = None, "compile"
-            self.fn = torch.compile(self._forward, backend="cudagraphs", fullgraph=True)
-            GRAPH_IMPL[0] = "torch.compile(backend='cudagraphs')"
-
-    def _capture(self) -> None:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self._forward(self.ids, self.pos)
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = self._forward(self.ids, self.pos)
-
-    def __call__(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        self.ids.copy_(ids)
-        self.pos.copy_(pos)
-        if self.graph is not None:
-            self.graph.replay()
-            return self.out
-        if self.mode == "compile":
-            torch.compiler.cudagraph_mark_step_begin()
-            return self.fn(self.ids, self.pos).clone()
-        return self.fn(self.ids, self.pos)
-
-
-class Models:
-    """The target and the drafter with their caches, and each forward once per width (a
-    compiled or captured forward is reused by every k that needs it)."""
-
-    def __init__(self, args: argparse.Namespace, max_k: int):
-        self.args = args
-        self.max_len = args.context + (args.steps + args.warmup) * (max_k + 1) + 8
-        torch.manual_seed(args.seed)
-        self.target, self.tcache = build(
-            args, args.hidden, args.layers, args.intermediate, self.max_len
-        )
-        self.draft, self.dcache = build(
-            args, args.draft_hidden, args.draft_layers, args.draft_hidden * 3, self.max_len
-        )
-        self.forwards: dict[tuple[str, int], Forward] = {}
-        dev = args.device
-        ids = torch.zeros((1, 8), dtype=torch.long, device=dev)
-        pos = torch.arange(8, device=dev)
-        with torch.no_grad():  # the caches allocate on first use: before any capture or compile
-            for model, cache in ((self.target, self.tcache), (self.draft, self.dcache)):
-                at(cache, pos)
-                model(
-                    input_ids=ids,
-                    position_ids=pos[None],
-                    cache_position=pos,
-                    past_key_values=cache,
-                    use_cache=True,
-                )
-                for layer in getattr(cache, "layers", ()):
-                    length = getattr(layer, "cumulative_length", None)
-                    if isinstance(length, torch.Tensor) and args.mode == "compile":
-                        torch._dynamo.mark_static_address(length)
-
-    def forward(self, which: str, width: int) -> Forward:
-        key = (which, width)
-        if key not in self.forwards:
-            model, cache = (
-                (self.target, self.tcache) if which == "target" else (self.draft, self.dcache)
-            )
-            fw = Forward(model, cache, width, self.args.mode, self.args.device)
-            if self.args.mode == "graph":
-                fw.capture()
-            self.forwards[key] = fw
-        return self.forwards[key]
+    first, _ = p.parse_known_args(argv)
+    if first.preset:
+        p.set_defaults(**PRESETS[first.preset])
+    args = p.parse_args(argv)
+    args.sweep = ints(args.sweep_widths)
+    return args
 
 
 GOLDEN = (5**0.5 - 1) / 2
-GRAPH_IMPL = ["torch.cuda.CUDAGraph"]
 
 
 class ChainDecoder:
     """The speculative loop; its methods are the phases a user would hook."""
 
-    def __init__(self, args: argparse.Namespace, models: Models, k: int):
-        self.args, self.k, self.models = args, k, models
-        self.target, self.tcache = models.target, models.tcache
-        self.draft, self.dcache = models.draft, models.dcache
-        self.verify_fw = models.forward("target", max(k + 1, 1))
-        self.extend_fw = models.forward("draft", 2) if k else None
-        self.step_fw = models.forward("draft", 1) if k > 1 else None
+    def __init__(self, args: argparse.Namespace, models: Models, k: int, batch: int = 1):
+        self.args, self.k, self.batch, self.models = args, k, batch, models
+        self.target, self.draft = models.target, models.draft
+        self.tcache = models.cache("target", batch)
+        self.dcache = models.cache("draft", batch)
+        role = "verify" if k else "decode"
+        self.verify_fw = models.forward("target", k + 1, batch, role)
+        self.extend_fw = models.forward("draft", 2, batch, "draft") if k else None
+        self.step_fw = models.forward("draft", 1, batch, "draft") if k > 1 else None
         self.u = 0.5  # low-discrepancy draws: the mean accept length converges within tens
         self.tokens: list[int] = []
         self.accepted: list[int] = []
 
     def prefill(self) -> None:
-        dev = self.args.device
-        ctx = torch.randint(0, self.args.vocab, (1, self.args.context), device=dev)
+        dev, b = self.args.device, self.batch
+        ctx = torch.randint(0, self.args.vocab, (b, self.args.context), device=dev)
         pos = torch.arange(self.args.context, device=dev)
-        at(self.tcache, pos)
-        at(self.dcache, pos)
         with torch.no_grad():
-            logits = self.target(
-                input_ids=ctx,
-                position_ids=pos[None],
-                cache_position=pos,
-                past_key_values=self.tcache,
-                use_cache=True,
-            ).logits
-            self.draft(
-                input_ids=ctx,
-                position_ids=pos[None],
-                cache_position=pos,
-                past_key_values=self.dcache,
-                use_cache=True,
-            )
+            logits = run_model(self.target, self.tcache, ctx, pos)
+            run_model(self.draft, self.dcache, ctx, pos)
         self.n = self.args.context  # tokens in the target's cache
         self.prev = ctx[:, -1:].clone()  # the token before ``last``, in both caches
         self.last = logits[:, -1:].argmax(-1)  # newest token, in neither cache
-        self.window = torch.arange(self.k + 1, device=dev)
+        self.window = torch.arange(max(self.k + 1, *self.args.sweep, 1), device=dev)
 
     def propose(self) -> torch.Tensor:
         """k draft tokens: the drafter over [prev, last] (width 2), then k-1 one-token steps."""
-        pos = self.n - 1 + torch.arange(2, device=self.last.device)
+        pos = self.n - 1 + self.window[:2]
         logits = self.extend_fw(torch.cat((self.prev, self.last), 1), pos)
         token = logits[:, -1:].argmax(-1)
         drafts = [token]
@@ -262,15 +150,16 @@ class ChainDecoder:
 
     def check(self, drafts: torch.Tensor) -> torch.Tensor:
         """The target over [last, drafts]: its own next token at each position."""
-        pos = self.n + self.window
+        pos = self.n + self.window[: self.k + 1]
         return self.verify_fw(torch.cat((self.last, drafts), 1), pos).argmax(-1)
 
     def take(self, drafts: torch.Tensor, best: torch.Tensor) -> int:
-        """Accept a simulated prefix of a drafts; emit the target's tokens; read them (sync)."""
+        """Accept a simulated prefix of the drafts (the same count in every row); emit the
+        target's tokens; read them (sync)."""
         self.u = (self.u + GOLDEN) % 1.0
         a = sum(self.u < self.args.alpha**i for i in range(1, self.k + 1))
         emitted = best[:, : a + 1]
-        self.tokens += emitted[0].tolist()  # the host reads the tokens: one sync per cycle
+        self.tokens += emitted.flatten().tolist()  # the host reads the tokens: one sync a cycle
         self.prev = (drafts[:, a - 1 : a] if a else self.last).clone()
         self.last = best[:, a : a + 1].clone()
         self.n += a + 1
@@ -279,9 +168,9 @@ class ChainDecoder:
 
     def decode(self) -> int:
         """Plain decoding: one target forward over the newest token, read by the host."""
-        pos = torch.full((1,), self.n, dtype=torch.long, device=self.last.device)
+        pos = self.n + self.window[:1]
         self.last = self.verify_fw(self.last, pos)[:, -1:].argmax(-1)
-        self.tokens.append(int(self.last.item()))
+        self.tokens += self.last.flatten().tolist()
         self.n += 1
         return 1
 
@@ -291,16 +180,48 @@ class ChainDecoder:
         drafts = self.propose()
         return self.take(drafts, self.check(drafts))
 
+    def sweep_forward(self, width: int):
+        """The target's verify forward at ``width``, in the verify's mode (made and warmed up
+        before the profiled window)."""
+        return self.models.forward("target", width, self.batch, "verify")
 
-def measure(args: argparse.Namespace, models: Models, k: int, profile: bool) -> dict:
-    """One k: prefill, warm up (compiling or capturing the forwards), then the measured cycles
-    (inside cudaProfilerStart/Stop when ``profile``), each timed by the host (the sync ends it)."""
-    dec = ChainDecoder(args, models, k)
+    def sweep_check(self, width: int) -> torch.Tensor:
+        """The width sweep's verify: the target over ``width`` tokens after the newest (never
+        committed: the next cycle overwrites them)."""
+        fw = self.sweep_forward(width)
+        return fw(self.last.expand(-1, width), self.n + self.window[:width])
+
+
+def sweep(args: argparse.Namespace, dec: ChainDecoder, cuda: bool) -> dict[str, list[float]]:
+    """Each sweep width ``--sweep-steps`` times, a sync after each; host ms per call."""
+    out: dict[str, list[float]] = {}
+    for width in args.sweep:
+        times = []
+        for _ in range(args.sweep_steps):
+            t0 = time.perf_counter()
+            dec.sweep_check(width)
+            if cuda:
+                torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+        out[str(width)] = times
+    return out
+
+
+def measure(
+    args: argparse.Namespace, models: Models, k: int, batch: int, profile: bool, widths: bool
+) -> dict:
+    """One (batch, k): prefill, warm up (compiling or capturing the forwards), then the measured
+    cycles (inside cudaProfilerStart/Stop when ``profile``), each timed by the host (the sync
+    ends it); then the width sweep when ``widths``, still inside the window."""
+    dec = ChainDecoder(args, models, k, batch)
     cuda = args.device.startswith("cuda")
     with torch.no_grad():
         dec.prefill()
         for _ in range(args.warmup):
             dec.cycle()
+        for width in args.sweep if widths else ():
+            fw = dec.sweep_forward(width)  # made (captured) and run once outside the window
+            fw(dec.last.expand(-1, width), dec.n + dec.window[:width])
         dec.accepted.clear()
         if cuda:
             torch.cuda.synchronize()
@@ -315,54 +236,83 @@ def measure(args: argparse.Namespace, models: Models, k: int, profile: bool) -> 
         if cuda:
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - start
+        swept = sweep(args, dec, cuda) if widths else None
         if cuda and profile:
             torch.cuda.cudart().cudaProfilerStop()
     return {
         "mode": args.mode,
         "num_draft": k,
+        "batch": batch,
         "steps": args.steps,
         "accept_len": tokens / args.steps,
-        "tokens_per_s": tokens / elapsed,
+        "tokens_per_s": batch * tokens / elapsed,
+        "tokens_per_s_per_request": tokens / elapsed,
         "cycle_ms": elapsed / args.steps * 1e3,
         "tokens": tokens,
         "cycle_ms_each": [(b - a) * 1e3 for a, b in zip(marks, marks[1:])],
+        **({"sweep_ms": swept} if swept is not None else {}),
     }
 
 
 def merged(rounds: list[dict]) -> dict:
-    """One k measured in several rounds: totals over all, and each round's cycle."""
+    """One configuration measured in several rounds: totals over all, and each round's."""
     steps = sum(r["steps"] for r in rounds)
     tokens = sum(r["tokens"] for r in rounds)
     elapsed = sum(r["cycle_ms"] * r["steps"] for r in rounds) / 1e3
-    return rounds[0] | {
+    batch = rounds[0]["batch"]
+    swept = next((r["sweep_ms"] for r in rounds if "sweep_ms" in r), None)
+    return {key: v for key, v in rounds[0].items() if key != "sweep_ms"} | {
         "steps": steps,
         "tokens": tokens,
         "accept_len": tokens / steps,
-        "tokens_per_s": tokens / elapsed,
+        "tokens_per_s": batch * tokens / elapsed,
+        "tokens_per_s_per_request": tokens / elapsed,
         "cycle_ms": elapsed / steps * 1e3,
         "round_cycle_ms": [r["cycle_ms"] for r in rounds],
+        "round_tokens_per_s": [r["tokens_per_s"] for r in rounds],
+        "round_accept_len": [r["accept_len"] for r in rounds],
         "cycle_ms_each": [c for r in rounds for c in r["cycle_ms_each"]],
+        **({"sweep_ms": swept} if swept is not None else {}),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    ks = [int(x) for x in str(args.num_draft).split(",") if x.strip()]
+    ks, batches = ints(args.num_draft), ints(args.batch)
+    configs = [(b, k) for b in batches for k in ks]
     models = Models(args, max(ks))
-    rounds: dict[int, list[dict]] = {k: [] for k in ks}
-    for _ in range(max(args.rounds, 1)):
-        for k in ks:
-            rounds[k].append(measure(args, models, k, profile=len(ks) == 1))
-    runs = [merged(rounds[k]) for k in ks]
+    rounds: dict[tuple[int, int], list[dict]] = {c: [] for c in configs}
+    n_rounds = max(args.rounds, 1)
+    for r in range(n_rounds):
+        for b, k in configs:
+            widths = bool(args.sweep) and r == n_rounds - 1  # the sweep once, in the last round
+            rounds[(b, k)].append(measure(args, models, k, b, len(configs) == 1, widths))
+    runs = [merged(rounds[c]) for c in configs]
+    cuda = args.device.startswith("cuda")
     result = {
         "program": "hf_chain",
+        "preset": args.preset,
         "alpha": args.alpha,
-        "graph_impl": GRAPH_IMPL[0] if args.mode == "graph" else None,
+        "graph_impl": GRAPH_IMPL[0] if args.mode in ("graph", "seed") else None,
+        "init_s": models.init_s,
+        "forwards": models.made,
         "runs": runs,
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
-        "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
-        **{key: runs[-1][key] for key in ("accept_len", "tokens_per_s", "cycle_ms", "mode")},
+        "gpu": torch.cuda.get_device_name() if cuda else None,
+        **{
+            key: runs[-1][key]
+            for key in (
+                "accept_len",
+                "tokens_per_s",
+                "tokens_per_s_per_request",
+                "cycle_ms",
+                "mode",
+                "batch",
+            )
+        },
+        "num_draft": runs[-1]["num_draft"] or None,  # verifyprof's bound: k >= 1 (plain: none)
+        "accept_len_convention": "tokens_per_verify",
     }
     line = json.dumps(result)
     print(line)
