@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from verifyprof.model.cycle.timing import Costs, measured_parts, timed
+from verifyprof.contracts.text import counted
+from verifyprof.model.cycle.timing import LOOP, Costs, measured_parts, timed
 from verifyprof.model.fixes.anchor import Anchor, anchored
 from verifyprof.model.fixes.base import Capturability, Scenario, Timing, state_parts
 from verifyprof.model.inputs.hardware import Hardware
@@ -75,9 +76,18 @@ def with_cycle(
         return profile, s, notes
     parts = tuple(p for p in measured_parts(profile, s.num_draft) if p.name != "verify")
     s = replace(s, parts=parts)
+    notes += [
+        f"the program's loop outside the hooked ranges: {p.cost_ms:.3f} ms per cycle"
+        f" ({counted(round(p.syncs, 1), 'host sync')}, {p.post_sync_ms:.3f} ms of GPU idle after"
+        " them): sampling, bookkeeping, the accept decision; host Python between phases, which no"
+        " graph or compile fix removes"
+        for p in parts
+        if p.name == LOOP and (p.cost_ms > 5e-4 or p.syncs > 0)
+    ]
     s = replace(s, traced_verify_ms=profile.verify.wall_ms)
     if anchor is not None:
-        profile, s, notes = anchored(profile, s, anchor)
+        profile, s, anchor_notes = anchored(profile, s, anchor)
+        notes += anchor_notes
     all_parts = state_parts(profile, s)
     measured = sum(p.cost_ms for p in all_parts)
     s = replace(
