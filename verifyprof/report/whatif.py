@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from verifyprof.report.layout import Col, Console, fitted_table
+from verifyprof.report.load_console import print_load
 
 
 def _hanging(
@@ -122,6 +123,7 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
             _hanging(console, [warning], "!", 1, style="yellow")
     _print_plan(result, console)
     _print_curve(result, console)
+    print_load(result, console)
     columns = [
         Col("#"),
         Col("candidate", "name"),
@@ -243,9 +245,7 @@ def _print_curve(result: dict[str, Any], console: Console) -> None:
     for point in curve["points"]:
         k = point["num_draft"]
         mark = ", ".join(
-            w
-            for w, on in (("plain", k == 0), ("today", k == now), ("best", k == best))
-            if on
+            w for w, on in (("plain", k == 0), ("today", k == now), ("best", k == best)) if on
         )
         rows.append(
             [
