@@ -101,6 +101,7 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
     if result.get("verdict"):
         console.print("[bold]verdict[/bold]:", highlight=False)
         _hanging(console, [result["verdict"]], "", 1)
+    print_load(result, console)
 
 
 def print_ranking(result: dict[str, Any], console: Console | None = None) -> None:
