@@ -102,6 +102,8 @@ def _story(curve: dict[str, Any], ridge: dict[str, Any], today: dict[str, Any]) 
 def _print_settings(settings: dict[str, Any], console: Console) -> None:
     server = settings.get("server")
     versions = settings.get("versions", {})
+    if settings.get("note"):
+        console.print(f"  [yellow]{escape(settings['note'])}[/yellow]", highlight=False)
     for ctx in settings.get("per_context", []):
         if server in (None, "sglang"):
             console.print(

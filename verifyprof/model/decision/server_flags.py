@@ -76,8 +76,18 @@ def settings(load: LoadCurve, vllm: bool) -> dict[str, Any]:
             }
         )
     server = "sglang" if load.sglang else "vllm" if vllm else None
+    shape = load.acceptance
     return {
         "server": server,
+        **(
+            {
+                "note": f"the trace verifies {shape['verify_tokens_per_request']} tokens per"
+                f" request for {shape['num_draft']} drafts (a tree); the flags are a chain's"
+                " (top-k 1), whose verify is narrower at every batch"
+            }
+            if shape["kind"] == "tree"
+            else {}
+        ),
         "versions": {"sglang": SGLANG_VERSION, "vllm": VLLM_VERSION},
         "per_context": per_context,
     }

@@ -58,6 +58,7 @@ def at_load(
             "gemm_dense": _measured(fit, s, frm.tokens, to.tokens),
             "attention": deltas["attention"],
         }
+    deltas["allreduce"] = _allreduce_delta(profile, s, frm.tokens, to.tokens)
     after = edited(profile, deltas)
     after.width = profile.width
     after.batch = batch
@@ -66,6 +67,18 @@ def at_load(
         sl.per_request_ms * (batch - s.batch) for sl in slopes if sl.name == "draft"
     )
     return after, replace(s, batch=batch, context=context, parts=parts, draft_ms=max(draft_ms, 0))
+
+
+def _allreduce_delta(profile: VerifyProfile, s: Scenario, frm: int, to: int) -> float:
+    """The verify's allreduces over ``to`` tokens instead of ``frm`` (the latency model's
+    ratio; 0 on one GPU or without allreduces)."""
+    t = profile.verify.phases_ms.get("allreduce", 0.0)
+    if s.tp <= 1 or t <= 0:
+        return 0.0
+    per_token = s.model.activation_bytes_per_token()
+    a = s.hardware.allreduce_us(frm * per_token, s.tp, "nccl").us
+    b = s.hardware.allreduce_us(to * per_token, s.tp, "nccl").us
+    return t * (b / a - 1.0) if a > 0 else 0.0
 
 
 def token_fit(profile: VerifyProfile, batch: int) -> WidthFit | None:
