@@ -92,7 +92,10 @@ def load_of(
         dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(
             str(run.get("dtype")), "bf16"
         )
-        model = model_from_workload(run["target"], Path(str(o.manifest)), dtype)
+        try:  # a summary that mangles its config costs the load curve, not the answer
+            model = model_from_workload(run["target"], Path(str(o.manifest)), dtype)
+        except VerifyprofError as err:
+            return None, f"no load curve: {err}"
     context = s.context or float((run.get("run") or {}).get("context") or 0.0)
     if not context and o.contexts:
         context = o.contexts[0]
