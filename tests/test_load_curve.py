@@ -200,6 +200,6 @@ def test_a_bad_batch_list_is_one_line_and_exit_2():
     proc = verifyprof("whatif", "--verify-ms", "15", "--accept-len", "2", "--batch", "1,eight")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "verifyprof: error: --batch must be a number or a comma-separated list of ints, got"
-        " '1,eight'"
+        "verifyprof: error: invalid value for '--batch': a number or a comma-separated list of"
+        " ints, got '1,eight'"
     ]

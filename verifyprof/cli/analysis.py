@@ -87,8 +87,8 @@ def _number_list(text: str | None, option: str, kind: type) -> tuple:
         values = tuple(kind(v) for v in text.split(","))
     except ValueError:
         raise VerifyprofError(
-            f"{option} must be a number or a comma-separated list of {kind.__name__}s, got"
-            f" {text!r:.60}"
+            f"invalid value for '{option}': a number or a comma-separated list of"
+            f" {kind.__name__}s, got {text!r:.60}"
         ) from None
     return (values[0], None) if len(values) == 1 else (None, values)
 
