@@ -86,11 +86,19 @@ def predict(
     batches: tuple[int, ...],
     ks: tuple[int, ...],
     hardware: str | None,
+    mode: str | None = "graph",
 ) -> dict[str, Any]:
-    """The load curve from the captures: the smallest batch is today's, a larger one gives the
-    part slopes and more measured tokens."""
+    """The load curve from the captures whose verify runs in ``mode`` (CUDA graphs, as servers
+    decode; None: all): the smallest batch is today's, a larger one gives the part slopes and
+    more measured tokens."""
     context = program_context(folders[0])
-    runs = sorted((prepared(f, context) for f in folders), key=lambda p: p.profile.batch or 1)
+    runs = [prepared(f, context) for f in folders]
+    runs = sorted(
+        (r for r in runs if mode is None or r.profile.verify.mode == mode),
+        key=lambda p: p.profile.batch or 1,
+    )
+    if not runs:
+        raise VerifyprofError(f"no capture's verify runs in {mode} mode", folders[0].parent)
     base = runs[0]
     s = replace(base.scenario, model=load_model_config(model), context=context)
     if hardware:
@@ -128,8 +136,8 @@ def measured(paths: list[Path]) -> dict[tuple[int, int], list[float]]:
     for path in paths:
         for r in json.loads(path.read_text())["runs"]:
             rounds = r.get("round_tokens_per_s") or [r["tokens_per_s"]]
-            key = (int(r["batch"]), int(r["num_draft"]))
-            out.setdefault(key, []).extend(v / r["batch"] for v in rounds)
+            batch = int(r.get("batch") or 1)  # hf_chain before --batch: one request
+            out.setdefault((batch, int(r["num_draft"])), []).extend(v / batch for v in rounds)
     return out
 
 
@@ -215,11 +223,13 @@ def main() -> int:
     p.add_argument("--hardware", help="default: from the trace's GPU name")
     p.add_argument("--batches", default="1,4,16,64")
     p.add_argument("--ks", default="0,1,2,4")
+    p.add_argument("--mode", default="graph", help="captures whose verify runs so (all: any)")
     p.add_argument("--json", type=Path, help="write predictions, comparison and targets here")
     args = p.parse_args()
     try:
+        mode = None if args.mode == "all" else args.mode
         pred = predict(
-            captures(args.src), args.model, ints(args.batches), ints(args.ks), args.hardware
+            captures(args.src), args.model, ints(args.batches), ints(args.ks), args.hardware, mode
         )
     except VerifyprofError as err:
         print(f"bench_load: {err}", file=sys.stderr)
