@@ -49,6 +49,14 @@ def load_section(data: ReportData) -> list[str]:
             if stop is None
             else "plain decoding is faster at every batch listed"
         )
+        bound = curve.ridge_batch.get(load.current_k)
+        if bound is not None and load.ridge.get("tokens_per_forward"):
+            words += (
+                f"; the verify at today's k = {load.current_k} turns compute-bound at batch"
+                f" {bound} ({load.ridge['hardware']}'s ridge point,"
+                f" {load.ridge['flops_per_byte']:.0f} FLOP/byte: {load.ridge['tokens_per_forward']}"
+                " tokens per forward), where the curve turns"
+            )
         out.append(f'<p class="note">{esc(words)}</p>')
         ctx = settings.get(curve.context)
         if ctx is not None:
