@@ -442,6 +442,24 @@ def test_the_draft_chart_draws_tokens_per_s_by_k_with_plain_decoding_and_the_bes
     assert best["x"] == [r.curve.best["num_draft"]]
 
 
+def test_the_load_chart_draws_tok_per_gpu_by_batch_one_line_per_k_plain_dashed(dense, dense_page):
+    load = dense[2].ranking.load
+    curve = load.curves[0]
+    traces = dense_page.plots()["load-0"]["traces"]
+    batches = [row.batch for row in curve.rows]
+    lines = traces[: len(curve.rows[0].points)]
+    for i, trace in enumerate(lines):
+        k = curve.rows[0].points[i]["num_draft"]
+        assert trace["x"] == batches
+        assert trace["y"] == pytest.approx(
+            [row.points[i]["tokens_per_s_per_gpu"] for row in curve.rows]
+        )
+        assert trace["name"] == ("plain decoding (k = 0)" if k == 0 else f"k = {k}")
+    best = traces[len(lines)]
+    assert best["y"] == pytest.approx([row.best["tokens_per_s_per_gpu"] for row in curve.rows])
+    assert "Speculate or not at every load" in dense_page.dom
+
+
 # -- the verdict's step group first (7) ---------------------------------------------------------
 
 

@@ -75,6 +75,27 @@ def _options(kind, given: dict):
     return kind(**values)
 
 
+def _load_lists(batch: str | None, context: str | None) -> dict:
+    """``--batch`` and ``--context``: one number each (today's), or the load curve's lists."""
+    out = dict(zip(("batch", "batches"), _number_list(batch, "--batch", int)))
+    return out | dict(zip(("context", "contexts"), _number_list(context, "--context", float)))
+
+
+def _number_list(text: str | None, option: str, kind: type) -> tuple:
+    """One number (today's value, the old meaning) or a comma list (the load curve's values):
+    (value, None) or (None, values); bounds are checked with the other numbers."""
+    if text is None:
+        return None, None
+    try:
+        values = tuple(kind(v) for v in text.split(","))
+    except ValueError:
+        raise VerifyprofError(
+            f"invalid value for '{option}': a number or a comma-separated list of"
+            f" {kind.__name__}s, got {text!r:.60}"
+        ) from None
+    return (values[0], None) if len(values) == 1 else (None, values)
+
+
 @app.command()
 def breakdown(
     traces: TracesArg,
@@ -240,6 +261,7 @@ def whatif(
         )
     source = source if source is not None else given_source
     given = {k: v for k, v in locals().items() if k != "given_source"}
+    given |= _load_lists(batch, context)
     from verifyprof import pipeline
     from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline import resolve

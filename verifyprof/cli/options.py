@@ -199,7 +199,12 @@ OverheadMsOpt = Annotated[
 ]
 
 BatchOpt = Annotated[
-    Optional[int], typer.Option("--batch", help="requests per step (throughput for the batch)")
+    Optional[str],
+    typer.Option(
+        "--batch",
+        help="requests per step (one number: today's batch) or the load curve's batch sizes"
+        " (a list: 1,8,32)",
+    ),
 ]
 
 BaselineTpsOpt = Annotated[
@@ -286,8 +291,12 @@ ModelOpt = Annotated[
 TpOpt = Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size")]
 
 ContextOpt = Annotated[
-    Optional[float],
-    typer.Option("--context", help="context length (tokens) for the attention floor"),
+    Optional[str],
+    typer.Option(
+        "--context",
+        help="context length (tokens) for the attention floor; a list (512,2048): the load"
+        " curve's context lengths",
+    ),
 ]
 
 DrafterGainOpt = Annotated[

@@ -283,6 +283,7 @@ def resolve_sources(
 def ranking_of(resolved: Resolved):
     """The ranking of a resolved run (None without an accept length)."""
     from verifyprof.model.decision.candidates import rank_candidates
+    from verifyprof.model.decision.whatif import load_of
 
     p = resolved.prepared
     if p is None:
@@ -291,6 +292,7 @@ def ranking_of(resolved: Resolved):
     ranking.dilation, ranking.profiled_tps = p.dilation, p.profiled_tps
     ranking.unprofiled_tps = p.unprofiled_tps
     ranking.profile.notes.extend(resolved.notes)
+    ranking.load, ranking.load_skipped = load_of(p.profile, p.scenario, resolved.options)
     return ranking
 
 

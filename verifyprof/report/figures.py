@@ -61,6 +61,27 @@ COLOURS = {
     "break-even": "#ffffff",
     "before": "#8c8c8c",
     "after": "#1f77b4",
+    # the load curve: one line per draft count k (k = 0 is "plain decoding")
+    **{
+        f"k = {k}": c
+        for k, c in enumerate(
+            (
+                "#555555",
+                "#1b9e77",
+                "#d95f02",
+                "#7570b3",
+                "#e7298a",
+                "#66a61e",
+                "#e6ab02",
+                "#a6761d",
+                "#1f78b4",
+                "#b2df8a",
+                "#fb9a99",
+                "#cab2d6",
+                "#6a3d9a",
+            )
+        )
+    },  # fmt: skip
 }
 IDLE = frozenset(phases.IDLE + phases.OTHER)
 SPARE = ("#843c39", "#7b4173", "#637939", "#8ca252", "#bd9e39", "#e7969c", "#6b6ecf")

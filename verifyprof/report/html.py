@@ -19,6 +19,7 @@ from plotly.offline import get_plotlyjs
 from verifyprof.contracts import outputs
 from verifyprof.report.data import ReportData
 from verifyprof.report.html_compare import compare_section
+from verifyprof.report.html_load import load_section
 from verifyprof.report.html_steps import (
     kernels_section,
     ranks_section,
@@ -84,6 +85,7 @@ def render(data: ReportData) -> str:
     sections = [  # the decision first; a before/after comparison before everything
         verdict_section,
         cycles_section,
+        load_section,
         heatmap_section,
         steps_section,
         timeline_section,

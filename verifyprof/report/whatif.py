@@ -9,6 +9,7 @@ from rich.table import Table
 
 from verifyprof.contracts.text import counted
 from verifyprof.report.layout import Col, Console, fitted_table
+from verifyprof.report.load_console import print_load
 
 
 def _hanging(
@@ -105,6 +106,7 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
         _hanging(console, [result["verdict"]], "", 1)
     if result.get("ranking"):
         _print_plain_ranking(result, console)
+    print_load(result, console)
 
 
 def _print_plain_ranking(result: dict[str, Any], console: Console) -> None:
@@ -170,6 +172,7 @@ def print_ranking(result: dict[str, Any], console: Console | None = None) -> Non
     _print_plan(result, console)
     _print_curve(result, console)
     _print_candidates(result, console)
+    print_load(result, console)
 
 
 def _print_candidates(

@@ -95,6 +95,8 @@ class Ranking:
     dilation: float | None = None  # profiled / unprofiled rate of the capture (manifest)
     profiled_tps: float | None = None  # today's rate as the trace ran it, when that differs
     unprofiled_tps: float | None = None  # the capture's measured rate without the profiler
+    load: Any = None  # the load curve (decision.load.LoadCurve), when asked and possible
+    load_skipped: str | None = None  # why there is none
 
     def measured(self) -> dict[str, Any]:
         """Numbers users ask for that the trace measures directly."""
@@ -186,6 +188,8 @@ class Ranking:
             "measured": self.measured(),
             "plain_decoding": self.plain.to_json() if self.plain else None,
             "draft_curve": self.curve.to_json() if self.curve else None,
+            "load_curve": self.load.to_json() if self.load is not None else None,
+            **({"load_curve_skipped": self.load_skipped} if self.load_skipped else {}),
             "plan": [step.to_json() for step in self.plan],
             "relative_to": self.relative_to(),
             "unaddressed": self.unaddressed,

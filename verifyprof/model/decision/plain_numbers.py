@@ -8,15 +8,18 @@ from typing import Any
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import read_manifest
 from verifyprof.model.cycle.throughput import Cycle, decode_ms_from
+from verifyprof.model.decision.plain_load import plain_load
 from verifyprof.model.decision.plain_ranking import plain_ranking, refuse_unusable, wants_ranking
 from verifyprof.model.decision.speculate import PlainDecoding
 from verifyprof.model.decision.verdict import Verdict, decision_words
+from verifyprof.model.inputs.hardware import load_hardware
 from verifyprof.model.inputs.leviathan import (
     expected_tokens,
     operations_factor,
     optimal_gamma,
     walltime_improvement,
 )
+from verifyprof.model.inputs.model_config import load_model_config
 from verifyprof.model.inputs.options import WhatifOptions, _check_options, acceptance, decode_inputs
 
 
@@ -90,6 +93,7 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
         | {"accept_len_source": acc.source, "draft_source": draft_source}
         | out
         | {"relative_to": relative_to(cycle, source, ranked and acc.num_draft is not None)}
+        | _load(o, cycle, acc)
     )
     if ranked and acc.num_draft is not None:
         given = _given(o, acc.source, draft_source, source if cycle.decode_ms else None)
@@ -139,6 +143,28 @@ def _given(
     out += [f"--context {o.context:g}"] if o.context else []
     out += [f"plain decoding from {baseline}"] if baseline else []
     return out
+
+
+def _load(o: WhatifOptions, cycle: Cycle, acc) -> dict[str, Any]:
+    """The load curve, when asked for (``--batch`` or ``--context`` lists, or ``--model``)."""
+    if not (o.batches or o.contexts or o.model):
+        return {}
+    return plain_load(
+        cycle.verify_ms,
+        cycle.accept_len,
+        acc.num_draft or o.num_draft,
+        draft_ms=cycle.draft_ms,
+        overhead_ms=cycle.overhead_ms,
+        decode_ms=cycle.decode_ms,
+        model=load_model_config(o.model) if o.model else None,
+        hardware=load_hardware(o.hardware, o.link) if o.hardware else None,
+        batch=o.batch or 1,
+        batches=o.batches,
+        contexts=o.contexts,
+        context=o.context or 0.0,
+        survival=acc.survival,
+        tp=o.tp or 1,
+    )
 
 
 def plain_verdict(cycle: Cycle, baseline_source: str) -> Verdict:

@@ -9,6 +9,7 @@ good as its inputs, and the user should see which were measured and which were a
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from verifyprof.contracts.datafiles import catalogue
 from verifyprof.contracts.errors import VerifyprofError
@@ -16,12 +17,18 @@ from verifyprof.contracts.manifest import Manifest, read_manifest
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.cycle.throughput import decode_ms_from
 from verifyprof.model.decision.candidates import Ranking, Scenario, rank_candidates
+from verifyprof.model.decision.load import LoadCurve, load_curve
 from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
+from verifyprof.model.decision.server_flags import settings
 from verifyprof.model.fixes.anchor import Anchor
-from verifyprof.model.fixes.base import current_cycle
+from verifyprof.model.fixes.base import Skip, current_cycle
 from verifyprof.model.fixes.setup import with_cycle
 from verifyprof.model.inputs.hardware import Hardware, load_hardware
-from verifyprof.model.inputs.model_config import ModelConfig, load_model_config
+from verifyprof.model.inputs.model_config import (
+    ModelConfig,
+    load_model_config,
+    model_from_workload,
+)
 from verifyprof.model.inputs.options import (
     Acceptance,
     WhatifOptions,
@@ -68,7 +75,47 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
     ranking = rank_candidates(prepared.profile, prepared.scenario, o.candidates or None)
     ranking.dilation, ranking.profiled_tps = prepared.dilation, prepared.profiled_tps
     ranking.unprofiled_tps = prepared.unprofiled_tps
+    ranking.load, ranking.load_skipped = load_of(prepared.profile, prepared.scenario, o)
     return ranking
+
+
+def load_of(
+    profile: VerifyProfile, s: Scenario, o: WhatifOptions
+) -> tuple[LoadCurve | None, str | None]:
+    """The load curve of a prepared run, or None and why not. The model config is the option's,
+    else a workload capture's (its manifest's summary); today's context the scenario's, else the
+    capture's ``--context``, else the first ``--context`` asked."""
+    manifest = read_manifest(o.manifest) if o.manifest else None
+    run = _workload_config(manifest)
+    model = s.model
+    if model is None and run.get("target"):
+        dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(
+            str(run.get("dtype")), "bf16"
+        )
+        try:  # a summary that mangles its config costs the load curve, not the answer
+            model = model_from_workload(run["target"], Path(str(o.manifest)), dtype)
+        except VerifyprofError as err:
+            return None, f"no load curve: {err}"
+    context = s.context or float((run.get("run") or {}).get("context") or 0.0)
+    if not context and o.contexts:
+        context = o.contexts[0]
+    try:
+        load = load_curve(profile, replace(s, model=model, context=context), o.batches, o.contexts)
+    except Skip as why:
+        return None, str(why)
+    vllm = "vllm" in f"{profile.source} {profile.verify.name}".lower()
+    load.server = settings(load, vllm)
+    if model is not s.model:
+        load.notes.insert(0, f"model config from the capture's workload summary: {model.name}")
+    return load, None
+
+
+def _workload_config(manifest: Manifest | None) -> dict:
+    """A workload run's config (its summary is the manifest's raw record, or nested in it)."""
+    raw = manifest.raw if manifest is not None else {}
+    summary = raw.get("workload_summary", raw)
+    config = summary.get("config") if isinstance(summary, dict) else None
+    return config if isinstance(config, dict) else {}
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifyprof.contracts.bounds import check_fields
+from verifyprof.contracts.bounds import CONTEXT, check_fields, check_number
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.inputs.acceptance import Survival, parse_survival
@@ -52,6 +52,10 @@ class WhatifOptions:
     drafter_gain: float | None = None  # None: better_drafter from published drafter data
     candidates: list[str] = field(default_factory=list)
     assume_capturable: bool = False  # graph and compile fixes on steps that sync or change shape
+    # the load curve's batch sizes and context lengths (``--batch 1,8,32``, ``--context a,b``);
+    # None: its defaults (1, 2, 4, ... while the KV cache fits; today's context and 4x)
+    batches: tuple[int, ...] | None = None
+    contexts: tuple[float, ...] | None = None
 
     @property
     def decode_given(self) -> bool:
@@ -96,6 +100,10 @@ def _check_options(o: WhatifOptions) -> None:
         check_count("--width", o.width, minimum=1)
     if o.context is not None:
         check_nonnegative("--context", o.context)
+    for b in o.batches or ():
+        check_count("--batch", b, minimum=1)
+    for c in o.contexts or ():
+        check_number("--context", c, CONTEXT)
     if o.drafter_gain is not None:
         check_nonnegative("--drafter-gain", o.drafter_gain)
     if o.mode is not None and o.mode not in ("eager", "graph"):

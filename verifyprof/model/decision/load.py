@@ -1,0 +1,348 @@
+"""Speculate or not at every load: the draft-count curve at each batch size and context length,
+the batch above which speculation stops paying, and where the verify crosses the ridge point.
+
+At one batch, more drafts pay while the verify over k+1 tokens costs about what one token costs
+(it reads the weights once). Batching spends the same headroom: a batch of B requests verifying
+k+1 tokens each is a forward over B(k+1) tokens, and past the hardware's ridge point (peak FLOPs
+/ bandwidth) every token costs FLOPs. So the best k falls as the batch grows, until plain
+decoding (k = 0, B tokens a forward) wins. Attention goes the other way: every request reads its
+own KV cache whatever the width, so a longer context makes the step bandwidth-bound again and
+speculation pays to a larger batch.
+
+Each point starts from the draft-count curve's state at k drafts (today's batch: the same numbers
+as ``draft_curve``) and moves its verify to the batch and context by the roofline
+(:mod:`verifyprof.model.fixes.batch`). Per-request acceptance does not change with the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifyprof.contracts.datafiles import read_toml
+from verifyprof.model.cycle.batch_cost import (
+    Shape,
+    compute_bound,
+    kv_fits,
+    ridge_flops_per_byte,
+    ridge_tokens,
+)
+from verifyprof.model.cycle.width_fit import WidthFit
+from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
+from verifyprof.model.fixes.batch import PartSlope, at_load, token_fit
+from verifyprof.model.fixes.cycle import plain_measured, plain_state
+from verifyprof.model.fixes.draft import _num_draft, accept_at, at_drafts
+from verifyprof.model.inputs.model_config import ModelConfig
+from verifyprof.model.inputs.profile import VerifyProfile
+
+MAX_BATCH = 512  # the default batches stop here (or where the KV cache no longer fits)
+CURVE_MIN_K, CURVE_PAST = 8, 4  # as the draft-count curve
+
+
+@dataclass
+class Row:
+    """One batch at one context: every k's rate, the best k and plain decoding."""
+
+    batch: int
+    points: list[dict[str, Any]]
+
+    @property
+    def best(self) -> dict[str, Any]:
+        return max(self.points, key=lambda p: p["tokens_per_s"])
+
+    @property
+    def plain(self) -> dict[str, Any] | None:
+        return next((p for p in self.points if p["num_draft"] == 0), None)
+
+    def to_json(self) -> dict[str, Any]:
+        best, plain = self.best, self.plain
+        return {
+            "batch": self.batch,
+            "best_num_draft": best["num_draft"],
+            "best_tokens_per_s": best["tokens_per_s"],
+            "best_tokens_per_s_per_gpu": best["tokens_per_s_per_gpu"],
+            "plain_tokens_per_s": plain["tokens_per_s"] if plain else None,
+            "plain_tokens_per_s_per_gpu": plain["tokens_per_s_per_gpu"] if plain else None,
+            "speculation_pays": best["num_draft"] > 0 if plain else None,
+            "points": self.points,
+        }
+
+
+@dataclass
+class ContextCurve:
+    context: float
+    rows: list[Row]
+    ridge_batch: dict[int, int | None]  # k -> first listed batch whose verify is compute-bound
+
+    @property
+    def stops_paying_at(self) -> int | None:
+        """The first listed batch from which plain decoding wins at every larger listed batch
+        (None: speculation still pays at the largest, or no plain decoding to compare)."""
+        if not self.rows or self.rows[-1].plain is None or self.rows[-1].best["num_draft"]:
+            return None
+        at = self.rows[-1].batch
+        for row in reversed(self.rows):
+            if row.best["num_draft"]:
+                break
+            at = row.batch
+        return at
+
+    @property
+    def pays_up_to(self) -> int | None:
+        """The largest listed batch at which speculation beats plain decoding."""
+        paying = [r.batch for r in self.rows if r.plain is not None and r.best["num_draft"]]
+        return max(paying) if paying else None
+
+    def ranges(self) -> list[tuple[int, int, int]]:
+        """(first batch, last batch, best k): consecutive listed batches with one best k; a range
+        starts after the previous one's last batch (the first at 1)."""
+        out: list[list[int]] = []
+        for row in self.rows:
+            k = row.best["num_draft"]
+            if out and out[-1][2] == k:
+                out[-1][1] = row.batch
+            else:
+                out.append([out[-1][1] + 1 if out else 1, row.batch, k])
+        return [tuple(r) for r in out]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "context": self.context,
+            "stops_paying_at_batch": self.stops_paying_at,
+            "pays_up_to_batch": self.pays_up_to,
+            "verify_compute_bound_from_batch": {str(k): b for k, b in self.ridge_batch.items()},
+            "ranges": [list(r) for r in self.ranges()],
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+
+@dataclass
+class LoadCurve:
+    curves: list[ContextCurve]
+    today_batch: int
+    today_context: float
+    current_k: int
+    acceptance: dict[str, Any]
+    ridge: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    sglang: bool = False
+    server: dict[str, Any] = field(default_factory=dict)  # filled by decision.server_flags
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "today": {
+                "batch": self.today_batch,
+                "context": self.today_context,
+                "num_draft": self.current_k,
+            },
+            "acceptance": self.acceptance,
+            "ridge": self.ridge,
+            "contexts": [c.to_json() for c in self.curves],
+            "server_settings": self.server,
+            "notes": self.notes,
+        }
+
+
+def load_curve(
+    profile: VerifyProfile,
+    s: Scenario,
+    batches: tuple[int, ...] | None = None,
+    contexts: tuple[float, ...] | None = None,
+    ks: tuple[int, ...] | None = None,
+    slopes: tuple[PartSlope, ...] = (),
+    fit: WidthFit | None = None,
+) -> LoadCurve:
+    """The draft-count curve at every batch and context (``s`` must carry a model config and a
+    hardware file: :func:`load_skip` says why not)."""
+    k0 = _num_draft(profile, s)
+    if not k0 or not s.speculating:
+        raise Skip("no speculative cycle to move (plain decoding, or the draft count unknown)")
+    if s.model is None or s.hardware is None:
+        raise Skip(load_skip(s))
+    top = max(CURVE_MIN_K, k0 + CURVE_PAST)
+    ks = tuple(sorted(set(ks))) if ks else tuple(range(top + 1))
+    contexts = contexts or default_contexts(s.context)
+    batches = tuple(sorted(set(batches or default_batches(s, max(contexts), top + 1))))
+    if fit is None and s.use_measured_widths:
+        fit = token_fit(profile, s.batch)
+    notes = _notes(s, slopes, fit)
+    states = _states(profile, s, k0, ks, notes)
+    curves = []
+    for context in contexts:
+        rows = []
+        for batch in batches:
+            points = [_point(st, batch, context, slopes, fit) for st in states]
+            rows.append(Row(batch, points))
+        ridge = {k: _first_bound(s, batches, k + 1) for k in ks}
+        curves.append(ContextCurve(float(context), rows, ridge))
+    n0 = profile.width or k0 + 1
+    return LoadCurve(
+        curves,
+        s.batch,
+        s.context,
+        k0,
+        acceptance_shape(n0, k0),
+        ridge_json(s),
+        notes,
+        s.sglang,
+    )
+
+
+@dataclass
+class _State:
+    k: int
+    profile: VerifyProfile
+    s: Scenario
+    width: int
+    source: str
+
+
+def _states(
+    profile: VerifyProfile, s: Scenario, k0: int, ks: tuple[int, ...], notes: list[str]
+) -> list[_State]:
+    """The state at each k at today's batch and context (k = 0: plain decoding)."""
+    out = []
+    for k in ks:
+        if k == 0:
+            try:
+                state, plain, source = plain_state(profile, s)
+            except Skip as why:
+                notes.append(f"no plain decoding point: {why}")
+                continue
+            how = "measured" if plain_measured(profile, s) else "predicted"
+            out.append(_State(0, state, plain, 1, f"plain decoding ({how})"))
+        elif k == k0:
+            out.append(_State(k, profile, s, profile.width or k + 1, "today"))
+        else:
+            tau, _ = accept_at(profile, s, k0, k)
+            after, s_after, _ = at_drafts(profile, s, k0, k, tau)
+            out.append(_State(k, after, s_after, after.width or k + 1, "width model"))
+    return out
+
+
+def _point(
+    st: _State,
+    batch: int,
+    context: float,
+    slopes: tuple[PartSlope, ...],
+    fit: WidthFit | None,
+) -> dict:
+    profile, s = at_load(st.profile, st.s, st.width, batch, context, slopes, fit)
+    c = cycle_of(profile, s)
+    shape = Shape(batch, st.width, context)
+    return {
+        "num_draft": st.k,
+        "width": st.width,
+        "verify_ms": c.verify_ms,
+        "draft_ms": c.draft_ms,
+        "cycle_ms": c.cycle_ms,
+        "accept_len": c.accept_len,
+        "tokens_per_s": c.tokens_per_s,
+        "tokens_per_s_per_gpu": c.batch_tokens_per_s / max(s.tp, 1),
+        "compute_bound": compute_bound(s.model, s.hardware, shape, s.tp),
+        "source": st.source if (batch, context) == (st.s.batch, st.s.context) else "roofline",
+    }
+
+
+def _first_bound(s: Scenario, batches: tuple[int, ...], width: int) -> int | None:
+    return next(
+        (b for b in batches if compute_bound(s.model, s.hardware, Shape(b, width, 0.0), s.tp)),
+        None,
+    )
+
+
+def ridge_json(s: Scenario) -> dict[str, Any]:
+    tokens = ridge_tokens(s.model, s.hardware, s.tp)
+    return {
+        "hardware": s.hardware.name,
+        "flops_per_byte": ridge_flops_per_byte(s.model, s.hardware),
+        "tokens_per_forward": tokens,
+    }
+
+
+def acceptance_shape(width: int, k: int) -> dict[str, Any]:
+    """Chain or tree, from the verify's width per request against the drafts."""
+    chain = width == k + 1
+    return {
+        "kind": "chain" if chain else "tree",
+        "num_draft": k,
+        "verify_tokens_per_request": width,
+        "words": (
+            f"a chain: {k} drafts verified as {width} tokens per request, so a batch of B"
+            f" verifies B x {width} tokens"
+            if chain
+            else f"a tree (top-k): {k} draft steps verified as {width} tokens per request, so a"
+            f" batch of B verifies B x {width} tokens and reaches the ridge point"
+            f" {width / (k + 1):.1f}x sooner than a chain of {k}"
+        )
+        + "; each request accepts its own prefix, so acceptance per request does not change"
+        " with the batch",
+    }
+
+
+def default_contexts(context: float) -> tuple[float, ...]:
+    """Today's context and 4x (attention grows with it, the GEMMs do not)."""
+    return (float(context), 4.0 * float(context)) if context > 0 else (0.0,)
+
+
+def default_batches(s: Scenario, context: float, width: int) -> tuple[int, ...]:
+    """1, 2, 4, ... while the weights and the KV cache fit the GPU (and today's batch)."""
+    memory = _memory_gb(s)
+    out, b = [], 1
+    while b <= MAX_BATCH and (memory is None or kv_fits(s.model, memory, b, context + width, s.tp)):
+        out.append(b)
+        b *= 2
+    return tuple(sorted({*out, s.batch}))
+
+
+def _memory_gb(s: Scenario) -> float | None:
+    try:
+        return float(read_toml(s.hardware.path)["gpu"]["memory_gb"])
+    except (KeyError, TypeError, ValueError, OSError):
+        return None
+
+
+def load_skip(s: Scenario) -> str:
+    missing = [
+        what
+        for what, value in (("--model (a model config)", s.model), ("--hardware", s.hardware))
+        if value is None
+    ]
+    return (
+        "no load curve: give "
+        + " and ".join(missing)
+        + ": the verify's bytes and FLOPs over batch x width come from them"
+    )
+
+
+def _notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None) -> list[str]:
+    model: ModelConfig = s.model
+    out = (
+        []
+        if fit is None
+        else [
+            f"the verify over tokens per forward measured at {list(fit.widths)} tokens (monotone,"
+            " at most proportional fit): the GEMMs follow it up to its last measured tokens,"
+            " then the roofline"
+        ]
+    )
+    out += [
+        f"each batch and context from today's (batch {s.batch}, context {s.context:g}) by the"
+        f" roofline of {model.name} on {s.hardware.name}: dense GEMMs by the tokens of one forward"
+        " (batch x width), attention by the KV cache read (batch x context) and its FLOPs; what"
+        " the kernels lose to their floor today carries over",
+        "kernel counts, launches and the host's work per cycle unchanged with the batch;"
+        " per-request acceptance unchanged",
+    ]
+    if slopes:
+        out.append(
+            "draft and the rest of the cycle: GPU time per extra request from the two measured"
+            " batches: " + ", ".join(f"{sl.name} {sl.per_request_ms * 1e3:.1f} us" for sl in slopes)
+        )
+    else:
+        out.append(
+            "the drafter's GPU time kept at today's (its own bytes and FLOPs are not in the"
+            " target's model file; a small drafter stays bandwidth- and launch-bound far longer"
+            " than its target): an optimistic bound for speculation at large batches"
+        )
+    return out

@@ -1,0 +1,63 @@
+"""The load curve's chart: tokens/s per GPU against the batch size, one line per draft count k,
+plain decoding (k = 0) as the reference line, today's batch and where the verify turns
+compute-bound marked. Every number is the model's (``decision.load.LoadCurve``)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from verifyprof.model.decision.load import ContextCurve, LoadCurve
+from verifyprof.report.figures import COLOURS, LAYOUT
+
+
+def load_figure(load: LoadCurve, curve: ContextCurve) -> go.Figure:
+    """tok/s per GPU by batch (log axis), one line per k; per-request rates in the hover."""
+    fig = go.Figure()
+    batches = [row.batch for row in curve.rows]
+    ks = [p["num_draft"] for p in curve.rows[0].points]
+    for i, k in enumerate(ks):
+        points = [row.points[i] for row in curve.rows]
+        plain = k == 0
+        fig.add_trace(
+            go.Scatter(
+                name="plain decoding (k = 0)" if plain else f"k = {k}",
+                x=batches,
+                y=[p["tokens_per_s_per_gpu"] for p in points],
+                customdata=[p["tokens_per_s"] for p in points],
+                mode="lines+markers",
+                line={
+                    "color": COLOURS.get(f"k = {k}", COLOURS["tokens/s"]),
+                    "width": 4 if plain or k == load.current_k else 2,
+                    **({"dash": "dash"} if plain else {}),
+                },
+                hovertemplate=f"k = {k}, batch %{{x}}: %{{y:,.0f}} tok/s per GPU,"
+                " %{customdata:.1f} per request<extra></extra>",
+            )
+        )
+    best = [row.best for row in curve.rows]
+    fig.add_trace(
+        go.Scatter(
+            name="best k at each batch",
+            x=batches,
+            y=[p["tokens_per_s_per_gpu"] for p in best],
+            text=[f"k={p['num_draft']}" for p in best],
+            mode="markers+text",
+            textposition="top center",
+            marker={"color": COLOURS["best"], "size": 12, "symbol": "star"},
+            hoverinfo="skip",
+        )
+    )
+    bound = curve.ridge_batch.get(load.current_k)
+    if bound is not None:
+        fig.add_vline(
+            x=bound,
+            line={"color": COLOURS["today"], "dash": "dot"},
+            annotation_text=f"verify at k = {load.current_k} compute-bound",
+        )
+    fig.update_layout(
+        title=f"tok/s per GPU by batch size, context {curve.context:g} tokens (predicted)",
+        xaxis={"title": "batch (requests per step)", "type": "log", "tickvals": batches},
+        yaxis_title="tok/s per GPU",
+        **LAYOUT,
+    )
+    return fig

@@ -1,0 +1,127 @@
+"""The load curve in the console: per context length, the best draft count at each batch size
+beside plain decoding, where speculation stops paying, where the verify crosses the ridge point,
+and what to set in the server. Reads the ``load_curve`` dict of ``--json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+
+from verifyprof.report.layout import Col, Console, fitted_table
+
+
+def print_load(result: dict[str, Any], console: Console) -> None:
+    load = result.get("load_curve")
+    if not load:
+        if result.get("load_curve_skipped"):
+            console.print(f"[dim]{escape(result['load_curve_skipped'])}[/dim]")
+        return
+    today = load["today"]
+    ridge = load["ridge"]
+    for curve in load["contexts"]:
+        console.print(
+            f"[bold]Load curve, context {curve['context']:g} tokens: the best draft count per"
+            f" batch (today: batch {today['batch']}, k = {today['num_draft']})[/bold]"
+        )
+        rows, styles = _rows(curve, today)
+        console.print(fitted_table(console, _columns(), rows, styles=styles))
+        for line in _story(curve, ridge, today):
+            console.print(f"  {escape(line)}", highlight=False)
+    console.print(f"  {escape(load['acceptance']['words'])}", highlight=False)
+    _print_settings(load.get("server_settings") or {}, console)
+    for note in load.get("notes", []):
+        console.print(f"  [dim]- {escape(note)}[/dim]", highlight=False)
+
+
+def _columns() -> list[Col]:
+    return [
+        Col("batch"),
+        Col("best k"),
+        Col("tok/s per req"),
+        Col("tok/s per GPU"),
+        Col("plain per req"),
+        Col("plain per GPU"),
+        Col("vs plain"),
+        Col("verify", "name"),
+    ]
+
+
+def _rows(curve: dict[str, Any], today: dict[str, Any]) -> tuple[list, list]:
+    rows, styles = [], []
+    for row in curve["rows"]:
+        best = next(p for p in row["points"] if p["num_draft"] == row["best_num_draft"])
+        plain = row["plain_tokens_per_s"]
+        gain = f"{row['best_tokens_per_s'] / plain - 1:+.0%}" if plain else "-"
+        rows.append(
+            [
+                str(row["batch"]),
+                str(row["best_num_draft"]),
+                f"{row['best_tokens_per_s']:.1f}",
+                f"{row['best_tokens_per_s_per_gpu']:.0f}",
+                "-" if plain is None else f"{plain:.1f}",
+                "-" if plain is None else f"{row['plain_tokens_per_s_per_gpu']:.0f}",
+                gain,
+                "compute-bound" if best["compute_bound"] else "bandwidth-bound",
+            ]
+        )
+        here = row["batch"] == today["batch"] and curve["context"] == today["context"]
+        styles.append("bold" if here else ("dim" if row["best_num_draft"] == 0 else None))
+    return rows, styles
+
+
+def _story(curve: dict[str, Any], ridge: dict[str, Any], today: dict[str, Any]) -> list[str]:
+    out = []
+    stop, pays = curve["stops_paying_at_batch"], curve["pays_up_to_batch"]
+    if stop is not None and pays is not None:
+        out.append(
+            f"speculation pays up to batch {pays}; from batch {stop} on, plain decoding is faster"
+        )
+    elif stop is not None:
+        out.append("plain decoding is faster at every batch listed")
+    elif pays is not None:
+        out.append(f"speculation pays at every batch listed (up to {pays})")
+    bound = curve["verify_compute_bound_from_batch"]
+    k, plain = str(today["num_draft"]), bound.get("0")
+    if ridge.get("tokens_per_forward"):
+        words = (
+            f"{ridge['hardware']}'s ridge point: {ridge['flops_per_byte']:.0f} FLOP/byte, reached"
+            f" at {ridge['tokens_per_forward']} tokens per forward"
+        )
+        if bound.get(k) is not None:
+            words += (
+                f"; the verify at today's k = {k} turns compute-bound at batch {bound[k]}"
+                " (the curve turns there)"
+            )
+        if plain is not None:
+            words += f", plain decoding at batch {plain}"
+        out.append(words)
+    return out
+
+
+def _print_settings(settings: dict[str, Any], console: Console) -> None:
+    server = settings.get("server")
+    versions = settings.get("versions", {})
+    if settings.get("note"):
+        console.print(f"  [yellow]{escape(settings['note'])}[/yellow]", highlight=False)
+    for ctx in settings.get("per_context", []):
+        if server in (None, "sglang"):
+            console.print(
+                f"  [bold]SGLang[/bold] ({versions.get('sglang', '')}), context"
+                f" {ctx['context']:g}: one setting per load range",
+                highlight=False,
+            )
+            for r in ctx["sglang"]:
+                first, last = r["batches"]
+                console.print(f"    batch {first}-{last}: {escape(r['flags'])}", highlight=False)
+        if server in (None, "vllm"):
+            cfg = ctx.get("vllm_speculative_config")
+            console.print(
+                f"  [bold]vLLM[/bold] ({versions.get('vllm', '')}), context {ctx['context']:g}:"
+                + (
+                    f" --speculative-config '{escape(cfg)}' (with your method and model)"
+                    if cfg
+                    else " no speculative config (plain decoding at every batch listed)"
+                ),
+                highlight=False,
+            )
