@@ -8,7 +8,8 @@ rate faster than it measures. One window per cycle, from the start of the cycle'
 draft that precedes a verify, else the verify) to the start of the next cycle's, holds all of it:
 its cost is the measured cycle, and what its phases do not cover is the loop, with its syncs.
 
-A window is kept only where it is one plain cycle: exactly one outermost verify, no decode,
+Windows are derived only where the steps hold at least two phases (a ``--range`` of the verify
+alone asks for the verify, not its cycle). A window is kept only where it is one plain cycle: exactly one outermost verify, no decode,
 prefill or width-sweep step, and not over ``MAX_RATIO`` times the median window (a pause between
 generate calls). Threads that have spec_step ranges keep those and get none.
 """
@@ -30,6 +31,8 @@ def with_cycle_windows(steps: pd.DataFrame) -> pd.DataFrame:
     if steps.empty:
         return steps
     phase = _phases(steps["name"])
+    if len(set(phase) - {""}) < 2:  # verify ranges alone (a --range of one phase): no cycle
+        return steps
     windows = [
         _thread_windows(steps[on_tid], phase[on_tid])
         for tid in pd.unique(steps["tid"])

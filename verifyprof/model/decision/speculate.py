@@ -64,11 +64,23 @@ class PlainDecoding:
         return self.spec.tokens_per_s < self.tokens_per_s
 
     @property
-    def unmeasured_flip(self) -> bool:
+    def flips(self) -> bool:
         """Whether speculate-or-not flips with plain decoding's unmeasured execution mode."""
         if self.measured or self.alternative is None:
             return False
         return (self.alternative[1] > self.spec.tokens_per_s) != self.speculation_loses
+
+    @property
+    def unmeasured_flip(self) -> bool:
+        """The answer flips with the mode and nothing in the run says which mode plain decoding
+        would run in (the mode is the verify's own, by default): no decision without measuring.
+        With evidence (a drafter replaying graphs in the same process, SGLang's decode graphs)
+        the verdict decides and names the other mode's rate."""
+        return self.flips and not self.mode_evidenced
+
+    @property
+    def mode_evidenced(self) -> bool:
+        return not self.measured and not self.evidence.startswith("as its verify runs")
 
     @property
     def break_even_accept_len(self) -> float:
@@ -98,6 +110,7 @@ class PlainDecoding:
                 else {}
             ),
             "depends_on_unmeasured_mode": self.unmeasured_flip,
+            "flips_with_mode": self.flips,
         }
 
 

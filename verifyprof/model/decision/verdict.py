@@ -124,6 +124,12 @@ def decision_words(plain: Any) -> str:
     )
     if plain.unmeasured_flip:
         return ". ".join((lead, *_after_plan(plain))) + "."
+    if plain.flips:  # decided on the evidence for plain decoding's mode; the other mode named
+        other, alt = plain.alternative
+        today += (
+            f"; run {other}, plain decoding would make {alt:.1f} tok/s and the answer would flip:"
+            f" measure it with {MEASURE_PLAIN}"
+        )
     if plain.speculation_loses:
         today += (
             f"; speculation pays only above accept length {plain.break_even_accept_len:.2f} at"

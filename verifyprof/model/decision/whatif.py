@@ -299,6 +299,7 @@ def anchor_of(manifest: Manifest | None) -> Anchor | None:
         manifest.unprofiled_tps,
         manifest.dilation_runs,
         manifest.dilation_source or "baseline run",
+        manifest.dilation,
     )
 
 

@@ -38,9 +38,12 @@ class Anchor:
     unprofiled_tps: float | None  # the baseline runs' (their median)
     runs: tuple[float, ...] = ()  # every unprofiled run's rate
     source: str = "baseline run"
+    recorded: float | None = None  # the manifest's own factor (unprofiled / profiled rate)
 
     @property
     def factor(self) -> float | None:
+        if self.recorded is not None:
+            return self.recorded
         if not self.profiled_tps or not self.unprofiled_tps:
             return None
         return self.unprofiled_tps / self.profiled_tps
