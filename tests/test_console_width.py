@@ -266,9 +266,10 @@ def test_console_script_in_a_pipe_fits_80_columns():
 
 
 def test_a_groups_largest_phase_is_a_part_of_its_cost_and_within_100_percent():
-    """Pipelined graph steps: the window holds other steps' GPU work (other_work), which is no
-    part of the step's cost; the largest phase listed is one of the cost's, its share <= 100%."""
-    result = pipeline.breakdown(REPO / "traces/workload-dense-pipelined-graph/trace.sqlite.gz")
+    """Graph-mode steps whose windows hold other steps' GPU work (other_work: the accept's
+    window holds the verify replay it waits on), which is no part of the step's cost; the
+    largest phase listed is one of the cost's, its share <= 100%."""
+    result = pipeline.breakdown(REPO / "traces/workload-dense-graph/trace.sqlite.gz")
     text = render(120, lambda c: show.print_breakdown(result, c))
     rows = [line for line in text.splitlines() if line.rstrip().endswith("%")]
     others = [g for g in result.summary()["groups"] if g["phases"]["other_work"]["mean"] > 0]

@@ -450,7 +450,7 @@ def test_the_load_chart_draws_tok_per_gpu_by_batch_one_line_per_k_plain_dashed(d
     lines = traces[: len(curve.rows[0].points)]
     for i, trace in enumerate(lines):
         k = curve.rows[0].points[i]["num_draft"]
-        assert trace["x"] == batches
+        assert trace["x"] == [str(b) for b in batches]  # a category axis: one slot per batch
         assert trace["y"] == pytest.approx(
             [row.points[i]["tokens_per_s_per_gpu"] for row in curve.rows]
         )

@@ -9,9 +9,10 @@ draft that precedes a verify, else the verify) to the start of the next cycle's,
 its cost is the measured cycle, and what its phases do not cover is the loop, with its syncs.
 
 Windows are derived only where the steps hold at least two phases (a ``--range`` of the verify
-alone asks for the verify, not its cycle). A window is kept only where it is one plain cycle: exactly one outermost verify, no decode,
-prefill or width-sweep step, and not over ``MAX_RATIO`` times the median window (a pause between
-generate calls). Threads that have spec_step ranges keep those and get none.
+alone asks for the verify, not its cycle). A window is kept only where it is one plain cycle:
+exactly one outermost verify, no decode, prefill or width-sweep step, and not over ``MAX_RATIO``
+times the median window (a pause between generate calls). Threads that have spec_step ranges
+keep those and get none.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ def load_figure(load: LoadCurve, curve: ContextCurve) -> go.Figure:
     """tok/s per GPU by batch (log axis), one line per k; per-request rates in the hover."""
     fig = go.Figure()
     batches = [row.batch for row in curve.rows]
+    names = [str(b) for b in batches]  # category axis: one evenly spaced slot per batch
     ks = [p["num_draft"] for p in curve.rows[0].points]
     for i, k in enumerate(ks):
         points = [row.points[i] for row in curve.rows]
@@ -21,7 +22,7 @@ def load_figure(load: LoadCurve, curve: ContextCurve) -> go.Figure:
         fig.add_trace(
             go.Scatter(
                 name="plain decoding (k = 0)" if plain else f"k = {k}",
-                x=batches,
+                x=names,
                 y=[p["tokens_per_s_per_gpu"] for p in points],
                 customdata=[p["tokens_per_s"] for p in points],
                 mode="lines+markers",
@@ -38,25 +39,30 @@ def load_figure(load: LoadCurve, curve: ContextCurve) -> go.Figure:
     fig.add_trace(
         go.Scatter(
             name="best k at each batch",
-            x=batches,
+            x=names,
             y=[p["tokens_per_s_per_gpu"] for p in best],
-            text=[f"k={p['num_draft']}" for p in best],
-            mode="markers+text",
-            textposition="top center",
+            customdata=[p["num_draft"] for p in best],
+            mode="markers",
             marker={"color": COLOURS["best"], "size": 12, "symbol": "star"},
-            hoverinfo="skip",
+            hovertemplate="batch %{x}: best k = %{customdata}<extra></extra>",
         )
     )
     bound = curve.ridge_batch.get(load.current_k)
     if bound is not None:
+        at = next((str(b) for b in batches if b >= bound), names[-1])
         fig.add_vline(
-            x=bound,
+            x=names.index(at),
             line={"color": COLOURS["today"], "dash": "dot"},
-            annotation_text=f"verify at k = {load.current_k} compute-bound",
+            annotation_text=f"verify at k = {load.current_k} compute-bound from batch {bound:g}",
         )
     fig.update_layout(
         title=f"tok/s per GPU by batch size, context {curve.context:g} tokens (predicted)",
-        xaxis={"title": "batch (requests per step)", "type": "log", "tickvals": batches},
+        xaxis={
+            "title": "batch (requests per step); under each, its best k",
+            "type": "category",  # evenly spaced: a log axis packs 1, 2, 4 into a few pixels
+            "tickvals": names,
+            "ticktext": [f"{b}<br>k={p['num_draft']}" for b, p in zip(batches, best)],
+        },
         yaxis_title="tok/s per GPU",
         **LAYOUT,
     )
