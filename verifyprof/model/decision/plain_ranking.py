@@ -101,36 +101,31 @@ def refuse_unusable(o: WhatifOptions, num_draft: int | None) -> None:
                 f"{flag} needs --num-draft in plain-numbers mode: it changes the ranking of"
                 " candidates, which starts from the draft count"
             )
-    if o.context is not None and o.model is None:
-        raise VerifyprofError(
-            "--context needs --model and --hardware in plain-numbers mode: it sizes the"
-            " attention's KV-cache reads in the roofline"
-        )
-    if o.link is not None and o.hardware is None:
-        raise VerifyprofError(
-            f"--link {o.link} needs --hardware: a link is the interconnect of a hardware file's"
-            " GPUs (plain numbers have no trace to recognise them from)"
-        )
-    if o.hardware is not None and o.model is None:
-        raise VerifyprofError(
-            "--hardware needs --model in plain-numbers mode: the verify's phases are split by the"
-            " model's roofline on the hardware"
-        )
-    if o.model is not None and o.hardware is None:
-        raise VerifyprofError(
-            "--model needs --hardware in plain-numbers mode: the roofline that splits the verify"
-            " into phases is the model's bytes and FLOPs on a GPU"
-        )
-    if o.tp is not None and o.model is None:
-        raise VerifyprofError(
-            "--tp needs --model and --hardware in plain-numbers mode: the allreduces' count and"
-            " size come from the model, their time from the hardware's link"
-        )
+    for flag, name, needs, needed, why in NEEDS:
+        if getattr(o, name) is not None and getattr(o, needed) is None:
+            given = f"{flag} {getattr(o, name)}" if flag == "--link" else flag  # the link's name
+            raise VerifyprofError(f"{given} needs {needs} in plain-numbers mode: {why}")
     if o.model is not None and num_draft is None:
         raise VerifyprofError(
             "--model needs --num-draft in plain-numbers mode: the verify's width is k + 1 tokens"
             " per request"
         )
+
+
+# (option, its field, what it needs, the field that must be given, why): one line each
+NEEDS = (
+    ("--context", "context", "--model and --hardware", "model",
+     "it sizes the attention's KV-cache reads in the roofline"),
+    ("--link", "link", "--hardware", "hardware",
+     "a link is the interconnect of a hardware file's GPUs (plain numbers have no trace to"
+     " recognise them from)"),
+    ("--hardware", "hardware", "--model", "model",
+     "the verify's phases are split by the model's roofline on the hardware"),
+    ("--model", "model", "--hardware", "hardware",
+     "the roofline that splits the verify into phases is the model's bytes and FLOPs on a GPU"),
+    ("--tp", "tp", "--model and --hardware", "model",
+     "the allreduces' count and size come from the model, their time from the hardware's link"),
+)  # fmt: skip
 
 
 @dataclass
