@@ -15,7 +15,7 @@ from typing import Any
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.plan import Builder, PlanStep
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of
-from verifyprof.model.fixes.cycle import plain_measured, plain_mode, plain_state
+from verifyprof.model.fixes.cycle import OWN_MODE, plain_measured, plain_mode, plain_state
 from verifyprof.model.fixes.draft import _num_draft, curve_point, width_source, with_drafts
 from verifyprof.model.inputs.profile import VerifyProfile
 
@@ -80,7 +80,7 @@ class PlainDecoding:
 
     @property
     def mode_evidenced(self) -> bool:
-        return not self.measured and not self.evidence.startswith("as its verify runs")
+        return not self.measured and self.evidence != OWN_MODE
 
     @property
     def break_even_accept_len(self) -> float:

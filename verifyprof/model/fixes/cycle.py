@@ -132,6 +132,9 @@ def torch_compile(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate:
 # ---- plain decoding ------------------------------------------------------------------------
 
 
+OWN_MODE = "as its verify runs"  # no evidence: plain decoding assumed in the verify's own mode
+
+
 def plain_mode(profile: VerifyProfile, s: Scenario) -> tuple[str, str]:
     """The execution mode the program runs its single-token forwards in ("eager" | "graph"),
     and the evidence: SGLang's decode CUDA graphs (unless its arguments disable them), a draft
@@ -149,7 +152,7 @@ def plain_mode(profile: VerifyProfile, s: Scenario) -> tuple[str, str]:
     draft = next((p for p in s.parts if p.name == "draft"), None)
     if own == "eager" and draft is not None and draft.mode != "eager":
         return "graph", "its drafter's forwards replay CUDA graphs in the same process"
-    return own, "as its verify runs"
+    return own, OWN_MODE
 
 
 def plain_measured(profile: VerifyProfile, s: Scenario) -> bool:
