@@ -30,6 +30,17 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.fixture(autouse=True)
+def no_hooks_left_installed():
+    """Each test ends with no verifyprof hooks installed: a command run in-process (``hooks``)
+    leaves what it checked installed, as its own process would end right after, and the next
+    file's tests in this worker must start as a fresh process does."""
+    yield
+    hooks = sys.modules.get("verifyprof.capture.hooks.api")
+    if hooks is not None and hooks.status():
+        hooks.uninstall()
+
+
 def public_traces(kind: str) -> list[Path]:
     folder = PUBLIC / kind
     return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []

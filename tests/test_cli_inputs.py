@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from verifyprof.capture.hooks import api as hook_api
 from verifyprof.cli import app
 from verifyprof.contracts import ranges
 
@@ -273,7 +274,10 @@ def test_hooks_sglang_without_sglang_is_a_short_summary():
 
     if importlib.util.find_spec("sglang") is not None:
         pytest.skip("sglang installed")
-    done = cli("hooks", "sglang")
+    try:
+        done = cli("hooks", "sglang")
+    finally:
+        hook_api.uninstall()  # the command leaves what it checked installed, as its process ends
     lines = done.stdout.strip().splitlines()
     assert len(" ".join(lines)) < 200, done.stdout
     assert "targets not checked: the package 'sglang' is not installed" in " ".join(lines)

@@ -269,3 +269,17 @@ def test_check_imports_each_target_module_and_reports_what_this_version_has(demo
         "cannot import hookdemo.broken: ImportError: boom",
     )
     assert statuses[0].sources == ("user hook hookdemo.core:Runner.forward=verify",)
+
+
+def test_a_target_a_check_found_absent_is_patched_when_installed_and_imported_later(demo, tmp_path):
+    """`hooks check` leaves its targets installed; one whose module was not there then (SGLang not
+    yet on the path) must still be wrapped when a later install asks again and it is imported."""
+    spec = "hookdemo.late:step=verify"
+    assert [s.state for s in hooks.check([spec])] == ["missing"]
+    (tmp_path / "hookdemo" / "late.py").write_text("def step(x):\n    return x + 1\n")
+    importlib.invalidate_caches()
+    assert [s.state for s in hooks.install([spec])] == ["pending"]
+    late = importlib.import_module("hookdemo.late")
+    result, ranges = profiled(late.step, 1)
+    assert result == 2 and [r.text for r in ranges] == ["verifyprof.verify"]
+    assert [s.state for s in hooks.status()] == ["patched"]

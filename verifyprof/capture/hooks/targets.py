@@ -159,9 +159,10 @@ def request(
             watch_torch()
         else:
             # Pending, never missing for good: the module may become importable later (Python puts
-            # a script's folder on sys.path after sitecustomize ran; programs extend sys.path).
+            # a script's folder on sys.path after sitecustomize ran; programs extend sys.path). A
+            # target an earlier ``check`` found absent is asked for again: it waits once more.
             import_watch.install(_watched, _on_imported)
-            patch.detail = pending_detail(target)
+            patch.state, patch.detail = "pending", pending_detail(target)
             watch_torch()
         _notify()
         return _status(patch)
