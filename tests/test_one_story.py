@@ -1,5 +1,5 @@
-"""Every number a user can compare agrees: breakdown, kernels, whatif and compare, run on every
-bundled trace and a set of public ones, report the same step group, the same traced verify cost,
+"""Every number a user can compare agrees: breakdown, kernels, whatif, compare and report, run on
+every bundled trace and every public one, give the same step group, the same traced verify cost,
 mode, width and kernel count, and the same verdict; and every share they print lies in [0, 100]%.
 
 One definition per number: a step's cost, mode and width, the story's group and the verdict are
@@ -23,9 +23,15 @@ SEVERAL = (  # one run in several files (ranks sharing a GPU): no ranges, the wh
     "traces/two-processes-one-gpu",  # two nsys files: kernels reads one nsys file, not these
     "traces/torchrun-2ranks-one-gpu",
 )
-PUBLIC = (
+PUBLIC = (  # every public trace: no ranges of ours, the whole trace as one step per device
     "nsys/flameox_cudagraph_rtx3060_nsys2025.5.sqlite",
+    "nsys/nsysai_mfu_2gpu_after_nsys2026.2.sqlite",
+    "nsys/nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
+    "nsys/nsysai_mock_rtx3080_nsys2026.1.sqlite",
+    "nsys/pipit_saxpy_mpi_a100_nsys2022.2.sqlite",
     "kineto/tracelens_mi300x_sglang_qwen3-8b_decode.json.gz",
+    "kineto/tracelens_b200_vllm_moe_eager_trace.json.gz",
+    "kineto/hta_nccl_data_a100_rank0of2.json.gz",
 )
 
 
@@ -65,6 +71,7 @@ def outputs(request) -> dict[str, dict]:
         "kernels": {} if several_nsys else json_of("kernels", trace, *manifest, *scope),
         "whatif": json_of("whatif", trace, *accept, *scope),
         "compare": json_of("compare", trace, trace, *accept, *scope),
+        "report": json_of("report", trace, *accept, *scope),
     }
 
 
@@ -133,3 +140,43 @@ def test_every_share_is_a_share(outputs):
         assert 0.0 <= row["share"] <= 1.0 + 1e-9, row
     for row in outputs["compare"]["phases"]:
         assert row["before_ms"] >= 0 and row["after_ms"] >= 0, row
+
+
+def test_the_report_states_whatifs_numbers_and_verdict(outputs):
+    report, whatif = outputs["report"], outputs["whatif"]
+    assert report["whatif"] == whatif
+    assert report["verdict"] == whatif["verdict"]
+    assert [d["text"] for d in report["decision"] if d["key"] == "first"] == (
+        [whatif["verdict_parts"]["plan"]] if whatif["verdict_parts"].get("plan") else []
+    )
+
+
+def test_the_report_is_about_the_group_kernels_lists(outputs):
+    group = story_group(outputs)  # kernels' group, its steps as the steps table counts them
+    about = outputs["report"]["group"]
+    assert (about["name"], about["variant"], about["steps"]) == (
+        group["name"],
+        group["variant"],
+        group["steps"],
+    )
+
+
+def test_the_reports_top_kernels_are_the_kernels_commands(outputs):
+    if not outputs["kernels"]:
+        pytest.skip("one run in several nsys files: kernels reads one file")
+    listed = outputs["kernels"]["kernels"]
+    shown = outputs["report"]["kernels"]["kernels"]
+    n = min(len(shown), len(listed))  # each lists its own number of top kernels
+    assert n > 0 and shown[:n] == listed[:n]
+    for key in ("step_count", "total_kernel_ns", "distinct_kernels", "by_phase"):
+        assert outputs["report"]["kernels"][key] == outputs["kernels"][key], key
+
+
+def test_the_reports_step_table_is_the_breakdowns(outputs):
+    groups = outputs["breakdown"]["summary"]["groups"]
+    shown = outputs["report"]["step_groups"]
+    assert sorted(map(json.dumps, shown)) == sorted(map(json.dumps, groups))
+    assert (shown[0]["name"], shown[0]["variant"]) == (
+        outputs["report"]["group"]["name"],
+        outputs["report"]["group"]["variant"],
+    )

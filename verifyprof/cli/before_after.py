@@ -3,6 +3,7 @@ file)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import typer
@@ -92,7 +93,7 @@ def compare(
 @app.command()
 def report(
     source: ReportSourceOpt,
-    out: ReportOutOpt,
+    out: ReportOutOpt = None,
     compare_with: CompareWithOpt = None,
     accept_len: ReportAcceptLenOpt = None,
     manifest: ReportManifestOpt = None,
@@ -103,17 +104,22 @@ def report(
     baseline_tps: BaselineTpsOpt = None,
     decode_ms: DecodeMsOpt = None,
     quiet: ReportQuietOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps,
-    timeline, kernels, heatmap."""
+    timeline, kernels, heatmap. --json prints the page's numbers (with -o, after writing it)."""
     from verifyprof import pipeline
+    from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.outputs import writes_stdout
-    from verifyprof.report import html
 
+    if out is None and not as_json:
+        raise VerifyprofError("report: give -o FILE for the page, or --json for its numbers")
+    if as_json and out is not None and writes_stdout(out):
+        raise VerifyprofError("report: -o - and --json both print on stdout: give -o a file")
     _check_run(  # inputs, file options, numbers and the -o file, before any work (issue 22)
         sources={"": [source], "the --compare input": [compare_with] if compare_with else []},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
-        outputs={"-o": out},
+        outputs={"-o": out} if out is not None else {},
         numbers={
             "--accept-len": accept_len,
             "--baseline-tps": baseline_tps,
@@ -133,6 +139,14 @@ def report(
         baseline_tps=baseline_tps,
         decode_ms=decode_ms,
     )
-    size = html.write_report(data, out)
-    if not quiet and not writes_stdout(out):  # -o -: the page alone on stdout
-        print(f"wrote {out} ({size / 1e6:.1f} MB)")
+    if out is not None:
+        from verifyprof.report import html
+
+        size = html.write_report(data, out)
+        if not quiet and not writes_stdout(out):  # -o -: the page alone on stdout
+            print(f"wrote {out} ({size / 1e6:.1f} MB)", file=sys.stderr if as_json else sys.stdout)
+    if as_json:
+        from verifyprof.report import files
+        from verifyprof.report.page_json import page_json
+
+        files.print_json(page_json(data))

@@ -354,7 +354,12 @@ CompareWholeTraceOpt = Annotated[
 ReportSourceOpt = Annotated[str, typer.Argument(help="a trace or a breakdown JSON")]
 
 ReportOutOpt = Annotated[
-    Path, typer.Option("-o", "--out", help="the HTML file to write (e.g. reports/NAME.html)")
+    Optional[Path],
+    typer.Option(
+        "-o",
+        "--out",
+        help="the HTML file to write (e.g. reports/NAME.html); optional with --json",
+    ),
 ]
 
 CompareWithOpt = Annotated[

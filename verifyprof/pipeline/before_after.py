@@ -14,7 +14,7 @@ from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.schema import BreakdownFrame
+from verifyprof.contracts.schema import WHOLE_TRACE, BreakdownFrame
 from verifyprof.model.decision.compare import Comparison, check_change
 from verifyprof.model.decision.compare import compare as compare_frames
 from verifyprof.model.decision.whatif import WhatifOptions
@@ -340,9 +340,11 @@ def _kernels_and_timelines(
 
 def _group_kernels(loaded: Loaded, data: Any, taxonomy, regex: str | None) -> KernelTable:
     """The top kernels of the story's step group, in its mode, as ``kernels`` lists them (the
-    whole trace's when it has none)."""
+    whole trace's when it has none, or when the step is the whole trace: ``--whole-trace``)."""
     from verifyprof.pipeline.kernel_scope import group_kernels
 
+    if data.group is None or data.group[0] == WHOLE_TRACE:
+        return loaded.kernel_table
     try:
         return group_kernels(loaded.trace, data.group, data.group_mode or None, taxonomy, regex)
     except VerifyprofError:

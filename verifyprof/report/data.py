@@ -30,3 +30,36 @@ class ReportData:
     compare: dict[str, Any] | None = None  # Comparison.to_json()
     comparison: Any = None  # the model's Comparison (typed)
     notes: list[str] = field(default_factory=list)
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def group_label(name: str, variant: str) -> str:
+    return f"{name} {variant}".strip()
+
+
+def story_groups(data: ReportData) -> list[dict[str, Any]]:
+    """The summary's step groups, the verdict's group (``data.group``) first, the rest in the
+    summary's order."""
+    groups = list(data.summary.get("groups") or [])
+    if data.group is None:
+        return groups
+    first = [g for g in groups if (g["name"], g["variant"]) == tuple(data.group)]
+    return first + [g for g in groups if g not in first]
+
+
+def story_group(data: ReportData) -> dict[str, Any] | None:
+    groups = story_groups(data)
+    return groups[0] if groups else None
+
+
+def cost_ns(group: dict[str, Any]) -> float:
+    """A group's mean cost per step: its wall less other steps' GPU work in its window (the wall
+    in summaries from before cost_ns)."""
+    return float((group.get("cost_ns") or group["wall_ns"])["mean"])
+
+
+def modes(group: dict[str, Any]) -> str:
+    return ", ".join(f"{m} x{n}" for m, n in group["modes"].items())

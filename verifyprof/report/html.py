@@ -30,9 +30,9 @@ from verifyprof.report.html_verdict import (
     cycles_section,
     heatmap_section,
     verdict_section,
-    verdict_text,
 )
 from verifyprof.report.markup import esc
+from verifyprof.report.verdict_words import verdict_text
 
 __all__ = ["check_output", "render", "verdict_text", "write_report"]
 STYLE = """

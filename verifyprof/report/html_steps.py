@@ -8,19 +8,16 @@ from typing import Any
 
 from verifyprof.contracts import phases
 from verifyprof.report import figures
-from verifyprof.report.data import ReportData
-from verifyprof.report.markup import (
-    chart,
+from verifyprof.report.data import (
+    ReportData,
     cost_ns,
-    esc,
     group_label,
-    kernel_cell,
     modes,
     ms,
     story_group,
     story_groups,
-    table,
 )
+from verifyprof.report.markup import chart, esc, kernel_cell, table
 
 MAX_GROUP_CHARTS = 6  # step groups drawn as bar charts; all are in the table
 

@@ -5,45 +5,13 @@ curve and the tokens/s heatmap."""
 
 from __future__ import annotations
 
-from verifyprof.contracts import phases
-from verifyprof.contracts.text import counted
 from verifyprof.model.decision.candidates import Ranking
 from verifyprof.report import figures_cycle
 from verifyprof.report.data import ReportData
-from verifyprof.report.markup import (
-    chart,
-    cost_ns,
-    esc,
-    group_label,
-    modes,
-    ms,
-    story_group,
-    table,
-)
+from verifyprof.report.markup import chart, esc, table
+from verifyprof.report.verdict_words import decision_items, verdict_text
 
 NO_PLAN = "no plan: give an accept length"
-
-
-def verdict_text(data: ReportData) -> str:
-    """The model's verdict; without a ranking, the verdict's step group in numbers."""
-    r = data.ranking
-    if r is not None and r.verdict is not None:
-        return r.verdict.text()
-    group = story_group(data)
-    if group is None:
-        return "no steps"
-    costs = {p: v["mean"] for p, v in group["phases"].items() if p not in phases.OTHER}
-    top = max(costs, key=costs.__getitem__)
-    cost = cost_ns(group)  # what shares are of, as in the model's verdict
-    share = f"{100 * costs[top] / cost:.1f}% of its cost" if cost > 0 else "no cost"
-    idle = ", GPU idle" if top in phases.IDLE else ""
-    return (
-        f"{group_label(group['name'], group['variant'])}: median {ms(group['wall_ns']['p50'])} ms,"
-        f" mean {ms(group['wall_ns']['mean'])} ms ({modes(group)};"
-        f" {counted(group['launches']['mean'], 'launch')} and"
-        f" {counted(group['kernels']['mean'], 'kernel')} per step). Dominant cost: {top}"
-        f" ({share}{idle})."
-    )
 
 
 def verdict_section(data: ReportData) -> list[str]:
@@ -90,36 +58,12 @@ def _numbers_are(r: Ranking) -> str:
     return f'<p class="about" data-key="verdict-steps">numbers: the mean of {n}{where}, {basis}</p>'
 
 
-DECISION_MARKS = (". Today: ", ". After the plan: ")  # where the verdict's decision splits
-
-
-def decision_parts(decision: str | None) -> list[tuple[str, str]]:
-    """The verdict's decision as its sentences (the model's words, split, never re-worded):
-    (key, text) for the answer, today's comparison and the one after the plan."""
-    if not decision:
-        return []
-    parts, rest, key = [], decision, "answer"
-    for mark, next_key in zip(DECISION_MARKS, ("today", "after-plan"), strict=True):
-        head, found, tail = rest.partition(mark)
-        if not found:
-            continue
-        parts.append((key, head + "."))
-        rest, key = mark[2:] + tail, next_key
-    return parts + [(key, rest)]
-
-
 def decision_list(verdict) -> list[str]:
     """What to do first, speculating against plain decoding today and after the plan, and the
     best number of drafts: the verdict's own sentences, one item each, before the rest."""
-    items = [("first", "What to do first", verdict.plan)]
-    labels = {"answer": "Decision", "today": "Today", "after-plan": "After the plan"}
-    for key, text in decision_parts(verdict.decision):
-        items.append((key, labels[key], text.removeprefix(f"{labels[key]}: ")))
-    items.append(("best-k", "Number of drafts", verdict.drafts))
     lis = [
         f'<li data-key="{key}"><b>{esc(label)}:</b> {esc(text)}</li>'
-        for key, label, text in items
-        if text
+        for key, label, text in decision_items(verdict)
     ]
     return [f'<ul class="decision" data-key="decision">{"".join(lis)}</ul>'] if lis else []
 

@@ -1,6 +1,6 @@
 """The HTML report's building blocks: escaped text, tables whose text wraps and whose numbers
 line up on the right, a plotly chart in a ``div`` that tests can find, and the step groups in the
-order the story tells them (the verdict's group first)."""
+order the story tells them (the verdict's group first: report.data)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from verifyprof.attribution.kernel_names import short_kernel_name
-from verifyprof.report.data import ReportData
 
 # A cell: (data-key, value) or (data-key, value, title: the full text shown on hover).
 Cell = tuple[str, Any] | tuple[str, Any, str]
@@ -22,10 +21,6 @@ KINDS = "twn"
 
 def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
-
-
-def ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f}"
 
 
 def chart(fig: go.Figure, name: str) -> str:
@@ -61,32 +56,3 @@ def table(headers: list[str], kinds: str, rows: list[list[Cell]], key: str = "")
 def kernel_cell(key: str, name: str) -> Cell:
     """A kernel name as Nsight Systems shortens it, the full name on hover."""
     return (key, short_kernel_name(name), name)
-
-
-def group_label(name: str, variant: str) -> str:
-    return f"{name} {variant}".strip()
-
-
-def story_groups(data: ReportData) -> list[dict[str, Any]]:
-    """The summary's step groups, the verdict's group (``data.group``) first, the rest in the
-    summary's order."""
-    groups = list(data.summary.get("groups") or [])
-    if data.group is None:
-        return groups
-    first = [g for g in groups if (g["name"], g["variant"]) == tuple(data.group)]
-    return first + [g for g in groups if g not in first]
-
-
-def story_group(data: ReportData) -> dict[str, Any] | None:
-    groups = story_groups(data)
-    return groups[0] if groups else None
-
-
-def cost_ns(group: dict[str, Any]) -> float:
-    """A group's mean cost per step: its wall less other steps' GPU work in its window (the wall
-    in summaries from before cost_ns)."""
-    return float((group.get("cost_ns") or group["wall_ns"])["mean"])
-
-
-def modes(group: dict[str, Any]) -> str:
-    return ", ".join(f"{m} x{n}" for m, n in group["modes"].items())
