@@ -442,6 +442,32 @@ def test_the_draft_chart_draws_tokens_per_s_by_k_with_plain_decoding_and_the_bes
     assert best["x"] == [r.curve.best["num_draft"]]
 
 
+def test_the_draft_chart_marks_which_verify_times_were_traced_and_which_modelled(dense, dense_page):
+    points = dense[2].ranking.curve.points
+    drawn = {
+        t["name"]: t
+        for t in dense_page.plots()["drafts"]["traces"]
+        if t["name"].startswith("verify ")
+    }
+    sources = {p["verify_source"] for p in points}
+    assert set(drawn) == {f"verify {s}" for s in sources}
+    for source in sources:
+        assert drawn[f"verify {source}"]["x"] == [
+            p["num_draft"] for p in points if p["verify_source"] == source
+        ]
+    assert {"today", "fitted"} <= sources  # the eager capture: its own width, the model's others
+
+
+def test_the_draft_table_gives_each_points_verify_time_and_its_source(dense, dense_page):
+    points = dense[2].ranking.curve.points
+    table = dense_page.tables()["drafts"]
+    assert [c.text for c in table.column("verify_source")] == [p["verify_source"] for p in points]
+    assert [c.text for c in table.column("verify_ms")] == [f"{p['verify_ms']:.3f}" for p in points]
+    assert [c.text for c in table.column("tokens_per_s")] == [
+        f"{p['tokens_per_s']:.1f}" for p in points
+    ]
+
+
 def test_the_load_chart_draws_tok_per_gpu_by_batch_one_line_per_k_plain_dashed(dense, dense_page):
     load = dense[2].ranking.load
     curve = load.curves[0]

@@ -147,7 +147,7 @@ def draft_figure(r: Ranking) -> go.Figure:
             name="tok/s by draft count",
             x=ks,
             y=[p["tokens_per_s"] for p in curve.points],
-            mode="lines+markers",
+            mode="lines",
             line={"color": COLOURS["tokens/s"]},
             hovertemplate="k = %{x}: %{y:.1f} tok/s<extra></extra>",
         )
@@ -180,6 +180,7 @@ def draft_figure(r: Ranking) -> go.Figure:
                 },
             )
         )
+    _verify_sources(fig, curve.points)
     fig.update_layout(
         title="tok/s per request by number of drafts (today's execution mode)",
         xaxis={"title": "drafts per cycle (k)", "dtick": 1},
@@ -187,6 +188,48 @@ def draft_figure(r: Ranking) -> go.Figure:
         **LAYOUT,
     )
     return fig
+
+
+# Where a point's verify time comes from: filled where a trace measured it, open where the model
+# gave it (the width model between or past traced widths, or the roofline).
+SOURCE_SYMBOLS = {
+    "today": "circle",
+    "measured": "circle",
+    "given": "circle",
+    "fitted": "circle-open",
+    "predicted": "circle-open",
+    "as today": "circle-open",
+    "extrapolated": "diamond-open",
+    "roofline": "square-open",
+}
+
+
+def _verify_sources(fig: go.Figure, points: list[dict]) -> None:
+    """One marker trace per source of the verify time, after the curve and the marks, so the
+    legend says which points were traced and which the width model or roofline gave."""
+    for source in dict.fromkeys(p.get("verify_source", "") for p in points):
+        if not source:
+            continue
+        chosen = [p for p in points if p.get("verify_source") == source]
+        fig.add_trace(
+            go.Scatter(
+                name=f"verify {source}",
+                x=[p["num_draft"] for p in chosen],
+                y=[p["tokens_per_s"] for p in chosen],
+                customdata=[[p["verify_ms"], p["width"]] for p in chosen],
+                mode="markers",
+                marker={
+                    "color": COLOURS["tokens/s"],
+                    "size": 9,
+                    "symbol": SOURCE_SYMBOLS.get(source, "circle-open"),
+                    "line": {"width": 2, "color": COLOURS["tokens/s"]},
+                },
+                hovertemplate=(
+                    "k = %{x}: %{y:.1f} tok/s; verify %{customdata[0]:.3f} ms at width"
+                    f" %{{customdata[1]}} ({source})<extra></extra>"
+                ),
+            )
+        )
 
 
 def plan_figure(r: Ranking) -> go.Figure:

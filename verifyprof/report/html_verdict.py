@@ -240,10 +240,34 @@ def cycles_section(data: ReportData) -> list[str]:
             " not known, or the run does not speculate</p>"
         ]
     out.append(chart(figures_cycle.draft_figure(r), "drafts"))
+    out.append(_drafts_table(r))
     flags = r.curve.server_flags()
     if flags:
         out.append(f'<p class="note">SGLang flags for the best k: <code>{esc(flags)}</code></p>')
     return out
+
+
+def _drafts_table(r: Ranking) -> str:
+    """The curve's points in numbers, each verify time with where it comes from: measured (a
+    traced width), fitted or extrapolated (the width model), roofline, or today."""
+    return table(
+        ["k", "width", "verify ms", "verify from", "draft ms", "cycle ms", "accept", "tok/s"],
+        "nnntnnnn",
+        [
+            [
+                ("num_draft", p["num_draft"]),
+                ("width", p["width"]),
+                ("verify_ms", f"{p['verify_ms']:.3f}"),
+                ("verify_source", p.get("verify_source", "")),
+                ("draft_ms", f"{p['draft_ms']:.3f}"),
+                ("cycle_ms", f"{p['cycle_ms']:.3f}"),
+                ("accept_len", f"{p['accept_len']:.2f}"),
+                ("tokens_per_s", f"{p['tokens_per_s']:.1f}"),
+            ]
+            for p in r.curve.points
+        ],
+        key="drafts",
+    )
 
 
 def heatmap_section(data: ReportData) -> list[str]:
