@@ -6,6 +6,7 @@ curve and the tokens/s heatmap."""
 from __future__ import annotations
 
 from verifyprof.model.decision.candidates import Ranking
+from verifyprof.model.decision.verdict import accept_reach
 from verifyprof.report import figures_cycle
 from verifyprof.report.data import ReportData
 from verifyprof.report.markup import chart, esc, table
@@ -103,7 +104,15 @@ def _plain(r: Ranking) -> list[str]:
                     ("source", p.source),
                     ("tokens_per_s", f"{p.tokens_per_s:.1f}"),
                     ("decode_ms", f"{p.decode_ms:.3f}"),
-                    ("break_even_accept_len", f"{p.break_even_accept_len:.2f}"),
+                    (
+                        "break_even_accept_len",
+                        f"{p.break_even_accept_len:.2f}"
+                        + (
+                            f" ({r})"
+                            if (r := accept_reach(p.break_even_accept_len, p.max_accept_len))
+                            else ""
+                        ),
+                    ),
                     ("break_even_cycle_ms", f"{p.break_even_cycle_ms:.3f}"),
                     ("wins_from", p.wins_from or "-"),
                 ]

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from verifyprof.contracts.text import counted
+from verifyprof.model.decision.verdict import accept_reach
 from verifyprof.report.layout import Col, Console, fitted_table
 from verifyprof.report.load_console import print_load
 
@@ -97,7 +98,10 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
             else "unreachable: draft and overhead alone outlast the plain steps the accepted"
             " tokens replace",
         )
-        table.add_row("break-even accept length", f"{result['break_even_accept_len']:.3f}")
+        at = result["break_even_accept_len"]
+        k = result.get("num_draft")
+        reach = accept_reach(at, k + 1.0 if k else None)
+        table.add_row("break-even accept length", f"{at:.3f}" + (f" ({reach})" if reach else ""))
     else:
         table.add_row("speedup", "- (give --baseline-tps or --decode-ms)")
     console.print(table)
@@ -127,8 +131,9 @@ PLAIN_LEGEND = (
     " given) or predicted (the verify at width 1)"
 )
 TRACE_LEGEND = (
-    "  verify from: measured (a traced width), fitted (the width model between traced"
-    " widths), extrapolated (past them), roofline (one traced width: phase by phase)"
+    "  verify from: measured (a traced width, as traced), fitted (the width model: between"
+    " traced widths, or at a traced width whose time the monotone fit replaced), extrapolated"
+    " (past them), roofline (one traced width: phase by phase)"
 )
 
 

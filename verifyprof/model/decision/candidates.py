@@ -279,7 +279,11 @@ CARRIES = {
 
 def verdict_of(r: Ranking) -> Verdict:
     """The run's one verdict: the step, speculate or not, the plan, the best draft count."""
-    v = Verdict(group=r.profile.choice or r.profile.verify.name, step=step_words(r.profile))
+    sc = r.scenario
+    v = Verdict(
+        group=r.profile.choice or r.profile.verify.name,
+        step=step_words(r.profile, sc.basis, sc.traced_verify_ms),
+    )
     if r.plain is not None:
         v.decision = decision_words(r.plain)
         if r.plain.speculation_loses:

@@ -94,6 +94,7 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
         | out
         | {"relative_to": relative_to(cycle, source, ranked and acc.num_draft is not None)}
         | _load(o, cycle, acc)
+        | ({"num_draft": acc.num_draft} if acc.num_draft else {})  # the most it accepts, + 1
     )
     if ranked and acc.num_draft is not None:
         given = _given(o, acc.source, draft_source, source if cycle.decode_ms else None)

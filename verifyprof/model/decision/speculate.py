@@ -50,6 +50,7 @@ class PlainDecoding:
     # predicted plain decoding in the other mode: (mode, tok/s), where the decision depends on it
     alternative: tuple[str, float] | None = None
     spec_after_plan: float | None = None  # speculating after the whole plan (tok/s)
+    max_accept_len: float | None = None  # the most a cycle can accept: drafts + 1, where known
 
     @property
     def tokens_per_s(self) -> float:
@@ -129,6 +130,8 @@ def plain_decoding(
     except Skip:
         return None
     out = PlainDecoding(cycle_of(state, plain), source, now)
+    k = _num_draft(profile, s)
+    out.max_accept_len = float(k + 1) if k else None
     if not plain_measured(profile, s):
         out.measured = False
         out.mode, out.evidence = plain_mode(profile, s)

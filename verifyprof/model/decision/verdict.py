@@ -49,15 +49,29 @@ class Verdict:
         }
 
 
-def step_words(profile: VerifyProfile) -> str:
+def basis_words(basis: str, traced_ms: float | None, wall_ms: float) -> tuple[str, str]:
+    """Which rate a verify time is at where it is not the trace's own: (after the time, inside
+    its parentheses): the unprofiled rate (the profiler's dilation taken out) or the traced run's
+    own measured rate, with the traced time (what breakdown's table shows); empty otherwise."""
+    if traced_ms is None or abs(traced_ms - wall_ms) <= 5e-4 * max(traced_ms, 1e-9):
+        return "", ""
+    rate = "the unprofiled rate" if basis == "unprofiled" else "the traced run's own measured rate"
+    return f" at {rate}", f"; {traced_ms:.3f} ms as traced"
+
+
+def step_words(
+    profile: VerifyProfile, basis: str = "traced", traced_ms: float | None = None
+) -> str:
     """The verify step and what it is made of; shares are of the step's cost (its wall less
-    other steps' GPU work), as everywhere in verifyprof's verdicts."""
+    other steps' GPU work), as everywhere in verifyprof's verdicts. A time not at the trace's
+    rate (``basis``, ``traced_ms``: the anchored state's) says so, the traced time beside it."""
     v = profile.verify
     width = f", width {profile.width}" if profile.width else ""
     what = "verify" if "verify" in v.name.lower() else f"{v.name.replace('_', '-')} step"
+    at, traced = basis_words(basis, traced_ms, v.wall_ms)
     parts = [
-        f"{what} {v.wall_ms:.3f} ms ({v.mode}{width}, {counted(round(v.launches), 'launch')},"
-        f" {counted(round(v.kernels), 'kernel')})"
+        f"{what} {v.wall_ms:.3f} ms{at} ({v.mode}{width}, {counted(round(v.launches), 'launch')},"
+        f" {counted(round(v.kernels), 'kernel')}{traced})"
     ]
     if v.other_work_ms > 0.01 * v.wall_ms:
         parts.append(
@@ -130,15 +144,36 @@ def decision_words(plain: Any) -> str:
             f"; run {other}, plain decoding would make {alt:.1f} tok/s and the answer would flip:"
             f" measure it with {MEASURE_PLAIN}"
         )
+    return ". ".join((lead, today + _break_even(plain), *_after_plan(plain))) + "."
+
+
+def accept_reach(at: float, most: float | None) -> str:
+    """A break-even accept length that no cycle can reach, said so (tables print it beside)."""
+    if at < 1.0:
+        return "below 1: pays at any accept length"
+    if most is not None and at > most:
+        return f"above the {most:g} that {most - 1:g} drafts can accept: unreachable"
+    return ""
+
+
+def _break_even(plain: Any) -> str:
+    """Where speculation starts to pay, said only as something a cycle can reach: an accept
+    length above what its drafts can accept, or below 1, is named as such."""
+    spec, at = plain.spec, plain.break_even_accept_len
+    most = plain.max_accept_len
+    cycle = f"a {plain.break_even_cycle_ms:.3f} ms cycle at accept length {spec.accept_len:.2f}"
     if plain.speculation_loses:
-        today += (
-            f"; speculation pays only above accept length {plain.break_even_accept_len:.2f} at"
-            f" this cycle, or below a {plain.break_even_cycle_ms:.3f} ms cycle at accept length"
-            f" {spec.accept_len:.2f}"
+        if most is not None and at > most:
+            return (
+                f"; no accept length makes this cycle pay: it would take {at:.2f}, above the"
+                f" {most:g} its {most - 1:g} drafts can accept; it pays below {cycle}"
+            )
+        return (
+            f"; speculation pays only above accept length {at:.2f} at this cycle, or below {cycle}"
         )
-    else:
-        today += f"; break-even accept length {plain.break_even_accept_len:.2f}"
-    return ". ".join((lead, today, *_after_plan(plain))) + "."
+    if at < 1.0:
+        return "; it pays at any accept length: this cycle is shorter than a plain decode step"
+    return f"; break-even accept length {at:.2f}"
 
 
 def _after_plan(plain: Any) -> list[str]:
