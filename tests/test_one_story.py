@@ -9,6 +9,7 @@ each computed once (pipeline.resolve, model.inputs.profile) and every command pr
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from cli_helpers import verifyprof
@@ -180,3 +181,41 @@ def test_the_reports_step_table_is_the_breakdowns(outputs):
         outputs["report"]["group"]["name"],
         outputs["report"]["group"]["variant"],
     )
+
+
+def test_a_verify_time_not_as_traced_says_its_rate_and_the_traced_time(outputs):
+    cur, verdict = outputs["whatif"]["current"], outputs["whatif"]["verdict"]
+    moved = abs(cur["verify_ms"] - cur["traced_verify_ms"]) > 5e-4 * cur["traced_verify_ms"]
+    rate = {"unprofiled": "the unprofiled rate", "traced run": "the traced run's own measured rate"}
+    if moved:
+        assert f"{cur['verify_ms']:.3f} ms at {rate[cur['basis']]}" in verdict
+        assert f"{cur['traced_verify_ms']:.3f} ms as traced" in verdict
+    else:
+        assert "as traced" not in verdict and f"{cur['verify_ms']:.3f} ms (" in verdict
+
+
+def test_every_break_even_accept_length_named_as_a_goal_can_be_reached(outputs):
+    verdict = outputs["whatif"]["verdict"]
+    most = outputs["whatif"]["current"]["width"] or None  # a cycle accepts at most its width
+    for found in re.findall(r"accept length (\d+\.\d+) at this cycle", verdict):
+        assert most is None or float(found) <= most, verdict
+    for found in re.findall(r"break-even accept length (\d+\.\d+)", verdict):
+        assert float(found) >= 1.0, verdict
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("traces/workload-dense-eager",),
+        ("traces/capture-hf-assisted",),
+        ("traces/two-processes-one-gpu", "--whole-trace"),
+        (f"{PUB}/nsys/nsysai_mfu_2gpu_before_nsys2026.2.sqlite", "--whole-trace"),
+    ],
+    ids=["dense-eager", "hf-assisted", "two-processes", "nsysai-2gpu"],
+)
+def test_with_no_accept_length_given_the_report_gives_breakdowns_verdict(args):
+    """Word for word: the plan's verdict where a manifest beside the trace gives the accept
+    length, else the step in words on the device whatif would model (several devices here)."""
+    said = json_of("breakdown", *args)["verdict"]
+    assert said and ("Give an accept length" in said) == ("--whole-trace" in args)
+    assert json_of("report", *args)["verdict"] == said

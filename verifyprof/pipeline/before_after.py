@@ -246,7 +246,7 @@ def report(
     breakdown JSON, about the step group the verdict is about (``step``: as ``--step``)."""
     from verifyprof.attribution.summary import summarize
     from verifyprof.contracts import phases as phase_names
-    from verifyprof.pipeline.resolve import identify, ranking_of, resolve_frame
+    from verifyprof.pipeline.resolve import identify, ranking_of, resolve_frame, unranked_verdict
     from verifyprof.pipeline.resolve import step_regex as regex_for
     from verifyprof.report.data import ReportData
 
@@ -292,6 +292,8 @@ def report(
         )
     except VerifyprofError as err:
         data.whatif_note = f"no plan: {err.problem}"
+    if data.ranking is None:  # breakdown's own verdict, word for word: one definition
+        data.verdict = unranked_verdict(resolved)
     _kernels_and_timelines(data, loaded, summary, taxonomy, top_kernels, regex)
     if compare_with is not None:
         after = load_input(

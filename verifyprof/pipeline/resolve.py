@@ -308,25 +308,29 @@ def verdict_text(resolved: Resolved) -> str | None:
 def verdict_json(resolved: Resolved) -> dict:
     """The verdict as ``whatif --json`` renders it: ``verdict`` (the line the console prints)
     and ``verdict_parts`` (the typed Verdict's parts; None without a plan)."""
-    from verifyprof.model.decision.verdict import step_words
-
     ranking = ranking_of(resolved)
     if ranking is not None:
         return {"verdict": ranking.verdict.text(), "verdict_parts": ranking.verdict.to_json()}
-    none = {"verdict": None, "verdict_parts": None}
+    return {"verdict": unranked_verdict(resolved), "verdict_parts": None}
+
+
+def unranked_verdict(resolved: Resolved) -> str | None:
+    """The verdict without a plan (no accept length): the story's step in words, on the device
+    whatif would model, and how to get the plan; None without a story."""
+    from verifyprof.model.decision.verdict import step_words
+
     if resolved.story is None:
-        return none
+        return None
     try:
         profile = verify_profile(
             resolved.frame, step_name=resolved.options.step, width=resolved.options.width,
             mode=resolved.options.mode,
         )  # fmt: skip
     except NoStepsError:  # --step draft on a trace without verify steps: no verdict
-        return none
-    text = step_words(profile) + (
+        return None
+    return step_words(profile) + (
         " Give an accept length (--accept-len or a capture manifest) for the plan of fixes."
     )
-    return {"verdict": text, "verdict_parts": None}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ class ReportData:
     group_why: str = ""  # which group the verdict is about, and why that one
     group_mode: str = ""  # its mode (eager, graph): a name and attributes may run in both
     whatif_note: str = ""  # why there is no what-if
+    verdict: str | None = None  # without a ranking: breakdown's verdict (pipeline.resolve)
     kernels: dict[str, Any] | None = None  # KernelTable.to_json(top)
     timelines: list[StepTimeline] = field(default_factory=list)
     timeline_note: str = ""

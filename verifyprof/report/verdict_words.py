@@ -15,10 +15,13 @@ DECISION_LABELS = {"answer": "Decision", "today": "Today", "after-plan": "After 
 
 
 def verdict_text(data: ReportData) -> str:
-    """The model's verdict; without a ranking, the verdict's step group in numbers."""
+    """The model's verdict; without a ranking, breakdown's (the step on the device whatif would
+    model); without a story (a breakdown JSON of other steps), the verdict's group in numbers."""
     r = data.ranking
     if r is not None and r.verdict is not None:
         return r.verdict.text()
+    if data.verdict:  # breakdown's, word for word
+        return data.verdict
     group = story_group(data)
     if group is None:
         return "no steps"
