@@ -215,8 +215,9 @@ def _cycle_numbers(
     else:
         draft = profile.draft_ms or 0.0
         notes.append(
-            f"draft {draft:.3f} ms per cycle from the trace's draft ranges (scales with the number"
-            " of drafts)"
+            f"draft {draft:.3f} ms per cycle from the trace's draft ranges in the modelled"
+            " group's cycles (breakdown's step table gives each range's mean over every mode and"
+            " run; this scales with the number of drafts)"
             if profile.draft_ms is not None
             else (
                 "no draft ranges among the steps broken down (the trace has none, or --range left"
@@ -233,7 +234,7 @@ def _cycle_numbers(
     if profile.accept_ms is not None or profile.cycle_ms is not None:
         notes.append(
             f"overhead {overhead:.3f} ms per cycle: accept {accept:.3f} + draft-extend"
-            f" {extend:.3f} (fixed width k+1)"
+            f" {extend:.3f} per cycle of the modelled group (fixed width k+1)"
             + (
                 (" + the program's loop outside the hooked ranges (derived cycle windows: from"
                  " each cycle's first phase to the next's)")
