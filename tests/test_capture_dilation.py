@@ -260,3 +260,27 @@ def test_a_baseline_repeat_out_of_range_or_alone_is_refused(tmp_path, tag, flags
     proc = capture(tmp_path / "cap", script, *flags, tag=tag)
     assert proc.returncode == 2 and problem in proc.stderr, proc.stderr
     assert not (tmp_path / "cap").exists()
+
+
+PLAIN_TOO = """
+import json, os, pathlib
+out = pathlib.Path(os.environ["VERIFYPROF_CAPTURE_DIR"])
+unprofiled = out.name == "baseline"  # the baseline run writes into the capture's baseline/
+pathlib.Path(out, "results.json").write_text(json.dumps({
+    "tokens_per_s": 150.0 if unprofiled else 100.0,
+    "baseline_tokens_per_s": 120.0 if unprofiled else 80.0}))
+"""
+
+
+def test_the_baseline_runs_own_plain_rate_is_recorded_beside_the_dilation(tmp_path, tag):
+    """Speculating at the unprofiled rate races plain decoding at the unprofiled rate: the
+    program's plain rate in the baseline run is kept (the profiled run's 80 is dilated too)."""
+    from verifyprof.contracts.manifest import read_manifest as read_model_manifest
+
+    out = tmp_path / "cap"
+    proc = capture(out, program(tmp_path, PLAIN_TOO), "--baseline-run", tag=tag)
+    assert proc.returncode == 0, proc.stderr
+    dilation = read_manifest(out)["dilation"]
+    assert dilation["factor"] == 1.5 and dilation["unprofiled_baseline_tokens_per_s"] == 120.0
+    manifest = read_model_manifest(out / "manifest.json")
+    assert manifest.unprofiled_baseline_tps == 120.0 and manifest.baseline_tps == 80.0

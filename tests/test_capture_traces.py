@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from cli_helpers import verifyprof
 from conftest import OWN_TRACES
 
 from verifyprof.attribution.breakdown import breakdown
@@ -100,6 +101,7 @@ def test_the_h200_hf_capture_with_a_baseline_run_records_the_dilation_whatif_rea
         and manifest.dilation_source == "baseline run"
     )
     assert manifest.unprofiled_tps == pytest.approx(25.856, rel=1e-3)
+    assert manifest.unprofiled_baseline_tps == pytest.approx(25.077, rel=1e-3)  # baseline/
     hooks = json.loads(path.read_text())["hooks"]
     assert hooks["presets"] == [] and hooks["never_fired"] == [] and hooks["trace_ranges"] == 190
 
@@ -121,3 +123,18 @@ def test_the_compiled_workload_with_user_hooks_only_has_graph_mode_verify_steps_
     graph = verify[verify["mode"] == "graph"]
     assert graph["kernels"].mean() == 167  # Inductor's fused forward, replayed as a graph
     assert graph["cost_ns"].mean() < verify[verify["mode"] == "eager"]["cost_ns"].mean() / 5
+
+
+def test_at_the_unprofiled_rate_speculation_races_the_unprofiled_plain_rate():
+    """Both sides of the race on one basis: today's cycle anchored to the baseline run's 25.86
+    tok/s races that run's own plain decoding (25.08), not the profiled run's (21.47), so the
+    speedup is the one the unprofiled run measured itself (its results' speedup_vs_decode)."""
+    folder = OWN_TRACES / "capture10-hf-assisted-dilation"
+    trace = OWN_TRACES / "capture-hf-assisted" / "capture.sqlite.gz"  # the same program's trace
+    done = verifyprof("whatif", str(trace), "--manifest", str(folder / "manifest.json"), "--json")
+    assert done.returncode == 0, done.stderr
+    current = json.loads(done.stdout)["current"]
+    measured = json.loads((folder / "baseline" / "results.json").read_text())
+    assert current["basis"] == "unprofiled"
+    assert current["speedup"] == pytest.approx(measured["speedup_vs_decode"], rel=2e-3)
+    assert any("plain decoding at the unprofiled rate" in n for n in current["notes"])

@@ -110,6 +110,7 @@ def program_dilation(run: CaptureSession) -> dict | None:
             "baseline run",
             baseline_wall_s=run.baseline["wall_s"],
             **({"baseline_runs_tokens_per_s": several} if several else {}),
+            **_unprofiled_plain(run.baseline["results"]),
         )
         if record["factor"] is None:
             record["note"] = (
@@ -119,6 +120,14 @@ def program_dilation(run: CaptureSession) -> dict | None:
     if run.summary.get("unprofiled_tokens_per_s") is not None:
         return dilation_record(profiled, run.summary["unprofiled_tokens_per_s"], "program results")
     return None
+
+
+def _unprofiled_plain(results: dict) -> dict:
+    """The program's own plain-decoding rate in the unprofiled run, where it measured one: what
+    speculation at the unprofiled rate races (the profiled run's is dilated too)."""
+    rate = results.get("baseline_tokens_per_s")
+    ok = isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0
+    return {"unprofiled_baseline_tokens_per_s": float(rate)} if ok else {}
 
 
 def describe_exit(code: int | None) -> str:

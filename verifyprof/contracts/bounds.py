@@ -93,6 +93,7 @@ MANIFEST_FIELDS: dict[str, Bound] = {
     "dilation.factor": DILATION,
     "dilation.unprofiled_tokens_per_s": MEASURED_TOKENS_PER_S,
     "dilation.profiled_tokens_per_s": MEASURED_TOKENS_PER_S,
+    "dilation.unprofiled_baseline_tokens_per_s": MEASURED_TOKENS_PER_S,
 }
 REPORTED_ACCEPT = Bound(0.0, MAX_DRAFTS + 1.0, why="either convention: accepted drafts or tokens")
 RESULTS_FIELDS: dict[str, Bound] = {

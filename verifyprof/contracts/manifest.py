@@ -137,6 +137,9 @@ class Manifest:
     # every unprofiled run's rate (``--baseline-repeat``: their median is the anchor)
     profiled_tps: float | None = None
     dilation_runs: tuple[float, ...] = ()
+    # plain decoding in the unprofiled run (``dilation.unprofiled_baseline_tokens_per_s``, or the
+    # baseline run's results.json beside the manifest): the rate to race at the unprofiled rate
+    unprofiled_baseline_tps: float | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -276,7 +279,28 @@ def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
             for v in runs
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
         )
+    plain = dilation.get("unprofiled_baseline_tokens_per_s")
+    if plain is None and manifest.dilation_source == "baseline run":
+        plain = _baseline_run_plain(manifest.path)
+    if isinstance(plain, (int, float)) and not isinstance(plain, bool) and plain > 0:
+        manifest.unprofiled_baseline_tps = float(
+            manifest_number("dilation.unprofiled_baseline_tokens_per_s", plain, manifest.path)
+        )
     return manifest
+
+
+def _baseline_run_plain(path: Path) -> Any:
+    """The unprofiled baseline run's own plain-decoding rate, from ``baseline/results.json``
+    beside a manifest written before the dilation record carried it; None where there is none
+    (an unreadable or odd file is no rate: the profiled one is then raced, as the notes say)."""
+    results = path.parent / "baseline" / "results.json"
+    if not results.is_file():
+        return None
+    try:
+        data = json.loads(read_bytes(results, "baseline results", MANIFEST_LIMIT))
+    except (VerifyprofError, ValueError):
+        return None
+    return data.get("baseline_tokens_per_s") if isinstance(data, dict) else None
 
 
 def to_tokens_per_verify(value: float, convention: str) -> float:

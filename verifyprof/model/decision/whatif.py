@@ -153,7 +153,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
         )
 
     draft, overhead = _cycle_numbers(profile, o, notes)
-    decode_ms = _baseline(profile, o, manifest, notes)
+    decode_ms = _baseline(profile, o, manifest, notes, anchor_of(manifest))
     hardware = _hardware(frame, o, notes)
     model: ModelConfig | None = load_model_config(o.model) if o.model else None
     tp = o.tp or (max(1, profile.devices))
@@ -248,10 +248,25 @@ def _cycle_numbers(
 
 
 def _baseline(
-    profile: VerifyProfile, o: WhatifOptions, manifest: Manifest | None, notes: list[str]
+    profile: VerifyProfile,
+    o: WhatifOptions,
+    manifest: Manifest | None,
+    notes: list[str],
+    anchor: Anchor | None = None,
 ) -> float | None:
     """The plain decode step, as plain decoding's candidate takes it (one rate per story): an
-    option, the trace's decodes (the same run), the manifest's (a baseline run)."""
+    option, the unprofiled run's own plain rate where today's cycle is at the unprofiled rate
+    (both sides of the race on one basis), the trace's decodes (the same run), the manifest's."""
+    plain = manifest.unprofiled_baseline_tps if manifest is not None else None
+    applied = anchor is not None and anchor.factor is not None and anchor.noise is None
+    if not o.decode_given and applied and plain:
+        profiled = decode_ms_from(*decode_inputs(o, manifest)) or profile.decode_ms
+        notes.append(
+            f"plain decoding at the unprofiled rate: {plain:,.1f} tok/s, the program's own in the"
+            " unprofiled baseline run, as today's cycle is at the unprofiled rate"
+            + (f" (the profiled run's {profiled:.3f} ms per step left out)" if profiled else "")
+        )
+        return decode_ms_from(plain, None)
     if not o.decode_given and profile.decode_ms is not None:
         notes.append(
             f"baseline decode step {profile.decode_ms:.3f} ms from the trace's decode ranges"
