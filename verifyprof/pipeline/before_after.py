@@ -40,6 +40,7 @@ class Loaded:
     result: Breakdown | None = None  # None for a breakdown JSON
     kernel_table: KernelTable | None = None
     verify_kernels: Any = None  # kernel table (DataFrame) of the verify ranges, for kernel families
+    verify_scope: str = "the verify ranges"  # which kernels verify_kernels holds, in words
 
     @property
     def trace(self) -> Trace | None:
@@ -73,11 +74,12 @@ def load_input(
     result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
     rules = load_taxonomy(taxonomy)
     table = kernel_table(trace, rules)
+    scope = "the verify ranges"
     try:
         verify = kernel_table(trace, rules, step_regex=VERIFY_KERNELS_REGEX).table
     except VerifyprofError:  # no verify ranges or none with kernels: families from the whole trace
-        verify = table.table
-    return Loaded(frame=result.frame(), result=result, kernel_table=table, verify_kernels=verify)
+        verify, scope = table.table, "the whole trace (no verify ranges)"
+    return Loaded(result.frame(), result, table, verify, scope)
 
 
 def _input(
@@ -132,6 +134,11 @@ def compare(
         modes=(b_mode, a_mode),
     )
     result.notes += [f"{label}: {n}" for label, n in (("before", b_note), ("after", a_note)) if n]
+    if result.families.get("available"):  # which kernels the families are of, each side's
+        scopes = (b.verify_scope, a.verify_scope)
+        result.families["scope"] = (
+            scopes[0] if scopes[0] == scopes[1] else f"before {scopes[0]}, after {scopes[1]}"
+        )
     result.warnings += [  # the trace problems each side's numbers carry, as breakdown names them
         f"{label} {path}: {record['message']}"
         for label, path, side in (("before", before, b), ("after", after, a))
