@@ -134,11 +134,7 @@ def compare(
         modes=(b_mode, a_mode),
     )
     result.notes += [f"{label}: {n}" for label, n in (("before", b_note), ("after", a_note)) if n]
-    if result.families.get("available"):  # which kernels the families are of, each side's
-        scopes = (b.verify_scope, a.verify_scope)
-        result.families["scope"] = (
-            scopes[0] if scopes[0] == scopes[1] else f"before {scopes[0]}, after {scopes[1]}"
-        )
+    _families_scope(result, b, a)
     result.warnings += [  # the trace problems each side's numbers carry, as breakdown names them
         f"{label} {path}: {record['message']}"
         for label, path, side in (("before", before, b), ("after", after, a))
@@ -176,6 +172,13 @@ def compare(
     triton = any("triton" in row["family"] for row in result.families.get("appeared", []))
     check_change(result, before_state, after_state, triton_appeared=triton)
     return result
+
+
+def _families_scope(result: Comparison, before: Loaded, after: Loaded) -> None:
+    """Which kernels the families are of, each side's: its verify ranges, or its whole trace."""
+    if result.families.get("available"):
+        b, a = before.verify_scope, after.verify_scope
+        result.families["scope"] = b if b == a else f"before {b}, after {a}"
 
 
 def _path(value: str | Path | None) -> Path | None:
