@@ -13,6 +13,7 @@ from pathlib import Path
 import browser
 import numpy as np
 import pytest
+from cli_helpers import verifyprof
 from PIL import Image
 
 from verifyprof import pipeline
@@ -335,7 +336,25 @@ def test_long_kernel_names_leave_the_phase_and_share_columns_in_view(odd_names):
     table = odd_names[1].tables()["kernels"]
     assert {short_kernel_name(LONG_TEMPLATE), LONG_WORD} <= {c.text for c in table.column("name")}
     headers = {c.text: c for c in table.headers}
-    assert headers["phase"].right <= browser.WIDTH and headers["share"].right <= browser.WIDTH
+    assert headers["phase"].right <= browser.WIDTH and headers["%"].right <= browser.WIDTH
+    assert headers["med us"].right <= browser.WIDTH
+
+
+def test_the_top_kernels_table_is_the_kernels_commands_columns_and_rows(dense_page):
+    """The page's table and ``kernels``' console table: the same columns (calls per step, one
+    call's median, then its min-max; no mean), the same rows, as many of them by default."""
+    ran = verifyprof("kernels", str(EAGER), "--manifest", str(MANIFEST), env={"COLUMNS": "220"})
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:2] == ["#", "phase"])
+    console_headers = re.split(r"\s{2,}", lines[at].strip())
+    console_rows = [
+        line.strip().split(None, 8) for line in lines[at + 2 :] if line[:3].strip().isdigit()
+    ]
+    table = dense_page.tables()["kernels"]
+    assert [c.text for c in table.headers] == console_headers
+    assert "med us" in console_headers and "mean us" not in console_headers
+    assert [[c.text for c in row] for row in table.rows] == console_rows
 
 
 def test_every_table_stays_inside_the_window(dense_page, hf, odd_names):

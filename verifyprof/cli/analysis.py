@@ -60,6 +60,7 @@ from verifyprof.cli.options import (
     WidthOpt,
     WorkersOpt,
 )
+from verifyprof.contracts.bounds import TOP_KERNELS
 from verifyprof.contracts.errors import VerifyprofError
 
 
@@ -179,7 +180,7 @@ def breakdown(
 @app.command()
 def kernels(
     trace: TraceArg,
-    top: TopOpt = 30,
+    top: TopOpt = TOP_KERNELS,
     taxonomy: TaxonomyOpt = None,
     step_range: StepRangeOpt = None,
     step: KernelsStepOpt = None,

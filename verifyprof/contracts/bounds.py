@@ -21,6 +21,7 @@ from verifyprof.contracts.errors import VerifyprofError
 
 MAX_DRAFTS = 256  # draft tokens per cycle (servers verify at most a few dozen)
 MAX_COUNT = 1 << 20  # batch, widths, tp
+TOP_KERNELS = 30  # kernels listed by default: ``kernels --top`` and the report's top-kernels table
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ and everything the HTML report shows, about the step group the verdict is about.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import numpy as np
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
+from verifyprof.contracts.bounds import TOP_KERNELS
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import WHOLE_TRACE, BreakdownFrame
 from verifyprof.model.decision.compare import Comparison, check_change
@@ -39,6 +40,7 @@ class Loaded:
     result: Breakdown | None = None  # None for a breakdown JSON
     kernel_table: KernelTable | None = None
     verify_kernels: Any = None  # kernel table (DataFrame) of the verify ranges, for kernel families
+    verify_scope: str = "the verify ranges"  # which kernels verify_kernels holds, in words
 
     @property
     def trace(self) -> Trace | None:
@@ -72,11 +74,12 @@ def load_input(
     result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
     rules = load_taxonomy(taxonomy)
     table = kernel_table(trace, rules)
+    scope = "the verify ranges"
     try:
         verify = kernel_table(trace, rules, step_regex=VERIFY_KERNELS_REGEX).table
     except VerifyprofError:  # no verify ranges or none with kernels: families from the whole trace
-        verify = table.table
-    return Loaded(frame=result.frame(), result=result, kernel_table=table, verify_kernels=verify)
+        verify, scope = table.table, "the whole trace (no verify ranges)"
+    return Loaded(result.frame(), result, table, verify, scope)
 
 
 def _input(
@@ -131,6 +134,7 @@ def compare(
         modes=(b_mode, a_mode),
     )
     result.notes += [f"{label}: {n}" for label, n in (("before", b_note), ("after", a_note)) if n]
+    _families_scope(result, b, a)
     result.warnings += [  # the trace problems each side's numbers carry, as breakdown names them
         f"{label} {path}: {record['message']}"
         for label, path, side in (("before", before, b), ("after", after, a))
@@ -168,6 +172,13 @@ def compare(
     triton = any("triton" in row["family"] for row in result.families.get("appeared", []))
     check_change(result, before_state, after_state, triton_appeared=triton)
     return result
+
+
+def _families_scope(result: Comparison, before: Loaded, after: Loaded) -> None:
+    """Which kernels the families are of, each side's: its verify ranges, or its whole trace."""
+    if result.families.get("available"):
+        b, a = before.verify_scope, after.verify_scope
+        result.families["scope"] = b if b == a else f"before {b}, after {a}"
 
 
 def _path(value: str | Path | None) -> Path | None:
@@ -236,7 +247,7 @@ def report(
     manifest: str | Path | None = None,
     step_regex: str | None = None,
     taxonomy: str | Path | None = None,
-    top_kernels: int = 40,
+    top_kernels: int = TOP_KERNELS,
     whole_trace: bool = False,
     step: str | None = None,
     baseline_tps: float | None = None,
@@ -294,7 +305,8 @@ def report(
         data.whatif_note = f"no plan: {err.problem}"
     if data.ranking is None:  # breakdown's own verdict, word for word: one definition
         data.verdict = unranked_verdict(resolved)
-    _kernels_and_timelines(data, loaded, summary, taxonomy, top_kernels, regex)
+    data.group_why = _about(data, resolved.story)
+    _kernels_and_timelines(data, loaded, summary, taxonomy, top_kernels, (resolved, regex))
     if compare_with is not None:
         after = load_input(
             compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace
@@ -306,8 +318,20 @@ def report(
     return data
 
 
+def _about(data: Any, story: Any) -> str:
+    """Which group the verdict is about, and why: the story's words, but where no model ran (no
+    plan) a whole trace is described as traced, not 'modelled as one verify step'."""
+    if data.ranking is not None or story is None or story.name != WHOLE_TRACE:
+        return data.group_why
+    what = story.why.partition(": ")[0]
+    return (
+        f"{what}: whole-trace breakdown (--whole-trace): the whole trace as one step per"
+        " device, described as traced; no model ran (no plan)"
+    )
+
+
 def _kernels_and_timelines(
-    data: Any, loaded: Loaded, summary: dict[str, Any], taxonomy, top_kernels: int, regex=None
+    data: Any, loaded: Loaded, summary: dict[str, Any], taxonomy, top_kernels: int, story=None
 ) -> None:
     """The story group's top kernels and median-step timelines, which need the trace itself."""
     from verifyprof.attribution.timeline import step_timelines
@@ -316,7 +340,7 @@ def _kernels_and_timelines(
     if (
         loaded.kernel_table is not None and loaded.trace is not None
     ):  # a trace read whole (not per-rank files)
-        data.kernels = _group_kernels(loaded, data, taxonomy, regex).to_json(top_kernels)
+        data.kernels = _group_kernels(loaded, data, taxonomy, *story).to_json(top_kernels)
         windows = median_verify_windows(frame, summary, data.group)
         per_window = max(
             400, 4000 // max(len(windows), 1)
@@ -340,14 +364,17 @@ def _kernels_and_timelines(
         )
 
 
-def _group_kernels(loaded: Loaded, data: Any, taxonomy, regex: str | None) -> KernelTable:
+def _group_kernels(loaded: Loaded, data: Any, taxonomy, resolved, regex) -> KernelTable:
     """The top kernels of the story's step group, in its mode, as ``kernels`` lists them (the
-    whole trace's when it has none, or when the step is the whole trace: ``--whole-trace``)."""
-    from verifyprof.pipeline.kernel_scope import group_kernels
+    same table, group and scope: one ``story_kernels``); the whole trace's when the step is the
+    whole trace (``--whole-trace``, as ``kernels --whole-trace``), or when the group's steps
+    cannot be told apart (saying so)."""
+    from verifyprof.pipeline.kernel_scope import story_kernels
 
     if data.group is None or data.group[0] == WHOLE_TRACE:
         return loaded.kernel_table
     try:
-        return group_kernels(loaded.trace, data.group, data.group_mode or None, taxonomy, regex)
-    except VerifyprofError:
-        return loaded.kernel_table
+        return story_kernels(loaded.trace, resolved, None, taxonomy, regex)
+    except VerifyprofError as err:
+        scope = f"whole trace (the step group's kernels: {err.problem})"
+        return replace(loaded.kernel_table, scope=scope)

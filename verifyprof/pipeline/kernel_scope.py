@@ -73,11 +73,9 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
         Input,
         identify,
         manifest_mode,
-        mode_why,
         resolve_frame,
         step_regex,
     )
-    from verifyprof.pipeline.story import story_group
 
     try:
         result = breakdown(trace, step_regex=step_regex(options), taxonomy=taxonomy)
@@ -98,14 +96,33 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
     resolved = resolve_frame(
         frame, [Input(str(source), "trace")], replace(options, manifest=None), result, parts=True
     )
+    return story_kernels(trace, resolved, options.step, taxonomy, step_regex(options), picked)
+
+
+def story_kernels(
+    trace: Trace,
+    resolved,
+    step: str | None = None,
+    taxonomy=None,
+    regex: str | None = None,
+    picked: str | None = None,
+) -> KernelTable:
+    """The kernels of a resolved run's story group (``resolve.Resolved``: its story, or the
+    summary's first group when it has no verify group), with the group and the scope in words:
+    ``kernels`` and the report's top-kernels table both list this one. ``picked``: why the
+    manifest picked the mode, when the run was resolved without it."""
+    from verifyprof.pipeline.resolve import CYCLE_PARTS, mode_why
+    from verifyprof.pipeline.story import story_group
+
     if resolved.story is not None:
         story = resolved.story
         group, mode, why = (story.name, story.variant), story.mode, story.why
-        why = mode_why(why, picked) if picked and options.mode else why
+        why = mode_why(why, picked) if picked else why
     else:
-        group, why = story_group(frame, result.summary())
+        summary = resolved.result.summary() if resolved.result is not None else None
+        group, why = story_group(resolved.frame, summary or resolved.frame.summary or {})
         why, mode = f"{group_label(*group)}: {why}", None
-    table = group_kernels(trace, group, mode, taxonomy, step_regex(options))
+    table = group_kernels(trace, group, mode, taxonomy, regex)
     table.group = {
         "name": group[0],
         "variant": group[1],
@@ -115,8 +132,8 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
         "steps": table.steps,
     }
     lead = (
-        f"the {options.step} steps' group"
-        if options.step in CYCLE_PARTS
+        f"the {step} steps' group"
+        if step in CYCLE_PARTS
         else "the verdict's step group"
         if resolved.story is not None
         else "the step group"

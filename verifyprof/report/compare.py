@@ -75,7 +75,7 @@ def _phase_table(data: dict[str, Any], what: str) -> Table:
         title=f"{what.capitalize()} step per phase: {escape(table_label(data))}",
         title_justify="left",
     )
-    for col in ("phase", "before", "after", "delta", "delta %"):
+    for col in ("phase", *side_headers(data), "delta", "delta %"):
         table.add_column(col, justify="left" if col == "phase" else "right")
     for row in data["phases"]:
         style = _colour(row["delta_ms"])
@@ -115,6 +115,15 @@ def _phase_table(data: dict[str, Any], what: str) -> Table:
             "",
         )
     return table
+
+
+def side_headers(data: dict[str, Any]) -> tuple[str, str]:
+    """The before and after columns' headers: with the device of each where they differ (each
+    side is its critical device's steps)."""
+    b, a = data["before"], data["after"]
+    if b["device"] == a["device"]:
+        return "before", "after"
+    return f"before (device {b['device']})", f"after (device {a['device']})"
 
 
 def table_label(data: dict[str, Any]) -> str:
@@ -159,7 +168,7 @@ def _print_ranks(console: Console, ranks: list[dict[str, Any]], what: str = "ver
             escape(row["rank"]),
             _ms(row["before_ms"]),
             _ms(row["after_ms"]),
-            _ms(row["delta_ms"]),
+            "-" if row["delta_ms"] is None else f"{row['delta_ms']:+.3f}",
             _pct(row["delta_pct"]),
         )
     console.print(table)
@@ -172,7 +181,8 @@ def _print_families(console: Console, families: dict[str, Any]) -> None:
         )
         return
     console.print(
-        f"kernel families in the verify ranges: {families['families_before']} ->"
+        f"kernel families in {escape(families.get('scope', 'the verify ranges'))}:"
+        f" {families['families_before']} ->"
         f" {families['families_after']}, {families['appeared_count']} appeared,"
         f" {families['vanished_count']} vanished"
     )

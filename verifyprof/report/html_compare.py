@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifyprof.report import figures
-from verifyprof.report.compare import PREDICTION_ROWS, table_label
+from verifyprof.report.compare import PREDICTION_ROWS, side_headers, table_label
 from verifyprof.report.data import ReportData
 from verifyprof.report.markup import Cell, chart, esc, table
 
@@ -29,7 +29,7 @@ def compare_section(data: ReportData) -> list[str]:
     out.append(f'<p class="note" data-key="compare-label">{esc(table_label(c))}</p>')
     out.append(
         table(
-            ["phase (mean ms)", "before", "after", "delta", "delta %"],
+            ["phase (mean ms)", *side_headers(c), "delta", "delta %"],
             "tnnnn",
             _phase_rows(c),
             key="compare",
@@ -143,7 +143,8 @@ def _families(fam: dict[str, Any]) -> list[str]:
     if not fam.get("available"):
         return [f'<p class="note">kernel families: {esc(fam.get("reason", ""))}</p>']
     out = [
-        f"<p>kernel families in the verify ranges: {fam['families_before']} &rarr;"
+        f'<p class="families" data-key="families-scope">kernel families in'
+        f" {esc(fam.get('scope', 'the verify ranges'))}: {fam['families_before']} &rarr;"
         f" {fam['families_after']}</p>"
     ]
     listed: list[list[Cell]] = [
@@ -174,9 +175,9 @@ def _ranks(ranks: list[dict[str, Any]]) -> list[str]:
     rows: list[list[Cell]] = [
         [
             ("rank", r["rank"]),
-            ("before", r["before_ms"]),
-            ("after", r["after_ms"]),
-            ("delta-pct", r["delta_pct"]),
+            ("before", "-" if r["before_ms"] is None else f"{r['before_ms']:.3f}"),
+            ("after", "-" if r["after_ms"] is None else f"{r['after_ms']:.3f}"),
+            ("delta-pct", _pct(r["delta_pct"])),
         ]
         for r in ranks
     ]

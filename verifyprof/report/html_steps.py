@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifyprof.contracts import phases
+from verifyprof.contracts.schema import WHOLE_TRACE
 from verifyprof.report import figures
 from verifyprof.report.data import (
     ReportData,
@@ -184,17 +185,21 @@ def _collectives(collectives: dict[str, Any]) -> str:
 
 
 def _kernel_scope(data: ReportData) -> str:
-    """Which kernels the table lists, in words (the regex that selected them is no reading)."""
+    """Which kernels the table lists, in words (the regex that selected them is no reading):
+    ``kernels``' scope, the step count its calls per step are per."""
     k = data.kernels or {}
-    if k.get("scope") == "whole trace" or not data.group[0]:
-        return "every kernel of the trace (the verdict's group selected none)"
-    steps = sum(
-        g["steps"]
-        for g in data.summary.get("groups") or []
-        if (g["name"], g.get("variant") or "") == data.group
-    )
+    scope = str(k.get("scope", ""))
+    if data.group is not None and data.group[0] == WHOLE_TRACE:
+        return "every kernel of the trace (--whole-trace: the whole trace is the step)"
+    if scope.startswith("whole trace") or data.group is None or not data.group[0]:
+        why = scope.removeprefix("whole trace").strip(" ()")
+        return f"every kernel of the trace ({why or 'no step group'})"
+    group = k.get("group") or {}
+    lead = scope.split(":")[0] if ":" in scope else "the step group"
+    steps = k.get("step_count") or 0
     count = f"{steps} " if steps else ""
-    return f"kernels launched inside the {count}{_story_label(data)} steps (the verdict's group)"
+    mode = f", its {group['mode']} steps" if group.get("mode") else ""
+    return f"kernels launched inside the {count}{_story_label(data)} steps ({lead}{mode})"
 
 
 def kernels_section(data: ReportData) -> list[str]:
@@ -208,22 +213,31 @@ def kernels_section(data: ReportData) -> list[str]:
         f" {ms(k['total_kernel_ns'])} ms of kernel time; the top {len(k['kernels'])} listed (names"
         " shortened as Nsight Systems does: hover for the full name)</p>"
     )
-    out.append(
-        table(
-            ["kernel", "phase", "count", "total ms", "mean us", "share"],
-            "wtnnnn",
-            [
-                [
-                    kernel_cell("name", r["name"]),
-                    ("phase", r["phase"]),
-                    ("count", r["count"]),
-                    ("total-ms", ms(r["total_ns"])),
-                    ("mean-us", f"{r['mean_ns'] / 1e3:.1f}"),
-                    ("share", f"{100 * r['share']:.1f}%"),
-                ]
-                for r in k["kernels"]
-            ],
-            key="kernels",
-        )
-    )
+    out.append(kernel_table(k))
     return out
+
+
+def kernel_table(k: dict[str, Any]) -> str:
+    """The columns and statistics ``kernels`` prints, in its order: the share, the total, the
+    calls (and per step), one call's median and its min-max, then the name (full on hover)."""
+    per_step = bool(k.get("step_count"))
+    headers = ["#", "phase", "%", "total ms", "calls"] + (["/step"] if per_step else [])
+    headers += ["med us", "min-max us", "kernel"]
+    rows = [
+        [
+            ("rank", str(i)),
+            ("phase", r["phase"]),
+            ("share", f"{100 * r['share']:.1f}"),
+            ("total-ms", ms(r["total_ns"])),
+            ("count", str(r["count"])),
+        ]
+        + ([("per-step", f"{r['calls_per_step']:.4g}")] if per_step else [])
+        + [
+            ("median-us", f"{r['median_ns'] / 1e3:.1f}"),
+            ("min-max-us", f"{r['min_ns'] / 1e3:.1f}-{r['max_ns'] / 1e3:.1f}"),
+            kernel_cell("name", r["name"]),
+        ]
+        for i, r in enumerate(k["kernels"], start=1)
+    ]
+    kinds = "ntnnn" + ("n" if per_step else "") + "nnw"
+    return table(headers, kinds, rows, key="kernels")

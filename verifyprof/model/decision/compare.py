@@ -286,7 +286,22 @@ def compare(
         mode_switch=switch,
         warnings=warnings,
         families=family_changes(before_kernels, after_kernels),
+        notes=device_note(b, a),
     )
+
+
+def device_note(before: Side, after: Side) -> list[str]:
+    """Each side is its critical device's mean step (the slowest: every rank waits for it, so it
+    is the step time the verdict and --gate compare); when those are different devices, the
+    phase deltas are one device against another, and this says so."""
+    if before.device == after.device:
+        return []
+    return [
+        f"before's numbers are device {before.device}'s and after's device {after.device}'s:"
+        " each side's critical (slowest) device, whose step time the verdict and --gate compare;"
+        f" each phase's delta is device {after.device} after against device {before.device}"
+        " before (the per-rank table pairs each device with itself)"
+    ]
 
 
 def check_change(
