@@ -31,6 +31,14 @@ def _num(value: Any, fmt: str = ".3f", unit: str = "") -> str:
 
 def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
+    _print_theory(result, console)
+    if "cycle_ms" not in result:
+        return
+    _print_cycle(result, console)
+
+
+def _print_theory(result: dict[str, Any], console: Console) -> None:
+    """Leviathan's i.i.d. numbers and the accept length by draft count, where asked for."""
     lev = result.get("leviathan")
     if lev:
         table = Table(
@@ -63,8 +71,9 @@ def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
         for k, tau in enumerate(survival["accept_len_by_num_draft"], start=1):
             table.add_row(str(k), f"{tau:.3f}")
         console.print(table)
-    if "cycle_ms" not in result:
-        return
+
+
+def _print_cycle(result: dict[str, Any], console: Console) -> None:
     table = Table(title="Speculative cycle", title_justify="left", show_header=False)
     table.add_row("accept length", f"{result['accept_len']:.3f}  ({result['accept_len_source']})")
     table.add_row(
