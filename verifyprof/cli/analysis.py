@@ -109,6 +109,8 @@ def breakdown(
     parquet: ParquetOpt = None,
     accept_len: AcceptLenOpt = None,
     manifest: ManifestOpt = None,
+    width: WidthOpt = None,
+    mode: ModeOpt = None,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     strict: StrictOpt = False,
@@ -127,6 +129,8 @@ def breakdown(
         step=step,
         step_range=step_range,
         whole_trace=whole_trace,
+        width=width,  # the verify group as whatif picks it: --width, --mode
+        mode=mode,
     )
     resolve.check(options, parts=True)  # every option before any input or output
     _check_run(  # inputs, file options, numbers and outputs, before any work (issue 22)
@@ -186,6 +190,8 @@ def kernels(
     every_step: KernelsAllOpt = False,
     whole_trace: KernelsWholeTraceOpt = False,
     manifest: KernelsManifestOpt = None,
+    width: WidthOpt = None,
+    mode: ModeOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -201,7 +207,15 @@ def kernels(
     chosen += [o for o, on in (("--all", every_step), ("--whole-trace", whole_trace)) if on]
     if len(chosen) > 1:
         raise VerifyprofError(f"give one of {', '.join(chosen)} (each chooses the steps listed)")
-    options = WhatifOptions(step=step, step_range=step_range, manifest=manifest)
+    picks = [o for o, on in (("--width", width), ("--mode", mode)) if on is not None]
+    if picks and chosen and chosen != ["--step"]:
+        raise VerifyprofError(
+            f"{' and '.join(picks)} {'pick' if len(picks) > 1 else 'picks'} the verdict's step"
+            f" group: not with {chosen[0]}"
+        )
+    options = WhatifOptions(
+        step=step, step_range=step_range, manifest=manifest, width=width, mode=mode
+    )
     resolve.check(options, parts=True)  # one line before any file is read
     scope = "range" if step_range is not None else "all" if every_step else "story"
     scope = "whole-trace" if whole_trace else scope

@@ -46,6 +46,29 @@ def _checked(
         _check_manifest(manifest)
 
 
+# The model's hints name the options that pick the verify group (--width, --mode), which
+# breakdown, kernels and whatif take; report and compare do not (pipeline.report and .compare have
+# no such parameter), so their outputs name those commands instead: never an option they refuse.
+PICK_HINTS = {
+    "(pick with --width)": "(breakdown, kernels and whatif pick another width)",
+    "; pick another with --mode)": "; breakdown, kernels and whatif pick another mode)",
+}
+
+
+def _own_words(value: Any) -> Any:
+    """An output (a page's HTML, or a JSON's strings) with :data:`PICK_HINTS` in report's and
+    compare's words."""
+    if isinstance(value, str):
+        for hint, words in PICK_HINTS.items():
+            value = value.replace(hint, words)
+        return value
+    if isinstance(value, dict):
+        return {k: _own_words(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_own_words(v) for v in value]
+    return value
+
+
 @app.command()
 def compare(
     before: BeforeOpt,
@@ -84,7 +107,7 @@ def compare(
         whole_trace=whole_trace,
         step=step,
     )
-    data = result.to_json(gate=gate)
+    data = _own_words(result.to_json(gate=gate))
     files.print_json(data) if as_json else show.print_compare(data)
     if gate is not None and result.gate_failed(gate):
         raise typer.Exit(1)
@@ -140,13 +163,16 @@ def report(
         decode_ms=decode_ms,
     )
     if out is not None:
+        from verifyprof.contracts.outputs import write_bytes
         from verifyprof.report import html
 
-        size = html.write_report(data, out)
+        page = _own_words(html.render(data)).encode()
+        write_bytes(out, page)  # atomic, as html.write_report
+        size = len(page)
         if not quiet and not writes_stdout(out):  # -o -: the page alone on stdout
             print(f"wrote {out} ({size / 1e6:.1f} MB)", file=sys.stderr if as_json else sys.stdout)
     if as_json:
         from verifyprof.report import files
         from verifyprof.report.page_json import page_json
 
-        files.print_json(page_json(data))
+        files.print_json(_own_words(page_json(data)))
