@@ -124,14 +124,9 @@ def breakdown(
     from verifyprof.trace.sources import expand
 
     options = WhatifOptions(
-        accept_len=accept_len,
-        manifest=manifest,
-        step=step,
-        step_range=step_range,
-        whole_trace=whole_trace,
-        width=width,  # the verify group as whatif picks it: --width, --mode
-        mode=mode,
-    )
+        accept_len=accept_len, manifest=manifest, step=step, step_range=step_range,
+        whole_trace=whole_trace, width=width, mode=mode,  # --width, --mode: as whatif picks
+    )  # fmt: skip
     resolve.check(options, parts=True)  # every option before any input or output
     _check_run(  # inputs, file options, numbers and outputs, before any work (issue 22)
         sources={"": traces},
