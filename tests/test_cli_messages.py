@@ -111,6 +111,20 @@ def test_kernels_refuses_a_width_with_another_choice_of_steps():
     ]
 
 
+@pytest.mark.parametrize("command", ["breakdown", "kernels", "whatif"])
+@pytest.mark.parametrize(("trace", "option", "value", "there"), [
+    ("capture-hf-assisted", "--width", "7", "no verify steps of width 7 (the breakdown has widths"),
+    ("workload-dense-eager", "--mode", "graph", "no verify steps in graph mode (the breakdown has"),
+])  # fmt: skip
+def test_a_width_or_mode_no_group_has_is_one_line_naming_those_there_are(
+    command, trace, option, value, there
+):
+    done = verifyprof(command, str(T / trace), option, value)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and there in lines[0], lines
+
+
 def load_rows(text: str) -> list[list[str]]:
     """The load-curve tables' rows, as words: from the rule under a "Load curve" title to the
     first line that is no row."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from verifyprof.cli.app import KERNELS_SCHEMA, WHATIF_SCHEMA, app
 from verifyprof.cli.args import (
     _check_manifest,
@@ -120,6 +122,7 @@ def breakdown(
     from verifyprof.contracts import outputs
     from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
+    from verifyprof.pipeline.story import check_picked
     from verifyprof.report import console, files, integrity, progress
     from verifyprof.trace.sources import expand
 
@@ -145,6 +148,8 @@ def breakdown(
         resolved = resolve.resolve_sources(
             traces, options, taxonomy, _parallel(workers, scheduler, strict, shown), parts=True
         )
+    if resolved.story is None:
+        check_picked(resolved.frame, resolved.options.step, width, mode)
     result = resolved.result
     if result is None:
         raise VerifyprofError(
@@ -303,8 +308,19 @@ def whatif(
         ranking = resolve.ranking_of(resolved)
     problems = resolved.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:
-        integrity.warn_integrity(problems, source)
-        raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)
+        _no_plan(resolved, source, width, mode)
     data = ranking.to_json() | ({"integrity": problems} if problems else {})
     files.print_json(data) if as_json else show.print_ranking(data)
     integrity.warn_integrity(problems, source)
+
+
+def _no_plan(resolved, source: str, width: int | None, mode: str | None) -> NoReturn:
+    """whatif without a plan: the trace's problems, then why in one line (a --width or --mode no
+    verify group has: the widths or modes there are, as breakdown and kernels say)."""
+    from verifyprof.pipeline.story import check_picked
+    from verifyprof.report import integrity
+
+    integrity.warn_integrity(resolved.frame.integrity, source)
+    if resolved.story is None:
+        check_picked(resolved.frame, resolved.options.step, width, mode)
+    raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)

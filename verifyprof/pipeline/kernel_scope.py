@@ -77,7 +77,7 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
         resolve_frame,
         step_regex,
     )
-    from verifyprof.pipeline.story import story_group
+    from verifyprof.pipeline.story import check_picked, story_group
 
     try:
         result = breakdown(trace, step_regex=step_regex(options), taxonomy=taxonomy)
@@ -103,6 +103,7 @@ def _story_kernels(trace: Trace, source, options: WhatifOptions, taxonomy) -> Ke
         group, mode, why = (story.name, story.variant), story.mode, story.why
         why = mode_why(why, picked) if picked and options.mode else why
     else:
+        check_picked(frame, resolved.options.step, options.width, options.mode)
         group, why = story_group(frame, result.summary())
         why, mode = f"{group_label(*group)}: {why}", None
     table = group_kernels(trace, group, mode, taxonomy, step_regex(options))
