@@ -9,8 +9,7 @@ import json
 import re
 
 import pytest
-
-from tests.cli_helpers import REPO, verifyprof
+from cli_helpers import REPO, verifyprof
 
 T = REPO / "traces"
 COMMANDS = ("breakdown", "kernels", "whatif", "report", "compare", "capture", "hooks")
