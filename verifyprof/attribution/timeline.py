@@ -113,7 +113,7 @@ def _timeline_inputs(trace: Trace, result: Breakdown, taxonomy: Taxonomy | None)
         levels = {0: (op_step, launch_step)}
         step_level = {int(s): 0 for s in result.steps["step"]}
     else:
-        steps = find_steps(trace, regex)
+        steps = find_steps(trace, regex, cycles=True)  # the steps as the breakdown found them
         levels = dict(
             zip(
                 np.unique(steps["level"].to_numpy()).tolist(),

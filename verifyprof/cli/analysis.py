@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from verifyprof.cli.app import KERNELS_SCHEMA, WHATIF_SCHEMA, app
 from verifyprof.cli.args import (
     _check_manifest,
@@ -110,6 +112,8 @@ def breakdown(
     parquet: ParquetOpt = None,
     accept_len: AcceptLenOpt = None,
     manifest: ManifestOpt = None,
+    width: WidthOpt = None,
+    mode: ModeOpt = None,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     strict: StrictOpt = False,
@@ -119,16 +123,14 @@ def breakdown(
     from verifyprof.contracts import outputs
     from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
+    from verifyprof.pipeline.story import check_picked
     from verifyprof.report import console, files, integrity, progress
     from verifyprof.trace.sources import expand
 
     options = WhatifOptions(
-        accept_len=accept_len,
-        manifest=manifest,
-        step=step,
-        step_range=step_range,
-        whole_trace=whole_trace,
-    )
+        accept_len=accept_len, manifest=manifest, step=step, step_range=step_range,
+        whole_trace=whole_trace, width=width, mode=mode,  # --width, --mode: as whatif picks
+    )  # fmt: skip
     resolve.check(options, parts=True)  # every option before any input or output
     _check_run(  # inputs, file options, numbers and outputs, before any work (issue 22)
         sources={"": traces},
@@ -147,6 +149,8 @@ def breakdown(
         resolved = resolve.resolve_sources(
             traces, options, taxonomy, _parallel(workers, scheduler, strict, shown), parts=True
         )
+    if resolved.story is None:
+        check_picked(resolved.frame, resolved.options.step, width, mode)
     result = resolved.result
     if result is None:
         raise VerifyprofError(
@@ -187,6 +191,8 @@ def kernels(
     every_step: KernelsAllOpt = False,
     whole_trace: KernelsWholeTraceOpt = False,
     manifest: KernelsManifestOpt = None,
+    width: WidthOpt = None,
+    mode: ModeOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -202,7 +208,15 @@ def kernels(
     chosen += [o for o, on in (("--all", every_step), ("--whole-trace", whole_trace)) if on]
     if len(chosen) > 1:
         raise VerifyprofError(f"give one of {', '.join(chosen)} (each chooses the steps listed)")
-    options = WhatifOptions(step=step, step_range=step_range, manifest=manifest)
+    picks = [o for o, on in (("--width", width), ("--mode", mode)) if on is not None]
+    if picks and chosen and chosen != ["--step"]:
+        raise VerifyprofError(
+            f"{' and '.join(picks)} {'pick' if len(picks) > 1 else 'picks'} the verdict's step"
+            f" group: not with {chosen[0]}"
+        )
+    options = WhatifOptions(
+        step=step, step_range=step_range, manifest=manifest, width=width, mode=mode
+    )
     resolve.check(options, parts=True)  # one line before any file is read
     scope = "range" if step_range is not None else "all" if every_step else "story"
     scope = "whole-trace" if whole_trace else scope
@@ -295,8 +309,19 @@ def whatif(
         ranking = resolve.ranking_of(resolved)
     problems = resolved.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:
-        integrity.warn_integrity(problems, source)
-        raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)
+        _no_plan(resolved, source, width, mode)
     data = ranking.to_json() | ({"integrity": problems} if problems else {})
     files.print_json(data) if as_json else show.print_ranking(data)
     integrity.warn_integrity(problems, source)
+
+
+def _no_plan(resolved, source: str, width: int | None, mode: str | None) -> NoReturn:
+    """whatif without a plan: the trace's problems, then why in one line (a --width or --mode no
+    verify group has: the widths or modes there are, as breakdown and kernels say)."""
+    from verifyprof.pipeline.story import check_picked
+    from verifyprof.report import integrity
+
+    integrity.warn_integrity(resolved.frame.integrity, source)
+    if resolved.story is None:
+        check_picked(resolved.frame, resolved.options.step, width, mode)
+    raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)

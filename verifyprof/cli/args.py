@@ -51,6 +51,7 @@ class _Group(TyperGroup):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
+            _check_repeats(self, list(sys.argv[1:] if args is None else args))
             code = super().main(
                 args=args,
                 prog_name=prog_name or "verifyprof",
@@ -93,6 +94,47 @@ class _Group(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _check_repeats(group: TyperGroup, argv: list[str]) -> None:
+    """An option taking one value given twice (click keeps the last: ``-o a -o b`` wrote b
+    alone), or a path option given an empty path (``-o ''`` is Path('.'), 'a directory'): one
+    line, before any parsing. The program's own arguments after ``--`` are not looked at."""
+    name = next((a for a in argv if not a.startswith("-")), None)
+    command = group.commands.get(name) if name else None
+    if command is None:
+        return
+    options = {
+        opt: p
+        for p in command.params
+        if p.param_type_name == "option" and not (p.is_flag or p.multiple or p.count)
+        for opt in p.opts + p.secondary_opts
+    }
+    seen: dict[str, tuple[str, str | None]] = {}  # name -> (option as spelled, its value)
+    rest, i = argv[argv.index(name) + 1 :], 0
+    while i < len(rest) and rest[i] != "--":
+        opt, eq, value = rest[i].partition("=")
+        param = options.get(opt) if opt.startswith("-") else None
+        i += 1
+        if param is None:
+            continue
+        if not eq:  # the value is the next word (skipped: it may look like an option)
+            value, i = (rest[i] if i < len(rest) else None), i + 1
+        if value == "" and _takes_path(param):
+            raise VerifyprofError(f"{name}: {opt}: an empty path (give a file name)")
+        if param.name in seen:
+            first, was = seen[param.name]
+            raise VerifyprofError(
+                f"{name}: {first} given twice ({was!r}, then {value!r}): give it once"
+            )
+        seen[param.name] = (opt, value)
+
+
+def _takes_path(param: Any) -> bool:
+    """Whether an option's value is a path (typer's own click keeps the annotation; click's, the
+    type)."""
+    described = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    return described is Path or type(getattr(param, "type", None)).__name__ in ("Path", "TyperPath")
 
 
 class Interrupted(Exception):

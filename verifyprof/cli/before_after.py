@@ -21,6 +21,7 @@ from verifyprof.cli.options import (
     DecodeMsOpt,
     GateOpt,
     JsonOpt,
+    ModeOpt,
     RangeOpt,
     ReportAcceptLenOpt,
     ReportManifestOpt,
@@ -30,6 +31,7 @@ from verifyprof.cli.options import (
     StepOpt,
     TaxonomyOpt,
     WholeTraceOpt,
+    WidthOpt,
 )
 
 
@@ -57,6 +59,8 @@ def compare(
     step: StepOpt = None,
     taxonomy: TaxonomyOpt = None,
     whole_trace: CompareWholeTraceOpt = False,
+    width: WidthOpt = None,
+    mode: ModeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a
@@ -83,6 +87,8 @@ def compare(
         taxonomy=taxonomy,
         whole_trace=whole_trace,
         step=step,
+        width=width,
+        mode=mode,
     )
     data = result.to_json(gate=gate)
     files.print_json(data) if as_json else show.print_compare(data)
@@ -104,6 +110,8 @@ def report(
     baseline_tps: BaselineTpsOpt = None,
     decode_ms: DecodeMsOpt = None,
     quiet: ReportQuietOpt = False,
+    width: WidthOpt = None,
+    mode: ModeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps,
@@ -138,6 +146,8 @@ def report(
         step=step,
         baseline_tps=baseline_tps,
         decode_ms=decode_ms,
+        width=width,
+        mode=mode,
     )
     if out is not None:
         from verifyprof.report import html

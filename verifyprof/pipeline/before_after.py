@@ -104,9 +104,12 @@ def compare(
     taxonomy: str | Path | None = None,
     whole_trace: bool = False,
     step: str | None = None,
+    width: int | None = None,
+    mode: str | None = None,
 ) -> Comparison:
-    """``verifyprof compare BEFORE AFTER``: the verify steps side by side (``step``: which group
-    is the verify, as ``--step``) and, when an accept length is known (or BEFORE is a capture
+    """``verifyprof compare BEFORE AFTER``: the verify steps side by side (``step``, ``width``,
+    ``mode``: which group is the verify on both sides, as ``--step``, ``--width``, ``--mode``)
+    and, when an accept length is known (or BEFORE is a capture
     folder with one), BEFORE's what-if prediction for the change beside AFTER's measured cycle."""
     from verifyprof.pipeline.resolve import chosen_step, manifest_mode
     from verifyprof.pipeline.resolve import step_regex as regex_for
@@ -121,8 +124,12 @@ def compare(
     manifest = manifest or (_manifest_beside(before) if accept_len is None else None)
     after_manifest = _manifest_beside(after)
     (b_mode, b_note), (a_mode, a_note) = (
-        manifest_mode(b.frame, b_step, _path(manifest)),
-        manifest_mode(a.frame, after_step, after_manifest),
+        ((mode, None), (mode, None))
+        if mode is not None  # the user's, on both sides
+        else (
+            manifest_mode(b.frame, b_step, _path(manifest)),
+            manifest_mode(a.frame, after_step, after_manifest),
+        )
     )
     result = compare_frames(
         b.frame,
@@ -132,6 +139,7 @@ def compare(
         after_step,
         before_step=b_step,
         modes=(b_mode, a_mode),
+        width=width,
     )
     result.notes += [f"{label}: {n}" for label, n in (("before", b_note), ("after", a_note)) if n]
     _families_scope(result, b, a)
@@ -151,7 +159,11 @@ def compare(
         before_state = prepare(
             b.frame,
             WhatifOptions(
-                accept_len=accept_len, manifest=_path(manifest), step=b_step, mode=b_mode
+                accept_len=accept_len,
+                manifest=_path(manifest),
+                step=b_step,
+                mode=b_mode,
+                width=width,
             ),
         )
         speculation_off = after_step is not None and after_step == _decode_step_if_no_verify(
@@ -164,6 +176,7 @@ def compare(
             manifest=after_manifest,
             step=after_step,
             mode=a_mode,
+            width=width,
         )
         after_state = prepare(a.frame, after_options)
     except VerifyprofError as err:
@@ -252,13 +265,17 @@ def report(
     step: str | None = None,
     baseline_tps: float | None = None,
     decode_ms: float | None = None,
+    width: int | None = None,
+    mode: str | None = None,
 ):
     """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or
-    breakdown JSON, about the step group the verdict is about (``step``: as ``--step``)."""
+    breakdown JSON, about the step group the verdict is about (``step``, ``width``, ``mode``: as
+    ``--step``, ``--width`` and ``--mode`` pick it for every command)."""
     from verifyprof.attribution.summary import summarize
     from verifyprof.contracts import phases as phase_names
     from verifyprof.pipeline.resolve import identify, ranking_of, resolve_frame, unranked_verdict
     from verifyprof.pipeline.resolve import step_regex as regex_for
+    from verifyprof.pipeline.story import check_picked
     from verifyprof.report.data import ReportData
 
     options = WhatifOptions(
@@ -268,6 +285,8 @@ def report(
         step_range=step_regex,
         baseline_tps=baseline_tps,  # plain decoding's rate, as whatif takes it
         decode_ms=decode_ms,
+        width=width,
+        mode=mode,
     )
     regex = regex_for(options)
     loaded = load_input(source, step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace)
@@ -285,6 +304,7 @@ def report(
         summary=summary,
     )
     resolved = resolve_frame(frame, [identify(source)], options, loaded.result)
+    check_picked(frame, options.step, width, mode)  # a --width/--mode no group has: one line
     if resolved.story is not None:
         data.group = (resolved.story.name, resolved.story.variant)
         data.group_mode, data.group_why = resolved.story.mode, resolved.story.why

@@ -53,7 +53,8 @@ class ParallelOptions:
     CLI's status line waits), so that local workers are forked from this process with everything
     imported; without it, a process running threads starts them from a fork server (~0.5 s).
     ``progress`` is told (done, total, "files") as each file is mapped ("parts": shares of one
-    file's processes; (0, 0, "") when they are given up for a whole read)."""
+    file's processes; (0, 0, "") when they are given up for a whole read). ``report`` is told
+    each file skipped once the others made a breakdown (every file failed: one error instead)."""
 
     workers: int | None = None
     scheduler: str | None = None
@@ -109,11 +110,13 @@ def breakdown_files(
         finally:
             outcomes.close()  # stops the workers still running (strict, a failed share, a signal)
     failures.sort(key=lambda f: f[0])
-    if not parts:
+    if not parts:  # one error naming every file, no 'skipped' warning before it
         first = failures[0][1]
         error = NoStepsError if all(f.no_steps for _, f in failures) else TraceError
-        more = f" (and {len(failures) - 1} more files failed)" if len(failures) > 1 else ""
-        raise error(first.reason + more, first.path)
+        raise error(first.reason + _others(failures), first.path)
+    for _, failure in failures:  # skipped only now that another file made a breakdown
+        if parallel.report is not None:
+            parallel.report(failure)
     notes = list(warnings or []) + [f"skipped {Path(f.path).name}: {f.reason}" for _, f in failures]
     result = reduce_parts(parts, notes, one_file=bool(shares))
     if shares:
@@ -121,6 +124,18 @@ def breakdown_files(
         result.extra["process_shares"] = len(shares)
     result.extra["failed_files"] = [f for _, f in failures]
     return result
+
+
+def _others(failures: list[tuple[int, Failure]]) -> str:
+    """The files after the first when every file failed: named, with their problem where it is
+    not the first's."""
+    first, rest = failures[0][1], [f for _, f in failures[1:]]
+    if not rest:
+        return ""
+    names = [Path(f.path).name for f in rest[:4]] + (["..."] if len(rest) > 4 else [])
+    if all(f.reason == first.reason for f in rest):
+        return f" (so does {', '.join(names)}: every file failed)"
+    return f" (and {len(rest)} more files failed: {', '.join(names)})"
 
 
 def _outcomes(
@@ -160,8 +175,6 @@ def _collect(
             if parallel.strict or shares:  # a share that fails is the one file failing
                 raise VerifyprofError(outcome.reason, files[index])
             failures.append((index, outcome))
-            if parallel.report is not None:
-                parallel.report(outcome)
         else:
             outcome.path = str(files[index])  # as the user spelled it (workers may get it absolute)
             parts.append(outcome)

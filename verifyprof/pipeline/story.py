@@ -20,3 +20,10 @@ def story_group(frame: BreakdownFrame, summary: dict[str, Any]) -> tuple[tuple[s
         if not groups:
             return ("", ""), "no steps"
         return (groups[0]["name"], groups[0]["variant"]), "the summary's first group (no verify)"
+
+
+def check_picked(frame: BreakdownFrame, step: str | None, width: int | None, mode: str | None):
+    """``--width`` / ``--mode`` given and no group has them: the model's one line naming the widths
+    and modes there are (as whatif refuses them), never another group shown in silence."""
+    if width is not None or mode is not None:
+        verify_profile(frame, step_name=step, width=width, mode=mode)

@@ -272,12 +272,14 @@ def compare(
     after_step: str | None = None,
     before_step: str | None = None,
     modes: tuple[str | None, str | None] = (None, None),
+    width: int | None = None,
 ) -> Comparison:
     """The two breakdowns' verify steps side by side (no prediction check: see
     :func:`check_change`); ``after_step``: AFTER's steps when it has no verify (plain decoding);
-    ``modes``: each side's verify mode (None: the most frequent), as whatif models it."""
-    b = side_of(before, verify_profile(before, step_name=before_step, mode=modes[0]))
-    a = side_of(after, verify_profile(after, step_name=after_step, mode=modes[1]))
+    ``modes``: each side's verify mode (None: the most frequent), as whatif models it; ``width``:
+    the verify width on both sides (None: the most frequent)."""
+    b = side_of(before, verify_profile(before, step_name=before_step, mode=modes[0], width=width))
+    a = side_of(after, verify_profile(after, step_name=after_step, mode=modes[1], width=width))
     switch, warnings = mode_warnings(b, a)
     return Comparison(
         before=b,
