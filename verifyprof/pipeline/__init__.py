@@ -15,15 +15,7 @@ from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.model.decision.candidates import Ranking
 from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers
-from verifyprof.pipeline.before_after import (
-    Loaded,
-    compare,
-    group_regex,
-    load_input,
-    median_verify_windows,
-    report,
-    story_group,
-)
+from verifyprof.pipeline.before_after import Loaded, compare, load_input
 from verifyprof.pipeline.parallel import ParallelOptions
 from verifyprof.pipeline.reading import (
     breakdown,
@@ -32,6 +24,8 @@ from verifyprof.pipeline.reading import (
     load,
     read_breakdown_json,
 )
+from verifyprof.pipeline.report_page import group_regex, median_verify_windows, report
+from verifyprof.pipeline.story import story_group
 from verifyprof.trace.sources import is_breakdown_json
 
 __all__ = [

@@ -3,19 +3,15 @@ and everything the HTML report shows, about the step group the verdict is about.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
-from verifyprof.contracts.bounds import TOP_KERNELS
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.schema import WHOLE_TRACE, BreakdownFrame
+from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.decision.compare import Comparison, check_change
 from verifyprof.model.decision.compare import compare as compare_frames
 from verifyprof.model.decision.whatif import WhatifOptions
@@ -23,7 +19,6 @@ from verifyprof.pipeline.parallel import (
     rank_files,
 )
 from verifyprof.pipeline.reading import breakdown, load, read_breakdown_json
-from verifyprof.pipeline.story import story_group
 from verifyprof.trace.events import Trace
 from verifyprof.trace.sources import NSYS_KINDS, is_breakdown_json, sniff
 
@@ -127,7 +122,7 @@ def compare(
         ((mode, None), (mode, None))
         if mode is not None  # the user's, on both sides
         else (
-            manifest_mode(b.frame, b_step, _path(manifest)),
+            manifest_mode(b.frame, b_step, optional_path(manifest)),
             manifest_mode(a.frame, after_step, after_manifest),
         )
     )
@@ -153,17 +148,22 @@ def compare(
             "no accept length: give --accept-len or --manifest for the prediction check"
         )
         return result
+    sides = ((b, b_step, b_mode, optional_path(manifest)), (a, after_step, a_mode, after_manifest))
+    _prediction_check(result, sides, accept_len, width)
+    return result
+
+
+def _prediction_check(result: Comparison, sides, accept_len: float | None, width) -> None:
+    """BEFORE's what-if of the change beside AFTER's measured cycle (``sides``: each side's
+    loaded input, step, mode and manifest); a side that cannot be modelled says why."""
     from verifyprof.model.decision.whatif import prepare
 
+    (b, b_step, b_mode, manifest), (a, after_step, a_mode, after_manifest) = sides
     try:
         before_state = prepare(
             b.frame,
             WhatifOptions(
-                accept_len=accept_len,
-                manifest=_path(manifest),
-                step=b_step,
-                mode=b_mode,
-                width=width,
+                accept_len=accept_len, manifest=manifest, step=b_step, mode=b_mode, width=width
             ),
         )
         speculation_off = after_step is not None and after_step == _decode_step_if_no_verify(
@@ -181,10 +181,9 @@ def compare(
         after_state = prepare(a.frame, after_options)
     except VerifyprofError as err:
         result.prediction_note = f"no prediction check: {err.problem}"
-        return result
+        return
     triton = any("triton" in row["family"] for row in result.families.get("appeared", []))
     check_change(result, before_state, after_state, triton_appeared=triton)
-    return result
 
 
 def _families_scope(result: Comparison, before: Loaded, after: Loaded) -> None:
@@ -194,7 +193,7 @@ def _families_scope(result: Comparison, before: Loaded, after: Loaded) -> None:
         result.families["scope"] = b if b == a else f"before {b}, after {a}"
 
 
-def _path(value: str | Path | None) -> Path | None:
+def optional_path(value: str | Path | None) -> Path | None:
     return Path(value) if value is not None else None
 
 
@@ -214,187 +213,3 @@ def _decode_step_if_no_verify(frame: BreakdownFrame) -> str | None:
         return None
     decodes = [n for n in names if is_phase(n, "decode")]
     return decodes[0] if decodes else None
-
-
-def group_regex(group: tuple[str, str]) -> str:
-    """A ``--range`` regex selecting the ranges of exactly one step group: its name, each of its
-    attributes, and no other attribute (but the volatile ones, which every step has its own of)."""
-    from verifyprof.contracts.schema import VOLATILE_ATTRS
-
-    name, label = group
-    pairs = [kv for kv in label.split() if "=" in kv]
-    has = "".join(rf"(?=.*\s{re.escape(kv)}(\s|$))" for kv in pairs)
-    keys = sorted({kv.split("=", 1)[0] for kv in pairs} | VOLATILE_ATTRS)
-    only = rf"(?!.*\s(?!(?:{'|'.join(map(re.escape, keys))})=)\w+=)"
-    return rf"^{re.escape(name)}(?=\s|$){has}{only}"
-
-
-def median_verify_windows(
-    frame: BreakdownFrame, summary: dict[str, Any], group: tuple[str, str] | None = None
-) -> list[tuple[int, int]]:
-    """The (step, device) windows a report's timeline draws: per rank (or device), the step
-    nearest the median wall of the story's group (default: the summary's first group)."""
-    from verifyprof.contracts.schema import variant
-
-    groups = summary.get("groups") or []
-    if group is None:
-        if not groups:
-            return []
-        group = (groups[0]["name"], groups[0]["variant"])
-    name, label = group
-    steps = frame.steps
-    rows = steps[(steps["name"] == name).to_numpy() & (steps["device"] >= 0).to_numpy()]
-    rows = rows[[variant(a) == label for a in rows["attrs"]]] if label else rows
-    windows = []
-    for _, group in rows.groupby(["rank", "device"], sort=True):  # ranks: a handful
-        wall = group["wall_ns"].to_numpy()
-        pick = group.iloc[int(abs(wall - float(np.median(wall))).argmin())]
-        windows.append((int(pick["step"]), int(pick["device"])))
-    return windows[:16]
-
-
-def report(
-    source: str | Path,
-    compare_with: str | Path | None = None,
-    accept_len: float | None = None,
-    manifest: str | Path | None = None,
-    step_regex: str | None = None,
-    taxonomy: str | Path | None = None,
-    top_kernels: int = TOP_KERNELS,
-    whole_trace: bool = False,
-    step: str | None = None,
-    baseline_tps: float | None = None,
-    decode_ms: float | None = None,
-    width: int | None = None,
-    mode: str | None = None,
-):
-    """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or
-    breakdown JSON, about the step group the verdict is about (``step``, ``width``, ``mode``: as
-    ``--step``, ``--width`` and ``--mode`` pick it for every command)."""
-    from verifyprof.attribution.summary import summarize
-    from verifyprof.contracts import phases as phase_names
-    from verifyprof.pipeline.resolve import identify, ranking_of, resolve_frame, unranked_verdict
-    from verifyprof.pipeline.resolve import step_regex as regex_for
-    from verifyprof.pipeline.story import check_picked
-    from verifyprof.report.data import ReportData
-
-    options = WhatifOptions(
-        accept_len=accept_len,
-        manifest=_path(manifest),
-        step=step,
-        step_range=step_regex,
-        baseline_tps=baseline_tps,  # plain decoding's rate, as whatif takes it
-        decode_ms=decode_ms,
-        width=width,
-        mode=mode,
-    )
-    regex = regex_for(options)
-    loaded = load_input(source, step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace)
-    frame = loaded.frame
-    summary = (
-        loaded.result.summary()
-        if loaded.result is not None
-        else (frame.summary or summarize(frame.steps))
-    )
-    data = ReportData(
-        source=str(source),
-        trace=frame.trace,
-        phases=list(phase_names.ALL),
-        steps=frame.steps,
-        summary=summary,
-    )
-    resolved = resolve_frame(frame, [identify(source)], options, loaded.result)
-    check_picked(frame, options.step, width, mode)  # a --width/--mode no group has: one line
-    if resolved.story is not None:
-        data.group = (resolved.story.name, resolved.story.variant)
-        data.group_mode, data.group_why = resolved.story.mode, resolved.story.why
-    else:
-        data.group, data.group_why = story_group(frame, summary)
-    data.notes += resolved.notes
-    try:
-        ranking = ranking_of(resolved)
-        data.ranking = ranking
-        data.whatif = ranking.to_json() if ranking is not None else None
-        data.whatif_note = "; ".join(
-            "no plan: give an accept length (--accept-len A or --manifest M)"
-            if r.startswith("accept length unknown")
-            else f"no plan: {r}"
-            for r in resolved.reasons
-        )
-    except VerifyprofError as err:
-        data.whatif_note = f"no plan: {err.problem}"
-    if data.ranking is None:  # breakdown's own verdict, word for word: one definition
-        data.verdict = unranked_verdict(resolved)
-    data.group_why = _about(data, resolved.story)
-    _kernels_and_timelines(data, loaded, summary, taxonomy, top_kernels, (resolved, regex))
-    if compare_with is not None:
-        after = load_input(
-            compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace
-        )
-        data.comparison = compare(
-            loaded, after, accept_len=accept_len, manifest=resolved.options.manifest, step=step
-        )
-        data.compare = data.comparison.to_json()
-    return data
-
-
-def _about(data: Any, story: Any) -> str:
-    """Which group the verdict is about, and why: the story's words, but where no model ran (no
-    plan) a whole trace is described as traced, not 'modelled as one verify step'."""
-    if data.ranking is not None or story is None or story.name != WHOLE_TRACE:
-        return data.group_why
-    what = story.why.partition(": ")[0]
-    return (
-        f"{what}: whole-trace breakdown (--whole-trace): the whole trace as one step per"
-        " device, described as traced; no model ran (no plan)"
-    )
-
-
-def _kernels_and_timelines(
-    data: Any, loaded: Loaded, summary: dict[str, Any], taxonomy, top_kernels: int, story=None
-) -> None:
-    """The story group's top kernels and median-step timelines, which need the trace itself."""
-    from verifyprof.attribution.timeline import step_timelines
-
-    frame = loaded.frame
-    if (
-        loaded.kernel_table is not None and loaded.trace is not None
-    ):  # a trace read whole (not per-rank files)
-        data.kernels = _group_kernels(loaded, data, taxonomy, *story).to_json(top_kernels)
-        windows = median_verify_windows(frame, summary, data.group)
-        per_window = max(
-            400, 4000 // max(len(windows), 1)
-        )  # the page stays a few MB with many ranks
-        data.timelines = step_timelines(
-            loaded.trace,
-            loaded.result,
-            windows,
-            taxonomy=load_taxonomy(taxonomy),
-            max_ops=per_window,
-        )
-    elif loaded.result is not None:
-        data.timeline_note = (
-            "the timeline and the kernel table need one trace: per-rank nsys files are broken down"
-            " rank by rank and keep no events; give one rank's file for its timeline"
-        )
-    else:
-        data.timeline_note = (
-            "the timeline and the kernel table need the trace (a breakdown JSON has no kernels):"
-            " give the trace"
-        )
-
-
-def _group_kernels(loaded: Loaded, data: Any, taxonomy, resolved, regex) -> KernelTable:
-    """The top kernels of the story's step group, in its mode, as ``kernels`` lists them (the
-    same table, group and scope: one ``story_kernels``); the whole trace's when the step is the
-    whole trace (``--whole-trace``, as ``kernels --whole-trace``), or when the group's steps
-    cannot be told apart (saying so)."""
-    from verifyprof.pipeline.kernel_scope import story_kernels
-
-    if data.group is None or data.group[0] == WHOLE_TRACE:
-        return loaded.kernel_table
-    try:
-        return story_kernels(loaded.trace, resolved, None, taxonomy, regex)
-    except VerifyprofError as err:
-        scope = f"whole trace (the step group's kernels: {err.problem})"
-        return replace(loaded.kernel_table, scope=scope)

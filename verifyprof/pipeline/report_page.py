@@ -1,0 +1,219 @@
+"""``verifyprof report``: everything the HTML report shows (a ReportData), gathered from a trace
+or breakdown JSON: the story's group, its ranking or breakdown's verdict, its top kernels (the
+``kernels`` command's), median-step timelines, and a comparison with ``--compare``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verifyprof.attribution.kernels import KernelTable
+from verifyprof.attribution.taxonomy import load_taxonomy
+from verifyprof.contracts.bounds import TOP_KERNELS
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.schema import WHOLE_TRACE, BreakdownFrame
+from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.pipeline.before_after import Loaded, compare, load_input, optional_path
+from verifyprof.pipeline.story import story_group
+
+
+def group_regex(group: tuple[str, str]) -> str:
+    """A ``--range`` regex selecting the ranges of exactly one step group: its name, each of its
+    attributes, and no other attribute (but the volatile ones, which every step has its own of)."""
+    from verifyprof.contracts.schema import VOLATILE_ATTRS
+
+    name, label = group
+    pairs = [kv for kv in label.split() if "=" in kv]
+    has = "".join(rf"(?=.*\s{re.escape(kv)}(\s|$))" for kv in pairs)
+    keys = sorted({kv.split("=", 1)[0] for kv in pairs} | VOLATILE_ATTRS)
+    only = rf"(?!.*\s(?!(?:{'|'.join(map(re.escape, keys))})=)\w+=)"
+    return rf"^{re.escape(name)}(?=\s|$){has}{only}"
+
+
+def median_verify_windows(
+    frame: BreakdownFrame, summary: dict[str, Any], group: tuple[str, str] | None = None
+) -> list[tuple[int, int]]:
+    """The (step, device) windows a report's timeline draws: per rank (or device), the step
+    nearest the median wall of the story's group (default: the summary's first group)."""
+    from verifyprof.contracts.schema import variant
+
+    groups = summary.get("groups") or []
+    if group is None:
+        if not groups:
+            return []
+        group = (groups[0]["name"], groups[0]["variant"])
+    name, label = group
+    steps = frame.steps
+    rows = steps[(steps["name"] == name).to_numpy() & (steps["device"] >= 0).to_numpy()]
+    rows = rows[[variant(a) == label for a in rows["attrs"]]] if label else rows
+    windows = []
+    for _, group in rows.groupby(["rank", "device"], sort=True):  # ranks: a handful
+        wall = group["wall_ns"].to_numpy()
+        pick = group.iloc[int(abs(wall - float(np.median(wall))).argmin())]
+        windows.append((int(pick["step"]), int(pick["device"])))
+    return windows[:16]
+
+
+def report(
+    source: str | Path,
+    compare_with: str | Path | None = None,
+    accept_len: float | None = None,
+    manifest: str | Path | None = None,
+    step_regex: str | None = None,
+    taxonomy: str | Path | None = None,
+    top_kernels: int = TOP_KERNELS,
+    whole_trace: bool = False,
+    step: str | None = None,
+    baseline_tps: float | None = None,
+    decode_ms: float | None = None,
+    width: int | None = None,
+    mode: str | None = None,
+):
+    """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or
+    breakdown JSON, about the step group the verdict is about (``step``, ``width``, ``mode``: as
+    ``--step``, ``--width`` and ``--mode`` pick it for every command)."""
+    from verifyprof.attribution.summary import summarize
+    from verifyprof.contracts import phases as phase_names
+    from verifyprof.pipeline.resolve import identify, resolve_frame
+    from verifyprof.pipeline.resolve import step_regex as regex_for
+    from verifyprof.pipeline.story import check_picked
+    from verifyprof.report.data import ReportData
+
+    options = WhatifOptions(
+        accept_len=accept_len,
+        manifest=optional_path(manifest),
+        step=step,
+        step_range=step_regex,
+        baseline_tps=baseline_tps,  # plain decoding's rate, as whatif takes it
+        decode_ms=decode_ms,
+        width=width,
+        mode=mode,
+    )
+    regex = regex_for(options)
+    loaded = load_input(source, step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace)
+    frame = loaded.frame
+    summary = (
+        loaded.result.summary()
+        if loaded.result is not None
+        else (frame.summary or summarize(frame.steps))
+    )
+    data = ReportData(
+        source=str(source),
+        trace=frame.trace,
+        phases=list(phase_names.ALL),
+        steps=frame.steps,
+        summary=summary,
+    )
+    resolved = resolve_frame(frame, [identify(source)], options, loaded.result)
+    check_picked(frame, options.step, width, mode)  # a --width/--mode no group has: one line
+    if resolved.story is not None:
+        data.group = (resolved.story.name, resolved.story.variant)
+        data.group_mode, data.group_why = resolved.story.mode, resolved.story.why
+    else:
+        data.group, data.group_why = story_group(frame, summary)
+    data.notes += resolved.notes
+    _whatif_of(data, resolved)
+    data.group_why = _about(data, resolved.story)
+    _kernels_and_timelines(data, loaded, summary, taxonomy, top_kernels, (resolved, regex))
+    if compare_with is not None:
+        after = load_input(
+            compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace
+        )
+        data.comparison = compare(
+            loaded,
+            after,
+            accept_len=accept_len,
+            manifest=resolved.options.manifest,
+            step=step,
+            width=width,
+            mode=mode,
+        )
+        data.compare = data.comparison.to_json()
+    return data
+
+
+def _whatif_of(data: Any, resolved: Any) -> None:
+    """The ranking, its JSON and why there is none; without one, breakdown's own verdict, word
+    for word (one definition: pipeline.resolve)."""
+    from verifyprof.pipeline.resolve import ranking_of, unranked_verdict
+
+    try:
+        ranking = ranking_of(resolved)
+        data.ranking = ranking
+        data.whatif = ranking.to_json() if ranking is not None else None
+        data.whatif_note = "; ".join(
+            "no plan: give an accept length (--accept-len A or --manifest M)"
+            if r.startswith("accept length unknown")
+            else f"no plan: {r}"
+            for r in resolved.reasons
+        )
+    except VerifyprofError as err:
+        data.whatif_note = f"no plan: {err.problem}"
+    if data.ranking is None:
+        data.verdict = unranked_verdict(resolved)
+
+
+def _about(data: Any, story: Any) -> str:
+    """Which group the verdict is about, and why: the story's words, but where no model ran (no
+    plan) a whole trace is described as traced, not 'modelled as one verify step'."""
+    if data.ranking is not None or story is None or story.name != WHOLE_TRACE:
+        return data.group_why
+    what = story.why.partition(": ")[0]
+    return (
+        f"{what}: whole-trace breakdown (--whole-trace): the whole trace as one step per"
+        " device, described as traced; no model ran (no plan)"
+    )
+
+
+def _kernels_and_timelines(
+    data: Any, loaded: Loaded, summary: dict[str, Any], taxonomy, top_kernels: int, story=None
+) -> None:
+    """The story group's top kernels and median-step timelines, which need the trace itself."""
+    from verifyprof.attribution.timeline import step_timelines
+
+    frame = loaded.frame
+    if (
+        loaded.kernel_table is not None and loaded.trace is not None
+    ):  # a trace read whole (not per-rank files)
+        data.kernels = _group_kernels(loaded, data, taxonomy, *story).to_json(top_kernels)
+        windows = median_verify_windows(frame, summary, data.group)
+        per_window = max(
+            400, 4000 // max(len(windows), 1)
+        )  # the page stays a few MB with many ranks
+        data.timelines = step_timelines(
+            loaded.trace,
+            loaded.result,
+            windows,
+            taxonomy=load_taxonomy(taxonomy),
+            max_ops=per_window,
+        )
+    elif loaded.result is not None:
+        data.timeline_note = (
+            "the timeline and the kernel table need one trace: per-rank nsys files are broken down"
+            " rank by rank and keep no events; give one rank's file for its timeline"
+        )
+    else:
+        data.timeline_note = (
+            "the timeline and the kernel table need the trace (a breakdown JSON has no kernels):"
+            " give the trace"
+        )
+
+
+def _group_kernels(loaded: Loaded, data: Any, taxonomy, resolved, regex) -> KernelTable:
+    """The top kernels of the story's step group, in its mode, as ``kernels`` lists them (the
+    same table, group and scope: one ``story_kernels``); the whole trace's when the step is the
+    whole trace (``--whole-trace``, as ``kernels --whole-trace``), or when the group's steps
+    cannot be told apart (saying so)."""
+    from verifyprof.pipeline.kernel_scope import story_kernels
+
+    if data.group is None or data.group[0] == WHOLE_TRACE:
+        return loaded.kernel_table
+    try:
+        return story_kernels(loaded.trace, resolved, None, taxonomy, regex)
+    except VerifyprofError as err:
+        scope = f"whole trace (the step group's kernels: {err.problem})"
+        return replace(loaded.kernel_table, scope=scope)
