@@ -130,6 +130,10 @@ def test_on_one_device_the_breakdown_table_holds_the_same_cost(outputs):
         pytest.skip("several devices: whatif models the slowest, the table averages them")
     cost_ms = group["cost_ns"]["mean"] / 1e6
     assert outputs["whatif"]["current"]["traced_verify_ms"] == pytest.approx(cost_ms, abs=1e-6)
+    other = group["phases"].get("other_work", {}).get("mean", 0.0) / 1e6  # not in the cost
+    before = outputs["compare"]["before"]
+    assert before["other_work_ms"] == pytest.approx(other, abs=1e-6)
+    assert "other_work" not in before["phases_ms"]
     assert kernels_group(outputs)["steps"] == group["steps"]
 
 

@@ -135,7 +135,8 @@ def _print_group_line(console: Console, group: dict[str, Any]) -> None:
         f" step {_counted(group['kernels']['mean'], 'kernel')},"
         f" {_counted(group['launches']['mean'], 'launch')} (means{over}); median step"
         f" #{median['index']} (device {median['device']})"
-        f" {_ms(median['wall_ns'])} ms",
+        f" {_ms(median['wall_ns'])} ms (one step's wall; the table's p50: every step's,"
+        " interpolated)",
         highlight=False,
     )
 

@@ -56,6 +56,9 @@ class Side:
     basis: str = "traced"  # verify_ms, cost_ms, phases_ms: as traced (the profiler's time)
     dilation: float | None = None  # the profiler's slow-down, where the capture measured it
     unprofiled_verify_ms: float | None = None  # the verify as whatif states it (dilation out)
+    # other steps' GPU work inside the step's window (pipelined steps): not part of its cost, so
+    # not among phases_ms (breakdown's table shows it as the phase other_work)
+    other_work_ms: float = 0.0
 
     @property
     def label(self) -> str:
@@ -228,8 +231,9 @@ def side_of(frame: BreakdownFrame, profile: VerifyProfile | None = None) -> Side
         kernels=v.kernels,
         launches=v.launches,
         graph_launches=v.graph_launches,
-        phases_ms={p: float(v.phases_ms.get(p, 0.0)) for p in phases.ALL},
+        phases_ms={p: float(v.phases_ms.get(p, 0.0)) for p in phases.ALL if p != "other_work"},
         ranks=ranks,
+        other_work_ms=float(v.other_work_ms),
     )
 
 
@@ -288,8 +292,20 @@ def compare(
         mode_switch=switch,
         warnings=warnings,
         families=family_changes(before_kernels, after_kernels),
-        notes=device_note(b, a),
+        notes=device_note(b, a) + other_work_note(b, a),
     )
+
+
+def other_work_note(before: Side, after: Side) -> list[str]:
+    """Pipelined steps: the phase table is of each step's cost, which leaves out other steps' GPU
+    work inside its window (breakdown's table shows it as the phase other_work)."""
+    if before.other_work_ms <= 0 and after.other_work_ms <= 0:
+        return []
+    return [
+        "the phases are of each step's cost: other steps' GPU work inside its window (before"
+        f" {before.other_work_ms:.3f} ms, after {after.other_work_ms:.3f} ms; breakdown's phase"
+        " other_work) is left out"
+    ]
 
 
 def device_note(before: Side, after: Side) -> list[str]:
