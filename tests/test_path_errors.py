@@ -127,7 +127,7 @@ def test_a_loop_of_symlinks_is_one_line(tmp_path, where):
 
 
 def test_a_cache_folder_that_cannot_be_searched_is_blamed_on_the_cache(tmp_path, locked):
-    """As root too (test_option_bad_input's in-process twin is skipped there)."""
+    """As root too: a subprocess, so it runs whoever runs the suite."""
     trace = tmp_path / "in" / "mock.sqlite.gz"
     trace.parent.mkdir()
     trace.write_bytes(gzip.compress(MOCK.read_bytes()))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
-
 from verifyprof.cli.app import KERNELS_SCHEMA, WHATIF_SCHEMA, app
 from verifyprof.cli.args import (
     _check_manifest,
@@ -123,7 +121,6 @@ def breakdown(
     from verifyprof.contracts import outputs
     from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline import resolve
-    from verifyprof.pipeline.story import check_picked
     from verifyprof.report import console, files, integrity, progress
     from verifyprof.trace.sources import expand
 
@@ -149,8 +146,6 @@ def breakdown(
         resolved = resolve.resolve_sources(
             traces, options, taxonomy, _parallel(workers, scheduler, strict, shown), parts=True
         )
-    if resolved.story is None:
-        check_picked(resolved.frame, resolved.options.step, width, mode)
     result = resolved.result
     if result is None:
         raise VerifyprofError(
@@ -309,19 +304,8 @@ def whatif(
         ranking = resolve.ranking_of(resolved)
     problems = resolved.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:
-        _no_plan(resolved, source, width, mode)
+        integrity.warn_integrity(problems, source)
+        raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)
     data = ranking.to_json() | ({"integrity": problems} if problems else {})
     files.print_json(data) if as_json else show.print_ranking(data)
     integrity.warn_integrity(problems, source)
-
-
-def _no_plan(resolved, source: str, width: int | None, mode: str | None) -> NoReturn:
-    """whatif without a plan: the trace's problems, then why in one line (a --width or --mode no
-    verify group has: the widths or modes there are, as breakdown and kernels say)."""
-    from verifyprof.pipeline.story import check_picked
-    from verifyprof.report import integrity
-
-    integrity.warn_integrity(resolved.frame.integrity, source)
-    if resolved.story is None:
-        check_picked(resolved.frame, resolved.options.step, width, mode)
-    raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)

@@ -112,15 +112,13 @@ def story_kernels(
     ``kernels`` and the report's top-kernels table both list this one. ``picked``: why the
     manifest picked the mode, when the run was resolved without it."""
     from verifyprof.pipeline.resolve import CYCLE_PARTS, mode_why
-    from verifyprof.pipeline.story import check_picked, story_group
+    from verifyprof.pipeline.story import story_group
 
     if resolved.story is not None:
         story = resolved.story
         group, mode, why = (story.name, story.variant), story.mode, story.why
         why = mode_why(why, picked) if picked else why
     else:
-        o = resolved.options
-        check_picked(resolved.frame, o.step, o.width, o.mode)
         summary = resolved.result.summary() if resolved.result is not None else None
         group, why = story_group(resolved.frame, summary or resolved.frame.summary or {})
         why, mode = f"{group_label(*group)}: {why}", None

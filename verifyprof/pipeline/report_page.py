@@ -80,7 +80,6 @@ def report(
     from verifyprof.contracts import phases as phase_names
     from verifyprof.pipeline.resolve import identify, resolve_frame
     from verifyprof.pipeline.resolve import step_regex as regex_for
-    from verifyprof.pipeline.story import check_picked
     from verifyprof.report.data import ReportData
 
     options = WhatifOptions(
@@ -109,7 +108,6 @@ def report(
         summary=summary,
     )
     resolved = resolve_frame(frame, [identify(source)], options, loaded.result)
-    check_picked(frame, options.step, width, mode)  # a --width/--mode no group has: one line
     if resolved.story is not None:
         data.group = (resolved.story.name, resolved.story.variant)
         data.group_mode, data.group_why = resolved.story.mode, resolved.story.why

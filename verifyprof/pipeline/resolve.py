@@ -18,6 +18,7 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
 from verifyprof.model.decision.whatif import Prepared, WhatifOptions, check_options, prepare
 from verifyprof.model.inputs.profile import verify_profile
+from verifyprof.pipeline.story import check_picked
 from verifyprof.trace.sources import is_breakdown_json
 
 CYCLE_PARTS = ("spec_step", "draft", "accept", "draft_extend")  # never the verify
@@ -146,6 +147,8 @@ def resolve_frame(
     if options.mode is None and options.manifest is not None:
         options, picked = _manifest_mode(frame, options, notes, None if part else name)
     story = story_of(frame, replace(options, step=name))
+    if story is None and (options.width is not None or options.mode is not None):
+        check_picked(frame, name, options.width, options.mode)  # none has them: one line
     if story is not None and picked:
         story = replace(story, why=mode_why(story.why, picked))
     options = replace(options, step=None if part else name)  # the model's: the verify
