@@ -29,7 +29,7 @@ from verifyprof.trace.events import (
     StringTable,
 )
 from verifyprof.trace.integrity import Problem
-from verifyprof.trace.nsys.columns import Rows
+from verifyprof.trace.nsys.columns import Rows, SlicedQuery
 from verifyprof.trace.nsys.export import (
     DRIVER,
     GRAPH_TRACE,
@@ -88,8 +88,6 @@ KERNEL_SPEC = {
             "correlation",
             "gpid",
             "name",
-            "name2",
-            "name3",
             "graph_node_id",
             "graph_id",
         )
@@ -154,6 +152,8 @@ def correlation_key(pid: np.ndarray | pd.Series, correlation: np.ndarray | pd.Se
 
 
 def kernel_slices(export: NsysExport) -> list[tuple[str, int]]:
+    """The kernel columns the model needs; of the name columns only the first (the others are
+    read only for rows it leaves unnamed: :func:`fallback_names`)."""
     export.require(KERNEL, ("start", "end"))
     select = export.select(
         KERNEL,
@@ -164,12 +164,21 @@ def kernel_slices(export: NsysExport) -> list[tuple[str, int]]:
             "stream": "streamId",
             "correlation": "correlationId",
             "gpid": "globalPid",
-            **name_columns(export, KERNEL),
+            "name": name_columns(export, KERNEL)["name"],
             "graph_node_id": "graphNodeId",
             "graph_id": "graphId",
         },
     )
     return export.sliced(KERNEL, select)
+
+
+def fallback_names(export: NsysExport, alias: str) -> np.ndarray:
+    """One fallback name column (``name2``, ``name3``) of every kernel row the kernel query read,
+    in its order (the same rowid slices and filter: a damaged export's second read)."""
+    select = export.select(KERNEL, {alias: name_columns(export, KERNEL)[alias]})
+    job = SlicedQuery(export.sliced(KERNEL, select), {alias: ("int64", NO_ID)}, KERNEL)
+    export.fetch([job])
+    return job.rows().take(alias, "int64")
 
 
 def copy_query(export: NsysExport, table: str) -> str | None:
@@ -258,7 +267,14 @@ def kernels_table(
         return model_table({}, KERNEL_DTYPES), []
     start, device = rows.take("start", "int64"), rows.take("device", "int32")
     columns = name_columns(export, KERNEL)
-    name_id, problems = kernel_name_ids(rows, names, columns, (start, device), export.path)
+    name_id, problems = kernel_name_ids(
+        rows.take("name", "int64"),
+        names,
+        columns,
+        lambda alias: fallback_names(export, alias),
+        (start, device),
+        export.path,
+    )
     cols = {
         "start": start,
         "end": rows.take("end", "int64"),

@@ -10,15 +10,16 @@ refused: a breakdown of nameless kernels would be all ``other``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.integrity import Problem
-from verifyprof.trace.nsys.columns import Rows
 from verifyprof.trace.nsys.export import NsysExport, NsysStrings
 
 NAME_COLUMNS = ("demangledName", "shortName", "mangledName")  # in the order they are tried
-ALIASES = ("name", "name2", "name3")  # the columns of the kernel query that hold them
+ALIASES = ("name", "name2", "name3")  # what the kernel query (and its fallback reads) call them
 
 
 def name_columns(export: NsysExport, table: str) -> dict[str, str]:
@@ -29,12 +30,18 @@ def name_columns(export: NsysExport, table: str) -> dict[str, str]:
 
 
 def kernel_name_ids(
-    rows: Rows, names: NsysStrings, columns: dict[str, str], where: tuple[np.ndarray, ...], path
+    ids: np.ndarray,
+    names: NsysStrings,
+    columns: dict[str, str],
+    fallback: Callable[[str], np.ndarray],
+    where: tuple[np.ndarray, ...],
+    path,
 ) -> tuple[np.ndarray, list[Problem]]:
-    """Trace string ids of the kernels' names, and the integrity record of those whose first
-    name column resolved to nothing (``where``: the rows' starts and devices, for the steps it
-    marks). TraceError when no kernel has a name in any column."""
-    ids = rows.take("name", "int64")
+    """Trace string ids of the kernels' names (``ids``: the first name column's nsys ids), and
+    the integrity record of those whose first name column resolved to nothing (``where``: the
+    rows' starts and devices, for the steps it marks). ``fallback(alias)`` reads a further name
+    column for every row, only when some row is left unnamed. TraceError when no kernel has a
+    name in any column."""
     mapped = names.map(ids)
     unnamed = _unresolved(ids, names)
     if not unnamed.any():
@@ -45,7 +52,7 @@ def kernel_name_ids(
         if not columns[alias] or not unnamed.any():
             continue
         todo = np.flatnonzero(unnamed)
-        alt = rows.take(alias, "int64")[todo]
+        alt = fallback(alias)[todo]
         alt_mapped = names.map(alt)
         ok = ~_unresolved(alt, names)
         mapped[todo[ok]] = alt_mapped[ok]
