@@ -5,6 +5,9 @@ into the frame the model consumes). Several files are mapped in parallel and red
 from __future__ import annotations
 
 import json
+import sys
+import threading
+from contextlib import nullcontext
 from pathlib import Path
 
 from verifyprof.attribution.breakdown import Breakdown
@@ -26,6 +29,7 @@ from verifyprof.pipeline.parallel import (
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import Trace
 from verifyprof.trace.nsys.export import ProcessFilter, readable_database
+from verifyprof.trace.nsys.shared_read import read_once
 from verifyprof.trace.shares import process_shares
 from verifyprof.trace.sources import NSYS_KINDS, is_breakdown_json, nsys_sqlite, sniff
 
@@ -67,9 +71,10 @@ def breakdown(
                 step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace
             )
             try:
-                return breakdown_files(
-                    [files[0]], options, parallel, notes, shares, read_from=export
-                )
+                with read_once(export, shares) if _forks(parallel) else nullcontext():
+                    return breakdown_files(
+                        [files[0]], options, parallel, notes, shares, read_from=export
+                    )
             except ShareWithoutSteps:  # some process has no matching range: read whole, as always
                 if parallel is not None and parallel.progress is not None:
                     parallel.progress(0, 0, "")  # no count of the parts any more
@@ -81,6 +86,13 @@ def breakdown(
         whole_trace=whole_trace,
         release=release,
     )
+
+
+def _forks(parallel: ParallelOptions | None) -> bool:
+    """Whether the map's workers fork from this process (no other thread runs, or the caller's
+    pause stops it), and so inherit the big tables read once here (a fork server's do not)."""
+    paused = parallel is not None and parallel.pause is not None
+    return sys.platform == "linux" and (paused or threading.active_count() == 1)
 
 
 def _process_shares(

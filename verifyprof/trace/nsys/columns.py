@@ -169,6 +169,9 @@ class SlicedQuery(Query):
         self.spec = spec
         total = int(self.offsets[-1])
         self.columns = {name: np.empty(total, dtype=dtype) for name, (dtype, _) in spec.items()}
+        # columns whose every value read was an integer (no NULL, REAL or fill): their numpy values
+        # compare as SQLite compares the column's own values
+        self.exact = set(spec)
 
     def run(self, uri: str, i: int) -> None:
         def work(batch_rows: int) -> None:
@@ -185,11 +188,13 @@ class SlicedQuery(Query):
                     if pos + n > limit:
                         raise RuntimeError("slice returned more rows than its rowid span")
                     for name, (_, fill) in self.spec.items():
+                        column = batch.column(name)
                         try:
-                            _into(batch.column(name), self.columns[name][pos : pos + n], fill)
+                            _into(column, self.columns[name][pos : pos + n], fill)
                         except TypeError:
-                            got = str(batch.column(name).type)
-                            raise NotNumeric(name, got, self.table) from None
+                            raise NotNumeric(name, str(column.type), self.table) from None
+                        if column.null_count or not pa.types.is_integer(column.type):
+                            self.exact.discard(name)
                     pos += n
                 self.filled[i] = pos - int(self.offsets[i])
             finally:
@@ -207,9 +212,7 @@ class SlicedQuery(Query):
                 for column in self.columns.values():
                     column[dst : dst + n] = column[src : src + n]
             dst += n
-        rows = Rows(None, self.table)
-        rows.columns = {name: column[:dst] for name, column in self.columns.items()}
-        rows.n = dst
+        rows = Rows.of({name: column[:dst] for name, column in self.columns.items()}, self.table)
         self.columns = {}
         return rows
 
@@ -231,6 +234,14 @@ class Rows:
         self.n = self.table.num_rows if self.table is not None else 0
         self.columns: dict[str, np.ndarray] = {}
         self.invalid_utf8: dict[str, np.ndarray] = {}  # column -> rows whose text was not UTF-8
+
+    @classmethod
+    def of(cls, columns: dict[str, np.ndarray], source: str = "") -> Rows:
+        """Rows of numpy columns of one length (a sliced read's, or a share of one)."""
+        rows = cls(None, source)
+        rows.columns = columns
+        rows.n = len(next(iter(columns.values()))) if columns else 0
+        return rows
 
     def take(self, name: str, dtype: str, fill: float = NO_ID) -> np.ndarray:
         if name in self.columns:

@@ -31,10 +31,7 @@ from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import StringTable, Trace
 from verifyprof.trace.integrity import Problem
 from verifyprof.trace.nsys.activity import (
-    API_SPEC,
-    KERNEL_SPEC,
     api_candidates,
-    api_slices,
     api_table,
     copies_table,
     copy_query,
@@ -42,18 +39,14 @@ from verifyprof.trace.nsys.activity import (
     graph_query,
     graph_warnings,
     graphs_table,
-    kernel_slices,
     kernels_table,
 )
-from verifyprof.trace.nsys.columns import NotNumeric, SlicedQuery, TableQuery
+from verifyprof.trace.nsys.columns import NotNumeric, TableQuery
 from verifyprof.trace.nsys.export import (
-    DRIVER,
     GRAPH_TRACE,
-    KERNEL,
     MEMCPY,
     MEMSET,
     NVTX,
-    RUNTIME,
     NsysExport,
     NsysStrings,
     ProcessFilter,
@@ -63,6 +56,7 @@ from verifyprof.trace.nsys.export import (
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
 from verifyprof.trace.nsys.processes import devices_table, gpu_uuids, processes_table
 from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
+from verifyprof.trace.nsys.shared_read import API, KERNELS, big_jobs, take_share
 from verifyprof.trace.validation import checked
 
 __all__ = ["FORMAT", "read_nsys_sqlite"]
@@ -103,18 +97,15 @@ def _read(export: NsysExport) -> Trace:
     warnings += schema_warnings(meta["nsys_schema_version"])
 
     api_names = api_candidates(export)
-    kernel_job = SlicedQuery(kernel_slices(export), KERNEL_SPEC, KERNEL)
-    api_job = SlicedQuery(
-        [q for t in (RUNTIME, DRIVER) for q in api_slices(export, t, api_names)],
-        API_SPEC,
-        f"{RUNTIME} or {DRIVER}",
-    )
+    shared = take_share(export)  # this share's kernel and API rows, read once for every share
+    big = big_jobs(export, api_names) if shared is None else {}
     copy_jobs = {t: TableQuery(copy_query(export, t), t) for t in (MEMCPY, MEMSET)}
     graph_job = TableQuery(graph_query(export), GRAPH_TRACE)
     nvtx_job = TableQuery(nvtx_query(export), NVTX)
-    export.fetch([kernel_job, api_job, *copy_jobs.values(), graph_job, nvtx_job])
+    export.fetch([*big.values(), *copy_jobs.values(), graph_job, nvtx_job])
+    rows = shared or {name: job.rows() for name, job in big.items()}
 
-    kernels, problems = kernels_table(kernel_job.rows(), names, export)
+    kernels, problems = kernels_table(rows[KERNELS], names, export)
     copies = copies_table({t: job.rows() for t, job in copy_jobs.items()}, strings)
     graphs = graphs_table(graph_job.rows())
     if not (len(kernels) or len(copies) or len(graphs)):
@@ -126,7 +117,7 @@ def _read(export: NsysExport) -> Trace:
     gpu_keys = np.concatenate(
         [correlation_key(t["pid"], t["correlation"]) for t in (kernels, copies, graphs)]
     )
-    api = api_table(api_job.rows(), api_names, strings, gpu_keys)
+    api = api_table(rows[API], api_names, strings, gpu_keys)
     ranges, nvtx_warnings, nvtx_problems = ranges_table(nvtx_job.rows(), names, strings)
     problems += nvtx_problems
     warnings += nvtx_warnings + [p.message() for p in problems]

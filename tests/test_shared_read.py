@@ -1,0 +1,128 @@
+"""An nsys export mapped in shares of its processes has its kernel and runtime tables read once,
+in the map's own process, and split by share in numpy (``trace.nsys.shared_read``): each share's
+trace is the one its own SQL-filtered read gives, to the nanosecond, and workers forked during the
+map take their share from that read. Where numpy could not compare as SQL does (NULL or REAL
+process ids), nothing is split and the shares read as before."""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import PUBLIC, REPO
+
+from verifyprof.trace import load_trace
+from verifyprof.trace.nsys import shared_read
+from verifyprof.trace.nsys.export import NsysExport
+from verifyprof.trace.shares import process_shares
+
+sys.path.insert(0, str(REPO / "bench"))
+import gen_nsys_export
+
+NSYS_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite"
+TABLES = ("kernels", "copies", "graphs", "api", "ranges", "devices", "processes")
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("shared") / "tp4.sqlite"
+    gen_nsys_export.generate(path, kernels=12_000, ranks=4, layers=4, seed=5)
+    return path
+
+
+def assert_same_trace(a, b) -> None:
+    for table in TABLES:
+        pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True)
+    assert list(a.strings) == list(b.strings)
+    assert a.meta == b.meta and a.warnings == b.warnings
+    assert repr(a.integrity) == repr(b.integrity)
+
+
+def read_both(path: Path, n: int) -> tuple[list, list, int]:
+    """Each share read by its SQL filter, then each share taken from one read; how many shares
+    the one read split."""
+    shares = process_shares(path, n, min_kernels=0)
+    assert shares is not None
+    by_sql = [load_trace(path, share) for share in shares]
+    with shared_read.read_once(path, shares):
+        split = len(shared_read._SHARES)
+        once = [load_trace(path, share) for share in shares]
+    assert not shared_read._SHARES  # nothing kept after the map
+    return by_sql, once, split
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_each_share_taken_from_one_read_is_the_trace_its_sql_filter_reads(four_ranks, n):
+    by_sql, once, split = read_both(four_ranks, n)
+    assert split == n
+    for a, b in zip(by_sql, once):
+        assert len(a.kernels) and len(a.api)
+        assert_same_trace(a, b)
+
+
+def test_a_real_two_gpu_export_read_once_gives_each_share_its_own_rows():
+    by_sql, once, split = read_both(NSYS_2GPU, 2)
+    assert split == 2
+    for a, b in zip(by_sql, once):
+        assert_same_trace(a, b)
+
+
+def test_a_share_is_taken_once_then_read_from_sqlite(four_ranks):
+    shares = process_shares(four_ranks, 2, min_kernels=0)
+    with shared_read.read_once(four_ranks, shares):
+        with NsysExport(four_ranks, shares[0]) as export:
+            assert shared_read.take_share(export) is not None
+            assert shared_read.take_share(export) is None
+        with NsysExport(four_ranks) as export:  # a whole read is never served from shares
+            assert shared_read.take_share(export) is None
+
+
+def _take_in_child(path: str, share, answer) -> None:
+    with NsysExport(Path(path), share) as export:
+        taken = shared_read.take_share(export)
+    answer.send(None if taken is None else taken["kernels"].n)
+
+
+def test_a_worker_forked_during_the_map_takes_its_share_from_the_one_read(four_ranks):
+    shares = process_shares(four_ranks, 2, min_kernels=0)
+    expected = len(load_trace(four_ranks, shares[1]).kernels)
+    context = multiprocessing.get_context("fork")
+    with shared_read.read_once(four_ranks, shares):
+        parent, child = context.Pipe()
+        worker = context.Process(target=_take_in_child, args=(str(four_ranks), shares[1], child))
+        worker.start()
+        got = parent.recv()
+        worker.join()
+    assert got == expected
+
+
+def edited(path: Path, tmp_path: Path, statement: str) -> Path:
+    copy = tmp_path / "edited.sqlite"
+    shutil.copy(path, copy)
+    con = sqlite3.connect(copy)
+    con.execute(statement)
+    con.commit()
+    con.close()
+    return copy
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid % 97 = 0",
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = globalTid + 0.5 WHERE rowid % 89 = 0",
+    ],
+    ids=["null process id", "real process id"],
+)
+def test_process_ids_numpy_cannot_compare_as_sql_does_leave_the_shares_to_sql(
+    four_ranks, tmp_path, statement
+):
+    by_sql, once, split = read_both(edited(four_ranks, tmp_path, statement), 2)
+    assert split == 0
+    for a, b in zip(by_sql, once):
+        assert_same_trace(a, b)

@@ -1,0 +1,138 @@
+"""One read of an export's big tables for every share of its processes.
+
+An export read in shares (:mod:`verifyprof.trace.shares`) used to be scanned whole once per
+share: each worker's SQL filter on ``globalPid`` / ``globalTid`` still steps every row of the
+kernel and runtime tables, so 8 shares stepped them 8 times. Here the process that maps the
+shares reads those two tables once, on all its cores (:func:`read_once`), and splits the rows by
+share in numpy, with the shares' own filter (``(column >> 24) IN (...)``, the last share every
+other process). Map workers forked from it inherit the split (copy-on-write) and each takes its
+own share's rows (:func:`take_share`) instead of querying them; the small tables (copies, graphs,
+NVTX, names, payloads) are still queried per share.
+
+A share's rows are the ones its SQL filter selects, in the same (rowid) order, so its trace is
+the same to the nanosecond. The split is made only where that holds: the filter's column is the
+one the query reads, and every value of it read was an integer (no NULL, REAL or text, whose SQL
+comparison numpy's would not reproduce). Otherwise, and when the one read fails, the shares read
+as before (and name the file's problem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from verifyprof.trace.nsys.activity import (
+    API_SPEC,
+    KERNEL_SPEC,
+    api_candidates,
+    api_slices,
+    kernel_slices,
+)
+from verifyprof.trace.nsys.columns import Rows, SlicedQuery
+from verifyprof.trace.nsys.export import DRIVER, KERNEL, RUNTIME, NsysExport, ProcessFilter
+
+# the big tables, the tables each reads, and the column a share's filter compares (and its alias)
+KERNELS = "kernels"
+API = "api"
+FILTER_COLUMNS = {KERNELS: ("globalPid", "gpid"), API: ("globalTid", "gtid")}
+TABLES = {KERNELS: (KERNEL,), API: (RUNTIME, DRIVER)}
+
+# (file identity, share) -> {big table name: that share's rows}; filled by read_once in the map's
+# own process, read in the workers it forks
+_SHARES: dict[tuple[tuple, ProcessFilter], dict[str, dict[str, np.ndarray]]] = {}
+
+
+def big_jobs(export: NsysExport, api_names: dict[int, str]) -> dict[str, SlicedQuery]:
+    """The kernel and runtime/driver queries of :func:`~verifyprof.trace.nsys.reader`'s read."""
+    return {
+        KERNELS: SlicedQuery(kernel_slices(export), KERNEL_SPEC, KERNEL),
+        API: SlicedQuery(
+            [q for t in (RUNTIME, DRIVER) for q in api_slices(export, t, api_names)],
+            API_SPEC,
+            f"{RUNTIME} or {DRIVER}",
+        ),
+    }
+
+
+@contextlib.contextmanager
+def read_once(path: Path, shares: list[ProcessFilter]) -> Iterator[None]:
+    """While inside: the big tables of ``path`` read once and split by ``shares``, for the map's
+    workers forked here to take (nothing is kept when a split would not be exact)."""
+    key = _identity(path)
+    try:
+        split = _read_split(path, shares)
+    except Exception:  # noqa: BLE001 - the shares' own reads name the problem
+        split = None
+    for share, tables in (split or {}).items():
+        _SHARES[(key, share)] = tables
+    try:
+        yield
+    finally:
+        for share in split or {}:
+            _SHARES.pop((key, share), None)
+
+
+def take_share(export: NsysExport) -> dict[str, Rows] | None:
+    """This share's rows of the big tables, if the process that forked this one read them (taken:
+    a second read of the share queries SQLite)."""
+    if export.processes is None or not _SHARES:
+        return None
+    try:
+        key = _identity(export.path)
+    except OSError:
+        return None
+    tables = _SHARES.pop((key, export.processes), None)
+    if tables is None:
+        return None
+    return {name: Rows.of(columns, TABLES[name][0]) for name, columns in tables.items()}
+
+
+def _identity(path: Path) -> tuple:
+    stat = os.stat(path)
+    return (str(Path(path).resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _read_split(
+    path: Path, shares: list[ProcessFilter]
+) -> dict[ProcessFilter, dict[str, dict[str, np.ndarray]]] | None:
+    with NsysExport(path) as export:
+        export.check_is_export()
+        for name, tables in TABLES.items():
+            column = FILTER_COLUMNS[name][0]
+            if any(_filter_column(export, t) not in (column, None) for t in tables):
+                return None  # a share would filter on another column than the one read
+        jobs = big_jobs(export, api_candidates(export))
+        export.fetch(list(jobs.values()))
+    split: dict[ProcessFilter, dict[str, dict[str, np.ndarray]]] = {s: {} for s in shares}
+    for name, job in jobs.items():
+        alias = FILTER_COLUMNS[name][1]
+        if alias not in job.exact:
+            return None
+        rows = job.rows()
+        keys = rows.columns[alias] >> 24  # SQLite's >> on an integer: an arithmetic shift
+        picks = [_picked(keys, share) for share in shares]
+        for column in list(rows.columns):
+            values = rows.columns.pop(column)
+            for share, pick in zip(shares, picks):
+                split[share].setdefault(name, {})[column] = values[pick]
+    return split
+
+
+def _filter_column(export: NsysExport, table: str) -> str | None:
+    """The column a share's filter compares in ``table`` (``NsysExport.of_processes``), None when
+    the table is absent."""
+    cols = export.cols(table)
+    if not cols:
+        return None
+    return "globalPid" if "globalPid" in cols else "globalTid" if "globalTid" in cols else ""
+
+
+def _picked(keys: np.ndarray, share: ProcessFilter) -> np.ndarray:
+    """The rows ``share.sql`` selects, given every row's ``column >> 24`` (none NULL)."""
+    named = np.array([p >> 24 for p in share.pids], dtype=np.int64)
+    inside = np.isin(keys, named)
+    return np.flatnonzero(~inside if share.rest else inside)
