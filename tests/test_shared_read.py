@@ -18,7 +18,7 @@ from conftest import PUBLIC, REPO
 
 from verifyprof.trace import load_trace
 from verifyprof.trace.nsys import shared_read
-from verifyprof.trace.nsys.export import NsysExport
+from verifyprof.trace.nsys.export import NsysExport, ProcessFilter
 from verifyprof.trace.shares import process_shares
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -124,5 +124,16 @@ def test_process_ids_numpy_cannot_compare_as_sql_does_leave_the_shares_to_sql(
 ):
     by_sql, once, split = read_both(edited(four_ranks, tmp_path, statement), 2)
     assert split == 0
+    for a, b in zip(by_sql, once):
+        assert_same_trace(a, b)
+
+
+def test_shares_that_name_a_process_twice_are_not_split_and_each_reads_its_own_rows(four_ranks):
+    first, rest = process_shares(four_ranks, 2, min_kernels=0)
+    shares = [first, ProcessFilter(tuple(reversed(first.pids))), rest]  # the first's, twice
+    by_sql = [load_trace(four_ranks, share) for share in shares]
+    with shared_read.read_once(four_ranks, shares):
+        assert not shared_read._SHARES
+        once = [load_trace(four_ranks, share) for share in shares]
     for a, b in zip(by_sql, once):
         assert_same_trace(a, b)

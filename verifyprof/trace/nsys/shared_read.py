@@ -41,6 +41,8 @@ API = "api"
 FILTER_COLUMNS = {KERNELS: ("globalPid", "gpid"), API: ("globalTid", "gtid")}
 TABLES = {KERNELS: (KERNEL,), API: (RUNTIME, DRIVER)}
 
+ENABLED = True  # False: every share queries its own rows (bench_ranks compares the two)
+
 # (file identity, share) -> {big table name: that share's rows}; filled by read_once in the map's
 # own process, read in the workers it forks
 _SHARES: dict[tuple[tuple, ProcessFilter], dict[str, dict[str, np.ndarray]]] = {}
@@ -64,7 +66,7 @@ def read_once(path: Path, shares: list[ProcessFilter]) -> Iterator[None]:
     workers forked here to take (nothing is kept when a split would not be exact)."""
     key = _identity(path)
     try:
-        split = _read_split(path, shares)
+        split = _read_split(path, shares) if ENABLED else None
     except Exception:  # noqa: BLE001 - the shares' own reads name the problem
         split = None
     for share, tables in (split or {}).items():
@@ -99,6 +101,8 @@ def _identity(path: Path) -> tuple:
 def _read_split(
     path: Path, shares: list[ProcessFilter]
 ) -> dict[ProcessFilter, dict[str, dict[str, np.ndarray]]] | None:
+    if not shares or not _a_partition(shares):
+        return None  # a row in two shares: not one split
     with NsysExport(path) as export:
         export.check_is_export()
         for name, tables in TABLES.items():
@@ -113,13 +117,43 @@ def _read_split(
         if alias not in job.exact:
             return None
         rows = job.rows()
-        keys = rows.columns[alias] >> 24  # SQLite's >> on an integer: an arithmetic shift
-        picks = [_picked(keys, share) for share in shares]
+        order, bounds = _by_share(rows.columns[alias] >> 24, shares)  # SQLite's >>: arithmetic
         for column in list(rows.columns):
-            values = rows.columns.pop(column)
-            for share, pick in zip(shares, picks):
-                split[share].setdefault(name, {})[column] = values[pick]
+            values = rows.columns.pop(column)[order]  # each share's rows together, in rowid order
+            for share, lo, hi in zip(shares, bounds[:-1], bounds[1:]):
+                split[share].setdefault(name, {})[column] = values[lo:hi]
     return split
+
+
+def _a_partition(shares: list[ProcessFilter]) -> bool:
+    """Whether every row is in exactly one share: no process named twice, and the last share,
+    if of the rest, excludes exactly the processes the others name."""
+    named = [p >> 24 for share in shares[:-1] for p in set(share.pids)]
+    if any(share.rest for share in shares[:-1]) or len(named) != len(set(named)):
+        return False
+    last = shares[-1]
+    if not last.rest:
+        return not set(named) & {p >> 24 for p in last.pids}
+    return {p >> 24 for p in last.pids} == set(named)
+
+
+def _by_share(keys: np.ndarray, shares: list[ProcessFilter]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows in share order (within a share, in their own order) and each share's bounds in it:
+    a row goes to the share naming its process (``share.sql``), else to the share of the rest
+    (rows of no share: after the last bound)."""
+    named = {p >> 24: i for i, share in enumerate(shares) if not share.rest for p in share.pids}
+    rest = len(shares) - 1 if shares[-1].rest else len(shares)
+    if named:
+        known = np.array(sorted(named), dtype=np.int64)
+        share_of = np.array([named[int(k)] for k in known], dtype=np.int64)
+        at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
+        index = np.where(known[at] == keys, share_of[at], rest)
+    else:
+        index = np.full(len(keys), rest, dtype=np.int64)
+    small = np.int16 if len(shares) < 1 << 15 else np.int64  # a radix sort for small ints
+    order = np.argsort(index.astype(small), kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(index, minlength=len(shares) + 1))]
+    return order, bounds[: len(shares) + 1]
 
 
 def _filter_column(export: NsysExport, table: str) -> str | None:
@@ -129,10 +163,3 @@ def _filter_column(export: NsysExport, table: str) -> str | None:
     if not cols:
         return None
     return "globalPid" if "globalPid" in cols else "globalTid" if "globalTid" in cols else ""
-
-
-def _picked(keys: np.ndarray, share: ProcessFilter) -> np.ndarray:
-    """The rows ``share.sql`` selects, given every row's ``column >> 24`` (none NULL)."""
-    named = np.array([p >> 24 for p in share.pids], dtype=np.int64)
-    inside = np.isin(keys, named)
-    return np.flatnonzero(~inside if share.rest else inside)
