@@ -80,6 +80,17 @@ def run_queries(uri: str, jobs: list[Query]) -> None:
         list(pool.map(lambda task: task[0].run(uri, task[1]), tasks))
 
 
+def release_free_memory() -> None:
+    """Hand the heap the reader's threads freed (Arrow batches) back to the OS, so that the
+    next stage starts from the trace's own footprint (glibc keeps freed arena memory otherwise)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
 class Query:
     """One or more SQL queries whose results a :class:`Rows` hands out; ``table`` names what
     they read, for errors."""

@@ -41,7 +41,7 @@ from verifyprof.trace.nsys.activity import (
     graphs_table,
     kernels_table,
 )
-from verifyprof.trace.nsys.columns import NotNumeric, TableQuery
+from verifyprof.trace.nsys.columns import NotNumeric, TableQuery, release_free_memory
 from verifyprof.trace.nsys.export import (
     GRAPH_TRACE,
     MEMCPY,
@@ -73,19 +73,8 @@ def read_nsys_sqlite(path: Path, processes: ProcessFilter | None = None) -> Trac
             trace = _read(export)
     except NotNumeric as exc:  # text in a column of numbers (a timestamp, an id)
         raise TraceError(f"{exc}: not an export as nsys writes it", path) from None
-    _release_free_memory()
+    release_free_memory()
     return trace
-
-
-def _release_free_memory() -> None:
-    """Hand the heap the reader's threads freed (Arrow batches) back to the OS, so that the
-    next stage starts from the trace's own footprint (glibc keeps freed arena memory otherwise)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        pass
 
 
 def _read(export: NsysExport) -> Trace:

@@ -32,7 +32,7 @@ from verifyprof.trace.nsys.activity import (
     api_slices,
     kernel_slices,
 )
-from verifyprof.trace.nsys.columns import Rows, SlicedQuery
+from verifyprof.trace.nsys.columns import Rows, SlicedQuery, release_free_memory
 from verifyprof.trace.nsys.export import DRIVER, KERNEL, RUNTIME, NsysExport, ProcessFilter
 
 # the big tables, the tables each reads, and the column a share's filter compares (and its alias)
@@ -69,6 +69,7 @@ def read_once(path: Path, shares: list[ProcessFilter]) -> Iterator[None]:
         split = _read_split(path, shares) if ENABLED else None
     except Exception:  # noqa: BLE001 - the shares' own reads name the problem
         split = None
+    release_free_memory()  # the read's Arrow batches: the workers forked next start without them
     for share, tables in (split or {}).items():
         _SHARES[(key, share)] = tables
     try:
