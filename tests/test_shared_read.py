@@ -137,3 +137,11 @@ def test_shares_that_name_a_process_twice_are_not_split_and_each_reads_its_own_r
         once = [load_trace(four_ranks, share) for share in shares]
     for a, b in zip(by_sql, once):
         assert_same_trace(a, b)
+
+
+def test_tables_larger_than_the_one_read_may_hold_are_left_to_each_share(four_ranks, monkeypatch):
+    monkeypatch.setattr(shared_read, "MAX_ROWS", 1_000)  # the 4-rank export: ~20k rows
+    by_sql, once, split = read_both(four_ranks, 2)
+    assert split == 0
+    for a, b in zip(by_sql, once):
+        assert_same_trace(a, b)

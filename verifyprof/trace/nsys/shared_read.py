@@ -12,8 +12,9 @@ NVTX, names, payloads) are still queried per share.
 A share's rows are the ones its SQL filter selects, in the same (rowid) order, so its trace is
 the same to the nanosecond. The split is made only where that holds: the filter's column is the
 one the query reads, and every value of it read was an integer (no NULL, REAL or text, whose SQL
-comparison numpy's would not reproduce). Otherwise, and when the one read fails, the shares read
-as before (and name the file's problem).
+comparison numpy's would not reproduce). Otherwise, when the tables hold more than
+:data:`MAX_ROWS` rows (the map's process would hold more than a share's memory), and when the one
+read fails, the shares read as before (and name the file's problem).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ API = "api"
 FILTER_COLUMNS = {KERNELS: ("globalPid", "gpid"), API: ("globalTid", "gtid")}
 TABLES = {KERNELS: (KERNEL,), API: (RUNTIME, DRIVER)}
 
+# rows (by rowid span) of the big tables read once at most: the map's process holds them all
+# until its workers have forked (a 1M-kernel, 8-rank export: 1.9M rows, ~110 MB)
+MAX_ROWS = 2_500_000
 ENABLED = True  # False: every share queries its own rows (bench_ranks compares the two)
 
 # (file identity, share) -> {big table name: that share's rows}; filled by read_once in the map's
@@ -111,6 +115,8 @@ def _read_split(
             if any(_filter_column(export, t) not in (column, None) for t in tables):
                 return None  # a share would filter on another column than the one read
         jobs = big_jobs(export, api_candidates(export))
+        if sum(int(job.offsets[-1]) for job in jobs.values()) > MAX_ROWS:
+            return None  # the shares' own reads keep each process's memory to its share
         export.fetch(list(jobs.values()))
     split: dict[ProcessFilter, dict[str, dict[str, np.ndarray]]] = {s: {} for s in shares}
     for name, job in jobs.items():
