@@ -49,13 +49,27 @@ TARGET_KINETO_SPEEDUP = 1.7
 # --- measured things (each in its own subprocess) ------------------------------------------------
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (map workers), user and system."""
+    import resource
+
+    own, children = (
+        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def m_fetchall(paths: list[Path]) -> dict:
     from bench_nsys import fetchall
 
+    import verifyprof.trace.nsys.activity  # noqa: F401 - fetchall's import, before the CPU clock
+
+    cpu = _cpu()
     results = [fetchall(p) for p in paths]
     return {
         "seconds": sum(r["seconds"] for r in results),
         "rows": sum(r["rows"]["kernels"] for r in results),
+        "cpu_s": _cpu() - cpu,
     }
 
 
@@ -86,6 +100,7 @@ def _breakdown(
     from verifyprof.report import progress
     from verifyprof.report.files import stream_breakdown_json
 
+    cpu = _cpu()
     t = time.perf_counter()
     source = [str(p) for p in paths] if len(paths) > 1 else paths[0]
     whole = paths[0].name.endswith(
@@ -109,7 +124,8 @@ def _breakdown(
             stream_breakdown_json(result, sink)
     else:
         result.summary()
-    return {"seconds": time.perf_counter() - t, "rows": len(result.steps)}
+    seconds = time.perf_counter() - t
+    return {"seconds": seconds, "rows": len(result.steps), "cpu_s": _cpu() - cpu}
 
 
 def m_table(paths):
@@ -414,13 +430,14 @@ def ratio(runs: dict[str, list[dict]], label: str, base: str) -> float:
 
 
 def report(runs: dict[str, list[dict]], groups: list[tuple[str, str, list[str]]]) -> dict:
-    """One table per group: best time, median ratio to its baseline, largest process RSS."""
+    """One table per group: best time, median ratio to its baseline, largest process RSS, median
+    CPU seconds (the contender's process and its workers: the work, whatever the machine's load)."""
     out = {}
     for title, base, labels in groups:
         if base not in runs:  # left out (--only)
             continue
         print(f"\n{title}")
-        print(f"{'contender':<44} {'best s':>8} {'ratio':>7} {'peak MB':>8}")
+        print(f"{'contender':<44} {'best s':>8} {'ratio':>7} {'peak MB':>8} {'CPU s':>6}")
         for label in [base, *labels]:
             if label not in runs:  # left out (--only)
                 continue
@@ -431,7 +448,11 @@ def report(runs: dict[str, list[dict]], groups: list[tuple[str, str, list[str]]]
             row["ratio" if "ratio" not in row else f"ratio to {base}"] = round(
                 rel, 3
             )  # a row in two tables
-            print(f"{label:<44} {best:8.3f} {rel:7.2f} {peak:8.0f}")
+            cpus = [r["cpu_s"] for r in runs[label] if "cpu_s" in r]
+            cpu = median(cpus) if cpus else float("nan")  # processes and workers, all cores
+            if cpus:
+                row["cpu_s"] = round(cpu, 3)
+            print(f"{label:<44} {best:8.3f} {rel:7.2f} {peak:8.0f} {cpu:6.2f}")
     return out
 
 
