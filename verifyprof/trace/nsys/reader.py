@@ -11,6 +11,8 @@ joined in numpy. The parts, each in its own module:
 * :mod:`~verifyprof.trace.nsys.activity`: ``kernels``, ``copies``, ``graphs``, ``api``.
 * :mod:`~verifyprof.trace.nsys.ranges`: NVTX ``ranges`` (domains, payloads, nesting depth).
 * :mod:`~verifyprof.trace.nsys.processes`: ``devices``, ``processes`` and ranks.
+* :mod:`~verifyprof.trace.nsys.shared_read`: a share's kernel and API rows taken from one read
+  of the export made for all its shares (when the map's process made one).
 * :mod:`~verifyprof.trace.nsys.nccl_payloads`: ``collective_args`` from NCCL's NVTX payloads (only
 exports
   made with ``--include-blobs=true`` hold them; a warning says when the schemas are there but the
