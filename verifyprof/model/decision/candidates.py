@@ -19,6 +19,7 @@ from verifyprof.model.decision.plan import Builder, PlanStep, evaluate, stack, u
 from verifyprof.model.decision.speculate import (
     DraftCurve,
     PlainDecoding,
+    decided_plan,
     draft_curve,
     plain_decoding,
 )
@@ -221,6 +222,7 @@ def rank_candidates(
     plan = stack(builders, profile, scenario, skip={"no_speculation", *blocked})
     by_name = dict(builders)
     plain = plain_decoding(profile, scenario, now, plan, by_name)
+    plan = decided_plan(plan, plain, profile, scenario, by_name)
     if only and "no_speculation" not in only:
         candidates = [c for c in candidates if c.name != "no_speculation"]
     ranking = Ranking(now, profile, scenario, candidates, skipped, plan, plain)
