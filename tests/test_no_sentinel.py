@@ -45,12 +45,12 @@ def test_no_whatif_output_holds_a_sentinel(capture):
 
 def test_a_measured_graph_replay_is_not_sped_up_by_the_verifys_graph_fixes():
     """hf-assisted's verify is eager; a plain step given at 4.5 ms (220 tok/s) is a replay, so
-    graphing the verify along the plan leaves plain decoding's rate as measured."""
+    graphing the verify is no fix of plain decoding's (what fusion and the host may still take
+    is bounded: no rate runs away)."""
     hf = str(OWN_TRACES / "capture-hf-assisted")
-    res = verifyprof("whatif", hf, "--baseline-tps", "220.4", "--json")
-    plain = json.loads(res.stdout)["plain_decoding"]
+    data = json.loads(verifyprof("whatif", hf, "--baseline-tps", "220.4", "--json").stdout)
+    plain = data["plain_decoding"]
     assert "replayed as a CUDA graph" in plain["source"]
-    assert plain["tokens_per_s_along_plan"] == [pytest.approx(220.4)] * len(
-        plain["tokens_per_s_along_plan"]
-    )
-    assert max(x for w, x in _numbers(json.loads(res.stdout)) if "tokens_per_s" in w) < 1e4
+    assert "cuda_graph_verify" not in [step["name"] for step in data["plan"]]
+    assert plain["tokens_per_s_along_plan"][0] == pytest.approx(220.4)
+    assert max(plain["tokens_per_s_along_plan"]) < 1.5 * 220.4

@@ -50,7 +50,7 @@ def test_plain_numbers_use_the_model_hardware_link_tp_and_draft_count():
 
 def test_plain_numbers_rank_in_the_console_as_in_the_json():
     args = ("whatif", *ISSUE_27, *GIVEN, "--num-draft", "3", "--baseline-tps", "40")
-    data, shown = run_json(*args), run(*args, env={"COLUMNS": "200"})
+    data, shown = run_json(*args), run(*args, "--details", env={"COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr
     for heading in ("Given", "Assumed", "Plan:", "Draft count:", "Each candidate alone"):
         assert heading in shown.stdout
@@ -105,7 +105,7 @@ def test_every_ratio_of_plain_numbers_says_what_it_is_over():
     what each is relative to."""
     args = ("whatif", "--verify-ms", "30", "--alpha", "0.7", "--num-draft", "3")
     args += ("--draft-cost-ratio", "0.05", "--baseline-tps", "82")
-    data, shown = run_json(*args), run(*args, env={"COLUMNS": "250"})
+    data, shown = run_json(*args), run(*args, "--details", env={"COLUMNS": "250"})
     over = data["relative_to"]
     assert "82.0 tok/s" in over["speedup"] and "--baseline-tps" in over["speedup"]
     assert "today's cycle" in over["gain"]
@@ -150,6 +150,8 @@ def test_a_trace_ranking_says_what_its_speedup_and_gains_are_over():
     assert f"{cur['decode_ms']:.3f} ms per step" in over["speedup"]
     assert data["plain_decoding"]["source"] in over["speedup"]
     assert f"{cur['tokens_per_s']:.1f} tok/s" in over["gain"]
-    shown = run("whatif", str(ROOT / "traces/workload-dense-eager"), env={"COLUMNS": "250"})
+    shown = run(
+        "whatif", str(ROOT / "traces/workload-dense-eager"), "--details", env={"COLUMNS": "250"}
+    )
     assert f"speedup {cur['speedup']:.2f}x over plain decoding at" in shown.stdout
     assert "gain over today" in shown.stdout

@@ -221,7 +221,7 @@ def test_from_a_trace_breaks_it_down_itself_with_the_same_result(b200_json):
 
 @needs_b200
 def test_from_breakdown_prints_table_and_assumptions(b200_json):
-    proc = run("whatif", "--from", str(b200_json), *MODEL_ARGS)
+    proc = run("whatif", "--from", str(b200_json), *MODEL_ARGS, "--details")
     assert proc.returncode == 0, proc.stderr
     assert (
         "cuda_graph_verify" in proc.stdout

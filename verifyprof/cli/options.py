@@ -53,6 +53,16 @@ TaxonomyOpt = Annotated[
     typer.Option("--taxonomy", help="kernel-name rules (TOML) replacing the built-in ones"),
 ]
 
+DetailsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--details",
+        help=(
+            "whatif: print everything behind the decision (the step and its notes, the plan and"
+            " every candidate with its assumptions, the draft-count curve, the load tables)"
+        ),
+    ),
+]
 JsonOpt = Annotated[
     bool,
     typer.Option("--json", help="print machine-readable JSON instead of tables (a flag: no value)"),

@@ -143,9 +143,41 @@ def fitted_table(
                 min_width=widths[i],
             )
     cut = [fit_label if c.kind == "label" else fit for c in columns]
+    shown = {i: distinct([r[i] for r in rows], budget[i], cut[i]) for i in budget}
     for n, row in enumerate(rows):
-        cells = [
-            escape(cut[i](cell, budget[i]) if i in budget else cell) for i, cell in enumerate(row)
-        ]
+        cells = [escape(shown[i][n] if i in shown else cell) for i, cell in enumerate(row)]
         table.add_row(*cells, style=styles[n] if styles else None)
     return table
+
+
+def distinct(names: list[str], width: int, cut=fit) -> list[str]:
+    """``names`` shortened to ``width`` by ``cut``; where two different names would print
+    alike, each is cut in the middle instead, keeping its start and the part that differs."""
+    out = [cut(name, width) for name in names]
+    seen: dict[str, set[str]] = {}
+    for name, short in zip(names, out):
+        seen.setdefault(short, set()).add(name)
+    for i, (name, short) in enumerate(zip(names, out)):
+        others = seen[short] - {name}
+        if others and width > 4:
+            at = min(_first_difference(name, other) for other in others)
+            out[i] = _around(name, width, at)
+    return out
+
+
+def _first_difference(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def _around(text: str, width: int, at: int) -> str:
+    """``text`` in ``width``: its start, an ellipsis, then the characters from just before
+    ``at`` (the first that differs), with an ellipsis at the end where they run over."""
+    if len(text) <= width:
+        return text
+    head = min(at, (width - 1) // 3)
+    room = width - 1 - head
+    start = max(head, min(at - 2, len(text) - room))
+    body = text[start : start + room]
+    if start + room < len(text):
+        body = body[:-1] + ELLIPSIS
+    return text[:head] + ELLIPSIS + body

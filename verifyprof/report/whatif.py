@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from verifyprof.contracts.text import counted
 from verifyprof.model.decision.verdict import accept_reach
+from verifyprof.report.console_decision import print_decision
 from verifyprof.report.layout import Col, Console, fitted_table
 from verifyprof.report.load_console import print_load
 
@@ -29,8 +32,27 @@ def _num(value: Any, fmt: str = ".3f", unit: str = "") -> str:
     return "-" if value is None else f"{value:{fmt}}{unit}"
 
 
-def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
+def print_plain(
+    result: dict[str, Any], console: Console | None = None, details: bool = False
+) -> None:
+    """Plain numbers: ranked, the decision on one screen as a trace's (``details``: every
+    table); else the cycle's table."""
     console = console or Console()
+    if result.get("ranking") and not details:
+        current = {k: result.get(k) for k in ("tokens_per_s", "cycle_ms", "accept_len")}
+        view = result["ranking"] | {
+            "current": current | {"num_draft": result.get("num_draft"), "source": "plain numbers"},
+            "verdict": result.get("verdict"),
+            "verdict_parts": result.get("verdict_parts"),
+            "load_curve": result.get("load_curve"),
+            "load_curve_skipped": result.get("load_curve_skipped"),
+        }
+        print_decision(view, console)
+        return
+    unpadded(console, lambda: _print_all_plain(result, console))
+
+
+def _print_all_plain(result: dict[str, Any], console: Console) -> None:
     _print_theory(result, console)
     if "cycle_ms" not in result:
         return
@@ -159,8 +181,29 @@ def basis(cur: dict[str, Any]) -> str:
     return "as traced"
 
 
-def print_ranking(result: dict[str, Any], console: Console | None = None) -> None:
+def print_ranking(
+    result: dict[str, Any], console: Console | None = None, details: bool = False
+) -> None:
+    """The decision on one screen; with ``details``, the step, every table and assumption."""
     console = console or Console()
+    if not details:
+        print_decision(result, console)
+        return
+    unpadded(console, lambda: _print_details(result, console))
+
+
+def unpadded(console: Console, draw: Any) -> None:
+    """What ``draw`` prints, each line without the padding rich's tables end it with."""
+    with console.capture() as cap:
+        draw()
+    text = TRAILING.sub(r"\1", cap.get())
+    console.print(Text.from_ansi(text, end=""), soft_wrap=True, end="", highlight=False)
+
+
+TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)
+
+
+def _print_details(result: dict[str, Any], console: Console) -> None:
     cur = result["current"]
     console.print(
         f"[bold]current[/bold]: verify {cur['verify_ms']:.3f} ms ({basis(cur)}; {cur['mode']},"

@@ -3,6 +3,7 @@ the verdict, from plain numbers (no trace)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
@@ -10,6 +11,7 @@ from verifyprof.contracts.manifest import read_manifest
 from verifyprof.model.cycle.throughput import Cycle, decode_ms_from
 from verifyprof.model.decision.plain_load import plain_load
 from verifyprof.model.decision.plain_ranking import plain_ranking, refuse_unusable, wants_ranking
+from verifyprof.model.decision.plain_roofline import ROOFLINE_SOURCE, roofline_step_ms
 from verifyprof.model.decision.speculate import PlainDecoding
 from verifyprof.model.decision.verdict import Verdict, decision_words
 from verifyprof.model.inputs.hardware import load_hardware
@@ -29,27 +31,13 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
     manifest = read_manifest(o.manifest) if o.manifest else None
     acc = acceptance(o, manifest)
     refuse_unusable(o, acc.num_draft)
+    asked = o  # what was given (the context below may be the stated default)
+    if o.model and o.context is None and not o.contexts:
+        o = replace(o, context=DEFAULT_CONTEXT)
     ranked = wants_ranking(o)
     out: dict[str, Any] = {}
     if o.alpha is not None:
-        assert o.num_draft is not None
-        lev: dict[str, Any] = {
-            "alpha": o.alpha,
-            "num_draft": o.num_draft,
-            "expected_tokens": expected_tokens(o.alpha, o.num_draft),
-        }
-        if o.draft_cost_ratio is not None:
-            best_k, best = optimal_gamma(o.alpha, o.draft_cost_ratio)
-            lev |= {
-                "draft_cost_ratio": o.draft_cost_ratio,
-                "walltime_improvement": walltime_improvement(
-                    o.alpha, o.num_draft, o.draft_cost_ratio
-                ),
-                "operations_factor": operations_factor(o.alpha, o.num_draft, o.draft_cost_ratio),
-                "optimal_num_draft": best_k,
-                "optimal_walltime_improvement": best,
-            }
-        out["leviathan"] = lev | {"relative_to": _leviathan_base(o)}
+        out["leviathan"] = _leviathan(o)
     if acc.survival is not None and o.alpha is None:
         depth = max(acc.survival.depth, acc.num_draft or 0)
         out["survival"] = {
@@ -88,6 +76,12 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
     source = "--baseline-tps" if baseline_tps is not None else "--decode-ms"
     if not o.decode_given and cycle.decode_ms is not None:
         source = f"the rate in {o.manifest}"
+    roof = None  # plain decoding never from the verify's own time: the model's roofline
+    if cycle.decode_ms is None and ranked and acc.num_draft is not None:
+        roof = roofline_step_ms(o)
+        if roof is not None:
+            cycle = replace(cycle, decode_ms=roof)
+            source = ROOFLINE_SOURCE
     result = (
         cycle.to_json()
         | {"accept_len_source": acc.source, "draft_source": draft_source}
@@ -97,10 +91,41 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
         | ({"num_draft": acc.num_draft} if acc.num_draft else {})  # the most it accepts, + 1
     )
     if ranked and acc.num_draft is not None:
-        given = _given(o, acc.source, draft_source, source if cycle.decode_ms else None)
-        return result | plain_ranking(o, cycle, acc.num_draft, acc.survival, given, source)
+        baseline = source if cycle.decode_ms and roof is None else None
+        given = _given(asked, acc.source, draft_source, baseline)
+        ranking = plain_ranking(o, cycle, acc.num_draft, acc.survival, given, source, roof)
+        if o is not asked and o.context == DEFAULT_CONTEXT:
+            ranking["basis"]["assumed"].insert(0, CONTEXT_NOTE)
+        return result | ranking
     verdict = plain_verdict(cycle, source)
     return result | {"verdict": verdict.text(), "verdict_parts": verdict.to_json()}
+
+
+DEFAULT_CONTEXT = 2048.0  # tokens, where neither the trace, the manifest nor --context says
+CONTEXT_NOTE = (
+    f"context {DEFAULT_CONTEXT:g} tokens per request: a stated default (no --context, and the"
+    " trace and manifest say none); attention reads that much KV cache"
+)
+
+
+def _leviathan(o: WhatifOptions) -> dict[str, Any]:
+    """Leviathan et al.'s i.i.d. numbers: expected tokens, and with c Thm 3.8 and 3.11."""
+    assert o.num_draft is not None
+    lev: dict[str, Any] = {
+        "alpha": o.alpha,
+        "num_draft": o.num_draft,
+        "expected_tokens": expected_tokens(o.alpha, o.num_draft),
+    }
+    if o.draft_cost_ratio is not None:
+        best_k, best = optimal_gamma(o.alpha, o.draft_cost_ratio)
+        lev |= {
+            "draft_cost_ratio": o.draft_cost_ratio,
+            "walltime_improvement": walltime_improvement(o.alpha, o.num_draft, o.draft_cost_ratio),
+            "operations_factor": operations_factor(o.alpha, o.num_draft, o.draft_cost_ratio),
+            "optimal_num_draft": best_k,
+            "optimal_walltime_improvement": best,
+        }
+    return lev | {"relative_to": _leviathan_base(o)}
 
 
 def relative_to(cycle: Cycle, baseline_source: str, ranked: bool) -> dict[str, str | None]:

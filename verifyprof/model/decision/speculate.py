@@ -220,6 +220,12 @@ class DraftCurve:
     points: list[dict[str, Any]]
     current_k: int
     sglang: bool = False
+    draft_known: bool = True  # False: no draft time measured or given (priced at 0)
+
+    @property
+    def at_edge(self) -> bool:
+        """The best k is the largest tried: more drafts may do better still."""
+        return self.best["num_draft"] == max(p["num_draft"] for p in self.points)
 
     @property
     def best(self) -> dict[str, Any]:
@@ -243,6 +249,8 @@ class DraftCurve:
             "best_num_draft": self.best["num_draft"],
             "best_tokens_per_s": self.best["tokens_per_s"],
             "server_flags": self.server_flags(),
+            "draft_cost_known": self.draft_known,
+            "best_at_edge": self.at_edge,
         }
 
 
@@ -276,7 +284,8 @@ def draft_curve(
             point = curve_point(with_drafts(profile, s, now, k, k2, "draft_count"))
         source = "today" if k2 == k else width_source(profile, s, point["width"])
         points.append(point | {"measured": k2 == k, "verify_source": source})
-    return DraftCurve(points, k, s.sglang)
+    known = s.draft_ms > 0 or any(p.name == "draft" and p.cost_ms > 0 for p in s.parts)
+    return DraftCurve(points, k, s.sglang, draft_known=known)
 
 
 def _cycle_fields(c: Cycle) -> dict[str, float]:

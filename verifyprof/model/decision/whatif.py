@@ -19,7 +19,12 @@ from verifyprof.model.cycle.parts import HOST_IDLE
 from verifyprof.model.cycle.throughput import decode_ms_from
 from verifyprof.model.decision.candidates import Ranking, Scenario, rank_candidates
 from verifyprof.model.decision.load import LoadCurve, load_curve
-from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
+from verifyprof.model.decision.plain_numbers import (
+    CONTEXT_NOTE,
+    DEFAULT_CONTEXT,
+    plain_numbers,
+    plain_verdict,
+)
 from verifyprof.model.decision.plan import _with_cycle as with_cycle_of
 from verifyprof.model.decision.server_flags import settings
 from verifyprof.model.fixes.anchor import Anchor
@@ -139,6 +144,8 @@ def load_of(
     context = s.context or float((run.get("run") or {}).get("context") or 0.0)
     if not context and o.contexts:
         context = o.contexts[0]
+    stated = not context
+    context = context or DEFAULT_CONTEXT  # never 0: a flat curve that no server runs
     try:
         load = load_curve(profile, replace(s, model=model, context=context), o.batches, o.contexts)
     except Skip as why:
@@ -147,6 +154,8 @@ def load_of(
     load.server = settings(load, vllm)
     if model is not s.model:
         load.notes.insert(0, f"model config from the capture's workload summary: {model.name}")
+    if stated:
+        load.notes.insert(0, CONTEXT_NOTE)
     return load, None
 
 
