@@ -38,18 +38,11 @@ def print_plain(
     """Plain numbers: ranked, the decision on one screen as a trace's (``details``: every
     table); else the cycle's table."""
     console = console or Console()
-    if result.get("ranking") and not details:
-        current = {k: result.get(k) for k in ("tokens_per_s", "cycle_ms", "accept_len")}
-        view = result["ranking"] | {
-            "current": current | {"num_draft": result.get("num_draft"), "source": "plain numbers"},
-            "verdict": result.get("verdict"),
-            "verdict_parts": result.get("verdict_parts"),
-            "load_curve": result.get("load_curve"),
-            "load_curve_skipped": result.get("load_curve_skipped"),
-        }
-        print_decision(view, console)
+    if result.get("candidates") and not details:
+        print_decision(result, console)
         return
-    unpadded(console, lambda: _print_all_plain(result, console))
+    flat = (result.get("current") or {}) | result  # today's cycle beside the rest
+    unpadded(console, lambda: _print_all_plain(flat, console))
 
 
 def _print_all_plain(result: dict[str, Any], console: Console) -> None:
@@ -139,14 +132,14 @@ def _print_cycle(result: dict[str, Any], console: Console) -> None:
     if result.get("verdict"):
         console.print("[bold]verdict[/bold]:", highlight=False)
         _hanging(console, [result["verdict"]], "", 1)
-    if result.get("ranking"):
+    if result.get("candidates"):
         _print_plain_ranking(result, console)
     print_load(result, console)
 
 
 def _print_plain_ranking(result: dict[str, Any], console: Console) -> None:
     """Plain numbers ranked like a trace: what was given and assumed, then the same tables."""
-    basis, view = result["basis"], result["ranking"] | {"current": result}
+    basis, view = result["basis"], result
     console.print("[bold]Given[/bold]")
     _hanging(console, basis["given"], "-", 3)
     console.print("[bold]Assumed[/bold]")

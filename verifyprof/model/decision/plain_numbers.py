@@ -8,6 +8,7 @@ from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import read_manifest
+from verifyprof.contracts.text import counted
 from verifyprof.model.cycle.throughput import Cycle, decode_ms_from
 from verifyprof.model.decision.plain_load import plain_load
 from verifyprof.model.decision.plain_ranking import plain_ranking, refuse_unusable, wants_ranking
@@ -26,7 +27,62 @@ from verifyprof.model.inputs.options import WhatifOptions, _check_options, accep
 
 
 def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
-    """``whatif --verify-ms ... --accept-len ...``: the cycle, tokens/s, speedup and break-evens."""
+    """``whatif --verify-ms ... --accept-len ...``: the cycle, tokens/s, speedup and break-evens,
+    in the schema of a trace's ranking (``one_schema``)."""
+    return one_schema(_numbers(o))
+
+
+# today's cycle as plain numbers give it: a trace's ``current`` holds the same fields
+CURRENT_KEYS = (
+    "accept_len",
+    "accept_len_source",
+    "verify_ms",
+    "draft_ms",
+    "draft_source",
+    "overhead_ms",
+    "cycle_ms",
+    "batch",
+    "num_draft",
+    "tokens_per_s",
+    "batch_tokens_per_s",
+    "decode_ms",
+    "baseline_tokens_per_s",
+    "speedup",
+    "cycle_cost_decode_steps",
+    "break_even_verify_ms",
+    "break_even_accept_len",
+)
+
+
+def one_schema(flat: dict[str, Any]) -> dict[str, Any]:
+    """Plain numbers in a trace ranking's schema: today's cycle under ``current``, plain
+    decoding, the draft-count curve, the plan and the candidates at the top level (empty where
+    plain numbers give none); what only plain numbers have (``basis``, ``leviathan``,
+    ``survival``) beside them."""
+    flat = dict(flat)
+    ranking = flat.pop("ranking", None) or {}
+    current = {k: flat.pop(k) for k in CURRENT_KEYS if k in flat}
+    current |= {"source": "plain numbers", "basis": "given"}
+    if "verify_phases_ms" in ranking:
+        current["verify_phases_ms"] = ranking.pop("verify_phases_ms")
+    return {
+        "verdict": flat.pop("verdict", None),
+        "verdict_parts": flat.pop("verdict_parts", None),
+        "current": current,
+        "measured": None,  # what a trace measures directly: plain numbers have no trace
+        "plain_decoding": ranking.get("plain_decoding", flat.pop("plain_decoding", None)),
+        "draft_curve": ranking.get("draft_curve"),
+        "load_curve": flat.pop("load_curve", None),
+        "plan": ranking.get("plan", []),
+        "relative_to": flat.pop("relative_to", {}),
+        "unaddressed": ranking.get("unaddressed", []),
+        "candidates": ranking.get("candidates", []),
+        "skipped": ranking.get("skipped", []),
+        **flat,
+    }
+
+
+def _numbers(o: WhatifOptions) -> dict[str, Any]:
     _check_options(o)
     manifest = read_manifest(o.manifest) if o.manifest else None
     acc = acceptance(o, manifest)
@@ -62,8 +118,8 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
     ):  # Thm 3.8's cost model: c target steps per draft
         draft_ms = o.num_draft * o.draft_cost_ratio * o.verify_ms
         draft_source = (
-            f"{o.num_draft} drafts x c {o.draft_cost_ratio:g} x verify {o.verify_ms:g} ms (Thm"
-            " 3.8's model)"
+            f"{counted(o.num_draft, 'draft')} x c {o.draft_cost_ratio:g} x verify"
+            f" {o.verify_ms:g} ms (Thm 3.8's model)"
         )
     cycle = Cycle(
         verify_ms=o.verify_ms,
@@ -98,7 +154,16 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
             ranking["basis"]["assumed"].insert(0, CONTEXT_NOTE)
         return result | ranking
     verdict = plain_verdict(cycle, source)
-    return result | {"verdict": verdict.text(), "verdict_parts": verdict.to_json()}
+    plain = (
+        PlainDecoding(Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), source, cycle).to_json()
+        if cycle.decode_ms is not None
+        else None
+    )
+    return result | {
+        "verdict": verdict.text(),
+        "verdict_parts": verdict.to_json(),
+        "plain_decoding": plain,
+    }
 
 
 DEFAULT_CONTEXT = 2048.0  # tokens, where neither the trace, the manifest nor --context says

@@ -179,7 +179,7 @@ def accept_reach(at: float, most: float | None) -> str:
     if at < 1.0:
         return "below 1: pays at any accept length"
     if most is not None and at > most:
-        return f"above the {most:g} that {most - 1:g} drafts can accept: unreachable"
+        return f"above the {most:g} that {counted(most - 1, 'draft')} can accept: unreachable"
     return ""
 
 
@@ -193,7 +193,7 @@ def _break_even(plain: Any) -> str:
         if most is not None and at > most:
             return (
                 f"; no accept length makes this cycle pay: it would take {at:.2f}, above the"
-                f" {most:g} its {most - 1:g} drafts can accept; it pays below {cycle}"
+                f" {most:g} its {counted(most - 1, 'draft')} can accept; it pays below {cycle}"
             )
         return (
             f"; speculation pays only above accept length {at:.2f} at this cycle, or below {cycle}"
