@@ -26,7 +26,8 @@ RangeOpt = Annotated[
         "--range",
         help=(
             "regex (Python re.search on each range's text) selecting the step ranges; default:"
-            " verifyprof's ranges and SGLang's TARGET_VERIFY"
+            " the spec_step, draft, verify, accept, draft_extend and decode ranges of verifyprof,"
+            " SGLang (TARGET_VERIFY, DECODE, ...) and their usual user spellings"
         ),
         show_default=False,
     ),

@@ -74,7 +74,8 @@ def _verdict(result: dict[str, Any], width: int) -> list[str]:
 
 def _basis_of_plain(plain: dict[str, Any]) -> str:
     if plain.get("measured"):
-        return "measured" if "given" not in plain.get("source", "") else "given"
+        source = plain.get("source", "")
+        return "given" if source.startswith("--") or "given" in source else "measured"
     return f"predicted, {plain.get('mode', '')}".rstrip(", ")
 
 
@@ -111,15 +112,17 @@ def _plan(result: dict[str, Any], width: int) -> list[str]:
         shown = plan[: TOP_FIXES - 1] + [plan[-1]]  # the decision's last step always shows
     lines = ["Plan (predicted, each on top of the ones above; tok/s, gain over today):"]
     name_width = max(len(step["name"]) for step in shown)
-    for step in shown:
+    for n, step in enumerate(shown):
         i = plan.index(step) + 1
+        if i > n + 1 and not lines[-1].endswith("--details)"):
+            lines.append(f"  ... ({i - n - 1} more in --details)")
         name = "turn speculation off" if step["name"] == "no_speculation" else step["name"]
         lines.append(
             f"  {i}. {name:<{max(name_width, 20)}} {step['tokens_per_s']:8.1f}"
             f"  {100 * step['gain']:+.0f}%"
         )
-    if len(plan) > len(shown):
-        lines.append(f"  ({len(plan) - len(shown)} more in --details)")
+    if len(plan) > plan.index(shown[-1]) + 1:
+        lines.append(f"  ... ({len(plan) - plan.index(shown[-1]) - 1} more in --details)")
     return lines
 
 

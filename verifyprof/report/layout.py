@@ -8,6 +8,8 @@ has to cut a number.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +17,7 @@ from rich import box
 from rich import console as rich_console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from verifyprof.contracts.errors import OutputClosed
 from verifyprof.contracts.outputs import silence_stdout
@@ -157,12 +160,27 @@ def distinct(names: list[str], width: int, cut=fit) -> list[str]:
     seen: dict[str, set[str]] = {}
     for name, short in zip(names, out):
         seen.setdefault(short, set()).add(name)
-    for i, (name, short) in enumerate(zip(names, out)):
-        others = seen[short] - {name}
-        if others and width > 4:
-            at = min(_first_difference(name, other) for other in others)
-            out[i] = _around(name, width, at)
+    for short, group in seen.items():
+        if len(group) < 2 or width <= 4:
+            continue
+        tails = {name: _tail(name, width) for name in group}  # the start, then the end
+        if len(set(tails.values())) < len(group):  # the ends alike too: around what differs
+            tails = {
+                name: _around(name, width, min(_first_difference(name, o) for o in group - {name}))
+                for name in group
+            }
+        out = [tails.get(name, s) if s == short else s for name, s in zip(names, out)]
     return out
+
+
+def _tail(text: str, width: int) -> str:
+    """``text`` in ``width``: its start (a step label's name and bracket whole), an ellipsis,
+    and its end."""
+    if len(text) <= width:
+        return text
+    base, bracket, _ = text.partition(" [")
+    head = len(base) + 2 if bracket and len(base) + 2 <= (width - 1) // 2 else (width - 1) // 3
+    return text[:head] + ELLIPSIS + text[len(text) - (width - 1 - head) :]
 
 
 def _first_difference(a: str, b: str) -> int:
@@ -181,3 +199,14 @@ def _around(text: str, width: int, at: int) -> str:
     if start + room < len(text):
         body = body[:-1] + ELLIPSIS
     return text[:head] + ELLIPSIS + body
+
+
+def unpadded(console: Console, draw: Callable[[], None]) -> None:
+    """What ``draw`` prints, each line without the padding rich's tables end it with."""
+    with console.capture() as cap:
+        draw()
+    text = TRAILING.sub(r"\1", cap.get())
+    console.print(Text.from_ansi(text, end=""), soft_wrap=True, end="", highlight=False)
+
+
+TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from verifyprof.contracts.text import counted
 from verifyprof.model.decision.verdict import accept_reach
 from verifyprof.report.console_decision import print_decision
-from verifyprof.report.layout import Col, Console, fitted_table
+from verifyprof.report.layout import Col, Console, fitted_table, unpadded
 from verifyprof.report.load_console import print_load
 
 
@@ -183,17 +181,6 @@ def print_ranking(
         print_decision(result, console)
         return
     unpadded(console, lambda: _print_details(result, console))
-
-
-def unpadded(console: Console, draw: Any) -> None:
-    """What ``draw`` prints, each line without the padding rich's tables end it with."""
-    with console.capture() as cap:
-        draw()
-    text = TRAILING.sub(r"\1", cap.get())
-    console.print(Text.from_ansi(text, end=""), soft_wrap=True, end="", highlight=False)
-
-
-TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)
 
 
 def _print_details(result: dict[str, Any], console: Console) -> None:

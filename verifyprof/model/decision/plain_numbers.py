@@ -112,15 +112,7 @@ def _numbers(o: WhatifOptions) -> dict[str, Any]:
             " --manifest"
         )
     baseline_tps, decode = decode_inputs(o, manifest)
-    draft_ms, draft_source = o.draft_ms or 0.0, "--draft-ms" if o.draft_ms else "none given"
-    if (
-        o.draft_ms is None and o.draft_cost_ratio is not None and o.num_draft
-    ):  # Thm 3.8's cost model: c target steps per draft
-        draft_ms = o.num_draft * o.draft_cost_ratio * o.verify_ms
-        draft_source = (
-            f"{counted(o.num_draft, 'draft')} x c {o.draft_cost_ratio:g} x verify"
-            f" {o.verify_ms:g} ms (Thm 3.8's model)"
-        )
+    draft_ms, draft_source = _draft(o)
     cycle = Cycle(
         verify_ms=o.verify_ms,
         accept_len=acc.accept_len,
@@ -171,6 +163,18 @@ CONTEXT_NOTE = (
     f"context {DEFAULT_CONTEXT:g} tokens per request: a stated default (no --context, and the"
     " trace and manifest say none); attention reads that much KV cache"
 )
+
+
+def _draft(o: WhatifOptions) -> tuple[float, str]:
+    """The draft's time per cycle and where it came from: --draft-ms, or Thm 3.8's cost model
+    (c target steps per draft) with --draft-cost-ratio, else none (priced at 0, and said so)."""
+    if o.draft_ms is None and o.draft_cost_ratio is not None and o.num_draft:
+        assert o.verify_ms is not None
+        return o.num_draft * o.draft_cost_ratio * o.verify_ms, (
+            f"{counted(o.num_draft, 'draft')} x c {o.draft_cost_ratio:g} x verify"
+            f" {o.verify_ms:g} ms (Thm 3.8's model)"
+        )
+    return o.draft_ms or 0.0, "--draft-ms" if o.draft_ms else "none given"
 
 
 def _leviathan(o: WhatifOptions) -> dict[str, Any]:
