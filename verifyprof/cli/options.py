@@ -281,7 +281,14 @@ WidthOpt = Annotated[
 ]
 
 ModeOpt = Annotated[
-    Optional[str], typer.Option("--mode", help="eager or graph, when the trace has both")
+    Optional[str],
+    typer.Option(
+        "--mode",
+        help=(
+            "eager or graph, when the trace has both; compile: a torch.compile run's steps"
+            " (compile=1), its cycle's draft steps kept"
+        ),
+    ),
 ]
 
 HardwareOpt = Annotated[

@@ -85,11 +85,10 @@ def verify_profile(
     chosen = _chosen_steps(steps, step_name, notes, where)
     sweep = sweep or _only_swept(chosen, width, notes)
     pool, sweeps = _split_sweep(chosen, sweep, where)
-    compiled = mode == "compile"  # torch.compile's steps: graph replays marked compile=1
-    mode = _pick_mode(pool, "graph" if compiled else mode, notes, where)
+    if mode == "compile":  # a torch.compile run's verify steps (compile=1), in their own mode
+        pool, mode = _compiled(pool, where), None
+    mode = _pick_mode(pool, mode, notes, where)
     in_mode = pool[pool["mode"] == mode]
-    if compiled:
-        in_mode = _compiled(in_mode, where)
     main, width = _pick_width(in_mode, width, notes, where)
     main = _pick_variant(main, notes)
     batch = _most_frequent(main["_batch"].dropna().astype(np.int64))
@@ -288,9 +287,7 @@ def _compiled(in_mode: pd.DataFrame, where: str | None) -> pd.DataFrame:
     draft steps included, is found as for any verify."""
     marked = in_mode["attrs"].map(lambda a: str(a.get("compile", "0")) not in ("0", ""))
     if not marked.any():
-        raise NoStepsError(
-            "no compiled verify steps (no graph-mode verify range carries compile=1)", where
-        )
+        raise NoStepsError("no compiled verify steps (no verify range carries compile=1)", where)
     return in_mode[marked]
 
 
