@@ -12,6 +12,11 @@ from cli_helpers import verifyprof
 from conftest import OWN_TRACES
 
 TRACES = ["workload-dense-eager", "workload-dense-compile", "capture-hf-assisted"]
+CAPTURES = sorted(  # every bundled capture that holds a trace
+    p.name
+    for p in OWN_TRACES.iterdir()
+    if (p / "manifest.json").is_file() and any(p.glob("*.sqlite*")) | any(p.glob("*.nsys-rep"))
+)
 COMMANDS = ("      --", "      no --")  # a command prints whole, to copy
 
 
@@ -31,6 +36,15 @@ def test_default_whatif_is_the_decision_in_40_lines_of_80_columns(trace):
     assert all(f"{step['tokens_per_s']:.1f}" in text for step in data["plan"][:2])
     assert f"Best draft count: k={data['draft_curve']['best_num_draft']}," in text
     assert "--details" in lines[-2] + lines[-1]
+
+
+@pytest.mark.parametrize("trace", CAPTURES)
+def test_every_bundled_capture_fits_one_screen_unpadded(trace):
+    lines = verifyprof("whatif", str(OWN_TRACES / trace), env={"COLUMNS": "80"}).stdout
+    lines = lines.splitlines()
+    assert 5 <= len(lines) <= 40
+    assert all(len(line) <= 80 for line in lines if not line.startswith(COMMANDS))
+    assert not [line for line in lines if line != line.rstrip()]
 
 
 def test_the_load_answer_gives_each_range_and_its_command_whole():

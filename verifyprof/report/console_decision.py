@@ -12,10 +12,12 @@ from typing import Any
 
 from rich.markup import escape
 
+from verifyprof.contracts.text import counted
 from verifyprof.report.layout import Console
 
 NUMBERS = ("Today:", "After the")  # the verdict's sentences the lines below say in numbers
 TOP_FIXES = 3  # the plan's fixes shown; the rest with --details
+MAX_RANGES = 4  # load ranges whose SGLang command is shown; the rest with --details
 DETAILS = (
     "more: --details (the step and its notes, every candidate and its assumptions, the"
     " draft-count curve, the load tables)"
@@ -163,9 +165,10 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
         )
     if not (result.get("draft_curve") or {}).get("draft_cost_known", True):
         lines += _wrap(
-            "  ! every k > 0 below rests on drafts priced at 0 (none measured or given):"
-            " give --draft-ms before using these settings",
+            "every k > 0 below rests on drafts priced at 0 (none measured or given): give"
+            " --draft-ms before using these settings",
             width,
+            first="  ! ",
             indent="  ",
         )
     lines += _settings(load.get("server_settings") or {}, load["contexts"][0]["context"])
@@ -196,10 +199,13 @@ def _settings(settings: dict[str, Any], context: float) -> list[str]:
     lines: list[str] = []
     if server in (None, "sglang"):
         lines.append(f"  SGLang, context {context:g}:")
-        for r in ctx["sglang"]:
+        for r in ctx["sglang"][:MAX_RANGES]:
             first, last = r["batches"]
             batches = f"{first}-{last}" if last != first else f"{first}"
             lines += [f"    batch {batches}:", f"      {r['flags']}"]
+        if len(ctx["sglang"]) > MAX_RANGES:
+            more = counted(len(ctx["sglang"]) - MAX_RANGES, "more range")
+            lines.append(f"    ... ({more} in --details)")
     if server in (None, "vllm"):
         cfg = ctx.get("vllm_speculative_config")
         lines.append(f"  vLLM, context {context:g}:")
