@@ -358,5 +358,6 @@ def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_L
     console.print("[bold]Draft count: tokens/s by k, today's execution mode (predicted)[/bold]")
     console.print(fitted_table(console, columns, rows, styles=styles))
     console.print(legend, highlight=False)
-    if curve.get("server_flags"):
-        console.print(f"  SGLang flags for k = {best}: {escape(curve['server_flags'])}")
+    if curve.get("server_flags"):  # the command whole on its own line, to copy
+        console.print(f"  SGLang flags for k = {best}:", highlight=False)
+        console.print(f"      {escape(curve['server_flags'])}", highlight=False, soft_wrap=True)
