@@ -13,6 +13,7 @@ from typing import Any
 from rich.markup import escape
 
 from verifyprof.contracts.text import counted
+from verifyprof.model.decision.whatif import AFTER_PLAN
 from verifyprof.report.layout import Console
 
 NUMBERS = ("Today:", "After the")  # the verdict's sentences the lines below say in numbers
@@ -135,8 +136,10 @@ def _best_k(result: dict[str, Any], width: int) -> list[str]:
     best = next(p for p in curve["points"] if p["num_draft"] == curve["best_num_draft"])
     top = max(p["num_draft"] for p in curve["points"])
     basis = best.get("verify_source") or "predicted"
+    when = " today" if _after_plan(result) else ""  # the load below is after the plan
     line = (
-        f"Best draft count: k={best['num_draft']}, {best['tokens_per_s']:.1f} tok/s ({basis};"
+        f"Best draft count{when}: k={best['num_draft']}, {best['tokens_per_s']:.1f} tok/s"
+        f" ({basis};"
         f" today k={curve['current_num_draft']})"
     )
     if best["num_draft"] == top:
@@ -160,8 +163,9 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
             + ("plain decoding" if k == 0 else f"k={k}")
             for a, b, k in curve.get("ranges") or []
         )
+        when = " after the plan" if _after_plan(result) else ""
         lines += _wrap(
-            f"Load, context {curve['context']:g} ({_load_basis(curve)}): {ranges}", width
+            f"Load{when}, context {curve['context']:g} ({_load_basis(curve)}): {ranges}", width
         )
     if not (result.get("draft_curve") or {}).get("draft_cost_known", True):
         lines += _wrap(
@@ -173,6 +177,12 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
         )
     lines += _settings(load.get("server_settings") or {}, load["contexts"][0]["context"])
     return lines
+
+
+def _after_plan(result: dict[str, Any]) -> bool:
+    """Whether the load curve is read after the plan's fixes (the verdict flips there)."""
+    notes = (result.get("load_curve") or {}).get("notes") or []
+    return any(note.startswith(AFTER_PLAN) for note in notes)
 
 
 def _load_basis(curve: dict[str, Any]) -> str:

@@ -85,6 +85,9 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
     return with_load(ranking, o)
 
 
+AFTER_PLAN = "the load curve after the plan's fixes"  # the note's start (the console reads it)
+
+
 def with_load(ranking: Ranking, o: WhatifOptions) -> Ranking:
     """The ranking with its load curve, read at the state the verdict decides on."""
     profile, s, fixes = decided_state(ranking)
@@ -92,7 +95,7 @@ def with_load(ranking: Ranking, o: WhatifOptions) -> Ranking:
     if ranking.load is not None and fixes:
         ranking.load.notes.insert(
             0,
-            f"the load curve after the plan's fixes ({', '.join(fixes)}), where the verdict"
+            f"{AFTER_PLAN} ({', '.join(fixes)}), where the verdict"
             " decides: speculate or not flips between today and after them",
         )
     return ranking
