@@ -206,6 +206,9 @@ def decided_plan(
         return plan
     track = [(n, b) for n, b in builders.items() if n not in SPECULATIVE_ONLY]
     steps = stack(track, off.profile or profile, off.scenario or s)
+    final = steps[-1].cumulative_tps if steps else off.cycle.tokens_per_s
+    if final < spec_after:  # plain decoding's own plan falls short of speculation's: keep that
+        return plan
     out = [PlanStep(off, off.cycle.tokens_per_s, now.tokens_per_s)]
     out += [PlanStep(st.candidate, st.cumulative_tps, now.tokens_per_s) for st in steps]
     plain.along_plan = [st.cumulative_tps for st in out]
