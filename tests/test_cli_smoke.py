@@ -56,7 +56,7 @@ def test_python_m_verifyprof_cli_prints_what_the_in_process_run_prints():
     assert done.returncode == 0, done.stderr
     in_process = verifyprof(*PLAIN)
     assert in_process.returncode == 0 and json.loads(done.stdout) == json.loads(in_process.stdout)
-    assert round(json.loads(done.stdout)["tokens_per_s"], 1) == 133.3
+    assert round(json.loads(done.stdout)["current"]["tokens_per_s"], 1) == 133.3
 
 
 @pytest.mark.parametrize("output", [[], ["--json"]], ids=["table", "json"])

@@ -110,24 +110,23 @@ KERNELS = {
     ],
     "by_phase": dict,
 }
-WHATIF_PLAIN = {
-    "schema": "verifyprof.whatif/1",
-    "unit": "ms",
-    "accept_len": NUM,
+CANDIDATE = {
+    "name": str,
     "verify_ms": NUM,
-    "draft_ms": NUM,
-    "overhead_ms": NUM,
     "cycle_ms": NUM,
-    "batch": int,
+    "accept_len": NUM,
     "tokens_per_s": NUM,
-    "batch_tokens_per_s": NUM,
-    "decode_ms": OPT_NUM,
-    "speedup": OPT_NUM,
-    "accept_len_source": str,
+    "gain": NUM,
+    "assumptions": [str],
 }
-WHATIF_RANKING = {
+# one schema, whether the input is a trace or plain numbers (issue 33): today's cycle under
+# ``current``, plain decoding, the draft-count curve and the plan beside it (null / empty where
+# the input gives none)
+WHATIF = {
     "schema": "verifyprof.whatif/1",
     "unit": "ms",
+    "verdict": (str, type(None)),
+    "verdict_parts": (dict, type(None)),
     "current": {
         "accept_len": NUM,
         "verify_ms": NUM,
@@ -135,26 +134,29 @@ WHATIF_RANKING = {
         "overhead_ms": NUM,
         "cycle_ms": NUM,
         "tokens_per_s": NUM,
+        "batch_tokens_per_s": NUM,
+        "basis": str,
+        "source": str,
+    },
+    "plain_decoding": (dict, type(None)),
+    "draft_curve": (dict, type(None)),
+    "load_curve": (dict, type(None)),
+    "plan": [dict],
+    "relative_to": dict,
+    "unaddressed": [dict],
+    "candidates": [CANDIDATE],
+    "skipped": [{"name": str, "reason": str}],
+}
+WHATIF_RANKING = WHATIF | {
+    "current": WHATIF["current"]
+    | {
         "verify_steps": int,
         "device": int,
         "mode": str,
         "width": (int, type(None)),
         "verify_phases_ms": dict,
         "notes": [str],
-        "source": str,
     },
-    "candidates": [
-        {
-            "name": str,
-            "verify_ms": NUM,
-            "cycle_ms": NUM,
-            "accept_len": NUM,
-            "tokens_per_s": NUM,
-            "gain": NUM,
-            "assumptions": [str],
-        }
-    ],
-    "skipped": [{"name": str, "reason": str}],
 }
 
 
@@ -239,8 +241,21 @@ def test_whatif_plain_json_has_its_documented_form():
     data = run_case(
         ["whatif", "--verify-ms", "15", "--accept-len", "2.0", "--baseline-tps", "82", "--json"]
     )
-    assert mismatches(data, WHATIF_PLAIN) == []
-    assert data["tokens_per_s"] == pytest.approx(2.0 / 0.015)
+    assert mismatches(data, WHATIF) == []
+    assert data["current"]["tokens_per_s"] == pytest.approx(2.0 / 0.015)
+    assert data["plain_decoding"]["tokens_per_s"] == pytest.approx(82.0)  # the rate it compares
+
+
+def test_plain_numbers_ranked_and_a_trace_share_one_whatif_schema():
+    plain = run_case(
+        ["whatif", "--verify-ms", "30", "--accept-len", "2", "--num-draft", "3", "--model",
+         "kimi-k2", "--hardware", "h200", "--tp", "8", "--decode-ms", "12.2", "--json"]
+    )  # fmt: skip
+    trace = run_case(["whatif", "--from", "traces/workload-dense-eager", "--json"])
+    assert mismatches(plain, WHATIF) == []
+    assert set(trace) - set(plain) == set()
+    for key in ("plain_decoding", "draft_curve"):
+        assert set(trace[key]) - set(plain[key]) == set()
 
 
 def test_whatif_ranking_json_has_its_documented_form():

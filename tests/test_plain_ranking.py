@@ -20,9 +20,9 @@ def test_plain_numbers_use_the_model_hardware_link_tp_and_draft_count():
 
     bare = run_json("whatif", *ISSUE_27)
     out = run_json("whatif", *ISSUE_27, *GIVEN, "--num-draft", "3")
-    assert "ranking" not in bare and "ranking" in out
-    ranking = out["ranking"]
-    phases = ranking["verify_phases_ms"]
+    assert not bare["candidates"] and out["candidates"]  # one schema: empty where not ranked
+    ranking = out
+    phases = ranking["current"]["verify_phases_ms"]
     assert sum(phases.values()) == pytest.approx(30.0)
     model, hw = load_model_config("kimi-k2"), load_hardware("h200", "pcie_gen4")
     per_call = hw.allreduce_us(4 * model.activation_bytes_per_token(), 8, "nccl").us
@@ -50,11 +50,11 @@ def test_plain_numbers_use_the_model_hardware_link_tp_and_draft_count():
 
 def test_plain_numbers_rank_in_the_console_as_in_the_json():
     args = ("whatif", *ISSUE_27, *GIVEN, "--num-draft", "3", "--baseline-tps", "40")
-    data, shown = run_json(*args), run(*args, env={"COLUMNS": "200"})
+    data, shown = run_json(*args), run(*args, "--details", env={"COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr
     for heading in ("Given", "Assumed", "Plan:", "Draft count:", "Each candidate alone"):
         assert heading in shown.stdout
-    for cand in data["ranking"]["candidates"]:
+    for cand in data["candidates"]:
         assert f"{cand['tokens_per_s']:.1f}" in shown.stdout and cand["name"] in shown.stdout
     assert f"over {data['relative_to']['speedup']}" in shown.stdout
 
@@ -63,13 +63,13 @@ def test_the_link_changes_the_allreduce_the_plain_numbers_rank():
     nvlink = run_json("whatif", *ISSUE_27, *GIVEN[:2], *GIVEN[4:], "--num-draft", "3")
     pcie = run_json("whatif", *ISSUE_27, *GIVEN, "--num-draft", "3")
     assert "NVLink" in " ".join(nvlink["basis"]["given"])
-    a, b = (d["ranking"]["verify_phases_ms"]["allreduce"] for d in (nvlink, pcie))
+    a, b = (d["current"]["verify_phases_ms"]["allreduce"] for d in (nvlink, pcie))
     assert a < b  # the same 123 allreduces cost more over PCIe Gen4
 
 
 def test_plain_numbers_without_a_model_rank_the_draft_count_alone():
     out = run_json("whatif", *ISSUE_27, "--num-draft", "3", "--draft-ms", "3")
-    ranking = out["ranking"]
+    ranking = out
     assert {c["name"] for c in ranking["candidates"]} <= {
         "more_draft_tokens",
         "fewer_draft_tokens",
@@ -105,12 +105,12 @@ def test_every_ratio_of_plain_numbers_says_what_it_is_over():
     what each is relative to."""
     args = ("whatif", "--verify-ms", "30", "--alpha", "0.7", "--num-draft", "3")
     args += ("--draft-cost-ratio", "0.05", "--baseline-tps", "82")
-    data, shown = run_json(*args), run(*args, env={"COLUMNS": "250"})
+    data, shown = run_json(*args), run(*args, "--details", env={"COLUMNS": "250"})
     over = data["relative_to"]
     assert "82.0 tok/s" in over["speedup"] and "--baseline-tps" in over["speedup"]
     assert "today's cycle" in over["gain"]
     assert "Thm 3.8" in data["leviathan"]["relative_to"]
-    assert f"{data['speedup']:.3f}x" in shown.stdout
+    assert f"{data['current']['speedup']:.3f}x" in shown.stdout
     speedup_row = next(line for line in shown.stdout.splitlines() if "speedup" in line)
     assert "over plain decoding at 82.0 tok/s" in speedup_row
     walltime_row = next(line for line in shown.stdout.splitlines() if "walltime" in line)
@@ -123,7 +123,7 @@ def test_the_plain_draft_curve_agrees_with_leviathans_optimal_k():
     verify per token, so its best k is the theorem's optimal one."""
     args = ("whatif", "--verify-ms", "30", "--alpha", "0.7", "--num-draft", "3")
     data = run_json(*args, "--draft-cost-ratio", "0.05")
-    lev, curve = data["leviathan"], data["ranking"]["draft_curve"]
+    lev, curve = data["leviathan"], data["draft_curve"]
     best = max(curve["points"], key=lambda p: p["tokens_per_s"])
     assert best["num_draft"] == lev["optimal_num_draft"]
     assert best["tokens_per_s"] * 30 / 1000 == pytest.approx(lev["optimal_walltime_improvement"])
@@ -150,6 +150,8 @@ def test_a_trace_ranking_says_what_its_speedup_and_gains_are_over():
     assert f"{cur['decode_ms']:.3f} ms per step" in over["speedup"]
     assert data["plain_decoding"]["source"] in over["speedup"]
     assert f"{cur['tokens_per_s']:.1f} tok/s" in over["gain"]
-    shown = run("whatif", str(ROOT / "traces/workload-dense-eager"), env={"COLUMNS": "250"})
+    shown = run(
+        "whatif", str(ROOT / "traces/workload-dense-eager"), "--details", env={"COLUMNS": "250"}
+    )
     assert f"speedup {cur['speedup']:.2f}x over plain decoding at" in shown.stdout
     assert "gain over today" in shown.stdout

@@ -39,12 +39,12 @@ def assert_bad_input(proc: Ran, *fragments: str) -> None:
 
 def test_15_ms_verify_at_accept_2_against_82_tok_s():
     out = run_json("whatif", "--verify-ms", "15", "--accept-len", "2.0", "--baseline-tps", "82")
-    assert out["cycle_ms"] == 15.0 and out["accept_len"] == 2.0
-    assert round(out["tokens_per_s"], 1) == 133.3
-    assert round(out["speedup"], 2) == 1.63
-    assert round(out["cycle_cost_decode_steps"], 2) == 1.23
-    assert round(out["break_even_verify_ms"], 2) == 24.39
-    assert round(out["break_even_accept_len"], 2) == 1.23
+    assert out["current"]["cycle_ms"] == 15.0 and out["current"]["accept_len"] == 2.0
+    assert round(out["current"]["tokens_per_s"], 1) == 133.3
+    assert round(out["current"]["speedup"], 2) == 1.63
+    assert round(out["current"]["cycle_cost_decode_steps"], 2) == 1.23
+    assert round(out["current"]["break_even_verify_ms"], 2) == 24.39
+    assert round(out["current"]["break_even_accept_len"], 2) == 1.23
 
 
 def test_plain_numbers_print_a_readable_table():
@@ -59,7 +59,7 @@ def test_decode_ms_is_the_same_baseline_as_tokens_per_second():
     a = run_json(
         "whatif", "--verify-ms", "15", "--accept-len", "2.0", "--decode-ms", str(1000 / 82)
     )
-    assert a["speedup"] == pytest.approx(1.626, abs=1e-3)
+    assert a["current"]["speedup"] == pytest.approx(1.626, abs=1e-3)
 
 
 def test_draft_overhead_and_batch_enter_the_cycle():
@@ -76,15 +76,15 @@ def test_draft_overhead_and_batch_enter_the_cycle():
         "--batch",
         "4",
     )
-    assert out["cycle_ms"] == 20.0
-    assert out["tokens_per_s"] == pytest.approx(100.0)
-    assert out["batch_tokens_per_s"] == pytest.approx(400.0)
+    assert out["current"]["cycle_ms"] == 20.0
+    assert out["current"]["tokens_per_s"] == pytest.approx(100.0)
+    assert out["current"]["batch_tokens_per_s"] == pytest.approx(400.0)
 
 
 def test_alpha_and_num_draft_give_eq_1_accept_length():
     out = run_json("whatif", "--verify-ms", "10", "--alpha", "0.8", "--num-draft", "5")
-    assert round(out["accept_len"], 2) == 3.69
-    assert out["leviathan"]["expected_tokens"] == out["accept_len"]
+    assert round(out["current"]["accept_len"], 2) == 3.69
+    assert out["leviathan"]["expected_tokens"] == out["current"]["accept_len"]
 
 
 def test_draft_cost_ratio_gives_thm_3_8_and_the_optimal_k():
@@ -111,14 +111,14 @@ def test_survival_curve_gives_accept_length_at_every_depth():
         3.39,
         3.70,
     ]
-    assert round(out["accept_len"], 2) == 3.70
+    assert round(out["current"]["accept_len"], 2) == 3.70
 
 
 def test_survival_truncated_by_num_draft():
     out = run_json(
         "whatif", "--verify-ms", "10", "--survival", "0.85,0.67,0.51,0.36,0.31", "--num-draft", "2"
     )
-    assert round(out["accept_len"], 2) == 2.52
+    assert round(out["current"]["accept_len"], 2) == 2.52
 
 
 # ---- bad input: one line, exit code 2 -----------------------------------------------------
@@ -221,7 +221,7 @@ def test_from_a_trace_breaks_it_down_itself_with_the_same_result(b200_json):
 
 @needs_b200
 def test_from_breakdown_prints_table_and_assumptions(b200_json):
-    proc = run("whatif", "--from", str(b200_json), *MODEL_ARGS)
+    proc = run("whatif", "--from", str(b200_json), *MODEL_ARGS, "--details")
     assert proc.returncode == 0, proc.stderr
     assert (
         "cuda_graph_verify" in proc.stdout
@@ -542,8 +542,8 @@ def test_a_draft_cost_ratio_without_draft_ms_costs_the_drafts_as_thm_3_8_does():
     )
     assert ran.returncode == 0, ran.stderr
     data = json.loads(ran.stdout)
-    assert data["draft_ms"] == pytest.approx(4 * 0.1 * 15)
-    assert data["tokens_per_s"] * 15 / 1000 == pytest.approx(
+    assert data["current"]["draft_ms"] == pytest.approx(4 * 0.1 * 15)
+    assert data["current"]["tokens_per_s"] * 15 / 1000 == pytest.approx(
         data["leviathan"]["walltime_improvement"]
     )
 

@@ -96,8 +96,11 @@ def test_hf_assisted_plan_graphs_the_dominant_draft_only_once_it_is_capturable()
     blocked = next(c for c in doc["candidates"] if c["name"] == "cuda_graph_draft")
     assert "host syncs per draft step" in blocked["blocked_by"][0]
     assumed = whatif(WhatifOptions(**options, assume_capturable=True)).to_json()
-    assert names(assumed)[0] in ("torch_compile", "cuda_graph_draft", "graph_fusion_draft")
-    assert assumed["plan"][0]["draft_ms"] < assumed["current"]["draft_ms"] / 3
+    # speculation's best fix (plain decoding with the verify graphed still beats it, so the
+    # plan itself turns speculation off first: issue 33's one decision)
+    best = next(c for c in assumed["candidates"] if c["name"] != "no_speculation")
+    assert best["name"] in ("torch_compile", "cuda_graph_draft", "graph_fusion_draft")
+    assert best["draft_ms"] < assumed["current"]["draft_ms"] / 3
 
 
 def test_eager_workload_plan_lands_near_the_measured_graph_mode_rate():

@@ -20,6 +20,7 @@ from verifyprof.cli.options import (
     ContextOpt,
     CsvOpt,
     DecodeMsOpt,
+    DetailsOpt,
     DraftCostRatioOpt,
     DrafterGainOpt,
     DraftMsOpt,
@@ -257,6 +258,7 @@ def whatif(
     drafter_gain: DrafterGainOpt = None,
     assume_capturable: AssumeCapturableOpt = False,
     candidate: CandidateOpt = None,
+    details: DetailsOpt = False,
     as_json: JsonOpt = False,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
@@ -266,11 +268,10 @@ def whatif(
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a
     breakdown."""
     if given_source is not None and source is not None and given_source != source:
-        raise VerifyprofError(
-            f"two inputs: {given_source} and --from {source}; give one (whatif models one run)"
-        )
+        msg = f"two inputs: {given_source} and --from {source}; give one (whatif models one run)"
+        raise VerifyprofError(msg)
     source = source if source is not None else given_source
-    given = {k: v for k, v in locals().items() if k != "given_source"}
+    given = {k: v for k, v in locals().items() if k not in ("given_source", "details")}
     given |= _load_lists(batch, context)
     from verifyprof import pipeline
     from verifyprof.model.decision.whatif import WhatifOptions
@@ -294,7 +295,7 @@ def whatif(
     options = _options(WhatifOptions, given)
     if source is None:
         result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
-        files.print_json(result) if as_json else show.print_plain(result)
+        files.print_json(result) if as_json else show.print_plain(result, details=details)
         return
     resolve.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
@@ -307,5 +308,5 @@ def whatif(
         integrity.warn_integrity(problems, source)
         raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)
     data = ranking.to_json() | ({"integrity": problems} if problems else {})
-    files.print_json(data) if as_json else show.print_ranking(data)
+    files.print_json(data) if as_json else show.print_ranking(data, details=details)
     integrity.warn_integrity(problems, source)

@@ -26,7 +26,8 @@ RangeOpt = Annotated[
         "--range",
         help=(
             "regex (Python re.search on each range's text) selecting the step ranges; default:"
-            " verifyprof's ranges and SGLang's TARGET_VERIFY"
+            " the spec_step, draft, verify, accept, draft_extend and decode ranges of verifyprof,"
+            " SGLang (TARGET_VERIFY, DECODE, ...) and their usual user spellings"
         ),
         show_default=False,
     ),
@@ -53,6 +54,16 @@ TaxonomyOpt = Annotated[
     typer.Option("--taxonomy", help="kernel-name rules (TOML) replacing the built-in ones"),
 ]
 
+DetailsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--details",
+        help=(
+            "whatif: print everything behind the decision (the step and its notes, the plan and"
+            " every candidate with its assumptions, the draft-count curve, the load tables)"
+        ),
+    ),
+]
 JsonOpt = Annotated[
     bool,
     typer.Option("--json", help="print machine-readable JSON instead of tables (a flag: no value)"),
@@ -270,7 +281,14 @@ WidthOpt = Annotated[
 ]
 
 ModeOpt = Annotated[
-    Optional[str], typer.Option("--mode", help="eager or graph, when the trace has both")
+    Optional[str],
+    typer.Option(
+        "--mode",
+        help=(
+            "eager or graph, when the trace has both; compile: a torch.compile run's steps"
+            " (compile=1), its cycle's draft steps kept"
+        ),
+    ),
 ]
 
 HardwareOpt = Annotated[

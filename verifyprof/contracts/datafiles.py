@@ -117,8 +117,8 @@ def resolve(kind: str, spec: str | Path, skip: tuple[str, ...] = ()) -> Path:
     if hit is None:
         stems = sorted({p.stem for p in known.values()})
         raise VerifyprofError(
-            f"unknown {kind} {text!r}: known are {', '.join(stems)} (or give a TOML file; user"
-            f" files go in {user_dir() / kind})"
+            f"unknown {kind.removesuffix('s')} {text!r}: known are {', '.join(stems)} (or give a"
+            f" TOML file; user files go in {user_dir() / kind})"
         )
     return hit
 

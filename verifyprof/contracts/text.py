@@ -40,6 +40,12 @@ def counted(n: float, word: str, plural: str | None = None) -> str:
     return f"{text} {plural}"
 
 
+def signed(x: float, digits: int = 3) -> str:
+    """``x`` with its sign, never "-0.000": a value that rounds to zero prints as +0."""
+    text = f"{x:+.{digits}f}"
+    return "+" + text[1:] if float(text) == 0 else text
+
+
 def safe_lines(text: str) -> str:
     """``text`` with its line breaks kept and every other control character escaped, line by
     line: a multi-line message (a program's log tail, a list of hooks) reads as lines, and a

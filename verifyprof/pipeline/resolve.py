@@ -289,7 +289,7 @@ def resolve_sources(
 def ranking_of(resolved: Resolved):
     """The ranking of a resolved run (None without an accept length)."""
     from verifyprof.model.decision.candidates import rank_candidates
-    from verifyprof.model.decision.whatif import load_of
+    from verifyprof.model.decision.whatif import with_load
 
     p = resolved.prepared
     if p is None:
@@ -298,8 +298,7 @@ def ranking_of(resolved: Resolved):
     ranking.dilation, ranking.profiled_tps = p.dilation, p.profiled_tps
     ranking.unprofiled_tps = p.unprofiled_tps
     ranking.profile.notes.extend(resolved.notes)
-    ranking.load, ranking.load_skipped = load_of(p.profile, p.scenario, resolved.options)
-    return ranking
+    return with_load(ranking, resolved.options)  # at the state the verdict decides on
 
 
 def verdict_text(resolved: Resolved) -> str | None:

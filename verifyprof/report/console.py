@@ -18,7 +18,7 @@ from verifyprof.report.console_group import (
     _pct,
     _print_group,
 )
-from verifyprof.report.layout import Col, Console, fitted_table
+from verifyprof.report.layout import Col, Console, fitted_table, unpadded
 
 
 def story_index(groups: list[dict[str, Any]], group: tuple[str, str, str] | None) -> int | None:
@@ -60,6 +60,17 @@ def print_breakdown(
     about; default: the verify steps with most steps), the other step groups as one table
     (``show_all``: a phase table for every group), then the collectives."""
     console = console or Console()
+    unpadded(console, lambda: _print_breakdown(result, console, show_zero, show_all, group, scope))
+
+
+def _print_breakdown(
+    result: Any,
+    console: Console,
+    show_zero: bool,
+    show_all: bool,
+    group: tuple[str, str, str] | None,
+    scope: Any,
+) -> None:
     data = {**result.header(), "summary": result.summary()} if hasattr(result, "header") else result
     _print_header(console, data)
     groups = data["summary"]["groups"]
@@ -186,6 +197,10 @@ def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
     """``kernels``: the top kernels (``KernelTable.to_json(top)``) with their phase, share, calls
     per step and one call's spread, as ``nsys stats -r cuda_gpu_kern_sum`` gives it."""
     console = console or Console()
+    unpadded(console, lambda: _print_kernels(data, console))
+
+
+def _print_kernels(data: dict[str, Any], console: Console) -> None:
     total = data["total_kernel_ns"]
     shown = len(data["kernels"])
     steps = data.get("step_count") or 0
@@ -225,8 +240,9 @@ def print_kernels(data: dict[str, Any], console: Console | None = None) -> None:
 
 def print_notes(notes: list[str], console: Console | None = None) -> None:
     """Where an input came from (a capture folder's manifest, say), dim, one line each."""
+    out = console or Console()
     for note in notes:
-        (console or Console()).print(f"[dim]note: {escape(note)}[/dim]", highlight=False)
+        unpadded(out, lambda n=note: out.print(f"[dim]note: {escape(n)}[/dim]", highlight=False))
 
 
 def print_verdict(
@@ -236,6 +252,6 @@ def print_verdict(
     ``scope``: which steps its numbers are (the mean step of which device)."""
     if text:
         about = f" ({escape(scope)})" if scope else ""
-        (console or Console()).print(
-            f"[bold]verdict[/bold]{about}: {escape(text)}", highlight=False
-        )
+        out = console or Console()
+        line = f"[bold]verdict[/bold]{about}: {escape(text)}"
+        unpadded(out, lambda: out.print(line, highlight=False))

@@ -8,6 +8,8 @@ has to cut a number.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +17,7 @@ from rich import box
 from rich import console as rich_console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from verifyprof.contracts.errors import OutputClosed
 from verifyprof.contracts.outputs import silence_stdout
@@ -143,9 +146,67 @@ def fitted_table(
                 min_width=widths[i],
             )
     cut = [fit_label if c.kind == "label" else fit for c in columns]
+    shown = {i: distinct([r[i] for r in rows], budget[i], cut[i]) for i in budget}
     for n, row in enumerate(rows):
-        cells = [
-            escape(cut[i](cell, budget[i]) if i in budget else cell) for i, cell in enumerate(row)
-        ]
+        cells = [escape(shown[i][n] if i in shown else cell) for i, cell in enumerate(row)]
         table.add_row(*cells, style=styles[n] if styles else None)
     return table
+
+
+def distinct(names: list[str], width: int, cut=fit) -> list[str]:
+    """``names`` shortened to ``width`` by ``cut``; where two different names would print
+    alike, each is cut in the middle instead, keeping its start and the part that differs."""
+    out = [cut(name, width) for name in names]
+    seen: dict[str, set[str]] = {}
+    for name, short in zip(names, out):
+        seen.setdefault(short, set()).add(name)
+    for short, group in seen.items():
+        if len(group) < 2 or width <= 4:
+            continue
+        tails = {name: _tail(name, width) for name in group}  # the start, then the end
+        if len(set(tails.values())) < len(group):  # the ends alike too: around what differs
+            tails = {
+                name: _around(name, width, min(_first_difference(name, o) for o in group - {name}))
+                for name in group
+            }
+        out = [tails.get(name, s) if s == short else s for name, s in zip(names, out)]
+    return out
+
+
+def _tail(text: str, width: int) -> str:
+    """``text`` in ``width``: its start (a step label's name and bracket whole), an ellipsis,
+    and its end."""
+    if len(text) <= width:
+        return text
+    base, bracket, _ = text.partition(" [")
+    head = len(base) + 2 if bracket and len(base) + 2 <= (width - 1) // 2 else (width - 1) // 3
+    return text[:head] + ELLIPSIS + text[len(text) - (width - 1 - head) :]
+
+
+def _first_difference(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def _around(text: str, width: int, at: int) -> str:
+    """``text`` in ``width``: its start, an ellipsis, then the characters from just before
+    ``at`` (the first that differs), with an ellipsis at the end where they run over."""
+    if len(text) <= width:
+        return text
+    head = min(at, (width - 1) // 3)
+    room = width - 1 - head
+    start = max(head, min(at - 2, len(text) - room))
+    body = text[start : start + room]
+    if start + room < len(text):
+        body = body[:-1] + ELLIPSIS
+    return text[:head] + ELLIPSIS + body
+
+
+def unpadded(console: Console, draw: Callable[[], None]) -> None:
+    """What ``draw`` prints, each line without the padding rich's tables end it with."""
+    with console.capture() as cap:
+        draw()
+    text = TRAILING.sub(r"\1", cap.get())
+    console.print(Text.from_ansi(text, end=""), soft_wrap=True, end="", highlight=False)
+
+
+TRAILING = re.compile(r"[ ]+((?:\x1b\[[0-9;]*m)*)$", re.M)

@@ -113,17 +113,21 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
                 f" {ctx['context']:g}: one setting per load range",
                 highlight=False,
             )
-            for r in ctx["sglang"]:
+            for r in ctx["sglang"]:  # a command whole on its own line, to copy
                 first, last = r["batches"]
-                console.print(f"    batch {first}-{last}: {escape(r['flags'])}", highlight=False)
+                console.print(f"    batch {first}-{last}:", highlight=False)
+                console.print(f"      {escape(r['flags'])}", highlight=False, soft_wrap=True)
         if server in (None, "vllm"):
             cfg = ctx.get("vllm_speculative_config")
             console.print(
                 f"  [bold]vLLM[/bold] ({versions.get('vllm', '')}), context {ctx['context']:g}:"
                 + (
-                    f" --speculative-config '{escape(cfg)}' (with your method and model)"
+                    " (with your method and model)"
                     if cfg
                     else " no speculative config (plain decoding at every batch listed)"
                 ),
                 highlight=False,
             )
+            if cfg:
+                line = f"      --speculative-config '{escape(cfg)}'"
+                console.print(line, highlight=False, soft_wrap=True)

@@ -9,7 +9,8 @@ from rich.table import Table
 
 from verifyprof.contracts.text import counted
 from verifyprof.model.decision.verdict import accept_reach
-from verifyprof.report.layout import Col, Console, fitted_table
+from verifyprof.report.console_decision import print_decision
+from verifyprof.report.layout import Col, Console, fitted_table, unpadded
 from verifyprof.report.load_console import print_load
 
 
@@ -29,8 +30,20 @@ def _num(value: Any, fmt: str = ".3f", unit: str = "") -> str:
     return "-" if value is None else f"{value:{fmt}}{unit}"
 
 
-def print_plain(result: dict[str, Any], console: Console | None = None) -> None:
+def print_plain(
+    result: dict[str, Any], console: Console | None = None, details: bool = False
+) -> None:
+    """Plain numbers: ranked, the decision on one screen as a trace's (``details``: every
+    table); else the cycle's table."""
     console = console or Console()
+    if result.get("candidates") and not details:
+        print_decision(result, console)
+        return
+    flat = (result.get("current") or {}) | result  # today's cycle beside the rest
+    unpadded(console, lambda: _print_all_plain(flat, console))
+
+
+def _print_all_plain(result: dict[str, Any], console: Console) -> None:
     _print_theory(result, console)
     if "cycle_ms" not in result:
         return
@@ -117,14 +130,14 @@ def _print_cycle(result: dict[str, Any], console: Console) -> None:
     if result.get("verdict"):
         console.print("[bold]verdict[/bold]:", highlight=False)
         _hanging(console, [result["verdict"]], "", 1)
-    if result.get("ranking"):
+    if result.get("candidates"):
         _print_plain_ranking(result, console)
     print_load(result, console)
 
 
 def _print_plain_ranking(result: dict[str, Any], console: Console) -> None:
     """Plain numbers ranked like a trace: what was given and assumed, then the same tables."""
-    basis, view = result["basis"], result["ranking"] | {"current": result}
+    basis, view = result["basis"], result
     console.print("[bold]Given[/bold]")
     _hanging(console, basis["given"], "-", 3)
     console.print("[bold]Assumed[/bold]")
@@ -159,8 +172,18 @@ def basis(cur: dict[str, Any]) -> str:
     return "as traced"
 
 
-def print_ranking(result: dict[str, Any], console: Console | None = None) -> None:
+def print_ranking(
+    result: dict[str, Any], console: Console | None = None, details: bool = False
+) -> None:
+    """The decision on one screen; with ``details``, the step, every table and assumption."""
     console = console or Console()
+    if not details:
+        print_decision(result, console)
+        return
+    unpadded(console, lambda: _print_details(result, console))
+
+
+def _print_details(result: dict[str, Any], console: Console) -> None:
     cur = result["current"]
     console.print(
         f"[bold]current[/bold]: verify {cur['verify_ms']:.3f} ms ({basis(cur)}; {cur['mode']},"
@@ -335,5 +358,6 @@ def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_L
     console.print("[bold]Draft count: tokens/s by k, today's execution mode (predicted)[/bold]")
     console.print(fitted_table(console, columns, rows, styles=styles))
     console.print(legend, highlight=False)
-    if curve.get("server_flags"):
-        console.print(f"  SGLang flags for k = {best}: {escape(curve['server_flags'])}")
+    if curve.get("server_flags"):  # the command whole on its own line, to copy
+        console.print(f"  SGLang flags for k = {best}:", highlight=False)
+        console.print(f"      {escape(curve['server_flags'])}", highlight=False, soft_wrap=True)

@@ -19,6 +19,7 @@ from verifyprof.model.decision.plan import Builder, PlanStep, evaluate, stack, u
 from verifyprof.model.decision.speculate import (
     DraftCurve,
     PlainDecoding,
+    decided_plan,
     draft_curve,
     plain_decoding,
 )
@@ -199,7 +200,7 @@ class Ranking:
 
 
 def rank_candidates(
-    profile: VerifyProfile, scenario: Scenario, only: list[str] | None = None
+    profile: VerifyProfile, scenario: Scenario, only: list[str] | None = None, decide: bool = True
 ) -> Ranking:
     """Every applicable candidate alone (best predicted tokens/s first; graphs that cannot be
     captured as the code runs now after the rest), the rest with their reasons, the stacked
@@ -221,6 +222,8 @@ def rank_candidates(
     plan = stack(builders, profile, scenario, skip={"no_speculation", *blocked})
     by_name = dict(builders)
     plain = plain_decoding(profile, scenario, now, plan, by_name)
+    if decide:  # not where the answer hangs on an unmeasured rate (the caller hedges)
+        plan = decided_plan(plan, plain, profile, scenario, by_name)
     if only and "no_speculation" not in only:
         candidates = [c for c in candidates if c.name != "no_speculation"]
     ranking = Ranking(now, profile, scenario, candidates, skipped, plan, plain)
@@ -277,6 +280,26 @@ CARRIES = {
 }
 
 
+def drafts_words(curve: DraftCurve) -> str:
+    """The best draft count, with what it rests on: a k at the edge of the range tried says so,
+    and one chosen with drafts priced at 0 (no draft time measured or given) names the option
+    that prices them instead of printing flags for it."""
+    best = curve.best
+    flags = curve.server_flags()
+    line = (
+        f"Best draft count: k = {best['num_draft']} ({best['tokens_per_s']:.1f} tok/s, today's"
+        f" k = {curve.current_k})"
+    )
+    if curve.at_edge:
+        line += ", the largest tried: more drafts may do better still"
+    if not curve.draft_known:
+        return line + (
+            " with drafts priced at 0 (no draft time measured or given): give --draft-ms for a"
+            " best k that counts them."
+        )
+    return line + (f"; SGLang: {flags}" if flags else "") + "."
+
+
 def verdict_of(r: Ranking) -> Verdict:
     """The run's one verdict: the step, speculate or not, the plan, the best draft count."""
     sc = r.scenario
@@ -295,12 +318,7 @@ def verdict_of(r: Ranking) -> Verdict:
         )
     v.plan = plan_words(r.current, r.plan, r.plain)
     if r.curve is not None and r.curve.best["num_draft"] != r.curve.current_k:
-        best = r.curve.best
-        flags = r.curve.server_flags()
-        v.drafts = (
-            f"Best draft count: k = {best['num_draft']} ({best['tokens_per_s']:.1f} tok/s,"
-            f" today's k = {r.curve.current_k})" + (f"; SGLang: {flags}" if flags else "") + "."
-        )
+        v.drafts = drafts_words(r.curve)
     v.not_addressed = unaddressed_words(r.unaddressed)
     for cand in r.candidates:
         if cand.blocked and cand.gain > 0:

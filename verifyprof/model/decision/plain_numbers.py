@@ -3,13 +3,16 @@ the verdict, from plain numbers (no trace)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import read_manifest
+from verifyprof.contracts.text import counted
 from verifyprof.model.cycle.throughput import Cycle, decode_ms_from
 from verifyprof.model.decision.plain_load import plain_load
 from verifyprof.model.decision.plain_ranking import plain_ranking, refuse_unusable, wants_ranking
+from verifyprof.model.decision.plain_roofline import ROOFLINE_SOURCE, roofline_step_ms
 from verifyprof.model.decision.speculate import PlainDecoding
 from verifyprof.model.decision.verdict import Verdict, decision_words
 from verifyprof.model.inputs.hardware import load_hardware
@@ -24,32 +27,73 @@ from verifyprof.model.inputs.options import WhatifOptions, _check_options, accep
 
 
 def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
-    """``whatif --verify-ms ... --accept-len ...``: the cycle, tokens/s, speedup and break-evens."""
+    """``whatif --verify-ms ... --accept-len ...``: the cycle, tokens/s, speedup and break-evens,
+    in the schema of a trace's ranking (``one_schema``)."""
+    return one_schema(_numbers(o))
+
+
+# today's cycle as plain numbers give it: a trace's ``current`` holds the same fields
+CURRENT_KEYS = (
+    "accept_len",
+    "accept_len_source",
+    "verify_ms",
+    "draft_ms",
+    "draft_source",
+    "overhead_ms",
+    "cycle_ms",
+    "batch",
+    "num_draft",
+    "tokens_per_s",
+    "batch_tokens_per_s",
+    "decode_ms",
+    "baseline_tokens_per_s",
+    "speedup",
+    "cycle_cost_decode_steps",
+    "break_even_verify_ms",
+    "break_even_accept_len",
+)
+
+
+def one_schema(flat: dict[str, Any]) -> dict[str, Any]:
+    """Plain numbers in a trace ranking's schema: today's cycle under ``current``, plain
+    decoding, the draft-count curve, the plan and the candidates at the top level (empty where
+    plain numbers give none); what only plain numbers have (``basis``, ``leviathan``,
+    ``survival``) beside them."""
+    flat = dict(flat)
+    ranking = flat.pop("ranking", None) or {}
+    current = {k: flat.pop(k) for k in CURRENT_KEYS if k in flat}
+    current |= {"source": "plain numbers", "basis": "given"}
+    if "verify_phases_ms" in ranking:
+        current["verify_phases_ms"] = ranking.pop("verify_phases_ms")
+    return {
+        "verdict": flat.pop("verdict", None),
+        "verdict_parts": flat.pop("verdict_parts", None),
+        "current": current,
+        "measured": None,  # what a trace measures directly: plain numbers have no trace
+        "plain_decoding": ranking.get("plain_decoding", flat.pop("plain_decoding", None)),
+        "draft_curve": ranking.get("draft_curve"),
+        "load_curve": flat.pop("load_curve", None),
+        "plan": ranking.get("plan", []),
+        "relative_to": flat.pop("relative_to", {}),
+        "unaddressed": ranking.get("unaddressed", []),
+        "candidates": ranking.get("candidates", []),
+        "skipped": ranking.get("skipped", []),
+        **flat,
+    }
+
+
+def _numbers(o: WhatifOptions) -> dict[str, Any]:
     _check_options(o)
     manifest = read_manifest(o.manifest) if o.manifest else None
     acc = acceptance(o, manifest)
     refuse_unusable(o, acc.num_draft)
+    asked = o  # what was given (the context below may be the stated default)
+    if o.model and o.context is None and not o.contexts:
+        o = replace(o, context=DEFAULT_CONTEXT)
     ranked = wants_ranking(o)
     out: dict[str, Any] = {}
     if o.alpha is not None:
-        assert o.num_draft is not None
-        lev: dict[str, Any] = {
-            "alpha": o.alpha,
-            "num_draft": o.num_draft,
-            "expected_tokens": expected_tokens(o.alpha, o.num_draft),
-        }
-        if o.draft_cost_ratio is not None:
-            best_k, best = optimal_gamma(o.alpha, o.draft_cost_ratio)
-            lev |= {
-                "draft_cost_ratio": o.draft_cost_ratio,
-                "walltime_improvement": walltime_improvement(
-                    o.alpha, o.num_draft, o.draft_cost_ratio
-                ),
-                "operations_factor": operations_factor(o.alpha, o.num_draft, o.draft_cost_ratio),
-                "optimal_num_draft": best_k,
-                "optimal_walltime_improvement": best,
-            }
-        out["leviathan"] = lev | {"relative_to": _leviathan_base(o)}
+        out["leviathan"] = _leviathan(o)
     if acc.survival is not None and o.alpha is None:
         depth = max(acc.survival.depth, acc.num_draft or 0)
         out["survival"] = {
@@ -68,15 +112,7 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
             " --manifest"
         )
     baseline_tps, decode = decode_inputs(o, manifest)
-    draft_ms, draft_source = o.draft_ms or 0.0, "--draft-ms" if o.draft_ms else "none given"
-    if (
-        o.draft_ms is None and o.draft_cost_ratio is not None and o.num_draft
-    ):  # Thm 3.8's cost model: c target steps per draft
-        draft_ms = o.num_draft * o.draft_cost_ratio * o.verify_ms
-        draft_source = (
-            f"{o.num_draft} drafts x c {o.draft_cost_ratio:g} x verify {o.verify_ms:g} ms (Thm"
-            " 3.8's model)"
-        )
+    draft_ms, draft_source = _draft(o)
     cycle = Cycle(
         verify_ms=o.verify_ms,
         accept_len=acc.accept_len,
@@ -88,6 +124,12 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
     source = "--baseline-tps" if baseline_tps is not None else "--decode-ms"
     if not o.decode_given and cycle.decode_ms is not None:
         source = f"the rate in {o.manifest}"
+    roof = None  # plain decoding never from the verify's own time: the model's roofline
+    if cycle.decode_ms is None and ranked and acc.num_draft is not None:
+        roof = roofline_step_ms(o)
+        if roof is not None:
+            cycle = replace(cycle, decode_ms=roof)
+            source = ROOFLINE_SOURCE
     result = (
         cycle.to_json()
         | {"accept_len_source": acc.source, "draft_source": draft_source}
@@ -97,10 +139,62 @@ def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
         | ({"num_draft": acc.num_draft} if acc.num_draft else {})  # the most it accepts, + 1
     )
     if ranked and acc.num_draft is not None:
-        given = _given(o, acc.source, draft_source, source if cycle.decode_ms else None)
-        return result | plain_ranking(o, cycle, acc.num_draft, acc.survival, given, source)
+        baseline = source if cycle.decode_ms and roof is None else None
+        given = _given(asked, acc.source, draft_source, baseline)
+        ranking = plain_ranking(o, cycle, acc.num_draft, acc.survival, given, source, roof)
+        if o is not asked and o.context == DEFAULT_CONTEXT:
+            ranking["basis"]["assumed"].insert(0, CONTEXT_NOTE)
+        return result | ranking
     verdict = plain_verdict(cycle, source)
-    return result | {"verdict": verdict.text(), "verdict_parts": verdict.to_json()}
+    plain = (
+        PlainDecoding(Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), source, cycle).to_json()
+        if cycle.decode_ms is not None
+        else None
+    )
+    return result | {
+        "verdict": verdict.text(),
+        "verdict_parts": verdict.to_json(),
+        "plain_decoding": plain,
+    }
+
+
+DEFAULT_CONTEXT = 2048.0  # tokens, where neither the trace, the manifest nor --context says
+CONTEXT_NOTE = (
+    f"context {DEFAULT_CONTEXT:g} tokens per request: a stated default (no --context, and the"
+    " trace and manifest say none); attention reads that much KV cache"
+)
+
+
+def _draft(o: WhatifOptions) -> tuple[float, str]:
+    """The draft's time per cycle and where it came from: --draft-ms, or Thm 3.8's cost model
+    (c target steps per draft) with --draft-cost-ratio, else none (priced at 0, and said so)."""
+    if o.draft_ms is None and o.draft_cost_ratio is not None and o.num_draft:
+        assert o.verify_ms is not None
+        return o.num_draft * o.draft_cost_ratio * o.verify_ms, (
+            f"{counted(o.num_draft, 'draft')} x c {o.draft_cost_ratio:g} x verify"
+            f" {o.verify_ms:g} ms (Thm 3.8's model)"
+        )
+    return o.draft_ms or 0.0, "--draft-ms" if o.draft_ms else "none given"
+
+
+def _leviathan(o: WhatifOptions) -> dict[str, Any]:
+    """Leviathan et al.'s i.i.d. numbers: expected tokens, and with c Thm 3.8 and 3.11."""
+    assert o.num_draft is not None
+    lev: dict[str, Any] = {
+        "alpha": o.alpha,
+        "num_draft": o.num_draft,
+        "expected_tokens": expected_tokens(o.alpha, o.num_draft),
+    }
+    if o.draft_cost_ratio is not None:
+        best_k, best = optimal_gamma(o.alpha, o.draft_cost_ratio)
+        lev |= {
+            "draft_cost_ratio": o.draft_cost_ratio,
+            "walltime_improvement": walltime_improvement(o.alpha, o.num_draft, o.draft_cost_ratio),
+            "operations_factor": operations_factor(o.alpha, o.num_draft, o.draft_cost_ratio),
+            "optimal_num_draft": best_k,
+            "optimal_walltime_improvement": best,
+        }
+    return lev | {"relative_to": _leviathan_base(o)}
 
 
 def relative_to(cycle: Cycle, baseline_source: str, ranked: bool) -> dict[str, str | None]:

@@ -18,12 +18,18 @@ from typing import Any
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.cycle.throughput import Cycle
-from verifyprof.model.cycle.verify_cost import phase_rooflines
 from verifyprof.model.decision.candidates import (
     CANDIDATE_NAMES,
     Ranking,
     rank_candidates,
     verdict_of,
+)
+from verifyprof.model.decision.plain_roofline import (
+    PEAK_DTYPE,
+    REST,
+    flips_between,
+    hedge,
+    roofline_floors,
 )
 from verifyprof.model.decision.speculate import draft_curve
 from verifyprof.model.decision.verdict import Verdict
@@ -52,7 +58,6 @@ WHY_NOT = {
         " does not explain"
     ),
 }
-REST = "other"  # the phase that holds what the roofline does not explain
 ONE_PART = (
     "the verify as one number (no --model and --hardware to split it): no fix from plain numbers"
     " changes it"
@@ -63,7 +68,6 @@ REST_WORDS = (
 )
 AT_FLOOR = "at its roofline floor, as plain numbers assume: no faster kernel is modelled"
 PER_CALL = " per call (the link model's, as assumed above: no trace measured it)"
-PEAK_DTYPE = {"gemm_dense": "dense_dtype", "gemm_moe": "expert_dtype", "attention": "kv_dtype"}
 
 
 def wants_ranking(o: WhatifOptions) -> bool:
@@ -146,14 +150,7 @@ def split_verify(
     the allreduces per verify."""
     batch, tp, context = o.batch or 1, o.tp or 1, o.context or 0.0
     tokens = width * batch
-    bw = hardware.bandwidth_tbps * 1e12
-    floors = {
-        phase: roof.seconds(bw, hardware.peak_tflops(getattr(model, PEAK_DTYPE[phase])) * 1e12)
-        * 1e3
-        for phase, roof in phase_rooflines(model, tokens, tp, context).items()
-    }
-    calls = float(model.allreduces_per_forward) if tp > 1 else 0.0
-    est = hardware.allreduce_us(tokens * model.activation_bytes_per_token(), tp, "nccl")
+    floors, calls, est = roofline_floors(tokens, o, model, hardware)
     allreduce = calls * est.us / 1e3
     modelled = sum(floors.values()) + allreduce
     if modelled >= verify_ms:
@@ -218,6 +215,7 @@ def plain_ranking(
     survival: Survival | None,
     given: list[str],
     baseline: str | None = None,
+    roofline_ms: float | None = None,
 ) -> dict[str, Any]:
     """The ranking of plain numbers: candidates, plan, plain decoding and the draft-count curve,
     with the basis (what was given, what was assumed); ``baseline`` says where a given plain
@@ -252,7 +250,8 @@ def plain_ranking(
         drafter_gain=o.drafter_gain,
         use_measured_widths=False,
     )
-    ranking = rank_candidates(profile, scenario, _only(o))
+    hedged = roofline_ms is not None and flips_between(cycle, roofline_ms, phases_ms.get(REST, 0.0))
+    ranking = rank_candidates(profile, scenario, _only(o), decide=not hedged)
     predicts_plain = cycle.decode_ms is not None or model is not None
     if not predicts_plain:
         _without_plain(ranking)
@@ -262,6 +261,11 @@ def plain_ranking(
             " unchanged)"
         )
     _sources(ranking, baseline if cycle.decode_ms is not None else None, model is not None)
+    if roofline_ms is not None:
+        basis.assumed.append(
+            f"plain decoding at its roofline floor: {roofline_ms:.3f} ms a step (no --decode-ms"
+            " or --baseline-tps; never the verify's own time)"
+        )
     ranking.skipped += [
         {"name": name, "reason": WHY_NOT.get(name, NEEDS_TRACE)}
         for name in CANDIDATE_NAMES
@@ -278,6 +282,8 @@ def plain_ranking(
     for cand in [*ranking.candidates, *(step.candidate for step in ranking.plan)]:
         cand.assumptions = [a.replace(" per call measured", PER_CALL) for a in cand.assumptions]
     ranking.verdict = _verdict(ranking, basis)
+    if roofline_ms is not None and ranking.plain is not None:
+        hedge(ranking, roofline_ms)
     return _to_json(ranking, basis)
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifyprof.model.cycle.throughput import Cycle
-from verifyprof.model.decision.plan import Builder, PlanStep
-from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of
+from verifyprof.model.decision.plan import Builder, PlanStep, stack
+from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of, predicted
 from verifyprof.model.fixes.cycle import OWN_MODE, plain_measured, plain_mode, plain_state
 from verifyprof.model.fixes.draft import _num_draft, curve_point, width_source, with_drafts
 from verifyprof.model.inputs.profile import VerifyProfile
@@ -51,6 +51,9 @@ class PlainDecoding:
     alternative: tuple[str, float] | None = None
     spec_after_plan: float | None = None  # speculating after the whole plan (tok/s)
     max_accept_len: float | None = None  # the most a cycle can accept: drafts + 1, where known
+    after: tuple[VerifyProfile, Scenario] | None = None  # its state after the plan's fixes
+    # where the plan was rebuilt as plain decoding's own (off first, then its fixes)
+    own_plan: bool = False
 
     @property
     def tokens_per_s(self) -> float:
@@ -141,6 +144,7 @@ def plain_decoding(
             out.alternative = (other, cycle_of(alt[0], alt[1]).tokens_per_s)
         except Skip:
             pass
+    out.after = (state, plain)
     if plan:
         out.spec_after_plan = plan[-1].cumulative_tps
     for i, step in enumerate(plan, start=1):
@@ -154,10 +158,61 @@ def plain_decoding(
                 pass
         rate = cycle_of(state, plain).tokens_per_s
         out.along_plan.append(rate)
+        out.after = (state, plain)
         if step.cumulative_tps <= rate:
             out.wins_from = None  # winning means winning from there on
         elif out.wins_from is None:
             out.wins_from = i
+    return out
+
+
+def decided_plan(
+    plan: list[PlanStep],
+    plain: PlainDecoding | None,
+    profile: VerifyProfile,
+    s: Scenario,
+    builders: dict[str, Builder],
+) -> list[PlanStep]:
+    """One decision: where plain decoding beats speculating after the plan, the plan ends by
+    turning speculation off. Speculating wins today: the fixes, then off (plain decoding with
+    the same fixes). Plain decoding wins today too: off first, then the fixes that apply to a
+    decode step, stacked on it (no speculative fix comes first leaving the rate below plain
+    decoding's). Unchanged where the answer hangs on plain decoding's unmeasured mode."""
+    if plain is None or plain.after is None or plain.unmeasured_flip:
+        return plan
+    now = plain.spec
+    spec_after = plan[-1].cumulative_tps if plan else now.tokens_per_s
+    plain_after = plain.along_plan[-1] if plan else plain.tokens_per_s
+    if plain_after <= spec_after:
+        return plan
+    words = "turn speculation off: one token per plain decode step"
+    if not plain.speculation_loses:
+        state, plain_s = plain.after
+        last = plan[-1].candidate.cycle if plan else now
+        fixes = ", ".join(step.candidate.name for step in plan) or "none"
+        off = predicted(
+            "no_speculation",
+            state,
+            plain_s,
+            last,
+            [f"{words}, with the fixes above that apply to a decode step ({fixes})"],
+            {"num_draft": 0, "width": 1, "decode_source": plain.source},
+        )
+        plain.along_plan = plain.along_plan + [plain_after]
+        return plan + [PlanStep(off, plain_after, now.tokens_per_s)]
+    try:
+        off = builders["no_speculation"](profile, s, now)
+    except Skip:
+        return plan
+    track = [(n, b) for n, b in builders.items() if n not in SPECULATIVE_ONLY]
+    steps = stack(track, off.profile or profile, off.scenario or s)
+    final = steps[-1].cumulative_tps if steps else off.cycle.tokens_per_s
+    if final < spec_after:  # plain decoding's own plan falls short of speculation's: keep that
+        return plan
+    out = [PlanStep(off, off.cycle.tokens_per_s, now.tokens_per_s)]
+    out += [PlanStep(st.candidate, st.cumulative_tps, now.tokens_per_s) for st in steps]
+    plain.along_plan = [st.cumulative_tps for st in out]
+    plain.wins_from, plain.own_plan = None, True
     return out
 
 
@@ -168,6 +223,12 @@ class DraftCurve:
     points: list[dict[str, Any]]
     current_k: int
     sglang: bool = False
+    draft_known: bool = True  # False: no draft time measured or given (priced at 0)
+
+    @property
+    def at_edge(self) -> bool:
+        """The best k is the largest tried: more drafts may do better still."""
+        return self.best["num_draft"] == max(p["num_draft"] for p in self.points)
 
     @property
     def best(self) -> dict[str, Any]:
@@ -191,6 +252,8 @@ class DraftCurve:
             "best_num_draft": self.best["num_draft"],
             "best_tokens_per_s": self.best["tokens_per_s"],
             "server_flags": self.server_flags(),
+            "draft_cost_known": self.draft_known,
+            "best_at_edge": self.at_edge,
         }
 
 
@@ -224,7 +287,8 @@ def draft_curve(
             point = curve_point(with_drafts(profile, s, now, k, k2, "draft_count"))
         source = "today" if k2 == k else width_source(profile, s, point["width"])
         points.append(point | {"measured": k2 == k, "verify_source": source})
-    return DraftCurve(points, k, s.sglang)
+    known = s.draft_ms > 0 or any(p.name == "draft" and p.cost_ms > 0 for p in s.parts)
+    return DraftCurve(points, k, s.sglang, draft_known=known)
 
 
 def _cycle_fields(c: Cycle) -> dict[str, float]:

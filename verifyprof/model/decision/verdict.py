@@ -76,7 +76,7 @@ def step_words(
     if v.other_work_ms > 0.01 * v.wall_ms:
         parts.append(
             f"its window is {v.window_ms:.3f} ms, {v.other_work_ms:.3f} ms of it other steps' GPU"
-            " work (pipelined)"
+            " work"
         )
     top = sorted(v.phases_ms.items(), key=lambda kv: kv[1], reverse=True)[:2]
     if top and v.wall_ms > 0:
@@ -89,15 +89,42 @@ def step_words(
 
 
 def plan_words(now: Cycle, plan: list[Any], plain: Any | None) -> str:
+    """The plan in one sentence. It leads with turning speculation off where plain decoding wins
+    today and after; a speculative fix that leaves the rate below plain decoding's today is not
+    called the first fix (the plan is named whole, with where speculation passes plain)."""
     if not plan:
         return f"No modelled fix raises {now.tokens_per_s:.1f} tok/s."
-    first = plan[0]
+    first, names = plan[0], [step.candidate.name for step in plan]
+    if first.candidate.name == "no_speculation":
+        line = f"First: turn speculation off -> {first.cumulative_tps:.1f} tok/s"
+        if len(plan) > 1:
+            line += (
+                f"; then {', '.join(names[1:])} on plain decoding ->"
+                f" {plan[-1].cumulative_tps:.1f} tok/s"
+            )
+        return line + "."
+    off = names[-1] == "no_speculation"
+    below = plain is not None and first.cumulative_tps < plain.tokens_per_s
+    if below:
+        passes = next(
+            (i for i, step in enumerate(plan, 1) if step.cumulative_tps >= plain.tokens_per_s),
+            None,
+        )
+        line = f"The plan: {', '.join(names)} -> {plan[-1].cumulative_tps:.1f} tok/s" + (
+            f" (speculation passes plain decoding's {plain.tokens_per_s:.1f} at fix {passes})"
+            if passes
+            else ""
+        )
+        return line + "."
     line = (
         f"First fix: {first.candidate.name} -> {first.cumulative_tps:.1f} tok/s"
         f" ({first.cumulative_tps / now.tokens_per_s - 1:+.1%} over {now.tokens_per_s:.1f})"
     )
     if len(plan) > 1:
-        line += f"; the whole plan ({len(plan)} fixes) -> {plan[-1].cumulative_tps:.1f} tok/s"
+        line += f"; the whole plan ({counted(len(plan) - off, 'fix', 'fixes')}" + (
+            ", then speculation off" if off else ""
+        )
+        line += f") -> {plan[-1].cumulative_tps:.1f} tok/s"
     return line + "."
 
 
@@ -152,7 +179,7 @@ def accept_reach(at: float, most: float | None) -> str:
     if at < 1.0:
         return "below 1: pays at any accept length"
     if most is not None and at > most:
-        return f"above the {most:g} that {most - 1:g} drafts can accept: unreachable"
+        return f"above the {most:g} that {counted(most - 1, 'draft')} can accept: unreachable"
     return ""
 
 
@@ -166,7 +193,7 @@ def _break_even(plain: Any) -> str:
         if most is not None and at > most:
             return (
                 f"; no accept length makes this cycle pay: it would take {at:.2f}, above the"
-                f" {most:g} its {most - 1:g} drafts can accept; it pays below {cycle}"
+                f" {most:g} its {counted(most - 1, 'draft')} can accept; it pays below {cycle}"
             )
         return (
             f"; speculation pays only above accept length {at:.2f} at this cycle, or below {cycle}"
@@ -180,6 +207,12 @@ def _after_plan(plain: Any) -> list[str]:
     """Both after the plan's fixes (plain decoding with those that apply to a decode step)."""
     if not plain.along_plan or plain.spec_after_plan is None:
         return []
+    if plain.own_plan:
+        return [
+            f"After the fixes: speculating at best {plain.spec_after_plan:.1f} tok/s (its own"
+            f" plan) against plain decoding's {plain.along_plan[-1]:.1f} tok/s (the fixes that"
+            " apply to a decode step)"
+        ]
     line = (
         f"After the plan: speculating {plain.spec_after_plan:.1f} tok/s against plain decoding's"
         f" {plain.along_plan[-1]:.1f} tok/s with the same fixes"

@@ -15,13 +15,20 @@ from verifyprof.contracts.datafiles import catalogue
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest, read_manifest
 from verifyprof.contracts.schema import BreakdownFrame
+from verifyprof.model.cycle.parts import HOST_IDLE
 from verifyprof.model.cycle.throughput import decode_ms_from
 from verifyprof.model.decision.candidates import Ranking, Scenario, rank_candidates
 from verifyprof.model.decision.load import LoadCurve, load_curve
-from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
+from verifyprof.model.decision.plain_numbers import (
+    CONTEXT_NOTE,
+    DEFAULT_CONTEXT,
+    plain_numbers,
+    plain_verdict,
+)
+from verifyprof.model.decision.plan import _with_cycle as with_cycle_of
 from verifyprof.model.decision.server_flags import settings
 from verifyprof.model.fixes.anchor import Anchor
-from verifyprof.model.fixes.base import Skip, current_cycle
+from verifyprof.model.fixes.base import Skip, current_cycle, cycle_of, edited_group, take_idle
 from verifyprof.model.fixes.setup import with_cycle
 from verifyprof.model.inputs.hardware import Hardware, load_hardware
 from verifyprof.model.inputs.model_config import (
@@ -75,8 +82,49 @@ def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
     ranking = rank_candidates(prepared.profile, prepared.scenario, o.candidates or None)
     ranking.dilation, ranking.profiled_tps = prepared.dilation, prepared.profiled_tps
     ranking.unprofiled_tps = prepared.unprofiled_tps
-    ranking.load, ranking.load_skipped = load_of(prepared.profile, prepared.scenario, o)
+    return with_load(ranking, o)
+
+
+AFTER_PLAN = "the load curve after the plan's fixes"  # the note's start (the console reads it)
+
+
+def with_load(ranking: Ranking, o: WhatifOptions) -> Ranking:
+    """The ranking with its load curve, read at the state the verdict decides on."""
+    profile, s, fixes = decided_state(ranking)
+    ranking.load, ranking.load_skipped = load_of(profile, s, o)
+    if ranking.load is not None and fixes:
+        ranking.load.notes.insert(
+            0,
+            f"{AFTER_PLAN} ({', '.join(fixes)}), where the verdict"
+            " decides: speculate or not flips between today and after them",
+        )
     return ranking
+
+
+def decided_state(r: Ranking) -> tuple[VerifyProfile, Scenario, list[str]]:
+    """The state the load curve and the server settings are read at: today's, or where the
+    verdict's answer flips after the plan, speculating with the plan's fixes (and plain decoding
+    beside it with those of them that apply), so that one decision holds everywhere."""
+    plain, plan = r.plain, [st for st in r.plan if st.candidate.name != "no_speculation"]
+    if plain is None or not plan or plain.spec_after_plan is None or plain.own_plan:
+        return r.profile, r.scenario, []
+    plain_after = plain.along_plan[len(plan) - 1]
+    if (plain_after > plain.spec_after_plan) == plain.speculation_loses:
+        return r.profile, r.scenario, []
+    profile, s = r.profile, r.scenario
+    for step in plan:
+        profile = step.candidate.profile or profile
+        s = step.candidate.scenario or with_cycle_of(s, step.candidate.cycle)
+    plain_profile, plain_s = plain.after
+    step = cycle_of(plain_profile, plain_s).cycle_ms  # plain decoding with the fixes, as re-timed
+    group = plain_profile.verify  # its host time set so that its cost is the re-timed step
+    delta = step - group.wall_ms
+    decode = edited_group(
+        group, {"host_wait": delta} if delta >= 0 else take_idle(group, -delta, HOST_IDLE)
+    )
+    profile = replace(profile, decode_group=decode)
+    s = replace(s, decode_ms=None if r.scenario.decode_ms is None else step)
+    return profile, s, [step.candidate.name for step in plan]
 
 
 def load_of(
@@ -99,6 +147,8 @@ def load_of(
     context = s.context or float((run.get("run") or {}).get("context") or 0.0)
     if not context and o.contexts:
         context = o.contexts[0]
+    stated = not context
+    context = context or DEFAULT_CONTEXT  # never 0: a flat curve that no server runs
     try:
         load = load_curve(profile, replace(s, model=model, context=context), o.batches, o.contexts)
     except Skip as why:
@@ -107,6 +157,8 @@ def load_of(
     load.server = settings(load, vllm)
     if model is not s.model:
         load.notes.insert(0, f"model config from the capture's workload summary: {model.name}")
+    if stated:
+        load.notes.insert(0, CONTEXT_NOTE)
     return load, None
 
 

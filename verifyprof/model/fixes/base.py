@@ -244,7 +244,11 @@ def cycle_of(profile: VerifyProfile, s: Scenario) -> Cycle:
     if s.timing is None:
         return Cycle(verify, s.accept_len, s.draft_ms, s.overhead_ms, s.batch, s.decode_ms)
     parts = state_parts(profile, s)
-    total = max(s.timing.measured_ms + timed(parts, s.costs) - s.timing.base_ms, 1e-6)
+    total = s.timing.measured_ms + timed(parts, s.costs) - s.timing.base_ms
+    # never below the GPU's own work (or the measured step, where that is shorter): a fix
+    # removes idle, not the kernels, so no offset drives a cycle to zero
+    busy = sum(p.busy_ms + p.gap_ms for p in parts)
+    total = max(total, min(busy, s.timing.measured_ms), 1e-3)
     draft = sum(p.cost_ms for p in parts if p.name == "draft")
     rest = total - verify - draft  # < 0: the race hides phase time behind other phases' work
     return Cycle(

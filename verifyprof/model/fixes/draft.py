@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from verifyprof.contracts.datafiles import catalogue, read_toml
+from verifyprof.contracts.text import counted, signed
 from verifyprof.model.cycle.parts import Part
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.verify_cost import width_scaling
@@ -73,7 +74,7 @@ def phases_at_width(
             [
                 f"t({width}) - t({n0}) from the width model over the trace's verify widths"
                 f" {list(fit.widths)} (monotone, at most proportional; t({width}) {how}):"
-                f" {t_w:.3f} - {t_n0:.3f} ms = {change:+.3f} ms, added to the modelled verify's"
+                f" {t_w:.3f} - {t_n0:.3f} ms = {signed(change)} ms, added to the modelled verify's"
                 f" {v.wall_ms:.3f} ms"
             ],
         )
@@ -84,7 +85,7 @@ def phases_at_width(
     scaled = scaling.apply(v.phases_ms)
     changes = [f"{p} x{f:.2f}" for p, f in scaling.factors.items() if v.phases_ms.get(p, 0) > 0]
     changes += [
-        f"{p} {d:+.3f} ms" for p, d in scaling.deltas_ms.items() if v.phases_ms.get(p, 0) > 0
+        f"{p} {signed(d)} ms" for p, d in scaling.deltas_ms.items() if v.phases_ms.get(p, 0) > 0
     ]
     return (
         sum(scaled.values()),
@@ -145,7 +146,8 @@ def accept_at(profile: VerifyProfile, s: Scenario, k: int, k2: int) -> tuple[flo
     change = survival.accept_len(k2) - survival.accept_len(k)
     tau = min(max(s.accept_len + change, 1.0), k2 + 1.0)
     note = (
-        f"accept length {tau:.3f} at {k2} drafts: the measured {s.accept_len:.3f} {change:+.3f}"
+        f"accept length {tau:.3f} at {counted(k2, 'draft')}: the measured {s.accept_len:.3f}"
+        f" {signed(change)}"
         f" from the {survival_note}"
         + (" (extrapolated past the measured positions)" if survival.is_extrapolated(k2) else "")
     )
@@ -161,10 +163,12 @@ def with_drafts(
     n0 = profile.width or k + 1
     width = after.width
     shape = (
-        f"chain drafting: {k2} drafts verified as {width} tokens per request (now {k} as {k + 1})"
+        f"chain drafting: {counted(k2, 'draft')} verified as {width} tokens per request (now {k}"
+        f" as {k + 1})"
         if n0 == k + 1
         else (
-            f"verify width {n0} for {k} drafts (a tree): {k2} drafts taken to verify {width}"
+            f"verify width {n0} for {counted(k, 'draft')} (a tree): {counted(k2, 'draft')} taken to"
+            f" verify {width}"
             " tokens, in proportion"
         )
     )

@@ -106,8 +106,8 @@ def _check_options(o: WhatifOptions) -> None:
         check_number("--context", c, CONTEXT)
     if o.drafter_gain is not None:
         check_nonnegative("--drafter-gain", o.drafter_gain)
-    if o.mode is not None and o.mode not in ("eager", "graph"):
-        raise VerifyprofError(f"--mode must be eager or graph, got {o.mode!r}")
+    if o.mode is not None and o.mode not in ("eager", "graph", "compile"):
+        raise VerifyprofError(f"--mode must be eager, graph or compile, got {o.mode!r}")
     given = [
         name
         for name, value in (

@@ -85,6 +85,8 @@ def verify_profile(
     chosen = _chosen_steps(steps, step_name, notes, where)
     sweep = sweep or _only_swept(chosen, width, notes)
     pool, sweeps = _split_sweep(chosen, sweep, where)
+    if mode == "compile":  # a torch.compile run's verify steps (compile=1), in their own mode
+        pool, mode = _compiled(pool, where), None
     mode = _pick_mode(pool, mode, notes, where)
     in_mode = pool[pool["mode"] == mode]
     main, width = _pick_width(in_mode, width, notes, where)
@@ -280,6 +282,15 @@ def _pick_width(
     return main, width
 
 
+def _compiled(in_mode: pd.DataFrame, where: str | None) -> pd.DataFrame:
+    """The verify steps of a torch.compile run (attribute compile=1): the cycle around them,
+    draft steps included, is found as for any verify."""
+    marked = in_mode["attrs"].map(lambda a: str(a.get("compile", "0")) not in ("0", ""))
+    if not marked.any():
+        raise NoStepsError("no compiled verify steps (no verify range carries compile=1)", where)
+    return in_mode[marked]
+
+
 def _pick_variant(main: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
     """One configuration of the verify (e.g. graph vs torch.compile'd graph at the same width):
     steps whose attributes differ are different measurements, never averaged into one."""
@@ -291,9 +302,13 @@ def _pick_variant(main: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
     notes.append(
         f"verify steps of several configurations: modelling [{chosen}]"
         f" ({int((kinds == chosen).sum())} steps), not {', '.join(f'[{o}]' for o in others)}"
-        " (select with --range)"
+        + (" (--mode compile selects the compiled run)" if _any_compiled(others) else "")
     )
     return main[kinds == chosen]
+
+
+def _any_compiled(variants: list[str]) -> bool:
+    return any("compile=" in v and "compile=0" not in v for v in variants)
 
 
 def _mean_group(name: str, device: int, rows: pd.DataFrame) -> StepGroup:

@@ -1,0 +1,73 @@
+"""whatif's default console is the decision on one screen (issue 33): at most 40 lines at 80
+columns, the verdict, today against plain decoding, the plan, the best k and the load answer,
+each with its basis; server commands whole on their own lines; no line padded; the rest behind
+--details, which still holds every table."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from cli_helpers import verifyprof
+from conftest import OWN_TRACES
+
+TRACES = ["workload-dense-eager", "workload-dense-compile", "capture-hf-assisted"]
+CAPTURES = sorted(  # every bundled capture that holds a trace
+    p.name
+    for p in OWN_TRACES.iterdir()
+    if (p / "manifest.json").is_file() and any(p.glob("*.sqlite*")) | any(p.glob("*.nsys-rep"))
+)
+COMMANDS = ("      --", "      no --")  # a command prints whole, to copy
+
+
+@pytest.mark.parametrize("trace", TRACES)
+def test_default_whatif_is_the_decision_in_40_lines_of_80_columns(trace):
+    shown = verifyprof("whatif", str(OWN_TRACES / trace), env={"COLUMNS": "80"})
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert len(lines) <= 40
+    assert all(len(line) <= 80 for line in lines if not line.startswith(COMMANDS))
+    assert not [line for line in lines if line != line.rstrip()]
+    data = json.loads(verifyprof("whatif", str(OWN_TRACES / trace), "--json").stdout)
+    text = shown.stdout
+    assert lines[0].startswith("Verdict: ")
+    assert f"speculating {data['current']['tokens_per_s']:.1f} tok/s (measured" in text
+    assert f"plain decoding {data['plain_decoding']['tokens_per_s']:.1f} tok/s (" in text
+    assert all(f"{step['tokens_per_s']:.1f}" in text for step in data["plan"][:2])
+    best = data["draft_curve"]["best_num_draft"]
+    assert re.search(rf"^Best draft count( today)?: k={best},", text, re.M)
+    assert "--details" in lines[-2] + lines[-1]
+
+
+@pytest.mark.parametrize("trace", CAPTURES)
+def test_every_bundled_capture_fits_one_screen_unpadded(trace):
+    lines = verifyprof("whatif", str(OWN_TRACES / trace), env={"COLUMNS": "80"}).stdout
+    lines = lines.splitlines()
+    assert 5 <= len(lines) <= 40
+    assert all(len(line) <= 80 for line in lines if not line.startswith(COMMANDS))
+    assert not [line for line in lines if line != line.rstrip()]
+
+
+def test_the_load_answer_gives_each_range_and_its_command_whole():
+    path = str(OWN_TRACES / "workload-dense-eager")
+    lines = verifyprof("whatif", path, env={"COLUMNS": "80"}).stdout.splitlines()
+    load = json.loads(verifyprof("whatif", path, "--json").stdout)["load_curve"]
+    today = load["server_settings"]["per_context"][0]
+    commands = [line.strip() for line in lines if line.startswith(COMMANDS)]
+    for r in today["sglang"]:
+        assert r["flags"] in commands
+    assert f"--speculative-config '{today['vllm_speculative_config']}'" in commands
+    for a, b, k in load["contexts"][0]["ranges"]:
+        words = (f"batch {a}-{b} " if b != a else f"batch {a} ") + (
+            "plain decoding" if k == 0 else f"k={k}"
+        )
+        assert words in " ".join(" ".join(lines).split())  # as wrapped
+
+
+def test_details_restores_every_table_unpadded():
+    path = str(OWN_TRACES / "workload-dense-eager")
+    shown = verifyprof("whatif", path, "--details", env={"COLUMNS": "80"}).stdout
+    for title in ("Plan: fixes stacked", "Draft count:", "Each candidate alone", "Load curve"):
+        assert title in shown
+    assert not [line for line in shown.splitlines() if line != line.rstrip()]

@@ -1,0 +1,227 @@
+"""whatif's default console: the decision on one screen (issue 33). The verdict, today against
+plain decoding, the plan's top fixes, the best draft count and the load answer (k and settings
+per load range), each with its basis (measured, given, fitted, extrapolated, roofline, predicted,
+assumed). Every table and assumption is behind ``--details``. Lines are wrapped here, never
+padded, and a server command prints whole on its own line, so it can be copied. Reads the same
+dict as ``--json``."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from rich.markup import escape
+
+from verifyprof.contracts.text import counted
+from verifyprof.model.decision.whatif import AFTER_PLAN
+from verifyprof.report.layout import Console
+
+NUMBERS = ("Today:", "After the")  # the verdict's sentences the lines below say in numbers
+TOP_FIXES = 3  # the plan's fixes shown; the rest with --details
+MAX_RANGES = 4  # load ranges whose SGLang command is shown; the rest with --details
+DETAILS = (
+    "more: --details (the step and its notes, every candidate and its assumptions, the"
+    " draft-count curve, the load tables)"
+)
+
+
+def print_decision(result: dict[str, Any], console: Console) -> None:
+    """The decision in at most about 40 lines at 80 columns."""
+    width = max(console.width, 40)
+    out: list[str] = []
+    for block in (_verdict, _today, _plan, _best_k, _load):
+        out += block(result, width)
+    out += _wrap(DETAILS, width)
+    for line in out:
+        console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+def _wrap(text: str, width: int, indent: str = "", first: str | None = None) -> list[str]:
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=indent if first is None else first,
+        subsequent_indent=indent + "  ",
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
+def _sentences(text: str | None) -> list[str]:
+    """A verdict part's sentences (a sentence ends in '. ' followed by a capital)."""
+    if not text:
+        return []
+    out, start = [], 0
+    for i in range(len(text) - 2):
+        if text[i] == "." and text[i + 1] == " " and text[i + 2].isupper():
+            out.append(text[start : i + 1])
+            start = i + 2
+    out.append(text[start:])
+    return out
+
+
+def _verdict(result: dict[str, Any], width: int) -> list[str]:
+    parts = result.get("verdict_parts") or {}
+    decision = _sentences(parts.get("decision"))
+    lead = (
+        " ".join(  # the decision, without today's and after-the-plan's numbers (below)
+            s for s in decision[:1] + [s for s in decision[1:] if not s.startswith(NUMBERS)]
+        )
+        or (result.get("verdict") or "no verdict")
+    )
+    lines = _wrap(lead, width, first="Verdict: ", indent="")
+    for reason in parts.get("reasons") or []:
+        lines += _wrap(reason, width, first="  ! ", indent="  ")
+    return lines
+
+
+def _basis_of_plain(plain: dict[str, Any]) -> str:
+    if plain.get("measured"):
+        source = plain.get("source", "")
+        return "given" if source.startswith("--") or "given" in source else "measured"
+    return f"predicted, {plain.get('mode', '')}".rstrip(", ")
+
+
+def _today(result: dict[str, Any], width: int) -> list[str]:
+    cur = result.get("current") or {}
+    plain = result.get("plain_decoding")
+    spec_basis = "given" if cur.get("source") == "plain numbers" else "measured"
+    k = cur.get("num_draft")
+    spec = (
+        f"Today: speculating {cur['tokens_per_s']:.1f} tok/s ({spec_basis}: cycle"
+        f" {cur['cycle_ms']:.3f} ms, accept length {cur['accept_len']:.2f}"
+        + (f", k={k}" if k else "")
+        + ")"
+    )
+    if plain is None:
+        spec += "; plain decoding unknown: give --baseline-tps or --decode-ms"
+    else:
+        spec += (
+            f" against plain decoding {plain['tokens_per_s']:.1f} tok/s ({_basis_of_plain(plain)}:"
+            f" {plain['decode_ms']:.3f} ms a step)"
+        )
+        alt = plain.get("alternative")
+        if alt and plain.get("flips_with_mode"):
+            spec += f"; {alt['mode']}, plain decoding would make {alt['tokens_per_s']:.1f}"
+    return _wrap(spec, width)
+
+
+def _plan(result: dict[str, Any], width: int) -> list[str]:
+    plan = result.get("plan") or []
+    if not plan:
+        return ["Plan: no modelled fix raises today's rate"]
+    shown = plan[:TOP_FIXES]
+    if plan[-1]["name"] == "no_speculation" and plan[-1] not in shown:
+        shown = plan[: TOP_FIXES - 1] + [plan[-1]]  # the decision's last step always shows
+    lines = ["Plan (predicted, each on top of the ones above; tok/s, gain over today):"]
+    name_width = max(len(step["name"]) for step in shown)
+    for n, step in enumerate(shown):
+        i = plan.index(step) + 1
+        if i > n + 1 and not lines[-1].endswith("--details)"):
+            lines.append(f"  ... ({i - n - 1} more in --details)")
+        name = "turn speculation off" if step["name"] == "no_speculation" else step["name"]
+        lines.append(
+            f"  {i}. {name:<{max(name_width, 20)}} {step['tokens_per_s']:8.1f}"
+            f"  {100 * step['gain']:+.0f}%"
+        )
+    if len(plan) > plan.index(shown[-1]) + 1:
+        lines.append(f"  ... ({len(plan) - plan.index(shown[-1]) - 1} more in --details)")
+    return lines
+
+
+def _best_k(result: dict[str, Any], width: int) -> list[str]:
+    curve = result.get("draft_curve")
+    if not curve:
+        return []
+    best = next(p for p in curve["points"] if p["num_draft"] == curve["best_num_draft"])
+    top = max(p["num_draft"] for p in curve["points"])
+    basis = best.get("verify_source") or "predicted"
+    when = " today" if _after_plan(result) else ""  # the load below is after the plan
+    line = (
+        f"Best draft count{when}: k={best['num_draft']}, {best['tokens_per_s']:.1f} tok/s"
+        f" ({basis};"
+        f" today k={curve['current_num_draft']})"
+    )
+    if best["num_draft"] == top:
+        line += f"; k={top} is the largest tried: the best may lie beyond it"
+    if best["num_draft"] == 0:
+        line += ": plain decoding"
+    if not curve.get("draft_cost_known", True):
+        line += "; drafts priced at 0 (none measured or given): give --draft-ms"
+    return _wrap(line, width)
+
+
+def _load(result: dict[str, Any], width: int) -> list[str]:
+    load = result.get("load_curve")
+    if not load:
+        skipped = result.get("load_curve_skipped")
+        return _wrap(f"Load: {skipped}", width) if skipped else []
+    lines: list[str] = []
+    for curve in load["contexts"]:
+        ranges = "; ".join(
+            (f"batch {a}-{b} " if b != a else f"batch {a} ")
+            + ("plain decoding" if k == 0 else f"k={k}")
+            for a, b, k in curve.get("ranges") or []
+        )
+        when = " after the plan" if _after_plan(result) else ""
+        lines += _wrap(
+            f"Load{when}, context {curve['context']:g} ({_load_basis(curve)}): {ranges}", width
+        )
+    if not (result.get("draft_curve") or {}).get("draft_cost_known", True):
+        lines += _wrap(
+            "every k > 0 below rests on drafts priced at 0 (none measured or given): give"
+            " --draft-ms before using these settings",
+            width,
+            first="  ! ",
+            indent="  ",
+        )
+    lines += _settings(load.get("server_settings") or {}, load["contexts"][0]["context"])
+    return lines
+
+
+def _after_plan(result: dict[str, Any]) -> bool:
+    """Whether the load curve is read after the plan's fixes (the verdict flips there)."""
+    notes = (result.get("load_curve") or {}).get("notes") or []
+    return any(note.startswith(AFTER_PLAN) for note in notes)
+
+
+def _load_basis(curve: dict[str, Any]) -> str:
+    """The rows' basis (issue 32's ``basis`` and ``band`` where present, else ``source``)."""
+    kinds: list[str] = []
+    band = 0.0
+    for row in curve["rows"]:
+        for point in row["points"]:
+            kind = point.get("basis") or (
+                "measured" if "measured" in str(point.get("source", "")) else "roofline"
+            )
+            band = max(band, float(point.get("band") or 0.0))
+            if kind not in kinds:
+                kinds.append(kind)
+    return "/".join(kinds) + (f", within {band:.0%}" if band else "")
+
+
+def _settings(settings: dict[str, Any], context: float) -> list[str]:
+    """Today's context's settings: a command per load range, whole on its own line."""
+    server = settings.get("server")
+    ctx = next((c for c in settings.get("per_context", []) if c["context"] == context), None)
+    if ctx is None:
+        return []
+    lines: list[str] = []
+    if server in (None, "sglang"):
+        lines.append(f"  SGLang, context {context:g}:")
+        for r in ctx["sglang"][:MAX_RANGES]:
+            first, last = r["batches"]
+            batches = f"{first}-{last}" if last != first else f"{first}"
+            lines += [f"    batch {batches}:", f"      {r['flags']}"]
+        if len(ctx["sglang"]) > MAX_RANGES:
+            more = counted(len(ctx["sglang"]) - MAX_RANGES, "more range")
+            lines.append(f"    ... ({more} in --details)")
+    if server in (None, "vllm"):
+        cfg = ctx.get("vllm_speculative_config")
+        lines.append(f"  vLLM, context {context:g}:")
+        lines.append(
+            f"      --speculative-config '{cfg}'"
+            if cfg
+            else "      no speculative config (plain decoding at every batch listed)"
+        )
+    return lines
