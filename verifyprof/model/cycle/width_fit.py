@@ -46,6 +46,13 @@ class WidthFit:
         est = t[0] - slope * (w[0] - width)
         return min(max(est, t[0] * width / w[0]), t[0]), EXTRAPOLATED
 
+    def residual(self, width: int) -> float:
+        """How far the measured mean at ``width`` sits from the fit (relative); elsewhere the
+        largest such distance: the width model's own noise."""
+        pairs = list(zip(self.widths, self.measured_ms, self.fitted_ms))
+        errs = {w: abs(m - f) / f for w, m, f in pairs if f > 0}
+        return errs.get(width, max(errs.values(), default=0.0))
+
     def to_json(self) -> dict[str, list]:
         return {
             "widths": list(self.widths),

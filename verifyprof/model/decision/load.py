@@ -19,15 +19,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifyprof.contracts.datafiles import read_toml
 from verifyprof.model.cycle.batch_cost import (
     Shape,
     compute_bound,
-    kv_fits,
     ridge_flops_per_byte,
     ridge_tokens,
 )
+from verifyprof.model.cycle.phase_fit import worst
 from verifyprof.model.cycle.width_fit import WidthFit
+from verifyprof.model.decision.load_defaults import (
+    acceptance_shape,
+    default_batches,
+    default_contexts,
+    load_skip,
+)
+from verifyprof.model.decision.load_points import measured_point
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
 from verifyprof.model.fixes.batch import PartSlope, at_load, token_fit
 from verifyprof.model.fixes.cycle import plain_measured, plain_state
@@ -35,7 +41,6 @@ from verifyprof.model.fixes.draft import _num_draft, accept_at, at_drafts
 from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
 
-MAX_BATCH = 512  # the default batches stop here (or where the KV cache no longer fits)
 CURVE_MIN_K, CURVE_PAST = 8, 4  # as the draft-count curve
 
 
@@ -54,10 +59,32 @@ class Row:
     def plain(self) -> dict[str, Any] | None:
         return next((p for p in self.points if p["num_draft"] == 0), None)
 
+    @property
+    def best_set(self) -> list[int]:
+        """Every k whose rate is within the band of the best's (the best k is a set where the
+        model cannot tell them apart)."""
+        best = self.best
+        top = best["tokens_per_s"]
+        return sorted(
+            p["num_draft"]
+            for p in self.points
+            if p["tokens_per_s"] >= top * (1 - max(best.get("band", 0.0), p.get("band", 0.0)))
+        )
+
+    @property
+    def basis(self) -> str:
+        """The least confident basis of the best point and plain decoding (what the row's
+        answer rests on)."""
+        found = [p.get("basis", "measured") for p in (self.best, self.plain) if p is not None]
+        return worst(*found)
+
     def to_json(self) -> dict[str, Any]:
         best, plain = self.best, self.plain
         return {
             "batch": self.batch,
+            "basis": self.basis,
+            "band": best.get("band"),
+            "best_num_draft_set": self.best_set,
             "best_num_draft": best["num_draft"],
             "best_tokens_per_s": best["tokens_per_s"],
             "best_tokens_per_s_per_gpu": best["tokens_per_s_per_gpu"],
@@ -88,6 +115,32 @@ class ContextCurve:
         return at
 
     @property
+    def summary(self) -> str:
+        """The curve's answer in words, true of every row: speculation pays at every batch
+        listed only when it does at each; else the ranges."""
+        judged = [r for r in self.rows if r.plain is not None]
+        if not judged:
+            return "no plain decoding to compare with"
+        pays = [r.best["num_draft"] > 0 for r in judged]
+        if all(pays):
+            return f"speculation pays at every batch listed (1-{judged[-1].batch})"
+        if not any(pays):
+            return "plain decoding is faster at every batch listed"
+        spans = [
+            f"{'speculation' if k else 'plain decoding'} at batch {a}-{b}"
+            + (f" (k = {k})" if k else "")
+            for a, b, k in self.ranges()
+        ]
+        return "; ".join(spans)
+
+    @property
+    def extrapolated_from(self) -> int | None:
+        """The first listed batch whose answer rests on no measured or interpolated point."""
+        return next(
+            (r.batch for r in self.rows if r.basis not in ("measured", "interpolated")), None
+        )
+
+    @property
     def pays_up_to(self) -> int | None:
         """The largest listed batch at which speculation beats plain decoding."""
         paying = [r.batch for r in self.rows if r.plain is not None and r.best["num_draft"]]
@@ -112,6 +165,8 @@ class ContextCurve:
             "pays_up_to_batch": self.pays_up_to,
             "verify_compute_bound_from_batch": {str(k): b for k, b in self.ridge_batch.items()},
             "ranges": [list(r) for r in self.ranges()],
+            "summary": self.summary,
+            "extrapolated_from_batch": self.extrapolated_from,
             "rows": [r.to_json() for r in self.rows],
         }
 
@@ -163,15 +218,22 @@ def load_curve(
     ks = tuple(sorted(set(ks))) if ks else tuple(range(top + 1))
     contexts = contexts or default_contexts(s.context)
     batches = tuple(sorted(set(batches or default_batches(s, max(contexts), top + 1))))
+    if s.measured is not None:
+        batches = tuple(sorted({*batches, *s.measured.batches}))
     if fit is None and s.use_measured_widths:
         fit = token_fit(profile, s.batch)
     notes = _notes(s, slopes, fit)
-    states = _states(profile, s, k0, ks, notes)
+    states = _states(profile, s, k0, ks, notes) if s.measured is None else []
+    cache: dict = {}
     curves = []
     for context in contexts:
         rows = []
         for batch in batches:
-            points = [_point(st, batch, context, slopes, fit) for st in states]
+            if s.measured is not None:
+                found = (measured_point(s.measured, k, batch, context, cache) for k in ks)
+                points = [p for p in found if p is not None]
+            else:
+                points = [_point(st, batch, context, slopes, fit) for st in states]
             rows.append(Row(batch, points))
         ridge = {k: _first_bound(s, batches, k + 1) for k in ks}
         curves.append(ContextCurve(float(context), rows, ridge))
@@ -241,6 +303,9 @@ def _point(
         "tokens_per_s_per_gpu": c.batch_tokens_per_s / max(s.tp, 1),
         "compute_bound": compute_bound(s.model, s.hardware, shape, s.tp),
         "source": st.source if (batch, context) == (st.s.batch, st.s.context) else "roofline",
+        "basis": "measured"
+        if (batch, context) == (st.s.batch, st.s.context) and st.source == "today"
+        else "roofline",
     }
 
 
@@ -258,61 +323,6 @@ def ridge_json(s: Scenario) -> dict[str, Any]:
         "flops_per_byte": ridge_flops_per_byte(s.model, s.hardware),
         "tokens_per_forward": tokens,
     }
-
-
-def acceptance_shape(width: int, k: int) -> dict[str, Any]:
-    """Chain or tree, from the verify's width per request against the drafts."""
-    chain = width == k + 1
-    return {
-        "kind": "chain" if chain else "tree",
-        "num_draft": k,
-        "verify_tokens_per_request": width,
-        "words": (
-            f"a chain: {k} drafts verified as {width} tokens per request, so a batch of B"
-            f" verifies B x {width} tokens"
-            if chain
-            else f"a tree (top-k): {k} draft steps verified as {width} tokens per request, so a"
-            f" batch of B verifies B x {width} tokens and reaches the ridge point"
-            f" {width / (k + 1):.1f}x sooner than a chain of {k}"
-        )
-        + "; each request accepts its own prefix, so acceptance per request does not change"
-        " with the batch",
-    }
-
-
-def default_contexts(context: float) -> tuple[float, ...]:
-    """Today's context and 4x (attention grows with it, the GEMMs do not)."""
-    return (float(context), 4.0 * float(context)) if context > 0 else (0.0,)
-
-
-def default_batches(s: Scenario, context: float, width: int) -> tuple[int, ...]:
-    """1, 2, 4, ... while the weights and the KV cache fit the GPU (and today's batch)."""
-    memory = _memory_gb(s)
-    out, b = [], 1
-    while b <= MAX_BATCH and (memory is None or kv_fits(s.model, memory, b, context + width, s.tp)):
-        out.append(b)
-        b *= 2
-    return tuple(sorted({*out, s.batch}))
-
-
-def _memory_gb(s: Scenario) -> float | None:
-    try:
-        return float(read_toml(s.hardware.path)["gpu"]["memory_gb"])
-    except (KeyError, TypeError, ValueError, OSError):
-        return None
-
-
-def load_skip(s: Scenario) -> str:
-    missing = [
-        what
-        for what, value in (("--model (a model config)", s.model), ("--hardware", s.hardware))
-        if value is None
-    ]
-    return (
-        "no load curve: give "
-        + " and ".join(missing)
-        + ": the verify's bytes and FLOPs over batch x width come from them"
-    )
 
 
 def _notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None) -> list[str]:

@@ -16,7 +16,13 @@ from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.plan import Builder, PlanStep
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of
 from verifyprof.model.fixes.cycle import OWN_MODE, plain_measured, plain_mode, plain_state
-from verifyprof.model.fixes.draft import _num_draft, curve_point, width_source, with_drafts
+from verifyprof.model.fixes.draft import (
+    _num_draft,
+    curve_point,
+    draft_count_basis,
+    width_source,
+    with_drafts,
+)
 from verifyprof.model.inputs.profile import VerifyProfile
 
 CURVE_MIN_K = 8  # the curve reaches at least this many drafts (and 4 past today's)
@@ -173,6 +179,22 @@ class DraftCurve:
     def best(self) -> dict[str, Any]:
         return max(self.points, key=lambda p: p["tokens_per_s"])
 
+    @property
+    def best_set(self) -> list[int]:
+        """Every k the model cannot tell from the best (its rate within either's band)."""
+        top = self.best
+        return sorted(
+            p["num_draft"]
+            for p in self.points
+            if p["tokens_per_s"]
+            >= top["tokens_per_s"] * (1 - max(top.get("band", 0.0), p.get("band", 0.0)))
+        )
+
+    @property
+    def best_at_edge(self) -> bool:
+        """The best k is the largest tried: a larger one might do better."""
+        return self.best["num_draft"] == max(p["num_draft"] for p in self.points)
+
     def server_flags(self) -> str | None:
         """SGLang's flags for the best k (chain drafting: topk 1)."""
         best = self.best
@@ -190,6 +212,8 @@ class DraftCurve:
             "current_num_draft": self.current_k,
             "best_num_draft": self.best["num_draft"],
             "best_tokens_per_s": self.best["tokens_per_s"],
+            "best_num_draft_set": self.best_set,
+            "best_at_edge": self.best_at_edge,
             "server_flags": self.server_flags(),
         }
 
@@ -215,6 +239,7 @@ def draft_curve(
                 "accept_len": 1.0,
                 "tokens_per_s": plain.tokens_per_s,
                 "verify_source": "measured" if plain.measured else "predicted",
+                **draft_count_basis(profile, s, k, 0),
             }
         )
     for k2 in range(1, top + 1):
@@ -223,7 +248,11 @@ def draft_curve(
         else:
             point = curve_point(with_drafts(profile, s, now, k, k2, "draft_count"))
         source = "today" if k2 == k else width_source(profile, s, point["width"])
-        points.append(point | {"measured": k2 == k, "verify_source": source})
+        points.append(
+            point
+            | {"measured": k2 == k, "verify_source": source}
+            | draft_count_basis(profile, s, k, k2)
+        )
     return DraftCurve(points, k, s.sglang)
 
 

@@ -22,6 +22,7 @@ from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
 from verifyprof.model.decision.server_flags import settings
 from verifyprof.model.fixes.anchor import Anchor
 from verifyprof.model.fixes.base import Skip, current_cycle
+from verifyprof.model.fixes.measured import Capture, measured_from
 from verifyprof.model.fixes.setup import with_cycle
 from verifyprof.model.inputs.hardware import Hardware, load_hardware
 from verifyprof.model.inputs.model_config import (
@@ -99,8 +100,12 @@ def load_of(
     context = s.context or float((run.get("run") or {}).get("context") or 0.0)
     if not context and o.contexts:
         context = o.contexts[0]
+    s = replace(s, model=model, context=context)
+    k = s.num_draft or ((profile.width - 1) if profile.width else 0)
+    if s.measured is None and k and context:
+        s.measured = measured_from([Capture("this capture", profile, s, s.batch, context, k)])
     try:
-        load = load_curve(profile, replace(s, model=model, context=context), o.batches, o.contexts)
+        load = load_curve(profile, s, o.batches, o.contexts)
     except Skip as why:
         return None, str(why)
     vllm = "vllm" in f"{profile.source} {profile.verify.name}".lower()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verifyprof.contracts.text import counted
 from verifyprof.model.cycle.parts import Part, part_of
@@ -23,6 +23,9 @@ from verifyprof.model.inputs.hardware import Hardware
 from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
 from verifyprof.model.inputs.step_group import StepGroup
+
+if TYPE_CHECKING:
+    from verifyprof.model.fixes.measured import Measured
 
 
 @dataclass
@@ -61,6 +64,9 @@ class Scenario:
     # "unprofiled" once anchored to a capture's unprofiled rate (model.fixes.anchor)
     traced_verify_ms: float | None = None
     basis: str = "traced"
+    # every capture of the program given (this one first) and the fits made from them
+    # (model.fixes.measured); None: the plain-numbers path
+    measured: Measured | None = None
 
 
 @dataclass(frozen=True)

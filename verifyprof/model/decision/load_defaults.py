@@ -1,0 +1,68 @@
+"""The load curve's defaults and shapes: which batches and contexts it lists (while the weights
+and the KV cache fit the GPU), the acceptance shape (chain or tree), and why a curve cannot be
+made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verifyprof.contracts.datafiles import read_toml
+from verifyprof.model.cycle.batch_cost import kv_fits
+from verifyprof.model.fixes.base import Scenario
+
+MAX_BATCH = 512  # the default batches stop here (or where the KV cache no longer fits)
+
+
+def acceptance_shape(width: int, k: int) -> dict[str, Any]:
+    """Chain or tree, from the verify's width per request against the drafts."""
+    chain = width == k + 1
+    return {
+        "kind": "chain" if chain else "tree",
+        "num_draft": k,
+        "verify_tokens_per_request": width,
+        "words": (
+            f"a chain: {k} drafts verified as {width} tokens per request, so a batch of B"
+            f" verifies B x {width} tokens"
+            if chain
+            else f"a tree (top-k): {k} draft steps verified as {width} tokens per request, so a"
+            f" batch of B verifies B x {width} tokens and reaches the ridge point"
+            f" {width / (k + 1):.1f}x sooner than a chain of {k}"
+        )
+        + "; each request accepts its own prefix, so acceptance per request does not change"
+        " with the batch",
+    }
+
+
+def default_contexts(context: float) -> tuple[float, ...]:
+    """Today's context and 4x (attention grows with it, the GEMMs do not)."""
+    return (float(context), 4.0 * float(context)) if context > 0 else (0.0,)
+
+
+def default_batches(s: Scenario, context: float, width: int) -> tuple[int, ...]:
+    """1, 2, 4, ... while the weights and the KV cache fit the GPU (and today's batch)."""
+    memory = _memory_gb(s)
+    out, b = [], 1
+    while b <= MAX_BATCH and (memory is None or kv_fits(s.model, memory, b, context + width, s.tp)):
+        out.append(b)
+        b *= 2
+    return tuple(sorted({*out, s.batch}))
+
+
+def _memory_gb(s: Scenario) -> float | None:
+    try:
+        return float(read_toml(s.hardware.path)["gpu"]["memory_gb"])
+    except (KeyError, TypeError, ValueError, OSError):
+        return None
+
+
+def load_skip(s: Scenario) -> str:
+    missing = [
+        what
+        for what, value in (("--model (a model config)", s.model), ("--hardware", s.hardware))
+        if value is None
+    ]
+    return (
+        "no load curve: give "
+        + " and ".join(missing)
+        + ": the verify's bytes and FLOPs over batch x width come from them"
+    )
