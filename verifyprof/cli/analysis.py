@@ -265,12 +265,14 @@ def whatif(
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a
     breakdown."""
-    if given_source is not None and source is not None and given_source != source:
+    captures = list(given_source or [])
+    if captures and source is not None and captures != [source]:
         raise VerifyprofError(
-            f"two inputs: {given_source} and --from {source}; give one (whatif models one run)"
+            f"two inputs: {captures[0]} and --from {source}; give the captures as arguments"
         )
-    source = source if source is not None else given_source
-    given = {k: v for k, v in locals().items() if k != "given_source"}
+    source = source if source is not None else (captures[0] if captures else None)
+    captures = captures or ([source] if source is not None else [])
+    given = {k: v for k, v in locals().items() if k not in ("given_source", "captures")}
     given |= _load_lists(batch, context)
     from verifyprof import pipeline
     from verifyprof.model.decision.whatif import WhatifOptions
@@ -284,7 +286,7 @@ def whatif(
             " trace (choose it with --step, --width, --mode)"
         )
     _check_run(  # inputs, file options and numbers, before any work (issue 22)
-        sources={"": [source] if source is not None else []},
+        sources={"": captures},
         files={"--manifest": manifest},
         data={"--hardware": hardware, "--model": model},
         numbers={"--workers": workers},
@@ -298,9 +300,11 @@ def whatif(
         return
     resolve.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
-        resolved = resolve.resolve_sources(
-            [source], options, parallel=_parallel(workers, scheduler, strict, shown)
-        )
+        parallel = _parallel(workers, scheduler, strict, shown)
+        if len(captures) > 1:
+            resolved, _ = pipeline.resolve_captures(captures, options, parallel)
+        else:
+            resolved = resolve.resolve_sources([source], options, parallel=parallel)
         ranking = resolve.ranking_of(resolved)
     problems = resolved.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:

@@ -101,6 +101,11 @@ def _add_source(registry: InputRegistry, spec: str | Path, owner: str) -> None:
         registry.add(text, _file_role(Path(text), owner))
         return
     folder = Path(text)
+    kept = kept_breakdown(folder)
+    if kept is not None:
+        registry.add(kept, f"{mine} capture folder's breakdown")
+        registry.add(folder / MANIFEST, f"{mine} capture folder's manifest")
+        return
     kind = "capture folder" if (folder / MANIFEST).is_file() else "folder"
     for path in expand(folder):
         registry.add(path, f"{mine} {kind}'s trace")
@@ -109,6 +114,17 @@ def _add_source(registry: InputRegistry, spec: str | Path, owner: str) -> None:
             registry.add(path, f"{mine} {kind}'s trace")
     if (folder / MANIFEST).is_file():
         registry.add(folder / MANIFEST, f"{mine} capture folder's manifest")
+
+
+def kept_breakdown(folder: Path) -> Path | None:
+    """A capture folder kept as its breakdown (``manifest.json`` and ``breakdown.json``, no
+    trace: bench/results): that breakdown; else None."""
+    kept = folder / "breakdown.json"
+    if not ((folder / MANIFEST).is_file() and kept.is_file()):
+        return None
+    names = ("*.sqlite", "*.sqlite.gz", "*.nsys-rep", "*.json.gz", "*.pt.trace.json")
+    holds = any(next(folder.glob(n), None) for n in names) or (folder / "torch").is_dir()
+    return None if holds else kept
 
 
 def _file_role(path: Path, owner: str) -> str:

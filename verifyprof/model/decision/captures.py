@@ -149,7 +149,7 @@ def one_model(
     measured: Measured = measured_from(captures)
     head = captures[0]
     scenario = replace(head.scenario, measured=measured)
-    scenario.notes = [*scenario.notes, *measured_notes(measured)]
+    scenario.notes = [*scenario.notes, *measured.notes()]
     return replace(first, profile=head.profile, scenario=scenario)
 
 
@@ -183,31 +183,3 @@ def _pooled_widths(captures: list[Capture]) -> list[Capture]:
             widths.setdefault(own, c.profile.verify.wall_ms)
         out.append(replace(c, profile=replace(c.profile, width_times=widths)))
     return out
-
-
-def measured_notes(m: Measured) -> list[str]:
-    """What the model rests on, in words."""
-    caps = ", ".join(
-        f"{c.label} (batch {c.batch}, context {c.context:g}, k = {c.num_draft})" for c in m.captures
-    )
-    f = m.fit
-    words = [
-        f"one model from {len(m.captures)} capture(s) of one program: {caps}",
-        f"the verify's GPU work fitted over tokens per forward (measured {f.tokens[0]:g} to"
-        f" {f.tokens[-1]:g}: {f.per_token_ms * 1e3:.2f} us a token), requests"
-        f" ({f.per_request_ms * 1e3:.1f} us each) and KV tokens read"
-        f" ({f.per_kv_token_ms * 1e6:.1f} us per thousand); residual {100 * f.residual:.1f}%",
-        "past the last measured point: the fit's own slope, or the model file's roofline where"
-        " it grows faster, anchored at that point",
-    ]
-    if f.kv_or_requests:
-        words.append(
-            "every capture has one context, so per-request work and KV reads cannot be told"
-            " apart (taken as KV): a capture at another context settles it"
-        )
-    if len(m.batches) == 1:
-        words.append(
-            f"one batch measured ({m.batches[0]}): every other batch is extrapolated; a capture"
-            " at the largest batch you serve measures it"
-        )
-    return words

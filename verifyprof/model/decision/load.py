@@ -29,6 +29,7 @@ from verifyprof.model.cycle.phase_fit import worst
 from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.decision.load_defaults import (
     acceptance_shape,
+    curve_notes,
     default_batches,
     default_contexts,
     load_skip,
@@ -38,7 +39,6 @@ from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
 from verifyprof.model.fixes.batch import PartSlope, at_load, token_fit
 from verifyprof.model.fixes.cycle import plain_measured, plain_state
 from verifyprof.model.fixes.draft import _num_draft, accept_at, at_drafts
-from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
 
 CURVE_MIN_K, CURVE_PAST = 8, 4  # as the draft-count curve
@@ -100,6 +100,8 @@ class ContextCurve:
     context: float
     rows: list[Row]
     ridge_batch: dict[int, int | None]  # k -> first listed batch whose verify is compute-bound
+    measured: tuple[tuple[int, float], ...] = ()  # the captures' (batch, context)
+    server: bool = False  # an SGLang server's: capture --concurrency measures another load
 
     @property
     def stops_paying_at(self) -> int | None:
@@ -135,9 +137,68 @@ class ContextCurve:
 
     @property
     def extrapolated_from(self) -> int | None:
-        """The first listed batch whose answer rests on no measured or interpolated point."""
+        """The first listed batch past every captured batch of this context (or every batch,
+        where no capture has this context) whose answer rests on no measured point."""
+        here = [b for b, c in self.measured if c == self.context]
+        top = max(here) if here else 0
         return next(
-            (r.batch for r in self.rows if r.basis not in ("measured", "interpolated")), None
+            (
+                r.batch
+                for r in self.rows
+                if r.batch > top and r.basis not in ("measured", "interpolated")
+            ),
+            None,
+        )
+
+    @property
+    def unmeasured_k(self) -> list[int]:
+        """Best draft counts past every captured one (their draft and verify extrapolated)."""
+        ks = {
+            p.get("num_draft") for r in self.rows for p in r.points if p.get("basis") == "measured"
+        }
+        top = max(ks, default=0)
+        return sorted({r.best["num_draft"] for r in self.rows if r.best["num_draft"] > top})
+
+    @property
+    def basis_words(self) -> str | None:
+        """Where the rows' answer stops resting on measurements, and the capture that would
+        measure it (None: every row is measured or interpolated)."""
+        at = self.extrapolated_from
+        if at is None:
+            return None
+        bands = [r.best.get("band") or 0.0 for r in self.rows if r.batch >= at]
+        here = sorted(b for b, c in self.measured if c == self.context)
+        where = (
+            f"measured at batch {', '.join(map(str, here))} of this context"
+            if here
+            else "no capture at this context"
+        )
+        return (
+            f"rows from batch {at} on are extrapolated (band up to +/-{max(bands):.0%}; {where});"
+            " the best k and where speculation stops paying there rest on them; this capture"
+            " measures them:"
+        )
+
+    @property
+    def measure_command(self) -> str | None:
+        """The capture that measures the extrapolated rows (a server at that concurrency, a
+        program at that batch)."""
+        if self.extrapolated_from is None:
+            return None
+        top = self.rows[-1].batch
+        if self.server:
+            return f'verifyprof capture --server-cmd "..." --concurrency {top}'
+        return f"verifyprof capture --batches {top} --out DIR -- PROGRAM ... --batch {{batch}}"
+
+    @property
+    def k_words(self) -> str | None:
+        """Best draft counts no capture measured, and the capture that would."""
+        ks = self.unmeasured_k
+        if not ks:
+            return None
+        return (
+            f"best k {', '.join(map(str, ks))} lies past the captured draft counts (its draft and"
+            f" verify extrapolated): a capture with {ks[-1]} drafts measures it"
         )
 
     @property
@@ -167,6 +228,9 @@ class ContextCurve:
             "ranges": [list(r) for r in self.ranges()],
             "summary": self.summary,
             "extrapolated_from_batch": self.extrapolated_from,
+            "basis_words": self.basis_words,
+            "measure_command": self.measure_command,
+            "k_words": self.k_words,
             "rows": [r.to_json() for r in self.rows],
         }
 
@@ -222,7 +286,7 @@ def load_curve(
         batches = tuple(sorted({*batches, *s.measured.batches}))
     if fit is None and s.use_measured_widths:
         fit = token_fit(profile, s.batch)
-    notes = _notes(s, slopes, fit)
+    notes = curve_notes(s, slopes, fit)
     states = _states(profile, s, k0, ks, notes) if s.measured is None else []
     cache: dict = {}
     curves = []
@@ -236,7 +300,7 @@ def load_curve(
                 points = [_point(st, batch, context, slopes, fit) for st in states]
             rows.append(Row(batch, points))
         ridge = {k: _first_bound(s, batches, k + 1) for k in ks}
-        curves.append(ContextCurve(float(context), rows, ridge))
+        curves.append(ContextCurve(float(context), rows, ridge, _measured_at(s), s.sglang))
     n0 = profile.width or k0 + 1
     return LoadCurve(
         curves,
@@ -309,6 +373,12 @@ def _point(
     }
 
 
+def _measured_at(s: Scenario) -> tuple[tuple[int, float], ...]:
+    if s.measured is None:
+        return ((s.batch, float(s.context)),)
+    return tuple(sorted({(c.batch, c.context) for c in s.measured.captures}))
+
+
 def _first_bound(s: Scenario, batches: tuple[int, ...], width: int) -> int | None:
     return next(
         (b for b in batches if compute_bound(s.model, s.hardware, Shape(b, width, 0.0), s.tp)),
@@ -323,36 +393,3 @@ def ridge_json(s: Scenario) -> dict[str, Any]:
         "flops_per_byte": ridge_flops_per_byte(s.model, s.hardware),
         "tokens_per_forward": tokens,
     }
-
-
-def _notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None) -> list[str]:
-    model: ModelConfig = s.model
-    out = (
-        []
-        if fit is None
-        else [
-            f"the verify over tokens per forward measured at {list(fit.widths)} tokens (monotone,"
-            " at most proportional fit): the GEMMs follow it up to its last measured tokens,"
-            " then the roofline"
-        ]
-    )
-    out += [
-        f"each batch and context from today's (batch {s.batch}, context {s.context:g}) by the"
-        f" roofline of {model.name} on {s.hardware.name}: dense GEMMs by the tokens of one forward"
-        " (batch x width), attention by the KV cache read (batch x context) and its FLOPs; what"
-        " the kernels lose to their floor today carries over",
-        "kernel counts, launches and the host's work per cycle unchanged with the batch;"
-        " per-request acceptance unchanged",
-    ]
-    if slopes:
-        out.append(
-            "draft and the rest of the cycle: GPU time per extra request from the two measured"
-            " batches: " + ", ".join(f"{sl.name} {sl.per_request_ms * 1e3:.1f} us" for sl in slopes)
-        )
-    else:
-        out.append(
-            "the drafter's GPU time kept at today's (its own bytes and FLOPs are not in the"
-            " target's model file; a small drafter stays bandwidth- and launch-bound far longer"
-            " than its target): an optimistic bound for speculation at large batches"
-        )
-    return out

@@ -1,6 +1,6 @@
 """The load curve's defaults and shapes: which batches and contexts it lists (while the weights
 and the KV cache fit the GPU), the acceptance shape (chain or tree), and why a curve cannot be
-made."""
+made, and what it rests on (its notes)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Any
 
 from verifyprof.contracts.datafiles import read_toml
 from verifyprof.model.cycle.batch_cost import kv_fits
+from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.fixes.base import Scenario
+from verifyprof.model.fixes.measured import PartSlope
 
 MAX_BATCH = 512  # the default batches stop here (or where the KV cache no longer fits)
 
@@ -66,3 +68,47 @@ def load_skip(s: Scenario) -> str:
         + " and ".join(missing)
         + ": the verify's bytes and FLOPs over batch x width come from them"
     )
+
+
+def curve_notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None) -> list[str]:
+    if s.measured is not None:
+        return s.measured.notes() + [
+            "the draft and the rest of the cycle: GPU time per extra request fitted over the"
+            " captured batches"
+            + (
+                ": " + ", ".join(f"{sl.name} {sl.per_request_ms * 1e3:.1f} us" for sl in slopes)
+                if (slopes := s.measured.slopes)
+                else " (one batch captured: kept as measured, an optimistic bound at large batches)"
+            ),
+            "per-request acceptance unchanged with the batch",
+        ]
+    model = s.model
+    out = (
+        []
+        if fit is None
+        else [
+            f"the verify over tokens per forward measured at {list(fit.widths)} tokens (monotone,"
+            " at most proportional fit): the GEMMs follow it up to its last measured tokens,"
+            " then the roofline"
+        ]
+    )
+    out += [
+        f"each batch and context from today's (batch {s.batch}, context {s.context:g}) by the"
+        f" roofline of {model.name} on {s.hardware.name}: dense GEMMs by the tokens of one forward"
+        " (batch x width), attention by the KV cache read (batch x context) and its FLOPs; what"
+        " the kernels lose to their floor today carries over",
+        "kernel counts, launches and the host's work per cycle unchanged with the batch;"
+        " per-request acceptance unchanged",
+    ]
+    if slopes:
+        out.append(
+            "draft and the rest of the cycle: GPU time per extra request from the two measured"
+            " batches: " + ", ".join(f"{sl.name} {sl.per_request_ms * 1e3:.1f} us" for sl in slopes)
+        )
+    else:
+        out.append(
+            "the drafter's GPU time kept at today's (its own bytes and FLOPs are not in the"
+            " target's model file; a small drafter stays bandwidth- and launch-bound far longer"
+            " than its target): an optimistic bound for speculation at large batches"
+        )
+    return out

@@ -150,6 +150,34 @@ class Measured:
         names = [p for p in v if p not in FIXED_PHASES and hi.get(p, 0.0) > lo.get(p, 0.0) * 1.05]
         return names or [p for p in ("attention", "memcpy") if p in v] or ["attention"]
 
+    def notes(self) -> list[str]:
+        """What the model rests on, in words."""
+        caps = ", ".join(
+            f"{c.label} (batch {c.batch}, context {c.context:g}, k = {c.num_draft})"
+            for c in self.captures
+        )
+        f = self.fit
+        words = [
+            f"one model from {len(self.captures)} capture(s) of one program: {caps}",
+            f"the verify's GPU work fitted over tokens per forward (measured {f.tokens[0]:g} to"
+            f" {f.tokens[-1]:g}: {f.per_token_ms * 1e3:.2f} us a token), requests"
+            f" ({f.per_request_ms * 1e3:.1f} us each) and KV tokens read"
+            f" ({f.per_kv_token_ms * 1e6:.1f} us per thousand); residual {100 * f.residual:.1f}%",
+            "past the last measured point: the fit's own slope, or the model file's roofline where"
+            " it grows faster, anchored at that point",
+        ]
+        if f.kv_or_requests:
+            words.append(
+                "every capture has one context, so per-request work and KV reads cannot be told"
+                " apart (taken as KV): a capture at another context settles it"
+            )
+        if len(self.batches) == 1:
+            words.append(
+                f"one batch measured ({self.batches[0]}): every other batch is extrapolated;"
+                " a capture at the largest batch you serve measures it"
+            )
+        return words
+
 
 def _gemms(v: dict[str, float]) -> list[str]:
     names = [p for p in ("gemm_dense", "gemm_moe") if v.get(p, 0.0) > 0]
