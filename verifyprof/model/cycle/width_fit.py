@@ -48,10 +48,14 @@ class WidthFit:
 
     def residual(self, width: int) -> float:
         """How far the measured mean at ``width`` sits from the fit (relative); elsewhere the
-        largest such distance: the width model's own noise."""
+        distance at the measured widths either side: the width model's own noise there."""
         pairs = list(zip(self.widths, self.measured_ms, self.fitted_ms))
         errs = {w: abs(m - f) / f for w, m, f in pairs if f > 0}
-        return errs.get(width, max(errs.values(), default=0.0))
+        if width in errs or not errs:
+            return errs.get(width, 0.0)
+        below = [errs[w] for w in errs if w < width][-1:]
+        above = [errs[w] for w in errs if w > width][:1]
+        return max(below + above)
 
     def to_json(self) -> dict[str, list]:
         return {

@@ -75,7 +75,8 @@ def identity(prepared: Prepared, manifest: Manifest | None, gpu: str) -> Identit
 
 def _target(manifest: Manifest | None) -> list[str]:
     raw = manifest.raw if manifest is not None else {}
-    target = (raw.get("command") or {}).get("target") if isinstance(raw, dict) else None
+    command = raw.get("command") if isinstance(raw, dict) else None
+    target = command.get("target") if isinstance(command, dict) else command
     return [str(a) for a in target] if isinstance(target, list) else []
 
 

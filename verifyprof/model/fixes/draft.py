@@ -180,7 +180,7 @@ def draft_count_basis(profile: VerifyProfile, s: Scenario, k0: int, k2: int) -> 
     ks = sorted(measured_ks)
     draft_basis = INTERPOLATED if ks[0] < k2 < ks[-1] else EXTRAPOLATED
     near_k = min(ks, key=lambda k: abs(math.log2(k2 / k)))
-    band += BAND_PER_DOUBLING * abs(math.log2(k2 / near_k)) / 2
+    band += BAND_PER_DOUBLING * abs(math.log2(k2 / near_k))
     return {"basis": worst(verify_basis, draft_basis), "band": round(band, 4)}
 
 
