@@ -119,6 +119,12 @@ def _story(curve: dict[str, Any], ridge: dict[str, Any], today: dict[str, Any]) 
     return out
 
 
+def _range_words(r: dict[str, Any]) -> str:
+    basis = r.get("basis", "")
+    band = r.get("band") or 0.0
+    return f"{basis}, +/-{band:.0%}" if basis and basis != "measured" else basis or "predicted"
+
+
 def _print_settings(settings: dict[str, Any], console: Console) -> None:
     server = settings.get("server")
     versions = settings.get("versions", {})
@@ -133,15 +139,26 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
             )
             for r in ctx["sglang"]:
                 first, last = r["batches"]
-                console.print(f"    batch {first}-{last}: {escape(r['flags'])}", highlight=False)
+                console.print(f"    batch {first}-{last} ({_range_words(r)}):", highlight=False)
+                console.print(f"      {escape(r['flags'])}", soft_wrap=True, highlight=False)
+            if (ctx.get("switching") or {}).get("sglang"):
+                console.print(f"    [dim]{escape(ctx['switching']['sglang'])}[/dim]")
         if server in (None, "vllm"):
             cfg = ctx.get("vllm_speculative_config")
             console.print(
                 f"  [bold]vLLM[/bold] ({versions.get('vllm', '')}), context {ctx['context']:g}:"
                 + (
-                    f" --speculative-config '{escape(cfg)}' (with your method and model)"
+                    " (with your method and model; ranges "
+                    + ", ".join(_range_words(b) for b in ctx.get("vllm_basis") or [])
+                    + ")"
                     if cfg
                     else " no speculative config (plain decoding at every batch listed)"
                 ),
                 highlight=False,
             )
+            if cfg:
+                console.print(
+                    f"    --speculative-config '{escape(cfg)}'", soft_wrap=True, highlight=False
+                )
+            if (ctx.get("switching") or {}).get("vllm"):
+                console.print(f"    [dim]{escape(ctx['switching']['vllm'])}[/dim]")

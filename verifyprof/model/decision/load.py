@@ -22,17 +22,17 @@ from typing import Any
 from verifyprof.model.cycle.batch_cost import (
     Shape,
     compute_bound,
-    ridge_flops_per_byte,
-    ridge_tokens,
 )
 from verifyprof.model.cycle.phase_fit import worst
 from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.decision.load_defaults import (
+    _first_bound,
     acceptance_shape,
     curve_notes,
     default_batches,
     default_contexts,
     load_skip,
+    ridge_json,
 )
 from verifyprof.model.decision.load_points import measured_point
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
@@ -208,16 +208,24 @@ class ContextCurve:
         return max(paying) if paying else None
 
     def ranges(self) -> list[tuple[int, int, int]]:
-        """(first batch, last batch, best k): consecutive listed batches with one best k; a range
-        starts after the previous one's last batch (the first at 1)."""
-        out: list[list[int]] = []
+        """(first batch, last batch, k): consecutive listed batches that one k serves within
+        their bands (the k of their best sets' common part with the highest summed rate), so a
+        setting switches k only where the model can tell the rates apart; a range starts after
+        the previous one's last batch (the first at 1)."""
+        groups: list[tuple[list[Row], set[int]]] = []
         for row in self.rows:
-            k = row.best["num_draft"]
-            if out and out[-1][2] == k:
-                out[-1][1] = row.batch
+            ks = set(row.best_set) or {row.best["num_draft"]}
+            if groups and groups[-1][1] & ks:
+                groups[-1][0].append(row)
+                groups[-1] = (groups[-1][0], groups[-1][1] & ks)
             else:
-                out.append([out[-1][1] + 1 if out else 1, row.batch, k])
-        return [tuple(r) for r in out]
+                groups.append(([row], ks))
+        out, start = [], 1
+        for rows, ks in groups:
+            k = max(sorted(ks), key=lambda k: sum(_rate(r, k) for r in rows))
+            out.append((start, rows[-1].batch, k))
+            start = rows[-1].batch + 1
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -373,23 +381,11 @@ def _point(
     }
 
 
+def _rate(row: Row, k: int) -> float:
+    return next((p["tokens_per_s"] for p in row.points if p["num_draft"] == k), 0.0)
+
+
 def _measured_at(s: Scenario) -> tuple[tuple[int, float], ...]:
     if s.measured is None:
         return ((s.batch, float(s.context)),)
     return tuple(sorted({(c.batch, c.context) for c in s.measured.captures}))
-
-
-def _first_bound(s: Scenario, batches: tuple[int, ...], width: int) -> int | None:
-    return next(
-        (b for b in batches if compute_bound(s.model, s.hardware, Shape(b, width, 0.0), s.tp)),
-        None,
-    )
-
-
-def ridge_json(s: Scenario) -> dict[str, Any]:
-    tokens = ridge_tokens(s.model, s.hardware, s.tp)
-    return {
-        "hardware": s.hardware.name,
-        "flops_per_byte": ridge_flops_per_byte(s.model, s.hardware),
-        "tokens_per_forward": tokens,
-    }

@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from verifyprof.contracts.datafiles import read_toml
-from verifyprof.model.cycle.batch_cost import kv_fits
+from verifyprof.model.cycle.batch_cost import (
+    Shape,
+    compute_bound,
+    kv_fits,
+    ridge_flops_per_byte,
+    ridge_tokens,
+)
 from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.fixes.base import Scenario
 from verifyprof.model.fixes.measured import PartSlope
@@ -112,3 +118,19 @@ def curve_notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None
             " than its target): an optimistic bound for speculation at large batches"
         )
     return out
+
+
+def _first_bound(s: Scenario, batches: tuple[int, ...], width: int) -> int | None:
+    return next(
+        (b for b in batches if compute_bound(s.model, s.hardware, Shape(b, width, 0.0), s.tp)),
+        None,
+    )
+
+
+def ridge_json(s: Scenario) -> dict[str, Any]:
+    tokens = ridge_tokens(s.model, s.hardware, s.tp)
+    return {
+        "hardware": s.hardware.name,
+        "flops_per_byte": ridge_flops_per_byte(s.model, s.hardware),
+        "tokens_per_forward": tokens,
+    }
