@@ -31,8 +31,10 @@ from verifyprof.model.decision.load_defaults import (
     curve_notes,
     default_batches,
     default_contexts,
+    fits,
     load_skip,
     ridge_json,
+    too_big_note,
 )
 from verifyprof.model.decision.load_points import measured_point
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
@@ -300,14 +302,19 @@ def load_curve(
     curves = []
     for context in contexts:
         rows = []
-        for batch in batches:
+        fitting, too_big = fits(s, batches, context, top + 1)
+        if too_big:
+            notes.append(too_big_note(s, too_big, context))
+        if not fitting:
+            continue
+        for batch in fitting:
             if s.measured is not None:
                 found = (measured_point(s.measured, k, batch, context, cache) for k in ks)
                 points = [p for p in found if p is not None]
             else:
                 points = [_point(st, batch, context, slopes, fit) for st in states]
             rows.append(Row(batch, points))
-        ridge = {k: _first_bound(s, batches, k + 1) for k in ks}
+        ridge = {k: _first_bound(s, fitting, k + 1) for k in ks}
         curves.append(ContextCurve(float(context), rows, ridge, _measured_at(s), s.sglang))
     n0 = profile.width or k0 + 1
     return LoadCurve(

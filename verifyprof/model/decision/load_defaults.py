@@ -56,6 +56,28 @@ def default_batches(s: Scenario, context: float, width: int) -> tuple[int, ...]:
     return tuple(sorted({*out, s.batch}))
 
 
+def fits(
+    s: Scenario, batches: tuple[int, ...], context: float, width: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The batches whose weights and KV cache at ``context`` fit the GPU, and those that do
+    not (never given a rate: such a load cannot run)."""
+    memory = _memory_gb(s)
+    if memory is None:
+        return batches, ()
+    ok = tuple(b for b in batches if kv_fits(s.model, memory, b, context + width, s.tp))
+    return ok, tuple(b for b in batches if b not in ok)
+
+
+def too_big_note(s: Scenario, batches: tuple[int, ...], context: float) -> str:
+    memory = _memory_gb(s)
+    return (
+        f"batch {', '.join(map(str, batches))} at context {context:g}: the weights and the KV"
+        f" cache of {s.model.name} do not fit 90% of {s.hardware.name}'s {memory:g} GB"
+        + (f" per GPU at TP {s.tp}" if s.tp > 1 else "")
+        + ": no rate given (that load cannot run)"
+    )
+
+
 def _memory_gb(s: Scenario) -> float | None:
     try:
         return float(read_toml(s.hardware.path)["gpu"]["memory_gb"])

@@ -175,7 +175,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
         decode_given=o.decode_given,
         draft_ms=draft,
         overhead_ms=overhead,
-        batch=o.batch or profile.batch or 1,
+        batch=_batch(profile, o, notes),
         num_draft=num_draft,
         survival=acc.survival,
         hardware=hardware,
@@ -208,6 +208,23 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
         profiled if dilation else None,
         manifest.unprofiled_tps if dilation else None,
     )
+
+
+def _batch(profile: VerifyProfile, o: WhatifOptions, notes: list[str]) -> int:
+    """Today's batch: the trace's (its steps' ``bs=`` tag); one ``--batch`` number that
+    contradicts it is refused (a list is the load curve's), one given where the trace does not
+    say is named as the user's."""
+    if o.batch is None:
+        return profile.batch or 1
+    if profile.batch and o.batch != profile.batch:
+        raise VerifyprofError(
+            f"--batch {o.batch}: the trace's verify steps ran at batch {profile.batch} (their"
+            " bs= tag); one --batch number names today's batch: give a list (--batch"
+            f" {profile.batch},{o.batch}) for the load curve at other batches"
+        )
+    if not profile.batch:
+        notes.append(f"batch {o.batch} as given (--batch): the trace does not tag its steps'")
+    return o.batch
 
 
 def _cycle_numbers(

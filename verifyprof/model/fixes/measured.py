@@ -160,9 +160,15 @@ class Measured:
         words = [
             f"one model from {len(self.captures)} capture(s) of one program: {caps}",
             f"the verify's GPU work fitted over tokens per forward (measured {f.tokens[0]:g} to"
-            f" {f.tokens[-1]:g}: {f.per_token_ms * 1e3:.2f} us a token), requests"
-            f" ({f.per_request_ms * 1e3:.1f} us each) and KV tokens read"
-            f" ({f.per_kv_token_ms * 1e6:.1f} us per thousand); residual {100 * f.residual:.1f}%",
+            f" {f.tokens[-1]:g}: {f.per_token_ms * 1e3:.2f} us a token)"
+            + (
+                f", requests ({f.per_request_ms * 1e3:.1f} us each) and KV tokens read"
+                f" ({f.per_kv_token_ms * 1e6:.1f} us per thousand); residual"
+                f" {100 * f.residual:.1f}%"
+                if f.load_varied
+                else "; one load captured: attention's growth with batch and context is the"
+                " model file's KV bytes at the hardware's bandwidth (roofline)"
+            ),
             "past the last measured point: the fit's own slope, or the model file's roofline where"
             " it grows faster, anchored at that point",
         ]
