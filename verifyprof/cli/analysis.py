@@ -265,13 +265,16 @@ def whatif(
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a
     breakdown."""
-    captures = list(given_source or [])
+    from verifyprof.pipeline.captures import expand_captures
+
+    captures = expand_captures(list(given_source or []))
     if captures and source is not None and captures != [source]:
         raise VerifyprofError(
             f"two inputs: {captures[0]} and --from {source}; give the captures as arguments"
         )
     source = source if source is not None else (captures[0] if captures else None)
-    captures = captures or ([source] if source is not None else [])
+    captures = captures or (expand_captures([source]) if source is not None else [])
+    source = captures[0] if captures else None
     given = {k: v for k, v in locals().items() if k not in ("given_source", "captures")}
     given |= _load_lists(batch, context)
     from verifyprof import pipeline
@@ -301,10 +304,7 @@ def whatif(
     resolve.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
         parallel = _parallel(workers, scheduler, strict, shown)
-        if len(captures) > 1:
-            resolved, _ = pipeline.resolve_captures(captures, options, parallel)
-        else:
-            resolved = resolve.resolve_sources([source], options, parallel=parallel)
+        resolved, _ = pipeline.resolve_captures(captures, options, parallel)
         ranking = resolve.ranking_of(resolved)
     problems = resolved.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:

@@ -15,6 +15,7 @@ from verifyprof.cli.capture_options import (
     BackendOpt,
     BaselineRepeatOpt,
     BaselineRunOpt,
+    BatchesOpt,
     CaptureAllOpt,
     ConcurrencyOpt,
     DecodeCmdOpt,
@@ -51,7 +52,7 @@ def capture(
     out: OutOpt = None,
     backend: BackendOpt = "nsys",
     requests: RequestsOpt = 16,
-    concurrency: ConcurrencyOpt = 1,
+    concurrency: ConcurrencyOpt = "1",
     input_len: InputLenOpt = None,
     output_len: OutputLenOpt = 256,
     prompts: PromptsOpt = None,
@@ -71,6 +72,7 @@ def capture(
     unprofiled_requests: UnprofiledRequestsOpt = None,
     decode_cmd: DecodeCmdOpt = None,
     accept_len_convention: AcceptLenConventionOpt = None,
+    batches: BatchesOpt = None,
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
@@ -86,6 +88,7 @@ def capture(
     if prompts is not None:
         check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
 
+    loads = _loads(concurrency)
     options = CaptureOptions(
         out=out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"),
         server_cmd=server_cmd,
@@ -93,7 +96,8 @@ def capture(
         backend=backend,
         port=port,
         requests=requests,
-        concurrency=concurrency,
+        concurrency=max(loads),
+        loads=loads if len(loads) > 1 else (),
         input_len=input_len,
         output_len=output_len,
         prompts=prompts,
@@ -115,8 +119,15 @@ def capture(
         decode_cmd=decode_cmd,
         argv=list(sys.argv),
     )
-    for line in summary_lines(run_capture(options)):
-        print(" ".join(line.split()) if "\n" in line else line)
+    if batches is not None:
+        from verifyprof.capture.batches import capture_batches, parse_batches
+
+        results = capture_batches(options, parse_batches(batches), run_capture)
+    else:
+        results = [run_capture(options)]
+    for result in results:
+        for line in summary_lines(result):
+            print(" ".join(line.split()) if "\n" in line else line)
 
 
 # The options of a server capture's workload: a program (after --) runs its own, so there they
@@ -133,6 +144,21 @@ SERVER_ONLY = (
     "health_timeout",
     "unprofiled_requests",
 )
+
+
+def _loads(text: str) -> tuple[int, ...]:
+    """``--concurrency 8`` or ``1,8,32`` (distinct; each checked with the other numbers)."""
+    from verifyprof.contracts.errors import VerifyprofError
+
+    try:
+        values = tuple(int(v) for v in str(text).split(","))
+    except ValueError:
+        raise VerifyprofError(
+            f"--concurrency: a number or a comma-separated list of numbers, got {text!r:.60}"
+        ) from None
+    if len(set(values)) != len(values):
+        raise VerifyprofError(f"--concurrency {text}: each load once")
+    return values
 
 
 def _refuse_server_options(ctx: typer.Context) -> None:

@@ -9,12 +9,24 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from verifyprof.capture.batches import capture_folders
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import read_manifest
 from verifyprof.model.decision.candidates import Ranking
 from verifyprof.model.decision.captures import one_model
-from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.model.decision.whatif import Prepared, WhatifOptions, prepare
+from verifyprof.model.inputs.step_attrs import with_attr_columns
 from verifyprof.pipeline.resolve import Resolved, ranking_of, resolve_sources
+
+
+def expand_captures(specs: list[str]) -> list[str]:
+    """A ``capture --batches`` output folder stands for its ``batch-N`` captures (smallest batch
+    first); every other input for itself."""
+    out = []
+    for spec in specs:
+        found = capture_folders(Path(spec))
+        out += [str(p) for p in found] if found else [spec]
+    return out
 
 
 def label_of(spec: str, taken: set[str]) -> str:
@@ -41,16 +53,47 @@ def resolve_captures(
     for spec in sources:
         resolved = resolve_sources([spec], replace(options, source=spec), parallel=parallel)
         if resolved.prepared is None:
+            if len(sources) == 1:
+                return resolved, [resolved]  # the caller says why there is no ranking
             raise VerifyprofError("; ".join(resolved.reasons) or "no accept length", spec)
         label = label_of(spec, taken)
         taken.add(label)
         path = resolved.options.manifest
         manifest = read_manifest(path) if path is not None else None
         gpu = next(iter(resolved.frame.device_names), "")
-        runs.append((label, resolved.prepared, manifest, gpu))
+        if len(sources) == 1 and len((manifest.raw if manifest else {}).get("loads") or []) > 1:
+            runs += [(f"{label} bs={b}", p, manifest, gpu) for b, p in by_batch(resolved)]
+        else:
+            runs.append((label, resolved.prepared, manifest, gpu))
         each.append(resolved)
+    if len(runs) == 1:
+        return each[0], each
     combined = one_model(runs)
     return replace(each[0], prepared=combined), each
+
+
+MIN_STEPS = 8  # a batch size with fewer verify steps is no measured point of its own
+
+
+def by_batch(resolved: Resolved) -> list[tuple[int, Prepared]]:
+    """A trace driven at several loads (``capture --concurrency 1,8,32``: its manifest's
+    ``loads``) as one prepared state per batch size its verify steps ran at (their ``bs=``
+    tags), with at least :data:`MIN_STEPS` steps each; the steps that name no batch stay in
+    every one. The most frequent batch first: today's run."""
+    frame = resolved.frame
+    steps = with_attr_columns(frame.steps)
+    verify = steps[steps["_phase"] == "verify"]
+    counts = verify["_batch"].dropna().astype(int).value_counts()
+    out = []
+    for batch in counts[counts >= MIN_STEPS].index:
+        keep = steps["_batch"].isna() | (steps["_batch"] == batch)
+        sub = replace(frame, steps=frame.steps[keep.to_numpy()])
+        out.append((int(batch), prepare(sub, resolved.options)))
+    if not out:
+        raise VerifyprofError(
+            f"no batch size with {MIN_STEPS} or more verify steps tagged bs=", resolved.frame.source
+        )
+    return out
 
 
 def whatif_captures(sources: list[str], options: WhatifOptions, parallel=None) -> Ranking:

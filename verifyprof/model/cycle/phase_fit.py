@@ -16,8 +16,8 @@ The step's GPU work is split by what drives it:
 * **fixed**: graph gaps, launches, host time: the mean over the captures.
 
 At a measured configuration the value is ``measured``; inside the measured batches, contexts
-and tokens ``interpolated``; outside them ``extrapolated``; and ``roofline`` where, past the last
-measured tokens, the model file's GEMM floor grows faster than the fitted slope (anchored there).
+and tokens ``interpolated``; outside them ``extrapolated``; and ``roofline`` past the last
+measured tokens, where the model file's GEMM floor carries the tokens' part (anchored there).
 Every value carries a relative band: the fit's residual (at least :data:`MIN_BAND`) plus
 :data:`BAND_PER_DOUBLING` per doubling of the distance to the nearest measured point.
 """
@@ -106,12 +106,9 @@ class StepFit:
         tokens by the roofline (``growth(x0, x1)``: the model file's GEMM floor change)."""
         t = float(batch * width)
         top = self.tokens[-1] if self.tokens else t
-        fitted = self.per_token_ms * t
-        if t > top and growth is not None:
-            roof = self.per_token_ms * top + growth(top, t)
-            if roof > fitted:
-                return roof, ROOFLINE
-        return fitted, INTERPOLATED
+        if t > top and growth is not None:  # past the measured tokens: the roofline, anchored
+            return self.per_token_ms * top + max(growth(top, t), 0.0), ROOFLINE
+        return self.per_token_ms * t, INTERPOLATED
 
     def rest_ms(self, batch: int, context: float) -> float:
         return self.base_ms + self.per_request_ms * batch + self.per_kv_token_ms * batch * context

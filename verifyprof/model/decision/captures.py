@@ -158,8 +158,8 @@ def _differs(a: Identity, b: Identity, first: str) -> str:
     for field, words in (
         ("program", "program"),
         ("hardware", "hardware"),
-        ("settings", "model or settings"),
         ("mode", "execution mode of the verify"),
+        ("settings", "model or settings"),
     ):
         x, y = getattr(a, field), getattr(b, field)
         if x != y:
