@@ -174,3 +174,35 @@ def test_a_width_sweep_sets_the_cost_of_a_token():
     ref = Point(1, 5, 256.0, {"gemm_dense": 5.0}, "a")
     fit = step_fit([ref], [(ref, {1: 4.6, 3: 4.8, 5: 5.0, 9: 5.4})])
     assert fit.per_token_ms == pytest.approx(0.1, rel=1e-6)
+
+
+def test_a_trace_driven_at_several_loads_is_one_measured_point_per_batch(tmp_path):
+    """A server capture at ``--concurrency 1,8`` holds steps tagged bs=1 and bs=8 in one trace:
+    its manifest's ``loads`` make whatif model each batch as its own measured point (here the
+    two H200 captures' steps in one breakdown, the later one's clock shifted past the first)."""
+    a = json.loads((C2 / "breakdown.json").read_text())
+    b = json.loads((C3 / "breakdown.json").read_text())
+    shift = (
+        max(s["end_ns"] for s in a["steps"])
+        + 1_000_000_000
+        - min(s["start_ns"] for s in b["steps"])
+    )
+    for s in b["steps"]:
+        s["start_ns"] += shift
+        s["end_ns"] += shift
+    a["steps"] += b["steps"]
+    folder = tmp_path / "loads"
+    folder.mkdir()
+    (folder / "breakdown.json").write_text(json.dumps(a))
+    manifest = json.loads((C2 / "manifest.json").read_text())
+    manifest["loads"] = [{"concurrency": 1}, {"concurrency": 8}]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    result = whatif_json(str(folder), *LOAD)
+    assert "bs=1" in " ".join(result["load_curve"]["notes"])
+    p = point(result, 8, 4)
+    assert p["basis"] == MEASURED and p["from_capture"].endswith("bs=8")
+    assert p["tokens_per_s"] == pytest.approx(point(both_captures(), 8, 4)["tokens_per_s"], 0.02)
+
+
+def both_captures() -> dict:
+    return whatif_json(str(C2), str(C3), *LOAD)
