@@ -241,3 +241,4 @@ class Models:
         if self.args.device.startswith("cuda"):
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
+        print(f"hf_chain: released batch={batch}", file=sys.stderr, flush=True)
