@@ -76,6 +76,21 @@ def _options(kind, given: dict):
     return kind(**values)
 
 
+def _captures(given: list[str] | None, source: str | None) -> tuple[list[str], str | None]:
+    """The captures whatif models (arguments, or --from; a --batches folder stands for its
+    captures) and today's, the first."""
+    from verifyprof.pipeline.captures import expand_captures
+
+    captures = expand_captures(list(given or []))
+    if captures and source is not None and captures != [source]:
+        raise VerifyprofError(
+            f"two inputs: {captures[0]} and --from {source}; give the captures as arguments"
+        )
+    if not captures and source is not None:
+        captures = expand_captures([source])
+    return captures, (captures[0] if captures else None)
+
+
 def _load_lists(batch: str | None, context: str | None) -> dict:
     """``--batch`` and ``--context``: one number each (today's), or the load curve's lists."""
     out = dict(zip(("batch", "batches"), _number_list(batch, "--batch", int)))
@@ -265,16 +280,7 @@ def whatif(
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a
     breakdown."""
-    from verifyprof.pipeline.captures import expand_captures
-
-    captures = expand_captures(list(given_source or []))
-    if captures and source is not None and captures != [source]:
-        raise VerifyprofError(
-            f"two inputs: {captures[0]} and --from {source}; give the captures as arguments"
-        )
-    source = source if source is not None else (captures[0] if captures else None)
-    captures = captures or (expand_captures([source]) if source is not None else [])
-    source = captures[0] if captures else None
+    captures, source = _captures(given_source, source)
     given = {k: v for k, v in locals().items() if k not in ("given_source", "captures")}
     given |= _load_lists(batch, context)
     from verifyprof import pipeline

@@ -80,7 +80,6 @@ def capture(
 
     from verifyprof.capture.options import CaptureOptions
     from verifyprof.capture.results import summary_lines
-    from verifyprof.capture.run import capture as run_capture
     from verifyprof.contracts.inputs import check_file_option
 
     if server_cmd is None:
@@ -119,13 +118,7 @@ def capture(
         decode_cmd=decode_cmd,
         argv=list(sys.argv),
     )
-    if batches is not None:
-        from verifyprof.capture.batches import capture_batches, parse_batches
-
-        results = capture_batches(options, parse_batches(batches), run_capture)
-    else:
-        results = [run_capture(options)]
-    for result in results:
+    for result in _run(options, batches):
         for line in summary_lines(result):
             print(" ".join(line.split()) if "\n" in line else line)
 
@@ -144,6 +137,17 @@ SERVER_ONLY = (
     "health_timeout",
     "unprofiled_requests",
 )
+
+
+def _run(options, batches: str | None) -> list:
+    """One capture, or one per batch size of a program (``--batches``)."""
+    from verifyprof.capture.run import capture as run_capture
+
+    if batches is None:
+        return [run_capture(options)]
+    from verifyprof.capture.batches import capture_batches, parse_batches
+
+    return capture_batches(options, parse_batches(batches), run_capture)
 
 
 def _loads(text: str) -> tuple[int, ...]:

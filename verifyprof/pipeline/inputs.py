@@ -22,7 +22,7 @@ from verifyprof.contracts.errors import TraceError, VerifyprofError
 from verifyprof.contracts.inputs import InputRegistry, check_file_option
 from verifyprof.contracts.manifest import MANIFEST
 from verifyprof.trace.formats import NSYS_SUFFIXES
-from verifyprof.trace.inputs import is_directory, list_directory
+from verifyprof.trace.inputs import is_directory, kept_breakdown, list_directory
 from verifyprof.trace.sources import expand
 
 TAXONOMY_FILE = "taxonomy.toml"
@@ -114,17 +114,6 @@ def _add_source(registry: InputRegistry, spec: str | Path, owner: str) -> None:
             registry.add(path, f"{mine} {kind}'s trace")
     if (folder / MANIFEST).is_file():
         registry.add(folder / MANIFEST, f"{mine} capture folder's manifest")
-
-
-def kept_breakdown(folder: Path) -> Path | None:
-    """A capture folder kept as its breakdown (``manifest.json`` and ``breakdown.json``, no
-    trace: bench/results): that breakdown; else None."""
-    kept = folder / "breakdown.json"
-    if not ((folder / MANIFEST).is_file() and kept.is_file()):
-        return None
-    names = ("*.sqlite", "*.sqlite.gz", "*.nsys-rep", "*.json.gz", "*.pt.trace.json")
-    holds = any(next(folder.glob(n), None) for n in names) or (folder / "torch").is_dir()
-    return None if holds else kept
 
 
 def _file_role(path: Path, owner: str) -> str:

@@ -18,8 +18,8 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
 from verifyprof.model.decision.whatif import Prepared, WhatifOptions, check_options, prepare
 from verifyprof.model.inputs.profile import verify_profile
-from verifyprof.pipeline.inputs import kept_breakdown
 from verifyprof.pipeline.story import check_picked
+from verifyprof.trace.inputs import kept_breakdown
 from verifyprof.trace.sources import is_breakdown_json
 
 CYCLE_PARTS = ("spec_step", "draft", "accept", "draft_extend")  # never the verify

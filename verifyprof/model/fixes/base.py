@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from verifyprof.contracts.text import counted
 from verifyprof.model.cycle.parts import Part, part_of
@@ -23,9 +23,6 @@ from verifyprof.model.inputs.hardware import Hardware
 from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
 from verifyprof.model.inputs.step_group import StepGroup
-
-if TYPE_CHECKING:
-    from verifyprof.model.fixes.measured import Measured
 
 
 @dataclass
@@ -66,7 +63,7 @@ class Scenario:
     basis: str = "traced"
     # every capture of the program given (this one first) and the fits made from them
     # (model.fixes.measured); None: the plain-numbers path
-    measured: Measured | None = None
+    measured: Any = None  # model.fixes.measured.Measured (it imports this module)
 
 
 @dataclass(frozen=True)
