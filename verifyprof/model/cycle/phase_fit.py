@@ -131,7 +131,7 @@ class StepFit:
         band = max(self.residual, MIN_BAND)
         if (batch, width, float(context)) in self.points:
             return Value(ms, MEASURED, band)
-        load = _log2_out(float(batch), tuple(map(float, self.batches))) + _log2_out(
+        load = _log2_out(float(batch), self.batches_near(context)) + _log2_out(
             float(context), self.contexts
         )
         tokens = _log2_out(float(batch * width), self.tokens)
@@ -141,6 +141,12 @@ class StepFit:
         else:
             basis = INTERPOLATED if load + tokens == 0 else EXTRAPOLATED
         return Value(ms, basis, band + per_load * load + BAND_PER_DOUBLING * tokens)
+
+    def batches_near(self, context: float) -> tuple[float, ...]:
+        """The batches captured at the captured context nearest to ``context`` (a batch is
+        between measured points only where a context measured both sides of it)."""
+        near = min(self.contexts, key=lambda c: abs(math.log(max(context, 1) / max(c, 1))))
+        return tuple(sorted({float(b) for b, _, c in self.points if c == near}))
 
     @property
     def load_varied(self) -> bool:

@@ -97,15 +97,18 @@ def _option(target: list[str], *names: str) -> str | None:
 
 
 def where_taken(prepared: Prepared, manifest: Manifest | None) -> tuple[int, float, int, str]:
-    """(batch, context, drafts, how the context was found) of one capture: the trace's tags and
-    the scenario first, then what the program reported, then its command line."""
+    """(batch, context, drafts, how the context was found) of one capture: the batch from the
+    trace's tags, then what the program reported, then its command line; the context from what
+    the program reported or ran with, then the trace's tags or --context, then a stated
+    default."""
     s, res, target = prepared.scenario, _results(manifest), _target(manifest)
     batch = prepared.profile.batch or _int(res.get("batch")) or _int(_option(target, "--batch"))
-    context, how = s.context, "the trace"
-    if not context:
-        found = _num(res.get("context")) or _num(_option(target, "--context", "--ctx"))
-        context, how = (found, "the capture's program") if found else (0.0, "")
-    if not context:
+    context, how = _num(res.get("context")) or _num(_option(target, "--context", "--ctx")), ""
+    if context:
+        how = "the capture's program"  # what it ran at, before an option that names one for all
+    elif s.context:
+        context, how = s.context, "the trace or --context"
+    else:
         context, how = DEFAULT_CONTEXT, f"a stated default ({DEFAULT_CONTEXT:g}: give --context)"
     k = s.num_draft or _int(res.get("num_draft")) or 0
     return int(batch or s.batch or 1), float(context), int(k), how

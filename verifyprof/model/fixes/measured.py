@@ -101,11 +101,12 @@ class Measured:
         return max(at_k2, 0.0) / at_k, basis
 
     def batch_basis(self, batch: int, context: float) -> str:
-        """How a batch and context relate to the captured ones."""
-        bs, cs = self.batches, self.contexts
+        """How a batch and context relate to the captured ones (the batches captured at the
+        nearest captured context)."""
+        bs, cs = self.fit.batches_near(context), self.contexts
         inside_b = bs[0] <= batch <= bs[-1]
         inside_c = cs[0] <= context <= cs[-1]
-        if batch in bs and float(context) in cs:
+        if float(batch) in bs and float(context) in cs:
             return MEASURED
         return INTERPOLATED if inside_b and inside_c else "extrapolated"
 
