@@ -100,16 +100,20 @@ def load_skip(s: Scenario) -> str:
 
 def curve_notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None) -> list[str]:
     if s.measured is not None:
-        return s.measured.notes() + [
-            "the draft and the rest of the cycle: GPU time per extra request fitted over the"
-            " captured batches"
-            + (
-                ": " + ", ".join(f"{sl.name} {sl.per_request_ms * 1e3:.1f} us" for sl in slopes)
-                if (slopes := s.measured.slopes)
-                else " (one batch captured: kept as measured, an optimistic bound at large batches)"
-            ),
-            "per-request acceptance unchanged with the batch",
-        ]
+        return (
+            s.measured.notes()
+            + [
+                "the draft and the rest of the cycle: GPU time per extra request fitted over the"
+                " captured batches"
+                + (
+                    ": " + ", ".join(f"{sl.name} {sl.per_request_ms * 1e3:.1f} us" for sl in slopes)
+                    if (slopes := s.measured.slopes)
+                    else " (one batch captured: kept as measured, an optimistic bound at large batches)"
+                ),
+                "per-request acceptance unchanged with the batch",
+            ]
+            + _plain_note(s)
+        )
     model = s.model
     out = (
         []
@@ -156,3 +160,19 @@ def ridge_json(s: Scenario) -> dict[str, Any]:
         "flops_per_byte": ridge_flops_per_byte(s.model, s.hardware),
         "tokens_per_forward": tokens,
     }
+
+
+def _plain_note(s: Scenario) -> list[str]:
+    """Where no capture measured a decode step, plain decoding is the verify at width 1: say
+    so, and what measures it."""
+    measured = any(
+        c.profile.decode_group is not None or c.scenario.decode_ms is not None
+        for c in s.measured.captures
+    )
+    if measured:
+        return []
+    return [
+        "plain decoding (k = 0) is predicted from the verify's kernels at width 1 (band at least"
+        ' 20%: a decode step often runs another attention path): capture --decode-cmd "..." or'
+        " whatif --decode-ms measures it"
+    ]
