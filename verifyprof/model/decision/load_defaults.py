@@ -108,7 +108,8 @@ def curve_notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None
                 + (
                     ": " + ", ".join(f"{sl.name} {sl.per_request_ms * 1e3:.1f} us" for sl in slopes)
                     if (slopes := s.measured.slopes)
-                    else " (one batch captured: kept as measured, an optimistic bound at large batches)"
+                    else " (one batch captured: kept as measured, an optimistic bound at large"
+                    " batches)"
                 ),
                 "per-request acceptance unchanged with the batch",
             ]
