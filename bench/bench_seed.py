@@ -152,12 +152,12 @@ def run(out: Path, smoke: bool, only: set[str]) -> None:
 LIMIT = 15 * 2**20  # under $OUT's 16 MiB a file
 
 
-def pack(src: Path, dest: Path) -> None:
+def pack(src: Path, dest: Path, names: tuple[str, ...] = tuple(CAPTURES)) -> None:
     """Each finished capture as ``C?.tgz`` (not its .nsys-rep: the SQLite export is the trace),
     once per lease (a marker remembers); the measurements and logs as ``measures.tgz`` (again
     each time); a file over 15 MiB is split into ``.partN``."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in CAPTURES:
+    for name in names:
         folder, marker = src / name, src / f".packed-{name}"
         if not (folder / "manifest.json").exists() or marker.exists():
             continue

@@ -38,10 +38,14 @@ def test_one_batch_1_capture_gives_every_batch_and_k_asked():
         "--batches", "1,4,16,64", "--ks", "0,1,2,4",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = re.findall(r"^  batch (\d+): (.*)  best k=(\d)$", done.stdout, re.M)
-    assert [int(b) for b, _, _ in rows] == [1, 4, 16, 64]
-    for _, rates, best in rows:
-        ks = re.findall(r"k=(\d) ([\d.]+)", rates)
-        assert [int(k) for k, _ in ks] == [0, 1, 2, 4]
-        assert max(ks, key=lambda kv: float(kv[1]))[0] == best
-    assert "captures at batch [1], context 512" in done.stdout
+    rows = re.findall(
+        r"^  context (\d+) batch (\d+) k=(\d): ([\d.]+) tok/s per request, (\w+)", done.stdout, re.M
+    )
+    assert {(int(c), int(b), int(k)) for c, b, k, _, _ in rows} == {
+        (c, b, k) for c in (512, 2048) for b in (1, 4, 16, 64) for k in (0, 1, 2, 4)
+    }
+    for c, b, k, _, basis in rows:  # one capture at batch 1, context 512, k = 3 (and its decode)
+        if (c, b) != ("512", "1"):
+            assert basis in ("extrapolated", "roofline"), (c, b, k)
+    assert ("512", "1", "0") in {(c, b, k) for c, b, k, _, basis in rows if basis == "measured"}
+    assert "captures: context 512 batch 1 k 3" in done.stdout

@@ -164,13 +164,14 @@ def test_vllm_schedule_keeps_the_rules_of_its_source(graph):
         cfg = ctx["vllm"]
         assert cfg is not None and vllm_schedule_ok(cfg)
         assert json.loads(ctx["vllm_speculative_config"]) == cfg
-        # every listed batch gets its best k from the table
+        # every listed batch gets a k from its best set (the k the band cannot tell from the
+        # best: a setting switches k only where the rates differ by more than their bands)
         curve = next(c for c in load.curves if c.context == ctx["context"])
         for row in curve.rows:
             (k,) = [
                 k for a, b, k in cfg["num_speculative_tokens_per_batch_size"] if a <= row.batch <= b
             ]
-            assert k == row.best["num_draft"]
+            assert k in row.best_set
     assert not vllm_schedule_ok(
         {"num_speculative_tokens": 2, "num_speculative_tokens_per_batch_size": [[2, 8, 2]]}
     )

@@ -555,4 +555,11 @@ def test_whatif_takes_its_source_as_an_argument_like_the_other_commands():
 
 def test_whatif_refuses_two_different_sources():
     eager, graph = ROOT / "traces/workload-dense-eager", ROOT / "traces/workload-dense-graph"
-    assert_bad_input(run("whatif", str(eager), "--from", str(graph)), "two inputs", "give one")
+    assert_bad_input(
+        run("whatif", str(eager), "--from", str(graph)), "two inputs", "captures as arguments"
+    )
+
+
+def test_whatif_refuses_captures_of_one_program_in_two_execution_modes():
+    eager, graph = ROOT / "traces/workload-dense-eager", ROOT / "traces/workload-dense-graph"
+    assert_bad_input(run("whatif", str(eager), str(graph)), "execution mode", "eager")

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 import torch
-from hf_chain_models import GRAPH_IMPL, Models, run_model
+from hf_chain_models import GRAPH_IMPL, Models
 
 PRESETS = {
     "7b": {  # Llama-2-7B-like, GQA; weight-bound decode on one H200
@@ -58,6 +58,9 @@ PRESETS = {
         "draft_hidden": 1024,
     },
 }
+# Llama-2-7B-like with full multi-head attention (kv heads = heads = 32): a KV cache of 0.5 MB a
+# token, read whole every forward (the static cache), so the verify grows with batch x context
+PRESETS["7b-mha"] = PRESETS["7b"] | {"kv_heads": 32}
 
 
 def ints(text: str) -> list[int]:
@@ -125,15 +128,13 @@ class ChainDecoder:
         self.accepted: list[int] = []
 
     def prefill(self) -> None:
-        dev, b = self.args.device, self.batch
-        ctx = torch.randint(0, self.args.vocab, (b, self.args.context), device=dev)
-        pos = torch.arange(self.args.context, device=dev)
-        with torch.no_grad():
-            logits = run_model(self.target, self.tcache, ctx, pos)
-            run_model(self.draft, self.dcache, ctx, pos)
+        """The context in both caches (prefilled once per batch: every k and round of the batch
+        restarts at the context's end, its cycles overwriting the last one's entries)."""
+        prev, last = self.models.prefilled(self.batch)
         self.n = self.args.context  # tokens in the target's cache
-        self.prev = ctx[:, -1:].clone()  # the token before ``last``, in both caches
-        self.last = logits[:, -1:].argmax(-1)  # newest token, in neither cache
+        self.prev = prev.clone()  # the token before ``last``, in both caches
+        self.last = last.clone()  # newest token, in neither cache
+        dev = self.args.device
         self.window = torch.arange(max(self.k + 1, *self.args.sweep, 1), device=dev)
 
     def propose(self) -> torch.Tensor:
@@ -243,6 +244,7 @@ def measure(
         "mode": args.mode,
         "num_draft": k,
         "batch": batch,
+        "context": args.context,
         "steps": args.steps,
         "accept_len": tokens / args.steps,
         "tokens_per_s": batch * tokens / elapsed,
@@ -283,16 +285,25 @@ def main(argv: list[str] | None = None) -> int:
     models = Models(args, max(ks))
     rounds: dict[tuple[int, int], list[dict]] = {c: [] for c in configs}
     n_rounds = max(args.rounds, 1)
-    for r in range(n_rounds):
-        for b, k in configs:
-            widths = bool(args.sweep) and r == n_rounds - 1  # the sweep once, in the last round
-            rounds[(b, k)].append(measure(args, models, k, b, len(configs) == 1, widths))
+    for b in batches:  # one batch at a time: its caches and graphs freed before the next
+        for k in ks:  # every forward made (graphs captured) before the context is prefilled
+            ChainDecoder(args, models, k, b)
+        for width in args.sweep:
+            models.forward("target", width, b, "verify")
+        for r in range(n_rounds):  # the batch's k in interleaved rounds (host speed drifts)
+            for k in ks:
+                widths = bool(args.sweep) and r == n_rounds - 1  # the sweep once, last round
+                rounds[(b, k)].append(measure(args, models, k, b, len(configs) == 1, widths))
+        models.release(b)
     runs = [merged(rounds[c]) for c in configs]
     cuda = args.device.startswith("cuda")
     result = {
         "program": "hf_chain",
         "preset": args.preset,
         "alpha": args.alpha,
+        "context": args.context,
+        "kv_heads": models.tcfg.num_key_value_heads,
+        "max_cache_len": models.max_len,
         "graph_impl": GRAPH_IMPL[0] if args.mode in ("graph", "seed") else None,
         "init_s": models.init_s,
         "forwards": models.made,
@@ -300,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
         "gpu": torch.cuda.get_device_name() if cuda else None,
+        "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
         **{
             key: runs[-1][key]
             for key in (
@@ -309,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cycle_ms",
                 "mode",
                 "batch",
+                "context",
             )
         },
         "num_draft": runs[-1]["num_draft"] or None,  # verifyprof's bound: k >= 1 (plain: none)

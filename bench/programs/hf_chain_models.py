@@ -15,6 +15,7 @@ so the choice can be checked on a CPU, where no graph is captured.
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 import time
@@ -22,6 +23,7 @@ import time
 import torch
 
 GRAPH_IMPL = ["torch.cuda.CUDAGraph"]
+PREFILL_TOKENS = 8192  # tokens (batch x width) per prefill forward: batch 64 x 2048 in chunks
 
 
 def build(args, hidden: int, layers: int, inter: int, max_len: int):
@@ -151,6 +153,7 @@ class Models:
         print(f"hf_chain: init {self.init_s:.1f} s (weights built on {args.device})", flush=True)
         self.caches: dict[tuple[str, int], object] = {}
         self.forwards: dict[tuple[str, int, int, bool], Forward] = {}
+        self.prefills: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.made: list[dict] = []
 
     def model(self, which: str):
@@ -205,3 +208,37 @@ class Models:
                 flush=True,
             )
         return self.forwards[key]
+
+    def prefilled(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Random context tokens through both models into ``batch``'s caches, once (in chunks of
+        at most ``PREFILL_TOKENS`` tokens: one forward at batch 1, a 7B's activations at batch
+        64 x 2048 would not fit beside its cache); the last context token and the target's next
+        token."""
+        if batch not in self.prefills:
+            dev, length = self.args.device, self.args.context
+            ctx = torch.randint(0, self.args.vocab, (batch, length), device=dev)
+            chunk = max(PREFILL_TOKENS // batch, 1)
+            with torch.no_grad():
+                for lo in range(0, length, chunk):
+                    hi = min(lo + chunk, length)
+                    pos = torch.arange(lo, hi, device=dev)
+                    logits = run_model(self.target, self.cache("target", batch), ctx[:, lo:hi], pos)
+                    run_model(self.draft, self.cache("draft", batch), ctx[:, lo:hi], pos)
+                    last = logits[:, -1:].argmax(-1)
+                    del logits
+            self.prefills[batch] = (ctx[:, -1:].clone(), last)
+        return self.prefills[batch]
+
+    def release(self, batch: int) -> None:
+        """Free ``batch``'s static caches, graphs and prefill (a 7B MHA cache at batch 64 and
+        context 2048 is ~70 GiB: two batches' would not fit on an H200)."""
+        self.prefills.pop(batch, None)
+        for key in [key for key in self.forwards if key[2] == batch]:
+            del self.forwards[key]
+        for key in [key for key in self.caches if key[1] == batch]:
+            del self.caches[key]
+        gc.collect()
+        if self.args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        print(f"hf_chain: released batch={batch}", file=sys.stderr, flush=True)

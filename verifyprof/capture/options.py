@@ -28,6 +28,9 @@ class CaptureOptions:
     port: int | None = None
     requests: int = 16
     concurrency: int = 1
+    # several loads in one window (``--concurrency 1,8,32``): each driven in turn, its window and
+    # rates recorded in the manifest's ``loads``; empty: one load (``concurrency``)
+    loads: tuple[int, ...] = ()
     input_len: int | None = None
     output_len: int = 256
     prompts: Path | None = None

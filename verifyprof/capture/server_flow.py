@@ -33,6 +33,8 @@ from verifyprof.capture.server import (
 from verifyprof.capture.session import CaptureSession
 from verifyprof.contracts.manifest_records import dilation_record
 
+LOAD_KEYS = ("requests_ok", "tokens_per_s", "tokens_per_s_per_request", "accept_len")
+
 
 def serve(run: CaptureSession) -> None:
     opts, proc = run.opts, run.proc
@@ -65,15 +67,23 @@ def serve(run: CaptureSession) -> None:
         start_profile(run)
     else:
         run.window["start_unix_ns"] = time.time_ns()
-    workload = driver.Workload(
-        opts.requests,
-        opts.concurrency,
-        opts.output_len,
-        opts.input_len,
-        opts.temperature,
-        opts.request_timeout,
-    )
-    _drive(run, workload, prompts)
+    for concurrency in opts.loads or (opts.concurrency,):
+        workload = driver.Workload(
+            opts.requests,
+            concurrency,
+            opts.output_len,
+            opts.input_len,
+            opts.temperature,
+            opts.request_timeout,
+        )
+        first, start = len(run.results), time.time_ns()
+        _drive(run, workload, prompts)
+        if opts.loads:  # each load's own window and rates: whatif splits the trace by them
+            rates = driver.summarize(run.results[first:])
+            run.loads.append(
+                {"concurrency": concurrency, "start_unix_ns": start, "end_unix_ns": time.time_ns()}
+                | {k: rates.get(k) for k in LOAD_KEYS}
+            )
     if opts.backend != "none":
         stop_profile(run)
     else:

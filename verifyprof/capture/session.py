@@ -47,6 +47,7 @@ class CaptureSession:
         self.nsys_version: str | None = None
         self.proc: ManagedProcess | None = None
         self.results: list[driver.RequestResult] = []
+        self.loads: list[dict] = []  # --concurrency 1,8,32: each load's window and rates
         self.summary: dict = {}
         self.window: dict = {}
         self.profiling = False
@@ -113,6 +114,8 @@ class CaptureSession:
         )
         if self.dilation is not None:
             doc["dilation"] = self.dilation
+        if self.loads:
+            doc["loads"] = self.loads
         if opts.mode == "server":
             doc["workload"] = {
                 "requests": opts.requests,

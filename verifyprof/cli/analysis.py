@@ -77,6 +77,21 @@ def _options(kind, given: dict):
     return kind(**values)
 
 
+def _captures(given: list[str] | None, source: str | None) -> tuple[list[str], str | None]:
+    """The captures whatif models (arguments, or --from; a --batches folder stands for its
+    captures) and today's, the first."""
+    from verifyprof.pipeline.captures import expand_captures
+
+    captures = expand_captures(list(given or []))
+    if captures and source is not None and captures != [source]:
+        raise VerifyprofError(
+            f"two inputs: {captures[0]} and --from {source}; give the captures as arguments"
+        )
+    if not captures and source is not None:
+        captures = expand_captures([source])
+    return captures, (captures[0] if captures else None)
+
+
 def _load_lists(batch: str | None, context: str | None) -> dict:
     """``--batch`` and ``--context``: one number each (today's), or the load curve's lists."""
     out = dict(zip(("batch", "batches"), _number_list(batch, "--batch", int)))
@@ -267,11 +282,8 @@ def whatif(
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a
     breakdown."""
-    if given_source is not None and source is not None and given_source != source:
-        msg = f"two inputs: {given_source} and --from {source}; give one (whatif models one run)"
-        raise VerifyprofError(msg)
-    source = source if source is not None else given_source
-    given = {k: v for k, v in locals().items() if k not in ("given_source", "details")}
+    captures, source = _captures(given_source, source)
+    given = {k: v for k, v in locals().items() if k not in ("given_source", "captures", "details")}
     given |= _load_lists(batch, context)
     from verifyprof import pipeline
     from verifyprof.model.decision.whatif import WhatifOptions
@@ -285,7 +297,7 @@ def whatif(
             " trace (choose it with --step, --width, --mode)"
         )
     _check_run(  # inputs, file options and numbers, before any work (issue 22)
-        sources={"": [source] if source is not None else []},
+        sources={"": captures},
         files={"--manifest": manifest},
         data={"--hardware": hardware, "--model": model},
         numbers={"--workers": workers},
@@ -299,9 +311,8 @@ def whatif(
         return
     resolve.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
-        resolved = resolve.resolve_sources(
-            [source], options, parallel=_parallel(workers, scheduler, strict, shown)
-        )
+        parallel = _parallel(workers, scheduler, strict, shown)
+        resolved, _ = pipeline.resolve_captures(captures, options, parallel)
         ranking = resolve.ranking_of(resolved)
     problems = resolved.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:

@@ -15,6 +15,7 @@ from verifyprof.cli.capture_options import (
     BackendOpt,
     BaselineRepeatOpt,
     BaselineRunOpt,
+    BatchesOpt,
     CaptureAllOpt,
     ConcurrencyOpt,
     DecodeCmdOpt,
@@ -51,7 +52,7 @@ def capture(
     out: OutOpt = None,
     backend: BackendOpt = "nsys",
     requests: RequestsOpt = 16,
-    concurrency: ConcurrencyOpt = 1,
+    concurrency: ConcurrencyOpt = "1",
     input_len: InputLenOpt = None,
     output_len: OutputLenOpt = 256,
     prompts: PromptsOpt = None,
@@ -71,6 +72,7 @@ def capture(
     unprofiled_requests: UnprofiledRequestsOpt = None,
     decode_cmd: DecodeCmdOpt = None,
     accept_len_convention: AcceptLenConventionOpt = None,
+    batches: BatchesOpt = None,
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
@@ -78,7 +80,6 @@ def capture(
 
     from verifyprof.capture.options import CaptureOptions
     from verifyprof.capture.results import summary_lines
-    from verifyprof.capture.run import capture as run_capture
     from verifyprof.contracts.inputs import check_file_option
 
     if server_cmd is None:
@@ -86,6 +87,7 @@ def capture(
     if prompts is not None:
         check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
 
+    loads = _loads(concurrency)
     options = CaptureOptions(
         out=out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"),
         server_cmd=server_cmd,
@@ -93,7 +95,8 @@ def capture(
         backend=backend,
         port=port,
         requests=requests,
-        concurrency=concurrency,
+        concurrency=max(loads),
+        loads=loads if len(loads) > 1 else (),
         input_len=input_len,
         output_len=output_len,
         prompts=prompts,
@@ -115,8 +118,9 @@ def capture(
         decode_cmd=decode_cmd,
         argv=list(sys.argv),
     )
-    for line in summary_lines(run_capture(options)):
-        print(" ".join(line.split()) if "\n" in line else line)
+    for result in _run(options, batches):
+        for line in summary_lines(result):
+            print(" ".join(line.split()) if "\n" in line else line)
 
 
 # The options of a server capture's workload: a program (after --) runs its own, so there they
@@ -133,6 +137,32 @@ SERVER_ONLY = (
     "health_timeout",
     "unprofiled_requests",
 )
+
+
+def _run(options, batches: str | None) -> list:
+    """One capture, or one per batch size of a program (``--batches``)."""
+    from verifyprof.capture.run import capture as run_capture
+
+    if batches is None:
+        return [run_capture(options)]
+    from verifyprof.capture.batches import capture_batches, parse_batches
+
+    return capture_batches(options, parse_batches(batches), run_capture)
+
+
+def _loads(text: str) -> tuple[int, ...]:
+    """``--concurrency 8`` or ``1,8,32`` (distinct; each checked with the other numbers)."""
+    from verifyprof.contracts.errors import VerifyprofError
+
+    try:
+        values = tuple(int(v) for v in str(text).split(","))
+    except ValueError:
+        raise VerifyprofError(
+            f"--concurrency: a number or a comma-separated list of numbers, got {text!r:.60}"
+        ) from None
+    if len(set(values)) != len(values):
+        raise VerifyprofError(f"--concurrency {text}: each load once")
+    return values
 
 
 def _refuse_server_options(ctx: typer.Context) -> None:

@@ -43,7 +43,27 @@ BackendOpt = Annotated[
 
 RequestsOpt = Annotated[int, typer.Option("--requests", help="measured requests")]
 
-ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", help="requests in flight at once")]
+ConcurrencyOpt = Annotated[
+    str,
+    typer.Option(
+        "--concurrency",
+        help=(
+            "requests in flight at once; several (1,8,32): each load driven in turn in one"
+            " trace, its window and rates in the manifest's loads (whatif models them as one)"
+        ),
+    ),
+]
+
+BatchesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--batches",
+        help=(
+            "a program captured once per batch size (1,8,32): {batch} in its command (and in"
+            " --decode-cmd) replaced, each capture in --out/batch-N; whatif --out reads them all"
+        ),
+    ),
+]
 
 InputLenOpt = Annotated[
     Optional[int],

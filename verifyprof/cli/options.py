@@ -238,10 +238,14 @@ SourceOpt = Annotated[
 ]
 
 WhatifSourceArg = Annotated[
-    Optional[str],
+    Optional[list[str]],
     typer.Argument(
-        metavar="SOURCE",
-        help="what --from takes, given as breakdown, report and compare take theirs",
+        metavar="SOURCE...",
+        help=(
+            "what --from takes, given as breakdown, report and compare take theirs; several"
+            " captures of one program (other batch, context or draft count) make one model,"
+            " the first being today's run"
+        ),
         show_default=False,
     ),
 ]

@@ -203,7 +203,10 @@ def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
                 f"manifest field 'results' must be an object, got {results!r}", path
             )
         values = {name: results.get(key) for name, key in RESULT_KEYS.items()}
-        return _with_dilation(_manifest(path, values, {"results": results}), data.get("dilation"))
+        # what ran and at which loads: several captures are one program's (model.decision.
+        # captures), a --concurrency list splits one trace into measured points
+        kept = {"results": results} | {k: data[k] for k in ("command", "loads") if k in data}
+        return _with_dilation(_manifest(path, values, kept), data.get("dilation"))
     if isinstance(schema, str) and schema.startswith("verifyprof."):
         raise VerifyprofError(
             f"unsupported manifest schema {schema!r}: this verifyprof reads {SCHEMA} and"

@@ -16,6 +16,7 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.model.decision.candidates import Ranking
 from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers
 from verifyprof.pipeline.before_after import Loaded, compare, load_input
+from verifyprof.pipeline.captures import resolve_captures, whatif_captures
 from verifyprof.pipeline.parallel import ParallelOptions
 from verifyprof.pipeline.reading import (
     breakdown,
@@ -42,9 +43,11 @@ __all__ = [
     "median_verify_windows",
     "read_breakdown_json",
     "report",
+    "resolve_captures",
     "story_group",
     "verdict",
     "whatif",
+    "whatif_captures",
     "whatif_plain",
 ]
 

@@ -22,7 +22,7 @@ from verifyprof.contracts.errors import TraceError, VerifyprofError
 from verifyprof.contracts.inputs import InputRegistry, check_file_option
 from verifyprof.contracts.manifest import MANIFEST
 from verifyprof.trace.formats import NSYS_SUFFIXES
-from verifyprof.trace.inputs import is_directory, list_directory
+from verifyprof.trace.inputs import is_directory, kept_breakdown, list_directory
 from verifyprof.trace.sources import expand
 
 TAXONOMY_FILE = "taxonomy.toml"
@@ -101,6 +101,11 @@ def _add_source(registry: InputRegistry, spec: str | Path, owner: str) -> None:
         registry.add(text, _file_role(Path(text), owner))
         return
     folder = Path(text)
+    kept = kept_breakdown(folder)
+    if kept is not None:
+        registry.add(kept, f"{mine} capture folder's breakdown")
+        registry.add(folder / MANIFEST, f"{mine} capture folder's manifest")
+        return
     kind = "capture folder" if (folder / MANIFEST).is_file() else "folder"
     for path in expand(folder):
         registry.add(path, f"{mine} {kind}'s trace")

@@ -19,6 +19,7 @@ from verifyprof.contracts.schema import BreakdownFrame, variant
 from verifyprof.model.decision.whatif import Prepared, WhatifOptions, check_options, prepare
 from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.pipeline.story import check_picked
+from verifyprof.trace.inputs import kept_breakdown
 from verifyprof.trace.sources import is_breakdown_json
 
 CYCLE_PARTS = ("spec_step", "draft", "accept", "draft_extend")  # never the verify
@@ -40,6 +41,9 @@ def identify(spec: str | Path) -> Input:
         return Input(str(spec), "breakdown-json")
     found = path / "manifest.json"
     if path.is_dir() and found.is_file():
+        kept = kept_breakdown(path)  # a capture kept as its breakdown (bench/results)
+        if kept is not None:
+            return Input(str(kept), "breakdown-json", found)
         return Input(str(spec), "capture-folder", found)
     return Input(str(spec), "trace")
 

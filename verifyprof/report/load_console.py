@@ -28,6 +28,13 @@ def print_load(result: dict[str, Any], console: Console) -> None:
         console.print(fitted_table(console, _columns(), rows, styles=styles))
         for line in _story(curve, ridge, today):
             console.print(f"  {escape(line)}", highlight=False)
+        if curve.get("basis_words"):
+            console.print(f"  [yellow]{escape(curve['basis_words'])}[/yellow]", highlight=False)
+            console.print(
+                f"    {escape(curve['measure_command'])}", soft_wrap=True, highlight=False
+            )
+        if curve.get("k_words"):
+            console.print(f"  [yellow]{escape(curve['k_words'])}[/yellow]", highlight=False)
     console.print(f"  {escape(load['acceptance']['words'])}", highlight=False)
     _print_settings(load.get("server_settings") or {}, console)
     for note in load.get("notes", []):
@@ -45,7 +52,7 @@ def _columns() -> list[Col]:
         Col("plain\nper req"),
         Col("plain\nper GPU"),
         Col("vs\nplain"),
-        Col("verify", "name"),
+        Col("basis", "name"),
     ]
 
 
@@ -58,13 +65,13 @@ def _rows(curve: dict[str, Any], today: dict[str, Any]) -> tuple[list, list]:
         rows.append(
             [
                 str(row["batch"]),
-                str(row["best_num_draft"]),
+                _best_k(row),
                 f"{row['best_tokens_per_s']:.1f}",
                 f"{row['best_tokens_per_s_per_gpu']:.0f}",
                 "-" if plain is None else f"{plain:.1f}",
                 "-" if plain is None else f"{row['plain_tokens_per_s_per_gpu']:.0f}",
                 gain,
-                "compute-bound" if best["compute_bound"] else "bandwidth-bound",
+                _basis(row, best),
             ]
         )
         here = row["batch"] == today["batch"] and curve["context"] == today["context"]
@@ -72,17 +79,28 @@ def _rows(curve: dict[str, Any], today: dict[str, Any]) -> tuple[list, list]:
     return rows, styles
 
 
+def _best_k(row: dict[str, Any]) -> str:
+    """The best k, and the others the band cannot tell from it (``3 (2-4)``)."""
+    k, ks = row["best_num_draft"], row.get("best_num_draft_set") or []
+    if len(ks) <= 1:
+        return str(k)
+    return f"{k} ({ks[0]}-{ks[-1]})" if ks == list(range(ks[0], ks[-1] + 1)) else f"{k}*"
+
+
+BASIS_WORDS = {"measured": "measured", "interpolated": "interp", "extrapolated": "extrap"}
+
+
+def _basis(row: dict[str, Any], best: dict[str, Any]) -> str:
+    """What the row's answer rests on and its band: ``extrap +/-12%``, ``~`` bound marks."""
+    basis = row.get("basis") or best.get("basis") or best.get("source", "")
+    word = BASIS_WORDS.get(basis, basis)
+    band = row.get("band")
+    return f"{word} +/-{band:.0%}" if band and basis != "measured" else word
+
+
 def _story(curve: dict[str, Any], ridge: dict[str, Any], today: dict[str, Any]) -> list[str]:
     out = []
-    stop, pays = curve["stops_paying_at_batch"], curve["pays_up_to_batch"]
-    if stop is not None and pays is not None:
-        out.append(
-            f"speculation pays up to batch {pays}; from batch {stop} on, plain decoding is faster"
-        )
-    elif stop is not None:
-        out.append("plain decoding is faster at every batch listed")
-    elif pays is not None:
-        out.append(f"speculation pays at every batch listed (up to {pays})")
+    out.append(curve["summary"])
     bound = curve["verify_compute_bound_from_batch"]
     k, plain = str(today["num_draft"]), bound.get("0")
     if ridge.get("tokens_per_forward"):
@@ -101,6 +119,12 @@ def _story(curve: dict[str, Any], ridge: dict[str, Any], today: dict[str, Any]) 
     return out
 
 
+def _range_words(r: dict[str, Any]) -> str:
+    basis = r.get("basis", "")
+    band = r.get("band") or 0.0
+    return f"{basis}, +/-{band:.0%}" if basis and basis != "measured" else basis or "predicted"
+
+
 def _print_settings(settings: dict[str, Any], console: Console) -> None:
     server = settings.get("server")
     versions = settings.get("versions", {})
@@ -115,14 +139,18 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
             )
             for r in ctx["sglang"]:  # a command whole on its own line, to copy
                 first, last = r["batches"]
-                console.print(f"    batch {first}-{last}:", highlight=False)
-                console.print(f"      {escape(r['flags'])}", highlight=False, soft_wrap=True)
+                console.print(f"    batch {first}-{last} ({_range_words(r)}):", highlight=False)
+                console.print(f"      {escape(r['flags'])}", soft_wrap=True, highlight=False)
+            if (ctx.get("switching") or {}).get("sglang"):
+                console.print(f"    [dim]{escape(ctx['switching']['sglang'])}[/dim]")
         if server in (None, "vllm"):
             cfg = ctx.get("vllm_speculative_config")
             console.print(
                 f"  [bold]vLLM[/bold] ({versions.get('vllm', '')}), context {ctx['context']:g}:"
                 + (
-                    " (with your method and model)"
+                    " (with your method and model; ranges "
+                    + ", ".join(_range_words(b) for b in ctx.get("vllm_basis") or [])
+                    + ")"
                     if cfg
                     else " no speculative config (plain decoding at every batch listed)"
                 ),
@@ -131,3 +159,5 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
             if cfg:
                 line = f"      --speculative-config '{escape(cfg)}'"
                 console.print(line, highlight=False, soft_wrap=True)
+            if (ctx.get("switching") or {}).get("vllm"):
+                console.print(f"    [dim]{escape(ctx['switching']['vllm'])}[/dim]")

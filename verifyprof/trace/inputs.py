@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError, path_problem
+from verifyprof.contracts.manifest import MANIFEST
 
 
 def stat_input(path: Path) -> os.stat_result:
@@ -72,3 +73,14 @@ def list_directory(path: Path) -> list[Path]:
         return list(path.iterdir())
     except OSError as exc:
         raise TraceError(f"cannot list the folder: {path_problem(exc, path)}", path) from None
+
+
+def kept_breakdown(folder: Path) -> Path | None:
+    """A capture folder kept as its breakdown (``manifest.json`` and ``breakdown.json``, no
+    trace: bench/results): that breakdown; else None."""
+    kept = folder / "breakdown.json"
+    if not ((folder / MANIFEST).is_file() and kept.is_file()):
+        return None
+    names = ("*.sqlite", "*.sqlite.gz", "*.nsys-rep", "*.json.gz", "*.pt.trace.json")
+    holds = any(next(folder.glob(n), None) for n in names) or (folder / "torch").is_dir()
+    return None if holds else kept

@@ -46,6 +46,17 @@ class WidthFit:
         est = t[0] - slope * (w[0] - width)
         return min(max(est, t[0] * width / w[0]), t[0]), EXTRAPOLATED
 
+    def residual(self, width: int) -> float:
+        """How far the measured mean at ``width`` sits from the fit (relative); elsewhere the
+        distance at the measured widths either side: the width model's own noise there."""
+        pairs = list(zip(self.widths, self.measured_ms, self.fitted_ms))
+        errs = {w: abs(m - f) / f for w, m, f in pairs if f > 0}
+        if width in errs or not errs:
+            return errs.get(width, 0.0)
+        below = [errs[w] for w in errs if w < width][-1:]
+        above = [errs[w] for w in errs if w > width][:1]
+        return max(below + above)
+
     def to_json(self) -> dict[str, list]:
         return {
             "widths": list(self.widths),

@@ -19,23 +19,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifyprof.contracts.datafiles import read_toml
 from verifyprof.model.cycle.batch_cost import (
     Shape,
     compute_bound,
-    kv_fits,
-    ridge_flops_per_byte,
-    ridge_tokens,
 )
+from verifyprof.model.cycle.phase_fit import worst
 from verifyprof.model.cycle.width_fit import WidthFit
+from verifyprof.model.decision.load_defaults import (
+    _first_bound,
+    acceptance_shape,
+    curve_notes,
+    default_batches,
+    default_contexts,
+    fits,
+    load_skip,
+    ridge_json,
+    too_big_note,
+)
+from verifyprof.model.decision.load_points import measured_point
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
 from verifyprof.model.fixes.batch import PartSlope, at_load, token_fit
 from verifyprof.model.fixes.cycle import plain_measured, plain_state
 from verifyprof.model.fixes.draft import _num_draft, accept_at, at_drafts
-from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
 
-MAX_BATCH = 512  # the default batches stop here (or where the KV cache no longer fits)
 CURVE_MIN_K, CURVE_PAST = 8, 4  # as the draft-count curve
 
 
@@ -54,10 +61,32 @@ class Row:
     def plain(self) -> dict[str, Any] | None:
         return next((p for p in self.points if p["num_draft"] == 0), None)
 
+    @property
+    def best_set(self) -> list[int]:
+        """Every k whose rate is within the band of the best's (the best k is a set where the
+        model cannot tell them apart)."""
+        best = self.best
+        top = best["tokens_per_s"]
+        return sorted(
+            p["num_draft"]
+            for p in self.points
+            if p["tokens_per_s"] >= top * (1 - max(best.get("band", 0.0), p.get("band", 0.0)))
+        )
+
+    @property
+    def basis(self) -> str:
+        """The least confident basis of the best point and plain decoding (what the row's
+        answer rests on)."""
+        found = [p.get("basis", "measured") for p in (self.best, self.plain) if p is not None]
+        return worst(*found)
+
     def to_json(self) -> dict[str, Any]:
         best, plain = self.best, self.plain
         return {
             "batch": self.batch,
+            "basis": self.basis,
+            "band": best.get("band"),
+            "best_num_draft_set": self.best_set,
             "best_num_draft": best["num_draft"],
             "best_tokens_per_s": best["tokens_per_s"],
             "best_tokens_per_s_per_gpu": best["tokens_per_s_per_gpu"],
@@ -73,6 +102,8 @@ class ContextCurve:
     context: float
     rows: list[Row]
     ridge_batch: dict[int, int | None]  # k -> first listed batch whose verify is compute-bound
+    measured: tuple[tuple[int, float], ...] = ()  # the captures' (batch, context)
+    server: bool = False  # an SGLang server's: capture --concurrency measures another load
 
     @property
     def stops_paying_at(self) -> int | None:
@@ -88,22 +119,115 @@ class ContextCurve:
         return at
 
     @property
+    def summary(self) -> str:
+        """The curve's answer in words, true of every row: speculation pays at every batch
+        listed only when it does at each; else the ranges."""
+        judged = [r for r in self.rows if r.plain is not None]
+        if not judged:
+            return "no plain decoding to compare with"
+        pays = [r.best["num_draft"] > 0 for r in judged]
+        if all(pays):
+            return f"speculation pays at every batch listed (1-{judged[-1].batch})"
+        if not any(pays):
+            return "plain decoding is faster at every batch listed"
+        spans = [
+            f"{'speculation' if k else 'plain decoding'} at batch {a}-{b}"
+            + (f" (k = {k})" if k else "")
+            for a, b, k in self.ranges()
+        ]
+        return "; ".join(spans)
+
+    @property
+    def extrapolated_from(self) -> int | None:
+        """The first listed batch past every captured batch of this context (or every batch,
+        where no capture has this context) whose answer rests on no measured point."""
+        here = [b for b, c in self.measured if c == self.context]
+        top = max(here) if here else 0
+        return next(
+            (
+                r.batch
+                for r in self.rows
+                if r.batch > top and r.basis not in ("measured", "interpolated")
+            ),
+            None,
+        )
+
+    @property
+    def unmeasured_k(self) -> list[int]:
+        """Best draft counts past every captured one (their draft and verify extrapolated)."""
+        ks = {
+            p.get("num_draft") for r in self.rows for p in r.points if p.get("basis") == "measured"
+        }
+        top = max(ks, default=0)
+        return sorted({r.best["num_draft"] for r in self.rows if r.best["num_draft"] > top})
+
+    @property
+    def basis_words(self) -> str | None:
+        """Where the rows' answer stops resting on measurements, and the capture that would
+        measure it (None: every row is measured or interpolated)."""
+        at = self.extrapolated_from
+        if at is None:
+            return None
+        bands = [r.best.get("band") or 0.0 for r in self.rows if r.batch >= at]
+        here = sorted(b for b, c in self.measured if c == self.context)
+        where = (
+            f"measured at batch {', '.join(map(str, here))} of this context"
+            if here
+            else "no capture at this context"
+        )
+        return (
+            f"rows from batch {at} on are extrapolated (band up to +/-{max(bands):.0%}; {where});"
+            " the best k and where speculation stops paying there rest on them; this capture"
+            " measures them:"
+        )
+
+    @property
+    def measure_command(self) -> str | None:
+        """The capture that measures the extrapolated rows (a server at that concurrency, a
+        program at that batch)."""
+        if self.extrapolated_from is None:
+            return None
+        top = self.rows[-1].batch
+        if self.server:
+            return f'verifyprof capture --server-cmd "..." --concurrency {top}'
+        return f"verifyprof capture --batches {top} --out DIR -- PROGRAM ... --batch {{batch}}"
+
+    @property
+    def k_words(self) -> str | None:
+        """Best draft counts no capture measured, and the capture that would."""
+        ks = self.unmeasured_k
+        if not ks:
+            return None
+        return (
+            f"best k {', '.join(map(str, ks))} lies past the captured draft counts (its draft and"
+            f" verify extrapolated): a capture with {ks[-1]} drafts measures it"
+        )
+
+    @property
     def pays_up_to(self) -> int | None:
         """The largest listed batch at which speculation beats plain decoding."""
         paying = [r.batch for r in self.rows if r.plain is not None and r.best["num_draft"]]
         return max(paying) if paying else None
 
     def ranges(self) -> list[tuple[int, int, int]]:
-        """(first batch, last batch, best k): consecutive listed batches with one best k; a range
-        starts after the previous one's last batch (the first at 1)."""
-        out: list[list[int]] = []
+        """(first batch, last batch, k): consecutive listed batches that one k serves within
+        their bands (the k of their best sets' common part with the highest summed rate), so a
+        setting switches k only where the model can tell the rates apart; a range starts after
+        the previous one's last batch (the first at 1)."""
+        groups: list[tuple[list[Row], set[int]]] = []
         for row in self.rows:
-            k = row.best["num_draft"]
-            if out and out[-1][2] == k:
-                out[-1][1] = row.batch
+            ks = set(row.best_set) or {row.best["num_draft"]}
+            if groups and groups[-1][1] & ks:
+                groups[-1][0].append(row)
+                groups[-1] = (groups[-1][0], groups[-1][1] & ks)
             else:
-                out.append([out[-1][1] + 1 if out else 1, row.batch, k])
-        return [tuple(r) for r in out]
+                groups.append(([row], ks))
+        out, start = [], 1
+        for rows, ks in groups:
+            k = max(sorted(ks), key=lambda k: sum(_rate(r, k) for r in rows))
+            out.append((start, rows[-1].batch, k))
+            start = rows[-1].batch + 1
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,6 +236,11 @@ class ContextCurve:
             "pays_up_to_batch": self.pays_up_to,
             "verify_compute_bound_from_batch": {str(k): b for k, b in self.ridge_batch.items()},
             "ranges": [list(r) for r in self.ranges()],
+            "summary": self.summary,
+            "extrapolated_from_batch": self.extrapolated_from,
+            "basis_words": self.basis_words,
+            "measure_command": self.measure_command,
+            "k_words": self.k_words,
             "rows": [r.to_json() for r in self.rows],
         }
 
@@ -163,18 +292,30 @@ def load_curve(
     ks = tuple(sorted(set(ks))) if ks else tuple(range(top + 1))
     contexts = contexts or default_contexts(s.context)
     batches = tuple(sorted(set(batches or default_batches(s, max(contexts), top + 1))))
+    if s.measured is not None:
+        batches = tuple(sorted({*batches, *s.measured.batches}))
     if fit is None and s.use_measured_widths:
         fit = token_fit(profile, s.batch)
-    notes = _notes(s, slopes, fit)
-    states = _states(profile, s, k0, ks, notes)
+    notes = curve_notes(s, slopes, fit)
+    states = _states(profile, s, k0, ks, notes) if s.measured is None else []
+    cache: dict = {}
     curves = []
     for context in contexts:
         rows = []
-        for batch in batches:
-            points = [_point(st, batch, context, slopes, fit) for st in states]
+        fitting, too_big = fits(s, batches, context, top + 1)
+        if too_big:
+            notes.append(too_big_note(s, too_big, context))
+        if not fitting:
+            continue
+        for batch in fitting:
+            if s.measured is not None:
+                found = (measured_point(s.measured, k, batch, context, cache) for k in ks)
+                points = [p for p in found if p is not None]
+            else:
+                points = [_point(st, batch, context, slopes, fit) for st in states]
             rows.append(Row(batch, points))
-        ridge = {k: _first_bound(s, batches, k + 1) for k in ks}
-        curves.append(ContextCurve(float(context), rows, ridge))
+        ridge = {k: _first_bound(s, fitting, k + 1) for k in ks}
+        curves.append(ContextCurve(float(context), rows, ridge, _measured_at(s), s.sglang))
     n0 = profile.width or k0 + 1
     return LoadCurve(
         curves,
@@ -241,108 +382,17 @@ def _point(
         "tokens_per_s_per_gpu": c.batch_tokens_per_s / max(s.tp, 1),
         "compute_bound": compute_bound(s.model, s.hardware, shape, s.tp),
         "source": st.source if (batch, context) == (st.s.batch, st.s.context) else "roofline",
+        "basis": "measured"
+        if (batch, context) == (st.s.batch, st.s.context) and st.source == "today"
+        else "roofline",
     }
 
 
-def _first_bound(s: Scenario, batches: tuple[int, ...], width: int) -> int | None:
-    return next(
-        (b for b in batches if compute_bound(s.model, s.hardware, Shape(b, width, 0.0), s.tp)),
-        None,
-    )
+def _rate(row: Row, k: int) -> float:
+    return next((p["tokens_per_s"] for p in row.points if p["num_draft"] == k), 0.0)
 
 
-def ridge_json(s: Scenario) -> dict[str, Any]:
-    tokens = ridge_tokens(s.model, s.hardware, s.tp)
-    return {
-        "hardware": s.hardware.name,
-        "flops_per_byte": ridge_flops_per_byte(s.model, s.hardware),
-        "tokens_per_forward": tokens,
-    }
-
-
-def acceptance_shape(width: int, k: int) -> dict[str, Any]:
-    """Chain or tree, from the verify's width per request against the drafts."""
-    chain = width == k + 1
-    return {
-        "kind": "chain" if chain else "tree",
-        "num_draft": k,
-        "verify_tokens_per_request": width,
-        "words": (
-            f"a chain: {k} drafts verified as {width} tokens per request, so a batch of B"
-            f" verifies B x {width} tokens"
-            if chain
-            else f"a tree (top-k): {k} draft steps verified as {width} tokens per request, so a"
-            f" batch of B verifies B x {width} tokens and reaches the ridge point"
-            f" {width / (k + 1):.1f}x sooner than a chain of {k}"
-        )
-        + "; each request accepts its own prefix, so acceptance per request does not change"
-        " with the batch",
-    }
-
-
-def default_contexts(context: float) -> tuple[float, ...]:
-    """Today's context and 4x (attention grows with it, the GEMMs do not)."""
-    return (float(context), 4.0 * float(context)) if context > 0 else (0.0,)
-
-
-def default_batches(s: Scenario, context: float, width: int) -> tuple[int, ...]:
-    """1, 2, 4, ... while the weights and the KV cache fit the GPU (and today's batch)."""
-    memory = _memory_gb(s)
-    out, b = [], 1
-    while b <= MAX_BATCH and (memory is None or kv_fits(s.model, memory, b, context + width, s.tp)):
-        out.append(b)
-        b *= 2
-    return tuple(sorted({*out, s.batch}))
-
-
-def _memory_gb(s: Scenario) -> float | None:
-    try:
-        return float(read_toml(s.hardware.path)["gpu"]["memory_gb"])
-    except (KeyError, TypeError, ValueError, OSError):
-        return None
-
-
-def load_skip(s: Scenario) -> str:
-    missing = [
-        what
-        for what, value in (("--model (a model config)", s.model), ("--hardware", s.hardware))
-        if value is None
-    ]
-    return (
-        "no load curve: give "
-        + " and ".join(missing)
-        + ": the verify's bytes and FLOPs over batch x width come from them"
-    )
-
-
-def _notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None) -> list[str]:
-    model: ModelConfig = s.model
-    out = (
-        []
-        if fit is None
-        else [
-            f"the verify over tokens per forward measured at {list(fit.widths)} tokens (monotone,"
-            " at most proportional fit): the GEMMs follow it up to its last measured tokens,"
-            " then the roofline"
-        ]
-    )
-    out += [
-        f"each batch and context from today's (batch {s.batch}, context {s.context:g}) by the"
-        f" roofline of {model.name} on {s.hardware.name}: dense GEMMs by the tokens of one forward"
-        " (batch x width), attention by the KV cache read (batch x context) and its FLOPs; what"
-        " the kernels lose to their floor today carries over",
-        "kernel counts, launches and the host's work per cycle unchanged with the batch;"
-        " per-request acceptance unchanged",
-    ]
-    if slopes:
-        out.append(
-            "draft and the rest of the cycle: GPU time per extra request from the two measured"
-            " batches: " + ", ".join(f"{sl.name} {sl.per_request_ms * 1e3:.1f} us" for sl in slopes)
-        )
-    else:
-        out.append(
-            "the drafter's GPU time kept at today's (its own bytes and FLOPs are not in the"
-            " target's model file; a small drafter stays bandwidth- and launch-bound far longer"
-            " than its target): an optimistic bound for speculation at large batches"
-        )
-    return out
+def _measured_at(s: Scenario) -> tuple[tuple[int, float], ...]:
+    if s.measured is None:
+        return ((s.batch, float(s.context)),)
+    return tuple(sorted({(c.batch, c.context) for c in s.measured.captures}))

@@ -43,8 +43,44 @@ def sglang_ranges(curve: ContextCurve, topk: int = 1) -> list[dict[str, Any]]:
                 f"--speculative-num-steps {k} --speculative-eagle-topk {topk}"
                 f" --speculative-num-draft-tokens {k + 1} {graphs}"
             )
-        out.append({"batches": [first, last], "num_draft": k, "flags": flags})
+        out.append(
+            {
+                "batches": [first, last],
+                "num_draft": k,
+                "flags": flags,
+                **range_basis(curve, first, last),
+            }
+        )
     return out
+
+
+def range_basis(curve: ContextCurve, first: int, last: int) -> dict[str, Any]:
+    """What a load range's setting rests on: the least confident basis of its rows and their
+    widest band."""
+    from verifyprof.model.cycle.phase_fit import worst
+
+    rows = [r for r in curve.rows if first <= r.batch <= last]
+    return {
+        "basis": worst(*(r.basis for r in rows)),
+        "band": max((r.best.get("band") or 0.0 for r in rows), default=0.0),
+    }
+
+
+SWITCHING = {
+    "vllm": (
+        "switching k at a batch threshold: vLLM #49548 (open) reports aggregate throughput"
+        " collapsing under concurrency at the num_speculative_tokens_per_batch_size threshold"
+        " (MTP, PIECEWISE CUDA graphs: the schedule also downgrades FULL_AND_PIECEWISE to"
+        " PIECEWISE, about 14% single-stream) and #48494 a failed full decode-graph capture with"
+        " it: measure the switch under concurrency, or keep one static k"
+    ),
+    "sglang": (
+        "switching k at a batch threshold: one SGLang server runs one setting unless adaptive"
+        " steps are on; #24055 (merged) keeps per-batch-size state and sizes the KV allocation"
+        " for the largest candidate step, #28045 (open) would measure draft/verify cost per"
+        " batch size at start-up: measure the switch under concurrency before relying on it"
+    ),
+}
 
 
 def vllm_config(curve: ContextCurve) -> dict[str, Any] | None:
@@ -67,12 +103,15 @@ def settings(load: LoadCurve, vllm: bool) -> dict[str, Any]:
     per_context = []
     for curve in load.curves:
         cfg = vllm_config(curve)
+        switches = len({k for _, _, k in curve.ranges()}) > 1
         per_context.append(
             {
                 "context": curve.context,
                 "sglang": sglang_ranges(curve),
                 "vllm": cfg,
                 "vllm_speculative_config": json.dumps(cfg) if cfg else None,
+                "vllm_basis": [range_basis(curve, a, b) for a, b, _ in curve.ranges()],
+                "switching": dict(SWITCHING) if switches else None,
             }
         )
     server = "sglang" if load.sglang else "vllm" if vllm else None

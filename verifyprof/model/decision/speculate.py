@@ -16,7 +16,13 @@ from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.plan import Builder, PlanStep, stack
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of, predicted
 from verifyprof.model.fixes.cycle import OWN_MODE, plain_measured, plain_mode, plain_state
-from verifyprof.model.fixes.draft import _num_draft, curve_point, width_source, with_drafts
+from verifyprof.model.fixes.draft import (
+    _num_draft,
+    curve_point,
+    draft_count_basis,
+    width_source,
+    with_drafts,
+)
 from verifyprof.model.inputs.profile import VerifyProfile
 
 CURVE_MIN_K = 8  # the curve reaches at least this many drafts (and 4 past today's)
@@ -234,6 +240,17 @@ class DraftCurve:
     def best(self) -> dict[str, Any]:
         return max(self.points, key=lambda p: p["tokens_per_s"])
 
+    @property
+    def best_set(self) -> list[int]:
+        """Every k the model cannot tell from the best (its rate within either's band)."""
+        top = self.best
+        return sorted(
+            p["num_draft"]
+            for p in self.points
+            if p["tokens_per_s"]
+            >= top["tokens_per_s"] * (1 - max(top.get("band", 0.0), p.get("band", 0.0)))
+        )
+
     def server_flags(self) -> str | None:
         """SGLang's flags for the best k (chain drafting: topk 1)."""
         best = self.best
@@ -251,6 +268,7 @@ class DraftCurve:
             "current_num_draft": self.current_k,
             "best_num_draft": self.best["num_draft"],
             "best_tokens_per_s": self.best["tokens_per_s"],
+            "best_num_draft_set": self.best_set,
             "server_flags": self.server_flags(),
             "draft_cost_known": self.draft_known,
             "best_at_edge": self.at_edge,
@@ -278,6 +296,7 @@ def draft_curve(
                 "accept_len": 1.0,
                 "tokens_per_s": plain.tokens_per_s,
                 "verify_source": "measured" if plain.measured else "predicted",
+                **draft_count_basis(profile, s, k, 0),
             }
         )
     for k2 in range(1, top + 1):
@@ -286,7 +305,11 @@ def draft_curve(
         else:
             point = curve_point(with_drafts(profile, s, now, k, k2, "draft_count"))
         source = "today" if k2 == k else width_source(profile, s, point["width"])
-        points.append(point | {"measured": k2 == k, "verify_source": source})
+        points.append(
+            point
+            | {"measured": k2 == k, "verify_source": source}
+            | draft_count_basis(profile, s, k, k2)
+        )
     known = s.draft_ms > 0 or any(p.name == "draft" and p.cost_ms > 0 for p in s.parts)
     return DraftCurve(points, k, s.sglang, draft_known=known)
 

@@ -29,6 +29,7 @@ from verifyprof.model.decision.plan import _with_cycle as with_cycle_of
 from verifyprof.model.decision.server_flags import settings
 from verifyprof.model.fixes.anchor import Anchor
 from verifyprof.model.fixes.base import Skip, current_cycle, cycle_of, edited_group, take_idle
+from verifyprof.model.fixes.measured import Capture, measured_from
 from verifyprof.model.fixes.setup import with_cycle
 from verifyprof.model.inputs.hardware import Hardware, load_hardware
 from verifyprof.model.inputs.model_config import (
@@ -91,7 +92,7 @@ AFTER_PLAN = "the load curve after the plan's fixes"  # the note's start (the co
 def with_load(ranking: Ranking, o: WhatifOptions) -> Ranking:
     """The ranking with its load curve, read at the state the verdict decides on."""
     profile, s, fixes = decided_state(ranking)
-    ranking.load, ranking.load_skipped = load_of(profile, s, o)
+    ranking.load, ranking.load_skipped = load_of(profile, s, o, measured=not fixes)
     if ranking.load is not None and fixes:
         ranking.load.notes.insert(
             0,
@@ -123,16 +124,17 @@ def decided_state(r: Ranking) -> tuple[VerifyProfile, Scenario, list[str]]:
         group, {"host_wait": delta} if delta >= 0 else take_idle(group, -delta, HOST_IDLE)
     )
     profile = replace(profile, decode_group=decode)
-    s = replace(s, decode_ms=None if r.scenario.decode_ms is None else step)
+    s = replace(s, decode_ms=None if r.scenario.decode_ms is None else step, measured=None)
     return profile, s, [step.candidate.name for step in plan]
 
 
 def load_of(
-    profile: VerifyProfile, s: Scenario, o: WhatifOptions
+    profile: VerifyProfile, s: Scenario, o: WhatifOptions, measured: bool = True
 ) -> tuple[LoadCurve | None, str | None]:
     """The load curve of a prepared run, or None and why not. The model config is the option's,
     else a workload capture's (its manifest's summary); today's context the scenario's, else the
-    capture's ``--context``, else the first ``--context`` asked."""
+    capture's ``--context``, else the first ``--context`` asked. ``measured``: False for a
+    predicted state (after the plan's fixes), whose own point is no measurement."""
     manifest = read_manifest(o.manifest) if o.manifest else None
     run = _workload_config(manifest)
     model = s.model
@@ -149,13 +151,20 @@ def load_of(
         context = o.contexts[0]
     stated = not context
     context = context or DEFAULT_CONTEXT  # never 0: a flat curve that no server runs
+    from_summary = model is not s.model
+    s = replace(s, model=model, context=context)
+    k = s.num_draft or ((profile.width - 1) if profile.width else 0)
+    if s.measured is None and k:  # one capture (or a predicted state): a model of one point
+        label = "this capture" if measured else "the state after the plan"
+        one = Capture(label, profile, s, s.batch, context, k, predicted=not measured)
+        s.measured = measured_from([one])
     try:
-        load = load_curve(profile, replace(s, model=model, context=context), o.batches, o.contexts)
+        load = load_curve(profile, s, o.batches, o.contexts)
     except Skip as why:
         return None, str(why)
     vllm = "vllm" in f"{profile.source} {profile.verify.name}".lower()
     load.server = settings(load, vllm)
-    if model is not s.model:
+    if from_summary:
         load.notes.insert(0, f"model config from the capture's workload summary: {model.name}")
     if stated:
         load.notes.insert(0, CONTEXT_NOTE)
@@ -222,7 +231,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
         decode_given=o.decode_given,
         draft_ms=draft,
         overhead_ms=overhead,
-        batch=o.batch or profile.batch or 1,
+        batch=_batch(profile, o, notes),
         num_draft=num_draft,
         survival=acc.survival,
         hardware=hardware,
@@ -255,6 +264,23 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
         profiled if dilation else None,
         manifest.unprofiled_tps if dilation else None,
     )
+
+
+def _batch(profile: VerifyProfile, o: WhatifOptions, notes: list[str]) -> int:
+    """Today's batch: the trace's (its steps' ``bs=`` tag); one ``--batch`` number that
+    contradicts it is refused (a list is the load curve's), one given where the trace does not
+    say is named as the user's."""
+    if o.batch is None:
+        return profile.batch or 1
+    if profile.batch and o.batch != profile.batch:
+        raise VerifyprofError(
+            f"--batch {o.batch}: the trace's verify steps ran at batch {profile.batch} (their"
+            " bs= tag); one --batch number names today's batch: give a list (--batch"
+            f" {profile.batch},{o.batch}) for the load curve at other batches"
+        )
+    if not profile.batch:
+        notes.append(f"batch {o.batch} as given (--batch): the trace does not tag its steps'")
+    return o.batch
 
 
 def _cycle_numbers(

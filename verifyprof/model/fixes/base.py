@@ -61,6 +61,9 @@ class Scenario:
     # "unprofiled" once anchored to a capture's unprofiled rate (model.fixes.anchor)
     traced_verify_ms: float | None = None
     basis: str = "traced"
+    # every capture of the program given (this one first) and the fits made from them
+    # (model.fixes.measured); None: the plain-numbers path
+    measured: Any = None  # model.fixes.measured.Measured (it imports this module)
 
 
 @dataclass(frozen=True)

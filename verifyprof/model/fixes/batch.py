@@ -14,21 +14,18 @@ move between the two measured batches instead, in proportion to the batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import replace
 
 from verifyprof.model.cycle.batch_cost import Shape, deltas_ms
 from verifyprof.model.cycle.parts import Part
+from verifyprof.model.cycle.phase_fit import BAND_PER_DOUBLING, MEASURED, MIN_BAND, worst
 from verifyprof.model.cycle.width_fit import WidthFit, fit_widths
 from verifyprof.model.fixes.base import Scenario, edited
+from verifyprof.model.fixes.measured import Measured, PartSlope
 from verifyprof.model.inputs.profile import VerifyProfile
 
-
-@dataclass(frozen=True)
-class PartSlope:
-    """How much one part's GPU time grows per request of batch (ms), from two measured batches."""
-
-    name: str
-    per_request_ms: float
+__all__ = ["PartSlope", "at_load", "at_load_measured", "slopes_between", "busy_by_part"]
 
 
 def at_load(
@@ -67,6 +64,31 @@ def at_load(
         sl.per_request_ms * (batch - s.batch) for sl in slopes if sl.name == "draft"
     )
     return after, replace(s, batch=batch, context=context, parts=parts, draft_ms=max(draft_ms, 0))
+
+
+def at_load_measured(
+    m: Measured, profile: VerifyProfile, s: Scenario, width: int, batch: int, context: float
+) -> tuple[VerifyProfile, Scenario, str, float]:
+    """The state at ``batch`` and ``context`` along the fits of the scenario's captures
+    ``m``: the verify's phases by their drivers, the other parts by their fitted GPU time per
+    request; with the basis and the band of the verify's move."""
+    frm, to = Shape(s.batch, width, s.context), Shape(batch, width, context)
+    if frm == to:
+        return profile, s, MEASURED, MIN_BAND
+    deltas, basis, band = m.move(profile, s, frm, to)
+    after = edited(profile, deltas)
+    after.width = profile.width
+    after.batch = batch
+    parts = tuple(_moved(p, m.slopes, batch - s.batch) for p in s.parts)
+    draft_ms = s.draft_ms + sum(
+        sl.per_request_ms * (batch - s.batch) for sl in m.slopes if sl.name == "draft"
+    )
+    moved = replace(s, batch=batch, context=context, parts=parts, draft_ms=max(draft_ms, 0))
+    nearest = min(m.batches, key=lambda b: abs(math.log(batch / b)))
+    parts_band = MIN_BAND + BAND_PER_DOUBLING * abs(math.log2(batch / nearest))
+    share = after.verify.wall_ms / max(after.verify.wall_ms + sum(p.cost_ms for p in parts), 1e-9)
+    band = share * band + (1 - share) * parts_band
+    return after, moved, worst(basis, m.batch_basis(batch, context)), band
 
 
 def _allreduce_delta(profile: VerifyProfile, s: Scenario, frm: int, to: int) -> float:

@@ -3,14 +3,25 @@ the survival curve, verify t(k+1) from the width model) and a better drafter (pu
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from typing import Any
 
 from verifyprof.contracts.datafiles import catalogue, read_toml
 from verifyprof.contracts.text import counted, signed
 from verifyprof.model.cycle.parts import Part
+from verifyprof.model.cycle.phase_fit import (
+    BAND_PER_DOUBLING,
+    EXTRAPOLATED,
+    INTERPOLATED,
+    MEASURED,
+    MIN_BAND,
+    ROOFLINE,
+    worst,
+)
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.verify_cost import width_scaling
-from verifyprof.model.cycle.width_fit import MEASURED, fit_widths
+from verifyprof.model.cycle.width_fit import fit_widths
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, edited, predicted
 from verifyprof.model.inputs.acceptance import Survival
 from verifyprof.model.inputs.leviathan import expected_tokens
@@ -110,10 +121,13 @@ def at_drafts(
         profile, {p: phases.get(p, 0.0) - t for p, t in profile.verify.phases_ms.items()}
     )
     after.width = width
-    parts = tuple(_drafted(p, k, k2) if p.name == "draft" else p for p in s.parts)
-    draft_ms = (
-        sum(p.cost_ms for p in parts if p.name == "draft") if s.parts else s.draft_ms * k2 / k
-    )
+    scale = s.measured.draft_scale(s.batch, s.context, k, k2) if s.measured else None
+    if scale is not None:  # captures at this load measured other draft counts: their fit
+        parts = tuple(p.scaled(scale[0]) if p.name == "draft" else p for p in s.parts)
+    else:
+        parts = tuple(_drafted(p, k, k2) if p.name == "draft" else p for p in s.parts)
+    ratio = scale[0] if scale is not None else k2 / k
+    draft_ms = sum(p.cost_ms for p in parts if p.name == "draft") if s.parts else s.draft_ms * ratio
     s_after = replace(
         s, accept_len=tau, draft_ms=draft_ms, num_draft=k2, survival=None, parts=parts
     )
@@ -133,6 +147,49 @@ def width_source(profile: VerifyProfile, s: Scenario, width: int) -> str:
         return MEASURED
     fit = fit_widths(profile.width_times) if s.use_measured_widths else None
     return fit.at(width)[1] if fit is not None else "roofline"
+
+
+# plain decoding predicted from the verify's kernels at width 1, against the H200 programs'
+# measured decode steps: -13% (hf_chain 7b, batch 1), -12% to -21% (7b-mha, batch 1 to 8)
+PLAIN_FROM_VERIFY_BAND = 0.2
+WIDTH_BASIS = {"measured": MEASURED, "fitted": INTERPOLATED, "extrapolated": EXTRAPOLATED}
+
+
+def draft_count_basis(profile: VerifyProfile, s: Scenario, k0: int, k2: int) -> dict[str, Any]:
+    """How the point of ``k2`` drafts at today's load is had (issue 32): ``measured`` at the
+    traced k (or a capture at this load that measured k2), else the least confident of the
+    verify at its width (the width model) and the draft at k2 drafts (a fit over the captures'
+    draft counts, or one count scaled: extrapolated), with a band that grows with the distance
+    from the nearest measured width and draft count."""
+    measured_ks = {k0}
+    if s.measured is not None:
+        measured_ks |= {
+            c.num_draft for c in s.measured.captures if (c.batch, c.context) == (s.batch, s.context)
+        }
+    if k2 in measured_ks:
+        return {"basis": MEASURED, "band": MIN_BAND}
+    n0 = profile.width or k0 + 1
+    width = 1 if k2 == 0 else (k2 + 1 if n0 == k0 + 1 else max(1, round(n0 * (k2 + 1) / (k0 + 1))))
+    widths = sorted({*profile.width_times, n0})
+    if k2 == 0 and profile.decode_group is not None:
+        verify_basis = MEASURED
+    else:
+        verify_basis = WIDTH_BASIS.get(width_source(profile, s, width), ROOFLINE)
+    near_w = min(widths, key=lambda w: abs(math.log2(width / w)))
+    fit = fit_widths(profile.width_times) if s.use_measured_widths else None
+    noise = fit.residual(width) if fit is not None else 0.0
+    band = max(MIN_BAND, noise) + BAND_PER_DOUBLING * abs(math.log2(width / near_w))
+    if k2 == 0:
+        if profile.decode_group is not None or s.decode_ms is not None:
+            return {"basis": MEASURED, "band": MIN_BAND}
+        # a decode step is not the verify at width 1: programs run other kernels for one token
+        # (a q_len = 1 attention path): an extrapolation with its own error (bench/README)
+        return {"basis": EXTRAPOLATED, "band": round(max(band, PLAIN_FROM_VERIFY_BAND), 4)}
+    ks = sorted(measured_ks)
+    draft_basis = INTERPOLATED if ks[0] < k2 < ks[-1] else EXTRAPOLATED
+    near_k = min(ks, key=lambda k: abs(math.log2(k2 / k)))
+    band += BAND_PER_DOUBLING * abs(math.log2(k2 / near_k))
+    return {"basis": worst(verify_basis, draft_basis), "band": round(band, 4)}
 
 
 def _num_draft(profile: VerifyProfile, s: Scenario) -> int | None:

@@ -100,6 +100,11 @@ def _check_options(o: WhatifOptions) -> None:
         check_count("--width", o.width, minimum=1)
     if o.context is not None:
         check_nonnegative("--context", o.context)
+    if o.context == 0 or 0 in (o.contexts or ()):
+        raise VerifyprofError(
+            "--context 0: a request with no context holds no KV cache to read; give the tokens"
+            " each request holds (1 or more)"
+        )
     for b in o.batches or ():
         check_count("--batch", b, minimum=1)
     for c in o.contexts or ():

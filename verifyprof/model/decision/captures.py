@@ -1,0 +1,189 @@
+"""Several captures of one program, one model (issue 32): ``whatif CAP1 CAP2 ...``.
+
+Each capture is prepared on its own (its verify, its cycle, its accept length); this module says
+where each was taken (batch, context, draft count), refuses captures that are not of one
+program, hardware, model and execution mode (naming what differs), pools the verify widths that
+captures at one batch and context measured, and hands the first capture's scenario the
+:class:`~verifyprof.model.fixes.measured.Measured` model made from all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import Manifest
+from verifyprof.model.decision.whatif import Prepared
+from verifyprof.model.fixes.measured import Capture, Measured, measured_from
+
+# a program's options that set its load, not what it runs: captures may differ in these
+LOAD_OPTIONS = frozenset(
+    {
+        "--batch",
+        "--batch-size",
+        "--bs",
+        "--context",
+        "--ctx",
+        "--num-draft",
+        "--num-draft-tokens",
+        "--speculative-num-steps",
+        "--speculative-num-draft-tokens",
+        "--steps",
+        "--warmup",
+        "--rounds",
+        "--out",
+        "--output",
+        "--seed",
+        "--sweep-widths",
+        "--sweep-steps",
+        "--concurrency",
+        "--requests",
+    }
+)
+DEFAULT_CONTEXT = 512.0
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What must be the same in every capture of one model."""
+
+    program: str
+    settings: tuple[str, ...]
+    hardware: str
+    mode: str
+
+
+def identity(prepared: Prepared, manifest: Manifest | None, gpu: str) -> Identity:
+    target = _target(manifest)
+    program = next((a for a in target if not Path(a).name.startswith("python")), "")
+    settings = []
+    skip = False
+    for arg in target[target.index(program) + 1 :] if program in target else []:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in LOAD_OPTIONS:
+            skip = "=" not in arg
+            continue
+        settings.append(arg)
+    s = prepared.scenario
+    hw = s.hardware.name if s.hardware is not None else gpu
+    return Identity(Path(program).name, tuple(settings), hw, prepared.profile.verify.mode)
+
+
+def _target(manifest: Manifest | None) -> list[str]:
+    raw = manifest.raw if manifest is not None else {}
+    command = raw.get("command") if isinstance(raw, dict) else None
+    target = command.get("target") if isinstance(command, dict) else command
+    return [str(a) for a in target] if isinstance(target, list) else []
+
+
+def _results(manifest: Manifest | None) -> dict:
+    raw = manifest.raw if manifest is not None else {}
+    res = raw.get("results") if isinstance(raw, dict) else None
+    return res if isinstance(res, dict) else {}
+
+
+def _option(target: list[str], *names: str) -> str | None:
+    for i, arg in enumerate(target):
+        for name in names:
+            if arg == name and i + 1 < len(target):
+                return target[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def where_taken(prepared: Prepared, manifest: Manifest | None) -> tuple[int, float, int, str]:
+    """(batch, context, drafts, how the context was found) of one capture: the batch from the
+    trace's tags, then what the program reported, then its command line; the context from what
+    the program reported or ran with, then the trace's tags or --context, then a stated
+    default."""
+    s, res, target = prepared.scenario, _results(manifest), _target(manifest)
+    batch = prepared.profile.batch or _int(res.get("batch")) or _int(_option(target, "--batch"))
+    context, how = _num(res.get("context")) or _num(_option(target, "--context", "--ctx")), ""
+    if context:
+        how = "the capture's program"  # what it ran at, before an option that names one for all
+    elif s.context:
+        context, how = s.context, "the trace or --context"
+    else:
+        context, how = DEFAULT_CONTEXT, f"a stated default ({DEFAULT_CONTEXT:g}: give --context)"
+    k = s.num_draft or _int(res.get("num_draft")) or 0
+    return int(batch or s.batch or 1), float(context), int(k), how
+
+
+def _int(v: object) -> int | None:
+    try:
+        return int(str(v)) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _num(v: object) -> float | None:
+    try:
+        return float(str(v)) if v is not None else None
+    except ValueError:
+        return None
+
+
+def one_model(
+    runs: list[tuple[str, Prepared, Manifest | None, str]],
+) -> Prepared:
+    """The first capture's prepared state with the model of all of them (``runs``: label,
+    prepared, manifest, GPU name); captures of another program, hardware, model or execution
+    mode are refused naming what differs."""
+    first_label, first, first_manifest, gpu = runs[0]
+    ident = identity(first, first_manifest, gpu)
+    captures = []
+    for label, prepared, manifest, gpu_name in runs:
+        other = identity(prepared, manifest, gpu_name)
+        if other != ident:
+            raise VerifyprofError(_differs(ident, other, first_label), label)
+        batch, context, k, _ = where_taken(prepared, manifest)
+        s = replace(prepared.scenario, batch=batch, context=context)
+        captures.append(Capture(label, prepared.profile, s, batch, context, k))
+    seen = {c.key for c in captures}
+    if len(seen) < len(captures):
+        raise VerifyprofError(
+            "two captures at the same batch, context and draft count: give one of each", None
+        )
+    captures = _pooled_widths(captures)
+    measured: Measured = measured_from(captures)
+    head = captures[0]
+    scenario = replace(head.scenario, measured=measured)
+    scenario.notes = [*scenario.notes, *measured.notes()]
+    return replace(first, profile=head.profile, scenario=scenario)
+
+
+def _differs(a: Identity, b: Identity, first: str) -> str:
+    for field, words in (
+        ("program", "program"),
+        ("hardware", "hardware"),
+        ("mode", "execution mode of the verify"),
+        ("settings", "model or settings"),
+    ):
+        x, y = getattr(a, field), getattr(b, field)
+        if x != y:
+            show = (lambda v: " ".join(v) or "(none)") if field == "settings" else str
+            return f"not a capture of the same {words} as {first}: {show(y)} against {show(x)}"
+    return "not a capture of the same program"
+
+
+def _pooled_widths(captures: list[Capture]) -> list[Capture]:
+    """Each capture's verify widths with those other captures at its batch and context measured
+    (a k = 1 capture's width-2 verify is a point of the k = 4 capture's width model)."""
+    out = []
+    for c in captures:
+        widths = dict(c.profile.width_times)
+        for o in captures:
+            if o is c or (o.batch, o.context) != (c.batch, c.context):
+                continue
+            w = o.profile.width or o.num_draft + 1
+            widths.setdefault(w, o.profile.verify.wall_ms)
+        own = c.profile.width or c.num_draft + 1
+        if len(widths) > len(c.profile.width_times):
+            widths.setdefault(own, c.profile.verify.wall_ms)
+        out.append(replace(c, profile=replace(c.profile, width_times=widths)))
+    return out

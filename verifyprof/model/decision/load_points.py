@@ -1,0 +1,122 @@
+"""One point of the load curve (k drafts at a batch and a context) from the captures of one program
+(``Scenario.measured``): a configuration a capture measured is that capture's own cycle; any
+other is the nearest capture's state at k drafts, moved along the fitted phases to the batch and
+context. Every point says its basis and its band (issue 32), and, where it is not measured, the
+capture that would measure it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from verifyprof.model.cycle.batch_cost import Shape, compute_bound
+from verifyprof.model.cycle.phase_fit import (
+    EXTRAPOLATED,
+    MEASURED,
+    MIN_BAND,
+    worst,
+)
+from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
+from verifyprof.model.fixes.batch import at_load_measured
+from verifyprof.model.fixes.cycle import plain_state
+from verifyprof.model.fixes.draft import accept_at, at_drafts, draft_count_basis
+from verifyprof.model.fixes.measured import Capture, Measured
+from verifyprof.model.inputs.profile import VerifyProfile
+
+_PREDICTED_BAND = 0.15  # a state after fixes: the plan's own prediction error (bench/README)
+
+
+@dataclass
+class KState:
+    """A capture's state at k drafts, and how that state was had."""
+
+    k: int
+    profile: VerifyProfile
+    s: Scenario
+    width: int
+    basis: str
+    band: float
+    label: str
+
+
+def state_at(m: Measured, a: Capture, k: int, cache: dict) -> KState | None:
+    """Capture ``a``'s state at ``k`` drafts (k = 0: plain decoding), cached per (capture, k)."""
+    key = (a.label, k)
+    if key not in cache:
+        cache[key] = _state_at(m, a, k)
+    return cache[key]
+
+
+def _state_at(m: Measured, a: Capture, k: int) -> KState | None:
+    width0 = a.profile.width or a.num_draft + 1
+    if k == a.num_draft:
+        return KState(k, a.profile, a.scenario, width0, MEASURED, MIN_BAND, a.label)
+    if k == 0:
+        try:
+            state, plain, _ = plain_state(a.profile, a.scenario)
+        except Skip:
+            return None
+        traced = a.profile.decode_group is not None or a.scenario.decode_ms is not None
+        how = draft_count_basis(a.profile, a.scenario, a.num_draft, 0)
+        basis = MEASURED if traced else how["basis"]
+        return KState(0, state, plain, 1, basis, how["band"], a.label)
+    tau, _ = accept_at(a.profile, a.scenario, a.num_draft, k)
+    after, s_after, _ = at_drafts(a.profile, a.scenario, a.num_draft, k, tau)
+    width = after.width or k + 1
+    how = draft_count_basis(a.profile, a.scenario, a.num_draft, k)
+    basis = how["basis"]
+    if k not in {c.num_draft for c in m.captures if (c.batch, c.context) == a.key[:2]}:
+        scale = m.draft_scale(a.batch, a.context, a.num_draft, k)
+        draft_basis = scale[1] if scale else EXTRAPOLATED
+        basis = worst(basis, draft_basis)
+    return KState(k, after, s_after, width, basis, how["band"], a.label)
+
+
+def measured_point(
+    m: Measured, k: int, batch: int, context: float, cache: dict
+) -> dict[str, Any] | None:
+    """The point of ``k`` drafts at ``batch`` and ``context``, with its basis, band and the
+    capture it rests on."""
+    own = m.exact(batch, context, k)
+    if own is not None:
+        c = cycle_of(own.profile, own.scenario)
+        basis = EXTRAPOLATED if own.predicted else MEASURED
+        return _fields(own.scenario, k, own.profile.width or k + 1, c, batch, context) | {
+            "source": f"{basis} ({own.label})",
+            "basis": basis,
+            "band": MIN_BAND if not own.predicted else _PREDICTED_BAND,
+            "from_capture": own.label,
+        }
+    a = m.anchor(batch, context, k)
+    st = state_at(m, a, k, cache)
+    if st is None:
+        return None
+    profile, s, basis, band = at_load_measured(m, st.profile, st.s, st.width, batch, context)
+    c = cycle_of(profile, s)
+    basis = worst(basis, st.basis, EXTRAPOLATED if a.predicted else MEASURED)
+    band = max(band, _PREDICTED_BAND) if a.predicted else band
+    return _fields(s, k, st.width, c, batch, context) | {
+        "source": f"{basis} (from {a.label})",
+        "basis": basis,
+        "band": round(math.hypot(band, st.band if st.basis != MEASURED else 0.0), 4),
+        "from_capture": a.label,
+    }
+
+
+def _fields(s: Scenario, k: int, width: int, c, batch: int, context: float) -> dict[str, Any]:
+    shape = Shape(batch, width, context)
+    return {
+        "num_draft": k,
+        "width": width,
+        "verify_ms": c.verify_ms,
+        "draft_ms": c.draft_ms,
+        "cycle_ms": c.cycle_ms,
+        "accept_len": c.accept_len,
+        "tokens_per_s": c.tokens_per_s,
+        "tokens_per_s_per_gpu": c.batch_tokens_per_s / max(s.tp, 1),
+        "compute_bound": compute_bound(s.model, s.hardware, shape, s.tp)
+        if s.model is not None and s.hardware is not None
+        else None,
+    }

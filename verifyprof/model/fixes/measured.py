@@ -1,0 +1,271 @@
+"""Several captures of one program as one model (issue 32): their verify, draft and decode steps
+become measured points, fitted over what drives each phase (:mod:`verifyprof.model.cycle.
+phase_fit`), and every other configuration is predicted from the nearest capture, moved along
+those fits; the model file's roofline only past the last measured point.
+
+A configuration some capture measured (its batch, context and draft count) is that capture's own
+cycle: ``measured``. The others say how far they are from one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from verifyprof.model.cycle.batch_cost import Shape, deltas_ms
+from verifyprof.model.cycle.phase_fit import (
+    FIXED_PHASES,
+    INTERPOLATED,
+    MEASURED,
+    Point,
+    StepFit,
+    step_fit,
+)
+from verifyprof.model.fixes.base import Scenario
+from verifyprof.model.inputs.profile import VerifyProfile
+
+
+@dataclass
+class Capture:
+    """One capture's state as the model starts from it, and where it was taken."""
+
+    label: str
+    profile: VerifyProfile
+    scenario: Scenario
+    batch: int
+    context: float
+    num_draft: int
+    predicted: bool = False  # a state no run measured (today's after the plan's fixes)
+
+    @property
+    def key(self) -> tuple[int, float, int]:
+        return (self.batch, self.context, self.num_draft)
+
+
+@dataclass(frozen=True)
+class PartSlope:
+    """How much one part's GPU time grows per request of batch (ms), fitted over the captures."""
+
+    name: str
+    per_request_ms: float
+
+
+@dataclass
+class Measured:
+    """The captures (the first is today's) and the fits made from all of them."""
+
+    captures: list[Capture]
+    fit: StepFit
+    slopes: tuple[PartSlope, ...] = ()
+    # per (batch, context): [(drafts, draft ms per cycle)] where captures differ in draft count
+    drafts: dict[tuple[int, float], list[tuple[int, float]]] = field(default_factory=dict)
+
+    @property
+    def batches(self) -> tuple[int, ...]:
+        return tuple(sorted({c.batch for c in self.captures}))
+
+    @property
+    def contexts(self) -> tuple[float, ...]:
+        return tuple(sorted({c.context for c in self.captures}))
+
+    @property
+    def draft_counts(self) -> tuple[int, ...]:
+        return tuple(sorted({c.num_draft for c in self.captures}))
+
+    def exact(self, batch: int, context: float, k: int) -> Capture | None:
+        return next((c for c in self.captures if c.key == (batch, float(context), k)), None)
+
+    def anchor(self, batch: int, context: float, k: int) -> Capture:
+        """The capture nearest to a configuration (log distance in batch and context; the same
+        draft count first among equals; then the order given)."""
+
+        def distance(c: Capture) -> tuple[float, int]:
+            d = abs(math.log(batch / c.batch)) + abs(
+                math.log(max(context, 1.0) / max(c.context, 1.0))
+            )
+            return (round(d, 9), c.num_draft != k)
+
+        return min(self.captures, key=distance)
+
+    def draft_scale(self, batch: int, context: float, k: int, k2: int) -> tuple[float, str] | None:
+        """Draft time at ``k2`` drafts over that at ``k`` from the captures at one batch and
+        context that measured two or more draft counts (``a + b k``, least squares)."""
+        points = self.drafts.get((batch, float(context)))
+        if not points or len({n for n, _ in points}) < 2:
+            return None
+        a, b = _line(points)
+        at_k, at_k2 = a + b * k, a + b * k2
+        if at_k <= 0:
+            return None
+        ks = sorted({n for n, _ in points})
+        basis = MEASURED if k2 in ks else INTERPOLATED if ks[0] < k2 < ks[-1] else "extrapolated"
+        return max(at_k2, 0.0) / at_k, basis
+
+    def batch_basis(self, batch: int, context: float) -> str:
+        """How a batch and context relate to the captured ones (the batches captured at the
+        nearest captured context)."""
+        bs, cs = self.fit.batches_near(context), self.contexts
+        inside_b = bs[0] <= batch <= bs[-1]
+        inside_c = cs[0] <= context <= cs[-1]
+        if float(batch) in bs and float(context) in cs:
+            return MEASURED
+        return INTERPOLATED if inside_b and inside_c else "extrapolated"
+
+    def move(
+        self, profile: VerifyProfile, s: Scenario, frm: Shape, to: Shape
+    ) -> tuple[dict[str, float], str, float]:
+        """Per-phase deltas of the verify from ``frm`` to ``to`` along the fit (the tokens' change
+        on the GEMMs, the requests' and KV's on the phases that grew between the captures), the
+        basis of the value at ``to`` and its band."""
+        growth = _growth(s)
+        tok0 = self.fit.tokens_ms(frm.batch, frm.width, growth)[0]
+        tok1 = self.fit.tokens_ms(to.batch, to.width, growth)[0]
+        rest0, rest1 = self._rest(frm, s), self._rest(to, s)
+        v = profile.verify.phases_ms
+        deltas: dict[str, float] = {}
+        _add(deltas, _spread(tok1 - tok0, _gemms(v), v))
+        _add(deltas, _spread(rest1 - rest0, self.grown(v), v))
+        value = self.fit.at(to.batch, to.width, to.context, growth)
+        return deltas, value.basis, value.band
+
+    def _rest(self, shape: Shape, s: Scenario) -> float:
+        """The requests' and KV's part at a shape; where no capture varied the load, the
+        attention's roofline floor (the model file's KV bytes) in its place."""
+        f = self.fit
+        if not f.load_varied and s.model is not None and s.hardware is not None:
+            ref = self.captures[0]
+            d = deltas_ms(
+                s.model,
+                s.hardware,
+                Shape(ref.batch, shape.width, ref.context),
+                Shape(shape.batch, shape.width, shape.context),
+                s.tp,
+            )
+            return f.base_ms + d["attention"]
+        return f.rest_ms(shape.batch, shape.context)
+
+    def grown(self, v: dict[str, float]) -> list[str]:
+        """The busy phases that grew from the smallest capture to the largest (the requests' and
+        KV's share lands on them), else attention and the copies."""
+        caps = sorted(self.captures, key=lambda c: c.batch * max(c.context, 1.0))
+        lo, hi = caps[0].profile.verify.phases_ms, caps[-1].profile.verify.phases_ms
+        names = [p for p in v if p not in FIXED_PHASES and hi.get(p, 0.0) > lo.get(p, 0.0) * 1.05]
+        return names or [p for p in ("attention", "memcpy") if p in v] or ["attention"]
+
+    def notes(self) -> list[str]:
+        """What the model rests on, in words."""
+        caps = ", ".join(
+            f"{c.label} (batch {c.batch}, context {c.context:g}, k = {c.num_draft})"
+            for c in self.captures
+        )
+        f = self.fit
+        words = [
+            f"one model from {len(self.captures)} capture(s) of one program: {caps}",
+            f"the verify's GPU work fitted over tokens per forward (measured {f.tokens[0]:g} to"
+            f" {f.tokens[-1]:g}: {f.per_token_ms * 1e3:.2f} us a token)"
+            + (
+                f", requests ({f.per_request_ms * 1e3:.1f} us each) and KV tokens read"
+                f" ({f.per_kv_token_ms * 1e6:.1f} us per thousand); residual"
+                f" {100 * f.residual:.1f}%"
+                if f.load_varied
+                else "; one load captured: attention's growth with batch and context is the"
+                " model file's KV bytes at the hardware's bandwidth (roofline)"
+            ),
+            "past the last measured point: the fit's own slope, or the model file's roofline where"
+            " it grows faster, anchored at that point",
+        ]
+        if f.kv_or_requests:
+            words.append(
+                "every capture has one context, so per-request work and KV reads cannot be told"
+                " apart (taken as KV): a capture at another context settles it"
+            )
+        if len(self.batches) == 1:
+            words.append(
+                f"one batch measured ({self.batches[0]}): every other batch is extrapolated;"
+                " a capture at the largest batch you serve measures it"
+            )
+        return words
+
+
+def _gemms(v: dict[str, float]) -> list[str]:
+    names = [p for p in ("gemm_dense", "gemm_moe") if v.get(p, 0.0) > 0]
+    return names or ["gemm_dense"]
+
+
+def _add(into: dict[str, float], more: dict[str, float]) -> None:
+    for p, d in more.items():
+        into[p] = into.get(p, 0.0) + d
+
+
+def _spread(delta: float, names: list[str], v: dict[str, float]) -> dict[str, float]:
+    total = sum(v.get(p, 0.0) for p in names)
+    if total <= 0:
+        return {names[0]: delta}
+    return {p: delta * v.get(p, 0.0) / total for p in names}
+
+
+def _growth(s: Scenario):
+    """The model file's GEMM floor change between two token counts (None without a model file
+    and hardware)."""
+    if s.model is None or s.hardware is None:
+        return None
+
+    def tokens(x0: float, x1: float) -> float:
+        d = deltas_ms(s.model, s.hardware, Shape(int(x0), 1, 0.0), Shape(int(x1), 1, 0.0), s.tp)
+        return d["gemm_dense"] + d["gemm_moe"]
+
+    return tokens
+
+
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares ``a + b x``."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx > 0 else 0.0
+    return my - b * mx, b
+
+
+def measured_from(captures: list[Capture]) -> Measured:
+    """One model from several captures of one program (the first: today's)."""
+    points = [
+        Point(c.batch, _width(c), c.context, c.profile.verify.phases_ms, c.label) for c in captures
+    ]
+    sweeps = [(p, c.profile.width_times) for p, c in zip(points, captures) if c.profile.width_times]
+    fit = step_fit(points, sweeps)
+    drafts: dict[tuple[int, float], list[tuple[int, float]]] = {}
+    for c in captures:
+        ms = sum(p.cost_ms for p in c.scenario.parts if p.name == "draft") or c.scenario.draft_ms
+        drafts.setdefault((c.batch, c.context), []).append((c.num_draft, ms))
+    m = Measured(captures, fit, _slopes(captures), drafts)
+    for c in captures:  # each capture's own state knows the others (its draft counts, say)
+        c.scenario = replace(c.scenario, measured=m)
+    return m
+
+
+def _width(c: Capture) -> int:
+    return c.profile.width or c.num_draft + 1
+
+
+def _slopes(captures: list[Capture]) -> tuple[PartSlope, ...]:
+    """Per-part GPU time per extra request, least squares over the captures with today's draft
+    count and context (never negative: a part measured cheaper at a larger batch is noise)."""
+    ref = captures[0]
+    same = [c for c in captures if (c.context, c.num_draft) == (ref.context, ref.num_draft)]
+    if len({c.batch for c in same}) < 2:
+        return ()
+    busy = [(c.batch, _busy(c.scenario)) for c in same]
+    names = sorted(set.intersection(*(set(b) for _, b in busy)))
+    out = []
+    for name in names:
+        _, slope = _line([(float(b), parts[name]) for b, parts in busy])
+        out.append(PartSlope(name, max(slope, 0.0)))
+    return tuple(out)
+
+
+def _busy(s: Scenario) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in s.parts:
+        out[part.name] = out.get(part.name, 0.0) + part.busy_ms
+    return out
