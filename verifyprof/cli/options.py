@@ -241,11 +241,7 @@ WhatifSourceArg = Annotated[
     Optional[list[str]],
     typer.Argument(
         metavar="SOURCE...",
-        help=(
-            "what --from takes, given as breakdown, report and compare take theirs; several"
-            " captures of one program (other batch, context or draft count) make one model,"
-            " the first being today's run"
-        ),
+        help="what --from takes; several captures of one program make one model (today's first)",
         show_default=False,
     ),
 ]

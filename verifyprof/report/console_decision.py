@@ -135,11 +135,15 @@ def _best_k(result: dict[str, Any], width: int) -> list[str]:
         return []
     best = next(p for p in curve["points"] if p["num_draft"] == curve["best_num_draft"])
     top = max(p["num_draft"] for p in curve["points"])
-    basis = best.get("verify_source") or "predicted"
+    basis = best.get("basis") or best.get("verify_source") or "predicted"
+    if best.get("band") and basis != "measured":
+        basis += f" +/-{best['band']:.0%}"
     when = " today" if _after_plan(result) else ""  # the load below is after the plan
+    ks = curve.get("best_num_draft_set") or []
+    also = f", k={ks[0]}-{ks[-1]} within the band" if len(ks) > 1 else ""
     line = (
         f"Best draft count{when}: k={best['num_draft']}, {best['tokens_per_s']:.1f} tok/s"
-        f" ({basis};"
+        f" ({basis}{also};"
         f" today k={curve['current_num_draft']})"
     )
     if best["num_draft"] == top:
@@ -159,14 +163,23 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
     lines: list[str] = []
     for curve in load["contexts"]:
         ranges = "; ".join(
+            (f"batch {r['batches'][0]}-{r['batches'][1]} ")
+            + ("plain decoding" if r["k"] == 0 else f"k={r['k']}")
+            + f" ({_range_basis(r)})"
+            for r in curve.get("range_basis") or []
+        ) or "; ".join(
             (f"batch {a}-{b} " if b != a else f"batch {a} ")
             + ("plain decoding" if k == 0 else f"k={k}")
             for a, b, k in curve.get("ranges") or []
         )
         when = " after the plan" if _after_plan(result) else ""
-        lines += _wrap(
-            f"Load{when}, context {curve['context']:g} ({_load_basis(curve)}): {ranges}", width
-        )
+        head = f"Load{when}, context {curve['context']:g}"
+        if not curve.get("range_basis"):
+            head += f" ({_load_basis(curve)})"
+        lines += _wrap(f"{head}: {ranges}", width)
+        if curve.get("basis_words"):  # where the answer stops resting on measurements
+            lines += _wrap(curve["basis_words"], width, first="  ! ", indent="  ")
+            lines.append(f"    {curve['measure_command']}")
     if not (result.get("draft_curve") or {}).get("draft_cost_known", True):
         lines += _wrap(
             "every k > 0 below rests on drafts priced at 0 (none measured or given): give"
@@ -183,6 +196,11 @@ def _after_plan(result: dict[str, Any]) -> bool:
     """Whether the load curve is read after the plan's fixes (the verdict flips there)."""
     notes = (result.get("load_curve") or {}).get("notes") or []
     return any(note.startswith(AFTER_PLAN) for note in notes)
+
+
+def _range_basis(r: dict[str, Any]) -> str:
+    basis, band = r.get("basis", "predicted"), r.get("band") or 0.0
+    return basis if basis == "measured" or not band else f"{basis} +/-{band:.0%}"
 
 
 def _load_basis(curve: dict[str, Any]) -> str:

@@ -19,10 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifyprof.model.cycle.batch_cost import (
-    Shape,
-    compute_bound,
-)
 from verifyprof.model.cycle.phase_fit import worst
 from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.decision.load_defaults import (
@@ -36,11 +32,10 @@ from verifyprof.model.decision.load_defaults import (
     ridge_json,
     too_big_note,
 )
-from verifyprof.model.decision.load_points import measured_point
-from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
-from verifyprof.model.fixes.batch import PartSlope, at_load, token_fit
-from verifyprof.model.fixes.cycle import plain_measured, plain_state
-from verifyprof.model.fixes.draft import _num_draft, accept_at, at_drafts
+from verifyprof.model.decision.load_points import measured_point, roofline_point, roofline_states
+from verifyprof.model.fixes.base import Scenario, Skip
+from verifyprof.model.fixes.batch import PartSlope, token_fit
+from verifyprof.model.fixes.draft import _num_draft
 from verifyprof.model.inputs.profile import VerifyProfile
 
 CURVE_MIN_K, CURVE_PAST = 8, 4  # as the draft-count curve
@@ -188,9 +183,15 @@ class ContextCurve:
         if self.extrapolated_from is None:
             return None
         top = self.rows[-1].batch
+        here = any(c == self.context for _, c in self.measured)
+        loads = f"{top}" if here else f"{self.rows[0].batch},{top}"
+        at = "" if here else f" (at context {self.context:g})"
         if self.server:
-            return f'verifyprof capture --server-cmd "..." --concurrency {top}'
-        return f"verifyprof capture --batches {top} --out DIR -- PROGRAM ... --batch {{batch}}"
+            return f'verifyprof capture --server-cmd "..." --concurrency {loads}{at}'
+        ctx = "" if here else f" --context {self.context:g}"
+        return (
+            f"verifyprof capture --batches {loads} --out DIR -- PROGRAM ... --batch {{batch}}{ctx}"
+        )
 
     @property
     def k_words(self) -> str | None:
@@ -209,14 +210,24 @@ class ContextCurve:
         paying = [r.batch for r in self.rows if r.plain is not None and r.best["num_draft"]]
         return max(paying) if paying else None
 
+    def range_basis(self, first: int, last: int) -> dict[str, Any]:
+        """What a load range's setting rests on: the least confident basis of its rows and
+        their widest band."""
+        rows = [r for r in self.rows if first <= r.batch <= last]
+        return {
+            "basis": worst(*(r.basis for r in rows)),
+            "band": max((r.best.get("band") or 0.0 for r in rows), default=0.0),
+        }
+
     def ranges(self) -> list[tuple[int, int, int]]:
         """(first batch, last batch, k): consecutive listed batches that one k serves within
         their bands (the k of their best sets' common part with the highest summed rate), so a
         setting switches k only where the model can tell the rates apart; a range starts after
         the previous one's last batch (the first at 1)."""
         groups: list[tuple[list[Row], set[int]]] = []
-        for row in self.rows:
-            ks = set(row.best_set) or {row.best["num_draft"]}
+        for row in self.rows:  # speculate or not is the best point's; k within the band
+            best = row.best["num_draft"]
+            ks = (set(row.best_set) - {0}) or {best} if best else {0}
             if groups and groups[-1][1] & ks:
                 groups[-1][0].append(row)
                 groups[-1] = (groups[-1][0], groups[-1][1] & ks)
@@ -236,6 +247,9 @@ class ContextCurve:
             "pays_up_to_batch": self.pays_up_to,
             "verify_compute_bound_from_batch": {str(k): b for k, b in self.ridge_batch.items()},
             "ranges": [list(r) for r in self.ranges()],
+            "range_basis": [
+                {"batches": [a, b], "k": k, **self.range_basis(a, b)} for a, b, k in self.ranges()
+            ],
             "summary": self.summary,
             "extrapolated_from_batch": self.extrapolated_from,
             "basis_words": self.basis_words,
@@ -297,7 +311,7 @@ def load_curve(
     if fit is None and s.use_measured_widths:
         fit = token_fit(profile, s.batch)
     notes = curve_notes(s, slopes, fit)
-    states = _states(profile, s, k0, ks, notes) if s.measured is None else []
+    states = roofline_states(profile, s, k0, ks, notes) if s.measured is None else []
     cache: dict = {}
     curves = []
     for context in contexts:
@@ -312,7 +326,7 @@ def load_curve(
                 found = (measured_point(s.measured, k, batch, context, cache) for k in ks)
                 points = [p for p in found if p is not None]
             else:
-                points = [_point(st, batch, context, slopes, fit) for st in states]
+                points = [roofline_point(st, batch, context, slopes, fit) for st in states]
             rows.append(Row(batch, points))
         ridge = {k: _first_bound(s, fitting, k + 1) for k in ks}
         curves.append(ContextCurve(float(context), rows, ridge, _measured_at(s), s.sglang))
@@ -327,65 +341,6 @@ def load_curve(
         notes,
         s.sglang,
     )
-
-
-@dataclass
-class _State:
-    k: int
-    profile: VerifyProfile
-    s: Scenario
-    width: int
-    source: str
-
-
-def _states(
-    profile: VerifyProfile, s: Scenario, k0: int, ks: tuple[int, ...], notes: list[str]
-) -> list[_State]:
-    """The state at each k at today's batch and context (k = 0: plain decoding)."""
-    out = []
-    for k in ks:
-        if k == 0:
-            try:
-                state, plain, source = plain_state(profile, s)
-            except Skip as why:
-                notes.append(f"no plain decoding point: {why}")
-                continue
-            how = "measured" if plain_measured(profile, s) else "predicted"
-            out.append(_State(0, state, plain, 1, f"plain decoding ({how})"))
-        elif k == k0:
-            out.append(_State(k, profile, s, profile.width or k + 1, "today"))
-        else:
-            tau, _ = accept_at(profile, s, k0, k)
-            after, s_after, _ = at_drafts(profile, s, k0, k, tau)
-            out.append(_State(k, after, s_after, after.width or k + 1, "width model"))
-    return out
-
-
-def _point(
-    st: _State,
-    batch: int,
-    context: float,
-    slopes: tuple[PartSlope, ...],
-    fit: WidthFit | None,
-) -> dict:
-    profile, s = at_load(st.profile, st.s, st.width, batch, context, slopes, fit)
-    c = cycle_of(profile, s)
-    shape = Shape(batch, st.width, context)
-    return {
-        "num_draft": st.k,
-        "width": st.width,
-        "verify_ms": c.verify_ms,
-        "draft_ms": c.draft_ms,
-        "cycle_ms": c.cycle_ms,
-        "accept_len": c.accept_len,
-        "tokens_per_s": c.tokens_per_s,
-        "tokens_per_s_per_gpu": c.batch_tokens_per_s / max(s.tp, 1),
-        "compute_bound": compute_bound(s.model, s.hardware, shape, s.tp),
-        "source": st.source if (batch, context) == (st.s.batch, st.s.context) else "roofline",
-        "basis": "measured"
-        if (batch, context) == (st.s.batch, st.s.context) and st.source == "today"
-        else "roofline",
-    }
 
 
 def _rate(row: Row, k: int) -> float:

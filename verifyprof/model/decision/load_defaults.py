@@ -64,7 +64,8 @@ def fits(
     memory = _memory_gb(s)
     if memory is None:
         return batches, ()
-    ok = tuple(b for b in batches if kv_fits(s.model, memory, b, context + width, s.tp))
+    ran = lambda b: b == s.batch and context == s.context  # today's load ran: the model errs
+    ok = tuple(b for b in batches if ran(b) or kv_fits(s.model, memory, b, context + width, s.tp))
     return ok, tuple(b for b in batches if b not in ok)
 
 

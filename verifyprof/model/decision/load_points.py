@@ -18,9 +18,10 @@ from verifyprof.model.cycle.phase_fit import (
     MIN_BAND,
     worst,
 )
+from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
-from verifyprof.model.fixes.batch import at_load_measured
-from verifyprof.model.fixes.cycle import plain_state
+from verifyprof.model.fixes.batch import PartSlope, at_load, at_load_measured
+from verifyprof.model.fixes.cycle import plain_measured, plain_state
 from verifyprof.model.fixes.draft import accept_at, at_drafts, draft_count_basis
 from verifyprof.model.fixes.measured import Capture, Measured
 from verifyprof.model.inputs.profile import VerifyProfile
@@ -119,4 +120,64 @@ def _fields(s: Scenario, k: int, width: int, c, batch: int, context: float) -> d
         "compute_bound": compute_bound(s.model, s.hardware, shape, s.tp)
         if s.model is not None and s.hardware is not None
         else None,
+    }
+
+
+@dataclass
+class _State:
+    k: int
+    profile: VerifyProfile
+    s: Scenario
+    width: int
+    source: str
+
+
+def roofline_states(
+    profile: VerifyProfile, s: Scenario, k0: int, ks: tuple[int, ...], notes: list[str]
+) -> list[_State]:
+    """The state at each k at today's batch and context (k = 0: plain decoding), for plain
+    numbers (no capture): moved by the roofline."""
+    out = []
+    for k in ks:
+        if k == 0:
+            try:
+                state, plain, source = plain_state(profile, s)
+            except Skip as why:
+                notes.append(f"no plain decoding point: {why}")
+                continue
+            how = "measured" if plain_measured(profile, s) else "predicted"
+            out.append(_State(0, state, plain, 1, f"plain decoding ({how})"))
+        elif k == k0:
+            out.append(_State(k, profile, s, profile.width or k + 1, "today"))
+        else:
+            tau, _ = accept_at(profile, s, k0, k)
+            after, s_after, _ = at_drafts(profile, s, k0, k, tau)
+            out.append(_State(k, after, s_after, after.width or k + 1, "width model"))
+    return out
+
+
+def roofline_point(
+    st: _State,
+    batch: int,
+    context: float,
+    slopes: tuple[PartSlope, ...],
+    fit: WidthFit | None,
+) -> dict:
+    profile, s = at_load(st.profile, st.s, st.width, batch, context, slopes, fit)
+    c = cycle_of(profile, s)
+    shape = Shape(batch, st.width, context)
+    return {
+        "num_draft": st.k,
+        "width": st.width,
+        "verify_ms": c.verify_ms,
+        "draft_ms": c.draft_ms,
+        "cycle_ms": c.cycle_ms,
+        "accept_len": c.accept_len,
+        "tokens_per_s": c.tokens_per_s,
+        "tokens_per_s_per_gpu": c.batch_tokens_per_s / max(s.tp, 1),
+        "compute_bound": compute_bound(s.model, s.hardware, shape, s.tp),
+        "source": st.source if (batch, context) == (st.s.batch, st.s.context) else "roofline",
+        "basis": "measured"
+        if (batch, context) == (st.s.batch, st.s.context) and st.source == "today"
+        else "roofline",
     }

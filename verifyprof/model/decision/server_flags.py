@@ -48,22 +48,10 @@ def sglang_ranges(curve: ContextCurve, topk: int = 1) -> list[dict[str, Any]]:
                 "batches": [first, last],
                 "num_draft": k,
                 "flags": flags,
-                **range_basis(curve, first, last),
+                **curve.range_basis(first, last),
             }
         )
     return out
-
-
-def range_basis(curve: ContextCurve, first: int, last: int) -> dict[str, Any]:
-    """What a load range's setting rests on: the least confident basis of its rows and their
-    widest band."""
-    from verifyprof.model.cycle.phase_fit import worst
-
-    rows = [r for r in curve.rows if first <= r.batch <= last]
-    return {
-        "basis": worst(*(r.basis for r in rows)),
-        "band": max((r.best.get("band") or 0.0 for r in rows), default=0.0),
-    }
 
 
 SWITCHING = {
@@ -110,7 +98,7 @@ def settings(load: LoadCurve, vllm: bool) -> dict[str, Any]:
                 "sglang": sglang_ranges(curve),
                 "vllm": cfg,
                 "vllm_speculative_config": json.dumps(cfg) if cfg else None,
-                "vllm_basis": [range_basis(curve, a, b) for a, b, _ in curve.ranges()],
+                "vllm_basis": [curve.range_basis(a, b) for a, b, _ in curve.ranges()],
                 "switching": dict(SWITCHING) if switches else None,
             }
         )

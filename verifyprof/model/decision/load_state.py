@@ -1,0 +1,114 @@
+"""The load curve of a ranked run: read at the state the verdict decides on (today's, or after
+the plan's fixes where speculate-or-not flips there: one decision everywhere, issue 33), from the
+captures' measured model (issue 32), or from one capture where only one was given."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import Manifest, read_manifest
+from verifyprof.model.cycle.parts import HOST_IDLE
+from verifyprof.model.decision.candidates import Ranking, Scenario
+from verifyprof.model.decision.load import LoadCurve, load_curve
+from verifyprof.model.decision.plain_numbers import CONTEXT_NOTE, DEFAULT_CONTEXT
+from verifyprof.model.decision.plan import _with_cycle as with_cycle_of
+from verifyprof.model.decision.server_flags import settings
+from verifyprof.model.fixes.base import Skip, cycle_of, edited_group, take_idle
+from verifyprof.model.fixes.measured import Capture, measured_from
+from verifyprof.model.inputs.model_config import model_from_workload
+from verifyprof.model.inputs.options import WhatifOptions
+from verifyprof.model.inputs.profile import VerifyProfile
+
+AFTER_PLAN = "the load curve after the plan's fixes"  # the note's start (the console reads it)
+
+
+def with_load(ranking: Ranking, o: WhatifOptions) -> Ranking:
+    """The ranking with its load curve, read at the state the verdict decides on."""
+    profile, s, fixes = decided_state(ranking)
+    ranking.load, ranking.load_skipped = load_of(profile, s, o, measured=not fixes)
+    if ranking.load is not None and fixes:
+        ranking.load.notes.insert(
+            0,
+            f"{AFTER_PLAN} ({', '.join(fixes)}), where the verdict"
+            " decides: speculate or not flips between today and after them",
+        )
+    return ranking
+
+
+def decided_state(r: Ranking) -> tuple[VerifyProfile, Scenario, list[str]]:
+    """The state the load curve and the server settings are read at: today's, or where the
+    verdict's answer flips after the plan, speculating with the plan's fixes (and plain decoding
+    beside it with those of them that apply), so that one decision holds everywhere."""
+    plain, plan = r.plain, [st for st in r.plan if st.candidate.name != "no_speculation"]
+    if plain is None or not plan or plain.spec_after_plan is None or plain.own_plan:
+        return r.profile, r.scenario, []
+    plain_after = plain.along_plan[len(plan) - 1]
+    if (plain_after > plain.spec_after_plan) == plain.speculation_loses:
+        return r.profile, r.scenario, []
+    profile, s = r.profile, r.scenario
+    for step in plan:
+        profile = step.candidate.profile or profile
+        s = step.candidate.scenario or with_cycle_of(s, step.candidate.cycle)
+    plain_profile, plain_s = plain.after
+    step = cycle_of(plain_profile, plain_s).cycle_ms  # plain decoding with the fixes, as re-timed
+    group = plain_profile.verify  # its host time set so that its cost is the re-timed step
+    delta = step - group.wall_ms
+    decode = edited_group(
+        group, {"host_wait": delta} if delta >= 0 else take_idle(group, -delta, HOST_IDLE)
+    )
+    profile = replace(profile, decode_group=decode)
+    s = replace(s, decode_ms=None if r.scenario.decode_ms is None else step, measured=None)
+    return profile, s, [step.candidate.name for step in plan]
+
+
+def load_of(
+    profile: VerifyProfile, s: Scenario, o: WhatifOptions, measured: bool = True
+) -> tuple[LoadCurve | None, str | None]:
+    """The load curve of a prepared run, or None and why not. The model config is the option's,
+    else a workload capture's (its manifest's summary); today's context the scenario's, else the
+    capture's ``--context``, else the first ``--context`` asked. ``measured``: False for a
+    predicted state (after the plan's fixes), whose own point is no measurement."""
+    manifest = read_manifest(o.manifest) if o.manifest else None
+    run = _workload_config(manifest)
+    model = s.model
+    if model is None and run.get("target"):
+        dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(
+            str(run.get("dtype")), "bf16"
+        )
+        try:  # a summary that mangles its config costs the load curve, not the answer
+            model = model_from_workload(run["target"], Path(str(o.manifest)), dtype)
+        except VerifyprofError as err:
+            return None, f"no load curve: {err}"
+    context = s.context or float((run.get("run") or {}).get("context") or 0.0)
+    if not context and o.contexts:
+        context = o.contexts[0]
+    stated = not context
+    context = context or DEFAULT_CONTEXT  # never 0: a flat curve that no server runs
+    from_summary = model is not s.model
+    s = replace(s, model=model, context=context)
+    k = s.num_draft or ((profile.width - 1) if profile.width else 0)
+    if s.measured is None and k:  # one capture (or a predicted state): a model of one point
+        label = "this capture" if measured else "the state after the plan"
+        one = Capture(label, profile, s, s.batch, context, k, predicted=not measured)
+        s.measured = measured_from([one])
+    try:
+        load = load_curve(profile, s, o.batches, o.contexts)
+    except Skip as why:
+        return None, str(why)
+    vllm = "vllm" in f"{profile.source} {profile.verify.name}".lower()
+    load.server = settings(load, vllm)
+    if from_summary:
+        load.notes.insert(0, f"model config from the capture's workload summary: {model.name}")
+    if stated:
+        load.notes.insert(0, CONTEXT_NOTE)
+    return load, None
+
+
+def _workload_config(manifest: Manifest | None) -> dict:
+    """A workload run's config (its summary is the manifest's raw record, or nested in it)."""
+    raw = manifest.raw if manifest is not None else {}
+    summary = raw.get("workload_summary", raw)
+    config = summary.get("config") if isinstance(summary, dict) else None
+    return config if isinstance(config, dict) else {}
