@@ -23,6 +23,7 @@ from verifyprof.contracts.errors import (
     path_error,
 )
 from verifyprof.contracts.outputs import silence_stdout
+from verifyprof.contracts.paths import working_directory
 from verifyprof.contracts.text import safe_lines, safe_text
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
@@ -85,15 +86,23 @@ class _Group(TyperGroup):
             print(f"verifyprof: error: {safe_lines(str(err))}", file=sys.stderr)
             code = err.exit_code
         except OSError as err:
-            if err.filename is None:
+            if err.filename is None and working_directory() is not None:
                 raise
             # a path that cannot be read, searched or named, wherever it was met: one line
-            print(f"verifyprof: error: {safe_text(str(path_error(err)))}", file=sys.stderr)
+            print(f"verifyprof: error: {safe_text(_os_error_line(err))}", file=sys.stderr)
             code = EXIT_BAD_INPUT
         code = code if isinstance(code, int) else 0
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _os_error_line(err: OSError) -> str:
+    """An OSError's one line: the path's problem, or (no path: ``os.getcwd()`` met on the way,
+    after every name the user gave was checked) the deleted working directory."""
+    if err.filename is None:
+        return "the working directory no longer exists (deleted): cd to a folder that exists"
+    return str(path_error(err))
 
 
 def _check_repeats(group: TyperGroup, argv: list[str]) -> None:

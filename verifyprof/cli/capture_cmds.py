@@ -4,7 +4,6 @@ would wrap)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import typer
 
@@ -80,14 +79,17 @@ def capture(
     from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import capture as run_capture
     from verifyprof.contracts.inputs import check_file_option
+    from verifyprof.contracts.paths import user_path
 
     if server_cmd is None:
         _refuse_server_options(ctx)
+    out = user_path(out or f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}", "--out")
     if prompts is not None:
+        user_path(prompts, "--prompts")
         check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
 
     options = CaptureOptions(
-        out=out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"),
+        out=out,
         server_cmd=server_cmd,
         program=list(program or []),
         backend=backend,
@@ -160,13 +162,20 @@ def hooks(
 ) -> None:
     """Which hook targets exist in the installed packages (and the program's own folder, default
     the current one): run before a capture to see what will be wrapped."""
-    import os as _os
     import warnings
 
     from verifyprof.capture.hooks import api as hook_api
     from verifyprof.capture.hooks.search_path import is_main_module, program_folder
+    from verifyprof.contracts.errors import VerifyprofError
+    from verifyprof.contracts.paths import working_directory
     from verifyprof.report import files, hooks_console
 
+    cwd = working_directory()  # None: deleted; the installed packages are still looked in
+    if program and cwd is None:
+        raise VerifyprofError(
+            "hooks --program: the working directory no longer exists (deleted), and the"
+            " program's folder is found from it: cd to a folder that exists"
+        )
     folder = program_folder(program) if program else None
     is_main = (lambda module: is_main_module(module, program)) if program else None
     with (
@@ -174,7 +183,7 @@ def hooks(
     ):  # each HookWarning is a row of the report below, not a stderr line with source
         warnings.simplefilter("ignore", hook_api.HookWarning)
         statuses = hook_api.check(
-            spec, path=[p for p in (folder, _os.getcwd()) if p is not None], is_main=is_main
+            spec, path=[str(p) for p in (folder, cwd) if p is not None], is_main=is_main
         )
     if as_json:
         files.print_json([s.to_json() for s in statuses])
