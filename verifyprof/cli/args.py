@@ -209,8 +209,10 @@ def _check_run(**parts: Any) -> Any:
     return check_run(**parts)
 
 
-def _wrote(path: Path) -> None:
-    print(f"wrote {path}", file=sys.stderr)
+def _wrote(path: Path, size: str = "", stream: Any = None) -> None:
+    """``wrote NAME``, the name escaped as error messages escape it (a newline, an ESC, a byte
+    that is not UTF-8), ``size`` after it; on standard error unless ``stream``."""
+    print(f"wrote {safe_text(str(path))}{size}", file=stream or sys.stderr)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from verifyprof.cli.app import app
-from verifyprof.cli.args import _check_manifest, _check_run
+from verifyprof.cli.args import _check_manifest, _check_run, _wrote
 from verifyprof.cli.options import (
     AfterOpt,
     BaselineTpsOpt,
@@ -154,7 +154,7 @@ def report(
 
         size = html.write_report(data, out)
         if not quiet and not writes_stdout(out):  # -o -: the page alone on stdout
-            print(f"wrote {out} ({size / 1e6:.1f} MB)", file=sys.stderr if as_json else sys.stdout)
+            _wrote(out, f" ({size / 1e6:.1f} MB)", sys.stderr if as_json else sys.stdout)
     if as_json:
         from verifyprof.report import files
         from verifyprof.report.page_json import page_json

@@ -80,6 +80,7 @@ def capture(
     from verifyprof.capture.run import capture as run_capture
     from verifyprof.contracts.inputs import check_file_option
     from verifyprof.contracts.paths import user_path
+    from verifyprof.contracts.text import safe_text
 
     if server_cmd is None:
         _refuse_server_options(ctx)
@@ -117,8 +118,8 @@ def capture(
         decode_cmd=decode_cmd,
         argv=list(sys.argv),
     )
-    for line in summary_lines(run_capture(options)):
-        print(" ".join(line.split()) if "\n" in line else line)
+    for line in summary_lines(run_capture(options)):  # names in it escaped, as in errors
+        print(safe_text(" ".join(line.split()) if "\n" in line else line))
 
 
 # The options of a server capture's workload: a program (after --) runs its own, so there they
