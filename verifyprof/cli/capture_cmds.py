@@ -119,7 +119,7 @@ def capture(
         argv=list(sys.argv),
     )
     for line in summary_lines(run_capture(options)):  # names in it escaped, as in errors
-        print(safe_text(" ".join(line.split()) if "\n" in line else line))
+        print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
 
 
 # The options of a server capture's workload: a program (after --) runs its own, so there they
