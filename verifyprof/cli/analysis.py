@@ -8,6 +8,7 @@ from verifyprof.cli.args import (
     _check_run,
     _nsys_hint,
     _parallel,
+    _refuse_picks,
     _wrote,
 )
 from verifyprof.cli.options import (
@@ -124,6 +125,7 @@ def breakdown(
     from verifyprof.report import console, files, integrity, progress
     from verifyprof.trace.sources import expand
 
+    _refuse_picks(width, mode, "--whole-trace" if whole_trace else None)
     options = WhatifOptions(
         accept_len=accept_len, manifest=manifest, step=step, step_range=step_range,
         whole_trace=whole_trace, width=width, mode=mode,  # --width, --mode: as whatif picks
@@ -203,12 +205,7 @@ def kernels(
     chosen += [o for o, on in (("--all", every_step), ("--whole-trace", whole_trace)) if on]
     if len(chosen) > 1:
         raise VerifyprofError(f"give one of {', '.join(chosen)} (each chooses the steps listed)")
-    picks = [o for o, on in (("--width", width), ("--mode", mode)) if on is not None]
-    if picks and chosen and chosen != ["--step"]:
-        raise VerifyprofError(
-            f"{' and '.join(picks)} {'pick' if len(picks) > 1 else 'picks'} the verdict's step"
-            f" group: not with {chosen[0]}"
-        )
+    _refuse_picks(width, mode, chosen[0] if chosen and chosen != ["--step"] else None)
     options = WhatifOptions(
         step=step, step_range=step_range, manifest=manifest, width=width, mode=mode
     )
@@ -278,6 +275,7 @@ def whatif(
     from verifyprof.report import files, integrity, progress
     from verifyprof.report import whatif as show
 
+    _refuse_picks(width, mode, "--whole-trace" if whole_trace else None)
     if source is not None and verify_ms is not None:
         raise VerifyprofError(
             "--verify-ms is for the plain model; with --from the verify time is measured from the"

@@ -201,6 +201,17 @@ def _step_regex(
         raise VerifyprofError(f"--step: {exc}") from None
 
 
+def _refuse_picks(width: int | None, mode: str | None, scope: str | None) -> None:
+    """``--width`` / ``--mode`` pick the verdict's step group: with ``scope`` (``--whole-trace``,
+    kernels' ``--all`` or ``--range``), where they would change nothing, one line."""
+    picks = [o for o, on in (("--width", width), ("--mode", mode)) if on is not None]
+    if picks and scope:
+        raise VerifyprofError(
+            f"{' and '.join(picks)} {'pick' if len(picks) > 1 else 'picks'} the verdict's step"
+            f" group: not with {scope}"
+        )
+
+
 def _check_run(**parts: Any) -> Any:
     """A command's inputs, file options, numbers and outputs, checked before any work (issue 22):
     :func:`verifyprof.pipeline.inputs.check_run`, imported only when a command runs."""
