@@ -45,7 +45,11 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     become_subreaper()  # nothing the target starts can escape the cleanup by being orphaned
     with sigterm_as_interrupt():
         run = CaptureSession(opts, console)
-        env = run.setup()  # may raise before anything was started: nothing to clean up
+        try:
+            env = run.setup()  # may raise before anything was started: nothing to clean up
+        except BaseException:  # an error, or a signal just after --out was made
+            run.unmake()
+            raise
         failure: BaseException | None = None
         try:
             run.write_manifest()  # "running": a signal from here on is written as interrupted

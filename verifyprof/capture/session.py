@@ -6,6 +6,7 @@ Also the steps every capture takes the same way: build the target's command and 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import asdict
@@ -69,6 +70,7 @@ class CaptureSession:
             None  # the profiler's slow-down, when an unprofiled rate was measured
         )
         self.baseline: dict | None = None  # program: the unprofiled baseline run (--baseline-run)
+        self.made: list[Path] = []  # the folders setup() made for --out, the deepest first
         self.doc: dict = {}  # the manifest as last written by the cleanup
 
     @property
@@ -193,11 +195,19 @@ class CaptureSession:
             )
         else:
             self.command = list(self.target)
-        self.out.mkdir(
-            parents=True, exist_ok=True
-        )  # only now: a rejected capture leaves nothing behind
         self.versions = manifest.versions(self.nsys_version)
+        # last: a rejected capture leaves nothing, and the caller's try starts right after it
+        self.made = _missing_folders(self.out)  # what mkdir makes, the deepest first
+        self.out.mkdir(parents=True, exist_ok=True)
         return env
+
+    def unmake(self) -> None:
+        """Remove the folders setup() made, where still empty (a signal or an error before the
+        capture started: no empty --out left behind; a folder that was there stays)."""
+        for folder in self.made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        self.made = []
 
     def _check_user_targets(self) -> None:
         """Say now (not after minutes of loading) when a user target's module is neither in the
@@ -225,3 +235,13 @@ class CaptureSession:
             self.proc = ManagedProcess(self.command, log=self.log, env=env, echo=echo)
         what = "server" if self.opts.mode == "server" else "program"
         self.console.print(f"verifyprof: started {what} (pid {self.proc.pid}), log: {self.log}")
+
+
+def _missing_folders(out: Path) -> list[Path]:
+    """``out`` and each of its ancestors that does not exist yet, the deepest first."""
+    missing: list[Path] = []
+    folder = out
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
