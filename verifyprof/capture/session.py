@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape as markup_escape
 
 from verifyprof.capture import driver, manifest, nsys
 from verifyprof.capture.hooks.api import main_module_problem
@@ -34,6 +35,7 @@ from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_recor
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 from verifyprof.contracts.manifest import document
 from verifyprof.contracts.manifest_records import now_iso
+from verifyprof.contracts.text import safe_text
 
 
 class CaptureSession:
@@ -234,7 +236,8 @@ class CaptureSession:
         with stop_signals_deferred():
             self.proc = ManagedProcess(self.command, log=self.log, env=env, echo=echo)
         what = "server" if self.opts.mode == "server" else "program"
-        self.console.print(f"verifyprof: started {what} (pid {self.proc.pid}), log: {self.log}")
+        log = markup_escape(safe_text(str(self.log)))  # a name: escaped, never markup
+        self.console.print(f"verifyprof: started {what} (pid {self.proc.pid}), log: {log}")
 
 
 def _missing_folders(out: Path) -> list[Path]:

@@ -2,17 +2,19 @@
 lives here; each command's module registers it on :data:`app`.
 
 Ctrl-C is one line and exit 130 from this module's first statement: the guard below is
-installed before anything else is imported (``signal`` only: ``threading``, numpy, pandas,
-typer come after it), so a SIGINT at any instant of the CLI's imports ends the process at once,
-before any file is opened; :func:`main` hands Ctrl-C back to Python's handler when it starts.
+installed before anything else is imported (``_signal`` and ``sys`` are the interpreter's own;
+``signal``, ``threading``, numpy, pandas, typer come after it), so a SIGINT at any instant of
+the CLI's imports ends the process at once, before any file is opened; :func:`main` hands
+Ctrl-C back to Python's handler when it starts.
 """
 
-import os  # os, sys: loaded by Python itself before any script; signal: the guard's one import
-import signal
+import _signal  # loaded with the interpreter (as sys is): the guard imports nothing
 import sys
 
 
 def _interrupted_at_start(signum: int, frame: object) -> None:
+    import os  # loaded by Python's own start-up (site): no import runs here
+
     os.write(2, b"verifyprof: interrupted\n")
     os._exit(128 + signum)
 
@@ -20,15 +22,18 @@ def _interrupted_at_start(signum: int, frame: object) -> None:
 def _guard_start_up() -> object:
     """Ctrl-C ends the start-up in one line, where Ctrl-C would interrupt it (Python's own
     handler in the main thread); None where it changed nothing."""
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if _signal.getsignal(_signal.SIGINT) is not _signal.default_int_handler:
         return None  # ignored (a background job), or a handler of whoever imports us
     try:
-        return signal.signal(signal.SIGINT, _interrupted_at_start)
+        return _signal.signal(_signal.SIGINT, _interrupted_at_start)
     except ValueError:  # not the main thread: its Ctrl-C is not ours to take
         return None
 
 
 _previous = _guard_start_up()
+
+import os  # noqa: E402 - after the guard, as everything else
+import signal  # noqa: E402
 
 
 def _as_cli() -> bool:

@@ -78,15 +78,22 @@ def capture(
     from verifyprof.capture.options import CaptureOptions
     from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import capture as run_capture
+    from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.inputs import check_file_option
-    from verifyprof.contracts.paths import user_path
+    from verifyprof.contracts.paths import user_path, working_directory
     from verifyprof.contracts.text import safe_text
 
-    if server_cmd is None:
-        _refuse_server_options(ctx)
+    if working_directory() is None:
+        raise VerifyprofError(
+            "capture: the working directory no longer exists (deleted), and the program would"
+            " run in it: cd to a folder that exists"
+        )
     out = user_path(out or f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}", "--out")
     if prompts is not None:
         user_path(prompts, "--prompts")
+    if server_cmd is None:
+        _refuse_server_options(ctx)
+    if prompts is not None:
         check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
 
     options = CaptureOptions(
