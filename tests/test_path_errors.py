@@ -11,6 +11,7 @@ import gzip
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import textwrap
@@ -201,6 +202,62 @@ def test_ctrl_c_at_any_instant_of_the_start_is_one_line_exit_130(module):
     )
     assert (done.returncode, done.stderr) == (130, "verifyprof: interrupted\n")
     assert done.stdout == ""
+
+
+# Every module the CLI imports, in the order it first looks for them (the interpreter's own
+# start-up excluded: those are loaded before the console script runs).
+IMPORT_ORDER = textwrap.dedent("""
+    import os, signal, sys  # as START: what it has loaded is never looked for again
+
+    class Record:
+        def find_spec(self, name, path=None, target=None):
+            print(name)
+            return None
+
+    sys.meta_path.insert(0, Record())
+    import verifyprof.cli
+""")
+
+
+# No site start-up (``-S``, the packages on PYTHONPATH instead): the interpreter then loads only
+# what it needs itself, as a lean installation does, so ``threading`` is the CLI's to import.
+LEAN = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(REPO), *site.getsitepackages()]),
+}
+
+
+def cli_imports() -> list[str]:
+    """The modules first looked for once ``verifyprof.cli`` runs, in order."""
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", IMPORT_ORDER],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=LEAN,
+        timeout=120,
+    )
+    order = done.stdout.split()
+    return order[order.index("verifyprof.cli") + 1 :]
+
+
+def test_ctrl_c_as_any_module_the_cli_imports_is_first_looked_for_is_one_line_exit_130():
+    """The guard is the CLI's first statement: the first modules it imports (``threading``: a
+    traceback from the project's own import before) and a spread of the rest (numpy, pandas,
+    typer, the commands) each meet it."""
+    order = cli_imports()
+    assert len(order) > 50 and "threading" in order, order  # the CLI's imports were seen
+    for module in [*order[:3], *order[3 :: len(order) // 8]]:
+        done = subprocess.run(
+            [sys.executable, "-S", "-c", START, module, "kernels", str(MOCK)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=LEAN,
+            timeout=120,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        assert (done.returncode, done.stderr, done.stdout) == (130, "verifyprof: interrupted\n", "")
 
 
 # --- any name, any working directory: every command, every option that takes a name --------------
