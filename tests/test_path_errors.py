@@ -366,17 +366,31 @@ def test_a_name_of_any_bytes_given_to_any_option_is_read_or_one_line(names_dir, 
         assert "odd\\xff\\x1b[2J" in text  # named, escaped as every message escapes it
 
 
-@pytest.mark.parametrize("form", ["sqlite", "sqlite.gz", "kineto"])
+def named(form: str, folder: Path) -> Path:
+    """The small mock trace (or a Kineto one, a breakdown JSON) under a name that is not UTF-8,
+    in ``form``; "folder": a capture folder (the trace and a manifest) so named."""
+    if form == "folder":
+        (folder / ODD).mkdir()
+        shutil.copy(MOCK, folder / ODD / "capture.sqlite")
+        shutil.copy(REPO / "traces" / "capture-hf-assisted" / "manifest.json", folder / ODD)
+        return folder / ODD
+    source = {"kineto": KINETO, "json": REPO / "traces" / "capture-hf-assisted" / "breakdown.json"}
+    trace = folder / f"{ODD}.{'json.gz' if form == 'kineto' else form}"
+    data = source.get(form, MOCK).read_bytes()
+    trace.write_bytes(gzip.compress(data) if form == "sqlite.gz" else data)
+    return trace
+
+
+@pytest.mark.parametrize("form", ["sqlite", "sqlite.gz", "kineto", "folder", "json"])
 @pytest.mark.parametrize("command", [c for c in BASE if "{t}" in BASE[c]])
 def test_a_trace_whose_name_is_not_utf8_is_read(names_dir, command, form):
-    source = {"sqlite": MOCK, "sqlite.gz": MOCK, "kineto": KINETO}[form]
-    trace = names_dir / f"{ODD}.{'json.gz' if form == 'kineto' else form}"
-    data = source.read_bytes()
-    trace.write_bytes(gzip.compress(data) if form == "sqlite.gz" else data)
+    """Read in every form (a breakdown JSON by the commands that take one; a Kineto trace
+    without steps, where --whole-trace does not apply, refused as any such trace is)."""
+    trace = named(form, names_dir)
     args = probe(command, None, str(trace), trace, names_dir / f"{ODD}.html")
     done = run_names(args, names_dir)
     text = assert_read_or_one_line(done)
-    assert done.returncode == 0 or form == "kineto" and command != "kernels", text[-2000:]
+    assert done.returncode == 0 or form in ("kineto", "json"), text[-2000:]
     if command == "report" and done.returncode == 0:
         assert "wrote " + str(names_dir).replace("\\", "\\\\") + "/odd\\xff\\x1b[2J.html" in text
 

@@ -98,6 +98,14 @@ def _number_list(text: str | None, option: str, kind: type) -> tuple:
     return (values[0], None) if len(values) == 1 else (None, values)
 
 
+def _plain_or_trace(source: str | None, verify_ms: float | None) -> None:
+    if source is not None and verify_ms is not None:
+        raise VerifyprofError(
+            "--verify-ms is for the plain model; with --from the verify time is measured from the"
+            " trace (choose it with --step, --width, --mode)"
+        )
+
+
 @app.command()
 def breakdown(
     traces: TracesArg,
@@ -125,7 +133,7 @@ def breakdown(
     from verifyprof.report import console, files, integrity, progress
     from verifyprof.trace.sources import expand
 
-    _refuse_picks(width, mode, "--whole-trace" if whole_trace else None)
+    _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     options = WhatifOptions(
         accept_len=accept_len, manifest=manifest, step=step, step_range=step_range,
         whole_trace=whole_trace, width=width, mode=mode,  # --width, --mode: as whatif picks
@@ -275,12 +283,8 @@ def whatif(
     from verifyprof.report import files, integrity, progress
     from verifyprof.report import whatif as show
 
-    _refuse_picks(width, mode, "--whole-trace" if whole_trace else None)
-    if source is not None and verify_ms is not None:
-        raise VerifyprofError(
-            "--verify-ms is for the plain model; with --from the verify time is measured from the"
-            " trace (choose it with --step, --width, --mode)"
-        )
+    _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
+    _plain_or_trace(source, verify_ms)
     _check_run(  # inputs, file options and numbers, before any work (issue 22)
         sources={"": [source] if source is not None else []},
         files={"--manifest": manifest},

@@ -70,7 +70,7 @@ def compare(
     from verifyprof.report import compare as show
     from verifyprof.report import files
 
-    _refuse_picks(width, mode, "--whole-trace" if whole_trace else None)
+    _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     _check_run(  # inputs, file options and numbers, before any work (issue 22)
         sources={"BEFORE": [before], "AFTER": [after]},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
@@ -121,7 +121,7 @@ def report(
     from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.outputs import writes_stdout
 
-    _refuse_picks(width, mode, "--whole-trace" if whole_trace else None)
+    _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     if out is None and not as_json:
         raise VerifyprofError("report: give -o FILE for the page, or --json for its numbers")
     if as_json and out is not None and writes_stdout(out):

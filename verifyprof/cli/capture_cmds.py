@@ -4,6 +4,7 @@ would wrap)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 
@@ -78,19 +79,10 @@ def capture(
     from verifyprof.capture.options import CaptureOptions
     from verifyprof.capture.results import summary_lines
     from verifyprof.capture.run import capture as run_capture
-    from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.inputs import check_file_option
-    from verifyprof.contracts.paths import user_path, working_directory
     from verifyprof.contracts.text import safe_text
 
-    if working_directory() is None:
-        raise VerifyprofError(
-            "capture: the working directory no longer exists (deleted), and the program would"
-            " run in it: cd to a folder that exists"
-        )
-    out = user_path(out or f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}", "--out")
-    if prompts is not None:
-        user_path(prompts, "--prompts")
+    out = _names(out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"), prompts)
     if server_cmd is None:
         _refuse_server_options(ctx)
     if prompts is not None:
@@ -127,6 +119,22 @@ def capture(
     )
     for line in summary_lines(run_capture(options)):  # names in it escaped, as in errors
         print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
+
+
+def _names(out: Path, prompts: Path | None) -> Path:
+    """``--out`` and ``--prompts`` as :func:`~verifyprof.contracts.paths.user_path` takes them;
+    a deleted working directory, where the program would run, is one line."""
+    from verifyprof.contracts.errors import VerifyprofError
+    from verifyprof.contracts.paths import user_path, working_directory
+
+    if working_directory() is None:
+        raise VerifyprofError(
+            "capture: the working directory no longer exists (deleted), and the program would"
+            " run in it: cd to a folder that exists"
+        )
+    if prompts is not None:
+        user_path(prompts, "--prompts")
+    return user_path(out, "--out")
 
 
 # The options of a server capture's workload: a program (after --) runs its own, so there they
