@@ -76,3 +76,11 @@ def shown(path: str | os.PathLike[str] | bytes) -> str:
     not UTF-8 written ``\\xff``, as messages write it; everything else as it is (a control
     character is the JSON encoder's or the console's to escape)."""
     return undecodable_escaped(os.fsdecode(os.fspath(path)))
+
+
+def is_pattern(name: str | os.PathLike[str]) -> bool:
+    """Whether a name the user gave is a glob to expand (``*``, ``?``, ``[``): not when a file or
+    folder of that very name exists (``run[2]``, a name holding ``ESC [``), which is read as
+    named."""
+    text = os.fsdecode(os.fspath(name))
+    return any(ch in text for ch in "*?[") and not os.path.lexists(text)

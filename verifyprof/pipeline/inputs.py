@@ -22,7 +22,7 @@ from verifyprof.contracts.errors import TraceError, VerifyprofError
 from verifyprof.contracts.inputs import InputRegistry, check_file_option
 from verifyprof.contracts.manifest import MANIFEST
 from verifyprof.contracts.outputs import check_output, is_stdout
-from verifyprof.contracts.paths import user_path, user_paths
+from verifyprof.contracts.paths import is_pattern, user_path, user_paths
 from verifyprof.trace.formats import NSYS_SUFFIXES
 from verifyprof.trace.inputs import is_directory, list_directory
 from verifyprof.trace.sources import expand
@@ -112,7 +112,7 @@ def _add_source(registry: InputRegistry, spec: str | Path, owner: str) -> None:
     """A trace, folder, glob or breakdown JSON and every file it stands for."""
     text = str(spec)
     mine = "the" if owner == DEFAULT_OWNER else f"{owner}'s"
-    if any(ch in text for ch in "*?["):
+    if is_pattern(text):
         try:
             matched = expand(text)
         except TraceError:  # matches nothing: the reader says so
