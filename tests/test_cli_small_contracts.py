@@ -118,3 +118,43 @@ def test_a_command_that_reads_no_trace_runs_with_a_home_that_cannot_be_searched(
     done = run(*args, env={"HOME": str(tmp_path), "VERIFYPROF_DATA_DIR": ""})
     assert done.returncode == 0, done.stderr
     assert done.stderr == "", done.stderr
+
+
+def on_a_terminal(*args: object, cwd: Path = REPO) -> bytes:
+    """Everything ``verifyprof ARGS`` draws on a terminal (a pseudo-terminal: the status line is
+    drawn only there)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verifyprof.cli", *map(str, args)],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "200"},
+    )
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other end closed: the process is done
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(leader)
+    assert proc.wait(timeout=180) == 0, drawn[-2000:]
+    return drawn
+
+
+def test_the_status_line_escapes_the_name_it_shows(tmp_path):
+    """The status line quoted the trace's name raw: its ESC [ 2 J cleared the user's terminal,
+    a byte that is not UTF-8 showed as '\\udcff'."""
+    trace = tmp_path / os.fsdecode(b"t\377\x1b[2J.sqlite.gz")
+    trace.write_bytes(DENSE.read_bytes())
+    drawn = on_a_terminal("breakdown", trace.name, cwd=tmp_path)  # short: the line shows it all
+    assert b"breaking down " in drawn  # the status line was drawn
+    assert b"\x1b[2J" not in drawn and b"udcff" not in drawn
+    assert b"t\\xff\\x1b[2J.sqlite.gz" in drawn
