@@ -158,3 +158,18 @@ def test_the_status_line_escapes_the_name_it_shows(tmp_path):
     assert b"breaking down " in drawn  # the status line was drawn
     assert b"\x1b[2J" not in drawn and b"udcff" not in drawn
     assert b"t\\xff\\x1b[2J.sqlite.gz" in drawn
+
+
+def test_a_skipped_file_is_named_escaped_in_its_warning(tmp_path):
+    bad = tmp_path / os.fsdecode(b"bad\377\x1b.sqlite")
+    bad.write_bytes(b"not a trace")
+    done = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", "breakdown", str(DENSE), str(bad)],
+        capture_output=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    warning = f"verifyprof: warning: {tmp_path}/bad\\xff\\x1b.sqlite: not a trace".encode()
+    assert done.stderr.startswith(warning) and b"\x1b" not in done.stderr, done.stderr

@@ -249,7 +249,8 @@ def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, sh
     from verifyprof.pipeline import ParallelOptions
 
     warn = lambda failure: print(
-        f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr
+        f"verifyprof: warning: {safe_text(f'{failure.path}: {failure.reason}')} (file skipped)",
+        file=sys.stderr,
     )
     return ParallelOptions(
         workers=workers,
