@@ -274,7 +274,13 @@ BASE = {  # each command as it runs on the small mock trace; "{t}" the trace, "{
     "capture": ["capture", "--backend", "none", "--out", "{o}", "--", NAMES_PYTHON, "-c", "pass"],
     "hooks": ["hooks"],
 }
-NAMED_BY_TEXT = {("whatif", "--from"), ("report", "--compare")}  # str options that name a trace
+# str options that take a name (a trace; a TOML file, where a name with a / or .toml is a path)
+NAMED_BY_TEXT = {
+    ("whatif", "--from"),
+    ("report", "--compare"),
+    ("whatif", "--model"),
+    ("whatif", "--hardware"),
+}
 BASE_FOR = {  # where an option needs another run than its command's base one
     ("whatif", "--from"): ["whatif", "--whole-trace", "--accept-len", "2"],  # in place of {t}
     ("capture", "--prompts"): [  # a server capture's option
@@ -403,7 +409,7 @@ def test_a_relative_name_in_a_deleted_working_directory_is_one_line(names_dir, c
     shutil.copy(MOCK, trace)
     out = names_dir.parent / "out.html"
     relative = option is not None or "{t}" in BASE[command]
-    args = probe(command, option, "relative.x" if relative else str(trace), trace, out)
+    args = probe(command, option, "in/relative.x" if relative else str(trace), trace, out)
     done = run_names(args, names_dir, gone=True)
     text = assert_read_or_one_line(done)
     if relative or command == "capture":  # capture: its program would run in the deleted folder
