@@ -11,10 +11,12 @@ import gzip
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import PUBLIC, REPO
@@ -200,3 +202,218 @@ def test_ctrl_c_at_any_instant_of_the_start_is_one_line_exit_130(module):
     )
     assert (done.returncode, done.stderr) == (130, "verifyprof: interrupted\n")
     assert done.stdout == ""
+
+
+# Every module the CLI imports, in the order it first looks for them (the interpreter's own
+# start-up excluded: those are loaded before the console script runs).
+IMPORT_ORDER = textwrap.dedent("""
+    import os, signal, sys  # as START: what it has loaded is never looked for again
+
+    class Record:
+        def find_spec(self, name, path=None, target=None):
+            print(name)
+            return None
+
+    sys.meta_path.insert(0, Record())
+    import verifyprof.cli
+""")
+
+
+# No site start-up (``-S``, the packages on PYTHONPATH instead): the interpreter then loads only
+# what it needs itself, as a lean installation does, so ``threading`` is the CLI's to import.
+LEAN = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(REPO), *site.getsitepackages()]),
+}
+
+
+def cli_imports() -> list[str]:
+    """The modules first looked for once ``verifyprof.cli`` runs, in order."""
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", IMPORT_ORDER],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=LEAN,
+        timeout=120,
+    )
+    order = done.stdout.split()
+    return order[order.index("verifyprof.cli") + 1 :]
+
+
+def test_ctrl_c_as_any_module_the_cli_imports_is_first_looked_for_is_one_line_exit_130():
+    """The guard is the CLI's first statement: the first modules it imports (``threading``: a
+    traceback from the project's own import before) and a spread of the rest (numpy, pandas,
+    typer, the commands) each meet it."""
+    order = cli_imports()
+    assert len(order) > 50 and "threading" in order, order  # the CLI's imports were seen
+    for module in [*order[:3], *order[3 :: len(order) // 8]]:
+        done = subprocess.run(
+            [sys.executable, "-S", "-c", START, module, "kernels", str(MOCK)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=LEAN,
+            timeout=120,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        assert (done.returncode, done.stderr, done.stdout) == (130, "verifyprof: interrupted\n", "")
+
+
+# --- any name, any working directory: every command, every option that takes a name --------------
+# The probe classes of issue 34, over what the CLI exposes: each command's options that take a
+# path are read from the app itself, so a new one is probed without being listed here.
+
+NAMES_PYTHON = sys.executable
+BASE = {  # each command as it runs on the small mock trace; "{t}" the trace, "{o}" an output
+    "breakdown": ["breakdown", "{t}", "--whole-trace"],
+    "kernels": ["kernels", "{t}"],
+    "whatif": ["whatif", "{t}", "--whole-trace", "--accept-len", "2"],
+    "compare": ["compare", "{t}", "{t}", "--whole-trace"],
+    "report": ["report", "{t}", "-o", "{o}", "--whole-trace"],
+    "capture": ["capture", "--backend", "none", "--out", "{o}", "--", NAMES_PYTHON, "-c", "pass"],
+    "hooks": ["hooks"],
+}
+# str options that take a name (a trace; a TOML file, where a name with a / or .toml is a path)
+NAMED_BY_TEXT = {
+    ("whatif", "--from"),
+    ("report", "--compare"),
+    ("whatif", "--model"),
+    ("whatif", "--hardware"),
+}
+BASE_FOR = {  # where an option needs another run than its command's base one
+    ("whatif", "--from"): ["whatif", "--whole-trace", "--accept-len", "2"],  # in place of {t}
+    ("capture", "--prompts"): [  # a server capture's option
+        *["capture", "--backend", "none", "--out", "{o}", "--port", "1"],
+        *["--server-cmd", f"{NAMES_PYTHON} -m http.server"],
+    ],
+}
+
+
+def _commands() -> dict[str, Any]:
+    import typer
+
+    from verifyprof.cli import app
+
+    return typer.main.get_command(app).commands
+
+
+def path_options() -> list[tuple[str, str]]:
+    """(command, option) for every option of the CLI that takes a file or folder name."""
+    from verifyprof.cli.args import _takes_path
+
+    found = {
+        (name, param.opts[0])
+        for name, command in _commands().items()
+        for param in command.params
+        if param.param_type_name == "option" and _takes_path(param)
+    }
+    return sorted(found | NAMED_BY_TEXT)
+
+
+def probe(command: str, option: str | None, name: str, trace: Path, out: Path) -> list[str]:
+    """``command``'s base run with ``option`` given ``name`` (None: the trace argument is
+    ``name``); an option the base run gives already gets ``name`` in place of its value."""
+    args = [a.format(t=trace, o=out) for a in BASE_FOR.get((command, option), BASE[command])]
+    if option is None:
+        return [name if a == str(trace) else a for a in args]
+    spellings = next(p.opts for p in _commands()[command].params if option in p.opts)
+    at = next((i for i, a in enumerate(args) if a in spellings), None)
+    if at is not None and args[at] != "--":
+        args[at + 1] = name
+        return args
+    cut = args.index("--") if "--" in args else len(args)
+    return [*args[:cut], option, name, *args[cut:]]
+
+
+def run_names(args: list[str], cwd: Path, gone: bool = False) -> subprocess.CompletedProcess:
+    """A real process (its standard streams as a terminal's: UTF-8, strict), in ``cwd``;
+    ``gone``: ``cwd`` is removed by the process itself before verifyprof starts."""
+    return subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", *args],
+        capture_output=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), "VERIFYPROF_CACHE": str(cwd.parent / "c")},
+        preexec_fn=(lambda: os.rmdir(cwd)) if gone else None,
+        timeout=180,
+    )
+
+
+def assert_read_or_one_line(done: subprocess.CompletedProcess) -> str:
+    """Read (exit 0, or 1: a capture or hooks saying what is missing) or refused in one line;
+    never a traceback, and no name's raw bytes reach the terminal (ESC, a byte not UTF-8)."""
+    text = (done.stdout + done.stderr).decode("utf-8")  # strict: a raw \377 fails here
+    assert "Traceback" not in text and "\x1b" not in text, text[-3000:]
+    if done.returncode not in (0, 1):
+        lines = done.stderr.decode().strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, text[-3000:]
+        assert lines[0].startswith("verifyprof: error: "), lines
+    return text
+
+
+ODD = os.fsdecode(b"odd\377\x1b[2J")  # a byte that is not UTF-8, and an escape sequence
+
+
+@pytest.fixture
+def names_dir(tmp_path) -> Path:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    return folder
+
+
+@pytest.mark.parametrize(("command", "option"), path_options())
+def test_a_name_of_any_bytes_given_to_any_option_is_read_or_one_line(names_dir, command, option):
+    trace = names_dir / "mock.sqlite"
+    shutil.copy(MOCK, trace)
+    missing = str(names_dir / ODD / f"{ODD}.x")  # in a folder that does not exist
+    done = run_names(probe(command, option, missing, trace, names_dir / "out"), names_dir)
+    text = assert_read_or_one_line(done)
+    if done.returncode == 2:
+        assert "odd\\xff\\x1b[2J" in text  # named, escaped as every message escapes it
+
+
+def named(form: str, folder: Path) -> Path:
+    """The small mock trace (or a Kineto one, a breakdown JSON) under a name that is not UTF-8,
+    in ``form``; "folder": a capture folder (the trace and a manifest) so named."""
+    if form == "folder":
+        (folder / ODD).mkdir()
+        shutil.copy(MOCK, folder / ODD / "capture.sqlite")
+        shutil.copy(REPO / "traces" / "capture-hf-assisted" / "manifest.json", folder / ODD)
+        return folder / ODD
+    source = {"kineto": KINETO, "json": REPO / "traces" / "capture-hf-assisted" / "breakdown.json"}
+    trace = folder / f"{ODD}.{'json.gz' if form == 'kineto' else form}"
+    data = source.get(form, MOCK).read_bytes()
+    trace.write_bytes(gzip.compress(data) if form == "sqlite.gz" else data)
+    return trace
+
+
+@pytest.mark.parametrize("form", ["sqlite", "sqlite.gz", "kineto", "folder", "json"])
+@pytest.mark.parametrize("command", [c for c in BASE if "{t}" in BASE[c]])
+def test_a_trace_whose_name_is_not_utf8_is_read(names_dir, command, form):
+    """Read in every form (a breakdown JSON by the commands that take one; a Kineto trace
+    without steps, where --whole-trace does not apply, refused as any such trace is)."""
+    trace = named(form, names_dir)
+    args = probe(command, None, str(trace), trace, names_dir / f"{ODD}.html")
+    done = run_names(args, names_dir)
+    text = assert_read_or_one_line(done)
+    assert done.returncode == 0 or form in ("kineto", "json"), text[-2000:]
+    if command == "report" and done.returncode == 0:
+        assert "wrote " + str(names_dir).replace("\\", "\\\\") + "/odd\\xff\\x1b[2J.html" in text
+
+
+@pytest.mark.parametrize(("command", "option"), [(c, None) for c in BASE] + path_options())
+def test_a_relative_name_in_a_deleted_working_directory_is_one_line(names_dir, command, option):
+    """``mkdir gone && cd gone && rmdir ../gone``: an absolute trace is read, a relative name
+    (here the option's, or the command's trace) is refused in one line saying why."""
+    trace = names_dir.parent / "mock.sqlite"
+    shutil.copy(MOCK, trace)
+    out = names_dir.parent / "out.html"
+    relative = option is not None or "{t}" in BASE[command]
+    args = probe(command, option, "in/relative.x" if relative else str(trace), trace, out)
+    done = run_names(args, names_dir, gone=True)
+    text = assert_read_or_one_line(done)
+    if relative or command == "capture":  # capture: its program would run in the deleted folder
+        assert done.returncode == 2 and "working directory" in text, text
+        assert "no longer exists (deleted)" in text, text
+    else:
+        assert done.returncode in (0, 1), text  # hooks: the installed packages still looked in

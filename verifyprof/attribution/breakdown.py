@@ -39,9 +39,8 @@ from verifyprof.attribution.steps import (
 from verifyprof.attribution.summary import summarize
 from verifyprof.attribution.syncs import SYNC_COLUMNS, sync_calls, sync_columns
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
-from verifyprof.contracts import phases
+from verifyprof.contracts import phases, ranges
 from verifyprof.contracts.errors import TraceError
-from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import SCHEMA, BreakdownFrame, step_records
 from verifyprof.trace.events import Trace
 from verifyprof.trace.integrity import Problem
@@ -105,13 +104,16 @@ class Breakdown:
 
 def breakdown(
     trace: Trace,
-    step_regex: str = DEFAULT_STEP_REGEX,
+    step_regex: str | None = None,
     taxonomy: Taxonomy | None = None,
     whole_trace: bool = False,
     release: bool = False,
 ) -> Breakdown:
     """``release=True`` lets the breakdown drop the trace's event tables once it has read them
-    (``Trace.release_events``): for one-shot runs such as the CLI."""
+    (``Trace.release_events``): for one-shot runs such as the CLI. ``step_regex`` None: the
+    default ranges (read when first needed, not at import: a command that reads no trace never
+    looks for the user's ranges file)."""
+    step_regex = ranges.DEFAULT_STEP_REGEX if step_regex is None else step_regex
     taxonomy = taxonomy or load_taxonomy()
     ops = gpu_ops(trace, taxonomy)
     where = trace.source[0] if trace.source else None

@@ -17,7 +17,6 @@ import pandas as pd
 
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
-from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import COMM_COLUMNS
 from verifyprof.trace.events import NO_ID, Trace
 
@@ -54,7 +53,7 @@ class RankPart:
 def rank_part(
     trace: Trace,
     index: int = 0,
-    step_regex: str = DEFAULT_STEP_REGEX,
+    step_regex: str | None = None,  # None: the default ranges
     taxonomy: Taxonomy | None = None,
     whole_trace: bool = False,
     stage: str = "",

@@ -18,6 +18,7 @@ from pathlib import Path
 from verifyprof.capture.process import run_tool
 from verifyprof.contracts import outputs
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
+from verifyprof.contracts.paths import sqlite_uri
 
 NSYS_ENV = "VERIFYPROF_NSYS"
 REPORT_STEM = "capture"  # <out>/capture.nsys-rep, <out>/capture.sqlite
@@ -205,7 +206,7 @@ def count_ranges(sqlite: Path, prefix: str = "verifyprof.") -> int | None:
     """NVTX ranges whose text (explicit or registered) starts with ``prefix`` in an export; None
     when the file cannot be read as one (the caller then relies on the hook reports)."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)) as con:
+        with contextlib.closing(sqlite3.connect(sqlite_uri(sqlite, "mode=ro"), uri=True)) as con:
             tables = {
                 row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }

@@ -16,6 +16,7 @@ from verifyprof.contracts.manifest import (
     MANIFEST,
     to_tokens_per_verify,
 )
+from verifyprof.contracts.text import safe_text
 
 PROGRAM_RESULTS = "results.json"  # a program may write its own numbers here (see program_results)
 
@@ -144,9 +145,10 @@ def summary_lines(result: CaptureResult) -> list[str]:
         lines.append(f"{what}: {doc['window']['duration_ns'] / 1e9:.2f} s")
     for trace in doc.get("traces", []):
         lines.append(
-            f"trace: {result.out / trace['path']} ({trace['kind']}, {trace['bytes']:,} bytes)"
+            f"trace: {safe_text(str(result.out / trace['path']))} ({trace['kind']},"
+            f" {trace['bytes']:,} bytes)"
         )
-    lines.append(f"manifest: {result.manifest_path}")
+    lines.append(f"manifest: {safe_text(str(result.manifest_path))}")  # a name: escaped
     return lines
 
 

@@ -15,6 +15,7 @@ state, setup, start, manifest), ``server_flow`` / ``program_flow`` (the two kind
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape as markup_escape
 
 from verifyprof.capture import driver
 from verifyprof.capture.cleanup import cleanup, sigterm_as_interrupt
@@ -33,6 +34,7 @@ from verifyprof.capture.server_flow import serve
 from verifyprof.capture.session import CaptureSession
 from verifyprof.capture.terminal import SafeStderr
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.text import safe_text
 
 
 def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResult:
@@ -45,7 +47,11 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     become_subreaper()  # nothing the target starts can escape the cleanup by being orphaned
     with sigterm_as_interrupt():
         run = CaptureSession(opts, console)
-        env = run.setup()  # may raise before anything was started: nothing to clean up
+        try:
+            env = run.setup()  # may raise before anything was started: nothing to clean up
+        except BaseException:  # an error, or a signal just after --out was made
+            run.unmake()
+            raise
         failure: BaseException | None = None
         try:
             run.write_manifest()  # "running": a signal from here on is written as interrupted
@@ -80,7 +86,8 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
         finally:
             cleanup(run)
     if isinstance(failure, KeyboardInterrupt):
-        console.print(f"verifyprof: capture interrupted; partial outputs kept in {run.out}")
+        kept = markup_escape(safe_text(str(run.out)))  # a name: escaped, never markup
+        console.print(f"verifyprof: capture interrupted; partial outputs kept in {kept}")
         raise failure
     if run.no_ranges:
         first, _, rest = (run.error or "").partition("\n")

@@ -6,12 +6,14 @@ Also the steps every capture takes the same way: build the target's command and 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape as markup_escape
 
 from verifyprof.capture import driver, manifest, nsys
 from verifyprof.capture.hooks.api import main_module_problem
@@ -33,6 +35,7 @@ from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_recor
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 from verifyprof.contracts.manifest import document
 from verifyprof.contracts.manifest_records import now_iso
+from verifyprof.contracts.text import safe_text
 
 
 class CaptureSession:
@@ -70,6 +73,7 @@ class CaptureSession:
             None  # the profiler's slow-down, when an unprofiled rate was measured
         )
         self.baseline: dict | None = None  # program: the unprofiled baseline run (--baseline-run)
+        self.made: list[Path] = []  # the folders setup() made for --out, the deepest first
         self.doc: dict = {}  # the manifest as last written by the cleanup
 
     @property
@@ -196,11 +200,19 @@ class CaptureSession:
             )
         else:
             self.command = list(self.target)
-        self.out.mkdir(
-            parents=True, exist_ok=True
-        )  # only now: a rejected capture leaves nothing behind
         self.versions = manifest.versions(self.nsys_version)
+        # last: a rejected capture leaves nothing, and the caller's try starts right after it
+        self.made = _missing_folders(self.out)  # what mkdir makes, the deepest first
+        self.out.mkdir(parents=True, exist_ok=True)
         return env
+
+    def unmake(self) -> None:
+        """Remove the folders setup() made, where still empty (a signal or an error before the
+        capture started: no empty --out left behind; a folder that was there stays)."""
+        for folder in self.made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        self.made = []
 
     def _check_user_targets(self) -> None:
         """Say now (not after minutes of loading) when a user target's module is neither in the
@@ -227,4 +239,15 @@ class CaptureSession:
         with stop_signals_deferred():
             self.proc = ManagedProcess(self.command, log=self.log, env=env, echo=echo)
         what = "server" if self.opts.mode == "server" else "program"
-        self.console.print(f"verifyprof: started {what} (pid {self.proc.pid}), log: {self.log}")
+        log = markup_escape(safe_text(str(self.log)))  # a name: escaped, never markup
+        self.console.print(f"verifyprof: started {what} (pid {self.proc.pid}), log: {log}")
+
+
+def _missing_folders(out: Path) -> list[Path]:
+    """``out`` and each of its ancestors that does not exist yet, the deepest first."""
+    missing: list[Path] = []
+    folder = out
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing

@@ -1,19 +1,20 @@
 """The command line: parse, call one pipeline function, print through report. No analysis
 lives here; each command's module registers it on :data:`app`.
 
-Ctrl-C is one line and exit 130 from this module's first line: while the CLI's imports run
-(numpy, pandas, typer: a few tenths of a second) a SIGINT ends the process at once, before any
-file is opened; :func:`main` hands Ctrl-C back to Python's handler when it starts."""
+Ctrl-C is one line and exit 130 from this module's first statement: the guard below is
+installed before anything else is imported (``_signal`` and ``sys`` are the interpreter's own;
+``signal``, ``threading``, numpy, pandas, typer come after it), so a SIGINT at any instant of
+the CLI's imports ends the process at once, before any file is opened; :func:`main` hands
+Ctrl-C back to Python's handler when it starts.
+"""
 
-from __future__ import annotations
-
-import os
-import signal
+import _signal  # loaded with the interpreter (as sys is): the guard imports nothing
 import sys
-import threading
 
 
 def _interrupted_at_start(signum: int, frame: object) -> None:
+    import os  # loaded by Python's own start-up (site): no import runs here
+
     os.write(2, b"verifyprof: interrupted\n")
     os._exit(128 + signum)
 
@@ -21,11 +22,18 @@ def _interrupted_at_start(signum: int, frame: object) -> None:
 def _guard_start_up() -> object:
     """Ctrl-C ends the start-up in one line, where Ctrl-C would interrupt it (Python's own
     handler in the main thread); None where it changed nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if _signal.getsignal(_signal.SIGINT) is not _signal.default_int_handler:
         return None  # ignored (a background job), or a handler of whoever imports us
-    return signal.signal(signal.SIGINT, _interrupted_at_start)
+    try:
+        return _signal.signal(_signal.SIGINT, _interrupted_at_start)
+    except ValueError:  # not the main thread: its Ctrl-C is not ours to take
+        return None
+
+
+_previous = _guard_start_up()
+
+import os  # noqa: E402 - after the guard, as everything else
+import signal  # noqa: E402
 
 
 def _as_cli() -> bool:
@@ -33,7 +41,6 @@ def _as_cli() -> bool:
     return os.path.basename(sys.argv[0] if sys.argv else "") in ("verifyprof", "-m")
 
 
-_previous = _guard_start_up()
 try:
     from verifyprof.cli import analysis, before_after, capture_cmds  # noqa: E402, F401 - register
     from verifyprof.cli.app import KERNELS_SCHEMA, WHATIF_SCHEMA, app  # noqa: E402

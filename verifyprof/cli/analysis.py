@@ -8,6 +8,7 @@ from verifyprof.cli.args import (
     _check_run,
     _nsys_hint,
     _parallel,
+    _refuse_picks,
     _wrote,
 )
 from verifyprof.cli.options import (
@@ -113,6 +114,14 @@ def _number_list(text: str | None, option: str, kind: type) -> tuple:
     return (values[0], None) if len(values) == 1 else (None, values)
 
 
+def _plain_or_trace(source: str | None, verify_ms: float | None) -> None:
+    if source is not None and verify_ms is not None:
+        raise VerifyprofError(
+            "--verify-ms is for the plain model; with --from the verify time is measured from the"
+            " trace (choose it with --step, --width, --mode)"
+        )
+
+
 @app.command()
 def breakdown(
     traces: TracesArg,
@@ -140,6 +149,7 @@ def breakdown(
     from verifyprof.report import console, files, integrity, progress
     from verifyprof.trace.sources import expand
 
+    _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     options = WhatifOptions(
         accept_len=accept_len, manifest=manifest, step=step, step_range=step_range,
         whole_trace=whole_trace, width=width, mode=mode,  # --width, --mode: as whatif picks
@@ -219,12 +229,7 @@ def kernels(
     chosen += [o for o, on in (("--all", every_step), ("--whole-trace", whole_trace)) if on]
     if len(chosen) > 1:
         raise VerifyprofError(f"give one of {', '.join(chosen)} (each chooses the steps listed)")
-    picks = [o for o, on in (("--width", width), ("--mode", mode)) if on is not None]
-    if picks and chosen and chosen != ["--step"]:
-        raise VerifyprofError(
-            f"{' and '.join(picks)} {'pick' if len(picks) > 1 else 'picks'} the verdict's step"
-            f" group: not with {chosen[0]}"
-        )
+    _refuse_picks(width, mode, chosen[0] if chosen and chosen != ["--step"] else None)
     options = WhatifOptions(
         step=step, step_range=step_range, manifest=manifest, width=width, mode=mode
     )
@@ -291,11 +296,8 @@ def whatif(
     from verifyprof.report import files, integrity, progress
     from verifyprof.report import whatif as show
 
-    if source is not None and verify_ms is not None:
-        raise VerifyprofError(
-            "--verify-ms is for the plain model; with --from the verify time is measured from the"
-            " trace (choose it with --step, --width, --mode)"
-        )
+    _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
+    _plain_or_trace(source, verify_ms)
     _check_run(  # inputs, file options and numbers, before any work (issue 22)
         sources={"": captures},
         files={"--manifest": manifest},

@@ -23,6 +23,7 @@ from verifyprof.contracts.errors import (
     path_error,
 )
 from verifyprof.contracts.outputs import silence_stdout
+from verifyprof.contracts.paths import working_directory
 from verifyprof.contracts.text import safe_lines, safe_text
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
@@ -85,15 +86,23 @@ class _Group(TyperGroup):
             print(f"verifyprof: error: {safe_lines(str(err))}", file=sys.stderr)
             code = err.exit_code
         except OSError as err:
-            if err.filename is None:
+            if err.filename is None and working_directory() is not None:
                 raise
             # a path that cannot be read, searched or named, wherever it was met: one line
-            print(f"verifyprof: error: {safe_text(str(path_error(err)))}", file=sys.stderr)
+            print(f"verifyprof: error: {safe_text(_os_error_line(err))}", file=sys.stderr)
             code = EXIT_BAD_INPUT
         code = code if isinstance(code, int) else 0
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _os_error_line(err: OSError) -> str:
+    """An OSError's one line: the path's problem, or (no path: ``os.getcwd()`` met on the way,
+    after every name the user gave was checked) the deleted working directory."""
+    if err.filename is None:
+        return "the working directory no longer exists (deleted): cd to a folder that exists"
+    return str(path_error(err))
 
 
 def _check_repeats(group: TyperGroup, argv: list[str]) -> None:
@@ -192,6 +201,17 @@ def _step_regex(
         raise VerifyprofError(f"--step: {exc}") from None
 
 
+def _refuse_picks(width: int | None, mode: str | None, scope: str | None) -> None:
+    """``--width`` / ``--mode`` pick the verdict's step group: with ``scope`` (``--whole-trace``,
+    kernels' ``--all`` or ``--range``), where they would change nothing, one line."""
+    picks = [o for o, on in (("--width", width), ("--mode", mode)) if on is not None]
+    if picks and scope:
+        raise VerifyprofError(
+            f"{' and '.join(picks)} {'pick' if len(picks) > 1 else 'picks'} the verdict's step"
+            f" group: not with {scope}"
+        )
+
+
 def _check_run(**parts: Any) -> Any:
     """A command's inputs, file options, numbers and outputs, checked before any work (issue 22):
     :func:`verifyprof.pipeline.inputs.check_run`, imported only when a command runs."""
@@ -200,8 +220,10 @@ def _check_run(**parts: Any) -> Any:
     return check_run(**parts)
 
 
-def _wrote(path: Path) -> None:
-    print(f"wrote {path}", file=sys.stderr)
+def _wrote(path: Path, size: str = "", stream: Any = None) -> None:
+    """``wrote NAME``, the name escaped as error messages escape it (a newline, an ESC, a byte
+    that is not UTF-8), ``size`` after it; on standard error unless ``stream``."""
+    print(f"wrote {safe_text(str(path))}{size}", file=stream or sys.stderr)
 
 
 @contextlib.contextmanager
@@ -227,7 +249,8 @@ def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, sh
     from verifyprof.pipeline import ParallelOptions
 
     warn = lambda failure: print(
-        f"verifyprof: warning: {failure.path}: {failure.reason} (file skipped)", file=sys.stderr
+        f"verifyprof: warning: {safe_text(f'{failure.path}: {failure.reason}')} (file skipped)",
+        file=sys.stderr,
     )
     return ParallelOptions(
         workers=workers,

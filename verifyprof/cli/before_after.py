@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from verifyprof.cli.app import app
-from verifyprof.cli.args import _check_manifest, _check_run
+from verifyprof.cli.args import _check_manifest, _check_run, _refuse_picks, _wrote
 from verifyprof.cli.options import (
     AfterOpt,
     BaselineTpsOpt,
@@ -70,6 +70,7 @@ def compare(
     from verifyprof.report import compare as show
     from verifyprof.report import files
 
+    _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     _check_run(  # inputs, file options and numbers, before any work (issue 22)
         sources={"BEFORE": [before], "AFTER": [after]},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
@@ -120,6 +121,7 @@ def report(
     from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.outputs import writes_stdout
 
+    _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     if out is None and not as_json:
         raise VerifyprofError("report: give -o FILE for the page, or --json for its numbers")
     if as_json and out is not None and writes_stdout(out):
@@ -154,7 +156,7 @@ def report(
 
         size = html.write_report(data, out)
         if not quiet and not writes_stdout(out):  # -o -: the page alone on stdout
-            print(f"wrote {out} ({size / 1e6:.1f} MB)", file=sys.stderr if as_json else sys.stdout)
+            _wrote(out, f" ({size / 1e6:.1f} MB)", sys.stderr if as_json else sys.stdout)
     if as_json:
         from verifyprof.report import files
         from verifyprof.report.page_json import page_json

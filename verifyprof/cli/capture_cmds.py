@@ -81,7 +81,9 @@ def capture(
     from verifyprof.capture.options import CaptureOptions
     from verifyprof.capture.results import summary_lines
     from verifyprof.contracts.inputs import check_file_option
+    from verifyprof.contracts.text import safe_text
 
+    out = _names(out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"), prompts)
     if server_cmd is None:
         _refuse_server_options(ctx)
     if prompts is not None:
@@ -89,7 +91,7 @@ def capture(
 
     loads = _loads(concurrency)
     options = CaptureOptions(
-        out=out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"),
+        out=out,
         server_cmd=server_cmd,
         program=list(program or []),
         backend=backend,
@@ -119,8 +121,24 @@ def capture(
         argv=list(sys.argv),
     )
     for result in _run(options, batches):
-        for line in summary_lines(result):
-            print(" ".join(line.split()) if "\n" in line else line)
+        for line in summary_lines(result):  # names in it escaped, as in errors
+            print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
+
+
+def _names(out: Path, prompts: Path | None) -> Path:
+    """``--out`` and ``--prompts`` as :func:`~verifyprof.contracts.paths.user_path` takes them;
+    a deleted working directory, where the program would run, is one line."""
+    from verifyprof.contracts.errors import VerifyprofError
+    from verifyprof.contracts.paths import user_path, working_directory
+
+    if working_directory() is None:
+        raise VerifyprofError(
+            "capture: the working directory no longer exists (deleted), and the program would"
+            " run in it: cd to a folder that exists"
+        )
+    if prompts is not None:
+        user_path(prompts, "--prompts")
+    return user_path(out, "--out")
 
 
 # The options of a server capture's workload: a program (after --) runs its own, so there they
@@ -190,13 +208,20 @@ def hooks(
 ) -> None:
     """Which hook targets exist in the installed packages (and the program's own folder, default
     the current one): run before a capture to see what will be wrapped."""
-    import os as _os
     import warnings
 
     from verifyprof.capture.hooks import api as hook_api
     from verifyprof.capture.hooks.search_path import is_main_module, program_folder
+    from verifyprof.contracts.errors import VerifyprofError
+    from verifyprof.contracts.paths import working_directory
     from verifyprof.report import files, hooks_console
 
+    cwd = working_directory()  # None: deleted; the installed packages are still looked in
+    if program and cwd is None:
+        raise VerifyprofError(
+            "hooks --program: the working directory no longer exists (deleted), and the"
+            " program's folder is found from it: cd to a folder that exists"
+        )
     folder = program_folder(program) if program else None
     is_main = (lambda module: is_main_module(module, program)) if program else None
     with (
@@ -204,7 +229,7 @@ def hooks(
     ):  # each HookWarning is a row of the report below, not a stderr line with source
         warnings.simplefilter("ignore", hook_api.HookWarning)
         statuses = hook_api.check(
-            spec, path=[p for p in (folder, _os.getcwd()) if p is not None], is_main=is_main
+            spec, path=[str(p) for p in (folder, cwd) if p is not None], is_main=is_main
         )
     if as_json:
         files.print_json([s.to_json() for s in statuses])

@@ -21,6 +21,8 @@ from verifyprof.contracts import bounds, datafiles, inputs
 from verifyprof.contracts.errors import TraceError, VerifyprofError
 from verifyprof.contracts.inputs import InputRegistry, check_file_option
 from verifyprof.contracts.manifest import MANIFEST
+from verifyprof.contracts.outputs import check_output, is_stdout
+from verifyprof.contracts.paths import is_pattern, user_path, user_paths
 from verifyprof.trace.formats import NSYS_SUFFIXES
 from verifyprof.trace.inputs import is_directory, kept_breakdown, list_directory
 from verifyprof.trace.sources import expand
@@ -46,6 +48,11 @@ def check_run(
     ``data``: ``--hardware`` / ``--model`` -> a name or TOML path. ``outputs``: option -> file
     to write. ``numbers``: option -> value (None: not given)."""
     bounds.check_options(dict(numbers or {}))
+    inputs.activate(None)  # a previous run's inputs are not this one's
+    _check_names(sources or {}, files or {}, data or {}, outputs or {})
+    for option, out in (outputs or {}).items():  # each output before any input is read
+        if out is not None and not is_stdout(out):
+            check_output(out)
     registry = InputRegistry()
     for owner, specs in (sources or {}).items():
         for spec in specs:
@@ -63,9 +70,28 @@ def check_run(
         if found is not None:
             registry.add(found, f"the {option} file")
     for option, out in (outputs or {}).items():
-        registry.check(out, option)
+        if out is not None and not is_stdout(out):  # standard output is no file
+            registry.check(out, option)
     inputs.activate(registry)
     return registry
+
+
+def _check_names(
+    sources: Mapping[str, Sequence[str | Path]],
+    files: Mapping[str, str | Path | None],
+    data: Mapping[str, str | None],
+    outputs: Mapping[str, str | Path | None],
+) -> None:
+    """Every name the user gave can be used where the command runs (:func:`user_path`: a
+    relative one in a deleted working directory is one line); a ``--hardware`` / ``--model``
+    name that is not a path is a name."""
+    for owner, specs in sources.items():
+        user_paths(specs, owner or None)
+    for option, path in (*files.items(), *outputs.items()):
+        user_paths([path], option)
+    for option, spec in data.items():
+        if spec is not None and (str(spec).endswith(".toml") or os.sep in str(spec)):
+            user_path(spec, option)
 
 
 def _data_file(option: str, spec: str | None) -> Path | None:
@@ -86,7 +112,7 @@ def _add_source(registry: InputRegistry, spec: str | Path, owner: str) -> None:
     """A trace, folder, glob or breakdown JSON and every file it stands for."""
     text = str(spec)
     mine = "the" if owner == DEFAULT_OWNER else f"{owner}'s"
-    if any(ch in text for ch in "*?["):
+    if is_pattern(text):
         try:
             matched = expand(text)
         except TraceError:  # matches nothing: the reader says so

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
+from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
-from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.trace.events import Trace
 
@@ -31,7 +31,7 @@ def group_kernels(
     """The kernels of one step group (name, attributes) in one mode: its steps only, as the
     breakdown (of ``step_regex``, default the default ranges) names and groups them; none of a
     sibling group (a width sweep's, say) nor of the group's steps run in the other mode."""
-    regex = step_regex or DEFAULT_STEP_REGEX
+    regex = step_regex or ranges.DEFAULT_STEP_REGEX
     table = kernel_table(trace, load_taxonomy(taxonomy), regex, mode=mode or None, group=group)
     table.scope = f"the step group {group_label(*group)}" + (f", {mode} steps" if mode else "")
     return table
@@ -57,7 +57,7 @@ def kernels_of(
     if scope in ("all", "range"):
         if scope == "range":
             return kernel_table(trace, rules, options.step_range)
-        table = kernel_table(trace, rules, DEFAULT_STEP_REGEX)
+        table = kernel_table(trace, rules, ranges.DEFAULT_STEP_REGEX)
         table.scope = "every step (verifyprof's ranges, SGLang's and users': every group)"
         return table
     return _story_kernels(trace, source, options, taxonomy)

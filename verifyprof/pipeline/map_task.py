@@ -14,7 +14,6 @@ from pathlib import Path
 from verifyprof.attribution.rank_part import RankPart, rank_part
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
-from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.trace import load_trace
 from verifyprof.trace.nsys.export import ProcessFilter
 
@@ -30,7 +29,7 @@ class Failure:
 
 @dataclass(frozen=True)
 class MapOptions:
-    step_regex: str = DEFAULT_STEP_REGEX
+    step_regex: str | None = None  # the default ranges
     taxonomy: Taxonomy | None = None
     whole_trace: bool = False
 

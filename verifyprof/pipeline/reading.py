@@ -14,9 +14,9 @@ from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.breakdown import breakdown as attribute
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
+from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.inputs import BREAKDOWN_JSON_LIMIT, read_bytes
-from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.pipeline.parallel import (
     MapOptions,
@@ -59,7 +59,7 @@ def breakdown(
         files, notes = rank_files(specs)
         if len(files) > 1 or (parallel is not None and parallel.scheduler):
             options = MapOptions(
-                step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace
+                step_regex or ranges.DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace
             )
             return breakdown_files(files, options, parallel, notes)
         source = specs[0] if notes and len(specs) == 1 else files[0]  # one file: read as always
@@ -68,7 +68,7 @@ def breakdown(
         # files
         if shares:
             options = MapOptions(
-                step_regex or DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace
+                step_regex or ranges.DEFAULT_STEP_REGEX, load_taxonomy(taxonomy), whole_trace
             )
             try:
                 with read_once(export, shares) if _forks(parallel) else nullcontext():
@@ -81,7 +81,7 @@ def breakdown(
     trace = source if isinstance(source, Trace) else load(source)
     return attribute(
         trace,
-        step_regex=step_regex or DEFAULT_STEP_REGEX,
+        step_regex=step_regex or ranges.DEFAULT_STEP_REGEX,
         taxonomy=load_taxonomy(taxonomy),
         whole_trace=whole_trace,
         release=release,

@@ -15,6 +15,7 @@ from verifyprof.attribution.kernels import KernelTable
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts.bounds import TOP_KERNELS
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.paths import shown
 from verifyprof.contracts.schema import WHOLE_TRACE, BreakdownFrame
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.pipeline.before_after import Loaded, compare, load_input, optional_path
@@ -101,7 +102,7 @@ def report(
         else (frame.summary or summarize(frame.steps))
     )
     data = ReportData(
-        source=str(source),
+        source=shown(source),
         trace=frame.trace,
         phases=list(phase_names.ALL),
         steps=frame.steps,

@@ -13,6 +13,7 @@ import pandas as pd
 from verifyprof.contracts.bounds import require_finite
 from verifyprof.contracts.outputs import atomic_path, stdout_bytes, write_bytes
 from verifyprof.contracts.schema import flat_rows
+from verifyprof.contracts.text import undecodable_data
 from verifyprof.report.step_json import steps_json
 
 STEP_BATCH = 8192  # step rows encoded at a time: bounds the output's working memory
@@ -20,9 +21,11 @@ STEP_BATCH = 8192  # step rows encoded at a time: bounds the output's working me
 
 def dumps(data: Any) -> bytes:
     require_finite(data, "the JSON output")  # orjson would write NaN and infinity as null
-    return orjson.dumps(
-        data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-    )
+    option = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    try:
+        return orjson.dumps(data, option=option)
+    except TypeError:  # a text quoting a file name that is not UTF-8: its bytes as \xff
+        return orjson.dumps(undecodable_data(data), option=option)
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from verifyprof.contracts import outputs
+from verifyprof.contracts.text import undecodable_escaped
 from verifyprof.report.data import ReportData
 from verifyprof.report.html_compare import compare_section
 from verifyprof.report.html_load import load_section
@@ -75,7 +76,7 @@ def check_output(out: Path, inputs: list[str]) -> None:
 
 def write_report(data: ReportData, out: Path) -> int:
     """Render and write atomically; returns the file's size in bytes."""
-    page = render(data).encode()
+    page = undecodable_escaped(render(data)).encode()  # a name's non-UTF-8 byte: \xff
     outputs.write_bytes(Path(out), page)
     return len(page)
 

@@ -16,6 +16,9 @@ import threading
 from collections.abc import Iterator
 
 from rich.console import Console
+from rich.markup import escape as markup_escape
+
+from verifyprof.contracts.text import safe_text
 
 REDRAW_S = 0.1
 # a redraw blocked on a stopped terminal (Ctrl-S) is left behind; the map then sees a thread and
@@ -108,7 +111,8 @@ def status(text: str, quiet: bool = False) -> Iterator[Status]:
         with Progress(
             *columns, console=err, transient=True, auto_refresh=False, expand=True
         ) as bar:
-            bar.add_task(text, total=None, count="")
+            # the text quotes names: escaped (an ESC, a byte not UTF-8), never read as markup
+            bar.add_task(markup_escape(safe_text(text)), total=None, count="")
             bar.refresh()
             shown = Status(bar)
             shown.start()

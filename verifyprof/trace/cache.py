@@ -30,6 +30,7 @@ from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.contracts.outputs import cleanup_on_signals
+from verifyprof.contracts.paths import name_bytes, sqlite_uri
 from verifyprof.trace.formats import read_head, sqlite_header_problem
 
 MAX_AGE_ENV = "VERIFYPROF_CACHE_MAX_AGE_DAYS"
@@ -51,7 +52,7 @@ def cache_dir() -> Path:
 
 def cache_key(*paths: Path) -> str:
     text = "|".join(f"{p.resolve()}|{(s := p.stat()).st_size}|{s.st_mtime_ns}" for p in paths)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(name_bytes(text)).hexdigest()[:16]  # a name's bytes, UTF-8 or not
 
 
 def cache_fault(source: Path, directory: Path, exc: OSError) -> CacheWriteError:
@@ -68,7 +69,7 @@ def stored_sqlite_problem(path: Path) -> str | None:
     try:
         problem = sqlite_header_problem(read_head(path), path.stat().st_size)
         if problem is None:
-            con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+            con = sqlite3.connect(sqlite_uri(path), uri=True)
             try:
                 con.execute("SELECT count(*) FROM sqlite_master").fetchone()
             finally:

@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verifyprof.contracts.paths import shown
+
 NO_ID = -1
 TIME_LIMIT_NS = 1 << 62  # beyond this a time is not one: sums of such values overflow int64
 MISSING_TIME = np.iinfo(np.int64).min  # what a reader puts where a timestamp is NULL / absent
@@ -316,7 +318,7 @@ class Trace:
             t: int(len(getattr(self, t))) for t in ("kernels", "copies", "ranges")
         }
         return {
-            "path": [str(p) for p in self.source],
+            "path": [shown(p) for p in self.source],  # a name that is not UTF-8: \xff
             "format": self.format,
             **{
                 k: v

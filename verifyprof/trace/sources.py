@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from verifyprof.contracts.errors import TraceError
+from verifyprof.contracts.paths import is_pattern
 from verifyprof.trace.events import Trace
 from verifyprof.trace.formats import (
     GZIP_MAGIC,
@@ -118,7 +119,7 @@ def expand(spec: str | Path) -> list[Path]:
     in ``torch/``) or a directory of per-rank Kineto files.
     """
     text = str(spec)
-    if any(ch in text for ch in "*?["):
+    if is_pattern(text):
         paths = sorted(Path(p) for p in _glob.glob(text))
         if not paths:
             raise TraceError("glob matches no files", text)

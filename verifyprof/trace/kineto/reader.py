@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.contracts.errors import TraceError
+from verifyprof.contracts.paths import shown
 from verifyprof.trace.events import (
     API_COLUMNS,
     COPY_COLUMNS,
@@ -132,7 +133,7 @@ def _processes(files: list[RankFile], kernels: pd.DataFrame, copies: pd.DataFram
                     "name": f.events.process_names.get(raw, ""),
                     "rank": f.rank,
                     "device": int(devices_of.get(key, NO_ID)),
-                    "file": str(f.path),
+                    "file": shown(f.path),
                 }
             )
     frame = pd.DataFrame(rows, columns=[*PROCESS_COLUMNS, "file"])

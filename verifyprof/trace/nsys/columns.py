@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from verifyprof.contracts.paths import sqlite_uri
 from verifyprof.trace.events import NO_ID
 
 BATCH_ROWS = 16_384
@@ -34,7 +34,7 @@ def readonly_uri(path: Path) -> str:
     ``immutable=1``: no locks and no ``-shm``/``-wal`` files, which ``mode=ro`` alone creates for a
     WAL-mode database (and fails on in a read-only folder). Content still in a ``-wal`` file is
     not seen this way: :mod:`~verifyprof.trace.nsys.export` reads such exports from a copy."""
-    return f"file:{quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
+    return sqlite_uri(Path(path).resolve())  # every byte of the name kept
 
 
 def rowid_slices(

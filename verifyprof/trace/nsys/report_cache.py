@@ -32,6 +32,7 @@ from pathlib import Path
 
 from verifyprof.contracts.errors import ToolMissingError, TraceError
 from verifyprof.contracts.outputs import cleanup_on_signals
+from verifyprof.contracts.paths import name_bytes
 from verifyprof.trace.cache import cache_dir, cache_fault, stored_sqlite_problem
 from verifyprof.trace.inputs import regular_file
 
@@ -143,7 +144,7 @@ def export_hint(report: Path) -> str:
 
 def _cache_candidates(report: Path) -> list[Path]:
     beside = report.resolve().parent / CACHE_DIR / f"{report.name}.sqlite"
-    digest = hashlib.sha1(str(report.resolve()).encode()).hexdigest()[:12]
+    digest = hashlib.sha1(name_bytes(report.resolve())).hexdigest()[:12]
     return [beside, cache_dir() / f"{report.stem}-{digest}.sqlite"]
 
 

@@ -1,0 +1,97 @@
+"""Signals on a timing sweep, with real processes (issue 34): a Ctrl-C at any instant of a
+command is one line, or Python's own start-up before verifyprof's code ran, never a traceback
+through verifyprof; a signal the instant capture makes its ``--out`` folder leaves that folder
+with its manifest, never empty."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from capture_helpers import capture_cmd, read_manifest, tagged_env
+from conftest import PUBLIC, REPO, interruptible
+
+MOCK = PUBLIC / "nsys" / "nsysai_mock_rtx3080_nsys2026.1.sqlite"
+INSTANTS = 12  # signals spread over one uninterrupted run
+PACKAGE = f"{REPO / 'verifyprof'}{os.sep}"  # a traceback through the project's code names it
+
+
+def start(*args: str, cache: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "verifyprof.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "VERIFYPROF_CACHE": str(cache)},
+        preexec_fn=interruptible,
+    )
+
+
+def outcome(proc: subprocess.Popen, delay: float) -> tuple[int, str, str]:
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def test_ctrl_c_at_any_instant_of_a_command_is_one_line(tmp_path):
+    """Exit 130, or death by SIGINT (what Python does at exit when an import it ran as a script
+    saw the interrupt: a shell shows 130 either way), and the one line; before verifyprof's first
+    line runs, Python's own start-up speaks; after the command is done, nothing is left to stop."""
+    began = time.monotonic()
+    whole = start("kernels", str(MOCK), cache=tmp_path / "cache")
+    assert whole.wait(timeout=120) == 0
+    took = time.monotonic() - began
+    for i in range(INSTANTS):
+        delay = took * i / INSTANTS
+        code, out, err = outcome(start("kernels", str(MOCK), cache=tmp_path / "cache"), delay)
+        assert PACKAGE not in err, f"at {delay:.3f} s: {err[-3000:]}"  # no frame of ours
+        if code == 0:  # done before the signal came
+            assert err == "" and "kernel time by phase" in out, (delay, err)
+        elif "Traceback" in err or err == "":  # Python's own start-up: no verifyprof frame
+            assert code in (1, -signal.SIGINT), (delay, code, err[-2000:])
+        else:
+            assert code in (130, -signal.SIGINT), (delay, code, err)
+            assert err == "verifyprof: interrupted\n", (delay, err)
+
+
+def appears(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        pass  # polled without sleeping: the signal lands in the instant it appears
+    return path.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_the_instant_capture_makes_its_out_folder_leaves_the_manifest(tmp_path, tag, sig):
+    """The folder was made, then the capture's versions were read before anything could write
+    the manifest: a signal there left an empty folder capture had made."""
+    out = tmp_path / "made" / "cap"
+    args = ["--backend", "none", "--out", str(out), "--", sys.executable, "-c", "pass"]
+    proc = subprocess.Popen(
+        capture_cmd(*args),
+        env=tagged_env(tag),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=interruptible,
+    )
+    assert appears(out, proc), proc.communicate()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err
+    assert read_manifest(out)["status"] == "interrupted"
+
+
+def test_a_refused_capture_keeps_the_empty_out_folder_that_was_there(tmp_path, tag):
+    out = tmp_path / "cap"
+    out.mkdir()
+    args = ["--backend", "none", "--out", str(out), "--", str(tmp_path / "no-such-program")]
+    done = subprocess.run(capture_cmd(*args), env=tagged_env(tag), cwd=REPO, capture_output=True)
+    assert done.returncode == 2, done.stderr
+    assert out.is_dir() and list(out.iterdir()) == []
