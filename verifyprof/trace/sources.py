@@ -17,7 +17,7 @@ from __future__ import annotations
 import glob as _glob
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
@@ -55,8 +55,9 @@ def sniff(path: Path) -> str:
     if is_directory(path):  # TraceError for what cannot be read, or would block (a FIFO)
         return "kineto"
     try:
-        with path.open("rb") as handle:
+        with path.open("rb") as handle:  # opened once: the gzip's inner head read from it too
             head = handle.read(64)
+            inner = _gzip_head(handle, path) if head.startswith(GZIP_MAGIC) else b""
     except OSError as exc:
         raise TraceError(f"cannot read: {exc.strerror}", path) from None
     if not head:
@@ -66,7 +67,6 @@ def sniff(path: Path) -> str:
     if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
         return "nsys-rep"
     if head.startswith(GZIP_MAGIC):
-        inner = _gzip_head(path)
         if inner.startswith(SQLITE_MAGIC):
             return "nsys-sqlite-gz"
         if path.name.endswith(".sqlite.gz") and inner.lstrip()[:1] not in (
@@ -87,13 +87,15 @@ def sniff(path: Path) -> str:
     )
 
 
-def _gzip_head(path: Path) -> bytes:
+def _gzip_head(handle: BinaryIO, path: Path) -> bytes:
+    """The first bytes inside a gzip file, read from its open handle."""
     import gzip
     import zlib
 
     try:
-        with gzip.open(path, "rb") as handle:
-            return handle.read(16)
+        handle.seek(0)
+        with gzip.GzipFile(fileobj=handle, mode="rb") as inner:
+            return inner.read(16)
     except (OSError, EOFError, zlib.error) as exc:
         raise TraceError(f"corrupt or truncated gzip: {exc}", path) from None
 
@@ -186,18 +188,27 @@ def nsys_sqlite(path: Path, kind: str | None = None) -> Path:
     return path
 
 
-def load_trace(spec: str | Path, processes: ProcessFilter | None = None) -> Trace:
+def load_trace(
+    spec: str | Path,
+    processes: ProcessFilter | None = None,
+    kind: str | None = None,
+    sqlite: Path | None = None,
+) -> Trace:
     """Read any supported trace into the event model; ``processes``: only those processes' events
-    of an nsys export (one share of a per-process map; other formats ignore it)."""
+    of an nsys export (one share of a per-process map; other formats ignore it). ``kind`` and
+    ``sqlite``: one file's format and SQLite export as the caller already found them (so a
+    command sniffs and checks the cache once)."""
     paths = expand(spec)
-    kinds = {p: sniff(p) for p in paths}
+    kinds = (
+        {p: kind or sniff(p) for p in paths} if len(paths) == 1 else {p: sniff(p) for p in paths}
+    )
     if len(paths) == 1:
         path = paths[0]
         kind = kinds[path]
         if kind in NSYS_KINDS:
             from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
-            trace = read_nsys_sqlite(nsys_sqlite(path, kind), processes)
+            trace = read_nsys_sqlite(sqlite or nsys_sqlite(path, kind), processes)
             trace.source = [path]
             return trace
     if any(kind != "kineto" for kind in kinds.values()):
