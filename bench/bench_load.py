@@ -38,11 +38,14 @@ sys.path.insert(0, str(ROOT))
 from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
 from verifyprof.model.cycle.width_fit import fit_widths  # noqa: E402
 from verifyprof.model.decision.load import load_curve  # noqa: E402
-from verifyprof.model.decision.whatif import WhatifOptions, prepare  # noqa: E402
+from verifyprof.model.decision.whatif import WhatifOptions  # noqa: E402
 from verifyprof.model.fixes.batch import busy_by_part, slopes_between  # noqa: E402
 from verifyprof.model.inputs.hardware import load_hardware  # noqa: E402
 from verifyprof.model.inputs.model_config import load_model_config  # noqa: E402
-from verifyprof.pipeline import breakdown_frame  # noqa: E402
+from verifyprof.pipeline import (
+    breakdown_frame,  # noqa: E402
+    prepared_of,  # noqa: E402
+)
 
 MODEL = ROOT / "bench" / "models" / "hf-chain-7b.toml"
 CONTEXT = 256  # hf_chain.py's --context default
@@ -67,7 +70,7 @@ def _trace(folder: Path) -> Path | None:
 def prepared(folder: Path, context: float | None):
     frame = breakdown_frame(str(_trace(folder)))
     o = WhatifOptions(manifest=folder / "manifest.json", context=context)
-    return prepare(frame, o)
+    return prepared_of(frame, o)
 
 
 def program_context(folder: Path) -> float:

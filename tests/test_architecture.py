@@ -102,6 +102,20 @@ def test_every_module_belongs_to_a_stage():
     assert loose == []
 
 
+CLI_REACHES = ("pipeline", "report", "contracts", "cli")
+
+
+def test_the_cli_imports_only_the_pipeline_the_report_and_the_contracts():
+    """The pipeline is the one entry: the CLI parses, calls it and prints through the report."""
+    offending = [
+        f"{p.relative_to(PACKAGE.parent)}:{line}: {name}"
+        for p in (PACKAGE / "cli").rglob("*.py")
+        for name, line in imported(p)
+        if target_stage(name) is not None and target_stage(name) not in CLI_REACHES
+    ]
+    assert offending == []
+
+
 def test_the_model_never_reads_traces_or_runs_attribution():
     offending = [
         f"{p.relative_to(PACKAGE.parent)}: {name}"

@@ -17,8 +17,9 @@ from verifyprof import pipeline
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.cycle.timing import measured_parts, timed
 from verifyprof.model.decision.candidates import _builders
-from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers, prepare
+from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers
 from verifyprof.model.fixes.base import cycle_of, state_parts
+from verifyprof.pipeline import prepared_of
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILE = ROOT / "traces/workload-dense-compile/trace.sqlite.gz"
@@ -63,7 +64,7 @@ def applied(prep, *names: str):
 
 
 def test_the_race_times_an_all_eager_cycle_as_the_sum_of_its_parts(compile_frame):
-    prep = prepare(mode_of(compile_frame, {"graph": "0"}), WhatifOptions(accept_len=ACCEPT))
+    prep = prepared_of(mode_of(compile_frame, {"graph": "0"}), WhatifOptions(accept_len=ACCEPT))
     parts = state_parts(prep.profile, prep.scenario)
     assert [p.name for p in parts] == ["draft", "verify", "accept", "draft_extend", "rest"]
     assert timed(parts, prep.scenario.costs) == pytest.approx(sum(p.cost_ms for p in parts))
@@ -73,7 +74,9 @@ def test_graphing_every_eager_phase_predicts_the_graph_iterations_of_the_same_ru
     """From the eager iterations, with the node gap and replay cost of the trace's own graph
     steps (calibrated: what a trace with graph steps gives)."""
     graph = mode_of(compile_frame, {"graph": "1"})
-    prep = prepare(compile_frame, WhatifOptions(accept_len=ACCEPT, hardware="h200", mode="eager"))
+    prep = prepared_of(
+        compile_frame, WhatifOptions(accept_len=ACCEPT, hardware="h200", mode="eager")
+    )
     assert prep.profile.verify.mode == "eager" and "graph steps" in prep.scenario.costs.source
     predicted = applied(prep, "cuda_graph_verify", "cuda_graph_draft").cycle_ms
     measured = spec_cost_ms(graph)  # 3.73 ms: 34.36 ms eager
@@ -82,7 +85,9 @@ def test_graphing_every_eager_phase_predicts_the_graph_iterations_of_the_same_ru
 
 def test_compiling_the_verify_predicts_the_compiled_iterations_of_the_same_run(compile_frame):
     compiled = mode_of(compile_frame, {"compile": "1", "graph": "0"})
-    prep = prepare(compile_frame, WhatifOptions(accept_len=ACCEPT, hardware="h200", mode="eager"))
+    prep = prepared_of(
+        compile_frame, WhatifOptions(accept_len=ACCEPT, hardware="h200", mode="eager")
+    )
     cycle = applied(prep, "graph_fusion_verify")
     assert cycle.cycle_ms == pytest.approx(spec_cost_ms(compiled), rel=0.10)  # 14.16 ms
     verify = compiled.steps[compiled.steps["name"] == "verifyprof.verify"]
@@ -100,7 +105,7 @@ def test_the_accept_range_of_each_iteration_holds_its_one_host_sync(compile_fram
 
 def test_the_cycle_parts_take_the_profiled_host_time_out_with_the_manifests_dilation():
     frame = pipeline.breakdown_frame(str(ROOT / "traces/capture-workload-compile-userhooks"))
-    prep = prepare(
+    prep = prepared_of(
         frame,
         WhatifOptions(manifest=ROOT / "traces/capture-workload-compile-userhooks/manifest.json"),
     )

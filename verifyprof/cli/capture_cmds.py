@@ -76,10 +76,9 @@ def capture(
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
     import time as _time
 
-    from verifyprof.capture.options import CaptureOptions
-    from verifyprof.capture.results import summary_lines
-    from verifyprof.capture.run import capture as run_capture
     from verifyprof.contracts.inputs import check_file_option
+    from verifyprof.pipeline.capturing import CaptureOptions, summary_lines
+    from verifyprof.pipeline.capturing import capture as run_capture
 
     if server_cmd is None:
         _refuse_server_options(ctx)
@@ -163,8 +162,7 @@ def hooks(
     import os as _os
     import warnings
 
-    from verifyprof.capture.hooks import api as hook_api
-    from verifyprof.capture.hooks.search_path import is_main_module, program_folder
+    from verifyprof.pipeline.capturing import hook_api, is_main_module, program_folder
     from verifyprof.report import files, hooks_console
 
     folder = program_folder(program) if program else None

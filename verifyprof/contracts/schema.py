@@ -24,6 +24,8 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 
 SCHEMA = "verifyprof.breakdown/1"
 SCHEMA_PREFIX = "verifyprof.breakdown/"
+KERNELS_SCHEMA = "verifyprof.kernels/1"  # ``kernels --json``
+WHATIF_SCHEMA = "verifyprof.whatif/1"  # ``whatif --json`` (a ranking's or plain numbers')
 SUPPORTED_MAJOR = 1
 WHOLE_TRACE = "whole_trace"  # the step name of ``breakdown --whole-trace``
 
