@@ -70,6 +70,11 @@ def variant(attrs: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in attrs.items() if k not in VOLATILE_ATTRS)
 
 
+def group_label(name: str, variant: str) -> str:
+    """A step group (name and :func:`variant`) as every output names it: ``name [attributes]``."""
+    return f"{name} [{variant}]" if variant else name
+
+
 def variants(attrs: pd.Series | list) -> np.ndarray:
     """:func:`variant` of every row, each distinct attrs object computed once (steps of one range
     text share theirs)."""

@@ -27,9 +27,8 @@ from verifyprof.pipeline.reading import (
     read_breakdown_json,
 )
 from verifyprof.pipeline.report_page import group_regex, median_verify_windows, report
-from verifyprof.pipeline.resolve import check
+from verifyprof.pipeline.resolve import check, story_group
 from verifyprof.pipeline.run import Run, open_run
-from verifyprof.pipeline.story import story_group
 from verifyprof.trace.events import Trace
 from verifyprof.trace.sources import expand, is_breakdown_json
 

@@ -6,14 +6,10 @@ from __future__ import annotations
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+from verifyprof.contracts.schema import group_label
 from verifyprof.trace.events import Trace
 
 SCOPES = ("story", "all", "range", "whole-trace")
-
-
-def group_label(name: str, variant: str) -> str:
-    """A step group as the console names it: ``name [attributes]``."""
-    return f"{name} [{variant}]" if variant else name
 
 
 def group_kernels(
@@ -42,8 +38,7 @@ def story_kernels(
     """The kernels of a resolved run's story group (``resolve.Resolved``: its story, or the
     summary's first group when it has no verify group), with the group and the scope in words:
     ``kernels`` and the report's top-kernels table both list this one."""
-    from verifyprof.pipeline.resolve import CYCLE_PARTS
-    from verifyprof.pipeline.story import story_group
+    from verifyprof.pipeline.resolve import CYCLE_PARTS, story_group
 
     if resolved.story is not None:
         story = resolved.story

@@ -18,7 +18,7 @@ from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import WHOLE_TRACE, BreakdownFrame
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.pipeline.before_after import Loaded, compare, loaded_of, optional_path
-from verifyprof.pipeline.story import story_group
+from verifyprof.pipeline.resolve import story_group
 
 if TYPE_CHECKING:
     from verifyprof.pipeline.run import Run

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.taxonomy import compile_regex
@@ -18,7 +19,6 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
 from verifyprof.model.decision.whatif import Prepared, WhatifOptions, check_options, prepare
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
-from verifyprof.pipeline.story import check_picked
 from verifyprof.trace.sources import is_breakdown_json
 
 CYCLE_PARTS = ("spec_step", "draft", "accept", "draft_extend")  # never the verify
@@ -342,3 +342,23 @@ def resolve_sources(
         )
         frame = result.frame()
     return resolve_frame(frame, inputs, options, result, parts)
+
+
+def story_group(frame: BreakdownFrame, summary: dict[str, Any]) -> tuple[tuple[str, str], str]:
+    """The step group a run is about where it has no verify group the model can pick: the verify
+    group the model picks (and why), else the summary's first group."""
+    try:
+        profile = verify_profile(frame)
+        return (profile.verify.name, variant(profile.verify.attrs)), profile.choice
+    except VerifyprofError:
+        groups = summary.get("groups") or []
+        if not groups:
+            return ("", ""), "no steps"
+        return (groups[0]["name"], groups[0]["variant"]), "the summary's first group (no verify)"
+
+
+def check_picked(frame: BreakdownFrame, step: str | None, width: int | None, mode: str | None):
+    """``--width`` / ``--mode`` given and no group has them: the model's one line naming the widths
+    and modes there are (as whatif refuses them), never another group shown in silence."""
+    if width is not None or mode is not None:
+        verify_profile(frame, step_name=step, width=width, mode=mode)
