@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import glob as _glob
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import Trace
@@ -188,6 +189,31 @@ def nsys_sqlite(path: Path, kind: str | None = None) -> Path:
     return path
 
 
+def _read_nsys(paths: list[Path], kind: str, processes, sqlite: Path | None) -> Trace:
+    from verifyprof.trace.nsys.reader import read_nsys_sqlite
+
+    trace = read_nsys_sqlite(sqlite or nsys_sqlite(paths[0], kind), processes)
+    trace.source = [paths[0]]
+    return trace
+
+
+def _read_kineto(paths: list[Path], kind: str, processes, sqlite: Path | None) -> Trace:
+    from verifyprof.trace.kineto.reader import read_kineto
+
+    return read_kineto(paths)
+
+
+# The reader of each format :func:`sniff` names (a new format: one entry here, see
+# docs/guides/add-a-trace-format.md). Only Kineto reads several files (ranks) as one trace.
+READERS: dict[str, Callable[[list[Path], str, Any, Path | None], Trace]] = {
+    "nsys-sqlite": _read_nsys,
+    "nsys-sqlite-gz": _read_nsys,
+    "nsys-rep": _read_nsys,
+    "kineto": _read_kineto,
+}
+MANY_FILES = ("kineto",)
+
+
 def load_trace(
     spec: str | Path,
     processes: ProcessFilter | None = None,
@@ -199,24 +225,11 @@ def load_trace(
     ``sqlite``: one file's format and SQLite export as the caller already found them (so a
     command sniffs and checks the cache once)."""
     paths = expand(spec)
-    kinds = (
-        {p: kind or sniff(p) for p in paths} if len(paths) == 1 else {p: sniff(p) for p in paths}
-    )
-    if len(paths) == 1:
-        path = paths[0]
-        kind = kinds[path]
-        if kind in NSYS_KINDS:
-            from verifyprof.trace.nsys.reader import read_nsys_sqlite
-
-            trace = read_nsys_sqlite(sqlite or nsys_sqlite(path, kind), processes)
-            trace.source = [path]
-            return trace
-    if any(kind != "kineto" for kind in kinds.values()):
+    kinds = [(kind if len(paths) == 1 and kind else sniff(p)) for p in paths]
+    if len(paths) > 1 and any(k not in MANY_FILES for k in kinds):
         raise TraceError(
             "several nsys files make no one trace here: breakdown, whatif, report and compare map"
             " them rank by rank; for this command give one file (or a Kineto rank directory)",
             spec,
         )
-    from verifyprof.trace.kineto.reader import read_kineto
-
-    return read_kineto(paths)
+    return READERS[kinds[0]](paths, kinds[0], processes, sqlite)
