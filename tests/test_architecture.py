@@ -31,7 +31,7 @@ STAGES: dict[str, int] = {
 ANALYSIS = ("contracts", "trace", "attribution", "model", "pipeline")
 # The NVTX emitter runs inside the profiled program (capture hooks, the workload), where torch is:
 # it falls back to torch's NVTX binding. Nothing of the analysis imports it.
-HOST_SIDE = ("contracts/nvtx.py",)
+HOST_SIDE = ("contracts/plumbing/nvtx.py",)
 NOT_IN_ANALYSIS = ("rich", "plotly", "torch", "matplotlib", "typer")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
@@ -146,7 +146,7 @@ def test_analysis_never_imports_plotting_rich_or_torch(stage):
 def test_importing_the_whole_analysis_pipeline_loads_no_plotting_rich_or_torch():
     probe = (
         "import sys, verifyprof.pipeline,"
-        f" verifyprof.contracts.nvtx; print(sorted(m for m in {NOT_IN_ANALYSIS!r} if m in"
+        f" verifyprof.contracts.plumbing.nvtx; print(sorted(m for m in {NOT_IN_ANALYSIS!r} if m in"
         " sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

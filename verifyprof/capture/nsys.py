@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from verifyprof.capture.process import run_tool
-from verifyprof.contracts import outputs
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
+from verifyprof.contracts.plumbing import outputs
 
 NSYS_ENV = "VERIFYPROF_NSYS"
 REPORT_STEM = "capture"  # <out>/capture.nsys-rep, <out>/capture.sqlite

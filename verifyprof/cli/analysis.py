@@ -119,7 +119,7 @@ def breakdown(
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
-    from verifyprof.contracts import outputs
+    from verifyprof.contracts.plumbing import outputs
     from verifyprof.report import console, files, integrity, progress
 
     options = pipeline.WhatifOptions(

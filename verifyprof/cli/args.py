@@ -21,8 +21,8 @@ from verifyprof.contracts.errors import (
     VerifyprofError,
     path_error,
 )
-from verifyprof.contracts.outputs import silence_stdout
-from verifyprof.contracts.text import safe_lines, safe_text
+from verifyprof.contracts.plumbing.outputs import silence_stdout
+from verifyprof.contracts.plumbing.text import safe_lines, safe_text
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)

@@ -116,7 +116,7 @@ def report(
     timeline, kernels, heatmap. --json prints the page's numbers (with -o, after writing it)."""
     from verifyprof import pipeline
     from verifyprof.contracts.errors import VerifyprofError
-    from verifyprof.contracts.outputs import writes_stdout
+    from verifyprof.contracts.plumbing.outputs import writes_stdout
 
     if out is None and not as_json:
         raise VerifyprofError("report: give -o FILE for the page, or --json for its numbers")

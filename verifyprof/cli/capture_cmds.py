@@ -76,7 +76,7 @@ def capture(
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
     import time as _time
 
-    from verifyprof.contracts.inputs import check_file_option
+    from verifyprof.contracts.plumbing.inputs import check_file_option
     from verifyprof.pipeline.capturing import CaptureOptions, summary_lines
     from verifyprof.pipeline.capturing import capture as run_capture
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from verifyprof.contracts.bounds import check_probabilities, manifest_number
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import MANIFEST_LIMIT, read_bytes
+from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, read_bytes
 
 SCHEMA = "verifyprof.capture/1"
 WORKLOAD_SCHEMA = "verifyprof.workload/1"  # the workload's summary.json, also read as a manifest

@@ -25,7 +25,7 @@ from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.rank_part import RankPart
 from verifyprof.attribution.reduce import reduce_parts
 from verifyprof.contracts.errors import NoStepsError, TraceError, VerifyprofError
-from verifyprof.contracts.outputs import cleanup_on_signals
+from verifyprof.contracts.plumbing.outputs import cleanup_on_signals
 from verifyprof.pipeline.heap import keep_freed_memory
 from verifyprof.pipeline.map_task import (
     Failure,

@@ -12,7 +12,7 @@ from verifyprof.attribution.breakdown import breakdown as attribute
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import BREAKDOWN_JSON_LIMIT, read_bytes
+from verifyprof.contracts.plumbing.inputs import BREAKDOWN_JSON_LIMIT, read_bytes
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.pipeline.parallel import (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from plotly.offline import get_plotlyjs
 
-from verifyprof.contracts import outputs
+from verifyprof.contracts.plumbing import outputs
 from verifyprof.report.data import ReportData
 from verifyprof.report.html_compare import compare_section
 from verifyprof.report.html_load import load_section

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError
-from verifyprof.contracts.outputs import cleanup_on_signals
+from verifyprof.contracts.plumbing.outputs import cleanup_on_signals
 from verifyprof.trace.formats import read_head, sqlite_header_problem
 
 MAX_AGE_ENV = "VERIFYPROF_CACHE_MAX_AGE_DAYS"

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from verifyprof.contracts.errors import ToolMissingError, TraceError
-from verifyprof.contracts.outputs import cleanup_on_signals
+from verifyprof.contracts.plumbing.outputs import cleanup_on_signals
 from verifyprof.trace.cache import cache_dir, cache_fault, stored_sqlite_problem
 from verifyprof.trace.inputs import regular_file
 
