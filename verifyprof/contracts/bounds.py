@@ -228,12 +228,6 @@ def _finite(name: str, value: float) -> float:
     return float(value)
 
 
-def check_finite(name: str, value: float) -> float:
-    """Any finite number (a percentage gate, say): NaN and infinities always pass or always fail
-    a comparison, so they are refused."""
-    return _finite(name, value)
-
-
 def check_positive(name: str, value: float) -> float:
     """Times and rates: strictly positive (a zero verify time means a broken measurement)."""
     value = _finite(name, value)

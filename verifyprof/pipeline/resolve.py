@@ -316,34 +316,6 @@ def check(options: WhatifOptions, parts: bool = False) -> None:
         )
 
 
-def resolve_sources(
-    specs: list[str],
-    options: WhatifOptions,
-    taxonomy: str | Path | None = None,
-    parallel=None,  # ParallelOptions
-    release: bool = True,
-    parts: bool = False,
-) -> Resolved:
-    """Inputs read and broken down once (a breakdown JSON read back), then resolved."""
-    from verifyprof.pipeline import reading
-
-    check(options, parts)
-    inputs = [identify(spec) for spec in specs]
-    if len(inputs) == 1 and inputs[0].kind == "breakdown-json":
-        frame, result = reading.read_breakdown_json(Path(inputs[0].spec)), None
-    else:
-        result = reading.breakdown(
-            specs if len(specs) > 1 else specs[0],
-            step_regex=step_regex(options),
-            taxonomy=taxonomy,
-            whole_trace=options.whole_trace,
-            release=release,
-            parallel=parallel,
-        )
-        frame = result.frame()
-    return resolve_frame(frame, inputs, options, result, parts)
-
-
 def story_group(frame: BreakdownFrame, summary: dict[str, Any]) -> tuple[tuple[str, str], str]:
     """The step group a run is about where it has no verify group the model can pick: the verify
     group the model picks (and why), else the summary's first group."""
