@@ -208,13 +208,8 @@ class Run:
 
         if scope not in SCOPES:
             raise VerifyprofError(f"unknown kernel scope {scope!r}; one of {', '.join(SCOPES)}")
-        trace = self.trace
-        if trace is None:
-            raise VerifyprofError(
-                "the kernel table needs one trace (a breakdown JSON has no kernels; several nsys"
-                " files are broken down rank by rank): give one trace",
-                self.sources[0],
-            )
+        # several nsys files or a breakdown JSON: the reader's own line on why it is no trace
+        trace = self.trace or reading.load(self.sources[0])
         rules = load_taxonomy(self.taxonomy)
         if scope in ("whole-trace", "range"):
             return kernel_table(trace, rules, self.options.step_range if scope == "range" else None)
