@@ -88,3 +88,29 @@ def test_a_command_opens_the_manifest_and_the_trace_once(tmp_path, command):
 @pytest.mark.parametrize("command", ["breakdown", "whatif"])
 def test_a_command_makes_the_verify_groups_profile_once(tmp_path, command):
     assert counts(tmp_path, *COMMANDS[command])["profiles"] == 1
+
+
+def test_compare_of_two_open_runs_says_what_compare_of_their_inputs_says():
+    from verifyprof import pipeline
+
+    eager, graph = (
+        ROOT / "traces" / "workload-dense-eager",
+        ROOT / "traces" / "workload-dense-graph",
+    )
+    runs = [pipeline.open_run(p, keep_trace=True) for p in (eager, graph)]
+    assert pipeline.compare(*runs).to_json() == pipeline.compare(eager, graph).to_json()
+
+
+def test_kernels_of_a_run_are_what_the_kernels_command_prints(tmp_path):
+    from verifyprof import pipeline
+
+    printed = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", "kernels", str(CAPTURE), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    table = pipeline.kernels(CAPTURE)
+    shown = json.loads(printed.stdout)
+    assert shown["scope"] == table.scope and shown["step_count"] == table.steps

@@ -70,21 +70,22 @@ def loaded_of(run: Run) -> Loaded:
 
 
 def _input(
-    source: str | Path | Loaded,
+    source: str | Path | Loaded | Run,
     step_regex: str | None,
     taxonomy: str | Path | None,
     whole_trace: bool = False,
 ) -> Loaded:
-    return (
-        source
-        if isinstance(source, Loaded)
-        else load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
-    )
+    """compare's view of one side: a run already open (its trace kept), a Loaded, or a path."""
+    if isinstance(source, Loaded):
+        return source
+    if hasattr(source, "resolved"):  # a Run (not imported here: run imports this module's users)
+        return loaded_of(source)
+    return load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
 
 
 def compare(
-    before: str | Path | Loaded,
-    after: str | Path | Loaded,
+    before: str | Path | Loaded | Run,
+    after: str | Path | Loaded | Run,
     accept_len: float | None = None,
     manifest: str | Path | None = None,
     step_regex: str | None = None,
@@ -191,6 +192,8 @@ def optional_path(value: str | Path | None) -> Path | None:
 
 def _manifest_beside(source: Any) -> Path | None:
     """A capture folder's manifest, when the input is one."""
+    if hasattr(source, "resolved"):  # a Run: its one capture folder's
+        return source.inputs[0].manifest if len(source.inputs) == 1 else None
     path = Path(str(source)) if not isinstance(source, Loaded) else None
     found = path / "manifest.json" if path is not None and path.is_dir() else None
     return found if found is not None and found.is_file() else None

@@ -68,6 +68,9 @@ class Run:
         self.keep_trace = keep_trace
         self.inputs: list[Input] = [identify(s) for s in self.sources]
 
+    def __str__(self) -> str:
+        return ", ".join(self.sources)
+
     @classmethod
     def of_trace(cls, trace: Trace, options: WhatifOptions | None = None, **kw: Any) -> Run:
         """A run of a trace already read (a notebook's): never read again."""
@@ -185,6 +188,13 @@ class Run:
 
         self.prepared  # noqa: B018
         return verdict_json(self.resolved, self.__dict__.get("ranking"))
+
+    @property
+    def load(self):
+        """The load curve (``whatif --batch/--context``): (LoadCurve or None, why not)."""
+        if self.ranking is None:
+            return None, "; ".join(self.reasons) or "no plan"
+        return self.ranking.load, self.ranking.load_skipped
 
     @property
     def verdict_line(self) -> str | None:
