@@ -78,16 +78,19 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_command_opens_the_manifest_and_the_trace_once(tmp_path, command):
-    opened = counts(tmp_path, *COMMANDS[command])["opened"]
-    assert opened.get("manifest.json") == 1
-    assert opened.get("capture.sqlite.gz") == 1
+@pytest.fixture(scope="module", params=sorted(COMMANDS))
+def counted(request, tmp_path_factory) -> dict:
+    """One real run of a command, its opens and profiles counted (read by the tests below)."""
+    return counts(tmp_path_factory.mktemp(request.param), *COMMANDS[request.param])
 
 
-@pytest.mark.parametrize("command", ["breakdown", "whatif"])
-def test_a_command_makes_the_verify_groups_profile_once(tmp_path, command):
-    assert counts(tmp_path, *COMMANDS[command])["profiles"] == 1
+def test_a_command_opens_the_manifest_and_the_trace_once(counted):
+    assert counted["opened"].get("manifest.json") == 1
+    assert counted["opened"].get("capture.sqlite.gz") == 1
+
+
+def test_a_command_makes_the_verify_groups_profile_once(counted):
+    assert counted["profiles"] == 1
 
 
 def test_compare_of_two_open_runs_says_what_compare_of_their_inputs_says():
