@@ -10,7 +10,7 @@ with ``--hidden``, bs x tokens x hidden x 2 bytes inside verifyprof's verify/dec
 model's prediction for the trace's GPU and link (``verifyprof/data/hardware``; ``--gpu`` to
 override) against the measured time: the transfer time after the last rank joined when the trace
 holds several ranks, else the whole kernel time, which also holds the wait for the other ranks
-(an upper bound: the printed error is then a bound too). :mod:`verifyprof.pipeline.allreduce_check`
+(an upper bound: the printed error is then a bound too). ``bench/allreduce_check.py``
 does the work; this prints it, writes ``bench/out/bench_allreduce_model.json`` and, with
 ``--max-error``, exits 1 if a transfer-based bucket misses it.
 """
@@ -29,14 +29,15 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
-from verifyprof.model.inputs.hardware import load_hardware  # noqa: E402
-from verifyprof.pipeline.allreduce_check import (  # noqa: E402
+from allreduce_check import (  # noqa: E402 - bench/allreduce_check.py, beside this script
     allreduce_samples,
     by_bucket,
     collective_counts,
     unsized_allreduces,
 )
+
+from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
+from verifyprof.model.inputs.hardware import load_hardware  # noqa: E402
 from verifyprof.trace import load_trace  # noqa: E402
 
 PUBLIC = REPO / "tests" / "data" / "public"

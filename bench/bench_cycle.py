@@ -194,11 +194,12 @@ def run_hf(out: Path, smoke: bool = False, parts: tuple[str, ...] = ("capture", 
 def prepared(folder: Path):
     """The model's starting point from a capture folder (trace + manifest), as whatif has it."""
     from verifyprof import pipeline
-    from verifyprof.model.decision.whatif import WhatifOptions, prepare
+    from verifyprof.model.decision.whatif import WhatifOptions
+    from verifyprof.pipeline import prepared_of
 
     saved = folder / "breakdown.json"  # bench/results keeps the breakdown, not the trace
     frame = pipeline.breakdown_frame(str(saved if saved.exists() else folder))
-    return prepare(frame, WhatifOptions(manifest=folder / "manifest.json"))
+    return prepared_of(frame, WhatifOptions(manifest=folder / "manifest.json"))
 
 
 MODE_FIXES = {  # how each program reaches a mode from an eager trace (candidate names)

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from verifyprof.capture.hooks import api as hooks
-    from verifyprof.contracts.nvtx import nvtx_range
+    from verifyprof.contracts.plumbing.nvtx import nvtx_range
     from verifyprof.workload.config import (
         DEFAULT,
         DEFAULT_DRAFT,

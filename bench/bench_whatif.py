@@ -46,7 +46,6 @@ sys.path.insert(0, str(ROOT))
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame
-from verifyprof.model.decision.whatif import guess_hardware
 from verifyprof.model.fixes.base import Scenario, current_cycle, idle_split_ms
 from verifyprof.model.fixes.draft import verify_at_width
 from verifyprof.model.fixes.verify import cuda_graph_verify
@@ -54,6 +53,7 @@ from verifyprof.model.inputs.hardware import Hardware, load_hardware
 from verifyprof.model.inputs.model_config import ModelConfig, model_from_workload
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 from verifyprof.pipeline import breakdown_frame
+from verifyprof.pipeline.model_files import guess_hardware
 
 TARGET = 0.15
 NUM_DRAFT = 3

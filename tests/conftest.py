@@ -99,3 +99,21 @@ def in_threads(fn, n: int) -> tuple[list, list]:
     for t in threads:
         t.join()
     return results, errors
+
+
+@pytest.fixture(scope="session")
+def shared_run():
+    """One resolved run per input and options per test session (per worker): tests that only
+    read a run's answers (its ranking, verdict, group, frame) share it, so each input is read,
+    broken down and ranked once. A test that changes what it is given makes its own run."""
+    from verifyprof import pipeline
+
+    made: dict[tuple, pipeline.Run] = {}
+
+    def run_of(source, **options):
+        key = (str(source), tuple(sorted(options.items())))
+        if key not in made:
+            made[key] = pipeline.open_run([str(source)], pipeline.WhatifOptions(**options))
+        return made[key]
+
+    return run_of

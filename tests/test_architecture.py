@@ -31,7 +31,7 @@ STAGES: dict[str, int] = {
 ANALYSIS = ("contracts", "trace", "attribution", "model", "pipeline")
 # The NVTX emitter runs inside the profiled program (capture hooks, the workload), where torch is:
 # it falls back to torch's NVTX binding. Nothing of the analysis imports it.
-HOST_SIDE = ("contracts/nvtx.py",)
+HOST_SIDE = ("contracts/plumbing/nvtx.py",)
 NOT_IN_ANALYSIS = ("rich", "plotly", "torch", "matplotlib", "typer")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
@@ -102,6 +102,20 @@ def test_every_module_belongs_to_a_stage():
     assert loose == []
 
 
+CLI_REACHES = ("pipeline", "report", "contracts", "cli")
+
+
+def test_the_cli_imports_only_the_pipeline_the_report_and_the_contracts():
+    """The pipeline is the one entry: the CLI parses, calls it and prints through the report."""
+    offending = [
+        f"{p.relative_to(PACKAGE.parent)}:{line}: {name}"
+        for p in (PACKAGE / "cli").rglob("*.py")
+        for name, line in imported(p)
+        if target_stage(name) is not None and target_stage(name) not in CLI_REACHES
+    ]
+    assert offending == []
+
+
 def test_the_model_never_reads_traces_or_runs_attribution():
     offending = [
         f"{p.relative_to(PACKAGE.parent)}: {name}"
@@ -131,8 +145,8 @@ def test_analysis_never_imports_plotting_rich_or_torch(stage):
 
 def test_importing_the_whole_analysis_pipeline_loads_no_plotting_rich_or_torch():
     probe = (
-        "import sys, verifyprof.pipeline, verifyprof.pipeline.allreduce_check,"
-        f" verifyprof.contracts.nvtx; print(sorted(m for m in {NOT_IN_ANALYSIS!r} if m in"
+        "import sys, verifyprof.pipeline,"
+        f" verifyprof.contracts.plumbing.nvtx; print(sorted(m for m in {NOT_IN_ANALYSIS!r} if m in"
         " sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

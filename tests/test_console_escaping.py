@@ -12,7 +12,7 @@ import sqlite3
 from cli_helpers import verifyprof
 from conftest import PUBLIC
 
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.plumbing.text import safe_text
 
 MOCK = PUBLIC / "nsys" / "nsysai_mock_rtx3080_nsys2026.1.sqlite"
 MI300X = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
@@ -80,7 +80,7 @@ def test_a_usage_error_quoting_an_argument_with_escape_sequences_prints_it_escap
 
 def test_counts_are_plural_only_when_not_one():
     """Issue 27: "1 launches", "1 host syncs"."""
-    from verifyprof.contracts.text import counted
+    from verifyprof.contracts.plumbing.text import counted
 
     assert [counted(n, "launch") for n in (1, 2, 0, 1.5)] == [
         "1 launch",

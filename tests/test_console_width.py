@@ -36,7 +36,8 @@ def render(width: int, draw) -> str:  # type: ignore[no-untyped-def]
 
 
 def kernel_data(path: Path, top: int = 30) -> dict:
-    return {"schema": "verifyprof.kernels/1", "unit": "ns", **pipeline.kernels(path).to_json(top)}
+    table = pipeline.kernels(path, scope="whole-trace")  # ``kernels --whole-trace``
+    return {"schema": "verifyprof.kernels/1", "unit": "ns", **table.to_json(top)}
 
 
 def row_of(text: str, needle: str, last: bool = False) -> str:

@@ -12,8 +12,8 @@ import pytest
 from conftest import PUBLIC
 
 from verifyprof import pipeline
-from verifyprof.contracts import outputs
 from verifyprof.contracts.bounds import NonFiniteOutput
+from verifyprof.contracts.plumbing import outputs
 from verifyprof.report import files
 
 KINETO = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"  # 36 KB

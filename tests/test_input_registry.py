@@ -15,9 +15,9 @@ from cli_helpers import verifyprof
 from clirun import folder_state
 from conftest import OWN_TRACES, PUBLIC
 
-from verifyprof.contracts import inputs, outputs
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import InputRegistry
+from verifyprof.contracts.plumbing import inputs, outputs
+from verifyprof.contracts.plumbing.inputs import InputRegistry
 
 EAGER = OWN_TRACES / "workload-dense-eager"  # trace.sqlite.gz beside manifest.json
 HF = OWN_TRACES / "capture-hf-assisted"  # capture.sqlite.gz and capture.nsys-rep of one capture

@@ -14,10 +14,11 @@ from cli_helpers import verifyprof
 from verifyprof import pipeline
 from verifyprof.model.cycle.batch_cost import Shape, compute_bound, ridge_tokens
 from verifyprof.model.decision.speculate import draft_curve
-from verifyprof.model.decision.whatif import WhatifOptions, load_of, prepare
+from verifyprof.model.decision.whatif import WhatifOptions, load_of
 from verifyprof.model.fixes.base import current_cycle
 from verifyprof.model.inputs.hardware import load_hardware
 from verifyprof.model.inputs.model_config import load_model_config
+from verifyprof.pipeline import prepared_of
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPH = ROOT / "traces" / "workload-dense-graph"
@@ -34,8 +35,8 @@ def run_json(*args: str) -> dict:
 def graph():
     frame = pipeline.breakdown_frame(str(GRAPH / "trace.sqlite.gz"))
     o = WhatifOptions(manifest=GRAPH / "manifest.json", batches=(1, 4, 16, 64, 256))
-    prepared = prepare(frame, o)
-    load, why = load_of(prepared.profile, prepared.scenario, o)
+    prepared = prepared_of(frame, o)
+    load, why = load_of(prepared.profile, prepared.scenario, o, prepared.manifest)
     assert load is not None, why
     return prepared, load
 

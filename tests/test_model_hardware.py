@@ -6,9 +6,9 @@ import pytest
 
 from verifyprof.contracts.datafiles import BUILTIN
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.decision.whatif import guess_hardware
 from verifyprof.model.inputs.hardware import load_hardware, load_link
 from verifyprof.model.inputs.model_config import load_model_config
+from verifyprof.pipeline.model_files import guess_hardware
 
 HARDWARE = sorted(p.stem for p in (BUILTIN / "hardware").glob("*.toml") if p.stem != "links")
 MODELS = sorted(p.stem for p in (BUILTIN / "models").glob("*.toml"))

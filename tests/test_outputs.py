@@ -1,6 +1,6 @@
-"""The output-path guard every writer goes through (contracts/outputs.py), on real files and real
-processes: never onto an input, keep what a replaced file was, create no folders, leave nothing
-half-written or hidden behind on a signal or a full disk, fail in one line."""
+"""The output-path guard every writer goes through (contracts/plumbing/outputs.py), on real files
+and real processes: never onto an input, keep what a replaced file was, create no folders, leave
+nothing half-written or hidden behind on a signal or a full disk, fail in one line."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import OWN_TRACES, PUBLIC, REPO, interruptible
 
-from verifyprof.contracts import outputs
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.plumbing import outputs
 
 SQLITE_GZ = OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz"
 KINETO = (
@@ -212,7 +212,7 @@ def test_breakdown_csv_into_a_missing_folder_is_one_line(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys, time
-    from verifyprof.contracts import outputs
+    from verifyprof.contracts.plumbing import outputs
     with outputs.atomic_path(sys.argv[1]) as tmp:
         tmp.write_text("half a report")
         print("writing", flush=True)

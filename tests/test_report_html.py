@@ -19,6 +19,7 @@ from PIL import Image
 from verifyprof import pipeline
 from verifyprof.attribution.kernel_names import short_kernel_name
 from verifyprof.contracts import phases
+from verifyprof.contracts.schema import group_label
 from verifyprof.report import html
 from verifyprof.report.data import ReportData
 from verifyprof.report.figures import COLOURS
@@ -86,7 +87,7 @@ def cells(page: browser.Page, table: str, key: str) -> list[str]:
 
 
 def label(group: tuple[str, str]) -> str:
-    return f"{group[0]} {group[1]}".strip()
+    return group_label(*group)  # the one spelling: name [attributes]
 
 
 def test_report_has_no_console_messages(dense_page):

@@ -14,8 +14,9 @@ from verifyprof import pipeline
 from verifyprof.contracts.schema import frame_from_json
 from verifyprof.model.cycle.width_fit import fit_widths
 from verifyprof.model.decision.candidates import rank_candidates
-from verifyprof.model.decision.whatif import WhatifOptions, prepare
+from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.model.fixes.base import state_parts
+from verifyprof.pipeline import prepared_of
 
 ROOT = Path(__file__).resolve().parents[1]
 HF = ROOT / "traces/capture-hf-assisted"
@@ -28,7 +29,7 @@ def prepared(folder: Path, breakdown: dict | None = None):
         if breakdown is not None
         else pipeline.breakdown_frame(str(folder / "breakdown.json"))
     )
-    return prepare(frame, WhatifOptions(manifest=folder / "manifest.json"))
+    return prepared_of(frame, WhatifOptions(manifest=folder / "manifest.json"))
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def hf_frame():
 
 
 def test_drafts_are_counted_per_cycle_not_all_drafts_over_one_widths_verifies(hf_frame):
-    prep = prepare(hf_frame, WhatifOptions(manifest=HF / "manifest.json"))
+    prep = prepared_of(hf_frame, WhatifOptions(manifest=HF / "manifest.json"))
     steps = hf_frame.steps
     windows = steps[steps["name"] == "cycle_window"]
     verify = prep.profile.verify
@@ -53,7 +54,7 @@ def test_drafts_are_counted_per_cycle_not_all_drafts_over_one_widths_verifies(hf
 
 
 def test_the_programs_loop_between_hooked_ranges_is_a_part_with_its_syncs(hf_frame):
-    prep = prepare(hf_frame, WhatifOptions(manifest=HF / "manifest.json"))
+    prep = prepared_of(hf_frame, WhatifOptions(manifest=HF / "manifest.json"))
     loop = [p for p in state_parts(prep.profile, prep.scenario) if p.name == "loop"]
     assert len(loop) == 1 and loop[0].cost_ms > 1.0 and loop[0].syncs > 10
     assert any("loop outside the hooked ranges" in n for n in prep.scenario.notes)
@@ -71,8 +72,8 @@ def test_a_user_range_named_for_its_phase_keeps_that_phase(hf_frame):
     for step in data["steps"]:
         if step["name"] == "verifyprof.draft":
             step["name"] = "draft_propose"
-    renamed = prepare(frame_from_json(data), WhatifOptions(manifest=HF / "manifest.json"))
-    plain = prepare(hf_frame, WhatifOptions(manifest=HF / "manifest.json"))
+    renamed = prepared_of(frame_from_json(data), WhatifOptions(manifest=HF / "manifest.json"))
+    plain = prepared_of(hf_frame, WhatifOptions(manifest=HF / "manifest.json"))
     assert renamed.profile.draft_ms == pytest.approx(plain.profile.draft_ms)
 
 

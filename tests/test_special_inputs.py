@@ -23,8 +23,8 @@ from clirun import digest
 from conftest import OWN_TRACES, PUBLIC, REPO
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import BREAKDOWN_JSON_LIMIT, MANIFEST_LIMIT, TOML_LIMIT
 from verifyprof.contracts.manifest import read_manifest
+from verifyprof.contracts.plumbing.inputs import BREAKDOWN_JSON_LIMIT, MANIFEST_LIMIT, TOML_LIMIT
 
 KINETO = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"  # 36 KB
 BREAKDOWN = OWN_TRACES / "capture-hf-assisted" / "breakdown.json"

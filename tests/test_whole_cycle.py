@@ -17,8 +17,9 @@ from verifyprof import pipeline
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.cycle.timing import measured_parts, timed
 from verifyprof.model.decision.candidates import _builders
-from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers, prepare
+from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers
 from verifyprof.model.fixes.base import cycle_of, state_parts
+from verifyprof.pipeline import prepared_of
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILE = ROOT / "traces/workload-dense-compile/trace.sqlite.gz"
@@ -63,7 +64,7 @@ def applied(prep, *names: str):
 
 
 def test_the_race_times_an_all_eager_cycle_as_the_sum_of_its_parts(compile_frame):
-    prep = prepare(mode_of(compile_frame, {"graph": "0"}), WhatifOptions(accept_len=ACCEPT))
+    prep = prepared_of(mode_of(compile_frame, {"graph": "0"}), WhatifOptions(accept_len=ACCEPT))
     parts = state_parts(prep.profile, prep.scenario)
     assert [p.name for p in parts] == ["draft", "verify", "accept", "draft_extend", "rest"]
     assert timed(parts, prep.scenario.costs) == pytest.approx(sum(p.cost_ms for p in parts))
@@ -73,7 +74,9 @@ def test_graphing_every_eager_phase_predicts_the_graph_iterations_of_the_same_ru
     """From the eager iterations, with the node gap and replay cost of the trace's own graph
     steps (calibrated: what a trace with graph steps gives)."""
     graph = mode_of(compile_frame, {"graph": "1"})
-    prep = prepare(compile_frame, WhatifOptions(accept_len=ACCEPT, hardware="h200", mode="eager"))
+    prep = prepared_of(
+        compile_frame, WhatifOptions(accept_len=ACCEPT, hardware="h200", mode="eager")
+    )
     assert prep.profile.verify.mode == "eager" and "graph steps" in prep.scenario.costs.source
     predicted = applied(prep, "cuda_graph_verify", "cuda_graph_draft").cycle_ms
     measured = spec_cost_ms(graph)  # 3.73 ms: 34.36 ms eager
@@ -82,7 +85,9 @@ def test_graphing_every_eager_phase_predicts_the_graph_iterations_of_the_same_ru
 
 def test_compiling_the_verify_predicts_the_compiled_iterations_of_the_same_run(compile_frame):
     compiled = mode_of(compile_frame, {"compile": "1", "graph": "0"})
-    prep = prepare(compile_frame, WhatifOptions(accept_len=ACCEPT, hardware="h200", mode="eager"))
+    prep = prepared_of(
+        compile_frame, WhatifOptions(accept_len=ACCEPT, hardware="h200", mode="eager")
+    )
     cycle = applied(prep, "graph_fusion_verify")
     assert cycle.cycle_ms == pytest.approx(spec_cost_ms(compiled), rel=0.10)  # 14.16 ms
     verify = compiled.steps[compiled.steps["name"] == "verifyprof.verify"]
@@ -100,7 +105,7 @@ def test_the_accept_range_of_each_iteration_holds_its_one_host_sync(compile_fram
 
 def test_the_cycle_parts_take_the_profiled_host_time_out_with_the_manifests_dilation():
     frame = pipeline.breakdown_frame(str(ROOT / "traces/capture-workload-compile-userhooks"))
-    prep = prepare(
+    prep = prepared_of(
         frame,
         WhatifOptions(manifest=ROOT / "traces/capture-workload-compile-userhooks/manifest.json"),
     )
@@ -120,18 +125,18 @@ def test_plain_numbers_say_speculation_pays_when_it_does():
     assert out["verdict"].count("Speculation pays. Today: speculating 133.3 tok/s") == 1
 
 
-def test_every_ranking_has_plain_decoding_from_the_traces_decode_steps():
-    ranking = pipeline.whatif(WhatifOptions(source=str(EAGER)))
+def test_every_ranking_has_plain_decoding_from_the_traces_decode_steps(shared_run):
+    ranking = shared_run(EAGER).ranking
     plain = next(c for c in ranking.candidates if c.name == "no_speculation")
     assert "decode steps" in plain.details["decode_source"]
     assert plain.cycle.accept_len == 1.0
     assert ranking.plain.tokens_per_s == pytest.approx(plain.cycle.tokens_per_s)
 
 
-def test_a_given_baseline_rate_beats_the_traces_decode_steps_everywhere():
+def test_a_given_baseline_rate_beats_the_traces_decode_steps_everywhere(shared_run):
     """One plain-decoding rate per story: the user's --baseline-tps is the speedup's baseline,
     plain decoding's candidate and the verdict's (the trace's decode steps give its shape)."""
-    ranking = pipeline.whatif(WhatifOptions(source=str(EAGER), baseline_tps=300.0))
+    ranking = shared_run(EAGER, baseline_tps=300.0).ranking
     plain = next(c for c in ranking.candidates if c.name == "no_speculation")
     assert plain.cycle.tokens_per_s == pytest.approx(300.0, rel=1e-6)
     assert ranking.plain.tokens_per_s == pytest.approx(300.0, rel=1e-6)
@@ -140,16 +145,16 @@ def test_a_given_baseline_rate_beats_the_traces_decode_steps_everywhere():
     assert "decode steps" in plain.details["decode_source"]  # the shape it was given
 
 
-def test_the_report_races_the_given_baseline_rate_too():
+def test_the_report_races_the_given_baseline_rate_too(shared_run):
     data = pipeline.report(str(EAGER), baseline_tps=300.0)
     assert data.ranking.plain.tokens_per_s == pytest.approx(300.0, rel=1e-6)
     assert data.ranking.verdict.text().startswith(
-        pipeline.whatif(WhatifOptions(source=str(EAGER), baseline_tps=300.0)).verdict.text()[:60]
+        shared_run(EAGER, baseline_tps=300.0).ranking.verdict.text()[:60]
     )
 
 
-def test_the_draft_curve_starts_at_plain_decoding_and_names_the_best_k():
-    curve = pipeline.whatif(WhatifOptions(source=str(EAGER))).curve
+def test_the_draft_curve_starts_at_plain_decoding_and_names_the_best_k(shared_run):
+    curve = shared_run(EAGER).ranking.curve
     ks = [p["num_draft"] for p in curve.points]
     assert ks == list(range(0, 9))
     assert curve.points[0]["accept_len"] == 1.0
@@ -157,8 +162,8 @@ def test_the_draft_curve_starts_at_plain_decoding_and_names_the_best_k():
     assert [p["measured"] for p in curve.points[1:]].count(True) == 1  # today's k=3
 
 
-def test_graph_fixes_of_a_draft_that_syncs_are_not_stacked_and_say_what_must_change():
-    ranking = pipeline.whatif(WhatifOptions(source=str(HF)))
+def test_graph_fixes_of_a_draft_that_syncs_are_not_stacked_and_say_what_must_change(shared_run):
+    ranking = shared_run(HF).ranking
     blocked = {c.name: c.blocked for c in ranking.candidates if c.blocked}
     assert "torch_compile" in blocked and "host syncs per draft step" in blocked["torch_compile"][0]
     assert not {s.candidate.name for s in ranking.plan} & set(blocked)
@@ -166,8 +171,8 @@ def test_graph_fixes_of_a_draft_that_syncs_are_not_stacked_and_say_what_must_cha
     assert free == sorted(free, reverse=True)  # every blocked fix after every free one
 
 
-def test_assume_capturable_lets_the_graph_fixes_into_the_plan():
-    ranking = pipeline.whatif(WhatifOptions(source=str(HF), assume_capturable=True))
+def test_assume_capturable_lets_the_graph_fixes_into_the_plan(shared_run):
+    ranking = shared_run(HF, assume_capturable=True).ranking
     compile_ = next(c for c in ranking.candidates if c.name == "torch_compile")
     assert not compile_.blocked
     # speculation's own plan stacks it (plain decoding with the verify graphed still wins, so
@@ -175,15 +180,15 @@ def test_assume_capturable_lets_the_graph_fixes_into_the_plan():
     assert ranking.plain.spec_after_plan >= compile_.cycle.tokens_per_s
 
 
-def test_a_prediction_above_five_times_names_the_assumption_carrying_it():
-    ranking = pipeline.whatif(WhatifOptions(source=str(HF), assume_capturable=True))
+def test_a_prediction_above_five_times_names_the_assumption_carrying_it(shared_run):
+    ranking = shared_run(HF, assume_capturable=True).ranking
     compile_ = next(c for c in ranking.candidates if c.name == "torch_compile")
     assert compile_.cycle.tokens_per_s > 5 * ranking.current.tokens_per_s
     assert compile_.warnings and "carries most of it" in compile_.warnings[0]
 
 
-def test_sglang_words_are_kept_for_sglang_traces():
-    ranking = pipeline.whatif(WhatifOptions(source=str(EAGER)))
+def test_sglang_words_are_kept_for_sglang_traces(shared_run):
+    ranking = shared_run(EAGER).ranking
     words = " ".join(a for c in ranking.candidates for a in c.assumptions)
     assert "SGLang" not in words.replace("SGLang #29960", "")
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.assignment import assign_steps
 from verifyprof.attribution.context import busy_of, op_call_ends, queue_seams
 from verifyprof.attribution.integrity import check_links, mark_steps
 from verifyprof.attribution.step_rows import (
@@ -29,12 +30,9 @@ from verifyprof.attribution.step_rows import (
 from verifyprof.attribution.steps import (
     Calls,
     GpuOps,
-    assign_levels,
-    find_steps,
     gpu_ops,
     launches,
     link_calls,
-    whole_trace_steps,
 )
 from verifyprof.attribution.summary import summarize
 from verifyprof.attribution.syncs import SYNC_COLUMNS, sync_calls, sync_columns
@@ -160,11 +158,10 @@ def _level_inputs(
         calls.start = calls.end = np.empty(0, np.int64)  # launches holds what is needed of them
         calls.tid = calls.tid.copy()
         trace.release_events()
-    if whole_trace:
-        steps, levels = whole_trace_steps(ops, launch)
-    else:
-        steps = find_steps(trace, step_regex, cycles=True)
-        levels = assign_levels(steps, launch, op_launch, calls)
+    assigned = assign_steps(
+        trace, ops, calls, launch, op_launch, None if whole_trace else step_regex
+    )
+    steps, levels = assigned.steps, assigned.levels
     devices, device_code = device_codes(ops.device)
     shared = LevelInputs(
         trace,

@@ -12,13 +12,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.assignment import assign_steps
 from verifyprof.attribution.integrity import check_links
 from verifyprof.attribution.kernel_names import short_names
 from verifyprof.attribution.steps import (
     NO_STEP,
     GpuOps,
-    assign_levels,
-    find_steps,
     gpu_ops,
     launches,
     link_calls,
@@ -128,8 +127,8 @@ def _inside_steps(
     where = trace.source[0] if trace.source else None
     check_links(int((ops.call >= 0).sum()), len(ops), trace.integrity, where)
     launch, op_launch = launches(ops, calls)
-    steps = find_steps(trace, step_regex)
-    levels = assign_levels(steps, launch, op_launch, calls)
+    assigned = assign_steps(trace, ops, calls, launch, op_launch, step_regex)
+    steps, levels = assigned.steps, assigned.levels
     n = len(steps)
     keep = np.ones(n, dtype=bool)
     if group is not None:

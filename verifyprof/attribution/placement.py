@@ -33,10 +33,10 @@ def placements(parts: list[RankPart], warnings: list[str]) -> list[Placement]:
     reference = min(bases) if bases else 0
     if len(parts) > 1 and len(bases) < len(parts):
         missing = ", ".join(PurePath(p.path).name for p in parts if p.base_ns is None)
-        what = "baseTimeNanoseconds" if parts[0].format == "kineto" else "session start time"
+        what = "baseTimeNanoseconds" if parts[0].one_rank_per_file else "session start time"
         warnings.append(f"no {what} in {missing}: assumed on the same clock as the other ranks")
     offsets = device_offsets(parts)
-    kineto = parts[0].format == "kineto"
+    kineto = parts[0].one_rank_per_file
     return [
         Placement(
             0 if p.base_ns is None else p.base_ns - reference,

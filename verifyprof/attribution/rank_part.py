@@ -49,6 +49,13 @@ class RankPart:
     stage: str = ""  # SGLang's -EXTEND / -DECODE: collectives are matched within one stage
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def one_rank_per_file(self) -> bool:
+        """A Kineto file: one rank's trace, its process ids its own and its clock's zero at
+        ``baseTimeNanoseconds``; an nsys export may hold several ranks' processes (told apart
+        by the processes that drive each GPU) and starts at its session's start time."""
+        return self.format == "kineto"
+
 
 def rank_part(
     trace: Trace,

@@ -66,7 +66,7 @@ def reduce_parts(
             parts[0].path,
         )
     notes = list(warnings or [])
-    if parts[0].format == "kineto":
+    if parts[0].one_rank_per_file:
         check_run_entries([(p.path, p.rank, p.world_size, _gpu_span(p)) for p in parts])
     elif not one_file:
         _check_not_twice(parts)
@@ -182,7 +182,7 @@ def merged_processes(parts: list[RankPart], places: list[Placement]) -> pd.DataF
         frame["device"] = moved_devices(frame["device"].to_numpy(), place.device_offset, np.int32)
         frames.append(frame)
     processes = pd.concat(frames, ignore_index=True)
-    if parts[0].format != "kineto":
+    if not parts[0].one_rank_per_file:
         drivers = np.isin(
             processes["pid"].to_numpy(), np.concatenate([p.driver_pids for p in parts])
         )

@@ -17,7 +17,7 @@ import numpy as np
 
 from verifyprof.contracts import datafiles, phases
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import TOML_LIMIT, read_text
+from verifyprof.contracts.plumbing.inputs import TOML_LIMIT, read_text
 from verifyprof.trace.events import StringTable
 
 OTHER = phases.INDEX["other"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.assignment import assign_steps
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.context import (
     DeviceBusy,
@@ -31,8 +32,6 @@ from verifyprof.attribution.steps import (
     Calls,
     GpuOps,
     Launches,
-    assign_levels,
-    find_steps,
     gpu_ops,
     launches,
     link_calls,
@@ -106,21 +105,10 @@ def _timeline_inputs(trace: Trace, result: Breakdown, taxonomy: Taxonomy | None)
     ops = gpu_ops(trace, taxonomy)
     calls = link_calls(trace, ops)
     launch, op_launch = launches(ops, calls)
-    regex = result.options.get("range")
-    if regex is None:  # whole trace: a step is all of one device's ops
-        op_step = np.searchsorted(np.unique(ops.device), ops.device)
-        launch_step = np.searchsorted(np.unique(ops.device), launch.device)
-        levels = {0: (op_step, launch_step)}
-        step_level = {int(s): 0 for s in result.steps["step"]}
-    else:
-        steps = find_steps(trace, regex, cycles=True)  # the steps as the breakdown found them
-        levels = dict(
-            zip(
-                np.unique(steps["level"].to_numpy()).tolist(),
-                assign_levels(steps, launch, op_launch, calls),
-            )
-        )
-        step_level = dict(zip(steps["step"].tolist(), steps["level"].tolist()))
+    # the steps as the breakdown assigned them (no range: the whole trace, a step per device)
+    assigned = assign_steps(trace, ops, calls, launch, op_launch, result.options.get("range"))
+    levels = assigned.by_level()
+    step_level = dict(zip(assigned.steps["step"].tolist(), assigned.steps["level"].tolist()))
     streams = _op_streams(trace, ops)
     # the breakdown's context, as it builds it
     seam = queue_seams(ops.device, ops.start, ops.end, op_call_ends(ops, calls))

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import PROMPTS_LIMIT, read_text
+from verifyprof.contracts.plumbing.inputs import PROMPTS_LIMIT, read_text
 
 # meta_info fields (REFERENCE 5.10) kept per request; older servers have only some of them.
 SPEC_FIELDS = (

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import verifyprof
-from verifyprof.contracts import outputs
 from verifyprof.contracts.manifest import MANIFEST
 from verifyprof.contracts.manifest_records import gpus, trace_record, versions_record
+from verifyprof.contracts.plumbing import outputs
 
 
 def write(out: Path, doc: dict) -> None:

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from verifyprof.capture.process import run_tool
-from verifyprof.contracts import outputs
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
-from verifyprof.contracts.paths import sqlite_uri
+from verifyprof.contracts.plumbing import outputs
+from verifyprof.contracts.plumbing.paths import sqlite_uri
 
 NSYS_ENV = "VERIFYPROF_NSYS"
 REPORT_STEM = "capture"  # <out>/capture.nsys-rep, <out>/capture.sqlite

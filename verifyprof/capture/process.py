@@ -26,8 +26,8 @@ from typing import IO
 from verifyprof.capture import proctable
 from verifyprof.capture.proctable import Proc
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.lifetime import LIBC as _LIBC
-from verifyprof.contracts.lifetime import (
+from verifyprof.contracts.plumbing.lifetime import LIBC as _LIBC
+from verifyprof.contracts.plumbing.lifetime import (
     PR_GET_CHILD_SUBREAPER,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_PDEATHSIG,

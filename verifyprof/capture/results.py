@@ -10,13 +10,13 @@ from pathlib import Path
 from verifyprof.capture.target_hooks import never_fired_lines
 from verifyprof.contracts.bounds import check_results
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import MANIFEST_LIMIT, read_text
 from verifyprof.contracts.manifest import (
     ACCEPT_CONVENTIONS,
     MANIFEST,
     to_tokens_per_verify,
 )
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, read_text
+from verifyprof.contracts.plumbing.text import safe_text
 
 PROGRAM_RESULTS = "results.json"  # a program may write its own numbers here (see program_results)
 

@@ -34,7 +34,7 @@ from verifyprof.capture.server_flow import serve
 from verifyprof.capture.session import CaptureSession
 from verifyprof.capture.terminal import SafeStderr
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.plumbing.text import safe_text
 
 
 def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResult:

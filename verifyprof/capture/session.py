@@ -35,7 +35,7 @@ from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_recor
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 from verifyprof.contracts.manifest import document
 from verifyprof.contracts.manifest_records import now_iso
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.plumbing.text import safe_text
 
 
 class CaptureSession:

@@ -8,7 +8,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
-from verifyprof.contracts.lifetime import LIBC as _LIBC
+from verifyprof.contracts.plumbing.lifetime import LIBC as _LIBC
 
 DEFERRED = tuple(
     getattr(signal, name)

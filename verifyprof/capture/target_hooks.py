@@ -153,12 +153,6 @@ def hooks_record(
     }
 
 
-def hook_reports(report_dir: Path) -> list[dict]:
-    """Per process that installed hooks: how many targets it patched, which it could not find,
-    and the ranges it opened per source."""
-    return [_process_row(r) for r in _read_reports(report_dir)]
-
-
 def never_fired_lines(hooks: dict) -> list[str]:
     """One line per preset entry / user hook that never opened a range (the summary, the error)."""
     return [

@@ -43,13 +43,13 @@ def _as_cli() -> bool:
 
 try:
     from verifyprof.cli import analysis, before_after, capture_cmds  # noqa: E402, F401 - register
-    from verifyprof.cli.app import KERNELS_SCHEMA, WHATIF_SCHEMA, app  # noqa: E402
+    from verifyprof.cli.app import app  # noqa: E402
     from verifyprof.cli.args import interrupted  # noqa: E402
 finally:
     if _previous is not None and not _as_cli():
         signal.signal(signal.SIGINT, _previous)  # imported by a program: its Ctrl-C is its own
 
-__all__ = ["KERNELS_SCHEMA", "WHATIF_SCHEMA", "app", "main"]
+__all__ = ["app", "main"]
 
 
 def main() -> None:

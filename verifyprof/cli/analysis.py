@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verifyprof.cli.app import KERNELS_SCHEMA, WHATIF_SCHEMA, app
+from verifyprof.cli.app import app
 from verifyprof.cli.args import (
     _check_manifest,
     _check_run,
@@ -143,18 +143,16 @@ def breakdown(
     quiet: QuietOpt = False,
 ) -> None:
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
-    from verifyprof.contracts import outputs
-    from verifyprof.model.decision.whatif import WhatifOptions
-    from verifyprof.pipeline import resolve
+    from verifyprof import pipeline
+    from verifyprof.contracts.plumbing import outputs
     from verifyprof.report import console, files, integrity, progress
-    from verifyprof.trace.sources import expand
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
-    options = WhatifOptions(
+    options = pipeline.WhatifOptions(
         accept_len=accept_len, manifest=manifest, step=step, step_range=step_range,
         whole_trace=whole_trace, width=width, mode=mode,  # --width, --mode: as whatif picks
     )  # fmt: skip
-    resolve.check(options, parts=True)  # every option before any input or output
+    pipeline.check(options, parts=True)  # every option before any input or output
     _check_run(  # inputs, file options, numbers and outputs, before any work (issue 22)
         sources={"": traces},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
@@ -162,24 +160,26 @@ def breakdown(
         numbers={"--accept-len": accept_len, "--workers": workers},
     )
     on_stdout = "--json" if as_json else None  # then no output may be stdout
-    outputs.protect([p for spec in traces for p in expand(spec)], (csv, parquet), on_stdout)
+    outputs.protect(
+        [p for spec in traces for p in pipeline.expand(spec)], (csv, parquet), on_stdout
+    )
     if manifest is not None:
         _check_manifest(manifest)
     with (
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
     ):
-        resolved = resolve.resolve_sources(
-            traces, options, taxonomy, _parallel(workers, scheduler, strict, shown), parts=True
-        )
-    result = resolved.result
+        parallel = _parallel(workers, scheduler, strict, shown)
+        run = pipeline.open_run(traces, options, parallel, taxonomy=taxonomy, parts=True)
+        run.resolved  # noqa: B018 - read and resolved inside the status line
+    result = run.breakdown
     if result is None:
         raise VerifyprofError(
             "breakdown reads traces; this is a breakdown JSON already (give it to whatif --from,"
             " compare or report)",
             traces[0],
         )
-    verdict = resolve.verdict_json(resolved)  # before any file: a failure writes nothing
+    verdict = run.verdict  # before any file: a failure writes nothing
     if csv is not None:
         files.write_steps_csv(result, csv)
         _wrote(csv)
@@ -192,10 +192,10 @@ def breakdown(
         return
     if outputs.writes_stdout(csv, parquet):  # the rows alone on stdout
         return
-    story = resolved.story.key if resolved.story else None
-    scope = resolve.verdict_scope(resolved) if verdict["verdict"] else None
-    console.print_breakdown(result, show_all=show_all, group=story, scope=scope)
-    console.print_notes(resolved.notes)
+    group = run.group.key if run.group else None
+    scope = run.scope
+    console.print_breakdown(result, show_all=show_all, group=group, scope=scope)
+    console.print_notes(run.notes)
     # several devices: the verdict's steps are one device's, the table's all devices'
     console.print_verdict(
         verdict["verdict"], scope.words() if scope and scope.devices > 1 else None
@@ -220,9 +220,8 @@ def kernels(
     """Top kernels of the verdict's step group (the one whatif and the report are about), per
     kernel its calls per step and one call's spread: the step's kernels, and the taxonomy's
     phase of each."""
-    from verifyprof.model.decision.whatif import WhatifOptions
-    from verifyprof.pipeline import resolve
-    from verifyprof.pipeline.kernel_scope import kernels_of
+
+    from verifyprof import pipeline
     from verifyprof.report import console, files, integrity, progress
 
     chosen = [o for o, on in (("--range", step_range), ("--step", step)) if on is not None]
@@ -230,18 +229,18 @@ def kernels(
     if len(chosen) > 1:
         raise VerifyprofError(f"give one of {', '.join(chosen)} (each chooses the steps listed)")
     _refuse_picks(width, mode, chosen[0] if chosen and chosen != ["--step"] else None)
-    options = WhatifOptions(
+    options = pipeline.WhatifOptions(
         step=step, step_range=step_range, manifest=manifest, width=width, mode=mode
     )
-    resolve.check(options, parts=True)  # one line before any file is read
+    pipeline.check(options, parts=True)  # one line before any file is read
     scope = "range" if step_range is not None else "all" if every_step else "story"
     scope = "whole-trace" if whole_trace else scope
     _check_run(  # before any work
         sources={"": [trace]}, files={"--taxonomy": taxonomy, "--manifest": manifest}
     )
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
-        table = kernels_of(trace, options, scope, taxonomy)
-    data = {"schema": KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
+        table = pipeline.kernels(trace, options, scope, taxonomy)
+    data = {"schema": pipeline.KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
         files.print_json(data)
         integrity.warn_integrity(data.get("integrity", []), trace)
@@ -287,12 +286,11 @@ def whatif(
 ) -> None:
     """Throughput model: tokens/s from verify time and accept length, or candidates ranked from a
     breakdown."""
+    from verifyprof import pipeline
+
     captures, source = _captures(given_source, source)
     given = {k: v for k, v in locals().items() if k not in ("given_source", "captures", "details")}
     given |= _load_lists(batch, context)
-    from verifyprof import pipeline
-    from verifyprof.model.decision.whatif import WhatifOptions
-    from verifyprof.pipeline import resolve
     from verifyprof.report import files, integrity, progress
     from verifyprof.report import whatif as show
 
@@ -306,20 +304,19 @@ def whatif(
     )
     if manifest is not None:
         _check_manifest(manifest)
-    options = _options(WhatifOptions, given)
+    options = _options(pipeline.WhatifOptions, given)
     if source is None:
-        result = {"schema": WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
+        result = {"schema": pipeline.WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
         files.print_json(result) if as_json else show.print_plain(result, details=details)
         return
-    resolve.check(options)
+    pipeline.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
         parallel = _parallel(workers, scheduler, strict, shown)
-        resolved, _ = pipeline.resolve_captures(captures, options, parallel)
-        ranking = resolve.ranking_of(resolved)
-    problems = resolved.frame.integrity  # the trace's, as breakdown names them (issue 22)
+        run, ranking = pipeline.whatif_run(captures, options, parallel)
+    problems = run.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:
         integrity.warn_integrity(problems, source)
-        raise VerifyprofError("; ".join(resolved.reasons) or "no plan", source)
+        run.ranked(source)  # the one line saying why there is no plan
     data = ranking.to_json() | ({"integrity": problems} if problems else {})
     files.print_json(data) if as_json else show.print_ranking(data, details=details)
     integrity.warn_integrity(problems, source)

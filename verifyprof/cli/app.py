@@ -8,9 +8,6 @@ import typer
 
 from verifyprof.cli.args import _Group
 
-KERNELS_SCHEMA = "verifyprof.kernels/1"
-WHATIF_SCHEMA = "verifyprof.whatif/1"
-
 app = typer.Typer(
     cls=_Group,
     add_completion=False,

@@ -13,7 +13,6 @@ from typing import Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import (
     EXIT_BAD_INPUT,
     EXIT_CLOSED_PIPE,
@@ -22,9 +21,9 @@ from verifyprof.contracts.errors import (
     VerifyprofError,
     path_error,
 )
-from verifyprof.contracts.outputs import silence_stdout
-from verifyprof.contracts.paths import working_directory
-from verifyprof.contracts.text import safe_lines, safe_text
+from verifyprof.contracts.plumbing.outputs import silence_stdout
+from verifyprof.contracts.plumbing.paths import working_directory
+from verifyprof.contracts.plumbing.text import safe_lines, safe_text
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 # click's classes, wherever this typer keeps them (click itself, or typer's vendored copy)
@@ -176,29 +175,6 @@ def _usage_message(err: Exception, argv: list[str]) -> str:
     if "unexpected extra argument" in message and extra:
         message += f" (flags such as --json take no value: give '--json', not '--json {extra[0]}')"
     return f"{command}: {message} (see {command} --help)"
-
-
-def _step_regex(
-    step_range: str | None, phase: str | None, default: str | None | bool = True
-) -> str | None:
-    """``--step PHASE`` -> that phase's regex; ``--range`` as given (else ``default``, True:
-    the default step regex); both is an error."""
-    if default is True:
-        default = ranges.DEFAULT_STEP_REGEX
-    if phase is None:
-        if step_range is not None:  # one line before any file is read, not one per file mapped
-            from verifyprof.attribution.taxonomy import compile_regex
-
-            compile_regex(
-                step_range, f"--range '{step_range:.80}' is not a valid regular expression"
-            )
-        return step_range if step_range is not None else default
-    if step_range is not None:
-        raise VerifyprofError("give --step PHASE or --range REGEX, not both")
-    try:
-        return ranges.phase_regex(phase)
-    except ValueError as exc:
-        raise VerifyprofError(f"--step: {exc}") from None
 
 
 def _refuse_picks(width: int | None, mode: str | None, scope: str | None) -> None:

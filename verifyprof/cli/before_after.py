@@ -4,6 +4,7 @@ file)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Any
 
 import typer
@@ -40,10 +41,10 @@ def _checked(
 ) -> None:
     """Every option before any input is read or output written (``plain``: plain decoding's
     ``baseline_tps`` / ``decode_ms``)."""
-    from verifyprof.model.decision.whatif import WhatifOptions
-    from verifyprof.pipeline import resolve
+    from verifyprof import pipeline
 
-    resolve.check(WhatifOptions(accept_len=accept_len, step=step, step_range=step_range, **plain))
+    options = pipeline.WhatifOptions(accept_len=accept_len, step=step, step_range=step_range)
+    pipeline.check(replace(options, **plain))
     if manifest is not None:
         _check_manifest(manifest)
 
@@ -66,7 +67,6 @@ def compare(
     """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a
     verdict, BEFORE's prediction of the change AFTER shows, and a CI gate."""
     from verifyprof import pipeline
-    from verifyprof.model.inputs.checks import check_finite
     from verifyprof.report import compare as show
     from verifyprof.report import files
 
@@ -76,9 +76,7 @@ def compare(
         files={"--manifest": manifest, "--taxonomy": taxonomy},
         numbers={"--accept-len": accept_len, "--gate": gate},
     )
-    _checked(accept_len, manifest, step, step_range)
-    if gate is not None:
-        check_finite("--gate", gate)
+    _checked(accept_len, manifest, step, step_range)  # --gate: a finite number in _check_run
     result = pipeline.compare(
         before,
         after,
@@ -119,7 +117,7 @@ def report(
     timeline, kernels, heatmap. --json prints the page's numbers (with -o, after writing it)."""
     from verifyprof import pipeline
     from verifyprof.contracts.errors import VerifyprofError
-    from verifyprof.contracts.outputs import writes_stdout
+    from verifyprof.contracts.plumbing.outputs import writes_stdout
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     if out is None and not as_json:

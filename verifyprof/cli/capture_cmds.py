@@ -78,10 +78,9 @@ def capture(
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
     import time as _time
 
-    from verifyprof.capture.options import CaptureOptions
-    from verifyprof.capture.results import summary_lines
-    from verifyprof.contracts.inputs import check_file_option
-    from verifyprof.contracts.text import safe_text
+    from verifyprof.contracts.plumbing.inputs import check_file_option
+    from verifyprof.contracts.plumbing.text import safe_text
+    from verifyprof.pipeline.capturing import CaptureOptions, summary_lines
 
     out = _names(out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"), prompts)
     if server_cmd is None:
@@ -126,10 +125,11 @@ def capture(
 
 
 def _names(out: Path, prompts: Path | None) -> Path:
-    """``--out`` and ``--prompts`` as :func:`~verifyprof.contracts.paths.user_path` takes them;
+    """``--out`` and ``--prompts`` as :func:`~verifyprof.contracts.plumbing.paths.user_path`
+    takes them;
     a deleted working directory, where the program would run, is one line."""
     from verifyprof.contracts.errors import VerifyprofError
-    from verifyprof.contracts.paths import user_path, working_directory
+    from verifyprof.contracts.plumbing.paths import user_path, working_directory
 
     if working_directory() is None:
         raise VerifyprofError(
@@ -159,17 +159,16 @@ SERVER_ONLY = (
 
 def _run(options, batches: str | None) -> list:
     """One capture, or one per batch size of a program (``--batches``)."""
-    from verifyprof.capture.run import capture as run_capture
+    from verifyprof.pipeline.capturing import capture, capture_batches, parse_batches
 
     if batches is None:
-        return [run_capture(options)]
-    from verifyprof.capture.batches import capture_batches, parse_batches
-
-    return capture_batches(options, parse_batches(batches), run_capture)
+        return [capture(options)]
+    return capture_batches(options, parse_batches(batches), capture)
 
 
 def _loads(text: str) -> tuple[int, ...]:
     """``--concurrency 8`` or ``1,8,32`` (distinct; each checked with the other numbers)."""
+
     from verifyprof.contracts.errors import VerifyprofError
 
     try:
@@ -184,6 +183,7 @@ def _loads(text: str) -> tuple[int, ...]:
 
 
 def _refuse_server_options(ctx: typer.Context) -> None:
+
     from verifyprof.contracts.errors import VerifyprofError
 
     given = [
@@ -210,10 +210,9 @@ def hooks(
     the current one): run before a capture to see what will be wrapped."""
     import warnings
 
-    from verifyprof.capture.hooks import api as hook_api
-    from verifyprof.capture.hooks.search_path import is_main_module, program_folder
     from verifyprof.contracts.errors import VerifyprofError
-    from verifyprof.contracts.paths import working_directory
+    from verifyprof.contracts.plumbing.paths import working_directory
+    from verifyprof.pipeline.capturing import hook_api, is_main_module, program_folder
     from verifyprof.report import files, hooks_console
 
     cwd = working_directory()  # None: deleted; the installed packages are still looked in

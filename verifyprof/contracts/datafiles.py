@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError, path_error, path_problem
-from verifyprof.contracts.inputs import TOML_LIMIT, read_text
+from verifyprof.contracts.plumbing.inputs import TOML_LIMIT, read_text
 
 BUILTIN = Path(__file__).resolve().parent.parent / "data"
 

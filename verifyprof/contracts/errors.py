@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.plumbing.text import safe_text
 
 EXIT_BAD_INPUT = 2
 

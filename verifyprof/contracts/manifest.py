@@ -46,7 +46,7 @@ from typing import Any
 
 from verifyprof.contracts.bounds import check_probabilities, manifest_number
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import MANIFEST_LIMIT, read_bytes
+from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, read_bytes
 
 SCHEMA = "verifyprof.capture/1"
 WORKLOAD_SCHEMA = "verifyprof.workload/1"  # the workload's summary.json, also read as a manifest
@@ -157,6 +157,12 @@ def _find(data: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
     return None
 
 
+def manifest_json(path: str | Path) -> dict[str, Any]:
+    """A manifest file's JSON object, read and checked once (a run hands it to every reader
+    below, so that one command opens ``manifest.json`` once)."""
+    return _load(Path(path))
+
+
 def _load(path: Path) -> dict[str, Any]:
     raw_bytes = read_bytes(path, "manifest", MANIFEST_LIMIT, gunzip=True)  # a regular file
     try:
@@ -168,15 +174,17 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-def run_results(path: str | Path) -> dict[str, Any]:
+def run_results(path: str | Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
     """A capture manifest's ``results`` as recorded (its measured run: mode, tokens_per_s);
-    empty for other manifests."""
-    data = _load(Path(path))
+    empty for other manifests. ``data``: the file's JSON already read (:func:`manifest_json`)."""
+    data = _load(Path(path)) if data is None else data
     results = data.get("results") if data.get("schema") == SCHEMA else None
     return results if isinstance(results, dict) else {}
 
 
-def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
+def read_manifest(
+    path: str | Path, mode: str | None = None, data: dict[str, Any] | None = None
+) -> Manifest:
     """Accept length, baseline and survival recorded beside a capture.
 
     A ``verifyprof.capture/1`` manifest is read at its documented keys (``results`` keys of
@@ -186,7 +194,7 @@ def read_manifest(path: str | Path, mode: str | None = None) -> Manifest:
     schema is searched for the first of the known key names (``ALIASES``) in nested objects.
     """
     path = Path(path)
-    data = _load(path)
+    data = _load(path) if data is None else data  # ``data``: the JSON already read
     schema = data.get("schema")
     if schema == WORKLOAD_SCHEMA:
         return _manifest(path, _workload_values(data, mode), data)

@@ -24,6 +24,8 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 
 SCHEMA = "verifyprof.breakdown/1"
 SCHEMA_PREFIX = "verifyprof.breakdown/"
+KERNELS_SCHEMA = "verifyprof.kernels/1"  # ``kernels --json``
+WHATIF_SCHEMA = "verifyprof.whatif/1"  # ``whatif --json`` (a ranking's or plain numbers')
 SUPPORTED_MAJOR = 1
 WHOLE_TRACE = "whole_trace"  # the step name of ``breakdown --whole-trace``
 
@@ -66,6 +68,11 @@ def variant(attrs: dict[str, str]) -> str:
     """The attributes that make steps of one name comparable (``tokens=4 graph=1 sweep=1``): the
     summary's groups and the model's choice of steps use the same rule."""
     return " ".join(f"{k}={v}" for k, v in attrs.items() if k not in VOLATILE_ATTRS)
+
+
+def group_label(name: str, variant: str) -> str:
+    """A step group (name and :func:`variant`) as every output names it: ``name [attributes]``."""
+    return f"{name} [{variant}]" if variant else name
 
 
 def variants(attrs: pd.Series | list) -> np.ndarray:

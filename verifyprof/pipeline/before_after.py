@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.kernels import KernelTable, kernel_table
@@ -15,12 +15,10 @@ from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.decision.compare import Comparison, check_change
 from verifyprof.model.decision.compare import compare as compare_frames
 from verifyprof.model.decision.whatif import WhatifOptions
-from verifyprof.pipeline.parallel import (
-    rank_files,
-)
-from verifyprof.pipeline.reading import breakdown, load, read_breakdown_json
 from verifyprof.trace.events import Trace
-from verifyprof.trace.sources import NSYS_KINDS, is_breakdown_json, sniff
+
+if TYPE_CHECKING:
+    from verifyprof.pipeline.run import Run
 
 VERIFY_KERNELS_REGEX = (  # kernel families: the verify ranges' kernels
     r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"
@@ -50,49 +48,44 @@ def load_input(
 ) -> Loaded:
     """A breakdown JSON read back, or a trace broken down with its kernel tables (the trace is kept:
     the report's timeline needs it)."""
-    path = Path(str(source))
-    if is_breakdown_json(path):
-        return Loaded(frame=read_breakdown_json(path))
-    files, _ = rank_files([source])
-    if len(files) > 1 and any(
-        sniff(f) in NSYS_KINDS for f in files
-    ):  # per-rank nsys files: mapped, no one trace
-        result = breakdown(
-            [source],
-            step_regex=step_regex,
-            taxonomy=taxonomy,
-            whole_trace=whole_trace,
-            release=True,
-        )
-        return Loaded(frame=result.frame(), result=result)
-    trace = load(source)
-    result = breakdown(trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
-    rules = load_taxonomy(taxonomy)
+    from verifyprof.pipeline.run import open_run
+
+    options = WhatifOptions(step_range=step_regex, whole_trace=whole_trace)
+    return loaded_of(open_run([source], options, taxonomy=taxonomy, keep_trace=True))
+
+
+def loaded_of(run: Run) -> Loaded:
+    """compare's and the report's view of a run: its frame and, for one trace, its kernel tables
+    (the whole trace's, and the verify ranges' for the kernel families)."""
+    if run.breakdown is None or run.trace is None:  # a breakdown JSON, or per-rank nsys files
+        return Loaded(run.frame, run.breakdown)
+    trace, rules = run.trace, load_taxonomy(run.taxonomy)
     table = kernel_table(trace, rules)
     scope = "the verify ranges"
     try:
         verify = kernel_table(trace, rules, step_regex=VERIFY_KERNELS_REGEX).table
     except VerifyprofError:  # no verify ranges or none with kernels: families from the whole trace
         verify, scope = table.table, "the whole trace (no verify ranges)"
-    return Loaded(result.frame(), result, table, verify, scope)
+    return Loaded(run.frame, run.breakdown, table, verify, scope)
 
 
 def _input(
-    source: str | Path | Loaded,
+    source: str | Path | Loaded | Run,
     step_regex: str | None,
     taxonomy: str | Path | None,
     whole_trace: bool = False,
 ) -> Loaded:
-    return (
-        source
-        if isinstance(source, Loaded)
-        else load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
-    )
+    """compare's view of one side: a run already open (its trace kept), a Loaded, or a path."""
+    if isinstance(source, Loaded):
+        return source
+    if hasattr(source, "resolved"):  # a Run (not imported here: run imports this module's users)
+        return loaded_of(source)
+    return load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
 
 
 def compare(
-    before: str | Path | Loaded,
-    after: str | Path | Loaded,
+    before: str | Path | Loaded | Run,
+    after: str | Path | Loaded | Run,
     accept_len: float | None = None,
     manifest: str | Path | None = None,
     step_regex: str | None = None,
@@ -156,7 +149,7 @@ def compare(
 def _prediction_check(result: Comparison, sides, accept_len: float | None, width) -> None:
     """BEFORE's what-if of the change beside AFTER's measured cycle (``sides``: each side's
     loaded input, step, mode and manifest); a side that cannot be modelled says why."""
-    from verifyprof.model.decision.whatif import prepare
+    from verifyprof.pipeline.model_files import prepared_of as prepare
 
     (b, b_step, b_mode, manifest), (a, after_step, a_mode, after_manifest) = sides
     try:
@@ -199,6 +192,8 @@ def optional_path(value: str | Path | None) -> Path | None:
 
 def _manifest_beside(source: Any) -> Path | None:
     """A capture folder's manifest, when the input is one."""
+    if hasattr(source, "resolved"):  # a Run: its one capture folder's
+        return source.inputs[0].manifest if len(source.inputs) == 1 else None
     path = Path(str(source)) if not isinstance(source, Loaded) else None
     found = path / "manifest.json" if path is not None and path.is_dir() else None
     return found if found is not None and found.is_file() else None

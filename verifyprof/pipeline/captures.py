@@ -1,7 +1,9 @@
-"""Several captures of one program, one answer: ``whatif CAP1 CAP2 ...`` and ``report CAP1 CAP2
-...`` (issue 32). Each capture is read and resolved as a single run is; the model then makes one
-model of them (:func:`verifyprof.model.decision.captures.one_model`) and ranks today's run, the
-first, with every other capture's steps as measured points of its load and draft-count curves.
+"""Several captures of one program, one answer: ``whatif CAP1 CAP2 ...`` (issue 32). Each capture
+is a :class:`~verifyprof.pipeline.run.Run` of its own (read and resolved once); the model then
+makes one model of them (:func:`verifyprof.model.decision.captures.one_model`) and ranks today's
+run, the first, with every other capture's steps as measured points of its load and draft-count
+curves. A server capture driven at several loads (``capture --concurrency 1,8,32``) is split by
+its steps' ``bs=`` tags into one measured point per batch.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from pathlib import Path
 
 from verifyprof.capture.batches import capture_folders
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.manifest import read_manifest
 from verifyprof.model.decision.candidates import Ranking
 from verifyprof.model.decision.captures import one_model
-from verifyprof.model.decision.whatif import Prepared, WhatifOptions, prepare
+from verifyprof.model.decision.whatif import Given, Prepared, WhatifOptions, prepare
 from verifyprof.model.inputs.step_attrs import with_attr_columns
-from verifyprof.pipeline.resolve import Resolved, ranking_of, resolve_sources
+from verifyprof.pipeline.resolve import Resolved
+from verifyprof.pipeline.run import Run, open_run
+
+MIN_STEPS = 8  # a batch size with fewer verify steps is no measured point of its own
 
 
 def expand_captures(specs: list[str]) -> list[str]:
@@ -40,66 +44,79 @@ def label_of(spec: str, taken: set[str]) -> str:
     return out
 
 
+def whatif_run(captures: list[str], options: WhatifOptions, parallel=None) -> tuple[Run, Ranking]:
+    """``whatif CAP...``: today's run (the first) and its ranking, its curves from every capture;
+    one line saying why when there is no ranking."""
+    head, resolved = resolve_captures(captures, options, parallel)
+    if resolved is None:
+        return head, head.ranked(captures[0])
+    from verifyprof.pipeline.verdicts import ranking_of
+
+    ranking = ranking_of(resolved)
+    if ranking is None:
+        raise VerifyprofError("; ".join(resolved.reasons) or "no plan", captures[0])
+    return head, ranking
+
+
 def resolve_captures(
     sources: list[str], options: WhatifOptions, parallel=None
-) -> tuple[Resolved, list[Resolved]]:
-    """The first capture's resolved run with the model of all of them, and each capture's own."""
+) -> tuple[Run, Resolved | None]:
+    """Today's run, and its resolved state with the model of every capture (None: one capture
+    at one load, the run's own state)."""
     if options.manifest is not None and len(sources) > 1:
         raise VerifyprofError(
             "--manifest names one capture's manifest: with several captures give capture folders"
             " (each with its manifest.json)"
         )
-    each, runs, taken = [], [], set()
+    runs, points, taken = [], [], set()
     for spec in sources:
-        resolved = resolve_sources([spec], replace(options, source=spec), parallel=parallel)
-        if resolved.prepared is None:
-            if len(sources) == 1:
-                return resolved, [resolved]  # the caller says why there is no ranking
-            raise VerifyprofError("; ".join(resolved.reasons) or "no accept length", spec)
+        run = open_run([spec], replace(options, source=spec), parallel)
+        runs.append(run)
+        if len(sources) == 1 and not _loads(run):
+            return run, None
+        prepared = run.prepared
+        if prepared is None:
+            raise VerifyprofError("; ".join(run.reasons) or "no accept length", spec)
         label = label_of(spec, taken)
         taken.add(label)
-        path = resolved.options.manifest
-        manifest = read_manifest(path) if path is not None else None
-        gpu = next(iter(resolved.frame.device_names), "")
-        if len(sources) == 1 and len((manifest.raw if manifest else {}).get("loads") or []) > 1:
-            runs += [(f"{label} bs={b}", p, manifest, gpu) for b, p in by_batch(resolved)]
+        gpu = next(iter(run.frame.device_names), "")
+        if len(sources) == 1:
+            parts = by_batch(run, prepared)
+            points += [(f"{label} bs={b}", p, prepared.manifest, gpu) for b, p in parts]
         else:
-            runs.append((label, resolved.prepared, manifest, gpu))
-        each.append(resolved)
-    if len(runs) == 1:
-        return each[0], each
-    combined = one_model(runs)
-    return replace(each[0], prepared=combined), each
+            points.append((label, prepared, prepared.manifest, gpu))
+    combined = one_model(points)
+    return runs[0], replace(runs[0].resolved, prepared=combined)
 
 
-MIN_STEPS = 8  # a batch size with fewer verify steps is no measured point of its own
+def _loads(run: Run) -> bool:
+    """Whether the capture drove several loads in one trace (its manifest's ``loads``)."""
+    data = run.manifest_data or {}
+    return len(data.get("loads") or []) > 1
 
 
-def by_batch(resolved: Resolved) -> list[tuple[int, Prepared]]:
-    """A trace driven at several loads (``capture --concurrency 1,8,32``: its manifest's
-    ``loads``) as one prepared state per batch size its verify steps ran at (their ``bs=``
-    tags), with at least :data:`MIN_STEPS` steps each; the steps that name no batch stay in
-    every one. The most frequent batch first: today's run."""
+def by_batch(run: Run, head: Prepared) -> list[tuple[int, Prepared]]:
+    """A trace driven at several loads (``capture --concurrency 1,8,32``) as one prepared state
+    per batch size its verify steps ran at (their ``bs=`` tags), with at least
+    :data:`MIN_STEPS` steps each; the steps that name no batch stay in every one. The most
+    frequent batch first: today's run."""
+    resolved = run.resolved
     frame = resolved.frame
     steps = with_attr_columns(frame.steps)
     verify = steps[steps["_phase"] == "verify"]
     counts = verify["_batch"].dropna().astype(int).value_counts()
+    given = Given(
+        manifest=run.manifest_data,
+        hardware=head.scenario.hardware,
+        model=head.scenario.model,
+    )
     out = []
     for batch in counts[counts >= MIN_STEPS].index:
         keep = steps["_batch"].isna() | (steps["_batch"] == batch)
         sub = replace(frame, steps=frame.steps[keep.to_numpy()])
-        out.append((int(batch), prepare(sub, resolved.options)))
+        out.append((int(batch), prepare(sub, resolved.options, given)))
     if not out:
         raise VerifyprofError(
-            f"no batch size with {MIN_STEPS} or more verify steps tagged bs=", resolved.frame.source
+            f"no batch size with {MIN_STEPS} or more verify steps tagged bs=", frame.source
         )
     return out
-
-
-def whatif_captures(sources: list[str], options: WhatifOptions, parallel=None) -> Ranking:
-    """``whatif CAP1 CAP2 ...``: today's run (the first) ranked, its curves from all of them."""
-    head, _ = resolve_captures(sources, options, parallel)
-    ranking = ranking_of(head)
-    if ranking is None:
-        raise VerifyprofError("; ".join(head.reasons) or "no plan", sources[0])
-    return ranking

@@ -1,14 +1,13 @@
 """A command's inputs, outputs and numbers, checked before it does any work (issue 22).
 
 :func:`check_run` is the one call a command makes first: it builds the run's
-:class:`~verifyprof.contracts.inputs.InputRegistry` from everything the command will read (its
-traces, and what a folder or glob stands for: a capture folder's trace in each of its forms and its
-``manifest.json``; breakdown JSON; ``--manifest``, ``--taxonomy``, ``--prompts``; ``--hardware``
-and ``--model`` files, by path or by name), refuses a file option that names a FIFO, device,
-socket or directory, checks the numeric options against their documented ranges
+:class:`~verifyprof.contracts.plumbing.inputs.InputRegistry` from everything the command will read
+(its traces, and what a folder or glob stands for: a capture folder's trace in each of its forms and
+its ``manifest.json``; breakdown JSON; ``--manifest``, ``--taxonomy``, ``--prompts``; ``--hardware``
+and ``--model`` files, by path or by name), refuses a file option that names a FIFO, device, socket
+or directory, checks the numeric options against their documented ranges
 (:mod:`verifyprof.contracts.bounds`) and refuses any output that would land on an input, naming
-both. The registry stays active, so the atomic writer asks it again when it writes.
-"""
+both. The registry stays active, so the atomic writer asks it again when it writes."""
 
 from __future__ import annotations
 
@@ -17,12 +16,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verifyprof.contracts import bounds, datafiles, inputs
+from verifyprof.contracts import bounds, datafiles
 from verifyprof.contracts.errors import TraceError, VerifyprofError
-from verifyprof.contracts.inputs import InputRegistry, check_file_option
 from verifyprof.contracts.manifest import MANIFEST
-from verifyprof.contracts.outputs import check_output, is_stdout
-from verifyprof.contracts.paths import is_pattern, user_path, user_paths
+from verifyprof.contracts.plumbing import inputs
+from verifyprof.contracts.plumbing.inputs import InputRegistry, check_file_option
+from verifyprof.contracts.plumbing.outputs import check_output, is_stdout
+from verifyprof.contracts.plumbing.paths import is_pattern, user_path, user_paths
 from verifyprof.trace.formats import NSYS_SUFFIXES
 from verifyprof.trace.inputs import is_directory, kept_breakdown, list_directory
 from verifyprof.trace.sources import expand

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from verifyprof.attribution.rank_part import RankPart
-from verifyprof.contracts.lifetime import die_with_parent
-from verifyprof.contracts.outputs import CLEANUP_SIGNALS
+from verifyprof.contracts.plumbing.lifetime import die_with_parent
+from verifyprof.contracts.plumbing.outputs import CLEANUP_SIGNALS
 from verifyprof.pipeline.heap import keep_freed_memory
 from verifyprof.pipeline.map_task import (
     Failure,

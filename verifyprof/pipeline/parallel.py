@@ -25,7 +25,7 @@ from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.rank_part import RankPart
 from verifyprof.attribution.reduce import reduce_parts
 from verifyprof.contracts.errors import NoStepsError, TraceError, VerifyprofError
-from verifyprof.contracts.outputs import cleanup_on_signals
+from verifyprof.contracts.plumbing.outputs import cleanup_on_signals
 from verifyprof.pipeline.heap import keep_freed_memory
 from verifyprof.pipeline.map_task import (
     Failure,
@@ -33,6 +33,7 @@ from verifyprof.pipeline.map_task import (
     MapTask,
     default_workers,
 )
+from verifyprof.trace.kineto.files import without_merged
 from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.sources import expand
 
@@ -74,15 +75,7 @@ def rank_files(specs: list[str | Path]) -> tuple[list[Path], list[str]]:
     for spec in specs:
         listed = expand(spec)  # a directory: its per-rank files, or a capture folder's one trace
         files += [f for f in listed if f not in files]
-    warnings = []
-    merged = [f for f in files if f.name.startswith("merged-")]
-    if merged and len(merged) < len(files):
-        files = [f for f in files if f not in merged]
-        warnings.append(
-            f"skipped {', '.join(f.name for f in merged)}: SGLang's merge of the per-rank files"
-            " also given"
-        )
-    return files, warnings
+    return without_merged(files)
 
 
 def breakdown_files(

@@ -16,7 +16,7 @@ from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import BREAKDOWN_JSON_LIMIT, read_bytes
+from verifyprof.contracts.plumbing.inputs import BREAKDOWN_JSON_LIMIT, read_bytes
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.pipeline.parallel import (
     MapOptions,
@@ -54,6 +54,7 @@ def breakdown(
     breakdown (:mod:`verifyprof.pipeline.parallel`). ``release=True`` drops the trace's event
     tables once read: for one-shot runs such as the CLI.
     """
+    found: tuple[Path, str | None, Path | None] = (Path(), None, None)
     if not isinstance(source, Trace):
         specs = list(source) if isinstance(source, (list, tuple)) else [source]
         files, notes = rank_files(specs)
@@ -63,7 +64,8 @@ def breakdown(
             )
             return breakdown_files(files, options, parallel, notes)
         source = specs[0] if notes and len(specs) == 1 else files[0]  # one file: read as always
-        export, shares = _process_shares(files[0], parallel)
+        found = _one_file(files[0])  # sniffed and its export found once, for both reads below
+        export, shares = _process_shares(found, parallel)
         # a large many-process nsys export: mapped in shares of its processes, like per-rank
         # files
         if shares:
@@ -78,7 +80,9 @@ def breakdown(
             except ShareWithoutSteps:  # some process has no matching range: read whole, as always
                 if parallel is not None and parallel.progress is not None:
                     parallel.progress(0, 0, "")  # no count of the parts any more
-    trace = source if isinstance(source, Trace) else load(source)
+    trace = (
+        source if isinstance(source, Trace) else load_trace(source, kind=found[1], sqlite=found[2])
+    )
     return attribute(
         trace,
         step_regex=step_regex or ranges.DEFAULT_STEP_REGEX,
@@ -95,24 +99,28 @@ def _forks(parallel: ParallelOptions | None) -> bool:
     return sys.platform == "linux" and (paused or threading.active_count() == 1)
 
 
-def _process_shares(
-    path: Path, parallel: ParallelOptions | None
-) -> tuple[Path | None, list[ProcessFilter] | None]:
-    """The SQLite export of an nsys file (``.sqlite``, ``.sqlite.gz``, ``.nsys-rep``) and shares of
-    its
-    processes, one per local worker; (None, None) for other files or when it is read whole."""
+def _one_file(path: Path) -> tuple[Path, str | None, Path | None]:
+    """A file's format and, for nsys, the plain SQLite export to read (a decompressed or exported
+    copy, found or made once): (path, kind or None for a directory, export or None)."""
     path = Path(path)
     kind = sniff(path) if path.is_file() else None
-    if kind not in NSYS_KINDS:
+    return path, kind, nsys_sqlite(path, kind) if kind in NSYS_KINDS else None
+
+
+def _process_shares(
+    found: tuple[Path, str | None, Path | None], parallel: ParallelOptions | None
+) -> tuple[Path | None, list[ProcessFilter] | None]:
+    """The SQLite export of an nsys file (``.sqlite``, ``.sqlite.gz``, ``.nsys-rep``) and shares of
+    its processes, one per local worker; (None, None) for other files or when it is read whole."""
+    _, kind, sqlite = found
+    if kind not in NSYS_KINDS or sqlite is None:
         return None, None
     workers = (
         parallel.workers if parallel is not None and parallel.workers else default_workers(1 << 30)
     )
     if workers < 2:
         return None, None
-    export = readable_database(
-        nsys_sqlite(path, kind)
-    )  # the same cached copy, export or WAL checkpoint the whole read makes
+    export = readable_database(sqlite)  # the same cached copy, export or WAL checkpoint as the read
     return export, process_shares(export, workers)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,11 +15,14 @@ from verifyprof.attribution.kernels import KernelTable
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts.bounds import TOP_KERNELS
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.paths import shown
+from verifyprof.contracts.plumbing.paths import shown
 from verifyprof.contracts.schema import WHOLE_TRACE, BreakdownFrame
 from verifyprof.model.decision.whatif import WhatifOptions
-from verifyprof.pipeline.before_after import Loaded, compare, load_input, optional_path
-from verifyprof.pipeline.story import story_group
+from verifyprof.pipeline.before_after import Loaded, compare, loaded_of, optional_path
+from verifyprof.pipeline.resolve import story_group
+
+if TYPE_CHECKING:
+    from verifyprof.pipeline.run import Run
 
 
 def group_regex(group: tuple[str, str]) -> str:
@@ -77,83 +80,92 @@ def report(
     """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or
     breakdown JSON, about the step group the verdict is about (``step``, ``width``, ``mode``: as
     ``--step``, ``--width`` and ``--mode`` pick it for every command)."""
-    from verifyprof.attribution.summary import summarize
-    from verifyprof.contracts import phases as phase_names
-    from verifyprof.pipeline.resolve import identify, resolve_frame
-    from verifyprof.pipeline.resolve import step_regex as regex_for
-    from verifyprof.report.data import ReportData
+    from verifyprof.pipeline.run import open_run
 
     options = WhatifOptions(
         accept_len=accept_len,
         manifest=optional_path(manifest),
         step=step,
         step_range=step_regex,
+        whole_trace=whole_trace,
         baseline_tps=baseline_tps,  # plain decoding's rate, as whatif takes it
         decode_ms=decode_ms,
         width=width,
         mode=mode,
     )
-    regex = regex_for(options)
-    loaded = load_input(source, step_regex=regex, taxonomy=taxonomy, whole_trace=whole_trace)
-    frame = loaded.frame
+    run = open_run([source], options, taxonomy=taxonomy, keep_trace=True)
+    after = None
+    if compare_with is not None:
+        after_options = WhatifOptions(step_range=step_regex, whole_trace=whole_trace)
+        after = open_run([compare_with], after_options, taxonomy=taxonomy, keep_trace=True)
+    return report_of(run, after, top_kernels)
+
+
+def report_of(run: Run, after: Run | None = None, top_kernels: int = TOP_KERNELS):
+    """The report's page of a run (and ``after``: the comparison with another run of it)."""
+    from verifyprof.attribution.summary import summarize
+    from verifyprof.contracts import phases as phase_names
+    from verifyprof.report.data import ReportData
+
+    frame = run.frame
     summary = (
-        loaded.result.summary()
-        if loaded.result is not None
+        run.breakdown.summary()
+        if run.breakdown is not None
         else (frame.summary or summarize(frame.steps))
     )
     data = ReportData(
-        source=shown(source),
+        source=shown(run.sources[0]),
         trace=frame.trace,
         phases=list(phase_names.ALL),
         steps=frame.steps,
         summary=summary,
     )
-    resolved = resolve_frame(frame, [identify(source)], options, loaded.result)
+    resolved = run.resolved
     if resolved.story is not None:
         data.group = (resolved.story.name, resolved.story.variant)
         data.group_mode, data.group_why = resolved.story.mode, resolved.story.why
     else:
         data.group, data.group_why = story_group(frame, summary)
     data.notes += resolved.notes
-    _whatif_of(data, resolved)
+    run.prepared  # noqa: B018 - a model input refused fails the report, as whatif's would
+    _whatif_of(data, run)
     data.group_why = _about(data, resolved.story)
-    _kernels_and_timelines(data, loaded, summary, taxonomy, top_kernels, (resolved, regex))
-    if compare_with is not None:
-        after = load_input(
-            compare_with, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace
-        )
+    loaded = loaded_of(run)
+    _kernels_and_timelines(data, loaded, summary, run.taxonomy, top_kernels, run)
+    if after is not None:
+        o = run.options
         data.comparison = compare(
             loaded,
-            after,
-            accept_len=accept_len,
+            loaded_of(after),
+            accept_len=o.accept_len,
             manifest=resolved.options.manifest,
-            step=step,
-            width=width,
-            mode=mode,
+            step=o.step,
+            width=o.width,
+            mode=o.mode,
         )
         data.compare = data.comparison.to_json()
     return data
 
 
-def _whatif_of(data: Any, resolved: Any) -> None:
+def _whatif_of(data: Any, run: Run) -> None:
     """The ranking, its JSON and why there is none; without one, breakdown's own verdict, word
-    for word (one definition: pipeline.resolve)."""
-    from verifyprof.pipeline.resolve import ranking_of, unranked_verdict
+    for word (one definition: pipeline.verdicts)."""
+    from verifyprof.pipeline.verdicts import unranked_verdict
 
     try:
-        ranking = ranking_of(resolved)
+        ranking = run.ranking
         data.ranking = ranking
         data.whatif = ranking.to_json() if ranking is not None else None
         data.whatif_note = "; ".join(
             "no plan: give an accept length (--accept-len A or --manifest M)"
             if r.startswith("accept length unknown")
             else f"no plan: {r}"
-            for r in resolved.reasons
+            for r in run.reasons
         )
     except VerifyprofError as err:
         data.whatif_note = f"no plan: {err.problem}"
     if data.ranking is None:
-        data.verdict = unranked_verdict(resolved)
+        data.verdict = unranked_verdict(run.resolved)
 
 
 def _about(data: Any, story: Any) -> str:
@@ -169,7 +181,7 @@ def _about(data: Any, story: Any) -> str:
 
 
 def _kernels_and_timelines(
-    data: Any, loaded: Loaded, summary: dict[str, Any], taxonomy, top_kernels: int, story=None
+    data: Any, loaded: Loaded, summary: dict[str, Any], taxonomy, top_kernels: int, run: Run
 ) -> None:
     """The story group's top kernels and median-step timelines, which need the trace itself."""
     from verifyprof.attribution.timeline import step_timelines
@@ -178,7 +190,7 @@ def _kernels_and_timelines(
     if (
         loaded.kernel_table is not None and loaded.trace is not None
     ):  # a trace read whole (not per-rank files)
-        data.kernels = _group_kernels(loaded, data, taxonomy, *story).to_json(top_kernels)
+        data.kernels = _group_kernels(loaded, data, taxonomy, run).to_json(top_kernels)
         windows = median_verify_windows(frame, summary, data.group)
         per_window = max(
             400, 4000 // max(len(windows), 1)
@@ -202,17 +214,18 @@ def _kernels_and_timelines(
         )
 
 
-def _group_kernels(loaded: Loaded, data: Any, taxonomy, resolved, regex) -> KernelTable:
+def _group_kernels(loaded: Loaded, data: Any, taxonomy, run: Run) -> KernelTable:
     """The top kernels of the story's step group, in its mode, as ``kernels`` lists them (the
     same table, group and scope: one ``story_kernels``); the whole trace's when the step is the
     whole trace (``--whole-trace``, as ``kernels --whole-trace``), or when the group's steps
     cannot be told apart (saying so)."""
     from verifyprof.pipeline.kernel_scope import story_kernels
+    from verifyprof.pipeline.resolve import step_regex
 
     if data.group is None or data.group[0] == WHOLE_TRACE:
         return loaded.kernel_table
     try:
-        return story_kernels(loaded.trace, resolved, None, taxonomy, regex)
+        return story_kernels(loaded.trace, run.resolved, None, taxonomy, step_regex(run.options))
     except VerifyprofError as err:
         scope = f"whole trace (the step group's kernels: {err.problem})"
         return replace(loaded.kernel_table, scope=scope)

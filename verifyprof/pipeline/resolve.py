@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.taxonomy import compile_regex
@@ -17,8 +18,7 @@ from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
 from verifyprof.model.decision.whatif import Prepared, WhatifOptions, check_options, prepare
-from verifyprof.model.inputs.profile import verify_profile
-from verifyprof.pipeline.story import check_picked
+from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 from verifyprof.trace.inputs import kept_breakdown
 from verifyprof.trace.sources import is_breakdown_json
 
@@ -63,6 +63,31 @@ class Story:
 
 
 @dataclass
+class Profiles:
+    """The verify profiles of one frame, each made once: every section that needs the modelled
+    group's profile (the story, the model's state, the verdict's scope) asks here."""
+
+    frame: BreakdownFrame
+    made: dict[tuple, VerifyProfile | NoStepsError] = field(default_factory=dict)
+
+    def get(self, step: str | None, width: int | None, mode: str | None) -> VerifyProfile:
+        """:func:`~verifyprof.model.inputs.profile.verify_profile` (raising as it does)."""
+        key = (step, width, mode)
+        if key not in self.made:
+            try:
+                self.made[key] = verify_profile(self.frame, step_name=step, width=width, mode=mode)
+            except NoStepsError as err:
+                self.made[key] = err
+        found = self.made[key]
+        if isinstance(found, NoStepsError):
+            raise found
+        return found
+
+    def of(self, options: WhatifOptions) -> VerifyProfile:
+        return self.get(options.step, options.width, options.mode)
+
+
+@dataclass
 class Resolved:
     inputs: list[Input]
     frame: BreakdownFrame
@@ -72,6 +97,13 @@ class Resolved:
     story: Story | None = None
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    manifest: dict | None = None  # the manifest's JSON, read once
+    profiles: Profiles | None = None
+    picked: str | None = None  # why the verify's mode is the one modelled (the manifest's run)
+
+    def profile(self) -> VerifyProfile:
+        """The modelled group's profile (as the model prepares it)."""
+        return (self.profiles or Profiles(self.frame)).of(self.options)
 
 
 def step_regex(options: WhatifOptions) -> str | None:
@@ -118,9 +150,11 @@ def chosen_step(
     return names[0]
 
 
-def story_of(frame: BreakdownFrame, options: WhatifOptions) -> Story | None:
+def story_of(
+    frame: BreakdownFrame, options: WhatifOptions, profiles: Profiles | None = None
+) -> Story | None:
     try:
-        p = verify_profile(frame, step_name=options.step, width=options.width, mode=options.mode)
+        p = (profiles or Profiles(frame)).of(options)
     except NoStepsError:
         return None
     return Story(p.verify.name, variant(p.verify.attrs), p.verify.mode, p.choice)
@@ -132,14 +166,22 @@ def resolve_frame(
     options: WhatifOptions,
     result: Breakdown | None = None,
     parts: bool = False,
+    manifest: dict | None = None,
+    model: bool = True,
 ) -> Resolved:
-    """The manifest, step, story and prepared state of a breakdown already made. ``parts``:
-    ``--step draft`` (a part of the cycle) makes that part's group the story, the verdict still
-    about the verify (breakdown, kernels)."""
+    """The manifest, step, story and (``model``) prepared state of a breakdown already made.
+    ``parts``: ``--step draft`` (a part of the cycle) makes that part's group the story, the
+    verdict still about the verify (breakdown, kernels). ``manifest``: its JSON, when read
+    already; else read here, once."""
+    from verifyprof.contracts.manifest import manifest_json
+
     notes = []
     if options.manifest is None and len(inputs) == 1 and inputs[0].manifest is not None:
         options = replace(options, manifest=inputs[0].manifest)
         notes.append(f"manifest {inputs[0].manifest} found in the capture folder given")
+    if manifest is None and options.manifest is not None:
+        manifest = manifest_json(options.manifest)
+    profiles = Profiles(frame)
     where = inputs[0].spec if inputs else None
     name = chosen_step(frame, options.step, where, parts)
     part = parts and options.step in CYCLE_PARTS
@@ -149,8 +191,8 @@ def resolve_frame(
         notes.append(f"--step {options.step}: {what} the {n} steps named {name!r}")
     picked = None  # why the verify's mode is the one modelled, when the manifest picked it
     if options.mode is None and options.manifest is not None:
-        options, picked = _manifest_mode(frame, options, notes, None if part else name)
-    story = story_of(frame, replace(options, step=name))
+        options, picked = _manifest_mode(frame, options, notes, None if part else name, manifest)
+    story = story_of(frame, replace(options, step=name), profiles)
     if story is None and (options.width is not None or options.mode is not None):
         check_picked(frame, name, options.width, options.mode)  # none has them: one line
     if story is not None and picked:
@@ -159,9 +201,10 @@ def resolve_frame(
     if name is not None and ranges.phase_of(name) in ("decode", "prefill"):
         options = _one_token_steps(options, name, notes)
     out = Resolved(inputs, frame, result, options, story=story, notes=notes)
+    out.manifest, out.profiles, out.picked = manifest, profiles, picked
     if part:
         notes.append("the verdict stays about the verify steps (its plan covers the whole cycle)")
-    if (story_of(frame, options) if part else story) is None:
+    if (story_of(frame, options, profiles) if part else story) is None:
         # no verify steps: a breakdown still has its tables, whatif says why
         names = sorted(frame.steps["name"].astype(str).unique().tolist())
         out.reasons.append(
@@ -169,23 +212,38 @@ def resolve_frame(
             f" {', '.join(names[:8])} (pick one with --step NAME)"
         )
         return out
+    if model:
+        prepare_resolved(out)
+    return out
+
+
+def prepare_resolved(out: Resolved) -> None:
+    """The model's state of a resolved run with a verify group (its files resolved here, the
+    profile the story's), or the reason it has none (no accept length)."""
+    from verifyprof.pipeline.model_files import given_for
+
+    frame, options = out.frame, out.options
     try:
-        out.prepared = prepare(frame, options)
-        if picked:
+        given = given_for(frame, options, out.profile(), out.manifest)
+        out.prepared = prepare(frame, options, given)
+        if out.picked:
             profile = out.prepared.profile
-            out.prepared.profile = replace(profile, choice=mode_why(profile.choice, picked))
+            out.prepared.profile = replace(profile, choice=mode_why(profile.choice, out.picked))
     except VerifyprofError as err:
         if "accept length unknown" not in err.problem:
             raise
         out.reasons.append(err.problem)
-    return out
 
 
 def _manifest_mode(
-    frame: BreakdownFrame, options: WhatifOptions, notes: list[str], step: str | None
+    frame: BreakdownFrame,
+    options: WhatifOptions,
+    notes: list[str],
+    step: str | None,
+    data: dict | None = None,
 ) -> tuple[WhatifOptions, str | None]:
     """The options with the manifest's mode (and the note why), or as they were."""
-    mode, note = manifest_mode(frame, step, options.manifest)
+    mode, note = manifest_mode(frame, step, options.manifest, data)
     notes += [note] if note else []
     return (replace(options, mode=mode), note) if mode else (options, None)
 
@@ -203,14 +261,14 @@ STEP_MODES = ("eager", "graph")  # a program's own mode names (seed, compile) sa
 
 
 def manifest_mode(
-    frame: BreakdownFrame, step: str | None, manifest: Path | None
+    frame: BreakdownFrame, step: str | None, manifest: Path | None, data: dict | None = None
 ) -> tuple[str | None, str | None]:
     """Verify steps in several modes and no --mode: the mode of the run whose rate the manifest
     measured (its accept length and dilation are that run's), or a note that its rate is of a
     mode these steps are not. (mode to model or None, note or None)"""
     from verifyprof.contracts.manifest import run_results
 
-    results = run_results(manifest) if manifest is not None else {}
+    results = run_results(manifest, data) if manifest is not None else {}
     run_mode, rate = results.get("mode"), results.get("tokens_per_s")
     if not isinstance(run_mode, str) or not isinstance(rate, (int, float)):
         return None, None
@@ -262,109 +320,30 @@ def check(options: WhatifOptions, parts: bool = False) -> None:
         )
 
 
-def resolve_sources(
-    specs: list[str],
-    options: WhatifOptions,
-    taxonomy: str | Path | None = None,
-    parallel=None,  # ParallelOptions
-    release: bool = True,
-    parts: bool = False,
-) -> Resolved:
-    """Inputs read and broken down once (a breakdown JSON read back), then resolved."""
-    from verifyprof.pipeline import reading
-
-    check(options, parts)
-    inputs = [identify(spec) for spec in specs]
-    if len(inputs) == 1 and inputs[0].kind == "breakdown-json":
-        frame, result = reading.read_breakdown_json(Path(inputs[0].spec)), None
-    else:
-        result = reading.breakdown(
-            specs if len(specs) > 1 else specs[0],
-            step_regex=step_regex(options),
-            taxonomy=taxonomy,
-            whole_trace=options.whole_trace,
-            release=release,
-            parallel=parallel,
-        )
-        frame = result.frame()
-    return resolve_frame(frame, inputs, options, result, parts)
-
-
-def ranking_of(resolved: Resolved):
-    """The ranking of a resolved run (None without an accept length)."""
-    from verifyprof.model.decision.candidates import rank_candidates
-    from verifyprof.model.decision.whatif import with_load
-
-    p = resolved.prepared
-    if p is None:
-        return None
-    ranking = rank_candidates(p.profile, p.scenario, resolved.options.candidates or None)
-    ranking.dilation, ranking.profiled_tps = p.dilation, p.profiled_tps
-    ranking.unprofiled_tps = p.unprofiled_tps
-    ranking.profile.notes.extend(resolved.notes)
-    return with_load(ranking, resolved.options)  # at the state the verdict decides on
-
-
-def verdict_text(resolved: Resolved) -> str | None:
-    """The verdict under ``breakdown``'s tables: the ranking's when an accept length is known,
-    else the step in words and why there is no plan; None without a verify group."""
-    return verdict_json(resolved)["verdict"]
-
-
-def verdict_json(resolved: Resolved) -> dict:
-    """The verdict as ``whatif --json`` renders it: ``verdict`` (the line the console prints)
-    and ``verdict_parts`` (the typed Verdict's parts; None without a plan)."""
-    ranking = ranking_of(resolved)
-    if ranking is not None:
-        return {"verdict": ranking.verdict.text(), "verdict_parts": ranking.verdict.to_json()}
-    return {"verdict": unranked_verdict(resolved), "verdict_parts": None}
-
-
-def unranked_verdict(resolved: Resolved) -> str | None:
-    """The verdict without a plan (no accept length): the story's step in words, on the device
-    whatif would model, and how to get the plan; None without a story."""
-    from verifyprof.model.decision.verdict import step_words
-
-    if resolved.story is None:
-        return None
+def story_group(frame: BreakdownFrame, summary: dict[str, Any]) -> tuple[tuple[str, str], str]:
+    """The step group a run is about where it has no verify group the model can pick: the verify
+    group the model picks (and why), else the summary's first group."""
     try:
-        profile = verify_profile(
-            resolved.frame, step_name=resolved.options.step, width=resolved.options.width,
-            mode=resolved.options.mode,
-        )  # fmt: skip
-    except NoStepsError:  # --step draft on a trace without verify steps: no verdict
-        return None
-    return step_words(profile) + (
-        " Give an accept length (--accept-len or a capture manifest) for the plan of fixes."
-    )
+        profile = verify_profile(frame)
+        return (profile.verify.name, variant(profile.verify.attrs)), profile.choice
+    except VerifyprofError:
+        groups = summary.get("groups") or []
+        if not groups:
+            return ("", ""), "no steps"
+        return (groups[0]["name"], groups[0]["variant"]), "the summary's first group (no verify)"
 
 
-@dataclass(frozen=True)
-class VerdictScope:
-    """Which steps the verdict's numbers are: the mean of the modelled group's steps on one
-    device (the critical one, as whatif models it), of the devices the group ran on."""
-
-    device: int
-    rank: int
-    steps: int
-    devices: int
-
-    def words(self) -> str:
-        who = f"rank {self.rank}" if self.rank >= 0 else f"device {self.device}"
-        n = f"{self.steps} step{'s' if self.steps != 1 else ''}"
-        if self.devices <= 1:
-            return f"the mean of {n}"
-        return f"{who}'s mean of {n}: the critical one of {self.devices} devices, whatif's"
-
-
-def verdict_scope(resolved: Resolved) -> VerdictScope | None:
-    """The steps the verdict describes; None without a verify group."""
-    if resolved.story is None:
-        return None
-    if resolved.prepared is not None:
-        profile = resolved.prepared.profile
-    else:
-        o = resolved.options
-        profile = verify_profile(resolved.frame, step_name=o.step, width=o.width, mode=o.mode)
-    v = profile.verify
-    return VerdictScope(int(v.device), int(v.rank), int(v.steps), int(profile.devices))
+def check_picked(frame: BreakdownFrame, step: str | None, width: int | None, mode: str | None):
+    """``--width`` / ``--mode`` given and no group has them: the model's one line naming the widths
+    and modes there are (as whatif refuses them), never another group shown in silence."""
+    if width is None and mode is None:
+        return
+    try:
+        verify_profile(frame, step_name=step, width=width, mode=mode)
+    except NoStepsError as err:
+        if step is None or ranges.is_phase(step, "verify"):
+            raise
+        # the model words it for the verify; these are another phase's steps (--step draft)
+        problem = err.problem.replace("no verify steps", f"no {step!r} steps", 1)
+        problem = problem.replace("(the breakdown has", f"(the {step!r} steps have", 1)
+        raise NoStepsError(problem, err.path) from None

@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.report.layout import Console
 
 

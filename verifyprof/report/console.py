@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from verifyprof.attribution.kernel_names import short_kernel_name
 from verifyprof.contracts import phases, ranges
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.report.collectives_console import print_collectives as _print_collectives
 from verifyprof.report.console_group import (
     _count,

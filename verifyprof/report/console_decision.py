@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.decision.whatif import AFTER_PLAN
 from verifyprof.report.layout import Console
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.report.layout import Col, Console, fits, fitted_table
 
 

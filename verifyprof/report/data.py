@@ -37,10 +37,6 @@ def ms(ns: float) -> str:
     return f"{ns / 1e6:.3f}"
 
 
-def group_label(name: str, variant: str) -> str:
-    return f"{name} {variant}".strip()
-
-
 def story_groups(data: ReportData) -> list[dict[str, Any]]:
     """The summary's step groups, the verdict's group (``data.group``) first, the rest in the
     summary's order."""

@@ -1,5 +1,5 @@
 """Report files: breakdown JSON, per-step CSV/Parquet. Every one is written through
-:mod:`verifyprof.contracts.outputs` (atomic, fsynced), so a crash or Ctrl-C never leaves a
+:mod:`verifyprof.contracts.plumbing.outputs` (atomic, fsynced), so a crash or Ctrl-C never leaves a
 half-written report where a good one was."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import orjson
 import pandas as pd
 
 from verifyprof.contracts.bounds import require_finite
-from verifyprof.contracts.outputs import atomic_path, stdout_bytes, write_bytes
+from verifyprof.contracts.plumbing.outputs import atomic_path, stdout_bytes, write_bytes
+from verifyprof.contracts.plumbing.text import undecodable_data
 from verifyprof.contracts.schema import flat_rows
-from verifyprof.contracts.text import undecodable_data
 from verifyprof.report.step_json import steps_json
 
 STEP_BATCH = 8192  # step rows encoded at a time: bounds the output's working memory

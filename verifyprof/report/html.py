@@ -16,8 +16,8 @@ from pathlib import Path
 
 from plotly.offline import get_plotlyjs
 
-from verifyprof.contracts import outputs
-from verifyprof.contracts.text import undecodable_escaped
+from verifyprof.contracts.plumbing import outputs
+from verifyprof.contracts.plumbing.text import undecodable_escaped
 from verifyprof.report.data import ReportData
 from verifyprof.report.html_compare import compare_section
 from verifyprof.report.html_load import load_section

@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from verifyprof.contracts import phases
-from verifyprof.contracts.schema import WHOLE_TRACE
+from verifyprof.contracts.schema import WHOLE_TRACE, group_label
 from verifyprof.report import figures
 from verifyprof.report.data import (
     ReportData,
     cost_ns,
-    group_label,
     modes,
     ms,
     story_group,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.plumbing.text import safe_text
 
 
 def warn_integrity(records: list[dict[str, Any]], where: str) -> None:

@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from verifyprof.contracts.errors import OutputClosed
-from verifyprof.contracts.outputs import silence_stdout
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.plumbing.outputs import silence_stdout
+from verifyprof.contracts.plumbing.text import safe_text
 
 ELLIPSIS = "…"
 MIN_NAME = 12  # a name column narrower than this says nothing: let the table grow past the width
@@ -36,7 +36,8 @@ class Console(rich_console.Console):
         raise OutputClosed("standard output closed")
 
     def render_str(self, text: str, **kwargs):  # type: ignore[no-untyped-def]
-        """Every printed string and table cell passes here: names are data (contracts.text)."""
+        """Every printed string and table cell passes here: names are data
+        (contracts.plumbing.text)."""
         return super().render_str(safe_text(text, keep="\n\t"), **kwargs)
 
 

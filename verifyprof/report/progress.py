@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from rich.console import Console
 from rich.markup import escape as markup_escape
 
-from verifyprof.contracts.text import safe_text
+from verifyprof.contracts.plumbing.text import safe_text
 
 REDRAW_S = 0.1
 # a redraw blocked on a stopped terminal (Ctrl-S) is left behind; the map then sees a thread and

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from verifyprof.contracts import phases
-from verifyprof.contracts.text import counted
-from verifyprof.report.data import ReportData, cost_ns, group_label, modes, ms, story_group
+from verifyprof.contracts.plumbing.text import counted
+from verifyprof.contracts.schema import group_label
+from verifyprof.report.data import ReportData, cost_ns, modes, ms, story_group
 
 DECISION_MARKS = (". Today: ", ". After the plan: ")  # where the verdict's decision splits
 DECISION_LABELS = {"answer": "Decision", "today": "Today", "after-plan": "After the plan"}

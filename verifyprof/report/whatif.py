@@ -7,7 +7,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.decision.verdict import accept_reach
 from verifyprof.report.console_decision import print_decision
 from verifyprof.report.layout import Col, Console, fitted_table, unpadded

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError
-from verifyprof.contracts.outputs import cleanup_on_signals
-from verifyprof.contracts.paths import name_bytes, sqlite_uri
+from verifyprof.contracts.plumbing.outputs import cleanup_on_signals
+from verifyprof.contracts.plumbing.paths import name_bytes, sqlite_uri
 from verifyprof.trace.formats import read_head, sqlite_header_problem
 
 MAX_AGE_ENV = "VERIFYPROF_CACHE_MAX_AGE_DAYS"

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verifyprof.contracts.paths import shown
+from verifyprof.contracts.plumbing.paths import shown
 
 NO_ID = -1
 TIME_LIMIT_NS = 1 << 62  # beyond this a time is not one: sums of such values overflow int64

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import glob as _glob
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from verifyprof.contracts.errors import TraceError
-from verifyprof.contracts.paths import is_pattern
+from verifyprof.contracts.plumbing.paths import is_pattern
 from verifyprof.trace.events import Trace
 from verifyprof.trace.formats import (
     GZIP_MAGIC,
@@ -56,8 +57,9 @@ def sniff(path: Path) -> str:
     if is_directory(path):  # TraceError for what cannot be read, or would block (a FIFO)
         return "kineto"
     try:
-        with path.open("rb") as handle:
+        with path.open("rb") as handle:  # opened once: the gzip's inner head read from it too
             head = handle.read(64)
+            inner = _gzip_head(handle, path) if head.startswith(GZIP_MAGIC) else b""
     except OSError as exc:
         raise TraceError(f"cannot read: {exc.strerror}", path) from None
     if not head:
@@ -67,7 +69,6 @@ def sniff(path: Path) -> str:
     if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
         return "nsys-rep"
     if head.startswith(GZIP_MAGIC):
-        inner = _gzip_head(path)
         if inner.startswith(SQLITE_MAGIC):
             return "nsys-sqlite-gz"
         if path.name.endswith(".sqlite.gz") and inner.lstrip()[:1] not in (
@@ -88,13 +89,15 @@ def sniff(path: Path) -> str:
     )
 
 
-def _gzip_head(path: Path) -> bytes:
+def _gzip_head(handle: BinaryIO, path: Path) -> bytes:
+    """The first bytes inside a gzip file, read from its open handle."""
     import gzip
     import zlib
 
     try:
-        with gzip.open(path, "rb") as handle:
-            return handle.read(16)
+        handle.seek(0)
+        with gzip.GzipFile(fileobj=handle, mode="rb") as inner:
+            return inner.read(16)
     except (OSError, EOFError, zlib.error) as exc:
         raise TraceError(f"corrupt or truncated gzip: {exc}", path) from None
 
@@ -187,26 +190,47 @@ def nsys_sqlite(path: Path, kind: str | None = None) -> Path:
     return path
 
 
-def load_trace(spec: str | Path, processes: ProcessFilter | None = None) -> Trace:
-    """Read any supported trace into the event model; ``processes``: only those processes' events
-    of an nsys export (one share of a per-process map; other formats ignore it)."""
-    paths = expand(spec)
-    kinds = {p: sniff(p) for p in paths}
-    if len(paths) == 1:
-        path = paths[0]
-        kind = kinds[path]
-        if kind in NSYS_KINDS:
-            from verifyprof.trace.nsys.reader import read_nsys_sqlite
+def _read_nsys(paths: list[Path], kind: str, processes, sqlite: Path | None) -> Trace:
+    from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
-            trace = read_nsys_sqlite(nsys_sqlite(path, kind), processes)
-            trace.source = [path]
-            return trace
-    if any(kind != "kineto" for kind in kinds.values()):
+    trace = read_nsys_sqlite(sqlite or nsys_sqlite(paths[0], kind), processes)
+    trace.source = [paths[0]]
+    return trace
+
+
+def _read_kineto(paths: list[Path], kind: str, processes, sqlite: Path | None) -> Trace:
+    from verifyprof.trace.kineto.reader import read_kineto
+
+    return read_kineto(paths)
+
+
+# The reader of each format :func:`sniff` names (a new format: one entry here, see
+# docs/guides/add-a-trace-format.md). Only Kineto reads several files (ranks) as one trace.
+READERS: dict[str, Callable[[list[Path], str, Any, Path | None], Trace]] = {
+    "nsys-sqlite": _read_nsys,
+    "nsys-sqlite-gz": _read_nsys,
+    "nsys-rep": _read_nsys,
+    "kineto": _read_kineto,
+}
+MANY_FILES = ("kineto",)
+
+
+def load_trace(
+    spec: str | Path,
+    processes: ProcessFilter | None = None,
+    kind: str | None = None,
+    sqlite: Path | None = None,
+) -> Trace:
+    """Read any supported trace into the event model; ``processes``: only those processes' events
+    of an nsys export (one share of a per-process map; other formats ignore it). ``kind`` and
+    ``sqlite``: one file's format and SQLite export as the caller already found them (so a
+    command sniffs and checks the cache once)."""
+    paths = expand(spec)
+    kinds = [(kind if len(paths) == 1 and kind else sniff(p)) for p in paths]
+    if len(paths) > 1 and any(k not in MANY_FILES for k in kinds):
         raise TraceError(
             "several nsys files make no one trace here: breakdown, whatif, report and compare map"
             " them rank by rank; for this command give one file (or a Kineto rank directory)",
             spec,
         )
-    from verifyprof.trace.kineto.reader import read_kineto
-
-    return read_kineto(paths)
+    return READERS[kinds[0]](paths, kinds[0], processes, sqlite)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from verifyprof.contracts import outputs
+from verifyprof.contracts.plumbing import outputs
 from verifyprof.workload.accept import METHODS
 from verifyprof.workload.config import (
     DEFAULT,

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from verifyprof.contracts import outputs
 from verifyprof.contracts.manifest import MANIFEST, document
 from verifyprof.contracts.manifest_records import gpus, now_iso, trace_record, versions_record
+from verifyprof.contracts.plumbing import outputs
 
 MAX_GZ_BYTES = 16 * 2**20
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from verifyprof.contracts.nvtx import nvtx_range
+from verifyprof.contracts.plumbing.nvtx import nvtx_range
 from verifyprof.contracts.ranges import (
     ACCEPT,
     DECODE,

@@ -29,7 +29,7 @@ from verifyprof.capture.hooks.extractors import EXTRACTORS, PREDICATES
 from verifyprof.capture.hooks.lookup import Target
 from verifyprof.contracts import datafiles
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.inputs import TOML_LIMIT, read_text
+from verifyprof.contracts.plumbing.inputs import TOML_LIMIT, read_text
 from verifyprof.contracts.ranges import BY_PHASE, PHASE_RANGES
 
 PRESETS = "hooks"  # the data-file kind: verifyprof/data/hooks/NAME.toml, or the user's (datafiles)

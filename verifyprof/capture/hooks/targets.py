@@ -32,7 +32,7 @@ from verifyprof.capture.hooks.wrappers import (
     hooked,
     wrap_function,
 )
-from verifyprof.contracts.text import safe_lines
+from verifyprof.contracts.plumbing.text import safe_lines
 
 
 class HookWarning(RuntimeWarning):

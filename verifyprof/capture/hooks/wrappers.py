@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verifyprof.capture.hooks.extractors import Call
-from verifyprof.contracts import nvtx
+from verifyprof.contracts.plumbing import nvtx
 from verifyprof.contracts.ranges import SPEC_STEP, range_text
 
 MARK = "__verifyprof_hook__"  # attribute on every wrapper: its HookedFunction

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.inputs.checks import (
+from verifyprof.contracts.bounds import (
     check_accept_len,
     check_count,
     check_nonnegative,
     check_positive,
 )
+from verifyprof.contracts.errors import VerifyprofError
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.schema import WHATIF_SCHEMA
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.width_fit import fit_widths
 from verifyprof.model.decision.plan import Builder, PlanStep, evaluate, stack, unaddressed
@@ -48,7 +49,7 @@ from verifyprof.model.fixes.verify import (
 )
 from verifyprof.model.inputs.profile import VerifyProfile
 
-SCHEMA = "verifyprof.whatif/1"
+SCHEMA = WHATIF_SCHEMA
 
 
 def _builders() -> list[tuple[str, Builder]]:

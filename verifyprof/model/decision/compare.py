@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.contracts import phases
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.contracts.schema import BreakdownFrame, variant
-from verifyprof.contracts.text import counted
 from verifyprof.model.decision.change import detect, predict_change, same_words
 from verifyprof.model.decision.families import family_changes
 from verifyprof.model.fixes.base import current_cycle

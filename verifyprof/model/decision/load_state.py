@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.manifest import Manifest, read_manifest
+from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.cycle.parts import HOST_IDLE
 from verifyprof.model.decision.candidates import Ranking, Scenario
 from verifyprof.model.decision.load import LoadCurve, load_curve
@@ -24,10 +24,10 @@ from verifyprof.model.inputs.profile import VerifyProfile
 AFTER_PLAN = "the load curve after the plan's fixes"  # the note's start (the console reads it)
 
 
-def with_load(ranking: Ranking, o: WhatifOptions) -> Ranking:
+def with_load(ranking: Ranking, o: WhatifOptions, manifest: Manifest | None = None) -> Ranking:
     """The ranking with its load curve, read at the state the verdict decides on."""
     profile, s, fixes = decided_state(ranking)
-    ranking.load, ranking.load_skipped = load_of(profile, s, o, measured=not fixes)
+    ranking.load, ranking.load_skipped = load_of(profile, s, o, manifest, measured=not fixes)
     if ranking.load is not None and fixes:
         ranking.load.notes.insert(
             0,
@@ -64,13 +64,17 @@ def decided_state(r: Ranking) -> tuple[VerifyProfile, Scenario, list[str]]:
 
 
 def load_of(
-    profile: VerifyProfile, s: Scenario, o: WhatifOptions, measured: bool = True
+    profile: VerifyProfile,
+    s: Scenario,
+    o: WhatifOptions,
+    manifest: Manifest | None = None,
+    measured: bool = True,
 ) -> tuple[LoadCurve | None, str | None]:
     """The load curve of a prepared run, or None and why not. The model config is the option's,
     else a workload capture's (its manifest's summary); today's context the scenario's, else the
-    capture's ``--context``, else the first ``--context`` asked. ``measured``: False for a
-    predicted state (after the plan's fixes), whose own point is no measurement."""
-    manifest = read_manifest(o.manifest) if o.manifest else None
+    capture's ``--context``, else the first ``--context`` asked (``manifest``: as prepare read it;
+    the model opens no file). ``measured``: False for a predicted state (after the plan's
+    fixes), whose own point is no measurement."""
     run = _workload_config(manifest)
     model = s.model
     if model is None and run.get("target"):

@@ -8,7 +8,7 @@ from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import read_manifest
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.cycle.throughput import Cycle, decode_ms_from
 from verifyprof.model.decision.plain_load import plain_load
 from verifyprof.model.decision.plain_ranking import plain_ranking, refuse_unusable, wants_ranking

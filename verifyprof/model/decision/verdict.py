@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifyprof.contracts import phases
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.inputs.profile import VerifyProfile
 

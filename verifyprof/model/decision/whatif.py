@@ -10,23 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from verifyprof.contracts.datafiles import catalogue
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest, read_manifest
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.cycle.throughput import decode_ms_from
-from verifyprof.model.decision.candidates import Ranking, Scenario, rank_candidates
-from verifyprof.model.decision.plain_numbers import (
-    plain_numbers,
-    plain_verdict,
-)
+from verifyprof.model.decision.candidates import Scenario
+from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
 from verifyprof.model.fixes.anchor import Anchor
 from verifyprof.model.fixes.base import current_cycle
 from verifyprof.model.fixes.setup import with_cycle
-from verifyprof.model.inputs.hardware import Hardware, load_hardware
+from verifyprof.model.inputs.hardware import Hardware
 from verifyprof.model.inputs.model_config import (
     ModelConfig,
-    load_model_config,
 )
 from verifyprof.model.inputs.options import (
     Acceptance,
@@ -40,41 +35,28 @@ from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 
 __all__ = [
     "Acceptance",
+    "Given",
     "Prepared",
     "WhatifOptions",
     "acceptance",
     "check_options",
-    "from_breakdown",
-    "guess_hardware",
     "plain_numbers",
     "plain_verdict",
     "prepare",
 ]
 
 
-def guess_hardware(device_names: list[str]) -> Hardware | None:
-    """A built-in or user hardware file whose name or alias the trace's GPU name contains."""
-    known = catalogue("hardware", skip=("links",))
-    for raw in device_names:
-        name = raw.lower().replace("nvidia", "").strip()
-        compact = name.replace(" ", "-")
-        if compact in known:
-            return load_hardware(known[compact])
-        hits = sorted(
-            (key for key in known if len(key) >= 4 and key in compact), key=len, reverse=True
-        )
-        if hits:
-            return load_hardware(known[hits[0]])
-    return None
+@dataclass(frozen=True)
+class Given:
+    """What the pipeline read and resolved for the model, once per run (the model opens no file):
+    the verify profile, the manifest's JSON, the hardware (and the note saying where it came
+    from) and the model config."""
 
-
-def from_breakdown(frame: BreakdownFrame, o: WhatifOptions) -> Ranking:
-    """``whatif --from BREAKDOWN|TRACE``: the current cycle and every candidate, ranked."""
-    prepared = prepare(frame, o)
-    ranking = rank_candidates(prepared.profile, prepared.scenario, o.candidates or None)
-    ranking.dilation, ranking.profiled_tps = prepared.dilation, prepared.profiled_tps
-    ranking.unprofiled_tps = prepared.unprofiled_tps
-    return with_load(ranking, o)
+    profile: VerifyProfile | None = None
+    manifest: dict | None = None
+    hardware: Hardware | None = None
+    hardware_notes: tuple[str, ...] = ()
+    model: ModelConfig | None = None
 
 
 @dataclass
@@ -86,13 +68,21 @@ class Prepared:
     dilation: float | None = None
     profiled_tps: float | None = None
     unprofiled_tps: float | None = None  # the manifest's measured unprofiled rate
+    manifest: Manifest | None = None  # as read for the verify's mode
 
 
-def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
-    """The profile and scenario of a breakdown under the options (and a manifest's numbers)."""
+def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None) -> Prepared:
+    """The profile and scenario of a breakdown under the options (and a manifest's numbers);
+    ``given``: the profile, manifest JSON, hardware and model config the pipeline resolved
+    (:mod:`verifyprof.pipeline.model_files`); without it, no hardware nor model config."""
     _check_options(o)
-    profile = verify_profile(frame, step_name=o.step, width=o.width, mode=o.mode)
-    manifest = read_manifest(o.manifest, mode=profile.verify.mode) if o.manifest else None
+    given = given or Given()
+    profile = given.profile or verify_profile(frame, step_name=o.step, width=o.width, mode=o.mode)
+    manifest = (
+        read_manifest(o.manifest, mode=profile.verify.mode, data=given.manifest)
+        if o.manifest
+        else None
+    )
     notes: list[str] = []
     acc = acceptance(o, manifest, profile)
     if acc.accept_len is None:
@@ -101,20 +91,11 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
             " --manifest"
         )
     notes.append(f"accept length {acc.accept_len:.3f} from {acc.source}")
-
-    num_draft = acc.num_draft or (
-        profile.width - 1 if profile.width and profile.width > 1 else None
-    )
-    if acc.num_draft is None and num_draft is not None:
-        notes.append(
-            f"{num_draft} drafts per cycle taken from the verify width ({profile.width} tokens,"
-            " chain drafting)"
-        )
-
+    num_draft = _num_draft(acc, profile, notes)
     draft, overhead = _cycle_numbers(profile, o, notes)
     decode_ms = _baseline(profile, o, manifest, notes, anchor_of(manifest))
-    hardware = _hardware(frame, o, notes)
-    model: ModelConfig | None = load_model_config(o.model) if o.model else None
+    hardware, model = given.hardware, given.model
+    notes += given.hardware_notes
     tp = o.tp or (max(1, profile.devices))
     ranks = frame.trace.get("ranks") or []
     if o.tp is None and profile.devices == 1 and profile.verify.totals_ms.get("allreduce", 0) > 0:
@@ -161,6 +142,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions) -> Prepared:
         dilation,
         profiled if dilation else None,
         manifest.unprofiled_tps if dilation else None,
+        manifest,
     )
 
 
@@ -179,6 +161,19 @@ def _batch(profile: VerifyProfile, o: WhatifOptions, notes: list[str]) -> int:
     if not profile.batch:
         notes.append(f"batch {o.batch} as given (--batch): the trace does not tag its steps'")
     return o.batch
+
+
+def _num_draft(acc: Acceptance, profile: VerifyProfile, notes: list[str]) -> int | None:
+    """Drafts per cycle: acceptance's, else the verify width's (chain drafting)."""
+    num_draft = acc.num_draft or (
+        profile.width - 1 if profile.width and profile.width > 1 else None
+    )
+    if acc.num_draft is None and num_draft is not None:
+        notes.append(
+            f"{num_draft} drafts per cycle taken from the verify width ({profile.width} tokens,"
+            " chain drafting)"
+        )
+    return num_draft
 
 
 def _cycle_numbers(
@@ -251,20 +246,6 @@ def _baseline(
     return decode_ms_from(*decode_inputs(o, manifest))
 
 
-def _hardware(frame: BreakdownFrame, o: WhatifOptions, notes: list[str]) -> Hardware | None:
-    if o.hardware:
-        return load_hardware(o.hardware, o.link)
-    hardware = guess_hardware(frame.device_names)
-    if hardware is not None:
-        notes.append(
-            f"hardware {hardware.name} recognised from the trace's GPU name"
-            f" ({hardware.path.name}); override with --hardware"
-        )
-        if o.link:
-            hardware = load_hardware(hardware.path, o.link)
-    return hardware
-
-
 def _sglang_graphs(manifest: Manifest | None, sglang: bool) -> bool | None:
     """SGLang decodes in CUDA graphs unless the captured server's arguments turn them off."""
     if not sglang:
@@ -329,4 +310,4 @@ from verifyprof.model.decision.load_state import (  # noqa: E402 - re-exported: 
     with_load,
 )
 
-__all__ = ["AFTER_PLAN", "Prepared", "decided_state", "load_of", "prepare", "with_load"]
+__all__ += ["AFTER_PLAN", "decided_state", "load_of", "with_load"]

@@ -14,7 +14,7 @@ import copy
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.cycle.parts import Part, part_of
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.timing import Costs, timed

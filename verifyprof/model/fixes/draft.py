@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from verifyprof.contracts.datafiles import catalogue, read_toml
-from verifyprof.contracts.text import counted, signed
+from verifyprof.contracts.plumbing.text import counted, signed
 from verifyprof.model.cycle.parts import Part
 from verifyprof.model.cycle.phase_fit import (
     BAND_PER_DOUBLING,

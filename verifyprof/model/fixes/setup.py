@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.cycle.timing import LOOP, Costs, measured_parts, timed
 from verifyprof.model.fixes.anchor import Anchor, anchored
 from verifyprof.model.fixes.base import Capturability, Scenario, Timing, state_parts

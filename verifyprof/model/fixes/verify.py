@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from verifyprof.contracts.text import counted
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.verify_cost import phase_rooflines
 from verifyprof.model.fixes.base import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from verifyprof.contracts.bounds import check_alpha, check_count
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.inputs.checks import check_alpha, check_count
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from verifyprof.contracts.bounds import check_count, check_nonnegative, check_positive
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.inputs.checks import check_count, check_nonnegative, check_positive
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 

@@ -8,7 +8,7 @@ can be reproduced to their printed precision.
 
 from __future__ import annotations
 
-from verifyprof.model.inputs.checks import check_alpha, check_count, check_nonnegative
+from verifyprof.contracts.bounds import check_alpha, check_count, check_nonnegative
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:

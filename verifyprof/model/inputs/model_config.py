@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verifyprof.contracts.bounds import check_count, check_nonnegative
 from verifyprof.contracts.datafiles import read_toml, require, resolve
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.inputs.checks import check_count, check_nonnegative
 
 DTYPE_BYTES = {
     "fp32": 4.0,

@@ -6,18 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifyprof.contracts.bounds import CONTEXT, check_fields, check_number
-from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.manifest import Manifest
-from verifyprof.model.inputs.acceptance import Survival, parse_survival
-from verifyprof.model.inputs.checks import (
+from verifyprof.contracts.bounds import (
+    CONTEXT,
     MAX_DRAFTS,
     check_accept_len,
     check_alpha,
     check_count,
+    check_fields,
     check_nonnegative,
+    check_number,
     check_positive,
 )
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import Manifest
+from verifyprof.model.inputs.acceptance import Survival, parse_survival
 from verifyprof.model.inputs.leviathan import (
     expected_tokens,
 )

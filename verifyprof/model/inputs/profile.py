@@ -17,6 +17,7 @@ import pandas as pd
 
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import NoStepsError
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.contracts.ranges import VERIFY, is_phase
 from verifyprof.contracts.schema import (
     COMM_COLUMNS,
@@ -24,7 +25,6 @@ from verifyprof.contracts.schema import (
     BreakdownFrame,
     variant,
 )
-from verifyprof.contracts.text import counted
 from verifyprof.model.inputs.calibration import graph_calibration
 from verifyprof.model.inputs.step_attrs import with_attr_columns
 from verifyprof.model.inputs.step_group import StepGroup

@@ -138,15 +138,18 @@ def trace_files(paths: list[Path] | Path | str) -> tuple[list[Path], list[str]]:
                 files.append(file)
     if not files:
         raise TraceError("no PyTorch-profiler trace files given")
-    warnings = []
+    return without_merged(files)
+
+
+def without_merged(files: list[Path]) -> tuple[list[Path], list[str]]:
+    """SGLang's ``merged-*`` file dropped beside the per-rank files it merges (and the warning
+    saying so): every reader of several files drops it here."""
     merged = [f for f in files if f.name.startswith("merged-")]
-    if merged and len(merged) < len(files):
-        files = [f for f in files if f not in merged]
-        warnings.append(
-            f"skipped {', '.join(f.name for f in merged)}: SGLang's merge of the per-rank files"
-            " also given"
-        )
-    return files, warnings
+    if not merged or len(merged) == len(files):
+        return files, []
+    names = ", ".join(f.name for f in merged)
+    kept = [f for f in files if f not in merged]
+    return kept, [f"skipped {names}: SGLang's merge of the per-rank files also given"]
 
 
 def load_file(index: int, path: Path, fast: bool) -> RankFile:

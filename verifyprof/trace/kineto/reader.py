@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.contracts.errors import TraceError
-from verifyprof.contracts.paths import shown
+from verifyprof.contracts.plumbing.paths import shown
 from verifyprof.trace.events import (
     API_COLUMNS,
     COPY_COLUMNS,

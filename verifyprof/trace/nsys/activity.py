@@ -20,10 +20,14 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.trace.events import (
+    API_COLUMNS,
     API_KIND_DRIVER,
     API_KIND_RUNTIME,
+    COPY_COLUMNS,
     COPY_KIND_MEMCPY,
     COPY_KIND_MEMSET,
+    GRAPH_COLUMNS,
+    KERNEL_COLUMNS,
     MISSING_TIME,
     NO_ID,
     StringTable,
@@ -98,47 +102,11 @@ API_SPEC = {
     **{c: ("int64", NO_ID) for c in ("gtid", "correlation", "name")},
     "from_driver": ("int8", 0),
 }
-KERNEL_DTYPES = {
-    "start": "int64",
-    "end": "int64",
-    "device": "int32",
-    "stream": "int64",
-    "name_id": "int32",
-    "correlation": "int64",
-    "pid": "int64",
-    "graph_id": "int64",
-    "graph_node_id": "int64",
-}
-COPY_DTYPES = {
-    "start": "int64",
-    "end": "int64",
-    "device": "int32",
-    "stream": "int64",
-    "kind": "int8",
-    "name_id": "int32",
-    "bytes": "int64",
-    "correlation": "int64",
-    "pid": "int64",
-    "graph_node_id": "int64",
-}
-GRAPH_DTYPES = {
-    "start": "int64",
-    "end": "int64",
-    "device": "int32",
-    "stream": "int64",
-    "graph_id": "int64",
-    "correlation": "int64",
-    "pid": "int64",
-}
-API_DTYPES = {
-    "start": "int64",
-    "end": "int64",
-    "pid": "int64",
-    "tid": "int64",
-    "correlation": "int64",
-    "name_id": "int32",
-    "kind": "int8",
-}
+# the event model's schema (trace/events.py), one definition: the tables this module builds
+KERNEL_DTYPES = KERNEL_COLUMNS
+COPY_DTYPES = COPY_COLUMNS
+GRAPH_DTYPES = GRAPH_COLUMNS
+API_DTYPES = API_COLUMNS
 
 
 def correlation_key(pid: np.ndarray | pd.Series, correlation: np.ndarray | pd.Series) -> np.ndarray:

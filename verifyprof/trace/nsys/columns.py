@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from verifyprof.contracts.paths import sqlite_uri
+from verifyprof.contracts.plumbing.paths import sqlite_uri
 from verifyprof.trace.events import NO_ID
 
 BATCH_ROWS = 16_384

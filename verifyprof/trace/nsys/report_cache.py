@@ -31,8 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from verifyprof.contracts.errors import ToolMissingError, TraceError
-from verifyprof.contracts.outputs import cleanup_on_signals
-from verifyprof.contracts.paths import name_bytes
+from verifyprof.contracts.plumbing.outputs import cleanup_on_signals
+from verifyprof.contracts.plumbing.paths import name_bytes
 from verifyprof.trace.cache import cache_dir, cache_fault, stored_sqlite_problem
 from verifyprof.trace.inputs import regular_file
 

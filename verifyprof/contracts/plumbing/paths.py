@@ -4,7 +4,7 @@ A name can hold any bytes the OS allows (``t\\377.sqlite.gz``): Python hands it 
 with each byte that is not UTF-8 kept as a surrogate escape (``'\\udcff'``), and every ``os``
 call turns it back into the same bytes. What must not happen is encoding it as UTF-8 text:
 hashing it, quoting it into a URI, printing it. :func:`name_bytes` and :func:`sqlite_uri` are
-the byte-exact forms; :func:`verifyprof.contracts.text.safe_text` prints such a byte as
+the byte-exact forms; :func:`verifyprof.contracts.plumbing.text.safe_text` prints such a byte as
 ``\\xff``, as it prints a control character.
 
 A name can also be relative to a working directory that no longer exists (``mkdir gone && cd
@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.text import undecodable_escaped
+from verifyprof.contracts.plumbing.text import undecodable_escaped
 
 STDOUT = "-"  # an output option's name for standard output: no path, no folder needed
 

@@ -34,9 +34,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from verifyprof.contracts import inputs
 from verifyprof.contracts.bounds import require_finite
 from verifyprof.contracts.errors import OutputClosed, VerifyprofError
+from verifyprof.contracts.plumbing import inputs
 
 _protected: set[str] = set()  # real paths of this process's inputs
 _protected_ids: set[tuple[int, int]] = set()  # (st_dev, st_ino) of the same: hard links too

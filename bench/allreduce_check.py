@@ -30,12 +30,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.assignment import assign_steps
 from verifyprof.attribution.comm import collective_calls, collective_kernels
 from verifyprof.attribution.steps import (
     NO_STEP,
     GpuOps,
-    assign_levels,
-    find_steps,
     gpu_ops,
     launches,
     link_calls,
@@ -143,15 +142,17 @@ def _infer_bytes(
     unsized = (kernels["bytes"].to_numpy() <= 0) & (kernels["family"].to_numpy() == "allreduce")
     if not unsized.any():
         return
-    try:
-        steps = find_steps(trace, "|".join(re.escape(n) + r"\b" for n in TARGET_STEPS))
-    except NoStepsError:
-        return
     calls = link_calls(trace, ops)
     launch, op_launch = launches(ops, calls)
+    try:
+        regex = "|".join(re.escape(n) + r"\b" for n in TARGET_STEPS)
+        assigned = assign_steps(trace, ops, calls, launch, op_launch, regex)
+    except NoStepsError:
+        return
+    steps = assigned.steps
     op = kernels["op"].to_numpy()
     size = np.full(len(op), -1, dtype=np.int64)
-    for op_step, _ in assign_levels(steps, launch, op_launch, calls):  # innermost level wins
+    for op_step, _ in assigned.levels:  # innermost level wins
         step = op_step[op]
         inside = step != NO_STEP
         attrs = steps["attrs"].to_numpy()[step[inside]]

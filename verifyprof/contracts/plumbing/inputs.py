@@ -5,8 +5,8 @@
   files, breakdown JSON, both sides of ``compare``), each with its role. ``check(output, option)``
   refuses an output that is one of them, however it is spelled (``./x``, a symlink: the resolved
   path; a hard link: the same ``(st_dev, st_ino)``), naming both. The run's registry is
-  *active* (:func:`activate`): the atomic writer of :mod:`verifyprof.contracts.outputs` asks it
-  again at the moment it writes.
+  *active* (:func:`activate`): the atomic writer of
+  :mod:`verifyprof.contracts.plumbing.outputs` asks it again at the moment it writes.
 * :func:`check_file_option`: a file option that names a FIFO, a device, a socket or a directory
   is refused before anything opens it (``open()`` on a FIFO blocks until a writer comes,
   ``/dev/zero`` never ends).

@@ -1,0 +1,23 @@
+"""``capture`` and ``hooks``: the capture stage's entries, as the CLI reaches them (the CLI
+imports only the pipeline, the report and the contracts). Imported only when one of those
+commands runs."""
+
+from __future__ import annotations
+
+from verifyprof.capture.batches import capture_batches, parse_batches
+from verifyprof.capture.hooks import api as hook_api
+from verifyprof.capture.hooks.search_path import is_main_module, program_folder
+from verifyprof.capture.options import CaptureOptions
+from verifyprof.capture.results import summary_lines
+from verifyprof.capture.run import capture
+
+__all__ = [
+    "CaptureOptions",
+    "capture",
+    "capture_batches",
+    "hook_api",
+    "is_main_module",
+    "parse_batches",
+    "program_folder",
+    "summary_lines",
+]

@@ -1,0 +1,269 @@
+"""One resolved run (HTA's single facade): a command's inputs read once, resolved once, and
+every answer made from that state, lazily, at most once.
+
+``open_run(sources, options)`` names what the user gave. Nothing is read until a member is
+asked for; then each input is read once (the trace, or the breakdown JSON; ``manifest.json``),
+the manifest, hardware and model files are resolved once, the steps are assigned once (by the
+attribution's one assignment, cycle windows included) and the step group is decided once
+(:mod:`verifyprof.pipeline.resolve`). ``breakdown``, ``kernels``, ``whatif``, ``compare``,
+``report`` and ``load`` are each answered from it: a command computes only what it prints
+(``verdict_line`` makes the candidates and plan it names, not the load curve).
+
+``Run.prepared`` (the model's state) and ``Run.manifest`` stay reachable so that several runs of
+one program can be fitted together later.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from verifyprof.contracts.errors import NoStepsError, VerifyprofError
+from verifyprof.contracts.manifest import manifest_json
+from verifyprof.model.decision.whatif import Prepared, WhatifOptions
+from verifyprof.pipeline import reading
+from verifyprof.pipeline.resolve import (
+    Input,
+    Resolved,
+    Story,
+    identify,
+    prepare_resolved,
+    resolve_frame,
+    step_regex,
+)
+
+if TYPE_CHECKING:
+    from verifyprof.attribution.breakdown import Breakdown
+    from verifyprof.attribution.kernels import KernelTable
+    from verifyprof.contracts.schema import BreakdownFrame
+    from verifyprof.model.decision.candidates import Ranking
+    from verifyprof.pipeline.parallel import ParallelOptions
+    from verifyprof.pipeline.verdicts import VerdictScope
+    from verifyprof.trace.events import Trace
+
+
+class Run:
+    """A command's inputs and options, and every answer about them, each made once.
+
+    ``parts``: ``--step draft`` (a part of the cycle) may be the group shown (breakdown,
+    kernels); ``keep_trace``: the trace's events are kept for the sections that need them (the
+    kernel tables, the report's timelines), else they are dropped once broken down.
+    """
+
+    def __init__(
+        self,
+        sources: list[str | Path],
+        options: WhatifOptions | None = None,
+        parallel: ParallelOptions | None = None,
+        taxonomy: str | Path | None = None,
+        parts: bool = False,
+        keep_trace: bool = False,
+    ) -> None:
+        self.sources = [str(s) for s in sources]
+        self.options = options or WhatifOptions()  # as asked; ``resolved.options`` as resolved
+        self.parallel = parallel
+        self.taxonomy = taxonomy
+        self.parts = parts
+        self.keep_trace = keep_trace
+        self.inputs: list[Input] = [identify(s) for s in self.sources]
+
+    def __str__(self) -> str:
+        return ", ".join(self.sources)
+
+    @classmethod
+    def of_trace(cls, trace: Trace, options: WhatifOptions | None = None, **kw: Any) -> Run:
+        """A run of a trace already read (a notebook's): never read again."""
+        run = cls([str(p) for p in trace.source] or ["<trace>"], options, keep_trace=True, **kw)
+        run.__dict__["trace"] = trace
+        return run
+
+    @property
+    def is_breakdown_json(self) -> bool:
+        return len(self.inputs) == 1 and self.inputs[0].kind == "breakdown-json"
+
+    @cached_property
+    def manifest(self) -> Path | None:
+        """The manifest of the run: ``--manifest``, else the one capture folder's."""
+        if self.options.manifest is not None:
+            return Path(self.options.manifest)
+        return self.inputs[0].manifest if len(self.inputs) == 1 else None
+
+    @cached_property
+    def manifest_data(self) -> dict | None:
+        """The manifest's JSON, read once."""
+        return manifest_json(self.manifest) if self.manifest is not None else None
+
+    @cached_property
+    def trace(self) -> Trace | None:
+        """The one trace, read once; None for a breakdown JSON or several nsys files (those are
+        broken down file by file and keep no events)."""
+        from verifyprof.pipeline.parallel import rank_files
+        from verifyprof.trace.sources import NSYS_KINDS, sniff
+
+        if self.is_breakdown_json:
+            return None
+        files, _ = rank_files(self.sources)
+        if len(files) > 1 and any(sniff(f) in NSYS_KINDS for f in files):
+            return None
+        return reading.load(self.sources[0] if len(self.sources) == 1 else files[0])
+
+    @cached_property
+    def breakdown(self) -> Breakdown | None:
+        """Per step and device, where the time went; None for a breakdown JSON."""
+        if self.is_breakdown_json:
+            return None
+        o = self.options
+        regex = step_regex(o)
+        if self.keep_trace and self.trace is not None:
+            return reading.breakdown(
+                self.trace, step_regex=regex, taxonomy=self.taxonomy, whole_trace=o.whole_trace
+            )
+        return reading.breakdown(
+            self.sources if len(self.sources) > 1 else self.sources[0],
+            step_regex=regex,
+            taxonomy=self.taxonomy,
+            whole_trace=o.whole_trace,
+            release=True,
+            parallel=self.parallel,
+        )
+
+    @cached_property
+    def frame(self) -> BreakdownFrame:
+        """What the model consumes: the breakdown's frame, or the breakdown JSON read back."""
+        if self.is_breakdown_json:
+            return reading.read_breakdown_json(
+                Path(self.inputs[0].spec)
+            )  # a kept capture: its JSON
+        assert self.breakdown is not None
+        return self.breakdown.frame()
+
+    @cached_property
+    def resolved(self) -> Resolved:
+        """The options resolved against the frame: the manifest, ``--step``, the step group."""
+        return resolve_frame(
+            self.frame,
+            self.inputs,
+            self.options,
+            self.breakdown,
+            self.parts,
+            self.manifest_data,
+            model=False,
+        )
+
+    @property
+    def group(self) -> Story | None:
+        """The step group the verdict, tables, charts and compare are about."""
+        return self.resolved.story
+
+    @property
+    def notes(self) -> list[str]:
+        return self.resolved.notes
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why there is no plan (no verify group, no accept length)."""
+        self.prepared  # noqa: B018 - its reason, when it has none
+        return self.resolved.reasons
+
+    @cached_property
+    def prepared(self) -> Prepared | None:
+        """The model's starting point; None without a verify group or accept length."""
+        if self.resolved.reasons:  # no verify group: resolve_frame said so
+            return None
+        prepare_resolved(self.resolved)  # a missing accept length joins the reasons
+        return self.resolved.prepared
+
+    @cached_property
+    def ranking(self) -> Ranking | None:
+        """Every fix ranked, the plan, the load curve (``whatif``); None without a plan."""
+        from verifyprof.pipeline.verdicts import ranking_of
+
+        self.prepared  # noqa: B018
+        return ranking_of(self.resolved)
+
+    @cached_property
+    def verdict(self) -> dict:
+        """``verdict`` (the line) and ``verdict_parts``: from the ranking when made already,
+        else from only what the verdict names (no load curve)."""
+        from verifyprof.pipeline.verdicts import verdict_json
+
+        self.prepared  # noqa: B018
+        return verdict_json(self.resolved, self.__dict__.get("ranking"))
+
+    @property
+    def load(self):
+        """The load curve (``whatif --batch/--context``): (LoadCurve or None, why not)."""
+        if self.ranking is None:
+            return None, "; ".join(self.reasons) or "no plan"
+        return self.ranking.load, self.ranking.load_skipped
+
+    @property
+    def verdict_line(self) -> str | None:
+        return self.verdict["verdict"]
+
+    @cached_property
+    def scope(self) -> VerdictScope | None:
+        """Which steps the verdict's numbers are (None without a verdict)."""
+        from verifyprof.pipeline.verdicts import verdict_scope
+
+        return verdict_scope(self.resolved) if self.verdict_line else None
+
+    def kernels(self, scope: str = "story") -> KernelTable:
+        """``kernels``: the story group's ("story"; ``--step`` picks it as everywhere: ``--step
+        verify`` is the verdict's group, ``--step draft`` the draft's), every step's ("all"),
+        ``--range``'s ("range") or the whole trace's ("whole-trace") kernels."""
+        from verifyprof.attribution.kernels import kernel_table
+        from verifyprof.attribution.taxonomy import load_taxonomy
+        from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+        from verifyprof.pipeline.kernel_scope import SCOPES, story_kernels
+
+        if scope not in SCOPES:
+            raise VerifyprofError(f"unknown kernel scope {scope!r}; one of {', '.join(SCOPES)}")
+        # several nsys files or a breakdown JSON: the reader's own line on why it is no trace
+        trace = self.trace or reading.load(self.sources[0])
+        rules = load_taxonomy(self.taxonomy)
+        if scope in ("whole-trace", "range"):
+            return kernel_table(trace, rules, self.options.step_range if scope == "range" else None)
+        if scope == "all":
+            table = kernel_table(trace, rules, DEFAULT_STEP_REGEX)
+            table.scope = "every step (verifyprof's ranges, SGLang's and users': every group)"
+            return table
+        try:
+            self.breakdown  # noqa: B018 - the steps, found once
+        except NoStepsError as err:
+            if self.options.step is not None:
+                raise
+            table = kernel_table(trace, rules)
+            table.scope = f"whole trace ({err.problem.split(';')[0]})"
+            return table
+        regex = step_regex(self.options)
+        return story_kernels(trace, self.resolved, self.options.step, self.taxonomy, regex)
+
+    def ranked(self, source: str) -> Ranking:
+        """The ranking, or the one line saying why there is none (``whatif``)."""
+        if self.ranking is None:
+            raise VerifyprofError("; ".join(self.reasons) or "no plan", source)
+        return self.ranking
+
+    def has_steps(self) -> bool:
+        """Whether the trace has steps under the options (else its kernels are the whole
+        trace's)."""
+        try:
+            self.breakdown  # noqa: B018
+        except NoStepsError:
+            return False
+        return True
+
+
+def open_run(
+    sources: list[str | Path] | str | Path,
+    options: WhatifOptions | None = None,
+    parallel: ParallelOptions | None = None,
+    **kw: Any,
+) -> Run:
+    """The one way into the pipeline: a :class:`Run` of the inputs (a trace, a capture folder, a
+    breakdown JSON, or several trace files) under the options."""
+    if isinstance(sources, (str, Path)):
+        sources = [sources]
+    return Run(list(sources), options, parallel, **kw)
