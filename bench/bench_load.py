@@ -84,11 +84,11 @@ def predict(
     o = WhatifOptions(
         model=model, hardware=hardware, batches=batches, contexts=contexts, context=context
     )
-    head, _ = resolve_captures([str(f) for f in folders], o)
-    if head.prepared is None:
-        raise VerifyprofError("; ".join(head.reasons) or "no accept length", folders[0])
-    p = head.prepared
-    load, why = load_of(p.profile, p.scenario, o)
+    run, resolved = resolve_captures([str(f) for f in folders], o)
+    p = resolved.prepared if resolved is not None else run.prepared
+    if p is None:
+        raise VerifyprofError("; ".join(run.reasons) or "no accept length", folders[0])
+    load, why = load_of(p.profile, p.scenario, o, p.manifest)
     if load is None:
         raise VerifyprofError(why or "no load curve", folders[0])
     rows: dict[tuple[float, int, int], dict[str, Any]] = {}

@@ -18,7 +18,7 @@ CAPTURES = sorted(  # every bundled capture that holds a trace
     for p in OWN_TRACES.iterdir()
     if (p / "manifest.json").is_file() and any(p.glob("*.sqlite*")) | any(p.glob("*.nsys-rep"))
 )
-COMMANDS = ("      --", "      no --")  # a command prints whole, to copy
+COMMANDS = ("      --", "      no --", "    verifyprof capture ")  # a command prints whole, to copy
 
 
 @pytest.mark.parametrize("trace", TRACES)

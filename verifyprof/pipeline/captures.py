@@ -44,12 +44,14 @@ def label_of(spec: str, taken: set[str]) -> str:
     return out
 
 
-def whatif_run(captures: list[str], options: WhatifOptions, parallel=None) -> tuple[Run, Ranking]:
-    """``whatif CAP...``: today's run (the first) and its ranking, its curves from every capture;
-    one line saying why when there is no ranking."""
+def whatif_run(
+    captures: list[str], options: WhatifOptions, parallel=None
+) -> tuple[Run, Ranking | None]:
+    """``whatif CAP...``: today's run (the first) and its ranking, its curves from every capture
+    (None for one capture without a plan: ``run.ranked`` says why, after the trace's problems)."""
     head, resolved = resolve_captures(captures, options, parallel)
     if resolved is None:
-        return head, head.ranked(captures[0])
+        return head, head.ranking
     from verifyprof.pipeline.verdicts import ranking_of
 
     ranking = ranking_of(resolved)

@@ -177,8 +177,19 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
         if not curve.get("range_basis"):
             head += f" ({_load_basis(curve)})"
         lines += _wrap(f"{head}: {ranges}", width)
-        if curve.get("basis_words"):  # where the answer stops resting on measurements
-            lines += _wrap(curve["basis_words"], width, first="  ! ", indent="  ")
+        if curve.get("extrapolated_from_batch") is not None:  # where measurements stop
+            band = max(
+                (r.get("band") or 0.0)
+                for r in curve["rows"]
+                if r["batch"] >= curve["extrapolated_from_batch"]
+            )
+            lines += _wrap(
+                f"extrapolated from batch {curve['extrapolated_from_batch']} (up to"
+                f" +/-{band:.0%}); measured by:",
+                width,
+                first="  ! ",
+                indent="  ",
+            )
             lines.append(f"    {curve['measure_command']}")
     if not (result.get("draft_curve") or {}).get("draft_cost_known", True):
         lines += _wrap(

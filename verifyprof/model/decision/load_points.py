@@ -165,19 +165,8 @@ def roofline_point(
 ) -> dict:
     profile, s = at_load(st.profile, st.s, st.width, batch, context, slopes, fit)
     c = cycle_of(profile, s)
-    shape = Shape(batch, st.width, context)
-    return {
-        "num_draft": st.k,
-        "width": st.width,
-        "verify_ms": c.verify_ms,
-        "draft_ms": c.draft_ms,
-        "cycle_ms": c.cycle_ms,
-        "accept_len": c.accept_len,
-        "tokens_per_s": c.tokens_per_s,
-        "tokens_per_s_per_gpu": c.batch_tokens_per_s / max(s.tp, 1),
-        "compute_bound": compute_bound(s.model, s.hardware, shape, s.tp),
-        "source": st.source if (batch, context) == (st.s.batch, st.s.context) else "roofline",
-        "basis": "measured"
-        if (batch, context) == (st.s.batch, st.s.context) and st.source == "today"
-        else "roofline",
+    today = (batch, context) == (st.s.batch, st.s.context)
+    return _fields(s, st.k, st.width, c, batch, context) | {
+        "source": st.source if today else "roofline",
+        "basis": "measured" if today and st.source == "today" else "roofline",
     }

@@ -40,7 +40,7 @@ from verifyprof.trace.nsys.export import DRIVER, KERNEL, RUNTIME, NsysExport, Pr
 KERNELS = "kernels"
 API = "api"
 FILTER_COLUMNS = {KERNELS: ("globalPid", "gpid"), API: ("globalTid", "gtid")}
-TABLES = {KERNELS: (KERNEL,), API: (RUNTIME, DRIVER)}
+SHARED_TABLES = {KERNELS: (KERNEL,), API: (RUNTIME, DRIVER)}
 
 # rows (by rowid span) of the big tables read once at most: the map's process holds them all
 # until its workers have forked (a 1M-kernel, 8-rank export: 1.9M rows, ~110 MB)
@@ -95,7 +95,7 @@ def take_share(export: NsysExport) -> dict[str, Rows] | None:
     tables = _SHARES.pop((key, export.processes), None)
     if tables is None:
         return None
-    return {name: Rows.of(columns, TABLES[name][0]) for name, columns in tables.items()}
+    return {name: Rows.of(columns, SHARED_TABLES[name][0]) for name, columns in tables.items()}
 
 
 def _identity(path: Path) -> tuple:
@@ -110,7 +110,7 @@ def _read_split(
         return None  # a row in two shares: not one split
     with NsysExport(path) as export:
         export.check_is_export()
-        for name, tables in TABLES.items():
+        for name, tables in SHARED_TABLES.items():
             column = FILTER_COLUMNS[name][0]
             if any(_filter_column(export, t) not in (column, None) for t in tables):
                 return None  # a share would filter on another column than the one read
