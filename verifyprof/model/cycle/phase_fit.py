@@ -228,26 +228,29 @@ def _rest_fit(rest: list[tuple[int, float, float]]) -> tuple[float, float, float
         return float(y.mean()), 0.0, 0.0, False
     contexts = {r[1] for r in rest}
     if len(contexts) == 1:  # batch and batch x context move together: one term (KV)
-        c, a = _nonneg_line(kv, y)
+        c, a = line_fit(kv, y, nonneg=True)
         return a, 0.0, c, True
     if len(set(b)) == 1:  # only the context moves
-        c, a = _nonneg_line(kv, y)
+        c, a = line_fit(kv, y, nonneg=True)
         return a, 0.0, c, False
     design = np.column_stack([np.ones_like(b), b, kv])
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)
     a, r, c = map(float, coef)
     if r < 0:
-        c, a = _nonneg_line(kv, y)
+        c, a = line_fit(kv, y, nonneg=True)
         r = 0.0
     elif c < 0:
-        r, a = _nonneg_line(b, y)
+        r, a = line_fit(b, y, nonneg=True)
         c = 0.0
     return a, r, c, False
 
 
-def _nonneg_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Slope (>= 0) and intercept by least squares."""
+def line_fit(x, y, nonneg: bool = False) -> tuple[float, float]:
+    """Slope (``nonneg``: at least 0) and intercept of ``y = a + b x`` by least squares; a flat
+    line where ``x`` does not vary."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     mx, my = x.mean(), y.mean()
     sxx = float(((x - mx) ** 2).sum())
-    slope = max(float(((x - mx) * (y - my)).sum()) / sxx, 0.0) if sxx > 0 else 0.0
+    slope = float(((x - mx) * (y - my)).sum()) / sxx if sxx > 0 else 0.0
+    slope = max(slope, 0.0) if nonneg else slope
     return slope, float(my - slope * mx)

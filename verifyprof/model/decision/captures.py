@@ -14,6 +14,7 @@ from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
+from verifyprof.model.decision.plain_numbers import DEFAULT_CONTEXT
 from verifyprof.model.decision.whatif import Prepared
 from verifyprof.model.fixes.measured import Capture, Measured, measured_from
 
@@ -41,7 +42,6 @@ LOAD_OPTIONS = frozenset(
         "--requests",
     }
 )
-DEFAULT_CONTEXT = 512.0
 
 
 @dataclass(frozen=True)

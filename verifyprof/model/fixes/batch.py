@@ -25,7 +25,7 @@ from verifyprof.model.fixes.base import Scenario, edited
 from verifyprof.model.fixes.measured import Measured, PartSlope
 from verifyprof.model.inputs.profile import VerifyProfile
 
-__all__ = ["PartSlope", "at_load", "at_load_measured", "slopes_between", "busy_by_part"]
+__all__ = ["PartSlope", "at_load", "at_load_measured", "token_fit"]
 
 
 def at_load(
@@ -129,25 +129,3 @@ def _moved(part: Part, slopes: tuple[PartSlope, ...], extra: int) -> Part:
             busy = max(part.busy_ms + slope.per_request_ms * extra, 0.0)
             return replace(part, busy_ms=busy)
     return part
-
-
-def slopes_between(
-    low: tuple[int, dict[str, float]], high: tuple[int, dict[str, float]]
-) -> tuple[PartSlope, ...]:
-    """Per-part slopes from two measured batches ``(batch, {part: GPU busy ms})``: the change
-    per request, never negative (a part measured cheaper at the larger batch is noise: flat)."""
-    (b0, busy0), (b1, busy1) = low, high
-    if b1 == b0:
-        return ()
-    return tuple(
-        PartSlope(name, max((busy1[name] - busy0[name]) / (b1 - b0), 0.0))
-        for name in sorted(busy0.keys() & busy1.keys())
-    )
-
-
-def busy_by_part(s: Scenario) -> dict[str, float]:
-    """GPU busy ms per cycle of each part of the scenario (draft, accept, draft-extend, rest)."""
-    out: dict[str, float] = {}
-    for part in s.parts:
-        out[part.name] = out.get(part.name, 0.0) + part.busy_ms
-    return out

@@ -19,6 +19,7 @@ from verifyprof.model.cycle.phase_fit import (
     MEASURED,
     Point,
     StepFit,
+    line_fit,
     step_fit,
 )
 from verifyprof.model.fixes.base import Scenario
@@ -68,10 +69,6 @@ class Measured:
     def contexts(self) -> tuple[float, ...]:
         return tuple(sorted({c.context for c in self.captures}))
 
-    @property
-    def draft_counts(self) -> tuple[int, ...]:
-        return tuple(sorted({c.num_draft for c in self.captures}))
-
     def exact(self, batch: int, context: float, k: int) -> Capture | None:
         return next((c for c in self.captures if c.key == (batch, float(context), k)), None)
 
@@ -93,7 +90,7 @@ class Measured:
         points = self.drafts.get((batch, float(context)))
         if not points or len({n for n, _ in points}) < 2:
             return None
-        a, b = _line(points)
+        b, a = line_fit([n for n, _ in points], [ms for _, ms in points])
         at_k, at_k2 = a + b * k, a + b * k2
         if at_k <= 0:
             return None
@@ -217,16 +214,6 @@ def _growth(s: Scenario):
     return tokens
 
 
-def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares ``a + b x``."""
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx > 0 else 0.0
-    return my - b * mx, b
-
-
 def measured_from(captures: list[Capture]) -> Measured:
     """One model from several captures of one program (the first: today's)."""
     points = [
@@ -259,7 +246,7 @@ def _slopes(captures: list[Capture]) -> tuple[PartSlope, ...]:
     names = sorted(set.intersection(*(set(b) for _, b in busy)))
     out = []
     for name in names:
-        _, slope = _line([(float(b), parts[name]) for b, parts in busy])
+        slope, _ = line_fit([b for b, _ in busy], [parts[name] for _, parts in busy])
         out.append(PartSlope(name, max(slope, 0.0)))
     return tuple(out)
 
