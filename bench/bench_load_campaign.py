@@ -9,8 +9,11 @@ mode: every forward a CUDA graph; one host sync per cycle; i.i.d. acceptance alp
 
 Captures (``verifyprof capture --gzip --baseline-run --baseline-repeat 3``, bench_seed's user
 hooks with ``bs=``, 30 measured cycles, then the verify's width sweep 1,2,3,5,7,9 inside the
-window): C1 batch 1, k = 4, context 512; C8 batch 8, k = 4, context 512; C1L batch 1, k = 4,
-context 2048; C1k1 batch 1, k = 1, context 512.
+window; ``--decode-cmd``: the same program at k = 0, unprofiled, for plain decoding's step at that
+load): C1 batch 1, k = 4, context 512; C8 batch 8, k = 4, context 512; C8L batch 8, k = 4,
+context 2048; C1L batch 1, k = 4, context 2048; C1k1 batch 1, k = 1, context 512. The second
+campaign (bench/results/load_mha_h200_2) ran C1, C8, C8L, C1L with ``--decode-cmd``; the first
+(load_mha_h200) C1, C8, C1L, C1k1 without it.
 
 Measurements (plain processes, no profiler): batch {1, 2, 4, 8, 16, 32, 64} x k {0..6} at context
 512 and 2048; one process per context holds every batch in turn (a batch's caches and graphs
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -52,10 +56,12 @@ CONTEXTS = (512, 2048)
 CAPTURES = {  # name: (batch, k, context)
     "C1": (1, 4, 512),
     "C8": (8, 4, 512),
+    "C8L": (8, 4, 2048),
     "C1L": (1, 4, 2048),
     "C1k1": (1, 1, 512),
 }
 MEASURES = {f"M{c}{p}": c for p in "ab" for c in CONTEXTS}  # M512a M2048a M512b M2048b
+DECODE = True  # every capture also measures plain decoding unprofiled (capture --decode-cmd)
 STEPS = {"steps": "20", "warmup": "4", "rounds": "2"}  # per configuration and round
 SMOKE = {  # --smoke: every command, tiny, on the CPU (kv heads = heads, as the preset)
     "batches": "1,2",
@@ -82,7 +88,12 @@ def run_captures(out: Path, smoke: bool, names: list[str]) -> None:
             "--context", str(context_of(context, smoke)), "--steps", "30", "--warmup", "6",
             "--sweep-widths", SWEEP, "--sweep-steps", "6",
         ]  # fmt: skip
-        run(bc.capture(out / name, prog, hooks, smoke), out / f"capture-{name}.log")
+        plain = program(smoke) + [
+            "--batch", str(batch), "--num-draft", "0", "--alpha", str(ALPHA),
+            "--context", str(context_of(context, smoke)), "--steps", "30", "--warmup", "6",
+        ]  # fmt: skip
+        decode = ["--decode-cmd", shlex.join(plain)] if DECODE else []  # pinned as its parent
+        run(bc.capture(out / name, prog, hooks + decode, smoke), out / f"capture-{name}.log")
 
 
 def run_measures(out: Path, smoke: bool, names: list[str]) -> None:

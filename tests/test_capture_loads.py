@@ -68,3 +68,21 @@ def test_one_concurrency_keeps_the_manifest_as_it_was(tmp_path, tag):
     proc = run_capture(untraced_capture_args(out, free_port(), requests=3, concurrency=2), tag)
     assert proc.returncode == 0, proc.stderr
     assert "loads" not in read_manifest(out)
+
+
+DECODE = (
+    "import json, os, pathlib, sys; b = int(sys.argv[1]);"
+    " pathlib.Path(os.environ['VERIFYPROF_CAPTURE_DIR'], 'results.json').write_text("
+    "json.dumps({'tokens_per_s': 50.0 * b, 'tokens_per_s_per_request': 50.0}))"
+)
+
+
+def test_the_plain_decoding_run_of_each_batch_records_one_requests_rate(tmp_path, tag):
+    out = tmp_path / "sweep"
+    decode = f'python -c "{DECODE}" {{batch}}'
+    args = ["--backend", "none", "--batches", "1,8", "--decode-cmd", decode, "--out", str(out)]
+    proc = run_capture([*args, "--", "python", "-c", PROGRAM, "{batch}"], tag)
+    assert proc.returncode == 0, proc.stderr
+    for b in (1, 8):  # batch 8 reports 400 tok/s over its rows: the plain step is one row's 50
+        assert read_manifest(out / f"batch-{b}")["results"]["baseline_tokens_per_s"] == 50.0
+    assert_nothing_left(tag)

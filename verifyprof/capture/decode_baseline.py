@@ -23,8 +23,8 @@ DECODE_DIR = "decode-baseline"
 
 
 def run_decode_baseline(run: CaptureSession) -> None:
-    """Run ``--decode-cmd`` to its end; its ``results.json`` ``tokens_per_s`` becomes the
-    manifest's ``baseline_tokens_per_s``."""
+    """Run ``--decode-cmd`` to its end; its ``results.json`` ``tokens_per_s_per_request`` (else
+    ``tokens_per_s``) becomes the manifest's ``baseline_tokens_per_s``."""
     folder = run.out / DECODE_DIR
     folder.mkdir(exist_ok=True)
     env = dict(os.environ) | {"VERIFYPROF_CAPTURE_DIR": str(folder.resolve())}
@@ -49,10 +49,12 @@ def run_decode_baseline(run: CaptureSession) -> None:
         raise CaptureError(
             with_log_tail(f"--decode-cmd exited with code {code}", folder / "program.log", 10)
         )
-    rate = results.get("tokens_per_s")
+    # per request where the program says it (a batch of B rows reports B times one's rate): the
+    # model's plain step is one request's
+    rate = results.get("tokens_per_s_per_request", results.get("tokens_per_s"))
     if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
         raise CaptureError(
-            f"--decode-cmd wrote no positive tokens_per_s to {folder / 'results.json'}"
+            f"--decode-cmd wrote no positive tokens_per_s(_per_request) to {folder / 'results.json'}"
         )
     run.summary["baseline_tokens_per_s"] = float(rate)
     run.summary["baseline_source"] = (

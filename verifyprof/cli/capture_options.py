@@ -174,7 +174,8 @@ DecodeCmdOpt = Annotated[
         "--decode-cmd",
         help=(
             "program: the same program with speculation off (a command line), run unprofiled"
-            " after the capture: its tokens_per_s is the plain-decoding baseline"
+            " after the capture: its tokens_per_s_per_request (else tokens_per_s) is the"
+            " plain-decoding baseline"
         ),
     ),
 ]

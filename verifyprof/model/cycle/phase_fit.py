@@ -8,11 +8,20 @@ The step's GPU work is split by what drives it:
 * **tokens per forward** (batch x width): GEMMs and the work on each token. Its cost per token
   comes from what varies the tokens alone: width sweeps and captures at one batch and context
   that differ in width (a shared slope, each population its own intercept), never negative.
+  Each token also attends to its request's whole context, so where the populations span two
+  contexts the slope is ``g + h context`` (at one context, ``h`` is 0).
 * **KV tokens** (batch x context: attention and cache reads and writes) and **requests** (batch:
   per-request work, such as a static cache rewritten for every row): the rest, least squares
   ``a + r batch + c batch x context`` over the captures (the tokens' share taken out first).
   Where every capture has one context the two cannot be told apart: the growth goes to the KV
   term, and the notes say a capture at another context would settle it.
+* **the batch that fills the GPU** (``kv_floor_batch``, B*): a forward of few requests reads
+  its KV cache with too few thread blocks to fill the GPU (latency-bound), a loaded one at the
+  memory's bandwidth. So the KV term is ``c max(batch, B*) x context``: below B* a forward's
+  context costs what B* requests' would. B* is fitted (least squares over a grid, the smallest
+  where several fit alike) where captures at two contexts were each taken at two batches; without
+  such a rectangle it is the smallest batch captured, and the context's slope comes from the
+  batch that measured it (bench/README, "Predictions against it").
 * **fixed**: graph gaps, launches, host time: the mean over the captures.
 
 At a measured configuration the value is ``measured``; inside the measured batches, contexts
@@ -89,7 +98,7 @@ class Value:
 class StepFit:
     """A step's time over batch, width and context, from measured points."""
 
-    per_token_ms: float  # the tokens' slope
+    per_token_ms: float  # the tokens' slope (g: at context 0)
     base_ms: float  # a
     per_request_ms: float  # r
     per_kv_token_ms: float  # c
@@ -100,22 +109,35 @@ class StepFit:
     contexts: tuple[float, ...]
     points: tuple[tuple[int, int, float], ...]  # measured (batch, width, context)
     kv_or_requests: bool = False  # one context only: requests and KV tokens not told apart
+    kv_floor_batch: float = 0.0  # B*: below it a forward reads its KV cache latency-bound
+    per_token_kv_ms: float = 0.0  # h: a token's attention over each KV token of its context
 
-    def tokens_ms(self, batch: int, width: int, growth=None) -> tuple[float, str]:
-        """The tokens' part at ``batch`` x ``width`` tokens, and whether it is past the measured
-        tokens by the roofline (``growth(x0, x1)``: the model file's GEMM floor change)."""
+    def token_slope(self, context: float) -> float:
+        return self.per_token_ms + self.per_token_kv_ms * context
+
+    def tokens_ms(
+        self, batch: int, width: int, growth=None, context: float = 0.0
+    ) -> tuple[float, str]:
+        """The tokens' part at ``batch`` x ``width`` tokens over ``context``, and whether it is past
+        the measured tokens by the roofline (``growth(x0, x1)``: the model file's GEMM floor
+        change; the attention's share stays linear)."""
         t = float(batch * width)
         top = self.tokens[-1] if self.tokens else t
+        attend = self.per_token_kv_ms * context * t
         if t > top and growth is not None:  # past the measured tokens: the roofline, anchored
-            return self.per_token_ms * top + max(growth(top, t), 0.0), ROOFLINE
-        return self.per_token_ms * t, INTERPOLATED
+            return self.per_token_ms * top + attend + max(growth(top, t), 0.0), ROOFLINE
+        return self.per_token_ms * t + attend, INTERPOLATED
 
     def rest_ms(self, batch: int, context: float) -> float:
-        return self.base_ms + self.per_request_ms * batch + self.per_kv_token_ms * batch * context
+        return (
+            self.base_ms
+            + self.per_request_ms * batch
+            + self.per_kv_token_ms * max(batch, self.kv_floor_batch) * context
+        )
 
     def busy(self, batch: int, width: int, context: float, growth=None) -> tuple[float, str]:
         """The step's GPU work at a shape, and how its tokens' part was had."""
-        tok, how = self.tokens_ms(batch, width, growth)
+        tok, how = self.tokens_ms(batch, width, growth, context)
         return max(tok + self.rest_ms(batch, context), 1e-6), how
 
     def at(
@@ -163,41 +185,64 @@ def _log2_out(x: float, measured: tuple[float, ...]) -> float:
     return abs(math.log2(max(x, 1e-9) / max(edge, 1e-9)))
 
 
-def _token_slope(populations: list[list[tuple[float, float]]]) -> float | None:
-    """One slope over tokens shared by every population (its own intercept each): the width
-    sweeps and the captures that differ in width alone. None: nothing varies the tokens."""
-    xs, ys = [], []
-    for pop in populations:
-        if len({x for x, _ in pop}) < 2:
-            continue
+def _token_slope(
+    populations: list[tuple[int, float, list[tuple[float, float]]]],
+) -> tuple[float, float] | None:
+    """One slope over tokens shared by the populations (``(batch, context, [(tokens, ms)])``, each
+    its own intercept): the width sweeps and the captures that differ in width alone. ``g + h
+    context`` where the largest batch captured was swept at two contexts (a lighter batch's
+    extra query tokens are latency-bound, and would not carry to load), else one slope. None:
+    nothing varies the tokens."""
+    varied = [(b, c, pop) for b, c, pop in populations if len({x for x, _ in pop}) > 1]
+    if not varied:
+        return None
+    top = max(b for b, _, _ in populations)
+    at_top = [(c, pop) for b, c, pop in varied if b == top]
+    if len({c for c, _ in at_top}) > 1:
+        x, c, y = _centred(at_top)
+        (g, h), *_ = np.linalg.lstsq(np.column_stack([x, x * c]), y, rcond=None)
+        if g >= 0 and h >= 0:
+            return float(g), float(h)
+        if g < 0 < h:  # the tokens cost nothing of their own: all is attention
+            return 0.0, max(float((x * c * y).sum() / ((x * c) ** 2).sum()), 0.0)
+    x, _, y = _centred([(c, pop) for _, c, pop in varied])
+    return max(float((x * y).sum() / (x * x).sum()), 0.0), 0.0
+
+
+def _centred(populations: list[tuple[float, list[tuple[float, float]]]]):
+    """Tokens and times about each population's own mean, and each point's context."""
+    xs, cs, ys = [], [], []
+    for context, pop in populations:
         mx = sum(x for x, _ in pop) / len(pop)
         my = sum(y for _, y in pop) / len(pop)
         xs += [x - mx for x, _ in pop]
+        cs += [context] * len(pop)
         ys += [y - my for _, y in pop]
-    if not xs:
-        return None
-    sxx = sum(x * x for x in xs)
-    return max(sum(x * y for x, y in zip(xs, ys)) / sxx, 0.0) if sxx > 0 else None
+    return np.array(xs), np.array(cs), np.array(ys)
 
 
 def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) -> StepFit:
     """The fit from the captures' steps and their width sweeps (``(the capture's step, {width:
     mean total ms})``)."""
     pops = [
-        [(float(ref.batch * w), t) for w, t in widths.items() if w > 0 and t > 0]
+        (
+            ref.batch,
+            ref.context,
+            [(float(ref.batch * w), t) for w, t in widths.items() if w > 0 and t > 0],
+        )
         for ref, widths in sweeps
     ]
     by_load: dict[tuple[int, float], list[tuple[float, float]]] = {}
     for p in points:
         by_load.setdefault((p.batch, p.context), []).append((p.tokens, p.busy_ms))
-    slope = _token_slope(pops + list(by_load.values()))
-    slope = slope if slope is not None else 0.0
-    rest = [(p.batch, p.context, p.busy_ms - slope * p.tokens) for p in points]
-    base, per_req, per_kv, blended = _rest_fit(rest)
+    slope = _token_slope(pops + [(b, c, pop) for (b, c), pop in by_load.items()]) or (0.0, 0.0)
+    g, h = slope
+    rest = [(p.batch, p.context, p.busy_ms - (g + h * p.context) * p.tokens) for p in points]
+    base, per_req, per_kv, blended, floor = _rest_fit(rest)
     fixed = sum(p.fixed_ms for p in points) / len(points)
-    tokens = {p.tokens for p in points} | {x for pop in pops for x, _ in pop}
+    tokens = {p.tokens for p in points} | {x for _, _, pop in pops for x, _ in pop}
     fit = StepFit(
-        slope,
+        g,
         base,
         per_req,
         per_kv,
@@ -208,6 +253,8 @@ def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) 
         tuple(sorted({float(p.context) for p in points})),
         tuple((p.batch, p.width, float(p.context)) for p in points),
         blended,
+        floor,
+        h,
     )
     errs = [
         fit.at(p.batch, p.width, p.context).ms / (p.busy_ms + p.fixed_ms) - 1
@@ -218,21 +265,44 @@ def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) 
     return StepFit(**{**fit.__dict__, "residual": resid})
 
 
-def _rest_fit(rest: list[tuple[int, float, float]]) -> tuple[float, float, float, bool]:
-    """``a + r batch + c batch x context`` by least squares (r, c >= 0): as many terms as the
-    captures can tell apart. Returns (a, r, c, requests and KV not told apart)."""
+def _rest_fit(rest: list[tuple[int, float, float]]) -> tuple[float, float, float, bool, float]:
+    """``a + r batch + c max(batch, B*) x context`` by least squares (r, c >= 0): as many terms as
+    the captures can tell apart. Returns (a, r, c, requests and KV not told apart, B*)."""
     b = np.array([r[0] for r in rest], dtype=float)
-    kv = np.array([r[0] * r[1] for r in rest], dtype=float)
+    ctx = np.array([r[1] for r in rest], dtype=float)
+    kv = b * ctx
     y = np.array([r[2] for r in rest], dtype=float)
     if len(set(zip(b, kv))) == 1:
-        return float(y.mean()), 0.0, 0.0, False
-    contexts = {r[1] for r in rest}
-    if len(contexts) == 1:  # batch and batch x context move together: one term (KV)
+        return float(y.mean()), 0.0, 0.0, False, 0.0
+    if len(set(ctx)) == 1:  # batch and batch x context move together: one term (KV)
         c, a = line_fit(kv, y, nonneg=True)
-        return a, 0.0, c, True
+        return a, 0.0, c, True, 0.0
     if len(set(b)) == 1:  # only the context moves
         c, a = line_fit(kv, y, nonneg=True)
-        return a, 0.0, c, False
+        return a, 0.0, c, False, 0.0
+    spans = [x for x in set(b) if len(set(ctx[b == x])) > 1]
+    if len(spans) < 2:  # the floor is told apart only by two contexts at two batches
+        a, r, c = _three_terms(b, kv, y)
+        return a, r, c, False, 0.0
+    best: tuple[float, float, tuple[float, float, float]] | None = None
+    for floor in _floor_grid(b):
+        coef = _three_terms(b, np.maximum(b, floor) * ctx, y)
+        fitted = coef[0] + coef[1] * b + coef[2] * np.maximum(b, floor) * ctx
+        sse = float(((fitted - y) ** 2).sum())
+        if best is None or sse < best[0] * (1 - 1e-6) - 1e-12:  # ties: the smallest floor
+            best = (sse, floor, coef)
+    sse, floor, (a, r, c) = best
+    return a, r, c, False, floor
+
+
+def _floor_grid(b: np.ndarray) -> np.ndarray:
+    """Candidate B*: the captured batches' range on a log grid (the smallest first)."""
+    lo, hi = float(b.min()), float(b.max())
+    return np.unique(np.concatenate([np.geomspace(lo, hi, 97), np.unique(b)]))
+
+
+def _three_terms(b: np.ndarray, kv: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """``a + r batch + c batch x context`` (r, c >= 0)."""
     design = np.column_stack([np.ones_like(b), b, kv])
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)
     a, r, c = map(float, coef)
@@ -242,7 +312,7 @@ def _rest_fit(rest: list[tuple[int, float, float]]) -> tuple[float, float, float
     elif c < 0:
         r, a = line_fit(b, y, nonneg=True)
         c = 0.0
-    return a, r, c, False
+    return a, r, c
 
 
 def line_fit(x, y, nonneg: bool = False) -> tuple[float, float]:

@@ -8,7 +8,7 @@ capture that would measure it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from verifyprof.model.cycle.batch_cost import Shape, compute_bound
@@ -91,6 +91,8 @@ def measured_point(
             "from_capture": own.label,
         }
     a = m.anchor(batch, context, k)
+    if k == 0 and m.decode is not None:
+        return _plain_point(m, a, batch, context)
     st = state_at(m, a, k, cache)
     if st is None:
         return None
@@ -102,6 +104,24 @@ def measured_point(
         "source": f"{basis} (from {a.label})",
         "basis": basis,
         "band": round(math.hypot(band, st.band if st.basis != MEASURED else 0.0), 4),
+        "from_capture": a.label,
+    }
+
+
+def _plain_point(m: Measured, a: Capture, batch: int, context: float) -> dict[str, Any] | None:
+    """Plain decoding at a load from its own measured steps (``Measured.decode``), shaped as the
+    nearest capture's: its step takes the fitted time."""
+    v = m.decode.at(batch, 1, context)
+    given = replace(a.scenario, decode_ms=v.ms, decode_given=True, batch=batch, context=context)
+    try:
+        state, plain, _ = plain_state(a.profile, given)
+    except Skip:
+        return None
+    c = cycle_of(state, plain)
+    return _fields(plain, 0, 1, c, batch, context) | {
+        "source": f"{v.basis} (plain decoding's steps, from {a.label})",
+        "basis": v.basis,
+        "band": round(v.band, 4),
         "from_capture": a.label,
     }
 

@@ -22,7 +22,8 @@ from verifyprof.model.cycle.phase_fit import (
     line_fit,
     step_fit,
 )
-from verifyprof.model.fixes.base import Scenario
+from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
+from verifyprof.model.fixes.cycle import plain_measured, plain_state
 from verifyprof.model.inputs.profile import VerifyProfile
 
 
@@ -60,6 +61,8 @@ class Measured:
     slopes: tuple[PartSlope, ...] = ()
     # per (batch, context): [(drafts, draft ms per cycle)] where captures differ in draft count
     drafts: dict[tuple[int, float], list[tuple[int, float]]] = field(default_factory=dict)
+    # plain decoding's step over batch and context, where two or more loads measured it
+    decode: StepFit | None = None
 
     @property
     def batches(self) -> tuple[int, ...]:
@@ -115,8 +118,8 @@ class Measured:
         on the GEMMs, the requests' and KV's on the phases that grew between the captures), the
         basis of the value at ``to`` and its band."""
         growth = _growth(s)
-        tok0 = self.fit.tokens_ms(frm.batch, frm.width, growth)[0]
-        tok1 = self.fit.tokens_ms(to.batch, to.width, growth)[0]
+        tok0 = self.fit.tokens_ms(frm.batch, frm.width, growth, frm.context)[0]
+        tok1 = self.fit.tokens_ms(to.batch, to.width, growth, to.context)[0]
         rest0, rest1 = self._rest(frm, s), self._rest(to, s)
         v = profile.verify.phases_ms
         deltas: dict[str, float] = {}
@@ -159,7 +162,13 @@ class Measured:
         words = [
             f"one model from {len(self.captures)} capture(s) of one program: {caps}",
             f"the verify's GPU work fitted over tokens per forward (measured {f.tokens[0]:g} to"
-            f" {f.tokens[-1]:g}: {f.per_token_ms * 1e3:.2f} us a token)"
+            f" {f.tokens[-1]:g}: {f.per_token_ms * 1e3:.2f} us a token"
+            + (
+                f" plus {f.per_token_kv_ms * 1e9:.1f} ns per KV token it attends to"
+                if f.per_token_kv_ms > 0
+                else ""
+            )
+            + ")"
             + (
                 f", requests ({f.per_request_ms * 1e3:.1f} us each) and KV tokens read"
                 f" ({f.per_kv_token_ms * 1e6:.1f} us per thousand); residual"
@@ -171,6 +180,18 @@ class Measured:
             "past the last measured point: the fit's own slope, or the model file's roofline where"
             " it grows faster, anchored at that point",
         ]
+        if f.kv_floor_batch > min(self.batches):
+            words.append(
+                f"below batch {f.kv_floor_batch:.1f} a forward reads its KV cache latency-bound"
+                " (its context costs what that many requests' would): fitted from captures at two"
+                " contexts, each at two batches"
+            )
+        if self.decode is not None:
+            d = self.decode
+            words.append(
+                f"plain decoding from its own measured steps at {len(d.points)} load(s), fitted"
+                " over batch and context (not from the verify)"
+            )
         if f.kv_or_requests:
             words.append(
                 "every capture has one context, so per-request work and KV reads cannot be told"
@@ -225,10 +246,30 @@ def measured_from(captures: list[Capture]) -> Measured:
     for c in captures:
         ms = sum(p.cost_ms for p in c.scenario.parts if p.name == "draft") or c.scenario.draft_ms
         drafts.setdefault((c.batch, c.context), []).append((c.num_draft, ms))
-    m = Measured(captures, fit, _slopes(captures), drafts)
+    m = Measured(captures, fit, _slopes(captures), drafts, _decode_fit(captures))
     for c in captures:  # each capture's own state knows the others (its draft counts, say)
         c.scenario = replace(c.scenario, measured=m)
     return m
+
+
+def _decode_fit(captures: list[Capture]) -> StepFit | None:
+    """Plain decoding's measured step (a traced decode, or ``capture --decode-cmd``'s unprofiled
+    rate) fitted over batch and context like the verify's rest; None where fewer than two loads
+    measured it (plain decoding then comes from the verify at width 1)."""
+    points = []
+    for c in captures:
+        if c.predicted or not plain_measured(c.profile, c.scenario):
+            continue
+        try:
+            state, plain, _ = plain_state(c.profile, c.scenario)
+        except Skip:
+            continue
+        points.append(
+            Point(c.batch, 1, c.context, {"step": cycle_of(state, plain).cycle_ms}, c.label)
+        )
+    if len({(p.batch, p.context) for p in points}) < 2:
+        return None
+    return step_fit(points, [])
 
 
 def _width(c: Capture) -> int:

@@ -1,0 +1,108 @@
+"""What a context costs, from real H200 captures of ``bench/programs/hf_chain.py --preset 7b-mha``
+(``bench/results/load_mha_h200_2``: C1 batch 1 and C8 batch 8 at context 512, C8L batch 8 and C1L
+batch 1 at context 2048, k = 4, each with its width sweep and ``capture --decode-cmd``'s plain
+decoding at its load): a lightly loaded forward reads its KV cache latency-bound, a token's
+attention grows with its context, and plain decoding is fitted from its own measured steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_helpers import verifyprof
+
+from verifyprof.model.cycle.phase_fit import EXTRAPOLATED, INTERPOLATED, MEASURED
+from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.pipeline import resolve_captures
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "bench" / "results" / "load_mha_h200_2"
+MODEL = ROOT / "bench" / "models" / "hf-chain-7b-mha.toml"
+
+
+def measured(*names: str):
+    o = WhatifOptions(model=str(MODEL))
+    _, resolved = resolve_captures([str(RUNS / n) for n in names], o)
+    return resolved.prepared.scenario.measured
+
+
+@pytest.fixture(scope="module")
+def rectangle():
+    return measured("C1", "C8", "C8L", "C1L")
+
+
+@pytest.fixture(scope="module")
+def loaded_context():
+    return measured("C1", "C8", "C8L")
+
+
+def test_two_contexts_at_two_batches_fit_the_batch_below_which_kv_reads_are_latency_bound(
+    rectangle,
+):
+    f = rectangle.fit
+    assert 1 < f.kv_floor_batch < 8
+    for c in rectangle.captures:  # the fit still passes through every capture's step
+        step = c.profile.verify
+        got = f.at(c.batch, c.profile.width, c.context).ms
+        assert got == pytest.approx(step.wall_ms, rel=0.03), c.label
+
+
+def test_without_two_contexts_at_two_batches_there_is_no_latency_floor(loaded_context):
+    assert loaded_context.fit.kv_floor_batch == 0.0
+    assert measured("C1", "C8", "C1L").fit.kv_floor_batch == 0.0
+
+
+def test_one_request_at_4x_context_costs_more_than_an_eighth_of_eight(rectangle):
+    f = rectangle.fit
+    one = f.rest_ms(1, 2048) - f.rest_ms(1, 512)
+    eight = f.rest_ms(8, 2048) - f.rest_ms(8, 512)
+    assert one > eight / 8 * 1.5  # measured: C1L - C1 against (C8L - C8) / 8
+
+
+def test_a_tokens_cost_grows_with_its_context_where_the_largest_batch_was_swept_at_two(
+    loaded_context,
+):
+    f = loaded_context.fit
+    assert f.per_token_kv_ms > 0
+    assert f.token_slope(2048) > f.token_slope(512)
+
+
+def test_a_light_batchs_sweep_at_another_context_does_not_set_the_tokens_context_cost():
+    assert measured("C1", "C8", "C1L").fit.per_token_kv_ms == 0.0
+
+
+def test_plain_decoding_is_fitted_from_its_own_measured_steps(loaded_context):
+    d = loaded_context.decode
+    assert d is not None
+    assert sorted((b, c) for b, _, c in d.points) == [(1, 512.0), (8, 512.0), (8, 2048.0)]
+
+
+@pytest.fixture(scope="module")
+def curve_json() -> dict:
+    names = [str(RUNS / n) for n in ("C1", "C8", "C8L")]
+    proc = verifyprof(
+        "whatif", *names, "--model", str(MODEL), "--batch", "1,4,8,64", "--context", "512,2048",
+        "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def plain(result: dict, context: float, batch: int) -> dict:
+    curve = next(c for c in result["load_curve"]["contexts"] if c["context"] == context)
+    row = next(r for r in curve["rows"] if r["batch"] == batch)
+    return next(p for p in row["points"] if p["num_draft"] == 0)
+
+
+def test_plain_decoding_where_a_capture_measured_it_is_that_measured_rate(curve_json):
+    p = plain(curve_json, 512.0, 8)
+    rate = json.loads((RUNS / "C8" / "manifest.json").read_text())["results"]
+    assert p["basis"] == MEASURED
+    assert p["tokens_per_s"] == pytest.approx(rate["baseline_tokens_per_s"], rel=0.01)
+
+
+def test_plain_decoding_between_and_past_the_measured_loads_says_so(curve_json):
+    assert plain(curve_json, 512.0, 4)["basis"] == INTERPOLATED
+    far = plain(curve_json, 512.0, 64)
+    assert far["basis"] == EXTRAPOLATED and far["band"] > plain(curve_json, 512.0, 4)["band"]
