@@ -208,7 +208,8 @@ def plain_state(
         state, source = _given_mode(state, s, s.decode_ms, source)
         state, parts = _host_matched(state, parts, s.decode_ms)
         measured = s.decode_ms
-        source = f"the given plain decode step, shaped as {source}"
+        how = "given" if s.decode_given else "measured: the capture's plain rate"
+        source = f"the plain decode step ({how}), shaped as {source}"
     plain = replace(plain, parts=parts, verify_mode=s.verify_mode)
     base = timed(state_parts(state, plain), s.costs)
     return state, replace(plain, timing=Timing(measured, base), decode_ms=None), source
