@@ -49,8 +49,13 @@ MEASURED, INTERPOLATED, EXTRAPOLATED, ROOFLINE = (
     "roofline",
 )
 BASES = (MEASURED, INTERPOLATED, EXTRAPOLATED, ROOFLINE)  # in order of confidence
-MIN_BAND = 0.02  # two processes of one configuration differ by about this much (bench/README)
+# a capture's cycle against unprofiled processes of its own configuration: -2.0% (first H200
+# campaign), -3.2% and -2.4% (second; bench/README, "Predictions against it")
+MIN_BAND = 0.035
 BAND_PER_DOUBLING = 0.06  # the distance term, checked out of sample on the H200 (bench/README)
+# inside the measured loads, per doubling to the nearest (plain decoding between batch 1 and 8
+# of the second campaign: +3.8% at 2, +4.7% at 4, where the line through them had no residual)
+BAND_BETWEEN_PER_DOUBLING = 0.03
 # past a load no capture varied (one batch, one context): the growth is the roofline's guess
 BAND_PER_DOUBLING_UNMEASURED = 0.15
 SAME = 0.01  # a driver within 1% of a measured one is that point
@@ -158,6 +163,11 @@ class StepFit:
         )
         tokens = _log2_out(float(batch * width), self.tokens)
         per_load = BAND_PER_DOUBLING if self.load_varied else BAND_PER_DOUBLING_UNMEASURED
+        # between measured loads: a line through few points knows nothing of the curve between
+        near = _log2_in(float(batch), self.batches_near(context)) + _log2_in(
+            float(context), self.contexts
+        )
+        band += BAND_BETWEEN_PER_DOUBLING * near
         if how == ROOFLINE or (load and not self.load_varied):
             basis = ROOFLINE
         else:
@@ -175,6 +185,14 @@ class StepFit:
         """Whether the captures varied the load (batch or context): else its growth is the
         roofline's."""
         return len(self.batches) > 1 or len(self.contexts) > 1
+
+
+def _log2_in(x: float, measured: tuple[float, ...]) -> float:
+    """How many doublings ``x`` lies from the nearest measured value, inside the measured range
+    (0 outside it: :func:`_log2_out` counts that)."""
+    if not measured or not measured[0] <= x <= measured[-1]:
+        return 0.0
+    return min(abs(math.log2(max(x, 1e-9) / max(m, 1e-9))) for m in measured)
 
 
 def _log2_out(x: float, measured: tuple[float, ...]) -> float:
