@@ -6,7 +6,9 @@ attention grows with its context, and plain decoding is fitted from its own meas
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,18 @@ def test_plain_decoding_between_and_past_the_measured_loads_says_so(curve_json):
     assert plain(curve_json, 512.0, 4)["basis"] == INTERPOLATED
     far = plain(curve_json, 512.0, 64)
     assert far["basis"] == EXTRAPOLATED and far["band"] > plain(curve_json, 512.0, 4)["band"]
+
+
+def test_the_detailed_draft_count_table_says_each_points_basis_and_band():
+    names = [str(RUNS / n) for n in ("C1", "C8")]
+    proc = verifyprof("whatif", *names, "--model", str(MODEL), "--details", env={"COLUMNS": "120"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Draft count:"))
+    rows = list(itertools.takewhile(lambda line: line[:1].isdigit(), lines[start + 3 :]))
+    assert len(rows) >= 5
+    today = next(r for r in rows if r.rstrip().endswith("today"))
+    assert "measured +/-" in today
+    assert all(
+        re.search(r"(measured|interpolated|extrapolated|roofline) \+/-\d+%", r) for r in rows
+    )

@@ -155,7 +155,8 @@ PLAIN_LEGEND = (
 TRACE_LEGEND = (
     "  verify from: measured (a traced width, as traced), fitted (the width model: between"
     " traced widths, or at a traced width whose time the monotone fit replaced), extrapolated"
-    " (past them), roofline (one traced width: phase by phase)"
+    " (past them), roofline (one traced width: phase by phase); basis: what the point's rate"
+    " rests on, and its band"
 )
 
 
@@ -318,6 +319,14 @@ def _print_plan(result: dict[str, Any], console: Console, today: str = "today (m
     _hanging(console, gaps, "-", 3, style="dim")
 
 
+def _basis_band(point: dict[str, Any]) -> str:
+    """The point's basis and band (the rate's), as the one screen words them."""
+    if not point.get("basis"):
+        return ""
+    band = point.get("band")
+    return point["basis"] + (f" +/-{100 * band:.0f}%" if band is not None else "")
+
+
 def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_LEGEND) -> None:
     """Tokens/s by number of drafts, k = 0 (plain decoding) .. K, in today's execution mode."""
     curve = result.get("draft_curve")
@@ -333,6 +342,7 @@ def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_L
         Col("cycle ms"),
         Col("accept"),
         Col("tok/s"),
+        Col("basis", "name"),
         Col("", "name"),
     ]
     rows, styles = [], []
@@ -351,6 +361,7 @@ def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_L
                 f"{point['cycle_ms']:.3f}",
                 f"{point['accept_len']:.2f}",
                 f"{point['tokens_per_s']:.1f}",
+                _basis_band(point),
                 mark,
             ]
         )
