@@ -59,6 +59,7 @@ CAPTURES = {  # name: (batch, k, context)
     "C8L": (8, 4, 2048),
     "C1L": (1, 4, 2048),
     "C1k1": (1, 1, 512),
+    "C64": (64, 4, 512),  # the capture the console names past batch 8 (third campaign)
 }
 MEASURES = {f"M{c}{p}": c for p in "ab" for c in CONTEXTS}  # M512a M2048a M512b M2048b
 DECODE = True  # every capture also measures plain decoding unprofiled (capture --decode-cmd)

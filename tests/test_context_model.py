@@ -15,6 +15,7 @@ import pytest
 from cli_helpers import verifyprof
 
 from verifyprof.model.cycle.phase_fit import EXTRAPOLATED, INTERPOLATED, MEASURED
+from verifyprof.model.decision.load_points import PLAIN_RUN_BAND
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.pipeline import resolve_captures
 
@@ -102,6 +103,7 @@ def test_plain_decoding_where_a_capture_measured_it_is_that_measured_rate(curve_
     rate = json.loads((RUNS / "C8" / "manifest.json").read_text())["results"]
     assert p["basis"] == MEASURED
     assert p["tokens_per_s"] == pytest.approx(rate["baseline_tokens_per_s"], rel=0.01)
+    assert p["band"] >= PLAIN_RUN_BAND  # one short unprofiled run: its own spread, not 3.5%
 
 
 def test_plain_decoding_between_and_past_the_measured_loads_says_so(curve_json):
