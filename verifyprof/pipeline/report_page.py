@@ -134,9 +134,9 @@ def report_of(run: Run, after: Run | None = None, top_kernels: int = TOP_KERNELS
     _kernels_and_timelines(data, loaded, summary, run.taxonomy, top_kernels, run)
     if after is not None:
         o = run.options
-        data.comparison = compare(
-            loaded,
-            loaded_of(after),
+        data.comparison = compare(  # as ``compare BEFORE AFTER`` says it, from the two runs
+            run,
+            after,
             accept_len=o.accept_len,
             manifest=resolved.options.manifest,
             step=o.step,

@@ -25,6 +25,7 @@ from verifyprof.model.decision.whatif import Prepared, WhatifOptions
 from verifyprof.pipeline import reading
 from verifyprof.pipeline.resolve import (
     Input,
+    Profiles,
     Resolved,
     Story,
     identify,
@@ -139,6 +140,11 @@ class Run:
         return self.breakdown.frame()
 
     @cached_property
+    def profiles(self) -> Profiles:
+        """The frame's verify profiles, each made once (the story's, the model's, compare's)."""
+        return Profiles(self.frame)
+
+    @cached_property
     def resolved(self) -> Resolved:
         """The options resolved against the frame: the manifest, ``--step``, the step group."""
         return resolve_frame(
@@ -149,6 +155,7 @@ class Run:
             self.parts,
             self.manifest_data,
             model=False,
+            profiles=self.profiles,
         )
 
     @property
