@@ -38,6 +38,16 @@ from verifyprof.cli.options import (
     WidthOpt,
 )
 
+ReportSourcesArg = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="SOURCE...",
+        help="a trace or a breakdown JSON; several captures of one program make one model"
+        " (today's first), as whatif makes it",
+        show_default=False,
+    ),
+]
+
 
 def _checked(
     accept_len: float | None, manifest, step: str | None, step_range: str | None, **plain: Any
@@ -100,15 +110,7 @@ def compare(
 
 @app.command()
 def report(
-    sources: Annotated[
-        list[str],
-        typer.Argument(
-            metavar="SOURCE...",
-            help="a trace or a breakdown JSON; several captures of one program make one model"
-            " (today's first), as whatif makes it",
-            show_default=False,
-        ),
-    ],
+    sources: ReportSourcesArg,
     out: ReportOutOpt = None,
     compare_with: CompareWithOpt = None,
     accept_len: ReportAcceptLenOpt = None,
