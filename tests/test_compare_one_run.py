@@ -57,3 +57,12 @@ def test_the_reports_comparison_is_what_compare_prints():
     reported = verifyprof("report", str(BEFORE), "--compare", str(AFTER), "--json")
     assert compared.returncode == reported.returncode == 0, reported.stderr
     assert json.loads(reported.stdout)["compare"] == json.loads(compared.stdout)
+
+
+def test_compare_of_two_open_capture_runs_is_what_compare_of_the_folders_says():
+    from verifyprof import pipeline
+
+    runs = [pipeline.open_run(p, keep_trace=True) for p in (BEFORE, AFTER)]
+    compared = pipeline.compare(*runs).to_json()
+    assert compared == pipeline.compare(BEFORE, AFTER).to_json()
+    assert compared["predictions"] or compared["prediction_note"]  # BEFORE's manifest was read
