@@ -7,6 +7,7 @@ headless Chromium."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -48,6 +49,11 @@ def contexts(shown: dict) -> list[dict]:
 
 def band(value: float | None) -> str:
     return f"+/-{value:.0%}" if value else "-"
+
+
+def basis(r: dict) -> str:
+    """A point's or range's basis as whatif prints it: ``measured``, ``roofline +/-23%``."""
+    return r["basis"] if r["basis"] == "measured" else f"{r['basis']} {band(r['band'])}"
 
 
 def test_several_captures_make_the_model_whatif_makes_of_them(page):
@@ -110,8 +116,22 @@ def test_the_server_settings_say_the_basis_of_each_load_range(page):
     shown, _, text = page
     settings = shown["whatif"]["load_curve"]["server_settings"]["per_context"][0]["sglang"]
     for r in settings:
-        basis = r["basis"] if r["basis"] == "measured" else f"{r['basis']} {band(r['band'])}"
-        assert f"batch {r['batches'][0]}-{r['batches'][1]} ({basis})" in text
+        assert f"batch {r['batches'][0]}-{r['batches'][1]} ({basis(r)})" in text
+    vllm = shown["whatif"]["load_curve"]["server_settings"]["per_context"][0]["vllm_basis"]
+    assert f"(its ranges: {', '.join(basis(b) for b in vllm)})" in text
+
+
+def test_where_the_settings_switch_k_the_page_says_what_the_engines_trackers_report(workdir):
+    out = workdir / "switching.html"
+    dense = ROOT / "traces" / "workload-dense-eager"
+    load = ("--model", "workload", "--batch", "1,8,32,128,512")
+    shown = report_json(str(dense), *load, "-o", str(out), "--quiet")
+    settings = shown["whatif"]["load_curve"]["server_settings"]["per_context"]
+    switching = [ctx["switching"] for ctx in settings if ctx["switching"]]
+    assert switching  # this run's best k changes with the batch
+    text = out.read_text()
+    for words in (w for found in switching for w in found.values()):
+        assert html.escape(words) in text
 
 
 def test_the_charts_draw_each_points_band_by_its_basis(page):

@@ -81,9 +81,14 @@ def load_section(data: ReportData) -> list[str]:
             out.append(f'<p class="note">SGLang: <code>{esc(flags)}</code></p>')
             if ctx.get("vllm_speculative_config"):
                 cfg = ctx["vllm_speculative_config"]
+                ranges = ", ".join(basis_words(b) for b in ctx.get("vllm_basis") or [])
                 out.append(
-                    f'<p class="note">vLLM --speculative-config: <code>{esc(cfg)}</code></p>'
+                    f'<p class="note">vLLM --speculative-config: <code>{esc(cfg)}</code>'
+                    + (f" (its ranges: {esc(ranges)})" if ranges else "")
+                    + "</p>"
                 )
+            for server, words in (ctx.get("switching") or {}).items():  # the engines' trackers
+                out.append(f'<p class="note" data-key="switching-{esc(server)}">{esc(words)}</p>')
     out.append(f'<p class="note">{esc(load.acceptance["words"])}</p>')
     return out
 
