@@ -72,24 +72,31 @@ def load_section(data: ReportData) -> list[str]:
                 " tokens per forward), where the curve turns"
             )
         out.append(f'<p class="note">{esc(words)}</p>')
-        ctx = settings.get(curve.context)
-        if ctx is not None:
-            flags = "; ".join(
-                f"batch {s['batches'][0]}-{s['batches'][1]} ({basis_words(s)}): {s['flags']}"
-                for s in ctx["sglang"]
-            )
-            out.append(f'<p class="note">SGLang: <code>{esc(flags)}</code></p>')
-            if ctx.get("vllm_speculative_config"):
-                cfg = ctx["vllm_speculative_config"]
-                ranges = ", ".join(basis_words(b) for b in ctx.get("vllm_basis") or [])
-                out.append(
-                    f'<p class="note">vLLM --speculative-config: <code>{esc(cfg)}</code>'
-                    + (f" (its ranges: {esc(ranges)})" if ranges else "")
-                    + "</p>"
-                )
-            for server, words in (ctx.get("switching") or {}).items():  # the engines' trackers
-                out.append(f'<p class="note" data-key="switching-{esc(server)}">{esc(words)}</p>')
+        out += settings_notes(settings.get(curve.context))
     out.append(f'<p class="note">{esc(load.acceptance["words"])}</p>')
+    return out
+
+
+def settings_notes(ctx: dict | None) -> list[str]:
+    """One context's server settings: SGLang's per load range and vLLM's config, each range with
+    what it rests on, and what the engines' trackers report where a setting switches k."""
+    if ctx is None:
+        return []
+    flags = "; ".join(
+        f"batch {s['batches'][0]}-{s['batches'][1]} ({basis_words(s)}): {s['flags']}"
+        for s in ctx["sglang"]
+    )
+    out = [f'<p class="note">SGLang: <code>{esc(flags)}</code></p>']
+    if ctx.get("vllm_speculative_config"):
+        cfg = ctx["vllm_speculative_config"]
+        ranges = ", ".join(basis_words(b) for b in ctx.get("vllm_basis") or [])
+        out.append(
+            f'<p class="note">vLLM --speculative-config: <code>{esc(cfg)}</code>'
+            + (f" (its ranges: {esc(ranges)})" if ranges else "")
+            + "</p>"
+        )
+    for server, words in (ctx.get("switching") or {}).items():  # the engines' trackers
+        out.append(f'<p class="note" data-key="switching-{esc(server)}">{esc(words)}</p>')
     return out
 
 
