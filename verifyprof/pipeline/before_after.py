@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifyprof.attribution.breakdown import Breakdown
-from verifyprof.attribution.kernels import KernelTable, kernel_table
-from verifyprof.attribution.taxonomy import load_taxonomy
+from verifyprof.attribution.kernels import KernelTable
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.decision.compare import Comparison, check_change
@@ -19,10 +18,6 @@ from verifyprof.trace.events import Trace
 
 if TYPE_CHECKING:
     from verifyprof.pipeline.run import Run
-
-VERIFY_KERNELS_REGEX = (  # kernel families: the verify ranges' kernels
-    r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"
-)
 
 
 @dataclass
@@ -54,19 +49,14 @@ def load_input(
     return loaded_of(open_run([source], options, taxonomy=taxonomy, keep_trace=True))
 
 
-def loaded_of(run: Run) -> Loaded:
+def loaded_of(run: Run, whole: bool = True) -> Loaded:
     """compare's and the report's view of a run: its frame and, for one trace, its kernel tables
-    (the whole trace's, and the verify ranges' for the kernel families)."""
-    if run.breakdown is None or run.trace is None:  # a breakdown JSON, or per-rank nsys files
+    (``whole``: the whole trace's, which compare does not show; the verify ranges' for the
+    kernel families), each made once per run."""
+    if run.verify_kernels is None:  # a breakdown JSON, or per-rank nsys files
         return Loaded(run.frame, run.breakdown)
-    trace, rules = run.trace, load_taxonomy(run.taxonomy)
-    table = kernel_table(trace, rules)
-    scope = "the verify ranges"
-    try:
-        verify = kernel_table(trace, rules, step_regex=VERIFY_KERNELS_REGEX).table
-    except VerifyprofError:  # no verify ranges or none with kernels: families from the whole trace
-        verify, scope = table.table, "the whole trace (no verify ranges)"
-    return Loaded(run.frame, run.breakdown, table, verify, scope)
+    verify, scope = run.verify_kernels
+    return Loaded(run.frame, run.breakdown, run.trace_kernels if whole else None, verify, scope)
 
 
 @dataclass
@@ -99,7 +89,7 @@ def _side(label: str, source: Any, options: WhatifOptions, taxonomy, beside: boo
         manifest = run.inputs[0].manifest
     same = manifest is not None and run.manifest == Path(manifest)
     data = run.manifest_data if same else (manifest_json(manifest) if manifest else None)
-    return Side(label, source, loaded_of(run), run.profiles, manifest, data)
+    return Side(label, source, loaded_of(run, whole=False), run.profiles, manifest, data)
 
 
 def _keep(taxonomy) -> dict:
