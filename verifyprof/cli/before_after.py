@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -14,26 +14,39 @@ from verifyprof.cli.args import _check_manifest, _check_run, _refuse_picks, _wro
 from verifyprof.cli.options import (
     AfterOpt,
     BaselineTpsOpt,
+    BatchOpt,
     BeforeOpt,
     CompareAcceptLenOpt,
     CompareManifestOpt,
     CompareWholeTraceOpt,
     CompareWithOpt,
+    ContextOpt,
     DecodeMsOpt,
     GateOpt,
+    HardwareOpt,
     JsonOpt,
+    ModelOpt,
     ModeOpt,
     RangeOpt,
     ReportAcceptLenOpt,
     ReportManifestOpt,
     ReportOutOpt,
     ReportQuietOpt,
-    ReportSourceOpt,
     StepOpt,
     TaxonomyOpt,
     WholeTraceOpt,
     WidthOpt,
 )
+
+ReportSourcesArg = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="SOURCE...",
+        help="a trace or a breakdown JSON; several captures of one program make one model"
+        " (today's first), as whatif makes it",
+        show_default=False,
+    ),
+]
 
 
 def _checked(
@@ -97,7 +110,7 @@ def compare(
 
 @app.command()
 def report(
-    source: ReportSourceOpt,
+    sources: ReportSourcesArg,
     out: ReportOutOpt = None,
     compare_with: CompareWithOpt = None,
     accept_len: ReportAcceptLenOpt = None,
@@ -108,25 +121,35 @@ def report(
     whole_trace: WholeTraceOpt = False,
     baseline_tps: BaselineTpsOpt = None,
     decode_ms: DecodeMsOpt = None,
+    batch: BatchOpt = None,
+    context: ContextOpt = None,
+    model: ModelOpt = None,
+    hardware: HardwareOpt = None,
     quiet: ReportQuietOpt = False,
     width: WidthOpt = None,
     mode: ModeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, steps,
-    timeline, kernels, heatmap. --json prints the page's numbers (with -o, after writing it)."""
+    """One self-contained HTML file (plotly.js inside: opens offline): verdict, plan, the draft
+    count and load curves with each point's basis, steps, timeline, kernels, heatmap. --json
+    prints the page's numbers (with -o, after writing it)."""
     from verifyprof import pipeline
+    from verifyprof.cli.analysis import _load_lists
     from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.plumbing.outputs import writes_stdout
+    from verifyprof.pipeline.captures import expand_captures
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     if out is None and not as_json:
         raise VerifyprofError("report: give -o FILE for the page, or --json for its numbers")
     if as_json and out is not None and writes_stdout(out):
         raise VerifyprofError("report: -o - and --json both print on stdout: give -o a file")
+    captures = expand_captures(sources)
+    load = _load_lists(batch, context) | {"model": model, "hardware": hardware}
     _check_run(  # inputs, file options, numbers and the -o file, before any work (issue 22)
-        sources={"": [source], "the --compare input": [compare_with] if compare_with else []},
+        sources={"": captures, "the --compare input": [compare_with] if compare_with else []},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
+        data={"--hardware": hardware, "--model": model},
         outputs={"-o": out} if out is not None else {},
         numbers={
             "--accept-len": accept_len,
@@ -134,9 +157,10 @@ def report(
             "--decode-ms": decode_ms,
         },
     )
-    _checked(accept_len, manifest, step, step_range, baseline_tps=baseline_tps, decode_ms=decode_ms)
+    plain = {"baseline_tps": baseline_tps, "decode_ms": decode_ms} | load
+    _checked(accept_len, manifest, step, step_range, **plain)
     data = pipeline.report(
-        source,
+        captures,
         compare_with=compare_with,
         accept_len=accept_len,
         manifest=manifest,
@@ -148,6 +172,7 @@ def report(
         decode_ms=decode_ms,
         width=width,
         mode=mode,
+        **load,
     )
     if out is not None:
         from verifyprof.report import html

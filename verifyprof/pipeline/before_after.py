@@ -8,21 +8,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifyprof.attribution.breakdown import Breakdown
-from verifyprof.attribution.kernels import KernelTable, kernel_table
-from verifyprof.attribution.taxonomy import load_taxonomy
+from verifyprof.attribution.kernels import KernelTable
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.decision.compare import Comparison, check_change
-from verifyprof.model.decision.compare import compare as compare_frames
-from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.model.decision.whatif import WhatifOptions, prepare
+from verifyprof.pipeline.resolve import Profiles
 from verifyprof.trace.events import Trace
 
 if TYPE_CHECKING:
     from verifyprof.pipeline.run import Run
-
-VERIFY_KERNELS_REGEX = (  # kernel families: the verify ranges' kernels
-    r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"
-)
 
 
 @dataclass
@@ -54,33 +49,51 @@ def load_input(
     return loaded_of(open_run([source], options, taxonomy=taxonomy, keep_trace=True))
 
 
-def loaded_of(run: Run) -> Loaded:
+def loaded_of(run: Run, whole: bool = True) -> Loaded:
     """compare's and the report's view of a run: its frame and, for one trace, its kernel tables
-    (the whole trace's, and the verify ranges' for the kernel families)."""
-    if run.breakdown is None or run.trace is None:  # a breakdown JSON, or per-rank nsys files
+    (``whole``: the whole trace's, which compare does not show; the verify ranges' for the
+    kernel families), each made once per run."""
+    if run.verify_kernels is None:  # a breakdown JSON, or per-rank nsys files
         return Loaded(run.frame, run.breakdown)
-    trace, rules = run.trace, load_taxonomy(run.taxonomy)
-    table = kernel_table(trace, rules)
-    scope = "the verify ranges"
-    try:
-        verify = kernel_table(trace, rules, step_regex=VERIFY_KERNELS_REGEX).table
-    except VerifyprofError:  # no verify ranges or none with kernels: families from the whole trace
-        verify, scope = table.table, "the whole trace (no verify ranges)"
-    return Loaded(run.frame, run.breakdown, table, verify, scope)
+    verify, scope = run.verify_kernels
+    return Loaded(run.frame, run.breakdown, run.trace_kernels if whole else None, verify, scope)
 
 
-def _input(
-    source: str | Path | Loaded | Run,
-    step_regex: str | None,
-    taxonomy: str | Path | None,
-    whole_trace: bool = False,
-) -> Loaded:
-    """compare's view of one side: a run already open (its trace kept), a Loaded, or a path."""
+@dataclass
+class Side:
+    """One side of compare: its input as loaded, its verify profiles (made once: the run's when
+    it is one), and the manifest its prediction reads (path and JSON, read once)."""
+
+    label: str
+    source: Any
+    loaded: Loaded
+    profiles: Profiles
+    manifest: Path | None = None
+    manifest_data: dict | None = None
+
+
+def _side(label: str, source: Any, options: WhatifOptions, taxonomy, beside: bool) -> Side:
+    """compare's view of one input: a run already open (its trace kept), a Loaded (frames only),
+    or a path opened here as one run; ``beside``: a capture folder's own manifest is the one
+    its prediction reads (unless ``options.manifest`` names another)."""
+    from verifyprof.contracts.manifest import manifest_json
+    from verifyprof.pipeline.run import Run, open_run
+
     if isinstance(source, Loaded):
-        return source
-    if hasattr(source, "resolved"):  # a Run (not imported here: run imports this module's users)
-        return loaded_of(source)
-    return load_input(source, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace)
+        manifest = options.manifest
+        data = manifest_json(manifest) if manifest is not None else None
+        return Side(label, source, source, Profiles(source.frame), manifest, data)
+    run = source if isinstance(source, Run) else open_run([source], options, **_keep(taxonomy))
+    manifest = options.manifest
+    if manifest is None and beside and len(run.inputs) == 1:
+        manifest = run.inputs[0].manifest
+    same = manifest is not None and run.manifest == Path(manifest)
+    data = run.manifest_data if same else (manifest_json(manifest) if manifest else None)
+    return Side(label, source, loaded_of(run, whole=False), run.profiles, manifest, data)
+
+
+def _keep(taxonomy) -> dict:
+    return {"taxonomy": taxonomy, "keep_trace": True}
 
 
 def compare(
@@ -97,81 +110,103 @@ def compare(
 ) -> Comparison:
     """``verifyprof compare BEFORE AFTER``: the verify steps side by side (``step``, ``width``,
     ``mode``: which group is the verify on both sides, as ``--step``, ``--width``, ``--mode``)
-    and, when an accept length is known (or BEFORE is a capture
-    folder with one), BEFORE's what-if prediction for the change beside AFTER's measured cycle."""
+    and, when an accept length is known (or BEFORE is a capture folder with one), BEFORE's
+    what-if prediction for the change beside AFTER's measured cycle. Each side is one run
+    (:func:`~verifyprof.pipeline.run.open_run`): its inputs read once, each profile made once."""
     from verifyprof.pipeline.resolve import chosen_step, manifest_mode
-    from verifyprof.pipeline.resolve import step_regex as regex_for
 
-    regex = regex_for(WhatifOptions(step=step, step_range=step_regex))
-    b, a = (
-        _input(before, regex, taxonomy, whole_trace),
-        _input(after, regex, taxonomy, whole_trace),
-    )
-    b_step = chosen_step(b.frame, step, str(before))
-    after_step = _decode_step_if_no_verify(a.frame) or chosen_step(a.frame, step, str(after))
-    manifest = manifest or (_manifest_beside(before) if accept_len is None else None)
-    after_manifest = _manifest_beside(after)
+    picks = {"step_range": step_regex, "whole_trace": whole_trace, "step": step, "width": width}
+    given = WhatifOptions(accept_len=accept_len, manifest=optional_path(manifest), **picks)
+    b = _side("before", before, given, taxonomy, beside=accept_len is None)
+    a = _side("after", after, WhatifOptions(**picks), taxonomy, beside=True)
+    b_step = chosen_step(b.loaded.frame, step, str(before))
+    a_frame = a.loaded.frame
+    after_step = _decode_step_if_no_verify(a_frame) or chosen_step(a_frame, step, str(after))
     (b_mode, b_note), (a_mode, a_note) = (
         ((mode, None), (mode, None))
         if mode is not None  # the user's, on both sides
         else (
-            manifest_mode(b.frame, b_step, optional_path(manifest)),
-            manifest_mode(a.frame, after_step, after_manifest),
+            manifest_mode(b.loaded.frame, b_step, b.manifest, b.manifest_data),
+            manifest_mode(a_frame, after_step, a.manifest, a.manifest_data),
         )
     )
-    result = compare_frames(
-        b.frame,
-        a.frame,
-        b.verify_kernels,
-        a.verify_kernels,
-        after_step,
-        before_step=b_step,
-        modes=(b_mode, a_mode),
-        width=width,
-    )
+    picked = ((b_step, width, b_mode), (after_step, width, a_mode))
+    result = side_by_side(b, a, picked)
     result.notes += [f"{label}: {n}" for label, n in (("before", b_note), ("after", a_note)) if n]
-    _families_scope(result, b, a)
+    _families_scope(result, b.loaded, a.loaded)
     result.warnings += [  # the trace problems each side's numbers carry, as breakdown names them
-        f"{label} {path}: {record['message']}"
-        for label, path, side in (("before", before, b), ("after", after, a))
-        for record in side.frame.integrity
+        f"{side.label} {side.source}: {record['message']}"
+        for side in (b, a)
+        for record in side.loaded.frame.integrity
     ]
-    if accept_len is None and manifest is None:
+    if accept_len is None and b.manifest is None:
         result.prediction_note = (
             "no accept length: give --accept-len or --manifest for the prediction check"
         )
         return result
-    sides = ((b, b_step, b_mode, optional_path(manifest)), (a, after_step, a_mode, after_manifest))
-    _prediction_check(result, sides, accept_len, width)
+    _prediction_check(result, (b, a), picked, accept_len)
     return result
 
 
-def _prediction_check(result: Comparison, sides, accept_len: float | None, width) -> None:
-    """BEFORE's what-if of the change beside AFTER's measured cycle (``sides``: each side's
-    loaded input, step, mode and manifest); a side that cannot be modelled says why."""
-    from verifyprof.pipeline.model_files import prepared_of as prepare
+def side_by_side(b: Side, a: Side, picked) -> Comparison:
+    """The model's comparison of the two frames' verify groups (``picked``: each side's step,
+    width and mode), from each side's profile as made once."""
+    from verifyprof.model.decision.compare import (
+        comparability,
+        device_note,
+        family_changes,
+        mode_warnings,
+        other_work_note,
+        side_of,
+    )
 
-    (b, b_step, b_mode, manifest), (a, after_step, a_mode, after_manifest) = sides
+    before = side_of(b.loaded.frame, b.profiles.get(*picked[0]))
+    after = side_of(a.loaded.frame, a.profiles.get(*picked[1]))
+    switch, warnings = mode_warnings(before, after)
+    return Comparison(
+        before=before,
+        after=after,
+        reasons=comparability(before, after),
+        mode_switch=switch,
+        warnings=warnings,
+        families=family_changes(b.loaded.verify_kernels, a.loaded.verify_kernels),
+        notes=device_note(before, after) + other_work_note(before, after),
+    )
+
+
+def _prediction_check(result: Comparison, sides, picked, accept_len: float | None) -> None:
+    """BEFORE's what-if of the change beside AFTER's measured cycle (``sides``: each side;
+    ``picked``: each side's step, width and mode); a side that cannot be modelled says why."""
+    from verifyprof.pipeline.model_files import given_for
+
+    b, a = sides
+    (b_step, width, b_mode), (after_step, _, a_mode) = picked
     try:
+        o = WhatifOptions(
+            accept_len=accept_len, manifest=b.manifest, step=b_step, mode=b_mode, width=width
+        )
         before_state = prepare(
-            b.frame,
-            WhatifOptions(
-                accept_len=accept_len, manifest=manifest, step=b_step, mode=b_mode, width=width
-            ),
+            b.loaded.frame,
+            o,
+            given_for(b.loaded.frame, o, b.profiles.get(*picked[0]), b.manifest_data),
         )
         speculation_off = after_step is not None and after_step == _decode_step_if_no_verify(
-            a.frame
+            a.loaded.frame
         )
-        after_options = WhatifOptions(
+        o = WhatifOptions(
             accept_len=1.0
             if speculation_off
-            else (None if after_manifest else before_state.scenario.accept_len),
-            manifest=after_manifest,
+            else (None if a.manifest else before_state.scenario.accept_len),
+            manifest=a.manifest,
             step=after_step,
             mode=a_mode,
             width=width,
         )
-        after_state = prepare(a.frame, after_options)
+        after_state = prepare(
+            a.loaded.frame,
+            o,
+            given_for(a.loaded.frame, o, a.profiles.get(*picked[1]), a.manifest_data),
+        )
     except VerifyprofError as err:
         result.prediction_note = f"no prediction check: {err.problem}"
         return
@@ -188,15 +223,6 @@ def _families_scope(result: Comparison, before: Loaded, after: Loaded) -> None:
 
 def optional_path(value: str | Path | None) -> Path | None:
     return Path(value) if value is not None else None
-
-
-def _manifest_beside(source: Any) -> Path | None:
-    """A capture folder's manifest, when the input is one."""
-    if hasattr(source, "resolved"):  # a Run: its one capture folder's
-        return source.inputs[0].manifest if len(source.inputs) == 1 else None
-    path = Path(str(source)) if not isinstance(source, Loaded) else None
-    found = path / "manifest.json" if path is not None and path.is_dir() else None
-    return found if found is not None and found.is_file() else None
 
 
 def _decode_step_if_no_verify(frame: BreakdownFrame) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from verifyprof.capture.batches import capture_folders
 from verifyprof.contracts.errors import VerifyprofError
@@ -61,18 +62,20 @@ def whatif_run(
 
 
 def resolve_captures(
-    sources: list[str], options: WhatifOptions, parallel=None
+    sources: list[str], options: WhatifOptions, parallel=None, **head: Any
 ) -> tuple[Run, Resolved | None]:
     """Today's run, and its resolved state with the model of every capture (None: one capture
-    at one load, the run's own state)."""
+    at one load, the run's own state). ``head``: :func:`open_run`'s keywords for today's run
+    (the report keeps its trace); its ``taxonomy`` is every capture's."""
     if options.manifest is not None and len(sources) > 1:
         raise VerifyprofError(
             "--manifest names one capture's manifest: with several captures give capture folders"
             " (each with its manifest.json)"
         )
     runs, points, taken = [], [], set()
-    for spec in sources:
-        run = open_run([spec], replace(options, source=spec), parallel)
+    for i, spec in enumerate(sources):
+        kw = head if i == 0 else {k: v for k, v in head.items() if k == "taxonomy"}
+        run = open_run([spec], replace(options, source=spec), parallel, **kw)
         runs.append(run)
         if len(sources) == 1 and not _loads(run):
             return run, None

@@ -19,7 +19,7 @@ from verifyprof.contracts.plumbing.paths import shown
 from verifyprof.contracts.schema import WHOLE_TRACE, BreakdownFrame
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.pipeline.before_after import Loaded, compare, loaded_of, optional_path
-from verifyprof.pipeline.resolve import story_group
+from verifyprof.pipeline.resolve import Resolved, story_group
 
 if TYPE_CHECKING:
     from verifyprof.pipeline.run import Run
@@ -63,7 +63,7 @@ def median_verify_windows(
 
 
 def report(
-    source: str | Path,
+    source: str | Path | list[str | Path],
     compare_with: str | Path | None = None,
     accept_len: float | None = None,
     manifest: str | Path | None = None,
@@ -76,10 +76,15 @@ def report(
     decode_ms: float | None = None,
     width: int | None = None,
     mode: str | None = None,
+    **load: Any,
 ):
     """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or
     breakdown JSON, about the step group the verdict is about (``step``, ``width``, ``mode``: as
-    ``--step``, ``--width`` and ``--mode`` pick it for every command)."""
+    ``--step``, ``--width`` and ``--mode`` pick it for every command). ``source``: one input, or
+    several captures of one program, today's first, made one model as ``whatif CAP...`` makes
+    it (:func:`~verifyprof.pipeline.captures.resolve_captures`: the same call); ``load``: the
+    load curve's options as whatif takes them (``batches``, ``contexts``, ``model``, ...)."""
+    from verifyprof.pipeline.captures import expand_captures, resolve_captures
     from verifyprof.pipeline.run import open_run
 
     options = WhatifOptions(
@@ -92,17 +97,27 @@ def report(
         decode_ms=decode_ms,
         width=width,
         mode=mode,
+        **load,
     )
-    run = open_run([source], options, taxonomy=taxonomy, keep_trace=True)
+    sources = [str(s) for s in (source if isinstance(source, list) else [source])]
+    captures = expand_captures(sources)
+    run, combined = resolve_captures(captures, options, taxonomy=taxonomy, keep_trace=True)
     after = None
     if compare_with is not None:
         after_options = WhatifOptions(step_range=step_regex, whole_trace=whole_trace)
         after = open_run([compare_with], after_options, taxonomy=taxonomy, keep_trace=True)
-    return report_of(run, after, top_kernels)
+    return report_of(run, after, top_kernels, combined, captures)
 
 
-def report_of(run: Run, after: Run | None = None, top_kernels: int = TOP_KERNELS):
-    """The report's page of a run (and ``after``: the comparison with another run of it)."""
+def report_of(
+    run: Run,
+    after: Run | None = None,
+    top_kernels: int = TOP_KERNELS,
+    combined: Resolved | None = None,
+    captures: list[str] | None = None,
+):
+    """The report's page of a run (and ``after``: the comparison with another run of it;
+    ``combined``: the run's state with the model of every capture in ``captures``)."""
     from verifyprof.attribution.summary import summarize
     from verifyprof.contracts import phases as phase_names
     from verifyprof.report.data import ReportData
@@ -126,17 +141,17 @@ def report_of(run: Run, after: Run | None = None, top_kernels: int = TOP_KERNELS
         data.group_mode, data.group_why = resolved.story.mode, resolved.story.why
     else:
         data.group, data.group_why = story_group(frame, summary)
-    data.notes += resolved.notes
+    data.notes += resolved.notes + _captures_note(captures or [], combined)
     run.prepared  # noqa: B018 - a model input refused fails the report, as whatif's would
-    _whatif_of(data, run)
+    _whatif_of(data, run, combined)
     data.group_why = _about(data, resolved.story)
     loaded = loaded_of(run)
     _kernels_and_timelines(data, loaded, summary, run.taxonomy, top_kernels, run)
     if after is not None:
         o = run.options
-        data.comparison = compare(
-            loaded,
-            loaded_of(after),
+        data.comparison = compare(  # as ``compare BEFORE AFTER`` says it, from the two runs
+            run,
+            after,
             accept_len=o.accept_len,
             manifest=resolved.options.manifest,
             step=o.step,
@@ -147,13 +162,30 @@ def report_of(run: Run, after: Run | None = None, top_kernels: int = TOP_KERNELS
     return data
 
 
-def _whatif_of(data: Any, run: Run) -> None:
-    """The ranking, its JSON and why there is none; without one, breakdown's own verdict, word
-    for word (one definition: pipeline.verdicts)."""
-    from verifyprof.pipeline.verdicts import unranked_verdict
+def _captures_note(captures: list[str], combined: Resolved | None) -> list[str]:
+    """Which captures the model rests on, when more than today's."""
+    from verifyprof.pipeline.captures import label_of
+
+    if combined is None or len(captures) < 2:
+        return []
+    taken: set[str] = set()
+    labels = []
+    for spec in captures:
+        labels.append(label_of(spec, taken))
+        taken.add(labels[-1])
+    return [
+        f"one model of {len(captures)} captures of one program (every capture's steps are"
+        f" measured points of its curves; today's run is the first): {', '.join(labels)}"
+    ]
+
+
+def _whatif_of(data: Any, run: Run, combined: Resolved | None = None) -> None:
+    """The ranking (``combined``: of every capture's model), its JSON and why there is none;
+    without one, breakdown's own verdict, word for word (one definition: pipeline.verdicts)."""
+    from verifyprof.pipeline.verdicts import ranking_of, unranked_verdict
 
     try:
-        ranking = run.ranking
+        ranking = run.ranking if combined is None else ranking_of(combined)
         data.ranking = ranking
         data.whatif = ranking.to_json() if ranking is not None else None
         data.whatif_note = "; ".join(

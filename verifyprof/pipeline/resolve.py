@@ -168,11 +168,12 @@ def resolve_frame(
     parts: bool = False,
     manifest: dict | None = None,
     model: bool = True,
+    profiles: Profiles | None = None,
 ) -> Resolved:
     """The manifest, step, story and (``model``) prepared state of a breakdown already made.
     ``parts``: ``--step draft`` (a part of the cycle) makes that part's group the story, the
     verdict still about the verify (breakdown, kernels). ``manifest``: its JSON, when read
-    already; else read here, once."""
+    already; else read here, once. ``profiles``: the run's, when it has made some already."""
     from verifyprof.contracts.manifest import manifest_json
 
     notes = []
@@ -181,7 +182,7 @@ def resolve_frame(
         notes.append(f"manifest {inputs[0].manifest} found in the capture folder given")
     if manifest is None and options.manifest is not None:
         manifest = manifest_json(options.manifest)
-    profiles = Profiles(frame)
+    profiles = profiles or Profiles(frame)
     where = inputs[0].spec if inputs else None
     name = chosen_step(frame, options.step, where, parts)
     part = parts and options.step in CYCLE_PARTS

@@ -25,6 +25,7 @@ from verifyprof.model.decision.whatif import Prepared, WhatifOptions
 from verifyprof.pipeline import reading
 from verifyprof.pipeline.resolve import (
     Input,
+    Profiles,
     Resolved,
     Story,
     identify,
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.verdicts import VerdictScope
     from verifyprof.trace.events import Trace
+
+
+VERIFY_KERNELS_REGEX = (  # kernel families: the verify ranges' kernels
+    r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"
+)
 
 
 class Run:
@@ -139,6 +145,11 @@ class Run:
         return self.breakdown.frame()
 
     @cached_property
+    def profiles(self) -> Profiles:
+        """The frame's verify profiles, each made once (the story's, the model's, compare's)."""
+        return Profiles(self.frame)
+
+    @cached_property
     def resolved(self) -> Resolved:
         """The options resolved against the frame: the manifest, ``--step``, the step group."""
         return resolve_frame(
@@ -149,6 +160,7 @@ class Run:
             self.parts,
             self.manifest_data,
             model=False,
+            profiles=self.profiles,
         )
 
     @property
@@ -208,6 +220,34 @@ class Run:
         from verifyprof.pipeline.verdicts import verdict_scope
 
         return verdict_scope(self.resolved) if self.verdict_line else None
+
+    @cached_property
+    def trace_kernels(self) -> KernelTable | None:
+        """The whole trace's kernels (the report's table where the step is the whole trace,
+        compare's families without verify ranges); None without one trace's events."""
+        from verifyprof.attribution.kernels import kernel_table
+        from verifyprof.attribution.taxonomy import load_taxonomy
+
+        if self.breakdown is None or self.trace is None:  # a breakdown JSON, per-rank files
+            return None
+        return kernel_table(self.trace, load_taxonomy(self.taxonomy))
+
+    @cached_property
+    def verify_kernels(self) -> tuple[Any, str] | None:
+        """The verify ranges' kernel table (compare's kernel families) and which kernels it
+        holds, in words: the whole trace's where no verify range has kernels; None without one
+        trace's events."""
+        from verifyprof.attribution.kernels import kernel_table
+        from verifyprof.attribution.taxonomy import load_taxonomy
+
+        if self.breakdown is None or self.trace is None:
+            return None
+        rules = load_taxonomy(self.taxonomy)
+        try:
+            return kernel_table(self.trace, rules, VERIFY_KERNELS_REGEX).table, "the verify ranges"
+        except VerifyprofError:  # no verify ranges or none with kernels
+            assert self.trace_kernels is not None
+            return self.trace_kernels.table, "the whole trace (no verify ranges)"
 
     def kernels(self, scope: str = "story") -> KernelTable:
         """``kernels``: the story group's ("story"; ``--step`` picks it as everywhere: ``--step

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 
 from verifyprof.model.decision.load import ContextCurve, LoadCurve
 from verifyprof.report.figures import COLOURS, LAYOUT
+from verifyprof.report.figures_basis import add_bands, mark_extrapolated
 
 
 def load_figure(load: LoadCurve, curve: ContextCurve) -> go.Figure:
@@ -47,6 +48,15 @@ def load_figure(load: LoadCurve, curve: ContextCurve) -> go.Figure:
             hovertemplate="batch %{x}: best k = %{customdata}<extra></extra>",
         )
     )
+    rows = [row.to_json() for row in curve.rows]
+    add_bands(
+        fig,
+        names,
+        [row["points"][ks.index(row["best_num_draft"])] for row in rows],
+        "tokens_per_s_per_gpu",
+        "best k",
+    )
+    mark_extrapolated(fig, names, curve.to_json().get("extrapolated_from_batch"))
     bound = curve.ridge_batch.get(load.current_k)
     if bound is not None:
         at = next((str(b) for b in batches if b >= bound), names[-1])

@@ -9,6 +9,7 @@ from verifyprof.model.decision.candidates import Ranking
 from verifyprof.model.decision.verdict import accept_reach
 from verifyprof.report import figures_cycle
 from verifyprof.report.data import ReportData
+from verifyprof.report.figures_basis import add_bands, basis_words
 from verifyprof.report.markup import chart, esc, table
 from verifyprof.report.verdict_words import decision_items, verdict_text
 
@@ -248,8 +249,12 @@ def cycles_section(data: ReportData) -> list[str]:
             '<p class="note" data-key="no-curve">no draft-count curve: the number of drafts is'
             " not known, or the run does not speculate</p>"
         ]
-    out.append(chart(figures_cycle.draft_figure(r), "drafts"))
+    figure = figures_cycle.draft_figure(r)
+    ks = [p["num_draft"] for p in r.curve.points]
+    add_bands(figure, ks, r.curve.points, "tokens_per_s", "k")
+    out.append(chart(figure, "drafts"))
     out.append(_drafts_table(r))
+    out += _best_k_words(r)
     flags = r.curve.server_flags()
     if flags:
         out.append(f'<p class="note">SGLang flags for the best k: <code>{esc(flags)}</code></p>')
@@ -260,8 +265,19 @@ def _drafts_table(r: Ranking) -> str:
     """The curve's points in numbers, each verify time with where it comes from: measured (a
     traced width), fitted or extrapolated (the width model), roofline, or today."""
     return table(
-        ["k", "width", "verify ms", "verify from", "draft ms", "cycle ms", "accept", "tok/s"],
-        "nnntnnnn",
+        [
+            "k",
+            "width",
+            "verify ms",
+            "verify from",
+            "draft ms",
+            "cycle ms",
+            "accept",
+            "tok/s",
+            "basis",
+            "band",
+        ],
+        "nnntnnnntn",
         [
             [
                 ("num_draft", p["num_draft"]),
@@ -272,11 +288,26 @@ def _drafts_table(r: Ranking) -> str:
                 ("cycle_ms", f"{p['cycle_ms']:.3f}"),
                 ("accept_len", f"{p['accept_len']:.2f}"),
                 ("tokens_per_s", f"{p['tokens_per_s']:.1f}"),
+                ("basis", p.get("basis") or "-"),
+                ("band", f"+/-{p['band']:.0%}" if p.get("band") else "-"),
             ]
             for p in r.curve.points
         ],
         key="drafts",
     )
+
+
+def _best_k_words(r: Ranking) -> list[str]:
+    """The best k with its basis and band, and the other k its band cannot tell from it."""
+    curve = r.curve.to_json()
+    best = next(p for p in curve["points"] if p["num_draft"] == curve["best_num_draft"])
+    ks = curve.get("best_num_draft_set") or []
+    also = f"; k = {ks[0]}-{ks[-1]} within the band" if len(ks) > 1 else ""
+    edge = "; the largest tried: the best may lie beyond it" if curve.get("best_at_edge") else ""
+    return [
+        f'<p class="note" data-key="best-k">best k = {best["num_draft"]}:'
+        f" {best['tokens_per_s']:.1f} tok/s ({esc(basis_words(best))}{also}{edge})</p>"
+    ]
 
 
 def heatmap_section(data: ReportData) -> list[str]:
