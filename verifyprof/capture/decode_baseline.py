@@ -54,7 +54,8 @@ def run_decode_baseline(run: CaptureSession) -> None:
     rate = results.get("tokens_per_s_per_request", results.get("tokens_per_s"))
     if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
         raise CaptureError(
-            f"--decode-cmd wrote no positive tokens_per_s(_per_request) to {folder / 'results.json'}"
+            "--decode-cmd wrote no positive tokens_per_s(_per_request) to"
+            f" {folder / 'results.json'}"
         )
     run.summary["baseline_tokens_per_s"] = float(rate)
     run.summary["baseline_source"] = (

@@ -369,7 +369,6 @@ CompareWholeTraceOpt = Annotated[
     ),
 ]
 
-ReportSourceOpt = Annotated[str, typer.Argument(help="a trace or a breakdown JSON")]
 
 ReportOutOpt = Annotated[
     Optional[Path],

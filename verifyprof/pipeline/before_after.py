@@ -12,6 +12,7 @@ from verifyprof.attribution.kernels import KernelTable
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.decision.compare import Comparison, check_change
+from verifyprof.model.decision.compare import compare as side_by_side_of
 from verifyprof.model.decision.whatif import WhatifOptions, prepare
 from verifyprof.pipeline.resolve import Profiles
 from verifyprof.trace.events import Trace
@@ -151,26 +152,13 @@ def compare(
 def side_by_side(b: Side, a: Side, picked) -> Comparison:
     """The model's comparison of the two frames' verify groups (``picked``: each side's step,
     width and mode), from each side's profile as made once."""
-    from verifyprof.model.decision.compare import (
-        comparability,
-        device_note,
-        family_changes,
-        mode_warnings,
-        other_work_note,
-        side_of,
-    )
-
-    before = side_of(b.loaded.frame, b.profiles.get(*picked[0]))
-    after = side_of(a.loaded.frame, a.profiles.get(*picked[1]))
-    switch, warnings = mode_warnings(before, after)
-    return Comparison(
-        before=before,
-        after=after,
-        reasons=comparability(before, after),
-        mode_switch=switch,
-        warnings=warnings,
-        families=family_changes(b.loaded.verify_kernels, a.loaded.verify_kernels),
-        notes=device_note(before, after) + other_work_note(before, after),
+    return side_by_side_of(
+        b.loaded.frame,
+        a.loaded.frame,
+        b.profiles.get(*picked[0]),
+        a.profiles.get(*picked[1]),
+        b.loaded.verify_kernels,
+        a.loaded.verify_kernels,
     )
 
 

@@ -184,7 +184,7 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
                 if r["batch"] >= curve["extrapolated_from_batch"]
             )
             lines += _wrap(
-                f"extrapolated from batch {curve['extrapolated_from_batch']} (up to"
+                f"batch {curve['extrapolated_from_batch']} and up extrapolated (up to"
                 f" +/-{band:.0%}); measured by:",
                 width,
                 first="  ! ",

@@ -63,6 +63,6 @@ def mark_extrapolated(fig: go.Figure, names: list[str], at: int | None) -> None:
     fig.add_vline(
         x=names.index(str(at)) - 0.5,
         line={"color": COLOURS["loss"], "dash": "dot"},
-        annotation_text=f"extrapolated from batch {at}",
+        annotation_text=f"batch {at} and up extrapolated",
         annotation_position="top right",
     )

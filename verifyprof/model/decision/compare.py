@@ -271,19 +271,14 @@ def mode_warnings(before: Side, after: Side) -> tuple[str | None, list[str]]:
 def compare(
     before: BreakdownFrame,
     after: BreakdownFrame,
+    before_profile: VerifyProfile,
+    after_profile: VerifyProfile,
     before_kernels: pd.DataFrame | None = None,
     after_kernels: pd.DataFrame | None = None,
-    after_step: str | None = None,
-    before_step: str | None = None,
-    modes: tuple[str | None, str | None] = (None, None),
-    width: int | None = None,
 ) -> Comparison:
-    """The two breakdowns' verify steps side by side (no prediction check: see
-    :func:`check_change`); ``after_step``: AFTER's steps when it has no verify (plain decoding);
-    ``modes``: each side's verify mode (None: the most frequent), as whatif models it; ``width``:
-    the verify width on both sides (None: the most frequent)."""
-    b = side_of(before, verify_profile(before, step_name=before_step, mode=modes[0], width=width))
-    a = side_of(after, verify_profile(after, step_name=after_step, mode=modes[1], width=width))
+    """The two breakdowns' verify steps side by side, from each side's profile as the run made it
+    once (no prediction check: see :func:`check_change`)."""
+    b, a = side_of(before, before_profile), side_of(after, after_profile)
     switch, warnings = mode_warnings(b, a)
     return Comparison(
         before=b,
