@@ -55,17 +55,18 @@ out.write_text(json.dumps({"opened": opened, "profiles": len(made), "code": code
 """
 
 
-def counted_run(folders: list[Path], out: Path, *command: str, cache: Path) -> dict:
+def counted_run(folders: list[Path], out: Path, *command: str, cache: Path | None = None) -> dict:
     """``verifyprof COMMAND`` in its own process: ``opened`` ({'folder/file': opens}),
     ``profiles`` (verify profiles made) and ``code``. ``cache``: its ``VERIFYPROF_CACHE`` (a
-    gzipped export is decompressed there once: warm it first to count one command's reads)."""
+    gzipped export is decompressed there once: warm it first to count one command's reads; None:
+    the suite's own)."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps([str(f) for f in folders]), str(out), *command],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=600,
-        env={**os.environ, "VERIFYPROF_CACHE": str(cache)},
+        env={**os.environ, **({"VERIFYPROF_CACHE": str(cache)} if cache else {})},
     )
     assert out.is_file(), done.stderr[-2000:]
     found = json.loads(out.read_text())

@@ -10,64 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from open_counts import counted_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURE = ROOT / "traces" / "capture-hf-assisted"
 
-PROBE = r"""
-import collections, json, sys
-from pathlib import Path
-
-folder, out = Path(sys.argv[1]).resolve(), Path(sys.argv[2])
-opened = collections.Counter()
-
-
-def audit(event, args):
-    if event == "open" and args and isinstance(args[0], (str, Path)):
-        path = Path(args[0]).absolute()
-        if path.parent == folder:
-            opened[path.name] += 1
-
-
-sys.addaudithook(audit)
-import verifyprof.model.inputs.profile as profile
-
-made = []
-real = profile.verify_profile
-
-
-def counted(*args, **kw):
-    made.append(kw.get("step_name"))
-    return real(*args, **kw)
-
-
-profile.verify_profile = counted  # before any module imports it by name
-from verifyprof.cli import main
-
-sys.argv = ["verifyprof", *sys.argv[3:]]
-try:
-    main()
-except SystemExit as done:
-    code = done.code
-else:
-    code = 0
-out.write_text(json.dumps({"opened": opened, "profiles": len(made), "code": code}))
-"""
-
 
 def counts(tmp_path: Path, *command: str) -> dict:
-    out = tmp_path / "counts.json"
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(CAPTURE), str(out), *command],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-    )
-    assert out.is_file(), done.stderr[-2000:]
-    found = json.loads(out.read_text())
-    assert found["code"] in (0, None), done.stderr[-2000:]
-    return found
+    """The capture's opens by file name, and the profiles made (:mod:`open_counts`)."""
+    found = counted_run([CAPTURE], tmp_path / "counts.json", *command)
+    prefix = f"{CAPTURE.name}/"
+    return found | {"opened": {k.removeprefix(prefix): n for k, n in found["opened"].items()}}
 
 
 COMMANDS = {
