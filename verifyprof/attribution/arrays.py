@@ -1,0 +1,49 @@
+"""numpy helpers for the attribution's hot paths: the few distinct values of a large integer array
+(devices, processes) and the rows of each, by hashing and one radix sort instead of a full sort
+or a pass per value. Each returns exactly what the numpy expression it names returns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+CODE_TABLE_MAX = 1 << 20  # values below this are coded through a lookup table
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)``: hashed, then only the distinct values sorted (integers; other
+    dtypes take ``np.unique``)."""
+    if values.dtype.kind not in "iu" or not len(values):
+        return np.unique(values)
+    return np.sort(pd.unique(values))
+
+
+def codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of a 1-d array: the inverse through a lookup
+    table where the values are small non-negative integers."""
+    unique = distinct(values)
+    if values.dtype.kind not in "iu" or not len(unique) or unique[0] < 0:
+        return np.unique(values, return_inverse=True)
+    if int(unique[-1]) >= CODE_TABLE_MAX:
+        return np.unique(values, return_inverse=True)
+    table = np.zeros(int(unique[-1]) + 1, np.intp)
+    table[unique] = np.arange(len(unique))
+    return unique, table[values]
+
+
+def narrow(values: np.ndarray) -> np.ndarray:
+    """``values`` as int16 where every value fits (numpy radix-sorts 16-bit ints), else as is."""
+    fits = len(values) and -(2**15) <= int(values.min()) and int(values.max()) < 2**15
+    return values.astype(np.int16) if fits else values
+
+
+def rows_by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """Each distinct value, ascending, with its rows, ascending: ``np.flatnonzero(values == v)``
+    for every ``v`` in ``np.unique(values)`` (integers), from one stable sort."""
+    if len(values) == 0:
+        return []
+    order = np.argsort(narrow(values), kind="stable")  # a radix sort for 16-bit ints
+    ordered = values[order]
+    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[heads[1:], len(order)]
+    return [(int(ordered[h]), order[h:e]) for h, e in zip(heads.tolist(), ends.tolist())]
