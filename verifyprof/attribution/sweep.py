@@ -134,7 +134,7 @@ def _sweep_chunk(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np
 
     n_phases = len(phases.ALL)
     top = np.full(len(seg), IDLE_HOST, dtype=np.int8)  # the phase booked on each segment
-    present = np.unique(intervals.slot)
+    present = np.flatnonzero(np.bincount(intervals.slot, minlength=BOUNDARY))  # slots >= 0
     for which, name in IDLE_SLOTS.items():  # lower priority first, overwritten by higher
         if which in present:
             np.copyto(top, np.int8(phases.INDEX[name]), where=_active(slot, delta, which))
