@@ -47,3 +47,13 @@ def rows_by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     ends = np.r_[heads[1:], len(order)]
     return [(int(ordered[h]), order[h:e]) for h, e in zip(heads.tolist(), ends.tolist())]
+
+
+def dense_unique(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for ints in ``[0, bound)``, by a presence table
+    instead of a sort (values are rows of the API table)."""
+    seen = np.zeros(bound, bool)
+    seen[values] = True
+    rank = np.cumsum(seen, dtype=np.int64)
+    rank -= 1
+    return np.flatnonzero(seen), rank[values]
