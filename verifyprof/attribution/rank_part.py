@@ -69,8 +69,13 @@ def rank_part(
     """Break ``trace`` (one file) down and keep what the reduce needs; releases its event tables."""
     taxonomy = taxonomy or load_taxonomy()
     ordinals, drivers = _gpu_users(trace)
-    result = breakdown(
-        trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True
+    result = breakdown(  # calls are matched across all parts in the reduce, not here
+        trace,
+        step_regex=step_regex,
+        taxonomy=taxonomy,
+        whole_trace=whole_trace,
+        release=True,
+        match_collectives=False,
     )
     steps = result.step_table
     collectives = _collective_kernel_steps(trace, result.collective_ops)
