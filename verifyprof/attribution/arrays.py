@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 CODE_TABLE_MAX = 1 << 20  # values below this are coded through a lookup table
+# what pandas makes of a column of Python strings (pandas 3: its Arrow-backed str dtype)
+TEXT_DTYPE = pd.Series(np.array(["-"], dtype=object)).dtype
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -57,3 +60,13 @@ def dense_unique(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray
     rank = np.cumsum(seen, dtype=np.int64)
     rank -= 1
     return np.flatnonzero(seen), rank[values]
+
+
+def text_column(
+    labels: list[str], code: np.ndarray
+) -> pd.api.extensions.ExtensionArray | np.ndarray:
+    """``np.array(labels, dtype=object)[code]`` as pandas would store it in a frame: built in
+    Arrow from the few labels (a take), not converted string by string."""
+    if TEXT_DTYPE == np.dtype(object):
+        return np.array(labels, dtype=object)[code]
+    return pd.array(pa.array(labels, pa.string()).take(pa.array(code)), dtype=TEXT_DTYPE)
