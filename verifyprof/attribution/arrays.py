@@ -63,10 +63,12 @@ def dense_unique(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray
 
 
 def text_column(
-    labels: list[str], code: np.ndarray
+    labels: list[str] | pa.Array, code: np.ndarray
 ) -> pd.api.extensions.ExtensionArray | np.ndarray:
     """``np.array(labels, dtype=object)[code]`` as pandas would store it in a frame: built in
     Arrow from the few labels (a take), not converted string by string."""
     if TEXT_DTYPE == np.dtype(object):
-        return np.array(labels, dtype=object)[code]
-    return pd.array(pa.array(labels, pa.string()).take(pa.array(code)), dtype=TEXT_DTYPE)
+        listed = labels.to_pylist() if isinstance(labels, pa.Array) else labels
+        return np.array(listed, dtype=object)[code]
+    arrow = labels if isinstance(labels, pa.Array) else pa.array(labels, pa.string())
+    return pd.array(arrow.take(pa.array(code)), dtype=TEXT_DTYPE)

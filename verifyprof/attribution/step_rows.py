@@ -9,11 +9,13 @@ nothing (:func:`add_idle_steps`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from verifyprof.attribution.arrays import codes
+from verifyprof.attribution.arrays import codes, text_column
 from verifyprof.attribution.context import (
     DeviceBusy,
     context_intervals,
@@ -43,6 +45,17 @@ class LevelInputs:
     devices: np.ndarray  # every device, ascending
     device_code: np.ndarray  # per op: its device's position in ``devices`` (int16)
     launch_code: np.ndarray  # per launch: the same, of its first op's device
+
+    @cached_property
+    def step_texts(self) -> dict[str, tuple[pa.Array, np.ndarray] | None]:
+        """The steps' names and texts as (distinct values, each step's code), coded once for
+        every task's text columns; None for a column with a missing value."""
+        out: dict[str, tuple[pa.Array, np.ndarray] | None] = {}
+        for column in ("name", "text"):
+            code, unique = pd.factorize(self.steps[column].to_numpy())
+            ok = not (code < 0).any() and all(isinstance(u, str) for u in unique)
+            out[column] = (pa.array(list(unique), pa.string()), code) if ok else None
+        return out
 
 
 @dataclass(frozen=True)
@@ -166,8 +179,8 @@ def level_rows(
     return pd.DataFrame(
         {
             "step": win.step,
-            "name": info["name"],
-            "text": info["text"],
+            "name": _texts(shared, "name", win.step, info),
+            "text": _texts(shared, "text", win.step, info),
             "pid": info["pid"],
             "tid": info["tid"],
             "device": win.device.astype(np.int64),
@@ -186,6 +199,12 @@ def level_rows(
             **_phase_columns(result.phase_ns, result.total_ns, counts),
         }
     )
+
+
+def _texts(shared: LevelInputs, column: str, step: np.ndarray, info: dict[str, np.ndarray]):
+    """The steps' ``column`` per row, built from the coded texts (not converted one by one)."""
+    coded = shared.step_texts[column]
+    return info[column] if coded is None else text_column(coded[0], coded[1][step])
 
 
 def window_key(step: np.ndarray, dev_code: np.ndarray, stride: int, n_dev: int) -> np.ndarray:
