@@ -45,11 +45,16 @@ def rows_by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     for every ``v`` in ``np.unique(values)`` (integers), from one stable sort."""
     if len(values) == 0:
         return []
-    order = np.argsort(narrow(values), kind="stable")  # a radix sort for 16-bit ints
-    ordered = values[order]
-    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    ends = np.r_[heads[1:], len(order)]
-    return [(int(ordered[h]), order[h:e]) for h, e in zip(heads.tolist(), ends.tolist())]
+    small = narrow(values)
+    order = np.argsort(small, kind="stable")  # a radix sort for 16-bit ints
+    if len(order) < 2**31:  # half the memory while the caller holds the rows
+        order = order.astype(np.int32)
+    ordered = small[order]
+    heads = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    del ordered
+    starts = [0, *heads.tolist()]
+    ends = [*heads.tolist(), len(order)]
+    return [(int(values[order[h]]), order[h:e]) for h, e in zip(starts, ends)]
 
 
 def dense_unique(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:

@@ -100,7 +100,8 @@ def queue_seams(
     before the device finished the op before it), or -1; seams over ``BLOCKED_IDLE_NS`` are
     blocked queues, not start latency, and are left to ``blocked_intervals``."""
     seam = np.full(len(start), -1, np.int64)
-    for _, idx in rows_by_value(device):  # a handful of devices
+    for dev in np.unique(device):  # a handful of devices
+        idx = np.flatnonzero(device == dev)
         order = idx[np.argsort(start[idx], kind="stable")]
         prev = np.r_[np.iinfo(np.int64).min // 2, np.maximum.accumulate(end[order])[:-1]]
         s = start[order]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution.arrays import dense_unique, distinct
+from verifyprof.attribution.arrays import dense_unique
 from verifyprof.attribution.cycles import with_cycle_windows
 from verifyprof.attribution.taxonomy import Taxonomy, compile_regex
 from verifyprof.contracts import phases
@@ -153,7 +153,7 @@ def _call_rows(
     go into a table indexed by id (no hashing, no sort); ids too sparse for a table, or
     repeated, take the hash path."""
     out = np.full(len(pid), -1, np.int64)
-    for p in distinct(api_pid):  # a handful of processes
+    for p in np.unique(api_pid):  # a handful of processes
         rows = np.flatnonzero(api_pid == p)
         ids = api_corr[rows]
         low, high = int(ids.min()), int(ids.max())
