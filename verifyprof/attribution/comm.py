@@ -176,14 +176,17 @@ def collective_calls(
     if kernels is None or kernels["device"].nunique() < 2:
         return None
     calls = kernels.sort_values(["device", "start"], kind="stable")
-    calls["seq"] = calls.groupby(["device", "family"], sort=False).cumcount()
+    family = pd.factorize(calls["family"])[0]  # grouped by code: the text hashed once
+    calls["seq"] = calls.groupby([calls["device"].to_numpy(), family], sort=False).cumcount()
     # Only calls every device made can be matched (captures can cut a rank's first/last calls).
     n_devices = calls["device"].nunique()
-    calls["ranks"] = calls.groupby(["family", "seq"], sort=False)["device"].transform("size")
-    calls = calls[calls["ranks"].to_numpy() == n_devices].copy()
+    seq = calls["seq"].to_numpy()
+    calls["ranks"] = calls.groupby([family, seq], sort=False)["device"].transform("size")
+    kept = calls["ranks"].to_numpy() == n_devices
+    calls, family, seq = calls[kept].copy(), family[kept], seq[kept]
     if calls.empty:
         return None
-    per_call = calls.groupby(["family", "seq"], sort=False)["start"]
+    per_call = calls.groupby([family, seq], sort=False)["start"]
     latest = per_call.transform("max").to_numpy()
     earliest = per_call.transform("min").to_numpy()
     calls["wait_ns"] = latest - calls["start"].to_numpy()
