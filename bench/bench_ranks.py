@@ -3,6 +3,7 @@ workers and a Dask LocalCluster, against sqlite3 fetchall / json.loads of the sa
 
     python bench/bench_ranks.py                       # 1M kernels over 8 ranks; Kineto 8 x 150 MB
     python bench/bench_ranks.py --kernels 200000 --kineto-mb 30 --repeat 1   # quick
+    python bench/bench_ranks.py --skip-kineto --only "1 file" --against ../main   # before/after
 
 Generates once under ``bench/out/ranks/`` (reused while the sizes match): the nsys export with 8
 ranks (``gen_nsys_export.py``), the same events as 8 per-rank exports (``split_nsys_ranks.py``),
@@ -36,7 +37,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO))
+# the code measured: this checkout, or another one (--against: a contender run again on it)
+CODE_ENV = "BENCH_RANKS_CODE"
+sys.path.insert(0, os.environ.get(CODE_ENV) or str(REPO))
 sys.path.insert(0, str(HERE))
 
 RANKS = 8
@@ -125,7 +128,12 @@ def _breakdown(
     else:
         result.summary()
     seconds = time.perf_counter() - t
-    return {"seconds": seconds, "rows": len(result.steps), "cpu_s": _cpu() - cpu}
+    return {
+        "seconds": seconds,
+        "rows": len(result.steps),
+        "cpu_s": _cpu() - cpu,
+        "code": str(Path(pipeline.__file__).parents[2]),  # the checkout measured
+    }
 
 
 def m_table(paths):
@@ -319,9 +327,11 @@ def _drain(master: int, into: list[bytes]) -> None:
         into.append(chunk)
 
 
-def run_measure(name: str, paths: list[Path]) -> dict:
-    """One contender in a fresh interpreter; its time, and the largest RSS of it or any worker."""
+def run_measure(name: str, paths: list[Path], code: Path | None = None) -> dict:
+    """One contender in a fresh interpreter (importing verifyprof from ``code``, default this
+    checkout); its time, and the largest RSS of it or any worker."""
     command = [sys.executable, __file__, "--measure", name, *map(str, paths)]
+    env = {**os.environ, CODE_ENV: str(code)} if code is not None else None
     peaks: dict[int, float] = {}
     stop = threading.Event()
     tty = (
@@ -329,7 +339,11 @@ def run_measure(name: str, paths: list[Path]) -> dict:
     )  # stderr a pseudo-terminal (its output drained here), as a user's shell has it
     master, slave = pty.openpty() if tty else (None, None)
     child = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE, text=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=slave if tty else subprocess.PIPE,
+        text=True,
+        env=env,
     )
     sampler = threading.Thread(target=_sample_peaks, args=(child.pid, peaks, stop), daemon=True)
     sampler.start()
@@ -404,13 +418,15 @@ def count_rows(path: Path) -> int:
 # --- driver ---------------------------------------------------------------------------------------
 
 
-def rounds(plan: list[tuple[str, str, list[Path]]], repeat: int) -> dict[str, list[dict]]:
+def rounds(
+    plan: list[tuple[str, str, list[Path]]], repeat: int, codes: dict[str, Path] | None = None
+) -> dict[str, list[dict]]:
     """Every (label, measure, files) once per round, interleaved; ratios are taken within a
-    round."""
+    round. ``codes``: the labels run on another checkout's code."""
     runs: dict[str, list[dict]] = {label: [] for label, _, _ in plan}
     for i in range(repeat):
         for label, name, paths in plan:
-            r = run_measure(name, paths)
+            r = run_measure(name, paths, (codes or {}).get(label))
             runs[label].append(r)
             print(
                 f"  round {i + 1} {label:<44} {r['seconds']:8.3f} s  peak"
@@ -478,6 +494,13 @@ def main(argv: list[str] | None = None) -> None:
         " baselines they are measured against",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        help="another checkout (e.g. the code before a change): every contender but the"
+        " baselines also runs on its code, right after this checkout's, in the same rounds",
+    )
     parser.add_argument("--measure", choices=list(MEASURES), help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -526,7 +549,8 @@ def main(argv: list[str] | None = None) -> None:
             for p in plan
             if p in chosen or (p[1] in ("fetchall", "json.loads") and p[0].split(":")[0] in sets)
         ]
-    runs = rounds(plan, args.repeat)
+    plan, codes = against(plan, args.against)
+    runs = rounds(plan, args.repeat, codes)
 
     print(
         f"\n{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {count_rows(whole)}"
@@ -565,12 +589,35 @@ def main(argv: list[str] | None = None) -> None:
                 [f"kineto 8 files: {w}" for w in pools],
             )
         )
+    if args.against is not None:  # each contender's other run beside it in its table
+        groups = [
+            (t, b, [x for label in ls for x in (label, label + AGAINST)]) for t, b, ls in groups
+        ]
     table = report(runs, groups)
     targets = verdicts(runs, table, bool(kineto))
     if args.json:
         args.json.write_text(
             json.dumps({"runs": runs, "table": table, "targets": targets}, indent=1)
         )
+
+
+AGAINST = " (--against)"
+
+
+def against(
+    plan: list[tuple[str, str, list[Path]]], code: Path | None
+) -> tuple[list[tuple[str, str, list[Path]]], dict[str, Path]]:
+    """The plan with every contender but the baselines run a second time on ``code`` (labelled
+    with AGAINST), right after its run on this checkout; and the labels run on ``code``."""
+    if code is None:
+        return plan, {}
+    out, codes = [], {}
+    for label, name, paths in plan:
+        out.append((label, name, paths))
+        if name not in ("fetchall", "json.loads"):
+            out.append((label + AGAINST, name, paths))
+            codes[label + AGAINST] = code.resolve()
+    return out, codes
 
 
 def _ratio(table: dict, label: str) -> float | None:

@@ -106,11 +106,14 @@ def breakdown(
     taxonomy: Taxonomy | None = None,
     whole_trace: bool = False,
     release: bool = False,
+    match_collectives: bool = True,
 ) -> Breakdown:
     """``release=True`` lets the breakdown drop the trace's event tables once it has read them
     (``Trace.release_events``): for one-shot runs such as the CLI. ``step_regex`` None: the
     default ranges (read when first needed, not at import: a command that reads no trace never
-    looks for the user's ranges file)."""
+    looks for the user's ranges file). ``match_collectives=False``: the collective kernels and
+    their steps only (``collective_ops``), not matched into calls, summarised or counted per step
+    (a map's part: the reduce does that across all parts)."""
     step_regex = ranges.DEFAULT_STEP_REGEX if step_regex is None else step_regex
     taxonomy = taxonomy or load_taxonomy()
     ops = gpu_ops(trace, taxonomy)
@@ -141,7 +144,7 @@ def breakdown(
         unlinked_ops=int(len(ops) - linked),
         integrity=problems,
     )
-    _add_collectives(result, ops, shared.steps, levels)
+    _add_collectives(result, ops, shared.steps, levels, match_collectives)
     return result
 
 
@@ -208,8 +211,10 @@ def _add_collectives(
     ops: GpuOps,
     steps: pd.DataFrame,
     levels: list[tuple[np.ndarray, np.ndarray]],
+    match: bool = True,
 ) -> None:
-    """The step table, and the collective kernels and calls (their steps, per level)."""
+    """The step table, and the collective kernels and (``match``) calls (their steps, per
+    level)."""
     from verifyprof.attribution.comm import (
         collective_calls,
         collective_kernels,
@@ -225,6 +230,8 @@ def _add_collectives(
         result.collective_ops = kernels.assign(
             **{f"step_{n}": op_step[op].astype(np.int64) for n, (op_step, _) in enumerate(levels)}
         )
+    if not match:
+        return
     result.collective_kernels = summarize_kernels(kernels) if kernels is not None else None
     collective = collective_calls(trace, ops, kernels)
     del kernels

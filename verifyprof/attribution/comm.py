@@ -24,6 +24,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.arrays import codes, text_column
 from verifyprof.attribution.steps import GpuOps
 from verifyprof.contracts import phases
 from verifyprof.contracts.schema import COMM_COLUMNS
@@ -66,22 +67,23 @@ def collective_kernels(trace: Trace, ops: GpuOps) -> pd.DataFrame | None:
     index = np.flatnonzero(np.isin(ops.phase, COMM) & ops.is_kernel)
     if len(index) == 0:
         return None
-    name_ids = ops.name_id[index]
-    families = {}
-    for sid in np.unique(name_ids):  # once per distinct kernel name
-        match = _OP.search(trace.strings[int(sid)])
-        families[sid] = match.group(1).lower().replace("_", "") if match else "other"
-    family = pd.Series(name_ids).map(families).to_numpy()
+    ids, code = codes(ops.name_id[index])
+    labels = [_kernel_family(trace.strings[int(sid)]) for sid in ids]  # once per kernel name
     # a custom allreduce kernel (cross_device_reduce_*) is named for its reduce step
-    family[ops.phase[index] == phases.INDEX["allreduce"]] = "allreduce"
+    reduce_step = ops.phase[index] == phases.INDEX["allreduce"]
+    if reduce_step.any():
+        labels.append("allreduce")
+        code[reduce_step] = len(labels) - 1
     nbytes, group, named = _sizes(trace, index)
     if (named != "").any():
-        family = np.where(named != "", named, family)
+        family = np.where(named != "", named, np.array(labels, dtype=object)[code])
+        code, unique = pd.factorize(family)
+        labels = [str(f) for f in unique]
     kernels = pd.DataFrame(
         {
             "op": index,
             "device": ops.device[index],
-            "family": family,
+            "family": text_column(labels, code),
             "start": ops.start[index],
             "end": ops.end[index],
         }
@@ -90,11 +92,17 @@ def collective_kernels(trace: Trace, ops: GpuOps) -> pd.DataFrame | None:
     n = np.where(group >= 2, group, _default_ranks(trace, ops.device[index]))
     kernels["group_size"] = n.astype(np.int32)
     factor = np.full(len(index), np.nan, dtype=np.float32)
-    for fam in pd.unique(family):  # a handful of families
-        mine = family == fam
-        factor[mine] = busbw_factor(str(fam), n[mine])
+    for c, fam in enumerate(labels):  # a handful of families
+        mine = code == c
+        if mine.any():
+            factor[mine] = busbw_factor(fam, n[mine])
     kernels["busbw_factor"] = factor
     return kernels
+
+
+def _kernel_family(name: str) -> str:
+    match = _OP.search(name)
+    return match.group(1).lower().replace("_", "") if match else "other"
 
 
 def with_bandwidth(frame: pd.DataFrame) -> pd.DataFrame:
@@ -168,14 +176,17 @@ def collective_calls(
     if kernels is None or kernels["device"].nunique() < 2:
         return None
     calls = kernels.sort_values(["device", "start"], kind="stable")
-    calls["seq"] = calls.groupby(["device", "family"], sort=False).cumcount()
+    family = pd.factorize(calls["family"])[0]  # grouped by code: the text hashed once
+    calls["seq"] = calls.groupby([calls["device"].to_numpy(), family], sort=False).cumcount()
     # Only calls every device made can be matched (captures can cut a rank's first/last calls).
     n_devices = calls["device"].nunique()
-    calls["ranks"] = calls.groupby(["family", "seq"], sort=False)["device"].transform("size")
-    calls = calls[calls["ranks"].to_numpy() == n_devices].copy()
+    seq = calls["seq"].to_numpy()
+    calls["ranks"] = calls.groupby([family, seq], sort=False)["device"].transform("size")
+    kept = calls["ranks"].to_numpy() == n_devices
+    calls, family, seq = calls[kept].copy(), family[kept], seq[kept]
     if calls.empty:
         return None
-    per_call = calls.groupby(["family", "seq"], sort=False)["start"]
+    per_call = calls.groupby([family, seq], sort=False)["start"]
     latest = per_call.transform("max").to_numpy()
     earliest = per_call.transform("min").to_numpy()
     calls["wait_ns"] = latest - calls["start"].to_numpy()

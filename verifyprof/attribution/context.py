@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.arrays import narrow, rows_by_value
 from verifyprof.attribution.steps import NO_STEP, Launches
 from verifyprof.attribution.sweep import (
     BLOCKED,
@@ -53,15 +54,14 @@ class DeviceBusy:
 
 def device_busy(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> DeviceBusy:
     starts, ends = {}, {}
-    for dev in np.unique(device):  # a handful of devices
-        mask = device == dev
-        s, e = start[mask], end[mask]
+    for dev, rows in rows_by_value(device):  # a handful of devices
+        s, e = start[rows], end[rows]
         order = np.argsort(s, kind="stable")
         s, e = s[order], e[order]
         reach = np.maximum.accumulate(e)
         heads = np.flatnonzero(np.r_[True, s[1:] > reach[:-1]])
-        starts[int(dev)] = s[heads]
-        ends[int(dev)] = np.maximum.reduceat(e, heads)
+        starts[dev] = s[heads]
+        ends[dev] = np.maximum.reduceat(e, heads)
     return DeviceBusy(starts, ends)
 
 
@@ -345,12 +345,7 @@ def device_major_order(device: np.ndarray, key: np.ndarray) -> np.ndarray:
     """The stable argsort of a device-major ``key``, as a radix sort by device and then a stable
     sort of each device's keys: those come in time order, so they are nearly sorted and the
     merge sort runs in near-linear time, where sorting the devices' interleaved keys would not."""
-    small = (
-        device.astype(np.int16)
-        if len(device) and -(2**15) <= int(device.min()) and int(device.max()) < 2**15
-        else device
-    )
-    by_device = np.argsort(small, kind="stable")  # a radix sort for 16-bit ints
+    by_device = np.argsort(narrow(device), kind="stable")  # a radix sort for 16-bit ints
     return by_device[np.argsort(key[by_device], kind="stable")]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.arrays import distinct
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts.schema import COMM_COLUMNS
@@ -68,8 +69,13 @@ def rank_part(
     """Break ``trace`` (one file) down and keep what the reduce needs; releases its event tables."""
     taxonomy = taxonomy or load_taxonomy()
     ordinals, drivers = _gpu_users(trace)
-    result = breakdown(
-        trace, step_regex=step_regex, taxonomy=taxonomy, whole_trace=whole_trace, release=True
+    result = breakdown(  # calls are matched across all parts in the reduce, not here
+        trace,
+        step_regex=step_regex,
+        taxonomy=taxonomy,
+        whole_trace=whole_trace,
+        release=True,
+        match_collectives=False,
     )
     steps = result.step_table
     collectives = _collective_kernel_steps(trace, result.collective_ops)
@@ -131,8 +137,8 @@ def rank_part(
 def _gpu_users(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Device ids GPU work ran on, and the processes that launched it."""
     tables = (trace.kernels, trace.copies, trace.graphs)
-    devices = np.unique(np.concatenate([t["device"].to_numpy() for t in tables]))
-    pids = np.unique(np.concatenate([t["pid"].to_numpy() for t in tables]))
+    devices = distinct(np.concatenate([t["device"].to_numpy() for t in tables]))
+    pids = distinct(np.concatenate([t["pid"].to_numpy() for t in tables]))
     return devices[devices >= 0].astype(np.int64), pids[pids >= 0].astype(np.int64)
 
 

@@ -320,10 +320,10 @@ def merged_collective_kernels(
     fallback = world if isinstance(world, int) and world >= 2 else int(kernels["device"].nunique())
     n = np.where(group >= 2, group, fallback)
     kernels["group_size"] = n.astype(np.int32)
-    family = kernels["family"].to_numpy()
+    code, families = pd.factorize(kernels["family"])  # hashed once, not compared per family
     factor = np.full(len(kernels), np.nan, dtype=np.float32)
-    for fam in pd.unique(family):
-        mine = family == fam
+    for c, fam in enumerate(families):
+        mine = code == c
         factor[mine] = busbw_factor(str(fam), n[mine])
     kernels["busbw_factor"] = factor
     return kernels

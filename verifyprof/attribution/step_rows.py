@@ -9,10 +9,13 @@ nothing (:func:`add_idle_steps`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from verifyprof.attribution.arrays import codes, text_column
 from verifyprof.attribution.context import (
     DeviceBusy,
     context_intervals,
@@ -43,6 +46,17 @@ class LevelInputs:
     device_code: np.ndarray  # per op: its device's position in ``devices`` (int16)
     launch_code: np.ndarray  # per launch: the same, of its first op's device
 
+    @cached_property
+    def step_texts(self) -> dict[str, tuple[pa.Array, np.ndarray] | None]:
+        """The steps' names and texts as (distinct values, each step's code), coded once for
+        every task's text columns; None for a column with a missing value."""
+        out: dict[str, tuple[pa.Array, np.ndarray] | None] = {}
+        for column in ("name", "text"):
+            code, unique = pd.factorize(self.steps[column].to_numpy())
+            ok = not (code < 0).any() and all(isinstance(u, str) for u in unique)
+            out[column] = (pa.array(list(unique), pa.string()), code) if ok else None
+        return out
+
 
 @dataclass(frozen=True)
 class GroupWindows:
@@ -58,7 +72,7 @@ class GroupWindows:
 
 
 def device_codes(device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    devices, code = np.unique(device, return_inverse=True)
+    devices, code = codes(device)
     return devices, code.astype(np.int16 if len(devices) < 2**15 else np.int64)
 
 
@@ -165,8 +179,8 @@ def level_rows(
     return pd.DataFrame(
         {
             "step": win.step,
-            "name": info["name"],
-            "text": info["text"],
+            "name": _texts(shared, "name", win.step, info),
+            "text": _texts(shared, "text", win.step, info),
             "pid": info["pid"],
             "tid": info["tid"],
             "device": win.device.astype(np.int64),
@@ -185,6 +199,12 @@ def level_rows(
             **_phase_columns(result.phase_ns, result.total_ns, counts),
         }
     )
+
+
+def _texts(shared: LevelInputs, column: str, step: np.ndarray, info: dict[str, np.ndarray]):
+    """The steps' ``column`` per row, built from the coded texts (not converted one by one)."""
+    coded = shared.step_texts[column]
+    return info[column] if coded is None else text_column(coded[0], coded[1][step])
 
 
 def window_key(step: np.ndarray, dev_code: np.ndarray, stride: int, n_dev: int) -> np.ndarray:
@@ -253,16 +273,31 @@ def add_idle_steps(rows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ranks(trace: Trace, devices: np.ndarray, pids: np.ndarray) -> np.ndarray:
-    """Rank of each row: by the process that drives the device, else by the step's process."""
+    """Rank of each row: by the process that drives the device, else by the step's process (the
+    first process with a rank of each device or pid)."""
     procs = trace.processes
+    out = np.full(len(devices), -1, dtype=np.int64)
     if procs.empty:
-        return np.full(len(devices), -1, dtype=np.int64)
-    known = procs[procs["rank"].to_numpy() >= 0]
-    by_device = (
-        known[known["device"].to_numpy() >= 0].drop_duplicates("device").set_index("device")["rank"]
-    )
-    by_pid = known.drop_duplicates("pid").set_index("pid")["rank"]
-    from_device = by_device.reindex(devices).to_numpy(dtype=float)
-    from_pid = by_pid.reindex(pids).to_numpy(dtype=float)
-    ranks = np.where(~np.isnan(from_device), from_device, from_pid)
-    return np.nan_to_num(ranks, nan=-1).astype(np.int64)
+        return out
+    rank = procs["rank"].to_numpy()
+    known = rank >= 0
+    rank, device = rank[known], procs["device"].to_numpy()[known]
+    found, by_pid = _first_of(procs["pid"].to_numpy()[known], rank, pids)
+    out[found] = by_pid
+    on_device = device >= 0
+    found, by_device = _first_of(device[on_device], rank[on_device], devices)
+    out[found] = by_device  # the device's process first
+    return out
+
+
+def _first_of(
+    keys: np.ndarray, values: np.ndarray, query: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each ``query`` whose key is in ``keys``: (its positions, the value at the key's first
+    row)."""
+    unique, first = np.unique(keys, return_index=True)
+    if len(unique) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    at = np.searchsorted(unique, query)
+    hit = np.flatnonzero((at < len(unique)) & (unique[np.minimum(at, len(unique) - 1)] == query))
+    return hit, values[first[at[hit]]].astype(np.int64)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from verifyprof.attribution.arrays import dense_unique
 from verifyprof.attribution.cycles import with_cycle_windows
 from verifyprof.attribution.taxonomy import Taxonomy, compile_regex
 from verifyprof.contracts import phases
@@ -274,7 +275,7 @@ def launches(ops: GpuOps, calls: Calls) -> tuple[Launches, np.ndarray]:
     """The launching calls, and for every op its row in them (-1 when unlinked)."""
     linked = np.flatnonzero(ops.call >= 0)
     call = ops.call[linked]
-    used, inverse = _dense_unique(call, len(calls.start))
+    used, inverse = dense_unique(call, len(calls.start))
     shared = (
         np.bincount(inverse, minlength=len(used))[inverse] > 1
     )  # ops whose call launched others too
@@ -298,16 +299,6 @@ def launches(ops: GpuOps, calls: Calls) -> tuple[Launches, np.ndarray]:
         last_op_end=last_op_end,
     )
     return table, op_launch
-
-
-def _dense_unique(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` for ints in ``[0, bound)``, by a presence table
-    instead of a sort (values are rows of the API table)."""
-    seen = np.zeros(bound, bool)
-    seen[values] = True
-    rank = np.cumsum(seen, dtype=np.int64)
-    rank -= 1
-    return np.flatnonzero(seen), rank[values]
 
 
 def _reduce_by(

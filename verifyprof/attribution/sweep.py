@@ -54,6 +54,17 @@ SLOT_BITS = 6  # 5 bits of slot (<= 32 slots) + 1 bit open/close
 CHUNK_INTERVALS = 1 << 18  # intervals per sweep chunk: bounds memory on million-kernel traces
 IDLE_HOST = phases.INDEX["host_wait"]
 assert BOUNDARY < 32
+# every slot but the boundaries, lowest priority first: a segment is booked to the phase of the
+# highest-ranked slot open on it (the idle slots, then the busy phases, highest last)
+RANKED_SLOTS = (*IDLE_SLOTS, *(phases.INDEX[name] for name in reversed(phases.PRIORITY)))
+SLOT_RANK = np.full(BOUNDARY + 1, -1, np.int8)  # per slot, its rank in RANKED_SLOTS (-1: none)
+SLOT_RANK[list(RANKED_SLOTS)] = np.arange(len(RANKED_SLOTS))
+# the phase booked, by the highest open rank + 1 (0: no slot open)
+RANK_PHASE = np.array(
+    [IDLE_HOST, *(phases.INDEX[IDLE_SLOTS[s]] if s in IDLE_SLOTS else s for s in RANKED_SLOTS)],
+    np.int8,
+)
+assert len(RANKED_SLOTS) < 53  # one bit each in an int64 that float64 holds exactly
 
 
 @dataclass
@@ -129,24 +140,18 @@ def _sweep_chunk(windows: Windows, intervals: Intervals) -> tuple[np.ndarray, np
     seg[-1:] = 0
     seg[:-1][window[1:] != window[:-1]] = 0
     del time
-    delta = np.where(opening, np.int8(1), np.int8(-1))
-    del opening
 
     n_phases = len(phases.ALL)
-    top = np.full(len(seg), IDLE_HOST, dtype=np.int8)  # the phase booked on each segment
-    present = np.unique(intervals.slot)
-    for which, name in IDLE_SLOTS.items():  # lower priority first, overwritten by higher
-        if which in present:
-            np.copyto(top, np.int8(phases.INDEX[name]), where=_active(slot, delta, which))
+    active = _open_slots(slot, opening)
+    del slot, opening
+    # the phase booked on each segment: the highest-ranked slot open on it (none: host wait)
+    top = RANK_PHASE[np.frexp(active.astype(np.float64))[1]]  # exponent = highest bit + 1
     total_ns = np.zeros((n, len(phases.TOTALS)), dtype=np.int64)
-    for name in reversed(phases.PRIORITY):  # lower priority first, overwritten by higher
-        p = phases.INDEX[name]
-        if p not in present:
-            continue
-        active = _active(slot, delta, p)
-        np.copyto(top, np.int8(p), where=active)
-        if name in phases.TOTALS:
-            total_ns[:, phases.TOTALS.index(name)] = _sum_by(window[active], seg[active], n)
+    for t, name in enumerate(phases.TOTALS):
+        on = (active & (1 << int(SLOT_RANK[phases.INDEX[name]]))) != 0
+        if on.any():
+            total_ns[:, t] = _sum_by(window[on], seg[on], n)
+    del active
     flat = window * n_phases
     flat += top
     phase_ns = (
@@ -209,10 +214,26 @@ def _sorted_events(
     return window[order], time[order], slot[order], opening[order]
 
 
-def _active(slot: np.ndarray, delta: np.ndarray, which: int) -> np.ndarray:
-    """Whether any interval of ``which`` is open on each segment."""
-    steps = (slot == which).view(np.int8) * delta  # +1 / -1 at this slot's events, 0 elsewhere
-    return np.cumsum(steps, dtype=np.int32) > 0
+def _open_slots(slot: np.ndarray, opening: np.ndarray) -> np.ndarray:
+    """Per event (and the segment after it), a bit per ranked slot (``SLOT_RANK``) with an
+    interval open: each slot's running count of opens minus closes over its own events (its
+    events taken together by one radix sort of the slots), its bit flipped where the count turns
+    positive or back to zero, and the flips accumulated by XOR over all events."""
+    flips = np.zeros(len(slot), np.int64)
+    order = np.argsort(slot, kind="stable")  # a radix sort for 8-bit ints: each slot's events
+    ordered = slot[order]
+    heads = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]).tolist()
+    for lo, hi in zip(heads, heads[1:] + [len(order)]):
+        rank = int(SLOT_RANK[ordered[lo]])
+        if rank < 0:  # window boundaries
+            continue
+        at = order[lo:hi]
+        count = np.cumsum(np.where(opening[at], np.int8(1), np.int8(-1)), dtype=np.int32)
+        on = count > 0
+        flip = on.copy()
+        flip[1:] ^= on[:-1]
+        flips[at[flip]] = 1 << rank
+    return np.bitwise_xor.accumulate(flips)
 
 
 def _sum_by(window: np.ndarray, seg: np.ndarray, n: int) -> np.ndarray:

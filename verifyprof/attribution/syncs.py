@@ -35,7 +35,20 @@ class SyncCalls:
     start: np.ndarray
     end: np.ndarray
     gap_after: np.ndarray  # ns from the call's return to the process's next GPU op (-1: none)
-    device_pids: dict[int, np.ndarray] | None = None  # per device, the processes driving it
+    op_pid: np.ndarray | None = None  # per GPU op, its process and device: which processes
+    op_device: np.ndarray | None = None  # drive a device, asked only for whole-trace rows
+    _device_pids: dict[int, np.ndarray] | None = None
+
+    def pids_on(self, device: int) -> np.ndarray:
+        """The processes that drive ``device`` (ascending; found once, when first asked)."""
+        if self._device_pids is None:
+            pid, dev = self.op_pid, self.op_device
+            self._device_pids = (
+                {int(d): np.unique(pid[dev == d]) for d in np.unique(dev)}  # a handful of devices
+                if pid is not None and dev is not None
+                else {}
+            )
+        return self._device_pids.get(int(device), np.zeros(0, np.int64))
 
     @classmethod
     def empty(cls) -> SyncCalls:
@@ -62,9 +75,8 @@ def sync_calls(
         start=rows["start"].to_numpy(np.int64),
         end=end,
         gap_after=_next_op_gap(pid, end, op_pid, op_start),
-        device_pids={
-            int(d): np.unique(op_pid[op_device == d]) for d in np.unique(op_device)
-        },  # a handful of devices
+        op_pid=op_pid,
+        op_device=op_device,
     )
 
 
@@ -74,7 +86,8 @@ def _next_op_gap(
     """Per (pid, t): the next GPU op start of that process at or after t, minus t (-1: none)."""
     gap = np.full(len(t), -1, np.int64)
     for p in np.unique(pid):  # a handful of processes
-        starts = np.sort(op_start[op_pid == p])
+        # a process's ops come nearly in time order: a merge sort is near-linear on them
+        starts = np.sort(op_start[op_pid == p], kind="stable")
         mine = np.flatnonzero(pid == p)
         at = np.searchsorted(starts, t[mine], side="left")
         found = at < len(starts)
@@ -123,7 +136,7 @@ def _whole_trace_rows(
     devices = rows["device"].to_numpy(np.int64)
     start, end = rows["start_ns"].to_numpy(np.int64), rows["end_ns"].to_numpy(np.int64)
     for i in mine:  # one row per device
-        pids = (calls.device_pids or {}).get(int(devices[i]), np.zeros(0, np.int64))
+        pids = calls.pids_on(int(devices[i]))
         keep = np.isin(calls.pid, pids) & (calls.start >= start[i]) & (calls.start < end[i])
         out["host_syncs"][i] = int(keep.sum())
         out["sync_ns"][i] = int(blocked[keep].sum())

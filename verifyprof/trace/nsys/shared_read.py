@@ -46,6 +46,7 @@ SHARED_TABLES = {KERNELS: (KERNEL,), API: (RUNTIME, DRIVER)}
 # until its workers have forked (a 1M-kernel, 8-rank export: 1.9M rows, ~110 MB)
 MAX_ROWS = 2_500_000
 ENABLED = True  # False: every share queries its own rows (bench_ranks compares the two)
+FEW_PROCESSES = 16  # shares or named processes split by one pass over the rows each
 
 # (file identity, share) -> {big table name: that share's rows}; filled by read_once in the map's
 # own process, read in the workers it forks
@@ -150,15 +151,20 @@ def _by_share(keys: np.ndarray, shares: list[ProcessFilter]) -> tuple[np.ndarray
     (rows of no share: after the last bound)."""
     named = {p >> 24: i for i, share in enumerate(shares) if not share.rest for p in share.pids}
     rest = len(shares) - 1 if shares[-1].rest else len(shares)
-    if named:
+    index = np.full(len(keys), rest, dtype=np.int16 if len(shares) < 1 << 15 else np.int64)
+    if len(named) <= FEW_PROCESSES:  # one comparison each
+        for key, share in named.items():
+            index[keys == key] = share
+    elif named:
         known = np.array(sorted(named), dtype=np.int64)
-        share_of = np.array([named[int(k)] for k in known], dtype=np.int64)
+        share_of = np.array([named[int(k)] for k in known], dtype=index.dtype)
         at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
-        index = np.where(known[at] == keys, share_of[at], rest)
+        hit = known[at] == keys
+        index[hit] = share_of[at[hit]]
+    if len(shares) <= FEW_PROCESSES:  # each share's rows by one pass: the stable sort by share
+        order = np.concatenate([np.flatnonzero(index == s) for s in range(len(shares) + 1)])
     else:
-        index = np.full(len(keys), rest, dtype=np.int64)
-    small = np.int16 if len(shares) < 1 << 15 else np.int64  # a radix sort for small ints
-    order = np.argsort(index.astype(small), kind="stable")
+        order = np.argsort(index, kind="stable")  # a radix sort for small ints
     bounds = np.r_[0, np.cumsum(np.bincount(index, minlength=len(shares) + 1))]
     return order, bounds[: len(shares) + 1]
 
