@@ -2,7 +2,9 @@
 
 Writes ``reports/dense-eager.html`` (the eager verify workload with its what-if),
 ``reports/compare-dense-eager-vs-graph.html`` (the same, with the CUDA-graph run as AFTER) and
-``reports/compare-dense-eager-vs-graph.json`` (``verifyprof compare --json``). The same as::
+``reports/compare-dense-eager-vs-graph.json`` (``verifyprof compare --json``) and
+``reports/load-mha-h200.html`` (three real H200 captures of one batched program as one measured
+model: its load and draft-count curves with each point's basis and band). The same as::
 
     verifyprof report traces/workload-dense-eager/trace.sqlite.gz --manifest
     traces/workload-dense-eager/manifest.json -o reports/dense-eager.html
@@ -10,11 +12,16 @@ Writes ``reports/dense-eager.html`` (the eager verify workload with its what-if)
     traces/workload-dense-eager/manifest.json \\
         --compare traces/workload-dense-graph/trace.sqlite.gz -o
         reports/compare-dense-eager-vs-graph.html
+    verifyprof report bench/results/load_mha_h200_2/C1 bench/results/load_mha_h200_2/C8 \\
+        bench/results/load_mha_h200_2/C8L --model bench/models/hf-chain-7b-mha.toml \\
+        --batch 1,2,4,8,16,32,64 --context 512,2048 -o reports/load-mha-h200.html
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from verifyprof import pipeline
@@ -45,6 +52,11 @@ def main() -> None:
     comparison = pipeline.compare(before, after, manifest=manifest)
     files.write_json(OUT / "compare-dense-eager-vs-graph.json", comparison.to_json(gate=5.0))
     print(f"wrote reports/compare-dense-eager-vs-graph.json: {comparison.verdict_line()}")
+    runs = [f"bench/results/load_mha_h200_2/{name}" for name in ("C1", "C8", "C8L")]
+    load = ["--model", "bench/models/hf-chain-7b-mha.toml", "--batch", "1,2,4,8,16,32,64"]
+    load += ["--context", "512,2048", "-o", "reports/load-mha-h200.html"]
+    cli = [sys.executable, "-m", "verifyprof.cli", "report", *runs, *load]
+    subprocess.run(cli, check=True)  # several captures: the CLI's one path (resolve_captures)
 
 
 if __name__ == "__main__":

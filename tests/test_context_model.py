@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import verifyprof
 
-from verifyprof.model.cycle.phase_fit import EXTRAPOLATED, INTERPOLATED, MEASURED
-from verifyprof.model.decision.load_points import PLAIN_RUN_BAND
+from verifyprof.model.cycle.phase_fit import EXTRAPOLATED, INTERPOLATED, MEASURED, PLAIN_RUN_BAND
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.pipeline import resolve_captures
 

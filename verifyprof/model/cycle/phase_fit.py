@@ -56,6 +56,10 @@ BAND_PER_DOUBLING = 0.06  # the distance term, checked out of sample on the H200
 # inside the measured loads, per doubling to the nearest (plain decoding between batch 1 and 8
 # of the second campaign: +3.8% at 2, +4.7% at 4, where the line through them had no residual)
 BAND_BETWEEN_PER_DOUBLING = 0.03
+# plain decoding measured by one short unprofiled run (capture --decode-cmd, or a rate given)
+# against other processes of the same configuration: up to +4.1% at batch 8 and +7.1% at batch
+# 64 (bench/README, the third H200 campaign)
+PLAIN_RUN_BAND = 0.075
 # past a load no capture varied (one batch, one context): the growth is the roofline's guess
 BAND_PER_DOUBLING_UNMEASURED = 0.15
 SAME = 0.01  # a driver within 1% of a measured one is that point

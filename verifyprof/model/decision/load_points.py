@@ -16,6 +16,7 @@ from verifyprof.model.cycle.phase_fit import (
     EXTRAPOLATED,
     MEASURED,
     MIN_BAND,
+    PLAIN_RUN_BAND,
     worst,
 )
 from verifyprof.model.cycle.width_fit import WidthFit
@@ -27,10 +28,6 @@ from verifyprof.model.fixes.measured import Capture, Measured
 from verifyprof.model.inputs.profile import VerifyProfile
 
 _PREDICTED_BAND = 0.15  # a state after fixes: the plan's own prediction error (bench/README)
-# plain decoding measured by one short unprofiled run (capture --decode-cmd) against other
-# processes of the same configuration: up to +4.1% at batch 8 and +7.1% at batch 64 (bench/README,
-# the third H200 campaign)
-PLAIN_RUN_BAND = 0.075
 
 
 @dataclass

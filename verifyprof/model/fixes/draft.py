@@ -16,6 +16,7 @@ from verifyprof.model.cycle.phase_fit import (
     INTERPOLATED,
     MEASURED,
     MIN_BAND,
+    PLAIN_RUN_BAND,
     ROOFLINE,
     worst,
 )
@@ -180,8 +181,10 @@ def draft_count_basis(profile: VerifyProfile, s: Scenario, k0: int, k2: int) -> 
     noise = fit.residual(width) if fit is not None else 0.0
     band = max(MIN_BAND, noise) + BAND_PER_DOUBLING * abs(math.log2(width / near_w))
     if k2 == 0:
-        if profile.decode_group is not None or s.decode_ms is not None:
+        if profile.decode_group is not None:  # traced decode steps, as the verify's
             return {"basis": MEASURED, "band": MIN_BAND}
+        if s.decode_ms is not None:  # one run's rate (--decode-cmd, or given)
+            return {"basis": MEASURED, "band": PLAIN_RUN_BAND}
         # a decode step is not the verify at width 1: programs run other kernels for one token
         # (a q_len = 1 attention path): an extrapolation with its own error (bench/README)
         return {"basis": EXTRAPOLATED, "band": round(max(band, PLAIN_FROM_VERIFY_BAND), 4)}
