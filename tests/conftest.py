@@ -41,6 +41,52 @@ def no_hooks_left_installed():
         hooks.uninstall()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """How ``--dist loadgroup`` (pyproject's addopts) hands the tests to the workers: tests that
+    share one of this suite's module-, class- or session-scoped fixtures (one fixture value: a
+    parametrized fixture's each param apart) go to one worker as one group, so that value is made
+    once; every other test is a unit of its own, so a file of slow real processes spreads over
+    every worker instead of ending last on one. xdist sends the largest groups first."""
+    first: dict[str, int] = {}  # a shared fixture value's key -> the first test holding it
+    parent = list(range(len(items)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, item in enumerate(items):
+        for key in _shared_values(item):
+            j = first.setdefault(key, i)
+            parent[root(i)] = root(j)
+    members: dict[int, list[int]] = {}
+    for i in range(len(items)):
+        members.setdefault(root(i), []).append(i)
+    for n, group in enumerate(g for g in members.values() if len(g) > 1):
+        name = f"shares-{items[group[0]].path.stem}-{n}"
+        for i in group:
+            items[i].add_marker(pytest.mark.xdist_group(name))
+
+
+def _shared_values(item: pytest.Item) -> list[str]:
+    """Keys of the fixture values wider than one test that ``item`` uses: this suite's own
+    fixtures (pytest's and plugins' ones, such as ``tmp_path_factory``, cost nothing to share)."""
+    info = getattr(item, "_fixtureinfo", None)
+    callspec = getattr(item, "callspec", None)
+    keys = []
+    for name in info.names_closure if info is not None else ():
+        defs = info.name2fixturedefs.get(name)
+        fixture = defs[-1] if defs else None
+        if fixture is None or fixture.scope == "function" or not fixture.baseid:
+            continue
+        where = {"module": str(item.path), "class": item.nodeid.rsplit("::", 1)[0]}
+        param = callspec.indices.get(name) if callspec is not None else None
+        keys.append(f"{where.get(fixture.scope, '')}::{name}[{param}]")
+    return keys
+
+
 def public_traces(kind: str) -> list[Path]:
     folder = PUBLIC / kind
     return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []

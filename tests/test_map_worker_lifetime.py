@@ -35,7 +35,7 @@ pipeline.breakdown(sys.argv[1:], step_regex="ProfilerStep", parallel=ParallelOpt
 def rank_files(tmp_path_factory) -> list[Path]:
     """Four rank files, each the real A100 trace's events four times over (about 2 s to map
     here): the signal comes while the workers are mid-file."""
-    doc = plain(A100)
+    doc = {**plain(A100)}  # a copy: plain() is cached, and the tests after this one read it
     events = [e for e in doc["traceEvents"] if isinstance(e.get("ts"), (int, float))]
     span = max(e["ts"] + e.get("dur", 0) for e in events) - min(e["ts"] for e in events) + 1000
     doc["traceEvents"] = [

@@ -213,7 +213,7 @@ def hooks(
     from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.plumbing.paths import working_directory
     from verifyprof.pipeline.capturing import hook_api, is_main_module, program_folder
-    from verifyprof.report import files, hooks_console
+    from verifyprof.report import hooks_console
 
     cwd = working_directory()  # None: deleted; the installed packages are still looked in
     if program and cwd is None:
@@ -231,6 +231,8 @@ def hooks(
             spec, path=[str(p) for p in (folder, cwd) if p is not None], is_main=is_main
         )
     if as_json:
+        from verifyprof.report import files  # pandas: only for the JSON
+
         files.print_json([s.to_json() for s in statuses])
     else:
         hooks_console.print_hooks(spec, statuses)

@@ -10,28 +10,74 @@ breakdown JSON read back) and never sees a trace.
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from verifyprof.attribution.kernels import KernelTable
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.schema import KERNELS_SCHEMA, WHATIF_SCHEMA
-from verifyprof.model.decision.candidates import Ranking
-from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers
-from verifyprof.pipeline.before_after import Loaded, compare, load_input
-from verifyprof.pipeline.captures import resolve_captures, whatif_run
-from verifyprof.pipeline.model_files import prepared_of
-from verifyprof.pipeline.parallel import ParallelOptions
-from verifyprof.pipeline.reading import (
-    breakdown,
-    breakdown_frame,
-    load,
-    read_breakdown_json,
-)
-from verifyprof.pipeline.report_page import group_regex, median_verify_windows, report
-from verifyprof.pipeline.resolve import check, story_group
-from verifyprof.pipeline.run import Run, open_run
-from verifyprof.trace.events import Trace
-from verifyprof.trace.sources import expand, is_breakdown_json
+
+if TYPE_CHECKING:  # the names below, imported when first used (a command imports what it runs)
+    from verifyprof.attribution.kernels import KernelTable
+    from verifyprof.contracts.schema import KERNELS_SCHEMA, WHATIF_SCHEMA
+    from verifyprof.model.decision.candidates import Ranking
+    from verifyprof.model.decision.whatif import WhatifOptions
+    from verifyprof.pipeline.before_after import Loaded, compare, load_input
+    from verifyprof.pipeline.captures import resolve_captures, whatif_run
+    from verifyprof.pipeline.model_files import prepared_of
+    from verifyprof.pipeline.parallel import ParallelOptions
+    from verifyprof.pipeline.reading import (
+        breakdown,
+        breakdown_frame,
+        load,
+        read_breakdown_json,
+    )
+    from verifyprof.pipeline.report_page import group_regex, median_verify_windows, report
+    from verifyprof.pipeline.resolve import check, story_group
+    from verifyprof.pipeline.run import Run, open_run
+    from verifyprof.trace.events import Trace
+    from verifyprof.trace.sources import expand, is_breakdown_json
+
+# Where each re-exported name lives: ``from verifyprof import pipeline`` costs nothing until a
+# name is used, so ``capture``, ``hooks`` and a refused command never import pandas or the model.
+_HOME = {
+    "KernelTable": "verifyprof.attribution.kernels",
+    "KERNELS_SCHEMA": "verifyprof.contracts.schema",
+    "WHATIF_SCHEMA": "verifyprof.contracts.schema",
+    "Ranking": "verifyprof.model.decision.candidates",
+    "WhatifOptions": "verifyprof.model.decision.whatif",
+    "Loaded": "verifyprof.pipeline.before_after",
+    "compare": "verifyprof.pipeline.before_after",
+    "load_input": "verifyprof.pipeline.before_after",
+    "resolve_captures": "verifyprof.pipeline.captures",
+    "whatif_run": "verifyprof.pipeline.captures",
+    "prepared_of": "verifyprof.pipeline.model_files",
+    "ParallelOptions": "verifyprof.pipeline.parallel",
+    "breakdown": "verifyprof.pipeline.reading",
+    "breakdown_frame": "verifyprof.pipeline.reading",
+    "load": "verifyprof.pipeline.reading",
+    "read_breakdown_json": "verifyprof.pipeline.reading",
+    "group_regex": "verifyprof.pipeline.report_page",
+    "median_verify_windows": "verifyprof.pipeline.report_page",
+    "report": "verifyprof.pipeline.report_page",
+    "check": "verifyprof.pipeline.resolve",
+    "story_group": "verifyprof.pipeline.resolve",
+    "Run": "verifyprof.pipeline.run",
+    "open_run": "verifyprof.pipeline.run",
+    "Trace": "verifyprof.trace.events",
+    "expand": "verifyprof.trace.sources",
+    "is_breakdown_json": "verifyprof.trace.sources",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A re-exported name, imported from its module on first use (PEP 562)."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "KERNELS_SCHEMA",
@@ -68,6 +114,9 @@ def whatif(options: WhatifOptions, parallel: ParallelOptions | None = None) -> R
     several trace files by directory or glob) ranked into candidates."""
     if options.source is None:
         raise VerifyprofError("give --from a breakdown JSON or a trace")
+    from verifyprof.pipeline.resolve import check
+    from verifyprof.pipeline.run import open_run
+
     check(options)
     return open_run([options.source], options, parallel).ranked(options.source)
 
@@ -80,6 +129,10 @@ def kernels(
 ) -> KernelTable:
     """What ``verifyprof kernels`` shows: the kernels of the run's step group (``scope``:
     "story", "all", "range" or "whole-trace"), from a trace file or a trace already read."""
+    from verifyprof.model.decision.whatif import WhatifOptions
+    from verifyprof.pipeline.run import Run, open_run
+    from verifyprof.trace.events import Trace
+
     options = options or WhatifOptions()
     if isinstance(source, Trace):
         return Run.of_trace(source, options, taxonomy=taxonomy, parts=True).kernels(scope)
@@ -89,4 +142,6 @@ def kernels(
 
 def whatif_plain(options: WhatifOptions) -> dict:
     """``whatif --verify-ms ... --accept-len ...``: plain numbers, no breakdown."""
+    from verifyprof.model.decision.whatif import plain_numbers
+
     return plain_numbers(options)
