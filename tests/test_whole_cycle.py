@@ -141,7 +141,7 @@ def test_a_given_baseline_rate_beats_the_traces_decode_steps_everywhere(shared_r
     assert plain.cycle.tokens_per_s == pytest.approx(300.0, rel=1e-6)
     assert ranking.plain.tokens_per_s == pytest.approx(300.0, rel=1e-6)
     assert ranking.current.speedup == pytest.approx(ranking.current.tokens_per_s / 300.0)
-    assert "given plain decode step" in plain.details["decode_source"]
+    assert "plain decode step (given)" in plain.details["decode_source"]
     assert "decode steps" in plain.details["decode_source"]  # the shape it was given
 
 
