@@ -20,6 +20,7 @@ from verifyprof.pipeline import resolve_captures
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "bench" / "results" / "load_mha_h200_2"
+THIRD = ROOT / "bench" / "results" / "load_mha_h200_3"  # another lease: C1, C8, C64
 MODEL = ROOT / "bench" / "models" / "hf-chain-7b-mha.toml"
 
 
@@ -101,7 +102,7 @@ def test_plain_decoding_where_a_capture_measured_it_is_that_measured_rate(curve_
     p = plain(curve_json, 512.0, 8)
     rate = json.loads((RUNS / "C8" / "manifest.json").read_text())["results"]
     assert p["basis"] == MEASURED
-    assert p["tokens_per_s"] == pytest.approx(rate["baseline_tokens_per_s"], rel=0.01)
+    assert p["tokens_per_s"] == pytest.approx(rate["baseline_tokens_per_s"], rel=1e-6)
     assert p["band"] >= PLAIN_RUN_BAND  # one short unprofiled run: its own spread, not 3.5%
 
 
@@ -124,3 +125,42 @@ def test_the_detailed_draft_count_table_says_each_points_basis_and_band():
     assert all(
         re.search(r"(measured|interpolated|extrapolated|roofline) \+/-\d+%", r) for r in rows
     )
+
+
+def test_between_two_captured_contexts_a_batch_is_interpolated_only_where_both_measured_it(
+    loaded_context,
+):
+    f = loaded_context.fit  # batch 1 and 8 at context 512, batch 8 alone at 2048
+    assert f.at(4, 5, 1024).basis == EXTRAPOLATED  # 1024: as far from 512 as from 2048
+    assert f.at(8, 1, 1024).basis == INTERPOLATED
+
+
+def test_one_batchs_decodes_make_no_decode_fit_and_plain_decoding_still_slows_with_batch():
+    m = measured("C1", "C1L")
+    assert m.decode is None
+    names = [str(RUNS / n) for n in ("C1", "C1L")]
+    args = ("--model", str(MODEL), "--batch", "1,64", "--context", "512", "--json")
+    proc = verifyprof("whatif", *names, *args)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert plain(result, 512.0, 64)["tokens_per_s"] < 0.9 * plain(result, 512.0, 1)["tokens_per_s"]
+
+
+def test_plain_decoding_at_a_captures_load_is_its_rate_where_the_fit_misses_it():
+    names = [str(RUNS / n) for n in ("C1", "C8", "C8L", "C1L")] + [str(THIRD / "C64")]
+    args = ("--model", str(MODEL), "--batch", "1,8", "--context", "512", "--json")
+    proc = verifyprof("whatif", *names, *args)
+    assert proc.returncode == 0, proc.stderr
+    p = plain(json.loads(proc.stdout), 512.0, 8)
+    rate = json.loads((RUNS / "C8" / "manifest.json").read_text())["results"]
+    assert p["basis"] == MEASURED
+    assert p["tokens_per_s"] == pytest.approx(rate["baseline_tokens_per_s"], rel=1e-6)
+
+
+def test_one_captures_own_context_is_what_its_program_ran_at_not_the_first_asked():
+    args = ("--model", str(MODEL), "--batch", "1", "--context", "8192,512", "--json")
+    proc = verifyprof("whatif", str(RUNS / "C1"), *args)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert plain(result, 512.0, 1)["basis"] == MEASURED
+    assert plain(result, 8192.0, 1)["basis"] != MEASURED

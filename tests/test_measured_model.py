@@ -166,7 +166,9 @@ def test_growth_with_batch_is_told_apart_from_kv_only_with_another_context():
         assert fit.at(p.batch, p.width, p.context).ms == pytest.approx(
             p.busy_ms + p.fixed_ms, rel=1e-6
         )
-    assert fit.at(4, 5, 1024.0).basis == INTERPOLATED
+    assert fit.at(4, 5, 512.0).basis == INTERPOLATED
+    # at 1024, between 512 and 2048, batch 4 is bracketed only where both measured 1 and 8
+    assert fit.at(4, 5, 1024.0).basis == EXTRAPOLATED
     assert fit.at(64, 5, 512.0).basis == EXTRAPOLATED
 
 

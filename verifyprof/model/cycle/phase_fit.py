@@ -19,9 +19,10 @@ The step's GPU work is split by what drives it:
   its KV cache with too few thread blocks to fill the GPU (latency-bound), a loaded one at the
   memory's bandwidth. So the KV term is ``c max(batch, B*) x context``: below B* a forward's
   context costs what B* requests' would. B* is fitted (least squares over a grid, the smallest
-  where several fit alike) where captures at two contexts were each taken at two batches; without
-  such a rectangle it is the smallest batch captured, and the context's slope comes from the
-  batch that measured it (bench/README, "Predictions against it").
+  where several fit alike) where captures at two contexts were each taken at two batches: four
+  such captures solve it exactly (no residual is left to judge it by; the bands' distance terms
+  carry the doubt). Without such a rectangle B* is 0 (no floor), and the context's slope comes
+  from the batch that measured it (bench/README, "Predictions against it").
 * **fixed**: graph gaps, launches, host time: the mean over the captures.
 
 At a measured configuration the value is ``measured``; inside the measured batches, contexts
@@ -57,7 +58,7 @@ BAND_PER_DOUBLING = 0.06  # the distance term, checked out of sample on the H200
 # of the second campaign: +3.8% at 2, +4.7% at 4, where the line through them had no residual)
 BAND_BETWEEN_PER_DOUBLING = 0.03
 # plain decoding measured by one short unprofiled run (capture --decode-cmd, or a rate given)
-# against other processes of the same configuration: up to +4.1% at batch 8 and +7.1% at batch
+# against other processes of the same configuration: +2.3% at batch 8 and +7.2% at batch
 # 64 (bench/README, the third H200 campaign)
 PLAIN_RUN_BAND = 0.075
 # past a load no capture varied (one batch, one context): the growth is the roofline's guess
@@ -179,10 +180,21 @@ class StepFit:
         return Value(ms, basis, band + per_load * load + BAND_PER_DOUBLING * tokens)
 
     def batches_near(self, context: float) -> tuple[float, ...]:
-        """The batches captured at the captured context nearest to ``context`` (a batch is
-        between measured points only where a context measured both sides of it)."""
-        near = min(self.contexts, key=lambda c: abs(math.log(max(context, 1) / max(c, 1))))
-        return tuple(sorted({float(b) for b, _, c in self.points if c == near}))
+        """The batches captured at ``context``; between two captured contexts, those captured at
+        both; past them, at the nearest (a batch is between measured points only where a context
+        measured both sides of it)."""
+        cs = self.contexts
+        if cs[0] < context < cs[-1] and float(context) not in cs:
+            lo = max(c for c in cs if c < context)
+            hi = min(c for c in cs if c > context)
+            both = self._batches_at(lo) & self._batches_at(hi)
+            if both:
+                return tuple(sorted(both))
+        near = min(cs, key=lambda c: abs(math.log(max(context, 1) / max(c, 1))))
+        return tuple(sorted(self._batches_at(near)))
+
+    def _batches_at(self, context: float) -> set[float]:
+        return {float(b) for b, _, c in self.points if c == context}
 
     @property
     def load_varied(self) -> bool:

@@ -14,6 +14,13 @@ from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
+from verifyprof.model.decision.capture_facts import (
+    as_int,
+    option_of,
+    program_context,
+    results_of,
+    target_of,
+)
 from verifyprof.model.decision.plain_numbers import DEFAULT_CONTEXT
 from verifyprof.model.decision.whatif import Prepared
 from verifyprof.model.fixes.measured import Capture, Measured, measured_from
@@ -55,7 +62,7 @@ class Identity:
 
 
 def identity(prepared: Prepared, manifest: Manifest | None, gpu: str) -> Identity:
-    target = _target(manifest)
+    target = target_of(manifest)
     program = next((a for a in target if not Path(a).name.startswith("python")), "")
     settings = []
     skip = False
@@ -73,59 +80,24 @@ def identity(prepared: Prepared, manifest: Manifest | None, gpu: str) -> Identit
     return Identity(Path(program).name, tuple(settings), hw, prepared.profile.verify.mode)
 
 
-def _target(manifest: Manifest | None) -> list[str]:
-    raw = manifest.raw if manifest is not None else {}
-    command = raw.get("command") if isinstance(raw, dict) else None
-    target = command.get("target") if isinstance(command, dict) else command
-    return [str(a) for a in target] if isinstance(target, list) else []
-
-
-def _results(manifest: Manifest | None) -> dict:
-    raw = manifest.raw if manifest is not None else {}
-    res = raw.get("results") if isinstance(raw, dict) else None
-    return res if isinstance(res, dict) else {}
-
-
-def _option(target: list[str], *names: str) -> str | None:
-    for i, arg in enumerate(target):
-        for name in names:
-            if arg == name and i + 1 < len(target):
-                return target[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
-
-
 def where_taken(prepared: Prepared, manifest: Manifest | None) -> tuple[int, float, int, str]:
     """(batch, context, drafts, how the context was found) of one capture: the batch from the
     trace's tags, then what the program reported, then its command line; the context from what
     the program reported or ran with, then the trace's tags or --context, then a stated
     default."""
-    s, res, target = prepared.scenario, _results(manifest), _target(manifest)
-    batch = prepared.profile.batch or _int(res.get("batch")) or _int(_option(target, "--batch"))
-    context, how = _num(res.get("context")) or _num(_option(target, "--context", "--ctx")), ""
+    s, res, target = prepared.scenario, results_of(manifest), target_of(manifest)
+    batch = (
+        prepared.profile.batch or as_int(res.get("batch")) or as_int(option_of(target, "--batch"))
+    )
+    context, how = program_context(manifest), ""
     if context:
         how = "the capture's program"  # what it ran at, before an option that names one for all
     elif s.context:
         context, how = s.context, "the trace or --context"
     else:
         context, how = DEFAULT_CONTEXT, f"a stated default ({DEFAULT_CONTEXT:g}: give --context)"
-    k = s.num_draft or _int(res.get("num_draft")) or 0
+    k = s.num_draft or as_int(res.get("num_draft")) or 0
     return int(batch or s.batch or 1), float(context), int(k), how
-
-
-def _int(v: object) -> int | None:
-    try:
-        return int(str(v)) if v is not None else None
-    except ValueError:
-        return None
-
-
-def _num(v: object) -> float | None:
-    try:
-        return float(str(v)) if v is not None else None
-    except ValueError:
-        return None
 
 
 def one_model(

@@ -17,6 +17,7 @@ from verifyprof.model.cycle.phase_fit import (
     MEASURED,
     MIN_BAND,
     PLAIN_RUN_BAND,
+    Value,
     worst,
 )
 from verifyprof.model.cycle.width_fit import WidthFit
@@ -104,7 +105,7 @@ def measured_point(
     return _fields(s, k, st.width, c, batch, context) | {
         "source": f"{basis} (from {a.label})",
         "basis": basis,
-        "band": round(math.hypot(band, st.band if st.basis != MEASURED else 0.0), 4),
+        "band": round(math.hypot(band, st.band) if st.basis != MEASURED else max(band, st.band), 4),
         "from_capture": a.label,
     }
 
@@ -113,6 +114,9 @@ def _plain_point(m: Measured, a: Capture, batch: int, context: float) -> dict[st
     """Plain decoding at a load from its own measured steps (``Measured.decode``), shaped as the
     nearest capture's: its step takes the fitted time."""
     v = m.decode.at(batch, 1, context)
+    own = _measured_plain(m, batch, context)
+    if own is not None:  # a capture measured plain decoding here: its own rate, not the fit's
+        v, a = Value(own[0], MEASURED, MIN_BAND), own[1]  # its floor raised below, as a fit's
     given = replace(a.scenario, decode_ms=v.ms, decode_given=True, batch=batch, context=context)
     try:
         state, plain, _ = plain_state(a.profile, given)
@@ -125,6 +129,19 @@ def _plain_point(m: Measured, a: Capture, batch: int, context: float) -> dict[st
         "band": round(v.band + max(PLAIN_RUN_BAND - MIN_BAND, 0.0), 4),  # its floor raised
         "from_capture": a.label,
     }
+
+
+def _measured_plain(m: Measured, batch: int, context: float) -> tuple[float, Capture] | None:
+    """The plain step a capture at this batch and context measured (its cycle, ms), if any."""
+    for c in m.captures:
+        here = (c.batch, float(c.context)) == (batch, float(context))
+        if here and not c.predicted and plain_measured(c.profile, c.scenario):
+            try:
+                state, plain, _ = plain_state(c.profile, c.scenario)
+            except Skip:
+                continue
+            return cycle_of(state, plain).cycle_ms, c
+    return None
 
 
 def _fields(s: Scenario, k: int, width: int, c, batch: int, context: float) -> dict[str, Any]:

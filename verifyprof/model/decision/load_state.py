@@ -11,6 +11,7 @@ from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.cycle.parts import HOST_IDLE
 from verifyprof.model.decision.candidates import Ranking, Scenario
+from verifyprof.model.decision.capture_facts import program_context
 from verifyprof.model.decision.load import LoadCurve, load_curve
 from verifyprof.model.decision.plain_numbers import CONTEXT_NOTE, DEFAULT_CONTEXT
 from verifyprof.model.decision.plan import _with_cycle as with_cycle_of
@@ -72,9 +73,9 @@ def load_of(
 ) -> tuple[LoadCurve | None, str | None]:
     """The load curve of a prepared run, or None and why not. The model config is the option's,
     else a workload capture's (its manifest's summary); today's context the scenario's, else the
-    capture's ``--context``, else the first ``--context`` asked (``manifest``: as prepare read it;
-    the model opens no file). ``measured``: False for a predicted state (after the plan's
-    fixes), whose own point is no measurement."""
+    capture's ``--context`` or what its program reported, else the first ``--context`` asked
+    (``manifest``: as prepare read it; the model opens no file). ``measured``: False for a
+    predicted state (after the plan's fixes), whose own point is no measurement."""
     run = _workload_config(manifest)
     model = s.model
     if model is None and run.get("target"):
@@ -85,7 +86,11 @@ def load_of(
             model = model_from_workload(run["target"], Path(str(o.manifest)), dtype)
         except VerifyprofError as err:
             return None, f"no load curve: {err}"
-    context = s.context or float((run.get("run") or {}).get("context") or 0.0)
+    context = (
+        s.context
+        or float((run.get("run") or {}).get("context") or 0.0)
+        or (program_context(manifest) or 0.0)
+    )
     if not context and o.contexts:
         context = o.contexts[0]
     stated = not context

@@ -164,7 +164,7 @@ class Measured:
             f"the verify's GPU work fitted over tokens per forward (measured {f.tokens[0]:g} to"
             f" {f.tokens[-1]:g}: {f.per_token_ms * 1e3:.2f} us a token"
             + (
-                f" plus {f.per_token_kv_ms * 1e9:.1f} ns per KV token it attends to"
+                f" plus {f.per_token_kv_ms * 1e6:.2f} ns per KV token it attends to"
                 if f.per_token_kv_ms > 0
                 else ""
             )
@@ -183,8 +183,8 @@ class Measured:
         if f.kv_floor_batch > min(self.batches):
             words.append(
                 f"below batch {f.kv_floor_batch:.1f} a forward reads its KV cache latency-bound"
-                " (its context costs what that many requests' would): fitted from captures at two"
-                " contexts, each at two batches"
+                " (its context costs what that many requests' would): solved from captures at two"
+                " contexts, each at two batches (with four, exactly: no residual to judge it by)"
             )
         if self.decode is not None:
             d = self.decode
@@ -254,8 +254,9 @@ def measured_from(captures: list[Capture]) -> Measured:
 
 def _decode_fit(captures: list[Capture]) -> StepFit | None:
     """Plain decoding's measured step (a traced decode, or ``capture --decode-cmd``'s unprofiled
-    rate) fitted over batch and context like the verify's rest; None where fewer than two loads
-    measured it (plain decoding then comes from the verify at width 1)."""
+    rate) fitted over batch and context like the verify's rest; None where fewer than two batches
+    measured it (plain decoding then moves from the nearest capture's along the verify's fit,
+    which carries the GEMMs' growth with batch: a line through one batch's decodes would not)."""
     points = []
     for c in captures:
         if c.predicted or not plain_measured(c.profile, c.scenario):
@@ -267,7 +268,7 @@ def _decode_fit(captures: list[Capture]) -> StepFit | None:
         points.append(
             Point(c.batch, 1, c.context, {"step": cycle_of(state, plain).cycle_ms}, c.label)
         )
-    if len({(p.batch, p.context) for p in points}) < 2:
+    if len({p.batch for p in points}) < 2:  # one batch: its growth with batch is unmeasured
         return None
     return step_fit(points, [])
 
