@@ -164,3 +164,15 @@ def test_one_captures_own_context_is_what_its_program_ran_at_not_the_first_asked
     result = json.loads(proc.stdout)
     assert plain(result, 512.0, 1)["basis"] == MEASURED
     assert plain(result, 8192.0, 1)["basis"] != MEASURED
+
+
+def test_captures_taken_apart_say_so_and_one_sessions_do_not():
+    apart = measured_notes("C1", "C8", str(THIRD / "C64"))
+    assert any("min apart" in n and "C64" in n for n in apart)
+    assert not any("min apart" in n for n in measured_notes("C1", "C8", "C8L"))
+
+
+def measured_notes(*names: str) -> list[str]:
+    o = WhatifOptions(model=str(MODEL))
+    _, resolved = resolve_captures([str(RUNS / n) for n in names], o)
+    return resolved.prepared.scenario.notes

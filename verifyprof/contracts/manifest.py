@@ -211,9 +211,10 @@ def read_manifest(
                 f"manifest field 'results' must be an object, got {results!r}", path
             )
         values = {name: results.get(key) for name, key in RESULT_KEYS.items()}
-        # what ran and at which loads: several captures are one program's (model.decision.
-        # captures), a --concurrency list splits one trace into measured points
-        kept = {"results": results} | {k: data[k] for k in ("command", "loads") if k in data}
+        # what ran, at which loads, when and where: several captures are one program's (model.
+        # decision.captures), a --concurrency list splits one trace into measured points
+        what = ("command", "loads", "started_at", "versions")
+        kept = {"results": results} | {k: data[k] for k in what if k in data}
         return _with_dilation(_manifest(path, values, kept), data.get("dilation"))
     if isinstance(schema, str) and schema.startswith("verifyprof."):
         raise VerifyprofError(

@@ -10,6 +10,7 @@ captures at one batch and context measured, and hands the first capture's scenar
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
@@ -125,8 +126,46 @@ def one_model(
     measured: Measured = measured_from(captures)
     head = captures[0]
     scenario = replace(head.scenario, measured=measured)
-    scenario.notes = [*scenario.notes, *measured.notes()]
+    scenario.notes = [*scenario.notes, *measured.notes(), *_apart(runs)]
     return replace(first, profile=head.profile, scenario=scenario)
+
+
+def _apart(runs: list[tuple[str, Prepared, Manifest | None, str]]) -> list[str]:
+    """A note where the captures were taken on different GPUs (bus id) or over 20 minutes apart
+    (``capture --batches`` takes its captures back to back): one fit then joins runs whose host
+    speed differs by a few percent (the same recipe on three H200 leases: 9.1% to 10.5% worst
+    error; bench/README)."""
+    when, where = [], set()
+    for label, _, manifest, _ in runs:
+        raw = manifest.raw if manifest is not None and isinstance(manifest.raw, dict) else {}
+        started = raw.get("started_at")
+        if isinstance(started, str):
+            try:
+                when.append((datetime.fromisoformat(started), label))
+            except ValueError:
+                pass
+        gpus = (
+            (raw.get("versions") or {}).get("gpus")
+            if isinstance(raw.get("versions"), dict)
+            else None
+        )
+        if isinstance(gpus, list) and gpus and isinstance(gpus[0], dict):
+            where.add(str(gpus[0].get("pci_bus_id")))
+    notes = []
+    if len(where) > 1:
+        notes.append(
+            f"the captures ran on {len(where)} different GPUs (bus ids): one fit joins hosts"
+            " whose speed differs by a few percent"
+        )
+    if len(when) > 1:
+        (first, a), (last, b) = min(when), max(when)
+        minutes = (last - first).total_seconds() / 60
+        if minutes > 20:
+            notes.append(
+                f"the captures were taken {minutes:.0f} min apart ({a} to {b}): one fit joins runs"
+                " whose host speed may differ by a few percent; captures of one session agree best"
+            )
+    return notes
 
 
 def _differs(a: Identity, b: Identity, first: str) -> str:
