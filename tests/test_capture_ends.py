@@ -138,7 +138,11 @@ def test_a_closed_terminal_mid_program_leaves_none_of_its_children(tmp_path, tag
     args = ["--backend", "none", "--stop-timeout", "1", "--out", str(out), "--"]
     capture, master = capture_on_a_terminal([*args, sys.executable, "-c", SPAWNER], tag)
     read_until_logged(master, out / "program.log", "spawned")
-    assert len(tagged_processes(tag)) >= 6  # verifyprof, the program and its four descendants
+    # verifyprof, the program and its four descendants (sh forks its sleep after "spawned")
+    deadline = time.monotonic() + 30
+    while len(tagged_processes(tag)) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(tagged_processes(tag)) >= 6
     assert hang_up(capture, master) == 128 + signal.SIGHUP
     doc = read_manifest(out)
     assert doc["status"] == "interrupted" and doc["error"] == "interrupted (SIGHUP)"
