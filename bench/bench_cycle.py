@@ -103,6 +103,14 @@ def gpu_local_cpus(count: int) -> str:
     return ",".join(map(str, cpus[:count]))
 
 
+def pin(cpus: str) -> None:
+    """Every later command under ``taskset -c CPUS`` (``local:N``: N CPUs local to the GPU)."""
+    if cpus.startswith("local:"):
+        cpus = gpu_local_cpus(int(cpus.removeprefix("local:")))
+    PIN[:] = ["taskset", "-c", cpus]
+    print(f"pinned to CPUs {cpus}", flush=True)
+
+
 def sh(cmd: list[str], log: Path, timeout: float = 900) -> bool:
     started = time.monotonic()
     cmd = PIN + cmd
@@ -470,11 +478,7 @@ def main() -> int:
     )
     args = p.parse_args()
     if args.cpus:
-        cpus = args.cpus
-        if cpus.startswith("local:"):
-            cpus = gpu_local_cpus(int(cpus.removeprefix("local:")))
-        PIN[:] = ["taskset", "-c", cpus]
-        print(f"pinned to CPUs {cpus}", flush=True)
+        pin(args.cpus)
     if args.run:
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
         only = set((args.only or "workload,hf").split(","))

@@ -239,11 +239,7 @@ def main() -> int:
     p.add_argument("--table", type=Path, help="the measured tables of a --run folder")
     args = p.parse_args()
     if args.cpus:
-        cpus = args.cpus
-        if cpus.startswith("local:"):
-            cpus = bc.gpu_local_cpus(int(cpus.removeprefix("local:")))
-        bc.PIN[:] = ["taskset", "-c", cpus]
-        print(f"pinned to CPUs {cpus}", flush=True)
+        bc.pin(args.cpus)
     if args.run:
         only = args.only.split(",")
         if unknown := sorted(set(only) - set(names)):

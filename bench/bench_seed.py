@@ -227,11 +227,7 @@ def main() -> int:
     p.add_argument("--json", type=Path, help="with --from: every row and check as JSON")
     args = p.parse_args()
     if args.cpus:
-        cpus = args.cpus
-        if cpus.startswith("local:"):
-            cpus = bc.gpu_local_cpus(int(cpus.removeprefix("local:")))
-        bc.PIN[:] = ["taskset", "-c", cpus]
-        print(f"pinned to CPUs {cpus}", flush=True)
+        bc.pin(args.cpus)
     if args.run:
         run(args.run, args.smoke, set(args.only.split(",")))
         return 0

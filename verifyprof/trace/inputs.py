@@ -13,6 +13,7 @@ from pathlib import Path
 
 from verifyprof.contracts.errors import TraceError, path_problem
 from verifyprof.contracts.manifest import MANIFEST
+from verifyprof.contracts.plumbing.inputs import kind_of, require_regular
 
 
 def stat_input(path: Path) -> os.stat_result:
@@ -27,44 +28,27 @@ def stat_input(path: Path) -> os.stat_result:
         raise TraceError(path_problem(exc, path), path) from None
 
 
-def kind_of(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def regular_file(path: Path) -> os.stat_result:
     """The stat of ``path`` when it is a regular file (symlinks followed); TraceError otherwise."""
     st = stat_input(path)
-    if stat.S_ISDIR(st.st_mode):
-        raise TraceError("is a directory, not a trace file", path)
-    if not stat.S_ISREG(st.st_mode):
-        raise TraceError(
-            f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never"
-            " end)",
-            path,
-        )
+    require_regular(
+        st.st_mode, path, "is a directory, not a trace file", _not_a_trace(st), TraceError
+    )
     return st
+
+
+def _not_a_trace(st: os.stat_result) -> str:
+    return (
+        f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never"
+        " end)"
+    )
 
 
 def is_directory(path: Path) -> bool:
     """True for a directory, False for a regular file; TraceError for anything else or an error."""
     st = stat_input(path)
-    if stat.S_ISDIR(st.st_mode):
-        return True
-    if not stat.S_ISREG(st.st_mode):
-        raise TraceError(
-            f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never"
-            " end)",
-            path,
-        )
-    return False
+    require_regular(st.st_mode, path, None, _not_a_trace(st), TraceError)
+    return stat.S_ISDIR(st.st_mode)
 
 
 def list_directory(path: Path) -> list[Path]:

@@ -41,6 +41,19 @@ _SPECIAL = (
 )
 
 
+def require_regular(
+    mode: int, path, directory: str | None, other: str, error: type = VerifyprofError
+) -> None:
+    """Refuse a directory (``directory``: the line; None: a directory is allowed) or anything
+    else but a regular file (``other``), which would block or never end when read."""
+    if stat.S_ISDIR(mode):
+        if directory is not None:
+            raise error(directory, path)
+        return
+    if not stat.S_ISREG(mode):
+        raise error(other, path)
+
+
 def kind_of(mode: int) -> str:
     """What a non-regular file is, in words."""
     return next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
@@ -69,14 +82,13 @@ def read_bytes(
         raise VerifyprofError(f"cannot read {what}: {_reason(exc)}", path) from None
     try:
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise VerifyprofError(f"is a directory, expected a {what} file", path)
-        if not stat.S_ISREG(st.st_mode):
-            raise VerifyprofError(
-                f"{kind_of(st.st_mode)}, not a regular file: a {what} is read from a file (this"
-                " would block or never end)",
-                path,
-            )
+        require_regular(
+            st.st_mode,
+            path,
+            f"is a directory, expected a {what} file",
+            f"{kind_of(st.st_mode)}, not a regular file: a {what} is read from a file (this"
+            " would block or never end)",
+        )
         _check_size(st.st_size, what, limit, path)
         data = _read_at_most(fd, limit + 1, path, what)
     finally:
@@ -156,14 +168,13 @@ def check_file_option(path: str | Path, option: str) -> os.stat_result | None:
         return None
     except OSError as exc:
         raise VerifyprofError(f"{option}: cannot access: {_reason(exc)}", path) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise VerifyprofError(f"{option} is a directory, expected a file", path)
-    if not stat.S_ISREG(st.st_mode):
-        raise VerifyprofError(
-            f"{option} is {kind_of(st.st_mode)}, not a regular file (reading it would block or"
-            " never end)",
-            path,
-        )
+    require_regular(
+        st.st_mode,
+        path,
+        f"{option} is a directory, expected a file",
+        f"{option} is {kind_of(st.st_mode)}, not a regular file (reading it would block or"
+        " never end)",
+    )
     return st
 
 
