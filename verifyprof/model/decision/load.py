@@ -188,7 +188,8 @@ class ContextCurve:
         at = "" if here else f" (at context {self.context:g})"
         if self.server:
             return f'verifyprof capture --server-cmd "..." --concurrency {loads}{at}'
-        ctx = "" if here else f" --context {self.context:g}"
+        several = len({c for _, c in self.measured}) > 1  # which context the "..." runs at
+        ctx = "" if here and not several else f" --context {self.context:g}"
         return (
             f"verifyprof capture --batches {loads} --out DIR -- PROGRAM ... --batch {{batch}}{ctx}"
         )
