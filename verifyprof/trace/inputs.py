@@ -32,12 +32,12 @@ def regular_file(path: Path) -> os.stat_result:
     """The stat of ``path`` when it is a regular file (symlinks followed); TraceError otherwise."""
     st = stat_input(path)
     require_regular(
-        st.st_mode, path, "is a directory, not a trace file", _not_a_trace(st), TraceError
+        st.st_mode, path, "is a directory, not a trace file", _special_file(st), TraceError
     )
     return st
 
 
-def _not_a_trace(st: os.stat_result) -> str:
+def _special_file(st: os.stat_result) -> str:
     return (
         f"{kind_of(st.st_mode)}, not a trace file: give a regular file (it would block or never"
         " end)"
@@ -47,7 +47,7 @@ def _not_a_trace(st: os.stat_result) -> str:
 def is_directory(path: Path) -> bool:
     """True for a directory, False for a regular file; TraceError for anything else or an error."""
     st = stat_input(path)
-    require_regular(st.st_mode, path, None, _not_a_trace(st), TraceError)
+    require_regular(st.st_mode, path, None, _special_file(st), TraceError)
     return stat.S_ISDIR(st.st_mode)
 
 
