@@ -44,8 +44,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import bench_cycle as bc  # noqa: E402 - sh, capture, pinning
 import bench_seed as bs  # noqa: E402 - the user hooks, environment, pack
+import cycle_runs  # noqa: E402 - sh, capture, pinning (bench_cycle's)
 
 ALPHA = 0.7
 SWEEP = "1,2,3,5,7,9"
@@ -73,7 +73,11 @@ SMOKE = {  # --smoke: every command, tiny, on the CPU (kv heads = heads, as the 
 
 
 def program(smoke: bool) -> list[str]:
-    return bc.HF + (bc.SMOKE["hf"] + ["--kv-heads", "4"] if smoke else PRESET) + ["--mode", "graph"]
+    return (
+        cycle_runs.HF
+        + (cycle_runs.SMOKE["hf"] + ["--kv-heads", "4"] if smoke else PRESET)
+        + ["--mode", "graph"]
+    )
 
 
 def context_of(context: int, smoke: bool) -> int:
@@ -94,7 +98,9 @@ def run_captures(out: Path, smoke: bool, names: list[str]) -> None:
             "--context", str(context_of(context, smoke)), "--steps", "30", "--warmup", "6",
         ]  # fmt: skip
         decode = ["--decode-cmd", shlex.join(plain)] if DECODE else []  # pinned as its parent
-        run(bc.capture(out / name, prog, hooks + decode, smoke), out / f"capture-{name}.log")
+        run(
+            cycle_runs.capture(out / name, prog, hooks + decode, smoke), out / f"capture-{name}.log"
+        )
 
 
 def run_measures(out: Path, smoke: bool, names: list[str]) -> None:
@@ -119,8 +125,8 @@ def preflight(out: Path, smoke: bool) -> bool:
 
 
 def run(cmd: list[str], log: Path) -> bool:
-    print("$ " + " ".join(bc.PIN + cmd), flush=True)
-    return bc.sh(cmd, log, 900)
+    print("$ " + " ".join(cycle_runs.PIN + cmd), flush=True)
+    return cycle_runs.sh(cmd, log, 900)
 
 
 def campaign(out: Path, smoke: bool, only: list[str]) -> None:
@@ -239,7 +245,7 @@ def main() -> int:
     p.add_argument("--table", type=Path, help="the measured tables of a --run folder")
     args = p.parse_args()
     if args.cpus:
-        bc.pin(args.cpus)
+        cycle_runs.pin(args.cpus)
     if args.run:
         only = args.only.split(",")
         if unknown := sorted(set(only) - set(names)):

@@ -42,7 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import bench_cycle as bc  # noqa: E402 - the same capture/sh/pinning helpers
+import cycle_runs  # noqa: E402 - bench_cycle's capture/sh/pinning helpers
 
 K = 4
 ALPHA = 0.7
@@ -71,7 +71,7 @@ PRESET = ["--preset", "7b"]
 
 
 def program(smoke: bool) -> list[str]:
-    return bc.HF + (bc.SMOKE["hf"] if smoke else PRESET)
+    return cycle_runs.HF + (cycle_runs.SMOKE["hf"] if smoke else PRESET)
 
 
 def run_captures(out: Path, smoke: bool, names: list[str]) -> None:
@@ -82,7 +82,9 @@ def run_captures(out: Path, smoke: bool, names: list[str]) -> None:
             "--mode", mode, "--batch", str(batch), "--num-draft", str(K), "--alpha", str(ALPHA),
             "--steps", "30", "--warmup", "6", "--sweep-widths", SWEEP, "--sweep-steps", "6",
         ]  # fmt: skip
-        bc.sh(bc.capture(out / name, prog, hooks, smoke), out / f"capture-{name}.log", 900)
+        cycle_runs.sh(
+            cycle_runs.capture(out / name, prog, hooks, smoke), out / f"capture-{name}.log", 900
+        )
 
 
 def run_measures(out: Path, smoke: bool, tag: str, names: list[str]) -> None:
@@ -94,7 +96,7 @@ def run_measures(out: Path, smoke: bool, tag: str, names: list[str]) -> None:
             "--out", str(out / f"measure-{name}{tag}.json"),
         ]  # fmt: skip
         prog += ["--sweep-widths", SWEEP, "--sweep-steps", "10"] if sweep else []
-        bc.sh(prog, out / f"measure-{name}{tag}.log", 900)
+        cycle_runs.sh(prog, out / f"measure-{name}{tag}.log", 900)
 
 
 def environment(out: Path) -> None:
@@ -124,7 +126,8 @@ def preflight(out: Path, smoke: bool) -> bool:
     prog = program(smoke) + ["--num-draft", "0,4", "--batch", "2", "--steps", "3"]
     prog += ["--warmup", "1", "--sweep-widths", "1,2", "--sweep-steps", "1"]
     return all(
-        bc.sh(prog + ["--mode", mode], out / f"preflight-{mode}.log", 300) for mode in ("seed",)
+        cycle_runs.sh(prog + ["--mode", mode], out / f"preflight-{mode}.log", 300)
+        for mode in ("seed",)
     )
 
 
@@ -227,7 +230,7 @@ def main() -> int:
     p.add_argument("--json", type=Path, help="with --from: every row and check as JSON")
     args = p.parse_args()
     if args.cpus:
-        bc.pin(args.cpus)
+        cycle_runs.pin(args.cpus)
     if args.run:
         run(args.run, args.smoke, set(args.only.split(",")))
         return 0

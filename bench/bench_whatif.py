@@ -30,67 +30,31 @@ median |error| of t(n)) is above the 15% target.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# the workloads captured: whatif_capture.py; the traces and summaries read: whatif_inputs.py; the
+# predictions, checks and report: here
+
+from whatif_capture import MOE, NUM_DRAFT, capture
+from whatif_inputs import Inputs, context_for, from_dir, load_inputs, model_for, summary_runs
+
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.fixes.base import Scenario, current_cycle, idle_split_ms
 from verifyprof.model.fixes.draft import verify_at_width
 from verifyprof.model.fixes.verify import cuda_graph_verify
 from verifyprof.model.inputs.hardware import Hardware, load_hardware
-from verifyprof.model.inputs.model_config import ModelConfig, model_from_workload
+from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
-from verifyprof.pipeline import breakdown_frame
 from verifyprof.pipeline.model_files import guess_hardware
 
 TARGET = 0.15
-NUM_DRAFT = 3
-WIDTHS = "1,2,3,4,5,6,8,16"
-WORKLOAD = [
-    "--steps",
-    "40",
-    "--warmup",
-    "5",
-    "--decode-steps",
-    "20",
-    "--num-draft",
-    str(NUM_DRAFT),
-    "--accept-len",
-    "2.0",
-    "--widths",
-    WIDTHS,
-    "--sweep-steps",
-    "10",
-    "--batch",
-    "1",
-    "--context",
-    "512",
-]
-MOE = [
-    "--moe-experts",
-    "64",
-    "--moe-topk",
-    "4",
-    "--moe-intermediate",
-    "1024",
-    "--steps",
-    "30",
-    "--sweep-steps",
-    "8",
-]
-DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 @dataclass
@@ -116,173 +80,6 @@ class Row:
             "headline": self.headline,
             "note": self.note,
         }
-
-
-@dataclass
-class Inputs:
-    label: str
-    eager: BreakdownFrame  # the breakdown holding the eager steps
-    graph: BreakdownFrame | None  # the breakdown holding the graph steps (may be the same one)
-    eager_summary: dict[str, Any] | None = None
-    graph_summary: dict[str, Any] | None = None
-    sources: dict[str, str] = field(default_factory=dict)
-
-
-# ---- capture (GPU machine) ------------------------------------------------------------------
-
-
-def capture(out: Path, label: str, extra: list[str]) -> tuple[Path, Path]:
-    """One workload process, eager then graph, under nsys; returns (gzipped SQLite, summary)."""
-    if shutil.which("nsys") is None:
-        raise SystemExit(
-            "nsys not found: on the GPU machine run `source .device/nsys-env.sh` first"
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    rep, summary = out / f"{label}.nsys-rep", out / f"{label}.summary.json"
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-        "NCCL_NVLS_ENABLE": "0",
-        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-        "NVSHMEM_DISABLE_NVLS": "1",
-    }
-    profile = [
-        "nsys",
-        "profile",
-        "-t",
-        "cuda,nvtx",
-        "--sample=none",
-        "--cpuctxsw=none",
-        "--capture-range=cudaProfilerApi",
-        "--capture-range-end=stop",
-        "--cuda-graph-trace=node",
-        "-f",
-        "true",
-        "-o",
-        str(rep.with_suffix("")),
-    ]
-    workload = [
-        sys.executable,
-        "-m",
-        "verifyprof.workload",
-        "--mode",
-        "eager,graph",
-        *WORKLOAD,
-        *extra,
-        "--out",
-        str(summary),
-    ]
-    started = time.time()
-    with (out / f"{label}.log").open("w") as log:
-        subprocess.run(
-            profile + workload, check=True, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        sqlite = out / f"{label}.sqlite"
-        subprocess.run(
-            ["nsys", "export", "--type", "sqlite", "-f", "true", "-o", str(sqlite), str(rep)],
-            check=True,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    subprocess.run(["gzip", "-9", "-f", str(sqlite)], check=True)
-    rep.unlink(missing_ok=True)
-    print(f"[{label}] captured in {time.time() - started:.0f} s: {sqlite}.gz")
-    return Path(f"{sqlite}.gz"), summary
-
-
-# ---- inputs ------------------------------------------------------------------------------------
-
-
-def read_json(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
-    data = json.loads(path.read_text())
-    # a capture manifest (traces/capture_workload.sh) carries the summary inside
-    return data.get("workload_summary", data) if isinstance(data, dict) else None
-
-
-def from_dir(directory: Path) -> list[Inputs]:
-    """``traces/capture_workload.sh`` layout (NAME/trace.sqlite.gz + NAME/summary.json), or
-    ``--run``'s."""
-    found = []
-    for kind in ("dense", "moe"):
-        eager, graph = directory / f"workload-{kind}-eager", directory / f"workload-{kind}-graph"
-        both = directory / f"{kind}.sqlite.gz"
-        if (eager / "trace.sqlite.gz").exists():
-            found.append(
-                load_inputs(
-                    kind,
-                    eager / "trace.sqlite.gz",
-                    graph / "trace.sqlite.gz" if (graph / "trace.sqlite.gz").exists() else None,
-                    eager / "summary.json",
-                    graph / "summary.json" if (graph / "summary.json").exists() else None,
-                )
-            )
-        elif both.exists():
-            summary = directory / f"{kind}.summary.json"
-            found.append(load_inputs(kind, both, None, summary if summary.exists() else None, None))
-    if not found:
-        raise SystemExit(
-            f"{directory}: no workload-{{dense,moe}}-eager/trace.sqlite.gz nor"
-            " {dense,moe}.sqlite.gz"
-        )
-    return found
-
-
-def load_inputs(
-    label: str,
-    eager_trace: Path,
-    graph_trace: Path | None,
-    eager_summary: Path | None,
-    graph_summary: Path | None,
-) -> Inputs:
-    started = time.time()
-    eager = breakdown_frame(eager_trace)
-    graph = breakdown_frame(graph_trace) if graph_trace is not None else eager
-    es = read_json(eager_summary)
-    gs = read_json(graph_summary) if graph_summary is not None else es
-    print(
-        f"[{label}] broke down {eager_trace}"
-        + (f" and {graph_trace}" if graph_trace else "")
-        + f" in {time.time() - started:.1f} s"
-    )
-    return Inputs(
-        label,
-        eager,
-        graph,
-        es,
-        gs,
-        {
-            "eager_trace": str(eager_trace),
-            "graph_trace": str(graph_trace or eager_trace),
-            "eager_summary": str(eager_summary),
-            "graph_summary": str(graph_summary or eager_summary),
-        },
-    )
-
-
-def summary_runs(summary: dict[str, Any] | None, kind: str, mode: str) -> list[dict[str, Any]]:
-    if not summary:
-        return []
-    return [r for r in summary.get("runs", []) if r.get("kind") == kind and r.get("mode") == mode]
-
-
-def model_for(inputs: Inputs) -> ModelConfig | None:
-    summary = inputs.eager_summary or inputs.graph_summary
-    if not summary:
-        return None
-    config = summary.get("config", {})
-    dtype = DTYPES.get(str(config.get("dtype", "bfloat16")), "bf16")
-    return model_from_workload(
-        config.get("target", {}), Path(inputs.sources.get("eager_summary", "summary")), dtype
-    )
-
-
-def context_for(inputs: Inputs) -> float:
-    """The workload attends over its whole static cache (a mask hides the unused slots)."""
-    summary = inputs.eager_summary or inputs.graph_summary or {}
-    config = summary.get("config", {})
-    return float(config.get("max_len") or config.get("run", {}).get("context") or 0)
 
 
 # ---- the checks -------------------------------------------------------------------------------

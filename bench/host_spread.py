@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_cycle import K_TRACED, gpu_local_cpus, tau, workload_alpha  # noqa: E402
+from cycle_runs import K_TRACED, gpu_local_cpus, tau, workload_alpha  # noqa: E402
 
 
 def cycles(path: Path) -> dict[str, float]:

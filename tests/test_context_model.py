@@ -81,6 +81,15 @@ def test_plain_decoding_is_fitted_from_its_own_measured_steps(loaded_context):
     assert sorted((b, c) for b, _, c in d.points) == [(1, 512.0), (8, 512.0), (8, 2048.0)]
 
 
+def test_plain_decodings_own_latency_floor_is_in_the_notes_as_the_verifys_is(rectangle):
+    d, notes = rectangle.decode, rectangle.notes()
+    assert d is not None and d.kv_floor_batch > min(d.batches)
+    floor = f"below batch {d.kv_floor_batch:.1f} a step reads its KV cache latency-bound"
+    assert [n for n in notes if n.startswith("plain decoding: " + floor)]
+    verify = f"below batch {rectangle.fit.kv_floor_batch:.1f} a forward reads its KV cache"
+    assert [n for n in notes if n.startswith(verify)]
+
+
 @pytest.fixture(scope="module")
 def curve_json() -> dict:
     names = [str(RUNS / n) for n in ("C1", "C8", "C8L")]

@@ -18,6 +18,7 @@ from verifyprof.model.cycle.phase_fit import (
     INTERPOLATED,
     MEASURED,
     Point,
+    UnusableFit,
     step_fit,
 )
 
@@ -176,6 +177,13 @@ def test_a_width_sweep_sets_the_cost_of_a_token():
     ref = Point(1, 5, 256.0, {"gemm_dense": 5.0}, "a")
     fit = step_fit([ref], [(ref, {1: 4.6, 3: 4.8, 5: 5.0, 9: 5.4})])
     assert fit.per_token_ms == pytest.approx(0.1, rel=1e-6)
+
+
+def test_a_step_whose_time_is_not_a_number_makes_no_fit_rather_than_a_nan_one():
+    small = Point(1, 5, 512.0, {"gemm_dense": 4.0, "attention": 1.0}, "a")
+    broken = Point(8, 5, 512.0, {"gemm_dense": 4.0, "attention": float("nan")}, "b")
+    with pytest.raises(UnusableFit, match="batch 8, context 512"):
+        step_fit([small, broken], [])
 
 
 def test_a_trace_driven_at_several_loads_is_one_measured_point_per_batch(tmp_path):

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifyprof.contracts import phases
+from verifyprof.contracts.errors import VerifyprofError
 
 FIXED_PHASES = (*phases.IDLE, *phases.OTHER)
 MEASURED, INTERPOLATED, EXTRAPOLATED, ROOFLINE = (
@@ -64,6 +65,12 @@ PLAIN_RUN_BAND = 0.075
 # past a load no capture varied (one batch, one context): the growth is the roofline's guess
 BAND_PER_DOUBLING_UNMEASURED = 0.15
 SAME = 0.01  # a driver within 1% of a measured one is that point
+
+
+class UnusableFit(VerifyprofError):
+    """A step the captures cannot fit over batch and context: a measured time or context that is
+    not a finite number, or terms that come out not finite. Refused, never passed on as NaN (a
+    caller with another source falls back to it: plain decoding to the verify's fit)."""
 
 
 def worst(*bases: str) -> str:
@@ -301,11 +308,32 @@ def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) 
 
 def _rest_fit(rest: list[tuple[int, float, float]]) -> tuple[float, float, float, bool, float]:
     """``a + r batch + c max(batch, B*) x context`` by least squares (r, c >= 0): as many terms as
-    the captures can tell apart. Returns (a, r, c, requests and KV not told apart, B*)."""
+    the captures can tell apart. Returns (a, r, c, requests and KV not told apart, B*); refused
+    (:class:`UnusableFit`) where a point or a term is not a finite number."""
     b = np.array([r[0] for r in rest], dtype=float)
     ctx = np.array([r[1] for r in rest], dtype=float)
-    kv = b * ctx
     y = np.array([r[2] for r in rest], dtype=float)
+    bad = np.flatnonzero(~(np.isfinite(b) & np.isfinite(ctx) & np.isfinite(y)))
+    if len(bad):
+        i = int(bad[0])
+        raise UnusableFit(
+            f"no fit over batch and context: the step at batch {b[i]:g}, context {ctx[i]:g} has"
+            f" a time or context that is not a finite number ({y[i]:g} ms)"
+        )
+    a, r, c, blended, floor = _rest_terms(b, ctx, y)
+    if not all(math.isfinite(v) for v in (a, r, c, floor)):
+        raise UnusableFit(
+            f"no fit over batch and context: its terms are not finite numbers (a {a:g} ms,"
+            f" {r:g} ms a request, {c:g} ms a KV token, B* {floor:g})"
+        )
+    return a, r, c, blended, floor
+
+
+def _rest_terms(
+    b: np.ndarray, ctx: np.ndarray, y: np.ndarray
+) -> tuple[float, float, float, bool, float]:
+    """:func:`_rest_fit`'s terms from finite points."""
+    kv = b * ctx
     if len(set(zip(b, kv))) == 1:
         return float(y.mean()), 0.0, 0.0, False, 0.0
     if len(set(ctx)) == 1:  # batch and batch x context move together: one term (KV)

@@ -10,6 +10,7 @@ from pathlib import Path
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.cycle.parts import HOST_IDLE
+from verifyprof.model.cycle.phase_fit import UnusableFit
 from verifyprof.model.decision.candidates import Ranking, Scenario
 from verifyprof.model.decision.capture_facts import program_context
 from verifyprof.model.decision.load import LoadCurve, load_curve
@@ -101,7 +102,10 @@ def load_of(
     if s.measured is None and k:  # one capture (or a predicted state): a model of one point
         label = "this capture" if measured else "the state after the plan"
         one = Capture(label, profile, s, s.batch, context, k, predicted=not measured)
-        s.measured = measured_from([one])
+        try:  # a step that makes no fit costs the load curve, not the answer
+            s.measured = measured_from([one])
+        except UnusableFit as err:
+            return None, f"no load curve: {err}"
     try:
         load = load_curve(profile, s, o.batches, o.contexts)
     except Skip as why:

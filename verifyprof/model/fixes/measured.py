@@ -19,6 +19,7 @@ from verifyprof.model.cycle.phase_fit import (
     MEASURED,
     Point,
     StepFit,
+    UnusableFit,
     line_fit,
     step_fit,
 )
@@ -181,17 +182,15 @@ class Measured:
             " it grows faster, anchored at that point",
         ]
         if f.kv_floor_batch > min(self.batches):
-            words.append(
-                f"below batch {f.kv_floor_batch:.1f} a forward reads its KV cache latency-bound"
-                " (its context costs what that many requests' would): solved from captures at two"
-                " contexts, each at two batches (with four, exactly: no residual to judge it by)"
-            )
+            words.append(_floor_words(f, "a forward", "captures"))
         if self.decode is not None:
             d = self.decode
             words.append(
                 f"plain decoding from its own measured steps at {len(d.points)} load(s), fitted"
                 " over batch and context (not from the verify)"
             )
+            if d.kv_floor_batch > min(d.batches):
+                words.append("plain decoding: " + _floor_words(d, "a step", "its steps"))
         if f.kv_or_requests:
             words.append(
                 "every capture has one context, so per-request work and KV reads cannot be told"
@@ -203,6 +202,15 @@ class Measured:
                 " a capture at the largest batch you serve measures it"
             )
         return words
+
+
+def _floor_words(f: StepFit, what: str, taken: str) -> str:
+    """A fit's own B* in words (the verify's and plain decoding's, said alike)."""
+    return (
+        f"below batch {f.kv_floor_batch:.1f} {what} reads its KV cache latency-bound (its context"
+        f" costs what that many requests' would): solved from {taken} at two contexts, each at two"
+        " batches (with four, exactly: no residual to judge it by)"
+    )
 
 
 def _gemms(v: dict[str, float]) -> list[str]:
@@ -255,8 +263,9 @@ def measured_from(captures: list[Capture]) -> Measured:
 def _decode_fit(captures: list[Capture]) -> StepFit | None:
     """Plain decoding's measured step (a traced decode, or ``capture --decode-cmd``'s unprofiled
     rate) fitted over batch and context like the verify's rest; None where fewer than two batches
-    measured it (plain decoding then moves from the nearest capture's along the verify's fit,
-    which carries the GEMMs' growth with batch: a line through one batch's decodes would not)."""
+    measured it, or where its steps make no fit (:class:`UnusableFit`): plain decoding then moves
+    from the nearest capture's along the verify's fit, which carries the GEMMs' growth with batch
+    (a line through one batch's decodes would not)."""
     points = []
     for c in captures:
         if c.predicted or not plain_measured(c.profile, c.scenario):
@@ -270,7 +279,10 @@ def _decode_fit(captures: list[Capture]) -> StepFit | None:
         )
     if len({p.batch for p in points}) < 2:  # one batch: its growth with batch is unmeasured
         return None
-    return step_fit(points, [])
+    try:
+        return step_fit(points, [])
+    except UnusableFit:  # a step that is not a number: the verify's fit carries plain decoding
+        return None
 
 
 def _width(c: Capture) -> int:
