@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,8 @@ REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO / "tests" / "data" / "public"  # copies of ../shared/traces/public, with PROVENANCE.md
 OWN_TRACES = REPO / "traces"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (tracebuilder, ...)
+
+import bytecode_prefix  # noqa: E402 - a tests/ helper, on the path from the line above
 
 # A runner that starts the suite in the background or under nohup hands every process an ignored
 # SIGINT / SIGHUP, which children inherit: the tests that stop real processes with Ctrl-C or a
@@ -25,27 +25,7 @@ if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
-def _bytecode_outside_the_tree() -> None:
-    """Where the environment forbids bytecode (``PYTHONDONTWRITEBYTECODE``, as in many CI and
-    sandbox shells, to keep ``__pycache__`` out of the checkout), every interpreter the suite
-    starts (4 workers, a few hundred real ``verifyprof`` processes) compiled every module from
-    source again: ~0.2 s of CPU per CLI process and ~6 s per worker (assertion rewriting
-    included), about a tenth of the suite. Bytecode goes to one folder outside the tree instead
-    (``PYTHONPYCACHEPREFIX``), so the checkout stays as clean as the setting asked; set here, in
-    the controller, before xdist starts its workers, so they and every process the tests start
-    inherit it. A prefix the user chose is kept."""
-    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        return
-    prefix = os.environ.get("PYTHONPYCACHEPREFIX") or str(
-        Path(tempfile.gettempdir()) / f"verifyprof-tests-pycache-{os.getuid()}"
-    )
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = prefix
-    sys.pycache_prefix = prefix  # this process's own imports from here on
-    sys.dont_write_bytecode = False  # pytest's rewritten test modules are cached too
-
-
-_bytecode_outside_the_tree()
+bytecode_prefix.outside_the_tree()  # before xdist starts the workers (tests/bytecode_prefix.py)
 
 
 def interruptible() -> None:
