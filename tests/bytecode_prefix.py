@@ -28,7 +28,10 @@ def outside_the_tree() -> None:
     prefix = os.environ.get("PYTHONPYCACHEPREFIX") or str(
         Path(tempfile.gettempdir()) / f"verifyprof-tests-pycache-{os.getuid()}"
     )
-    _seed(Path(prefix))
+    try:
+        _seed(Path(prefix))
+    except OSError:  # a prefix that cannot be written: bytecode stays off, as the setting asked
+        return
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = prefix
     sys.pycache_prefix = prefix  # this process's own imports from here on
