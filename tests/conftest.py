@@ -13,6 +13,8 @@ PUBLIC = REPO / "tests" / "data" / "public"  # copies of ../shared/traces/public
 OWN_TRACES = REPO / "traces"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (tracebuilder, ...)
 
+import bytecode_prefix  # noqa: E402 - a tests/ helper, on the path from the line above
+
 # A runner that starts the suite in the background or under nohup hands every process an ignored
 # SIGINT / SIGHUP, which children inherit: the tests that stop real processes with Ctrl-C or a
 # hang-up
@@ -21,6 +23,9 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+bytecode_prefix.outside_the_tree()  # before xdist starts the workers (tests/bytecode_prefix.py)
 
 
 def interruptible() -> None:

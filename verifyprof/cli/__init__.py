@@ -52,12 +52,28 @@ finally:
 __all__ = ["app", "main"]
 
 
+_built: list = []  # the click command typer makes of ``app``, made once per process
+
+
+def _command():  # -> click.Command (typer's own click)
+    """``app`` as typer's click command, made on the first call only: ``app()`` makes it anew
+    each time (every command's parameters read from its signature, ~10 ms, and each parameter's
+    coercion again), which a program or a test suite calling main() hundreds of times in one
+    process paid on every call. What ``app()`` adds around it is its excepthook, which with
+    pretty exceptions off (app.py) hands every exception to Python's own."""
+    if not _built:
+        from typer.main import get_command
+
+        _built.append(get_command(app))
+    return _built[0]
+
+
 def main() -> None:
     """The console script: errors are one line (see :class:`verifyprof.cli.args._Group`)."""
     try:
         if signal.getsignal(signal.SIGINT) is _interrupted_at_start:
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        app()
+        _command()()
     except KeyboardInterrupt as err:
         sys.exit(interrupted(getattr(err, "signum", signal.SIGINT)))
 

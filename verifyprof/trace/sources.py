@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.contracts.plumbing.paths import is_pattern
-from verifyprof.trace.events import Trace
 from verifyprof.trace.formats import (
     GZIP_MAGIC,
     KINETO_SUFFIXES,
@@ -31,7 +30,9 @@ from verifyprof.trace.formats import (
 )
 from verifyprof.trace.inputs import is_directory, list_directory
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # Trace (pandas) only in annotations: sniffing and expanding names import no
+    # pandas, so a command refused before any read (pipeline.inputs) has not paid for it
+    from verifyprof.trace.events import Trace
     from verifyprof.trace.nsys.export import ProcessFilter
 
 
