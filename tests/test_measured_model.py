@@ -186,6 +186,15 @@ def test_a_step_whose_time_is_not_a_number_makes_no_fit_rather_than_a_nan_one():
         step_fit([small, broken], [])
 
 
+def test_a_step_whose_idle_phase_is_not_a_number_makes_no_fit_rather_than_a_nan_one():
+    """The host's and the graphs' idle phases are the fit's fixed part, outside the rest it
+    solves: a NaN there made every value of the fit NaN, basis 'interpolated'."""
+    small = Point(1, 5, 512.0, {"gemm_dense": 4.0, "launch_gap": 1.0}, "a")
+    broken = Point(8, 5, 512.0, {"gemm_dense": 4.0, "launch_gap": float("nan")}, "b")
+    with pytest.raises(UnusableFit, match=r"batch 8, context 512 \(b\).*launch_gap nan ms"):
+        step_fit([small, broken], [])
+
+
 def test_a_trace_driven_at_several_loads_is_one_measured_point_per_batch(tmp_path):
     """A server capture at ``--concurrency 1,8`` holds steps tagged bs=1 and bs=8 in one trace:
     its manifest's ``loads`` make whatif model each batch as its own measured point (here the

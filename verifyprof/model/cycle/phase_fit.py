@@ -275,6 +275,13 @@ def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) 
     ]
     by_load: dict[tuple[int, float], list[tuple[float, float]]] = {}
     for p in points:
+        bad = [f"{n} {t:g} ms" for n, t in p.phases_ms.items() if not math.isfinite(t)]
+        if bad or not math.isfinite(p.context):  # a fixed phase's too: the rest never sees it
+            raise UnusableFit(
+                f"no fit over batch and context: the step at batch {p.batch}, context"
+                f" {p.context:g} ({p.label}) has a time or context that is not a finite number"
+                f" ({', '.join(bad) or 'its context'})"
+            )
         by_load.setdefault((p.batch, p.context), []).append((p.tokens, p.busy_ms))
     slope = _token_slope(pops + [(b, c, pop) for (b, c), pop in by_load.items()]) or (0.0, 0.0)
     g, h = slope
