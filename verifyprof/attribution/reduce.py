@@ -137,8 +137,9 @@ def _check_concurrent(parts: list[RankPart]) -> None:
     earliest_end = min(spans, key=lambda ps: ps[1][1])
     if latest[1][0] >= earliest_end[1][1]:
         raise TraceError(
-            f"and {latest[0].path} ran at different times (their GPU work shares no instant): "
-            "separate runs, not one run's ranks; give one run's files",
+            f"this file and {latest[0].path} ran at different times (their GPU work shares no"
+            " instant): separate runs, not one run's ranks; give one run's files (verifyprof"
+            " compare A B sets two runs side by side)",
             earliest_end[0].path,
         )
 

@@ -110,6 +110,12 @@ def _print_header(console: Console, data: dict[str, Any]) -> None:
             " default --range)",
             highlight=False,
         )
+    elif phase := _step_phase(options.get("range")):
+        console.print(
+            f"steps: the default ranges (as without --step) and every spelling of {phase}"
+            f" (--step {phase})",
+            highlight=False,
+        )
     elif options.get("range"):  # one line, copyable as given
         console.print(
             f"steps: ranges whose text matches the regex {options['range']}",
@@ -255,3 +261,12 @@ def print_verdict(
         out = console or Console()
         line = f"[bold]verdict[/bold]{about}: {escape(text)}"
         unpadded(out, lambda: out.print(line, highlight=False))
+
+
+def _step_phase(regex: str | None) -> str | None:
+    """The phase whose ``--step`` made ``regex`` (``pipeline.resolve.step_regex``: the default
+    ranges plus the phase's own), said in words like the default; None for a ``--range``."""
+    if not regex or not regex.startswith(ranges.DEFAULT_STEP_REGEX + "|"):
+        return None
+    tail = regex[len(ranges.DEFAULT_STEP_REGEX) + 1 :]
+    return next((p for p in ranges.PHASES if ranges.phase_regex(p) == tail), None)

@@ -136,7 +136,7 @@ def _best_k(result: dict[str, Any], width: int) -> list[str]:
     best = next(p for p in curve["points"] if p["num_draft"] == curve["best_num_draft"])
     top = max(p["num_draft"] for p in curve["points"])
     basis = best.get("basis") or best.get("verify_source") or "predicted"
-    if best.get("band") and basis != "measured":
+    if best.get("band") and basis not in ("measured", "given"):  # a given number has no band
         basis += f" +/-{best['band']:.0%}"
     when = " today" if _after_plan(result) else ""  # the load below is after the plan
     ks = curve.get("best_num_draft_set") or []
@@ -183,9 +183,10 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
                 for r in curve["rows"]
                 if r["batch"] >= curve["extrapolated_from_batch"]
             )
+            how = f"up to +/-{band:.0%}" if band > 0 else "the roofline, no band: unmeasured"
             lines += _wrap(
-                f"batch {curve['extrapolated_from_batch']} and up extrapolated (up to"
-                f" +/-{band:.0%}); measured by:",
+                f"batch {curve['extrapolated_from_batch']} and up extrapolated ({how});"
+                " measured by:",
                 width,
                 first="  ! ",
                 indent="  ",

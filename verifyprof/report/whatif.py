@@ -256,6 +256,7 @@ def _print_candidates(
         styles.append("green" if gain > 0 else "red")
     console.print("[bold]Each candidate alone, best first (predicted)[/bold]")
     console.print(fitted_table(console, columns, rows, styles=styles))
+    _hanging(console, _hidden_verify(result["candidates"]), "-", 3, style="dim")
     console.print("[bold]Assumptions[/bold]")
     for i, cand in enumerate(result["candidates"], start=1):
         console.print(f"{i}. [bold]{escape(cand['name'])}[/bold]", highlight=False)
@@ -312,11 +313,28 @@ def _print_plan(result: dict[str, Any], console: Console, today: str = "today (m
         "[bold]Plan: fixes stacked, each on top of the ones above (predicted, cumulative)[/bold]"
     )
     console.print(fitted_table(console, columns, rows, styles=["dim"] + [None] * len(plan)))
+    _hanging(console, _hidden_verify(plan), "-", 3, style="dim")
     gaps = [
         f"not addressed: {g['phase']} {g['ms']:.3f} ms ({100 * g['share']:.0f}%): {g['reason']}"
         for g in result.get("unaddressed") or []
     ]
     _hanging(console, gaps, "-", 3, style="dim")
+
+
+def _hidden_verify(lines: list[dict[str, Any]]) -> list[str]:
+    """Why a cycle can be shorter than its verify: the host/GPU race of the cycle's parts hides
+    part of the verify behind the other phases' work (``model.cycle.overlap``)."""
+    short = [
+        f"{i} ({line['verify_ms'] - line['cycle_ms']:.3f} ms)"
+        for i, line in enumerate(lines, start=1)
+        if line["cycle_ms"] < line["verify_ms"] - 5e-4
+    ]
+    if not short:
+        return []
+    return [
+        f"cycle below its verify on line {', '.join(short)}: the host/GPU race hides that much"
+        " of the verify behind the other phases' work"
+    ]
 
 
 def _basis_band(point: dict[str, Any]) -> str:

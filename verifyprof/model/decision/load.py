@@ -170,8 +170,13 @@ class ContextCurve:
             if here
             else "no capture at this context"
         )
+        band = (
+            f"band up to +/-{max(bands):.0%}"
+            if max(bands, default=0.0) > 0
+            else "the roofline's, with no band: nothing measured it"
+        )
         return (
-            f"rows from batch {at} on are extrapolated (band up to +/-{max(bands):.0%}; {where});"
+            f"rows from batch {at} on are extrapolated ({band}; {where});"
             " the best k and where speculation stops paying there rest on them; this capture"
             " measures them:"
         )

@@ -65,6 +65,9 @@ def one_schema(flat: dict[str, Any]) -> dict[str, Any]:
     current |= {"source": "plain numbers", "basis": "given"}
     if "verify_phases_ms" in ranking:
         current["verify_phases_ms"] = ranking.pop("verify_phases_ms")
+    for point in (ranking.get("draft_curve") or {}).get("points", []):
+        if point.get("basis") == "measured":  # today's k and plain decoding: the user's numbers
+            point["basis"] = "given"
     return {
         "verdict": flat.pop("verdict", None),
         "verdict_parts": flat.pop("verdict_parts", None),
