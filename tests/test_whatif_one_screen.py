@@ -71,3 +71,56 @@ def test_details_restores_every_table_unpadded():
     for title in ("Plan: fixes stacked", "Draft count:", "Each candidate alone", "Load curve"):
         assert title in shown
     assert not [line for line in shown.splitlines() if line != line.rstrip()]
+
+
+GIVEN = (
+    "--verify-ms", "7.776", "--draft-ms", "2.993", "--accept-len", "1.89", "--num-draft", "2",
+    "--baseline-tps", "128.6", "--batch", "1,8,32", "--model", "llama-3-8b",
+    "--hardware", "h100-sxm",
+)  # fmt: skip
+
+
+def test_given_numbers_are_called_given_and_no_band_reads_zero():
+    shown = verifyprof("whatif", *GIVEN, env={"COLUMNS": "80"})
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())  # wrapped lines joined
+    best = next(line for line in shown.stdout.splitlines() if line.startswith("Best draft"))
+    assert "(given" in best and "measured" not in best
+    assert "+/-0%" not in text
+    assert "extrapolated (the roofline, no band: unmeasured)" in text
+    data = json.loads(verifyprof("whatif", *GIVEN, "--json").stdout)
+    today = next(p for p in data["draft_curve"]["points"] if p["num_draft"] == 2)
+    assert today["basis"] == "given"
+    words = [c["basis_words"] for c in data["load_curve"]["contexts"] if c["basis_words"]]
+    assert words and all("no band: nothing measured it" in w for w in words)
+
+
+def test_a_plan_line_whose_cycle_is_shorter_than_its_verify_says_why():
+    shown = verifyprof(
+        "whatif", str(OWN_TRACES / "capture-hf-assisted"), "--candidate", "cuda_graph_verify",
+        "--details", env={"COLUMNS": "100"},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(
+        verifyprof(
+            "whatif", str(OWN_TRACES / "capture-hf-assisted"), "--candidate",
+            "cuda_graph_verify", "--json",
+        ).stdout
+    )  # fmt: skip
+    short = [
+        i
+        for i, line in enumerate(data["plan"], start=1)
+        if line["cycle_ms"] < line["verify_ms"] - 5e-4
+    ]
+    assert short  # the state this test is about: the race hides part of a verify
+    text = " ".join(shown.stdout.split())
+    assert f"cycle below its verify on line {short[0]} (" in text
+    assert "the host/GPU race hides that much of the verify" in text
+
+
+@pytest.mark.parametrize("phase", ["verify", "decode"])
+def test_step_phase_header_is_words_not_the_regex(phase):
+    shown = verifyprof("breakdown", str(OWN_TRACES / "workload-dense-eager"), "--step", phase)
+    assert shown.returncode == 0, shown.stderr
+    header = next(line for line in shown.stdout.splitlines() if line.startswith("steps:"))
+    assert "(?:" not in header and f"every spelling of {phase}" in header
