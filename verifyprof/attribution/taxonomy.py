@@ -12,13 +12,16 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from verifyprof.contracts import datafiles, phases
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.plumbing.inputs import TOML_LIMIT, read_text
-from verifyprof.trace.events import StringTable
+
+if TYPE_CHECKING:  # annotations only: --range is checked before pandas is loaded
+    from verifyprof.trace.events import StringTable
 
 OTHER = phases.INDEX["other"]
 TAXONOMY_FILE = "taxonomy.toml"

@@ -81,7 +81,7 @@ def _options(kind, given: dict):
 def _captures(given: list[str] | None, source: str | None) -> tuple[list[str], str | None]:
     """The captures whatif models (arguments, or --from; a --batches folder stands for its
     captures) and today's, the first."""
-    from verifyprof.pipeline.captures import expand_captures
+    from verifyprof.pipeline.capture_inputs import expand_captures
 
     captures = expand_captures(list(given or []))
     if captures and source is not None and captures != [source]:
@@ -145,7 +145,6 @@ def breakdown(
     """Per verify step and per GPU: where the time went (phases sum to the step's wall time)."""
     from verifyprof import pipeline
     from verifyprof.contracts.plumbing import outputs
-    from verifyprof.report import console, files, integrity, progress
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     options = pipeline.WhatifOptions(
@@ -159,6 +158,8 @@ def breakdown(
         outputs={"--csv": csv, "--parquet": parquet},
         numbers={"--accept-len": accept_len, "--workers": workers},
     )
+    from verifyprof.report import console, files, integrity, progress  # after the checks
+
     on_stdout = "--json" if as_json else None  # then no output may be stdout
     outputs.protect(
         [p for spec in traces for p in pipeline.expand(spec)], (csv, parquet), on_stdout
@@ -222,7 +223,6 @@ def kernels(
     phase of each."""
 
     from verifyprof import pipeline
-    from verifyprof.report import console, files, integrity, progress
 
     chosen = [o for o, on in (("--range", step_range), ("--step", step)) if on is not None]
     chosen += [o for o, on in (("--all", every_step), ("--whole-trace", whole_trace)) if on]
@@ -238,6 +238,8 @@ def kernels(
     _check_run(  # before any work
         sources={"": [trace]}, files={"--taxonomy": taxonomy, "--manifest": manifest}
     )
+    from verifyprof.report import console, files, integrity, progress  # after the checks
+
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
         table = pipeline.kernels(trace, options, scope, taxonomy)
     data = {"schema": pipeline.KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
@@ -291,8 +293,6 @@ def whatif(
     captures, source = _captures(given_source, source)
     given = {k: v for k, v in locals().items() if k not in ("given_source", "captures", "details")}
     given |= _load_lists(batch, context)
-    from verifyprof.report import files, integrity, progress
-    from verifyprof.report import whatif as show
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     _plain_or_trace(source, verify_ms)
@@ -304,6 +304,9 @@ def whatif(
     )
     if manifest is not None:
         _check_manifest(manifest)
+    from verifyprof.report import files, integrity, progress  # after the checks
+    from verifyprof.report import whatif as show
+
     options = _options(pipeline.WhatifOptions, given)
     if source is None:
         result = {"schema": pipeline.WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}

@@ -80,8 +80,6 @@ def compare(
     """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a
     verdict, BEFORE's prediction of the change AFTER shows, and a CI gate."""
     from verifyprof import pipeline
-    from verifyprof.report import compare as show
-    from verifyprof.report import files
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     _check_run(  # inputs, file options and numbers, before any work (issue 22)
@@ -90,6 +88,9 @@ def compare(
         numbers={"--accept-len": accept_len, "--gate": gate},
     )
     _checked(accept_len, manifest, step, step_range)  # --gate: a finite number in _check_run
+    from verifyprof.report import compare as show  # after the checks
+    from verifyprof.report import files
+
     result = pipeline.compare(
         before,
         after,
@@ -137,7 +138,7 @@ def report(
     from verifyprof.cli.analysis import _load_lists
     from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.plumbing.outputs import writes_stdout
-    from verifyprof.pipeline.captures import expand_captures
+    from verifyprof.pipeline.capture_inputs import expand_captures
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     if out is None and not as_json:

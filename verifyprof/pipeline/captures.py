@@ -12,26 +12,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from verifyprof.capture.batches import capture_folders
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.decision.candidates import Ranking
 from verifyprof.model.decision.captures import one_model
 from verifyprof.model.decision.whatif import Given, Prepared, WhatifOptions, prepare
 from verifyprof.model.inputs.step_attrs import with_attr_columns
+from verifyprof.pipeline.capture_inputs import expand_captures  # noqa: F401 - re-exported
 from verifyprof.pipeline.resolve import Resolved
 from verifyprof.pipeline.run import Run, open_run
 
 MIN_STEPS = 8  # a batch size with fewer verify steps is no measured point of its own
-
-
-def expand_captures(specs: list[str]) -> list[str]:
-    """A ``capture --batches`` output folder stands for its ``batch-N`` captures (smallest batch
-    first); every other input for itself."""
-    out = []
-    for spec in specs:
-        found = capture_folders(Path(spec))
-        out += [str(p) for p in found] if found else [spec]
-    return out
 
 
 def label_of(spec: str, taken: set[str]) -> str:

@@ -24,7 +24,7 @@ from verifyprof.contracts.plumbing.inputs import InputRegistry, check_file_optio
 from verifyprof.contracts.plumbing.outputs import check_output, is_stdout
 from verifyprof.contracts.plumbing.paths import is_pattern, user_path, user_paths
 from verifyprof.trace.formats import NSYS_SUFFIXES
-from verifyprof.trace.inputs import is_directory, kept_breakdown, list_directory
+from verifyprof.trace.inputs import is_directory, kept_breakdown, list_directory, stat_input
 from verifyprof.trace.sources import expand
 
 TAXONOMY_FILE = "taxonomy.toml"
@@ -120,9 +120,8 @@ def _add_source(registry: InputRegistry, spec: str | Path, owner: str) -> None:
         for path in matched:
             registry.add(path, f"{mine} trace, matched by {text!r}")
         return
-    if not os.path.lexists(text):
-        registry.add(text, _file_role(Path(text), owner))  # the reader says it is missing
-        return
+    if not os.path.lexists(text):  # the reader's own line, before the analysis is loaded
+        stat_input(Path(text))
     if not is_directory(Path(text)):  # TraceError for a FIFO, device, socket: before any output
         registry.add(text, _file_role(Path(text), owner))
         return

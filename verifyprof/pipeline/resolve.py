@@ -13,16 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.attribution.breakdown import Breakdown
-from verifyprof.attribution.taxonomy import compile_regex
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
-from verifyprof.model.decision.whatif import Prepared, WhatifOptions, check_options, prepare
+from verifyprof.model.decision.whatif import Prepared, WhatifOptions, prepare
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
+from verifyprof.pipeline.option_checks import CYCLE_PARTS, check  # noqa: F401 - re-exported
 from verifyprof.trace.inputs import kept_breakdown
 from verifyprof.trace.sources import is_breakdown_json
-
-CYCLE_PARTS = ("spec_step", "draft", "accept", "draft_extend")  # never the verify
 
 
 @dataclass(frozen=True)
@@ -306,19 +304,6 @@ def _one_token_steps(options: WhatifOptions, name: str, notes: list[str]) -> Wha
         " manifest's speculative accept length not used"
     )
     return replace(options, accept_len=1.0, alpha=None, survival=None, num_draft=None)
-
-
-def check(options: WhatifOptions, parts: bool = False) -> None:
-    """Every option, before any input is read or output written (``parts``: as in
-    :func:`resolve_frame`)."""
-    check_options(options)
-    if options.step in CYCLE_PARTS and options.step_range is not None and not parts:
-        raise VerifyprofError(f"--step {options.step}: not a verify step (see --step's help)")
-    if options.step_range is not None:  # one line before any file is read, not one per file
-        compile_regex(
-            options.step_range,
-            f"--range '{options.step_range:.80}' is not a valid regular expression",
-        )
 
 
 def story_group(frame: BreakdownFrame, summary: dict[str, Any]) -> tuple[tuple[str, str], str]:

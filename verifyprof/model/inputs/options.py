@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verifyprof.contracts.bounds import (
     CONTEXT,
@@ -23,7 +24,9 @@ from verifyprof.model.inputs.acceptance import Survival, parse_survival
 from verifyprof.model.inputs.leviathan import (
     expected_tokens,
 )
-from verifyprof.model.inputs.profile import VerifyProfile
+
+if TYPE_CHECKING:  # annotations only: the options are checked before pandas is loaded
+    from verifyprof.model.inputs.profile import VerifyProfile
 
 
 @dataclass
