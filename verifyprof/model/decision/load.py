@@ -17,6 +17,7 @@ as ``draft_curve``) and moves its verify to the batch and context by the rooflin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from verifyprof.model.cycle.phase_fit import worst
@@ -51,6 +52,14 @@ class Row:
     @property
     def best(self) -> dict[str, Any]:
         return max(self.points, key=lambda p: p["tokens_per_s"])
+
+    @cached_property
+    def rates(self) -> dict[int, float]:
+        """k -> tokens/s (the first point of each k, as a search of the points finds it)."""
+        out: dict[int, float] = {}
+        for p in self.points:
+            out.setdefault(p["num_draft"], p["tokens_per_s"])
+        return out
 
     @property
     def plain(self) -> dict[str, Any] | None:
@@ -350,7 +359,7 @@ def load_curve(
 
 
 def _rate(row: Row, k: int) -> float:
-    return next((p["tokens_per_s"] for p in row.points if p["num_draft"] == k), 0.0)
+    return row.rates.get(k, 0.0)
 
 
 def _measured_at(s: Scenario) -> tuple[tuple[int, float], ...]:
