@@ -276,3 +276,12 @@ def test_traces_without_ranges_compare_whole_and_are_not_called_verify():
         data["verdict_line"].startswith(f"{data['verdict']}: whole-trace cost ")
         and "verify" not in data["verdict_line"]
     )
+
+
+def test_whole_trace_compare_counts_kernel_families_over_the_whole_trace():
+    code, out = cli("compare", str(EAGER), str(GRAPH), "--whole-trace", "--json")
+    assert code == 0, out
+    families = json.loads(out)["kernel_families"]
+    assert families["scope"] == "the whole trace (--whole-trace)"
+    code, out = cli("compare", str(EAGER), str(GRAPH), "--json")
+    assert json.loads(out)["kernel_families"]["scope"] == "the verify ranges"

@@ -242,6 +242,9 @@ class Run:
 
         if self.breakdown is None or self.trace is None:
             return None
+        if self.options.whole_trace:  # the steps compared are the whole trace: so are families
+            assert self.trace_kernels is not None
+            return self.trace_kernels.table, "the whole trace (--whole-trace)"
         rules = load_taxonomy(self.taxonomy)
         try:
             return kernel_table(self.trace, rules, VERIFY_KERNELS_REGEX).table, "the verify ranges"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from verifyprof.contracts import phases
 from verifyprof.model.inputs.step_group import StepGroup
 
-SMALL = ("elementwise", "norm", "moe_aux")  # what Inductor-style fusion merges
+SMALL_KERNEL_PHASES = ("elementwise", "norm", "moe_aux")  # what Inductor-style fusion merges
 HEAVY = ("attention", "gemm_dense", "gemm_moe")  # fusion regions end at these
 HOST_IDLE = ("graph_launch", "launch_gap", "host_wait")
 MODES = ("eager", "graph", "compiled")
@@ -112,8 +112,8 @@ def part_of(
         gap_ms=gap * times,
         host_idle_ms=max(per_cycle - (busy + gap) * times, 0.0),
         kernels=group.kernels * times,
-        small=sum(group.counts.get(ph, 0.0) for ph in SMALL) * times,
-        small_ms=sum(p.get(ph, 0.0) for ph in SMALL) * times,
+        small=sum(group.counts.get(ph, 0.0) for ph in SMALL_KERNEL_PHASES) * times,
+        small_ms=sum(p.get(ph, 0.0) for ph in SMALL_KERNEL_PHASES) * times,
         heavy=sum(group.counts.get(ph, 0.0) for ph in HEAVY) * times,
         forwards=forwards,
         mode="graph" if group.mode == "graph" else "eager",

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from verifyprof.contracts.plumbing.text import counted
+from verifyprof.model.cycle.parts import SMALL_KERNEL_PHASES
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.verify_cost import phase_rooflines
 from verifyprof.model.fixes.base import (
@@ -22,7 +23,6 @@ from verifyprof.model.fixes.base import (
 from verifyprof.model.inputs.profile import VerifyProfile
 
 FLOOR_PHASES = ("gemm_dense", "gemm_moe", "attention")
-SMALL_KERNEL_PHASES = ("elementwise", "norm", "moe_aux")  # what Inductor-style fusion merges
 HEAVY_KERNEL_PHASES = ("attention", "gemm_dense", "gemm_moe")  # fusion regions end at these
 
 
