@@ -285,3 +285,13 @@ def test_whole_trace_compare_counts_kernel_families_over_the_whole_trace():
     assert families["scope"] == "the whole trace (--whole-trace)"
     code, out = cli("compare", str(EAGER), str(GRAPH), "--json")
     assert json.loads(out)["kernel_families"]["scope"] == "the verify ranges"
+
+
+def test_table_titles_wrap_at_the_terminal_width_unpadded():
+    result = CliRunner().invoke(app, ["compare", str(EAGER), str(GRAPH)], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("Verify step per phase"))
+    assert len(lines[title]) > 64 and lines[title] == lines[title].rstrip()
+    assert all(len(line) <= 100 for line in lines[title : title + 2])
+    assert not [line for line in lines if line.startswith("Prediction") and line != line.rstrip()]

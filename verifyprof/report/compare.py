@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from verifyprof.contracts.plumbing.text import counted
 from verifyprof.report.layout import Console
@@ -43,8 +45,7 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
     for warning in data["warnings"]:
         console.print(f"[bold red]{escape(warning)}[/bold red]")
     what = _step_word(b["step"])
-    table = _phase_table(data, what)
-    console.print(table)
+    _print_titled(console, _phase_table(data, what))
     _print_ranks(console, data["ranks"], what)
     _print_families(console, data["kernel_families"])
     _print_predictions(console, data)
@@ -65,6 +66,16 @@ def print_compare(data: dict[str, Any], console: Console | None = None) -> None:
                 else "passed"
             )
         )
+
+
+def _print_titled(console: Console, table: Table) -> None:
+    """The table's title on a line of its own, wrapped at the console's width (rich wraps a title
+    at the table's own width and pads it with spaces), then the table."""
+    title, table.title = table.title, None
+    plain = Text.from_markup(str(title or "")).plain
+    for line in textwrap.wrap(plain, max(console.width, 20), break_on_hyphens=False):
+        console.print(line, markup=False, highlight=False)
+    console.print(table)
 
 
 def _phase_table(data: dict[str, Any], what: str) -> Table:
@@ -171,7 +182,7 @@ def _print_ranks(console: Console, ranks: list[dict[str, Any]], what: str = "ver
             "-" if row["delta_ms"] is None else f"{row['delta_ms']:+.3f}",
             _pct(row["delta_pct"]),
         )
-    console.print(table)
+    _print_titled(console, table)
 
 
 def _print_families(console: Console, families: dict[str, Any]) -> None:
@@ -227,7 +238,7 @@ def _print_predictions(console: Console, data: dict[str, Any]) -> None:
                 f"{p[f'measured_{key}']:{fmt}}",
                 _pct(p[error]),
             )
-        console.print(table)
+        _print_titled(console, table)
         console.print(
             f"  [dim]the change seen: {escape('; '.join(p['change']))}; modelled by"
             f" {escape(', '.join(p['applied']))}[/dim]"
