@@ -242,15 +242,16 @@ class Run:
 
         if self.breakdown is None or self.trace is None:
             return None
-        if self.options.whole_trace:  # the steps compared are the whole trace: so are families
-            assert self.trace_kernels is not None
-            return self.trace_kernels.table, "the whole trace (--whole-trace)"
         rules = load_taxonomy(self.taxonomy)
         try:
-            return kernel_table(self.trace, rules, VERIFY_KERNELS_REGEX).table, "the verify ranges"
+            table = kernel_table(self.trace, rules, VERIFY_KERNELS_REGEX).table
         except VerifyprofError:  # no verify ranges or none with kernels
             assert self.trace_kernels is not None
             return self.trace_kernels.table, "the whole trace (no verify ranges)"
+        if self.options.whole_trace:  # the steps compared are the whole trace: so are families
+            assert self.trace_kernels is not None
+            return self.trace_kernels.table, "the whole trace (--whole-trace)"
+        return table, "the verify ranges"
 
     def kernels(self, scope: str = "story") -> KernelTable:
         """``kernels``: the story group's ("story"; ``--step`` picks it as everywhere: ``--step
