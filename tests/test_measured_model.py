@@ -195,6 +195,15 @@ def test_a_step_whose_idle_phase_is_not_a_number_makes_no_fit_rather_than_a_nan_
         step_fit([small, broken], [])
 
 
+def test_a_width_sweep_time_that_is_not_a_number_is_refused_naming_the_sweep():
+    """An infinite sweep time passed the sweeps' ``t > 0`` filter into the token slope; it is
+    refused with the sweep's own words, not blamed on a step's time."""
+    small = Point(1, 5, 512.0, {"gemm_dense": 4.0, "attention": 1.0}, "a")
+    large = Point(8, 5, 512.0, {"gemm_dense": 5.0, "attention": 1.5}, "b")
+    with pytest.raises(UnusableFit, match=r"width sweep at batch 1 \(a\).*width 4: inf ms"):
+        step_fit([small, large], [(small, {2: 3.0, 4: float("inf")})])
+
+
 def test_a_trace_driven_at_several_loads_is_one_measured_point_per_batch(tmp_path):
     """A server capture at ``--concurrency 1,8`` holds steps tagged bs=1 and bs=8 in one trace:
     its manifest's ``loads`` make whatif model each batch as its own measured point (here the

@@ -238,20 +238,22 @@ class Run:
         holds, in words: the whole trace's where no verify range has kernels; None without one
         trace's events."""
         from verifyprof.attribution.kernels import kernel_table
+        from verifyprof.attribution.steps import find_steps
         from verifyprof.attribution.taxonomy import load_taxonomy
 
         if self.breakdown is None or self.trace is None:
             return None
-        rules = load_taxonomy(self.taxonomy)
         try:
-            table = kernel_table(self.trace, rules, VERIFY_KERNELS_REGEX).table
+            if not self.options.whole_trace:
+                rules = load_taxonomy(self.taxonomy)
+                table = kernel_table(self.trace, rules, VERIFY_KERNELS_REGEX).table
+                return table, "the verify ranges"
+            find_steps(self.trace, VERIFY_KERNELS_REGEX)  # the steps compared are the whole
+            scope = "the whole trace (--whole-trace)"  # trace's: so are the families
         except VerifyprofError:  # no verify ranges or none with kernels
-            assert self.trace_kernels is not None
-            return self.trace_kernels.table, "the whole trace (no verify ranges)"
-        if self.options.whole_trace:  # the steps compared are the whole trace: so are families
-            assert self.trace_kernels is not None
-            return self.trace_kernels.table, "the whole trace (--whole-trace)"
-        return table, "the verify ranges"
+            scope = "the whole trace (no verify ranges)"
+        assert self.trace_kernels is not None
+        return self.trace_kernels.table, scope
 
     def kernels(self, scope: str = "story") -> KernelTable:
         """``kernels``: the story group's ("story"; ``--step`` picks it as everywhere: ``--step

@@ -16,7 +16,7 @@ from verifyprof.contracts import phases
 from verifyprof.model.inputs.step_group import StepGroup
 
 SMALL_KERNEL_PHASES = ("elementwise", "norm", "moe_aux")  # what Inductor-style fusion merges
-HEAVY = ("attention", "gemm_dense", "gemm_moe")  # fusion regions end at these
+HEAVY_KERNEL_PHASES = ("attention", "gemm_dense", "gemm_moe")  # fusion regions end at these
 HOST_IDLE = ("graph_launch", "launch_gap", "host_wait")
 MODES = ("eager", "graph", "compiled")
 
@@ -114,7 +114,7 @@ def part_of(
         kernels=group.kernels * times,
         small=sum(group.counts.get(ph, 0.0) for ph in SMALL_KERNEL_PHASES) * times,
         small_ms=sum(p.get(ph, 0.0) for ph in SMALL_KERNEL_PHASES) * times,
-        heavy=sum(group.counts.get(ph, 0.0) for ph in HEAVY) * times,
+        heavy=sum(group.counts.get(ph, 0.0) for ph in HEAVY_KERNEL_PHASES) * times,
         forwards=forwards,
         mode="graph" if group.mode == "graph" else "eager",
         syncs=group.host_syncs * times,

@@ -262,6 +262,26 @@ def _centred(populations: list[tuple[float, list[tuple[float, float]]]]):
     return np.array(xs), np.array(cs), np.array(ys)
 
 
+def _check_finite(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) -> None:
+    """UnusableFit naming the first step (every phase, the fixed ones too) or width-sweep time
+    whose time or context is not a finite number: one check, before any term is fitted."""
+    for p in points:
+        bad = [f"{n} {t:g} ms" for n, t in p.phases_ms.items() if not math.isfinite(t)]
+        if bad or not math.isfinite(p.context):
+            raise UnusableFit(
+                f"no fit over batch and context: the step at batch {p.batch}, context"
+                f" {p.context:g} ({p.label}) has a time or context that is not a finite number"
+                f" ({', '.join(bad) or 'its context'})"
+            )
+    for ref, widths in sweeps:
+        bad = [f"width {w}: {t:g} ms" for w, t in widths.items() if not math.isfinite(t)]
+        if bad:
+            raise UnusableFit(
+                f"no fit over batch and context: the width sweep at batch {ref.batch} ({ref.label})"
+                f" has a time that is not a finite number ({', '.join(bad)})"
+            )
+
+
 def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) -> StepFit:
     """The fit from the captures' steps and their width sweeps (``(the capture's step, {width:
     mean total ms})``)."""
@@ -273,20 +293,19 @@ def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) 
         )
         for ref, widths in sweeps
     ]
+    _check_finite(points, sweeps)
     by_load: dict[tuple[int, float], list[tuple[float, float]]] = {}
     for p in points:
-        bad = [f"{n} {t:g} ms" for n, t in p.phases_ms.items() if not math.isfinite(t)]
-        if bad or not math.isfinite(p.context):  # a fixed phase's too: the rest never sees it
-            raise UnusableFit(
-                f"no fit over batch and context: the step at batch {p.batch}, context"
-                f" {p.context:g} ({p.label}) has a time or context that is not a finite number"
-                f" ({', '.join(bad) or 'its context'})"
-            )
         by_load.setdefault((p.batch, p.context), []).append((p.tokens, p.busy_ms))
     slope = _token_slope(pops + [(b, c, pop) for (b, c), pop in by_load.items()]) or (0.0, 0.0)
     g, h = slope
     rest = [(p.batch, p.context, p.busy_ms - (g + h * p.context) * p.tokens) for p in points]
     base, per_req, per_kv, blended, floor = _rest_fit(rest)
+    if not all(math.isfinite(v) for v in (g, h, base, per_req, per_kv, floor)):
+        raise UnusableFit(
+            f"no fit over batch and context: its terms are not finite numbers (a {base:g} ms,"
+            f" {per_req:g} ms a request, {per_kv:g} ms a KV token, B* {floor:g})"
+        )
     fixed = sum(p.fixed_ms for p in points) / len(points)
     tokens = {p.tokens for p in points} | {x for _, _, pop in pops for x, _ in pop}
     fit = StepFit(
@@ -315,31 +334,10 @@ def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) 
 
 def _rest_fit(rest: list[tuple[int, float, float]]) -> tuple[float, float, float, bool, float]:
     """``a + r batch + c max(batch, B*) x context`` by least squares (r, c >= 0): as many terms as
-    the captures can tell apart. Returns (a, r, c, requests and KV not told apart, B*); refused
-    (:class:`UnusableFit`) where a point or a term is not a finite number."""
+    the captures can tell apart. Returns (a, r, c, requests and KV not told apart, B*)."""
     b = np.array([r[0] for r in rest], dtype=float)
     ctx = np.array([r[1] for r in rest], dtype=float)
     y = np.array([r[2] for r in rest], dtype=float)
-    bad = np.flatnonzero(~(np.isfinite(b) & np.isfinite(ctx) & np.isfinite(y)))
-    if len(bad):
-        i = int(bad[0])
-        raise UnusableFit(
-            f"no fit over batch and context: the step at batch {b[i]:g}, context {ctx[i]:g} has"
-            f" a time or context that is not a finite number ({y[i]:g} ms)"
-        )
-    a, r, c, blended, floor = _rest_terms(b, ctx, y)
-    if not all(math.isfinite(v) for v in (a, r, c, floor)):
-        raise UnusableFit(
-            f"no fit over batch and context: its terms are not finite numbers (a {a:g} ms,"
-            f" {r:g} ms a request, {c:g} ms a KV token, B* {floor:g})"
-        )
-    return a, r, c, blended, floor
-
-
-def _rest_terms(
-    b: np.ndarray, ctx: np.ndarray, y: np.ndarray
-) -> tuple[float, float, float, bool, float]:
-    """:func:`_rest_fit`'s terms from finite points."""
     kv = b * ctx
     if len(set(zip(b, kv))) == 1:
         return float(y.mean()), 0.0, 0.0, False, 0.0

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from verifyprof.contracts.plumbing.text import counted
-from verifyprof.model.cycle.parts import SMALL_KERNEL_PHASES
+from verifyprof.model.cycle.parts import HEAVY_KERNEL_PHASES, SMALL_KERNEL_PHASES
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.verify_cost import phase_rooflines
 from verifyprof.model.fixes.base import (
@@ -23,7 +23,6 @@ from verifyprof.model.fixes.base import (
 from verifyprof.model.inputs.profile import VerifyProfile
 
 FLOOR_PHASES = ("gemm_dense", "gemm_moe", "attention")
-HEAVY_KERNEL_PHASES = ("attention", "gemm_dense", "gemm_moe")  # fusion regions end at these
 
 
 def launch_costs(s: Scenario) -> tuple[float, float, float, str]:
