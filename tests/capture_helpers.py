@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import forked_cli
+
 try:
     import psutil
 except ImportError:  # a GPU image without psutil: read /proc directly (see _proc_tagged)
@@ -143,13 +145,10 @@ def capture_cmd(*args: str) -> list[str]:
 def run_capture(
     args: list[str], tag: str, timeout: float = 120.0, **env: str
 ) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        capture_cmd(*args),
-        env=tagged_env(tag, **env),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    """``verifyprof capture ARGS`` to its end, a process forked from one that has imported the
+    CLI (``forked_cli``); :func:`start_capture` starts a fresh one, for tests that signal it."""
+    return forked_cli.run(
+        ["capture", *args], env=tagged_env(tag, **env), cwd=REPO, text=True, timeout=timeout
     )
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 import test_path_errors
 from conftest import OWN_TRACES, REPO
@@ -21,9 +22,9 @@ DENSE = OWN_TRACES / "workload-dense-eager" / "trace.sqlite.gz"
 
 
 def cli(*args: object, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "verifyprof.cli", *map(str, args)],
-        capture_output=True,
+    """A process forked from one that has imported the CLI (``forked_cli``)."""
+    return forked_cli.run(
+        [str(a) for a in args],
         text=True,
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO)},

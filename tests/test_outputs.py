@@ -15,6 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import forked_cli
 import pytest
 from conftest import OWN_TRACES, PUBLIC, REPO, interruptible
 
@@ -36,7 +37,11 @@ def _forget_inputs():
 def cli(
     *args: str, cwd: Path, stdout=subprocess.PIPE, preexec_fn=None
 ) -> subprocess.CompletedProcess:
+    """A process forked from one that has imported the CLI (``forked_cli``); a fresh one where
+    ``preexec_fn`` has to run before it starts."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    if preexec_fn is None:
+        return forked_cli.run(args, stdout=stdout, text=True, env=env, cwd=cwd, timeout=240)
     return subprocess.run(
         [sys.executable, "-m", "verifyprof.cli", *args],
         stdout=stdout,

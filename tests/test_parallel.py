@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from conftest import PUBLIC, REPO, interruptible
 from golden_cases import differences
@@ -62,13 +63,9 @@ def one_process(source, regex: str | None = None, whole: bool = False) -> dict:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "verifyprof.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=dict(os.environ, COLUMNS="160"),
-    )
+    """A process forked from one that has imported the CLI (``forked_cli``): its map forks its
+    own workers, as a fresh one does."""
+    return forked_cli.run(args, text=True, timeout=240, env=dict(os.environ, COLUMNS="160"))
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import forked_cli
 import pytest
 from conftest import PUBLIC, REPO
 
@@ -328,13 +329,14 @@ def probe(command: str, option: str | None, name: str, trace: Path, out: Path) -
 
 def run_names(args: list[str], cwd: Path, gone: bool = False) -> subprocess.CompletedProcess:
     """A real process (its standard streams as a terminal's: UTF-8, strict), in ``cwd``;
-    ``gone``: ``cwd`` is removed by the process itself before verifyprof starts."""
-    return subprocess.run(
-        [sys.executable, "-m", "verifyprof.cli", *args],
-        capture_output=True,
+    ``gone``: ``cwd`` is removed by the process itself before verifyprof starts. Forked from a
+    process that has imported the CLI (``forked_cli``): these runs are about names, not the
+    interpreter's start."""
+    return forked_cli.run(
+        args,
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO), "VERIFYPROF_CACHE": str(cwd.parent / "c")},
-        preexec_fn=(lambda: os.rmdir(cwd)) if gone else None,
+        remove_cwd=gone,
         timeout=180,
     )
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import forked_cli
 import pytest
 from conftest import OWN_TRACES
 
@@ -26,11 +26,8 @@ LONG_S = 60.0  # a check given this long that ends in half of it did not wait fo
 
 def breakdown_on(address: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "verifyprof.cli", "breakdown", str(RANKS), "--scheduler", address],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = forked_cli.run(  # a process forked from one that has imported the CLI
+        ["breakdown", str(RANKS), "--scheduler", address], text=True, timeout=120
     )
     return done, time.monotonic() - started
 

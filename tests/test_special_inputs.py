@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forked_cli
 import pytest
 from clirun import digest
 from conftest import OWN_TRACES, PUBLIC, REPO
@@ -33,20 +34,16 @@ SERVER = f"{sys.executable} {FAKE_SERVER} --model-path fake/model"
 MEMORY = 3 << 30  # bytes of address space a command may map: /dev/zero read whole passes it
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "verifyprof.cli", *args],
-        capture_output=True,
+    """A process forked from one that has imported the CLI (``forked_cli``), its address space
+    limited to ``MEMORY``."""
+    return forked_cli.run(
+        args,
         text=True,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
         cwd=cwd,
         timeout=120,  # a FIFO read blocks forever: TimeoutExpired fails the test
-        preexec_fn=_limit_memory,
-        check=False,
+        limits={resource.RLIMIT_AS: MEMORY},
     )
 
 

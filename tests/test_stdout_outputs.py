@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import io
 import subprocess
-import sys
 from pathlib import Path
 
+import forked_cli
 import pandas as pd
 import pytest
 from conftest import PUBLIC
@@ -19,14 +19,9 @@ BREAKDOWN = ["breakdown", str(KINETO), "--whole-trace"]
 
 
 def cli(*args: str, stdout=subprocess.PIPE, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """The CLI in ``cwd`` (a test's own folder: a ``-`` taken for a file name lands there)."""
-    return subprocess.run(
-        [sys.executable, "-m", "verifyprof.cli", *args],
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        timeout=240,
-        cwd=cwd,
-    )
+    """The CLI in ``cwd`` (a test's own folder: a ``-`` taken for a file name lands there), a
+    process forked from one that has imported it (``forked_cli``)."""
+    return forked_cli.run(args, stdout=stdout, timeout=240, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
