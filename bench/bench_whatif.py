@@ -46,8 +46,9 @@ from whatif_capture import MOE, NUM_DRAFT, capture
 from whatif_inputs import Inputs, context_for, from_dir, load_inputs, model_for, summary_runs
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.fixes.base import Scenario, current_cycle, idle_split_ms
+from verifyprof.model.fixes.base import Scenario, current_cycle
 from verifyprof.model.fixes.draft import verify_at_width
+from verifyprof.model.fixes.setup import launch_costs_of
 from verifyprof.model.fixes.verify import cuda_graph_verify
 from verifyprof.model.inputs.hardware import Hardware, load_hardware
 from verifyprof.model.inputs.model_config import ModelConfig
@@ -98,7 +99,12 @@ def graph_rows(inputs: Inputs, hardware: Hardware, sweep: bool, width: int | Non
     eager = profile_or_none(inputs.eager, mode="eager", sweep=sweep, width=width)
     if eager is None:
         return []
-    scenario = Scenario(accept_len=2.0, hardware=hardware, num_draft=NUM_DRAFT)
+    scenario = Scenario(  # the launch costs as whatif takes them: the hardware file's
+        accept_len=2.0,
+        hardware=hardware,
+        num_draft=NUM_DRAFT,
+        costs=launch_costs_of(hardware, eager.calibration),
+    )
     predicted = cuda_graph_verify(eager, scenario, current_cycle(eager, scenario)).cycle.verify_ms
     where = f"sweep width {width}" if sweep else f"loop verify width {eager.width}"
     rows = []
@@ -130,9 +136,10 @@ def graph_rows(inputs: Inputs, hardware: Hardware, sweep: bool, width: int | Non
                 "graph trace, breakdown wall (mean)",
             )
         )
-        idle = v.phases_ms.get("launch_gap", 0.0) + v.phases_ms.get("host_wait", 0.0)
-        interior, _ = idle_split_ms(v)
-        node_us = interior / max(v.kernels, 1) * 1e3
+        # a replayed graph's idle between its kernels is its own phase, graph_gap (issue 20)
+        gaps = v.phases_ms.get("graph_gap", 0.0)
+        idle = v.phases_ms.get("launch_gap", 0.0) + v.phases_ms.get("host_wait", 0.0) + gaps
+        node_us = gaps / max(v.kernels, 1) * 1e3
         rows[-1].note = (
             f"eager: {eager.verify.wall_ms:.3f} ms = launch gap"
             f" {eager.verify.phases_ms.get('launch_gap', 0):.3f} + host wait"

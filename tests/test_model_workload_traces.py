@@ -16,6 +16,7 @@ import pytest
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.model.fixes.base import Scenario, current_cycle
 from verifyprof.model.fixes.draft import verify_at_width
+from verifyprof.model.fixes.setup import launch_costs_of
 from verifyprof.model.fixes.verify import cuda_graph_verify
 from verifyprof.model.inputs.hardware import load_hardware
 from verifyprof.model.inputs.model_config import model_from_workload
@@ -95,7 +96,10 @@ def test_cuda_graph_prediction_from_eager_is_within_15_percent_of_the_graph_run(
 ):
     assert graph.name in breakdowns, f"{graph} missing from traces/"
     profile = verify_profile(breakdowns[eager.name])
-    scenario = Scenario(accept_len=2.0, hardware=load_hardware("h200"))
+    h200 = load_hardware("h200")  # its launch costs as whatif takes them (0.4 us a graph node)
+    scenario = Scenario(
+        accept_len=2.0, hardware=h200, costs=launch_costs_of(h200, profile.calibration)
+    )
     predicted = cuda_graph_verify(
         profile, scenario, current_cycle(profile, scenario)
     ).cycle.verify_ms
