@@ -20,6 +20,7 @@ the interpreter reads only when it starts is what the command's environment says
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import selectors
@@ -93,7 +94,11 @@ def run(
     }
     out_fd = None if stdout == subprocess.PIPE else _fileno(stdout)
     with zygote.lock:
-        code, out, err = zygote.run(request, timeout, argv, out_fd)
+        try:
+            code, out, err = zygote.run(request, timeout, argv, out_fd)
+        except BaseException:  # a test's time-out, Ctrl-C: its messages may be left unread
+            zygote.close(kill=True)
+            raise
     if text:
         return subprocess.CompletedProcess(
             argv, code, None if out is None else out.decode(), err.decode()
@@ -135,6 +140,7 @@ class _Zygote:
 
     def __init__(self, env: dict[str, str]) -> None:
         self.lock = threading.Lock()
+        self.child: int | None = None  # the last request's process
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = mine
         self.proc = subprocess.Popen(
@@ -154,12 +160,20 @@ class _Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Ends the zygote (it ends when its socket closes); ``kill``: now, and a later request
+        starts another."""
         self.sock.close()
+        if kill:
+            self.proc.kill()
+            if self.child is not None:
+                with contextlib.suppress(OSError):  # it may have ended already
+                    os.kill(self.child, signal.SIGKILL)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
 
     def run(
         self, request: dict, timeout: float, argv: list[str], out_fd: int | None
@@ -176,7 +190,7 @@ class _Zygote:
                 os.close(out_w)
             os.close(err_w)
         deadline = time.monotonic() + timeout
-        pid = self._message(deadline)["pid"]
+        pid = self.child = self._message(deadline)["pid"]
         try:
             out, err = _drain(out_r, err_r, deadline)
         except subprocess.TimeoutExpired:
