@@ -1,5 +1,11 @@
 """`verifyprof hooks`: what a capture would wrap, checked in the user's own Python (the real entry,
-`cli.main`, in-process; the console script's exit 1 for a missing target: tests/test_cli_smoke.py).
+`cli.main`, in-process, and fresh `python -m verifyprof.cli` processes of this checkout; the console
+script's exit 1 for a missing target: tests/test_cli_smoke.py).
+
+The status, one rule: 1 when a target cannot be hooked in this Python (missing: a target the user
+named whose function, module or package is not there, or one in the program's __main__;
+unsupported: not a plain function), 0 otherwise: a preset's targets this Python lacks, even its
+whole server, are information.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import Ran, verifyprof
+from cli_helpers import REPO, Ran, verifyprof
 
 from verifyprof.capture.hooks import api as hook_api
 
@@ -54,14 +60,96 @@ MYMOD = "def model_forward(input_ids, cache=None):\n    return input_ids\n"
 
 def run_as_console_script(*args: str, cwd) -> subprocess.CompletedProcess:
     """``verifyprof hooks`` as the installed console script runs: ``-P`` keeps the current
-    directory off ``sys.path``, as a script in the environment's bin/ has it."""
+    directory off ``sys.path``, as a script in the environment's bin/ has it. This checkout first
+    on ``PYTHONPATH``: the verifyprof under test, not one installed from another checkout."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     return subprocess.run(
         [sys.executable, "-P", "-m", "verifyprof.cli", "hooks", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "PYTHONPATH": path, "COLUMNS": "200"},
     )
+
+
+SERVER_PRESET = """
+name = "server"
+description = "a server this Python does not have"
+
+[[hook]]
+phase = "verify"
+targets = ["notinstalledserver.runner:Runner.verify", "notinstalledserver.old:Runner.verify"]
+"""
+
+
+def test_a_preset_whose_server_is_not_installed_here_is_information_with_exit_0(tmp_path):
+    (tmp_path / "server.toml").write_text(SERVER_PRESET)
+    done = run_as_console_script("./server.toml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        "2 preset targets not checked: the package 'notinstalledserver' is not installed"
+        in done.stdout
+    )
+    assert "missing" not in done.stdout
+    states = json.loads(run_as_console_script("./server.toml", "--json", cwd=tmp_path).stdout)
+    assert {s["state"] for s in states} == {"absent"}
+
+
+@pytest.mark.parametrize("with_program", [False, True], ids=["alone", "with-program"])
+def test_a_named_target_whose_package_is_not_installed_is_missing_with_exit_1(
+    tmp_path, with_program
+):
+    (tmp_path / "script.py").write_text("print('ran')\n")
+    program = ["--", "python", "script.py"] if with_program else []
+    done = run_as_console_script("notinstalledmod:step=verify", *program, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    where = "the program's folder" if with_program else "the current folder"
+    assert f"missing notinstalledmod:step: notinstalledmod is neither in {where} nor installed" in (
+        done.stdout
+    )
+    assert "not checked" not in done.stdout
+    (status,) = json.loads(
+        run_as_console_script(
+            "notinstalledmod:step=verify", "--json", *program, cwd=tmp_path
+        ).stdout
+    )
+    assert status["state"] == "missing"
+
+
+def test_a_named_target_fails_the_check_beside_a_preset_whose_server_is_not_installed(tmp_path):
+    (tmp_path / "server.toml").write_text(SERVER_PRESET)
+    done = run_as_console_script("./server.toml,notinstalledmod:step=verify", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "2 preset targets not checked" in done.stdout
+    assert "missing notinstalledmod:step" in done.stdout
+
+
+def test_a_named_target_that_is_not_a_plain_function_is_unsupported_with_exit_1(tmp_path):
+    (tmp_path / "mymod.py").write_text("async def step(x):\n    return x\n")
+    done = run_as_console_script("mymod:step=verify", "--json", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    (status,) = json.loads(done.stdout)
+    assert status["state"] == "unsupported"
+
+
+def test_a_module_missing_from_an_installed_package_is_not_called_a_package_not_installed(
+    tmp_path,
+):
+    done = run_as_console_script("json.nosuchsub:step=verify", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    text = " ".join(done.stdout.split())
+    assert "missing json.nosuchsub:step: cannot import json.nosuchsub" in text
+    assert "not installed" not in text
+
+
+def test_the_help_says_what_each_exit_status_means():
+    done = run("--help")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "Exit 1 when a target cannot be hooked in this Python" in text
+    assert "Exit 0 otherwise: a preset's targets this Python lacks" in text
+    assert "Exit 2: bad input" in text
 
 
 def test_a_target_in_a_module_of_the_current_folder_is_found(tmp_path):

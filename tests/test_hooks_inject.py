@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+import venv
 from pathlib import Path
 
 import pytest
@@ -78,16 +79,29 @@ def test_spawned_child_without_the_variable_has_no_hooks(monkeypatch):
     assert report["statuses"] == [] and not report["dumps_hooked"]
 
 
-def _python(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+def _python(
+    code: str, env: dict[str, str], cwd: Path, python: str = sys.executable
+) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("VERIFYPROF_", "PYTHONPATH"))}
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [python, "-c", textwrap.dedent(code)],
         env=clean | env,
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+@pytest.fixture(scope="module")
+def python_without_verifyprof(tmp_path_factory) -> str:
+    """This interpreter in a venv of its own: no site-packages of this one, so no verifyprof
+    installed (a server's environment). This one may have verifyprof installed from another
+    checkout (an editable install of the main one, seen from a git worktree), and a child
+    importing that would test it, not this checkout."""
+    home = tmp_path_factory.mktemp("bare-venv")
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(home)
+    return str(home / "bin" / "python")
 
 
 @pytest.fixture
@@ -130,17 +144,21 @@ def test_sitecustomize_chains_to_the_one_it_shadows_and_does_nothing_else_withou
     }
 
 
-def test_sitecustomize_installs_hooks_and_still_chains(tmp_path, other_sitecustomize):
+def test_sitecustomize_installs_hooks_and_still_chains(
+    tmp_path, other_sitecustomize, python_without_verifyprof
+):
     marker = tmp_path / "marker"
     env = hooks.injection_env(
         [], ["json:dumps=verify"], environ={"PYTHONPATH": str(other_sitecustomize)}
     )
-    result = _python(PROBE, env | {"MARKER": str(marker)}, cwd=tmp_path)
+    result = _python(
+        PROBE, env | {"MARKER": str(marker)}, cwd=tmp_path, python=python_without_verifyprof
+    )
     assert result.returncode == 0, result.stderr
     assert marker.read_text() == "ran\n"
     probe = json.loads(result.stdout)
     assert probe["hooks_imported"] and probe["dumps_hooked"]
-    # verifyprof is not installed for this interpreter's path: loaded from the package files
+    # verifyprof is not installed for this interpreter: loaded from this checkout's package files
     assert Path(probe["verifyprof_from"]) == REPO / "verifyprof" / "__init__.py"
 
 

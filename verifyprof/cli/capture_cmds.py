@@ -207,7 +207,13 @@ def hooks(
     as_json: JsonOpt = False,
 ) -> None:
     """Which hook targets exist in the installed packages (and the program's own folder, default
-    the current one): run before a capture to see what will be wrapped."""
+    the current one): run before a capture to see what will be wrapped.
+
+    Exit 1 when a target cannot be hooked in this Python: missing (a target you named whose
+    function, module or package is not there, or one in the program's __main__) or unsupported
+    (not a plain function). Exit 0 otherwise: a preset's targets this Python lacks (absent: a
+    name of another version; not checked: the server is not installed here) are information.
+    Exit 2: bad input."""
     import warnings
 
     from verifyprof.contracts.errors import VerifyprofError
@@ -235,6 +241,6 @@ def hooks(
 
         files.print_json([s.to_json() for s in statuses])
     else:
-        hooks_console.print_hooks(spec, statuses)
-    if any(s.state == "missing" for s in statuses):
+        hooks_console.print_hooks(spec, statuses, program=bool(program))
+    if hook_api.cannot_hook(statuses):
         raise typer.Exit(1)

@@ -7,61 +7,38 @@ from typing import Any
 
 from rich.markup import escape
 
+from verifyprof.capture.hooks import api as hook_api
 from verifyprof.report.layout import Col, Console, fitted_table
 
 
-def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) -> None:
-    """Hook targets by state. Targets missing because their package is not installed fold into one
-    line per package; the table lists the rest."""
+def print_hooks(
+    spec: str, statuses: list[Any], console: Console | None = None, program: bool = False
+) -> None:
+    """Hook targets by state. A preset's targets whose package is not installed here fold into one
+    line per package (information: the server may have its own Python); the table lists the rest,
+    and below it why each missing target is missing. ``program``: a program was given (its folder
+    was looked in)."""
     console = console or Console()
     not_installed: dict[str, int] = {}
     listed = []
     for status in statuses:
-        package = _missing_package(status)
+        package = hook_api.not_installed(status) if status.state == "absent" else None
         if package:
             not_installed[package] = not_installed.get(package, 0) + 1
         else:
             listed.append(status)
     if listed:
-        columns = [
-            Col("state", "text"),
-            Col("target", "name"),
-            Col("ranges", "text"),
-            Col("detail", "name"),
-        ]
-        rows = [
-            [
-                s.state,
-                s.target,
-                ", ".join(s.ranges),
-                "(below)" if s.state == "missing" else s.detail,
-            ]
-            for s in listed
-        ]
-        style = {
-            "patched": "green",
-            "pending": "cyan",
-            "absent": "dim",
-            "missing": "red",
-            "unsupported": "red",
-        }
-        console.print(f"hook targets for {escape(spec)!r} in this Python", highlight=False)
-        console.print(
-            fitted_table(console, columns, rows, styles=[style.get(s.state) for s in listed])
-        )
-        for status in (
-            s for s in listed if s.state == "missing"
-        ):  # why, and what to do: whole, wrapped, never cut
+        _print_table(console, spec, listed)
+        for status in (s for s in listed if s.state == "missing"):  # whole, wrapped, never cut
             console.print(
-                f"[red]missing[/red] {escape(status.target)}: {escape(status.detail)}",
+                f"[red]missing[/red] {escape(status.target)}: {escape(_why(status, program))}",
                 highlight=False,
             )
     for package, n in sorted(not_installed.items()):
-        what = "target" if n == 1 else "targets"
+        what = "preset target" if n == 1 else "preset targets"
         console.print(
-            f"[red]{n} {what} not checked[/red]: the package {package!r} is not installed in this"
-            f" Python ({escape(_python())}); a program's own module? give the program after --,"
-            " e.g. -- python script.py",
+            f"[yellow]{n} {what} not checked[/yellow]: the package {package!r} is not installed in"
+            f" this Python ({escape(_python())}), as expected where the server has its own Python",
             highlight=False,
         )
     counts: dict[str, int] = {}
@@ -77,18 +54,43 @@ def print_hooks(spec: str, statuses: list[Any], console: Console | None = None) 
     console.print(summary, highlight=False)
 
 
-def _missing_package(status: Any) -> str | None:
-    """The top-level package whose absence made ``status`` missing (None: some other reason)."""
-    if status.state not in ("missing", "absent"):
-        return None
-    detail = str(status.detail)
-    marker = "No module named "
-    if marker not in detail:
-        return None
-    module = detail.split(marker, 1)[1].strip().strip("'\"").split("'")[0]
-    top = module.split(".")[0]
-    target_top = str(status.target).split(":")[0].split(".")[0]
-    return top if top == target_top else None
+def _print_table(console: Console, spec: str, listed: list[Any]) -> None:
+    columns = [
+        Col("state", "text"),
+        Col("target", "name"),
+        Col("ranges", "text"),
+        Col("detail", "name"),
+    ]
+    rows = [
+        [s.state, s.target, ", ".join(s.ranges), "(below)" if s.state == "missing" else s.detail]
+        for s in listed
+    ]
+    style = {
+        "patched": "green",
+        "pending": "cyan",
+        "absent": "dim",
+        "missing": "red",
+        "unsupported": "red",
+    }
+    console.print(f"hook targets for {escape(spec)!r} in this Python", highlight=False)
+    console.print(fitted_table(console, columns, rows, styles=[style.get(s.state) for s in listed]))
+
+
+def _why(status: Any, program: bool) -> str:
+    """Why a target is missing: its package not installed in words (and where else it was looked
+    for), else its detail."""
+    package = hook_api.not_installed(status)
+    if package is None:
+        return str(status.detail)
+    if program:
+        return (
+            f"{package} is neither in the program's folder nor installed in this Python"
+            f" ({_python()})"
+        )
+    return (
+        f"{package} is neither in the current folder nor installed in this Python ({_python()});"
+        " a program's own module? give the program after --, e.g. -- python script.py"
+    )
 
 
 def _python() -> str:

@@ -58,6 +58,8 @@ __all__ = [
     "wrap",
     "active_ranges",
     "check",
+    "cannot_hook",
+    "not_installed",
 ]
 
 ENV_HOOKS = (  # hooks spec; the injected sitecustomize/plugin do nothing without it
@@ -228,6 +230,27 @@ def check(
         _targets.run_as_main(is_main, main_module_problem)
     _targets.import_pending()
     return status()
+
+
+CANNOT_HOOK = ("missing", "unsupported")  # the states ``verifyprof hooks`` exits 1 for
+
+
+def cannot_hook(statuses: Iterable[HookStatus]) -> list[HookStatus]:
+    """The targets that cannot be hooked in this Python (``verifyprof hooks`` exits 1 when there is
+    one): ``missing``, a target the user named whose function, module or package is not there, or
+    a target in the program's ``__main__``; ``unsupported``, not a plain function. A preset's
+    targets this Python lacks are ``absent``, never here: a preset lists names across versions of
+    its server, so those are information, even when the whole server is not installed here."""
+    return [s for s in statuses if s.state in CANNOT_HOOK]
+
+
+def not_installed(status: HookStatus) -> str | None:
+    """The top-level package of ``status``'s target when this Python does not have it at all
+    (``check`` could not import the target's module: no module named that package), else None."""
+    top = status.target.partition(":")[0].partition(".")[0]
+    if status.state in ("missing", "absent") and f"No module named {top!r}" in status.detail:
+        return top
+    return None
 
 
 def main_module_problem(module: str) -> str:
