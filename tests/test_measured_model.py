@@ -195,7 +195,7 @@ def test_a_step_whose_idle_phase_is_not_a_number_makes_no_fit_rather_than_a_nan_
         step_fit([small, broken], [])
 
 
-def test_a_width_sweep_time_that_is_not_a_number_is_refused_naming_the_sweep():
+def test_an_infinite_width_sweep_time_is_refused_naming_the_sweep():
     """An infinite sweep time passed the sweeps' ``t > 0`` filter into the token slope; it is
     refused with the sweep's own words, not blamed on a step's time."""
     small = Point(1, 5, 512.0, {"gemm_dense": 4.0, "attention": 1.0}, "a")

@@ -41,7 +41,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifyprof.contracts import phases
-from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.model.cycle.fit_checks import (
+    STEP_FIT,
+    UnusableFit,  # noqa: F401 - re-exported
+    check_finite,
+)
 
 FIXED_PHASES = (*phases.IDLE, *phases.OTHER)
 MEASURED, INTERPOLATED, EXTRAPOLATED, ROOFLINE = (
@@ -65,12 +69,6 @@ PLAIN_RUN_BAND = 0.075
 # past a load no capture varied (one batch, one context): the growth is the roofline's guess
 BAND_PER_DOUBLING_UNMEASURED = 0.15
 SAME = 0.01  # a driver within 1% of a measured one is that point
-
-
-class UnusableFit(VerifyprofError):
-    """A step the captures cannot fit over batch and context: a measured time or context that is
-    not a finite number, or terms that come out not finite. Refused, never passed on as NaN (a
-    caller with another source falls back to it: plain decoding to the verify's fit)."""
 
 
 def worst(*bases: str) -> str:
@@ -263,23 +261,17 @@ def _centred(populations: list[tuple[float, list[tuple[float, float]]]]):
 
 
 def _check_finite(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) -> None:
-    """UnusableFit naming the first step (every phase, the fixed ones too) or width-sweep time
-    whose time or context is not a finite number: one check, before any term is fitted."""
+    """UnusableFit naming the first step (its context, then every phase, the fixed ones too) or
+    width-sweep time that is not a finite number: one check, before any term is fitted."""
     for p in points:
-        bad = [f"{n} {t:g} ms" for n, t in p.phases_ms.items() if not math.isfinite(t)]
-        if bad or not math.isfinite(p.context):
-            raise UnusableFit(
-                f"no fit over batch and context: the step at batch {p.batch}, context"
-                f" {p.context:g} ({p.label}) has a time or context that is not a finite number"
-                f" ({', '.join(bad) or 'its context'})"
-            )
+        at = f"the step at batch {p.batch}"
+        check_finite(STEP_FIT, f"{at} ({p.label})", "context", {"context {}": p.context}, p.label)
+        shown = {f"{n} {{}} ms": t for n, t in p.phases_ms.items()}
+        check_finite(STEP_FIT, f"{at}, context {p.context:g} ({p.label})", "time", shown, p.label)
     for ref, widths in sweeps:
-        bad = [f"width {w}: {t:g} ms" for w, t in widths.items() if not math.isfinite(t)]
-        if bad:
-            raise UnusableFit(
-                f"no fit over batch and context: the width sweep at batch {ref.batch} ({ref.label})"
-                f" has a time that is not a finite number ({', '.join(bad)})"
-            )
+        shown = {f"width {w}: {{}} ms": t for w, t in widths.items()}
+        what = f"the width sweep at batch {ref.batch} ({ref.label})"
+        check_finite(STEP_FIT, what, "time", shown, ref.label)
 
 
 def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) -> StepFit:
@@ -301,11 +293,15 @@ def step_fit(points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]) 
     g, h = slope
     rest = [(p.batch, p.context, p.busy_ms - (g + h * p.context) * p.tokens) for p in points]
     base, per_req, per_kv, blended, floor = _rest_fit(rest)
-    if not all(math.isfinite(v) for v in (g, h, base, per_req, per_kv, floor)):
-        raise UnusableFit(
-            f"no fit over batch and context: its terms are not finite numbers (a {base:g} ms,"
-            f" {per_req:g} ms a request, {per_kv:g} ms a KV token, B* {floor:g})"
-        )
+    terms = {
+        "{} ms a token": g,
+        "{} ms a token per KV token": h,
+        "a {} ms": base,
+        "{} ms a request": per_req,
+        "{} ms a KV token": per_kv,
+        "B* {}": floor,
+    }
+    check_finite(STEP_FIT, "the fitted step", "term", terms)
     fixed = sum(p.fixed_ms for p in points) / len(points)
     tokens = {p.tokens for p in points} | {x for _, _, pop in pops for x, _ in pop}
     fit = StepFit(

@@ -9,12 +9,14 @@ captures at one batch and context measured, and hands the first capture's scenar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
+from verifyprof.model.cycle.fit_checks import UnusableFit
 from verifyprof.model.decision.capture_facts import (
     as_int,
     option_of,
@@ -115,7 +117,10 @@ def one_model(
         if other != ident:
             raise VerifyprofError(_differs(ident, other, first_label), label)
         batch, context, k, _ = where_taken(prepared, manifest)
-        s = replace(prepared.scenario, batch=batch, context=context)
+        # a context that is not a number is the fit's to refuse (the load curve), as with one
+        # capture: today's state keeps its own
+        ctx = context if math.isfinite(context) else prepared.scenario.context
+        s = replace(prepared.scenario, batch=batch, context=ctx)
         captures.append(Capture(label, prepared.profile, s, batch, context, k))
     seen = {c.key for c in captures}
     if len(seen) < len(captures):
@@ -123,11 +128,23 @@ def one_model(
             "two captures at the same batch, context and draft count: give one of each", None
         )
     captures = _pooled_widths(captures)
-    measured: Measured = measured_from(captures)
     head = captures[0]
+    try:
+        measured: Measured = measured_from(captures)
+    except UnusableFit as err:  # costs what rests on the fit (the load curve), not the answer
+        scenario = replace(head.scenario, unfitted=_unfitted(err, head.label))
+        scenario.notes = [*scenario.notes, *_apart(runs)]
+        return replace(first, profile=head.profile, scenario=scenario)
     scenario = replace(head.scenario, measured=measured)
     scenario.notes = [*scenario.notes, *measured.notes(), *_apart(runs)]
     return replace(first, profile=head.profile, scenario=scenario)
+
+
+def _unfitted(err: UnusableFit, today: str) -> str:
+    """Why several captures made no model, and what would: the answer is today's capture's
+    alone; the capture the fit's refusal names, recaptured or left out, gives the model back."""
+    fix = f": recapture {err.capture} or leave it out" if err.capture else ""
+    return f"{err.problem}; the rest of the answer is from {today} alone{fix}"
 
 
 def _apart(runs: list[tuple[str, Prepared, Manifest | None, str]]) -> list[str]:

@@ -77,6 +77,8 @@ def load_of(
     capture's ``--context`` or what its program reported, else the first ``--context`` asked
     (``manifest``: as prepare read it; the model opens no file). ``measured``: False for a
     predicted state (after the plan's fixes), whose own point is no measurement."""
+    if s.unfitted is not None:  # the captures' fit is unusable: no curve from fewer of them
+        return None, f"no load curve: {s.unfitted}"
     run = _workload_config(manifest)
     model = s.model
     if model is None and run.get("target"):
@@ -104,8 +106,8 @@ def load_of(
         one = Capture(label, profile, s, s.batch, context, k, predicted=not measured)
         try:  # a step that makes no fit costs the load curve, not the answer
             s.measured = measured_from([one])
-        except UnusableFit as err:
-            return None, f"no load curve: {err}"
+        except UnusableFit as err:  # named by its file: the label says only "this capture"
+            return None, f"no load curve: {VerifyprofError(err.problem, o.source)}"
     try:
         load = load_curve(profile, s, o.batches, o.contexts)
     except Skip as why:

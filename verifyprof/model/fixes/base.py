@@ -64,6 +64,9 @@ class Scenario:
     # every capture of the program given (this one first) and the fits made from them
     # (model.fixes.measured); None: the plain-numbers path
     measured: Any = None  # model.fixes.measured.Measured (it imports this module)
+    # why the captures given made no measured model (its fit is unusable: UnusableFit's line and
+    # which capture would fix it): what rests on it (the load curve) is left out, saying this
+    unfitted: str | None = None
 
 
 @dataclass(frozen=True)

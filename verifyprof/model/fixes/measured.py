@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from verifyprof.model.cycle.batch_cost import Shape, deltas_ms
+from verifyprof.model.cycle.fit_checks import check_finite
 from verifyprof.model.cycle.phase_fit import (
     FIXED_PHASES,
     INTERPOLATED,
@@ -253,6 +254,8 @@ def measured_from(captures: list[Capture]) -> Measured:
     drafts: dict[tuple[int, float], list[tuple[int, float]]] = {}
     for c in captures:
         ms = sum(p.cost_ms for p in c.scenario.parts if p.name == "draft") or c.scenario.draft_ms
+        what = f"the draft of {c.label} (batch {c.batch}, k = {c.num_draft})"
+        check_finite("draft-count line", what, "time", {"{} ms a cycle": ms}, c.label)
         drafts.setdefault((c.batch, c.context), []).append((c.num_draft, ms))
     m = Measured(captures, fit, _slopes(captures), drafts, _decode_fit(captures))
     for c in captures:  # each capture's own state knows the others (its draft counts, say)
@@ -291,12 +294,17 @@ def _width(c: Capture) -> int:
 
 def _slopes(captures: list[Capture]) -> tuple[PartSlope, ...]:
     """Per-part GPU time per extra request, least squares over the captures with today's draft
-    count and context (never negative: a part measured cheaper at a larger batch is noise)."""
+    count and context (never negative: a part measured cheaper at a larger batch is noise);
+    :class:`UnusableFit` where a part's time is not a finite number."""
     ref = captures[0]
     same = [c for c in captures if (c.context, c.num_draft) == (ref.context, ref.num_draft)]
     if len({c.batch for c in same}) < 2:
         return ()
     busy = [(c.batch, _busy(c.scenario)) for c in same]
+    for c, (_, parts) in zip(same, busy):
+        shown = {f"{name} {{}} ms": ms for name, ms in parts.items()}
+        what = f"{c.label} (batch {c.batch})"
+        check_finite("slope per request of the cycle's parts", what, "time", shown, c.label)
     names = sorted(set.intersection(*(set(b) for _, b in busy)))
     out = []
     for name in names:
