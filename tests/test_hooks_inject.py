@@ -162,6 +162,26 @@ def test_sitecustomize_installs_hooks_and_still_chains(
     assert Path(probe["verifyprof_from"]) == REPO / "verifyprof" / "__init__.py"
 
 
+def test_sitecustomize_installs_its_own_copys_hooks_where_another_verifyprof_is_importable(
+    tmp_path, python_without_verifyprof
+):
+    """A server's environment with another verifyprof (an older release) on its path: the hooks
+    the capture injects are still this checkout's, read by this checkout's rules."""
+    other = tmp_path / "site" / "verifyprof"
+    (other / "capture" / "hooks").mkdir(parents=True)
+    for folder in (other, other / "capture", other / "capture" / "hooks"):
+        (folder / "__init__.py").write_text("")
+    (other / "capture" / "hooks" / "api.py").write_text(
+        "def install_from_env():\n    raise RuntimeError('the other copy was used')\n"
+    )
+    env = hooks.injection_env([], ["json:dumps=verify"], environ={"PYTHONPATH": str(other.parent)})
+    result = _python(PROBE, env, cwd=tmp_path, python=python_without_verifyprof)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    probe = json.loads(result.stdout)
+    assert probe["hooks_imported"] and probe["dumps_hooked"]
+    assert Path(probe["verifyprof_from"]) == REPO / "verifyprof" / "__init__.py"
+
+
 def test_bad_hooks_variable_warns_and_the_program_runs_on(tmp_path):
     env = {"PYTHONPATH": str(hooks.INJECT_DIR), "VERIFYPROF_HOOKS": "no_such_preset"}
     result = _python("print('host ok')", env, cwd=tmp_path)

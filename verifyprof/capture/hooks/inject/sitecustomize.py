@@ -25,25 +25,35 @@ def _chain() -> None:
 
 
 def _import_hooks():
-    try:
-        from verifyprof.capture.hooks import api as hooks
-    except ImportError:
-        # verifyprof is not installed in this interpreter: load just this package from its files,
-        # without putting the capture environment's site-packages on this one's path.
-        import importlib.util
+    """The hooks of the verifyprof this file belongs to (the capture's own), not of another copy
+    the process can import: a server's environment may hold an older verifyprof, whose hooks
+    would read the capture's settings by other rules. Loaded from this copy's files where the
+    importable one is another, without putting the capture environment's site-packages on this
+    interpreter's path."""
+    import importlib.util
 
-        root = os.path.dirname(
-            os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        )  # verifyprof/capture/hooks/inject
-        spec = importlib.util.spec_from_file_location(
-            "verifyprof", os.path.join(root, "__init__.py"), submodule_search_locations=[root]
-        )
-        if spec is None or spec.loader is None:
-            raise
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["verifyprof"] = module
-        spec.loader.exec_module(module)
+    root = os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    )  # verifyprof/capture/hooks/inject
+    try:
+        found = importlib.util.find_spec("verifyprof")
+    except (ImportError, ValueError):
+        found = None
+    origin = getattr(found, "origin", None)
+    if origin and os.path.realpath(os.path.dirname(origin)) == os.path.realpath(root):
         from verifyprof.capture.hooks import api as hooks
+
+        return hooks
+    spec = importlib.util.spec_from_file_location(
+        "verifyprof", os.path.join(root, "__init__.py"), submodule_search_locations=[root]
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"verifyprof's files are not in {root}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["verifyprof"] = module
+    spec.loader.exec_module(module)
+    from verifyprof.capture.hooks import api as hooks
+
     return hooks
 
 
