@@ -15,6 +15,7 @@ from test_kineto_reader import A100
 from test_parallel import as_json, rank_file
 
 from verifyprof import pipeline
+from verifyprof.pipeline.dask_map import environment_kept
 from verifyprof.pipeline.parallel import Failure, MapOptions, ParallelOptions
 
 distributed = pytest.importorskip("distributed")
@@ -24,9 +25,12 @@ distributed = pytest.importorskip("distributed")
 def cluster():
     import dask
 
-    with dask.config.set(
-        {"distributed.scheduler.allowed-failures": 0}
-    ):  # a dead worker fails its task at once
+    # the nannies' variables (at start, and at a killed worker's restart) stay out of this test
+    # process's environment and so out of every later test's children
+    with (
+        environment_kept(),
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),  # a dead worker fails
+    ):
         local = distributed.LocalCluster(
             n_workers=2,
             threads_per_worker=1,
@@ -35,8 +39,9 @@ def cluster():
             dashboard_address=None,
             silence_logs=50,
         )
-    yield local
-    local.close()
+    with environment_kept():
+        yield local
+        local.close()
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +118,16 @@ def test_a_worker_killed_mid_task_costs_only_its_files(cluster, ranks):
     failures = [o for o in outcomes.values() if isinstance(o, Failure)]
     assert killed and len(outcomes) == 3
     assert 1 <= len(failures) < 3 and all("worker lost (KilledWorker" in f.reason for f in failures)
+
+
+def test_a_local_dask_run_leaves_the_callers_environment_as_it_was(ranks):
+    """``scheduler="dask"`` from a notebook: dask's nannies write MALLOC_TRIM_THRESHOLD_,
+    OMP_NUM_THREADS=1 and PYTHONHASHSEED into the process that starts them, which would hand
+    them to every program the notebook starts after (glibc's malloc without its dynamic
+    thresholds, numpy on one thread)."""
+    before = dict(os.environ)
+    result = pipeline.breakdown(
+        ranks, step_regex="ProfilerStep", parallel=ParallelOptions(scheduler="dask")
+    )
+    assert result.summary()["collectives"]["allreduce"]["devices"] == 3
+    assert dict(os.environ) == before

@@ -13,6 +13,7 @@ is reported as failed and the others' parts kept. An existing cluster keeps its 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -75,18 +76,33 @@ def map_dask(
 
 
 @contextmanager
+def environment_kept() -> Iterator[None]:
+    """This process's environment as it was, whatever dask did to it meanwhile: a nanny writes its
+    pre-spawn variables (``MALLOC_TRIM_THRESHOLD_``, ``OMP_NUM_THREADS=1``, ``PYTHONHASHSEED``) into
+    its own process's ``os.environ`` to hand them to the worker it spawns, and never takes them
+    back; a caller's process (a notebook) would pass them to every program it starts after."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        if dict(os.environ) != saved:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+@contextmanager
 def _client(scheduler: str, n_files: int):
     import dask
     from distributed import Client, LocalCluster
 
     if scheduler == LOCAL:
-        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with environment_kept(), dask.config.set({"distributed.scheduler.allowed-failures": 0}):
             cluster = LocalCluster(
                 n_workers=default_workers(n_files),
                 threads_per_worker=1,
                 processes=True,
                 host="127.0.0.1",
-                dashboard_address=None,
+                dashboard_address=":0",  # a free port: no 'port 8787 in use' warning
                 silence_logs=logging.ERROR,
             )
             try:
