@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from forked_cli import exit_code
 from typer.testing import CliRunner
 
 from verifyprof import cli
@@ -49,7 +50,7 @@ def verifyprof(*args: str, env: dict[str, str] | None = None) -> Ran:
             cli.main()
             code = 0
         except SystemExit as exc:
-            code = _exit_code(exc)
+            code = exit_code(exc)
         finally:
             sys.argv = saved
         sys.stdout.flush()
@@ -67,17 +68,6 @@ def _warn_like_a_fresh_interpreter() -> None:
     warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: (
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
     )
-
-
-def _exit_code(exc: SystemExit) -> int:
-    """As the interpreter maps ``sys.exit(x)``: None is 0, an int is itself, anything else prints
-    and is 1."""
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code
-    print(exc.code, file=sys.stderr)
-    return 1
 
 
 def console_script(

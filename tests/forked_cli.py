@@ -316,7 +316,7 @@ def _child(request: dict, fds: list[int], filters: list) -> None:
             runpy.run_module("verifyprof.cli", run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
-            code = _exit_code(exc)
+            code = exit_code(exc)
         except KeyboardInterrupt:
             traceback.print_exc()
             _flush()
@@ -333,7 +333,9 @@ def _child(request: dict, fds: list[int], filters: list) -> None:
         os._exit(code)
 
 
-def _exit_code(exc: SystemExit) -> int:
+def exit_code(exc: SystemExit) -> int:
+    """As the interpreter maps ``sys.exit(x)``: None is 0, an int is itself, anything else prints
+    and is 1."""
     if exc.code is None:
         return 0
     if isinstance(exc.code, int):
