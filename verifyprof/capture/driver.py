@@ -33,6 +33,7 @@ SPEC_FIELDS = (
     "spec_accepted_drafts",
     "spec_proposed_drafts",
 )
+GONE_GRACE_S = 1.0  # how long a dead server's last replies may take to be queued by their workers
 WORDS_PER_TOKEN = 0.75  # English text through a BPE tokenizer; used only to size built-in prompts
 
 
@@ -293,6 +294,7 @@ def run_workload(
                 item = done.get(timeout=0.2)
             except queue.Empty:
                 if server_alive is not None and not server_alive():
+                    _finished_as_it_went(threads, stop, done, results, on_result)
                     raise ServerGone("server process exited") from None
                 if not any(t.is_alive() for t in threads) and done.empty():
                     raise ServerGone("all request workers stopped") from None
@@ -307,6 +309,32 @@ def run_workload(
         err.results = results  # type: ignore[attr-defined]
         raise
     return results
+
+
+def _finished_as_it_went(
+    threads: list[threading.Thread],
+    stop: threading.Event,
+    done: queue.Queue,
+    results: list[RequestResult],
+    on_result: ProgressFn | None,
+) -> None:
+    """The requests answered before a dead server's exit was seen: a worker may still be between
+    reading its reply and queueing it (a server that crashes right after a reply), so the count
+    of what finished would come out one short. Waits a moment for the workers, then takes every
+    reply they queued."""
+    stop.set()
+    deadline = time.monotonic() + GONE_GRACE_S
+    for t in threads:
+        t.join(max(deadline - time.monotonic(), 0.0))
+    while True:
+        try:
+            item = done.get_nowait()
+        except queue.Empty:
+            return
+        if isinstance(item, RequestResult):
+            results.append(item)
+            if on_result is not None:
+                on_result(item)
 
 
 # ------------------------------------------------------------------------------------------
