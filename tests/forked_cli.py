@@ -65,6 +65,7 @@ PREIMPORT = (  # what the analysis commands import; nothing that reads the envir
 # With every PYTHON* variable, read when a process starts; VERIFYPROF_PROCTABLE is read when
 # verifyprof.capture.proctable is imported, which verifyprof.cli does.
 START_VARS = ("LANG", "LC_ALL", "LC_CTYPE", "VERIFYPROF_PROCTABLE")
+ACK = b"ack\n"  # the client has read a status: the zygote may reap that child
 
 
 def run(
@@ -140,7 +141,8 @@ class _Zygote:
 
     def __init__(self, env: dict[str, str]) -> None:
         self.lock = threading.Lock()
-        self.child: int | None = None  # the last request's process
+        self.child: int | None = None  # the request's process, while the zygote has not reaped it
+        self.pending = b""  # what the zygote sent past the last whole line
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = mine
         self.proc = subprocess.Popen(
@@ -163,12 +165,12 @@ class _Zygote:
     def close(self, kill: bool = False) -> None:
         """Ends the zygote (it ends when its socket closes); ``kill``: now, and a later request
         starts another."""
-        self.sock.close()
         if kill:
-            self.proc.kill()
-            if self.child is not None:
-                with contextlib.suppress(OSError):  # it may have ended already
+            if self.child is not None:  # not reaped yet: still its pid (a zombie at worst)
+                with contextlib.suppress(OSError):
                     os.kill(self.child, signal.SIGKILL)
+            self.proc.kill()
+        self.sock.close()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -190,18 +192,26 @@ class _Zygote:
                 os.close(out_w)
             os.close(err_w)
         deadline = time.monotonic() + timeout
-        pid = self.child = self._message(deadline)["pid"]
+        self.child = self._message(deadline)["pid"]  # its own until the status is acknowledged
         try:
             out, err = _drain(out_r, err_r, deadline)
+            code = int(self._message(deadline)["status"])
         except subprocess.TimeoutExpired:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(self.child, signal.SIGKILL)  # running, or ended and not yet reaped
             self._message(None)
+            self._acknowledge()
             raise subprocess.TimeoutExpired(argv, timeout) from None
-        return int(self._message(deadline)["status"]), out, err
+        self._acknowledge()
+        return code, out, err
+
+    def _acknowledge(self) -> None:
+        """The status is read: the zygote may reap the child (its pid is then free for reuse)."""
+        self.sock.sendall(ACK)
+        self.child = None
 
     def _message(self, deadline: float | None) -> dict:
-        buffer = b""
-        while not buffer.endswith(b"\n"):
+        """The next line the zygote sent (two may come in one read: the rest is kept)."""
+        while b"\n" not in self.pending:
             if deadline is not None:
                 self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
             try:
@@ -212,8 +222,9 @@ class _Zygote:
                 self.sock.settimeout(None)
             if not chunk:
                 raise RuntimeError(f"the CLI zygote ended (status {self.proc.poll()})")
-            buffer += chunk
-        return json.loads(buffer)
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return json.loads(line)
 
 
 def _drain(out_r: int | None, err_r: int, deadline: float) -> tuple[bytes | None, bytes]:
@@ -253,9 +264,9 @@ def serve() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     sys.path.remove(sys.argv[2])
     del sys.modules["forked_cli"]  # the child's modules are the CLI's, not the suite's
-    filters = list(warnings.filters)  # the interpreter's own, before any import adds to them
     for name in PREIMPORT:
         importlib.import_module(name)
+    filters = list(warnings.filters)  # with what the imports added, as a fresh process has them
     _send(sock, {"ready": True})
     while True:
         try:
@@ -279,8 +290,15 @@ def serve() -> None:
         for fd in fds:
             os.close(fd)
         _send(sock, {"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        _send(sock, {"status": os.waitstatus_to_exitcode(status)})
+        # ended but not reaped: its pid stays its own until the client has read the status, so
+        # a kill from the client (a time-out) can never reach another process
+        ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        code = ended.si_status if ended.si_code == os.CLD_EXITED else -ended.si_status
+        _send(sock, {"status": code})
+        acked = sock.recv(len(ACK), socket.MSG_WAITALL) == ACK  # exactly: fds may follow it
+        os.waitpid(pid, 0)
+        if not acked:
+            return
 
 
 def _send(sock: socket.socket, message: dict) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import forked_cli
+import pytest
 from conftest import PUBLIC, REPO
 
 MOCK = PUBLIC / "nsys" / "nsysai_mock_rtx3080_nsys2026.1.sqlite"
@@ -56,3 +57,15 @@ def test_the_child_runs_in_the_callers_folder_and_may_lose_it(tmp_path):
     here = forked_cli.run(["kernels", MOCK.name], cwd=MOCK.parent, text=True)
     assert here.returncode == 0, here.stderr
     assert REPO.exists()
+
+
+def test_a_run_past_its_time_is_killed_and_the_next_one_runs(tmp_path):
+    """As subprocess.run's timeout: TimeoutExpired, the child killed; the zygote serves the next
+    request (its messages about the killed child read, none left for the next)."""
+    with pytest.raises(subprocess.TimeoutExpired):
+        forked_cli.run(
+            ["capture", "--backend", "none", "--out", str(tmp_path / "cap"), "--", "sleep", "60"],
+            timeout=3,
+        )
+    after = forked_cli.run(["kernels", str(MOCK)], text=True)
+    assert after.returncode == 0 and "kernel" in after.stdout.lower()
