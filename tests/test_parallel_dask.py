@@ -120,11 +120,16 @@ def test_a_worker_killed_mid_task_costs_only_its_files(cluster, ranks):
     assert 1 <= len(failures) < 3 and all("worker lost (KilledWorker" in f.reason for f in failures)
 
 
-def test_a_local_dask_run_leaves_the_callers_environment_as_it_was(ranks):
+def test_a_local_dask_run_leaves_the_callers_environment_as_it_was(ranks, monkeypatch):
     """``scheduler="dask"`` from a notebook: dask's nannies write MALLOC_TRIM_THRESHOLD_,
     OMP_NUM_THREADS=1 and PYTHONHASHSEED into the process that starts them, which would hand
     them to every program the notebook starts after (glibc's malloc without its dynamic
     thresholds, numpy on one thread)."""
+    import dask
+
+    # none of them set to begin with (a restarted worker of this module's cluster may have)
+    for key in [*dask.config.get("distributed.nanny.pre-spawn-environ"), "PYTHONHASHSEED"]:
+        monkeypatch.delenv(key, raising=False)
     before = dict(os.environ)
     result = pipeline.breakdown(
         ranks, step_regex="ProfilerStep", parallel=ParallelOptions(scheduler="dask")

@@ -84,10 +84,12 @@ def environment_kept() -> Iterator[None]:
     saved = dict(os.environ)
     try:
         yield
-    finally:
-        if dict(os.environ) != saved:
-            os.environ.clear()
-            os.environ.update(saved)
+    finally:  # only what differs: the environment is never seen empty, nor others' keys undone
+        for key in [k for k in os.environ if k not in saved]:
+            del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
 
 
 @contextmanager
