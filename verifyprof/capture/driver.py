@@ -33,7 +33,8 @@ SPEC_FIELDS = (
     "spec_accepted_drafts",
     "spec_proposed_drafts",
 )
-GONE_GRACE_S = 1.0  # how long a dead server's last replies may take to be queued by their workers
+GONE_GRACE_S = 10.0  # at most, for a dead server's workers to queue the replies they read
+# (a dead server ends a request at once: the workers stop as soon as they are scheduled)
 WORDS_PER_TOKEN = 0.75  # English text through a BPE tokenizer; used only to size built-in prompts
 
 
@@ -281,10 +282,9 @@ def run_workload(
                 continue
             done.put(parse_generate_reply(index, start_ns, time.perf_counter() - t0, status, raw))
 
-    threads = [
-        threading.Thread(target=worker, daemon=True, name=f"verifyprof-req-{i}")
-        for i in range(min(workload.concurrency, workload.requests))
-    ]
+    named = "verifyprof-req-{}".format
+    n = min(workload.concurrency, workload.requests)
+    threads = [threading.Thread(target=worker, daemon=True, name=named(i)) for i in range(n)]
     for t in threads:
         t.start()
     results: list[RequestResult] = []
