@@ -99,11 +99,10 @@ def graph_rows(inputs: Inputs, hardware: Hardware, sweep: bool, width: int | Non
     eager = profile_or_none(inputs.eager, mode="eager", sweep=sweep, width=width)
     if eager is None:
         return []
-    scenario = Scenario(  # the launch costs as whatif takes them: the hardware file's
-        accept_len=2.0,
-        hardware=hardware,
-        num_draft=NUM_DRAFT,
-        costs=launch_costs_of(hardware, eager.calibration),
+    # the launch costs whatif takes from the hardware file; not from graph steps of the same trace
+    # (--run captures eager and graph in one process): those are what this predicts
+    scenario = Scenario(
+        accept_len=2.0, hardware=hardware, num_draft=NUM_DRAFT, costs=launch_costs_of(hardware, {})
     )
     predicted = cuda_graph_verify(eager, scenario, current_cycle(eager, scenario)).cycle.verify_ms
     where = f"sweep width {width}" if sweep else f"loop verify width {eager.width}"
@@ -146,7 +145,7 @@ def graph_rows(inputs: Inputs, hardware: Hardware, sweep: bool, width: int | Non
             f" {eager.verify.phases_ms.get('host_wait', 0):.3f} + busy; graph: busy"
             f" {v.wall_ms - idle:.3f}, idle {idle:.3f} ms; the graph's idle between its first and"
             f" last kernel = {node_us:.2f} us per node over {v.kernels:.0f} kernels (the model"
-            f" assumes {hardware.launch.graph_node_us:g} us)"
+            f" assumes {scenario.costs.graph_node_us:g} us)"
         )
     return rows
 
