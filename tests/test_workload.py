@@ -14,7 +14,6 @@ import sys
 import pytest
 import torch
 from workload_helpers import (
-    CPU,
     REPO,
     TINY_ARGS,
     TINY_MOE,
@@ -24,14 +23,14 @@ from workload_helpers import (
     run_main,
     spec_iteration,
     spec_state,
+    tiny_workload,
 )
 
 from verifyprof.contracts import ranges
 from verifyprof.workload.__main__ import main
 from verifyprof.workload.accept import accepted_drafts, solve_alpha
-from verifyprof.workload.config import TINY, TINY_DRAFT, RunConfig
+from verifyprof.workload.config import TINY
 from verifyprof.workload.moe import grouped_loop, grouped_mm
-from verifyprof.workload.runner import Workload
 from verifyprof.workload.tp import MULTICAST_OFF
 
 
@@ -103,18 +102,7 @@ def test_geometric_acceptance_survival_follows_alpha_per_position():
 
 @torch.inference_mode()
 def test_workload_accepts_the_simulated_count_each_step():
-    run = RunConfig(
-        steps=12,
-        warmup=0,
-        decode_steps=0,
-        widths=(),
-        sweep_steps=0,
-        accept_len=2.5,
-        context=16,
-        batch=2,
-        seed=4,
-    )
-    workload = Workload(TINY, TINY_DRAFT, run, device=CPU, dtype=torch.float32)
+    workload = tiny_workload(steps=12, accept_len=2.5, batch=2, seed=4)
     result = workload.run_spec("eager", 12, seed=4)
     expected = (accepted_drafts(2.5, 3, 12, 2, seed=4) + 1).tolist()
     assert result["per_step"]["accept_len"] == expected
@@ -129,17 +117,10 @@ def test_graph_mode_orchestration_emits_the_same_tokens_as_eager(monkeypatch):
     from verifyprof.workload import graphs
 
     monkeypatch.setattr(graphs, "Graph", ReplayedOnCPU)
-    run = RunConfig(
-        steps=10,
-        warmup=0,
-        decode_steps=6,
-        widths=(2, 5),
-        sweep_steps=1,
-        accept_len=2.4,
-        context=16,
-        batch=2,
+    workload = tiny_workload(
+        steps=10, decode_steps=6, widths=(2, 5), sweep_steps=1, accept_len=2.4, batch=2
     )
-    workload = Workload(TINY, TINY_DRAFT, run, device=CPU, dtype=torch.float32)
+    run = workload.run_cfg
     eager = [workload.run_spec("eager", 10, seed=0), workload.run_decode("eager", 6)]
     workload.graphs = graphs.PhaseGraphs(workload.state, run.widths)
     graph = [workload.run_spec("graph", 10, seed=0), workload.run_decode("graph", 6)]

@@ -9,18 +9,16 @@ from pathlib import Path
 import pytest
 import torch
 from workload_helpers import (
-    CPU,
     REPO,
     TINY_ARGS,
     ReplayedOnCPU,
     range_names,
     run_main,
+    tiny_workload,
 )
 
 from verifyprof.contracts import ranges
 from verifyprof.workload.__main__ import main
-from verifyprof.workload.config import TINY, TINY_DRAFT, RunConfig
-from verifyprof.workload.runner import Workload
 
 # --- pipelined verifies (no host sync between steps) and the torch.compile'd verify ----------
 
@@ -58,10 +56,7 @@ def test_pipelined_verifies_each_get_their_own_range(tmp_path):
 
 @torch.inference_mode()
 def test_pipelined_verifies_are_queued_without_a_host_sync_between_them(monkeypatch):
-    run = RunConfig(
-        steps=0, warmup=0, decode_steps=0, widths=(), sweep_steps=0, pipelined=5, context=16
-    )
-    workload = Workload(TINY, TINY_DRAFT, run, device=CPU, dtype=torch.float32)
+    workload = tiny_workload(steps=0, pipelined=5)
     calls = []
     monkeypatch.setattr(workload, "_sync", lambda: calls.append("sync"))
     monkeypatch.setattr(workload, "accept", lambda *a: calls.append("accept"))
@@ -105,10 +100,7 @@ def test_pipelined_graph_replays_compute_the_eager_logits(monkeypatch):
     from verifyprof.workload import graphs
 
     monkeypatch.setattr(graphs, "Graph", ReplayedOnCPU)
-    run = RunConfig(
-        steps=0, warmup=0, decode_steps=0, widths=(), sweep_steps=0, pipelined=3, context=16
-    )
-    workload = Workload(TINY, TINY_DRAFT, run, device=CPU, dtype=torch.float32)
+    workload = tiny_workload(steps=0, pipelined=3)
     workload.graphs = graphs.PhaseGraphs(workload.state, (), with_decode=False)
     eager = workload.state.verify().clone()
     result = workload.run_pipelined("graph", 3)
@@ -155,36 +147,16 @@ COMPILE_ARGS = [
 
 @torch.inference_mode()
 def test_compiled_verify_computes_the_eager_logits():
-    run = RunConfig(
-        modes=("eager", "compile"),
-        steps=1,
-        warmup=0,
-        decode_steps=0,
-        widths=(),
-        sweep_steps=0,
-        context=16,
-        compile_backend="eager",
-    )
-    workload = Workload(TINY, TINY_DRAFT, run, device=CPU, dtype=torch.float32)
+    workload = tiny_workload(modes=("eager", "compile"), steps=1, compile_backend="eager")
     assert torch.equal(workload.verify(False, compiled=True), workload.state.verify())
     assert workload.compiled.fullgraph and workload.compiled.fullgraph_error is None
 
 
 @torch.inference_mode()
 def test_compile_mode_speculation_emits_the_same_tokens_as_eager():
-    run = RunConfig(
-        modes=("eager", "compile"),
-        steps=8,
-        warmup=0,
-        decode_steps=0,
-        widths=(),
-        sweep_steps=0,
-        context=16,
-        accept_len=None,
-        batch=2,
-        compile_backend="eager",
+    workload = tiny_workload(
+        modes=("eager", "compile"), steps=8, accept_len=None, batch=2, compile_backend="eager"
     )
-    workload = Workload(TINY, TINY_DRAFT, run, device=CPU, dtype=torch.float32)
     eager, compiled = workload.run_spec("eager", 8, seed=0), workload.run_spec("compile", 8, seed=0)
     assert compiled["compile"] and not eager["compile"]
     assert compiled["tokens_head"] == eager["tokens_head"]

@@ -10,8 +10,9 @@ from pathlib import Path
 import torch
 
 from verifyprof.workload.__main__ import main
-from verifyprof.workload.config import TINY, TINY_DRAFT
+from verifyprof.workload.config import TINY, TINY_DRAFT, RunConfig
 from verifyprof.workload.model import DecoderLM
+from verifyprof.workload.runner import Workload
 from verifyprof.workload.spec import SpecState
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,6 +23,16 @@ TINY_ARGS = ["--preset", "tiny", "--device", "cpu", "--context", "16", "--warmup
 
 def model(cfg=TINY) -> DecoderLM:
     return DecoderLM(cfg, device=CPU, dtype=torch.float32)
+
+
+BARE_RUN = {"warmup": 0, "decode_steps": 0, "widths": (), "sweep_steps": 0, "context": 16}
+
+
+def tiny_workload(**run: object) -> Workload:
+    """The tiny target and draft on the CPU, running only what ``run`` asks for (no warm-up,
+    plain decoding or width sweep unless given)."""
+    config = RunConfig(**(BARE_RUN | run))
+    return Workload(TINY, TINY_DRAFT, config, device=CPU, dtype=torch.float32)
 
 
 def spec_state(target_cfg=TINY, draft_cfg=TINY_DRAFT, batch=2, k=3) -> SpecState:
