@@ -259,14 +259,12 @@ def serve() -> None:
     """The zygote: import once, then fork one child per request and report its pid and status.
     It ends when the client's socket closes (the pytest worker ended)."""
     import importlib
-    import warnings
 
     sock = socket.socket(fileno=int(sys.argv[1]))
     sys.path.remove(sys.argv[2])
     del sys.modules["forked_cli"]  # the child's modules are the CLI's, not the suite's
     for name in PREIMPORT:
         importlib.import_module(name)
-    filters = list(warnings.filters)  # with what the imports added, as a fresh process has them
     _send(sock, {"ready": True})
     while True:
         try:
@@ -286,7 +284,7 @@ def serve() -> None:
         pid = os.fork()
         if pid == 0:
             sock.close()
-            _child(request, fds, filters)  # never returns
+            _child(request, fds)  # never returns (its warnings filters: the imports')
         for fd in fds:
             os.close(fd)
         _send(sock, {"pid": pid})
@@ -305,14 +303,13 @@ def _send(sock: socket.socket, message: dict) -> None:
     sock.sendall(json.dumps(message).encode() + b"\n")
 
 
-def _child(request: dict, fds: list[int], filters: list) -> None:
+def _child(request: dict, fds: list[int]) -> None:
     """The forked child: the caller's streams, folder, environment and umask, then the CLI as
     ``python -m verifyprof.cli`` runs it, ended as the interpreter ends."""
     import atexit as _atexit
     import resource
     import runpy
     import traceback
-    import warnings
 
     code = 1
     try:
@@ -328,7 +325,6 @@ def _child(request: dict, fds: list[int], filters: list) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.path[0] = request["cwd"]
-        warnings.filters[:] = filters
         sys.argv = ["-m", *request["args"]]  # runpy puts the module's file in argv[0]
         try:
             runpy.run_module("verifyprof.cli", run_name="__main__", alter_sys=True)
