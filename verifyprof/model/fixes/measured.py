@@ -40,6 +40,8 @@ class Capture:
     context: float
     num_draft: int
     predicted: bool = False  # a state no run measured (today's after the plan's fixes)
+    # no capture says its context (issue 41): ``context`` is the assumption its rows rest on
+    context_assumed: bool = False
 
     @property
     def key(self) -> tuple[int, float, int]:
@@ -157,7 +159,9 @@ class Measured:
     def notes(self) -> list[str]:
         """What the model rests on, in words."""
         caps = ", ".join(
-            f"{c.label} (batch {c.batch}, context {c.context:g}, k = {c.num_draft})"
+            f"{c.label} (batch {c.batch}, context"
+            f" {f'unknown, {c.context:g} assumed' if c.context_assumed else f'{c.context:g}'},"
+            f" k = {c.num_draft})"
             for c in self.captures
         )
         f = self.fit
