@@ -120,10 +120,13 @@ def one_model(
     ident = _identity(first, gpu)
     wheres = []
     for label, prepared, manifest, gpu_name in runs:
+        command = _command(label, prepared, manifest)
+        if command.program != head.program:  # another program: said before what else differs
+            load_differences(head, command)
         other = _identity(prepared, gpu_name)
         if other != ident:
             raise VerifyprofError(_differs(ident, other, first_label), label)
-        found = load_differences(head, _command(label, prepared, manifest), o.load_options)
+        found = load_differences(head, command, o.load_options)
         wheres.append(where_taken(prepared, manifest, label, found, o))
     assumed = _context_assumption(runs, wheres)
     captures = []
