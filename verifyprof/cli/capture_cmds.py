@@ -93,7 +93,6 @@ def capture(
         _refuse_server_options(ctx)
     if prompts is not None:
         check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
-
     loads = _loads(concurrency)
     options = CaptureOptions(
         out=out,
@@ -125,8 +124,7 @@ def capture(
         decode_cmd=decode_cmd,
         argv=list(sys.argv),
     )
-    sweep = {"batch": batches, "num_draft": num_drafts, "context": contexts}
-    for result in _run(options, {k: v for k, v in sweep.items() if v is not None}, program_context):
+    for result in _run(options, (batches, num_drafts, contexts), program_context):
         for line in summary_lines(result):  # names in it escaped, as in errors
             print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
 
@@ -164,13 +162,15 @@ SERVER_ONLY = (
 )
 
 
-def _run(options, sweep: dict[str, str], context: int | None) -> list:
+def _run(options, lists: tuple[str | None, ...], context: int | None) -> list:
     """One capture, or one per load of a program (``--batches``, ``--num-drafts``,
     ``--contexts``: every combination); ``--program-context`` recorded in each manifest."""
     from dataclasses import replace
 
     from verifyprof.pipeline.capturing import capture, capture_loads, load_record, parse_values
 
+    given = zip(("batch", "num_draft", "context"), lists)  # --batches, --num-drafts, --contexts
+    sweep = {name: text for name, text in given if text is not None}
     if not sweep:
         return [capture(replace(options, load=load_record(options, {}, context)))]
     options_of = {"batch": "--batches", "num_draft": "--num-drafts", "context": "--contexts"}
