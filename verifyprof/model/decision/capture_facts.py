@@ -44,14 +44,6 @@ def as_num(v: object) -> float | None:
         return None
 
 
-def program_context(manifest: Manifest | None) -> float | None:
-    """The context the capture's program reported or ran with (None: it does not say)."""
-    target = target_of(manifest)
-    return as_num(results_of(manifest).get("context")) or as_num(
-        option_of(target, "--context", "--ctx")
-    )
-
-
 # ------------------------------------------------------------------------------------------
 # what a capture knows of its load (the manifest's ``load`` record, issue 41)
 

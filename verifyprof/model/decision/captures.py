@@ -62,7 +62,8 @@ def where_taken(
     nor the load curve's ``--context``)."""
     o = o or WhatifOptions()
     s, res, target = prepared.scenario, results_of(manifest), target_of(manifest)
-    by_axis = {axis: name for name, axis in [*(found or {}).items(), *o.load_options] if axis}
+    load_options = [(n, a) for n, a in [*(found or {}).items(), *o.load_options] if a]
+    by_axis = dict((axis, name) for name, axis in load_options)
     batch, b_from = _first(
         (prepared.profile.batch, "the trace's bs= tags"),
         (as_int(res.get("batch")), "its results"),
@@ -72,8 +73,13 @@ def where_taken(
         (s.batch or 1, "not stated: taken as 1"),
     )
     width = prepared.profile.width
+    k_said = (
+        f"the verify's width {width}"
+        if width and s.num_draft == width - 1
+        else ("its results" if s.num_draft == as_int(res.get("num_draft")) else "the accept length")
+    )
     k, k_from = _first(
-        (s.num_draft, f"the verify's width {width}" if width else "its accept length's source"),
+        (s.num_draft, k_said),
         (as_int(res.get("num_draft")), "its results"),
         *_axis(manifest, "num_draft"),
         (_option(target, by_axis.get("num_draft")), f"its command's {by_axis.get('num_draft')}"),
@@ -83,20 +89,16 @@ def where_taken(
         manifest,
         _attr_float(prepared.profile, "ctx", "context"),
         label,
-        tuple((n, a) for n, a in by_axis_pairs(found, o) if a == "context"),
+        tuple((n, a) for n, a in load_options if a == "context"),
         o.capture_contexts,
     )
     sources = {"batch": b_from, "num_draft": k_from, "context": c_from}
     return Where(int(batch), context, int(k), sources)
 
 
-def by_axis_pairs(found, o: WhatifOptions) -> list[tuple[str, str | None]]:
-    return [*(found or {}).items(), *o.load_options]
-
-
 def _axis(manifest: Manifest | None, axis: str) -> list[tuple[int | None, str]]:
     got = load_axis(manifest, axis)
-    return [(int(got[0]), got[1])] if got is not None else []
+    return [(int(got[0]), got[1])] if got is not None and math.isfinite(got[0]) else []
 
 
 def _option(target: list[str], name: str | None) -> int | None:
