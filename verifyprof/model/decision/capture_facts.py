@@ -87,7 +87,7 @@ def stated_context(
     trace's ``ctx=`` tags (``tagged``), the capture's load record (``{context}``,
     ``--program-context``), its command's context option (one ``--load-option NAME=context``
     names, or ``--context``/``--ctx``), the user's ``--capture-context`` (for its ``label``,
-    then for every capture); (None, "unknown") where none says. Never a default, nor the load
+    then for every capture); (None, how to state it) where none says. Never a default, nor the load
     curve's ``--context``."""
     value = as_num(results_of(manifest).get("context"))
     if value:
@@ -107,4 +107,4 @@ def stated_context(
     for key in (label, None):
         if key in given:
             return given[key], "whatif --capture-context"
-    return None, "unknown"
+    return None, "nothing states it: whatif --capture-context"
