@@ -200,3 +200,11 @@ def test_a_capture_that_states_no_context_beside_one_that_does_is_named(unstated
     assert line.startswith("verifyprof: error: C8: context unknown")
     assert "beside C1 at context 512 (its results)" in line
     assert line.endswith("state it: whatif --capture-context C8=N")
+
+
+def test_report_reads_the_folder_capture_batches_wrote_as_whatif_does(tmp_path):
+    folder = swept_folder(tmp_path, "--batches")
+    proc = verifyprof("report", str(folder), *MODEL, "--json")
+    assert proc.returncode == 0, proc.stderr
+    whatif_said = whatif_json(folder, *MODEL)
+    assert json.loads(proc.stdout)["whatif"]["load_curve"] == whatif_said["load_curve"]
