@@ -114,8 +114,18 @@ class UnionFit:
             )
         return f"{head} {self.independent(tokens):.1f} independent (rho not pinned: {self.why})"
 
-    def words(self) -> list[str]:
+    def words(self, used: bool = True) -> list[str]:
+        """What the curves rest on: the fitted union (``used``), else the model file's
+        independent union at the one captured token count (roofline, as before)."""
         top = max(n for n, _ in self.points)
+        if not used:
+            return [
+                self.growth_words(),
+                "MoE expert GEMM over tokens per forward: the model file's union, independent"
+                f" routing (roofline; one token count captured): {self.independent(top):.1f}"
+                f" experts touched per layer at {top:g} tokens; a capture at another batch fits"
+                " the routing's own",
+            ]
         form = (
             "the MoE GEMM over tokens per forward follows the experts it reads, D_rho(n) ="
             " K + rho (E(1-(1-K/E)^n) - K): "

@@ -93,7 +93,10 @@ def phases_at_width(
     ar = None
     if s.hardware is not None and s.tp > 1:
         ar = lambda nbytes: s.hardware.allreduce_us(nbytes, s.tp, "nccl").us
-    scaling = width_scaling(n0 * s.batch, width * s.batch, s.model, s.hardware, s.tp, s.context, ar)
+    union = s.measured.moe_union(s.model) if s.measured is not None else None
+    scaling = width_scaling(
+        n0 * s.batch, width * s.batch, s.model, s.hardware, s.tp, s.context, ar, union
+    )
     scaled = scaling.apply(v.phases_ms)
     changes = [f"{p} x{f:.2f}" for p, f in scaling.factors.items() if v.phases_ms.get(p, 0) > 0]
     changes += [
