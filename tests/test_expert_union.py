@@ -161,3 +161,14 @@ def test_cohere_31_percent_fewer_experts_is_a_share_of_069_at_saturation():
     # Cohere, as a secondary summary reports it: up to 31% fewer experts than independent routing
     many = 10_000
     assert touched(many, 64, 4, 0.69) / touched(many, 64, 4) == pytest.approx(0.69 + 0.31 * 4 / 64)
+
+
+def test_the_json_load_curve_says_which_union_the_moe_gemm_moves_by():
+    from cli_helpers import verifyprof
+
+    proc = verifyprof("whatif", str(TRACE), "--json")
+    union = json.loads(proc.stdout)["load_curve"]["moe_union"]
+    assert union["used"] is False and union["pinned"] is False  # one capture: the roofline's
+    assert (union["experts"], union["top_k"], union["points"][0]["tokens"]) == (E, K, 4.0)
+    dense = verifyprof("whatif", str(ROOT / "traces" / "workload-dense-graph"), "--json")
+    assert "moe_union" not in json.loads(dense.stdout)["load_curve"]  # dense: no key
