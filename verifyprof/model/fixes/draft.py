@@ -183,6 +183,8 @@ def draft_count_basis(profile: VerifyProfile, s: Scenario, k0: int, k2: int) -> 
     fit = fit_widths(profile.width_times) if s.use_measured_widths else None
     noise = fit.residual(width) if fit is not None else 0.0
     band = max(MIN_BAND, noise) + BAND_PER_DOUBLING * abs(math.log2(width / near_w))
+    union = s.measured.moe_union(s.model) if s.measured is not None and fit is None else None
+    band += union.band if union is not None else 0.0  # the MoE GEMM by an unpinned union
     if k2 == 0:
         if profile.decode_group is not None:  # traced decode steps, as the verify's
             return {"basis": MEASURED, "band": MIN_BAND}
