@@ -120,16 +120,7 @@ def width_scaling(
         if model.moe is not None and union is not None:
             factors["gemm_moe"] = union.scale(tokens_from, tokens_to)
             deltas.pop("gemm_moe", None)
-            notes.append(
-                f"MoE expert GEMM x{factors['gemm_moe']:.2f}: experts touched"
-                f" {union.touched(tokens_from):.1f} -> {union.touched(tokens_to):.1f} per layer"
-                + (
-                    f" (rho {union.rho:.2f} fitted to the captures; independent routing"
-                    f" {union.independent(tokens_from):.1f} -> {union.independent(tokens_to):.1f})"
-                    if union.pinned
-                    else f" (independent routing: rho not pinned, {union.why})"
-                )
-            )
+            notes.append(_union_note(union, tokens_from, tokens_to))
         elif model.moe is not None:
             notes.append(
                 f"MoE expert union D(n) = E(1-(1-k/E)^n), E={model.moe.experts},"
@@ -154,3 +145,14 @@ def width_scaling(
         " (same kernel count)"
     )
     return WidthScaling(factors, notes, deltas)
+
+
+def _union_note(union: UnionFit, tokens_from: float, tokens_to: float) -> str:
+    """The MoE GEMM's move by the union fitted to the captures, beside independent routing's."""
+    a, b = union.touched(tokens_from), union.touched(tokens_to)
+    return f"MoE expert GEMM x{b / a:.2f}: experts touched {a:.1f} -> {b:.1f} per layer" + (
+        f" (rho {union.rho:.2f} fitted to the captures; independent routing"
+        f" {union.independent(tokens_from):.1f} -> {union.independent(tokens_to):.1f})"
+        if union.pinned
+        else f" (independent routing: rho not pinned, {union.why})"
+    )
