@@ -15,19 +15,24 @@ Parts, each one device command of a few minutes (``--only``), each packing its f
   {1,2,4,8,16,32,64} x {0..6}, a batch at a time (its graphs freed before the next), its k in
   2 interleaved rounds of 24 cycles: ``measure-Ma.json``, ``measure-Mb.json`` (hf_chain's format:
   ``bench_load_campaign.table`` reads them).
-* ``preflight``: batch 1 and 64 at k 0 and 6, a few cycles: memory, graphs, step times.
+* ``preflight``: batch 1, 8 and 64 at k 0..6, a few cycles: memory, graphs, cycle times;
+  ``--alphas DIR/preflight.json`` then prints, for each candidate ``--alpha``, every batch's best k
+  and k = 4 against plain decoding (a cycle's cost does not depend on the simulated acceptance).
 
     source .device/nsys-env.sh; python bench/bench_moe_campaign.py --run /tmp/moe \
         --only captures --cpus local:8 --pack $OUT
     python bench/bench_moe_campaign.py --run OUT --only captures,sweeps --smoke   # CPU, tiny
     python bench/bench_moe_campaign.py --table DIR      # the measured table of the sweeps
+    python bench/bench_moe_campaign.py --alphas DIR/preflight.json  # which --alpha to use
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
+import subprocess
 import sys
 import tarfile
 import time
@@ -62,12 +67,13 @@ SMOKE = {
     "ks": "0,1,2",
     "cycles": ["--cycles", "2", "--warmup-cycles", "1"],
 }
+RUN = {"alpha": ALPHA}  # --alpha
 PARTS = ("preflight", "captures", "sweep-a", "sweep-b")
 
 
 def program(smoke: bool, *args: str) -> list[str]:
     prompt = SMOKE["prompt"] if smoke else PROMPT
-    common = ["--alpha", str(ALPHA), "--prompt-len", str(prompt)]
+    common = ["--alpha", str(RUN["alpha"]), "--prompt-len", str(prompt)]
     return PROGRAM + (SMOKE["program"] if smoke else []) + common + list(args)
 
 
@@ -94,16 +100,55 @@ def sweep(out: Path, smoke: bool, name: str) -> bool:
 
 
 def preflight(out: Path, smoke: bool) -> bool:
+    """Batch 1, 8 and 64 at every k, a few cycles: memory, graphs, and the cycle times that
+    ``--alphas`` turns into the candidate acceptance rates."""
     prog = program(
-        smoke, "--num-seqs", "1,2" if smoke else "1,64", "--draft-len", "0,6",
+        smoke, "--num-seqs", "1,2" if smoke else "1,8,64",
+        "--draft-len", SMOKE["ks"] if smoke else SWEEP_KS,
         "--cycles", "6", "--warmup-cycles", "2", "--out", str(out / "preflight.json"),
     )  # fmt: skip
     return run(prog, out / "preflight.log")
 
 
 def run(cmd: list[str], log: Path) -> bool:
+    """One command with its log; past 530 s it is stopped (a device command ends at 600 s, and
+    the part still packs what it has)."""
     print("$ " + shlex.join(cycle_runs.PIN + cmd), flush=True)
-    return cycle_runs.sh(cmd, log, 530)
+    try:
+        return cycle_runs.sh(cmd, log, 530)
+    except subprocess.TimeoutExpired:
+        print(f"TIMEOUT after 530 s: {log.name}", flush=True)
+        return False
+
+
+def tau(alpha: float, k: int) -> float:
+    return sum(alpha**i for i in range(k + 1))
+
+
+def alphas(sweep_json: Path) -> str:
+    """From measured cycle times (a preflight or a sweep: the cost of a cycle does not depend on
+    the simulated acceptance), each candidate alpha's speedup of every k over plain decoding per
+    batch, and the alphas where k = 1 or 2 wins by 3% or more and k = 4 loses at every batch."""
+    runs = json.loads(sweep_json.read_text())["runs"]
+    cycle = {(r["batch"], r["num_draft"]): r["cycle_ms"] for r in runs}
+    batches = sorted({b for b, _ in cycle})
+    ks = sorted({k for _, k in cycle})
+    lines = ["batch | k: cycle ms", *(
+        f"{b} | " + "  ".join(f"{k}: {cycle[(b, k)]:.2f}" for k in ks if (b, k) in cycle)
+        for b in batches)]  # fmt: skip
+    good = []
+    for alpha in [a / 100 for a in range(40, 85, 5)]:
+        cells, ok = [], True
+        for b in batches:
+            gain = {k: tau(alpha, k) * cycle[(b, 0)] / cycle[(b, k)] for k in ks if (b, k) in cycle}
+            best = max(gain, key=gain.get)
+            small = max(gain.get(1, 0), gain.get(2, 0))
+            ok &= small >= 1.03 and 4 in gain and gain[4] < 1.0
+            cells.append(f"b{b}: best k={best} x{gain[best]:.2f}, k=4 x{gain.get(4, 0):.2f}")
+        lines.append(f"alpha {alpha:.2f}: " + "; ".join(cells) + ("  <- fits" if ok else ""))
+        good += [alpha] if ok else []
+    lines.append(f"alphas that fit: {good or 'none'}")
+    return "\n".join(lines)
 
 
 def campaign(out: Path, smoke: bool, parts: list[str]) -> None:
@@ -153,7 +198,12 @@ def main() -> int:
     p.add_argument("--cpus", help="pin every command (taskset -c), or 'local:N' (bench_cycle)")
     p.add_argument("--pack", type=Path, metavar="DEST", help="after --run: tarballs into DEST")
     p.add_argument("--table", type=Path, help="the measured table of a run folder's sweeps")
+    p.add_argument("--alpha", type=float, default=ALPHA, help="the simulated acceptance rate")
+    p.add_argument("--alphas", type=Path, help="a preflight's or sweep's JSON: alphas that fit")
     args = p.parse_args()
+    if args.alphas:
+        print(alphas(args.alphas))
+        return 0
     if args.table:
         print(blc.table(args.table))
         return 0
@@ -164,6 +214,7 @@ def main() -> int:
         p.error(f"--only: unknown {','.join(unknown)} (known: {','.join(PARTS)},sweeps)")
     if args.cpus:
         cycle_runs.pin(args.cpus)
+    RUN["alpha"] = args.alpha
     started = time.monotonic()
     campaign(args.run, args.smoke, parts)
     if args.pack:

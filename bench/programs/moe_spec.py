@@ -256,6 +256,8 @@ def run_all(args, models: Models) -> tuple[list[dict], dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if not args.device.startswith("cuda"):
+        torch.set_num_threads(1)  # the CPU smoke: intra-op threads only spin on a shared host
     started = time.perf_counter()
     widest = max(max(args.ks) + 1, *args.widths, 5)
     cycles = args.warmup_cycles + args.cycles + args.unprofiled_cycles

@@ -131,7 +131,8 @@ class Net(torch.nn.Module):
             y = F.rms_norm(x, (x.shape[-1],))
             out = self.mlp(i, y)
             if self.moe:
-                flat, rows = y.reshape(b * n, -1), topic[i].repeat_interleave(n, 0)
+                rows = topic[i][:, None].expand(-1, n, -1).reshape(b * n, -1)  # no host sync
+                flat = y.reshape(b * n, -1)
                 out = out + self.experts(i, flat, rows, stats).view(b, n, -1)
             x = x + out
         return F.linear(F.rms_norm(x, (x.shape[-1],)), self.head).argmax(-1)
