@@ -17,7 +17,9 @@ Parts, each one device command of a few minutes (``--only``), each packing its f
   ``bench_load_campaign.table`` reads them).
 * ``preflight``: batch 1, 8 and 64 at k 0..6, a few cycles: memory, graphs, cycle times;
   ``--alphas DIR/preflight.json`` then prints, for each candidate ``--alpha``, every batch's best k
-  and k = 4 against plain decoding (a cycle's cost does not depend on the simulated acceptance).
+  and k = 4 against plain decoding (a cycle's cost does not depend on the simulated acceptance);
+  ``--alpha auto`` after it in the same run folder uses the alpha that makes k = 1 or 2 win and
+  k = 4 lose at the most batches (``moe_alpha.py``), and writes it to ``alpha.txt``.
 
     source .device/nsys-env.sh; python bench/bench_moe_campaign.py --run /tmp/moe \
         --only captures --cpus local:8 --pack $OUT
@@ -29,7 +31,6 @@ Parts, each one device command of a few minutes (``--only``), each packing its f
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -44,6 +45,7 @@ sys.path.insert(0, str(HERE))
 import bench_load_campaign as blc  # noqa: E402 - the sweep table (hf_chain's format)
 import bench_seed as bs  # noqa: E402 - environment, split
 import cycle_runs  # noqa: E402 - sh, capture, pinning
+import moe_alpha  # noqa: E402 - the acceptance rate from measured cycle times
 
 ALPHA = 0.6
 K = 4
@@ -67,13 +69,14 @@ SMOKE = {
     "ks": "0,1,2",
     "cycles": ["--cycles", "2", "--warmup-cycles", "1"],
 }
-RUN = {"alpha": ALPHA}  # --alpha
+RUN: dict[str, float | None] = {"alpha": ALPHA}  # --alpha (None: auto)
 PARTS = ("preflight", "captures", "sweep-a", "sweep-b")
 
 
 def program(smoke: bool, *args: str) -> list[str]:
     prompt = SMOKE["prompt"] if smoke else PROMPT
-    common = ["--alpha", str(RUN["alpha"]), "--prompt-len", str(prompt)]
+    alpha = ALPHA if RUN["alpha"] is None else RUN["alpha"]  # a preflight's: any will do
+    common = ["--alpha", str(alpha), "--prompt-len", str(prompt)]
     return PROGRAM + (SMOKE["program"] if smoke else []) + common + list(args)
 
 
@@ -121,36 +124,6 @@ def run(cmd: list[str], log: Path) -> bool:
         return False
 
 
-def tau(alpha: float, k: int) -> float:
-    return sum(alpha**i for i in range(k + 1))
-
-
-def alphas(sweep_json: Path) -> str:
-    """From measured cycle times (a preflight or a sweep: the cost of a cycle does not depend on
-    the simulated acceptance), each candidate alpha's speedup of every k over plain decoding per
-    batch, and the alphas where k = 1 or 2 wins by 3% or more and k = 4 loses at every batch."""
-    runs = json.loads(sweep_json.read_text())["runs"]
-    cycle = {(r["batch"], r["num_draft"]): r["cycle_ms"] for r in runs}
-    batches = sorted({b for b, _ in cycle})
-    ks = sorted({k for _, k in cycle})
-    lines = ["batch | k: cycle ms", *(
-        f"{b} | " + "  ".join(f"{k}: {cycle[(b, k)]:.2f}" for k in ks if (b, k) in cycle)
-        for b in batches)]  # fmt: skip
-    good = []
-    for alpha in [a / 100 for a in range(40, 85, 5)]:
-        cells, ok = [], True
-        for b in batches:
-            gain = {k: tau(alpha, k) * cycle[(b, 0)] / cycle[(b, k)] for k in ks if (b, k) in cycle}
-            best = max(gain, key=gain.get)
-            small = max(gain.get(1, 0), gain.get(2, 0))
-            ok &= small >= 1.03 and 4 in gain and gain[4] < 1.0
-            cells.append(f"b{b}: best k={best} x{gain[best]:.2f}, k=4 x{gain.get(4, 0):.2f}")
-        lines.append(f"alpha {alpha:.2f}: " + "; ".join(cells) + ("  <- fits" if ok else ""))
-        good += [alpha] if ok else []
-    lines.append(f"alphas that fit: {good or 'none'}")
-    return "\n".join(lines)
-
-
 def campaign(out: Path, smoke: bool, parts: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
@@ -158,6 +131,8 @@ def campaign(out: Path, smoke: bool, parts: list[str]) -> None:
         bs.environment(out)
     for part in parts:
         started = time.monotonic()
+        if RUN["alpha"] is None and part != "preflight":
+            RUN["alpha"] = auto_alpha(out)
         if part == "preflight":
             ok = preflight(out, smoke)
         elif part == "captures":
@@ -165,6 +140,24 @@ def campaign(out: Path, smoke: bool, parts: list[str]) -> None:
         else:
             ok = sweep(out, smoke, "M" + part[-1])
         print(f"{part}: {'ok' if ok else 'FAILED'} in {time.monotonic() - started:.0f} s")
+
+
+def auto_alpha(out: Path) -> float:
+    """``--alpha auto``: chosen from this run folder's preflight (moe_alpha), written beside it
+    (``alpha.txt``) so that a later part on the same machine uses the same."""
+    chosen = out / "alpha.txt"
+    if chosen.exists():
+        alpha = float(chosen.read_text())
+    elif (out / "preflight.json").exists():
+        text, alpha = moe_alpha.report(out / "preflight.json")
+        print(text, flush=True)
+        (out / "alpha-choice.txt").write_text(text + "\n")
+        chosen.write_text(f"{alpha}\n")
+    else:
+        alpha = ALPHA
+        print(f"--alpha auto: no preflight in {out}; alpha {alpha}", flush=True)
+    print(f"alpha: {alpha} (--alpha auto)", flush=True)
+    return alpha
 
 
 def pack(src: Path, dest: Path) -> list[Path]:
@@ -198,11 +191,11 @@ def main() -> int:
     p.add_argument("--cpus", help="pin every command (taskset -c), or 'local:N' (bench_cycle)")
     p.add_argument("--pack", type=Path, metavar="DEST", help="after --run: tarballs into DEST")
     p.add_argument("--table", type=Path, help="the measured table of a run folder's sweeps")
-    p.add_argument("--alpha", type=float, default=ALPHA, help="the simulated acceptance rate")
+    p.add_argument("--alpha", default=str(ALPHA), help="acceptance rate, or auto (preflight's)")
     p.add_argument("--alphas", type=Path, help="a preflight's or sweep's JSON: alphas that fit")
     args = p.parse_args()
     if args.alphas:
-        print(alphas(args.alphas))
+        print(moe_alpha.report(args.alphas)[0])
         return 0
     if args.table:
         print(blc.table(args.table))
@@ -214,7 +207,7 @@ def main() -> int:
         p.error(f"--only: unknown {','.join(unknown)} (known: {','.join(PARTS)},sweeps)")
     if args.cpus:
         cycle_runs.pin(args.cpus)
-    RUN["alpha"] = args.alpha
+    RUN["alpha"] = None if args.alpha == "auto" else float(args.alpha)
     started = time.monotonic()
     campaign(args.run, args.smoke, parts)
     if args.pack:

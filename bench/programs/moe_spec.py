@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "program": "moe_spec", "preset": args.preset, "dims": args.dims, "alpha": args.alpha,
         "route_pop": args.route_pop, "route_topic": args.route_topic, "grouped_gemm": GROUPED,
-        "graphs": cuda, "init_s": init_s, "wall_s": time.perf_counter() - started,
+        "graphs": cuda and all(f["mode"] == "cuda-graph" for f in models.made),
+        "init_s": init_s, "wall_s": time.perf_counter() - started,
         "max_cache_len": models.max_len, "forwards": models.made, "routing": routing,
         "runs": runs, "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name() if cuda else None,

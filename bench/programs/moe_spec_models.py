@@ -145,17 +145,24 @@ class Forward:
         self.net, self.cache, self.topic = net, cache, topic
         self.ids = torch.zeros((rows, width), dtype=torch.long, device=device)
         self.pos = torch.arange(width, dtype=torch.long, device=device)
-        self.graph, self.out = None, None
+        self.graph, self.out, self.failed = None, None, None
         if device.startswith("cuda"):
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(2):
-                    self.net(self.ids, self.pos, self.cache, self.topic)
-            torch.cuda.current_stream().wait_stream(stream)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.out = self.net(self.ids, self.pos, self.cache, self.topic)
+            try:
+                self._capture()
+            except RuntimeError as err:  # said in the results' forwards, never silent
+                self.graph, self.failed = None, str(err).splitlines()[0][:200]
+
+    def _capture(self) -> None:
+        """Two eager calls on a side stream, then the forward recorded once."""
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self.net(self.ids, self.pos, self.cache, self.topic)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = self.net(self.ids, self.pos, self.cache, self.topic)
 
     def __call__(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         self.ids.copy_(ids)
@@ -219,6 +226,8 @@ class Models:
                 fw = Forward(self.net(which), self.cache(which, rows), topic, rows, width, self.dev)
             self.forwards[key] = fw
             how = "cuda-graph" if fw.graph is not None else "eager"
+            if fw.failed:
+                how = f"eager (CUDA graph capture failed: {fw.failed})"
             self.made.append({"model": which, "rows": rows, "width": width, "mode": how})
             print(f"moe_spec: forward {which} rows={rows} width={width}: {how}", file=sys.stderr)
         return self.forwards[key]
