@@ -21,8 +21,12 @@ Parts, each one device command of a few minutes (``--only``), each packing its f
   ``--alpha auto`` after it in the same run folder uses the alpha that makes k = 1 or 2 win and
   k = 4 lose at the most batches (``moe_alpha.py``), and writes it to ``alpha.txt``.
 
-    source .device/nsys-env.sh; python bench/bench_moe_campaign.py --run /tmp/moe \
-        --only captures --cpus local:8 --pack $OUT
+Three device calls (``.device`` = /work/shared/device, carried), each within 9 minutes:
+
+    source .device/nsys-env.sh >/dev/null; python3 bench/bench_moe_campaign.py --run /tmp/moe \
+        --only preflight,sweep-a --alpha auto --cpus local:8 --pack $OUT   # prints "alpha: A"
+    ... --only captures --alpha A ...
+    ... --only sweep-b --alpha A ...
     python bench/bench_moe_campaign.py --run OUT --only captures,sweeps --smoke   # CPU, tiny
     python bench/bench_moe_campaign.py --table DIR      # the measured table of the sweeps
     python bench/bench_moe_campaign.py --alphas DIR/preflight.json  # which --alpha to use
@@ -47,7 +51,7 @@ import bench_seed as bs  # noqa: E402 - environment, split
 import cycle_runs  # noqa: E402 - sh, capture, pinning
 import moe_alpha  # noqa: E402 - the acceptance rate from measured cycle times
 
-ALPHA = 0.6
+ALPHA = 0.5  # without a preflight (--alpha auto): k = 4 loses only at low rates (moe_alpha)
 K = 4
 BATCHES = "1,8"
 SWEEP_SEQS = "1,2,4,8,16,32,64"
@@ -108,7 +112,7 @@ def preflight(out: Path, smoke: bool) -> bool:
     prog = program(
         smoke, "--num-seqs", "1,2" if smoke else "1,8,64",
         "--draft-len", SMOKE["ks"] if smoke else SWEEP_KS,
-        "--cycles", "6", "--warmup-cycles", "2", "--out", str(out / "preflight.json"),
+        "--cycles", "12", "--warmup-cycles", "3", "--out", str(out / "preflight.json"),
     )  # fmt: skip
     return run(prog, out / "preflight.log")
 

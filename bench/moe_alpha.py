@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 CANDIDATES = [a / 100 for a in range(40, 85, 5)]
-PREFERRED = 0.6  # among equally good alphas, the one nearest this
+PREFERRED = 0.5  # among equally good alphas, the one nearest this (the campaign's fallback)
 
 
 def tau(alpha: float, k: int) -> float:
