@@ -286,6 +286,7 @@ class LoadCurve:
     notes: list[str] = field(default_factory=list)
     sglang: bool = False
     server: dict[str, Any] = field(default_factory=dict)  # filled by decision.server_flags
+    moe_union: dict[str, Any] | None = None  # the experts touched the MoE GEMM moves by
     # no capture states its context: the assumption its rows rest on, in words (issue 41)
     context_assumed: str | None = None
 
@@ -297,7 +298,8 @@ class LoadCurve:
                 row.assumes = "context"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        union = {} if self.moe_union is None else {"moe_union": self.moe_union}
+        return union | {
             "today": {
                 "batch": self.today_batch,
                 "context": self.today_context,
@@ -365,7 +367,14 @@ def load_curve(
         ridge_json(s),
         notes,
         s.sglang,
+        moe_union=_union_json(s),
     )
+
+
+def _union_json(s: Scenario) -> dict[str, Any] | None:
+    """The MoE GEMM's union (fitted, or the model file's where one token count was captured)."""
+    u = s.measured.union_fit(s.model) if s.measured is not None else None
+    return None if u is None else u.to_json() | {"used": s.measured.moe_union(s.model) is not None}
 
 
 def _rate(row: Row, k: int) -> float:
