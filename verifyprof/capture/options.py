@@ -64,6 +64,8 @@ class CaptureOptions:
         None  # program's accept_len: tokens_per_verify | accepted_drafts
     )
     argv: list[str] = field(default_factory=list)  # verifyprof's own command line, for the manifest
+    # --result NAME=REGEX: numbers read from the program's printed output (capture/log_results.py)
+    results: tuple[tuple[str, str], ...] = ()
 
     @property
     def mode(self) -> str:
@@ -161,6 +163,8 @@ def _check_numbers(opts: CaptureOptions) -> None:
         )
     if opts.baseline_repeat > 1 and not opts.baseline_run:
         raise VerifyprofError("--baseline-repeat repeats --baseline-run: give both")
+    if opts.results and opts.mode != "program":
+        raise VerifyprofError("--result reads a program's printed output: give a program (-- cmd)")
     if opts.baseline_run and opts.mode != "program":
         raise VerifyprofError(
             "--baseline-run is for a program (-- cmd ...); a server's unprofiled rate comes "

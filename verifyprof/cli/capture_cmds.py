@@ -33,6 +33,7 @@ from verifyprof.cli.capture_options import (
     ProgramOpt,
     PromptsOpt,
     RequestsOpt,
+    ResultOpt,
     ServerCmdOpt,
     SpecOpt,
     StopTimeoutOpt,
@@ -73,6 +74,7 @@ def capture(
     decode_cmd: DecodeCmdOpt = None,
     accept_len_convention: AcceptLenConventionOpt = None,
     batches: BatchesOpt = None,
+    result: ResultOpt = None,
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
@@ -80,7 +82,7 @@ def capture(
 
     from verifyprof.contracts.plumbing.inputs import check_file_option
     from verifyprof.contracts.plumbing.text import safe_text
-    from verifyprof.pipeline.capturing import CaptureOptions, summary_lines
+    from verifyprof.pipeline.capturing import CaptureOptions, parse_result_specs, summary_lines
 
     out = _names(out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"), prompts)
     if server_cmd is None:
@@ -118,6 +120,7 @@ def capture(
         accept_len_convention=accept_len_convention,
         decode_cmd=decode_cmd,
         argv=list(sys.argv),
+        results=parse_result_specs(result or []),
     )
     for result in _run(options, batches):
         for line in summary_lines(result):  # names in it escaped, as in errors
