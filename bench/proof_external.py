@@ -20,13 +20,20 @@ Parts (``--only``, comma-separated; each invocation fits the device's 10 minutes
   sweepA1  A unprofiled, batch 1 x k 0..6, one process (sweepA2: the same, a second process)
   sweepB1  B unprofiled, batch 1..64 x k 0..6, one process (sweepB2: a second process)
 
-On the device, from the repo root, with ``.ext`` (bench/programs/ext_programs.sh), ``.whl`` and
-``.device`` carried:
+Here, once (repo root): ``bash bench/programs/ext_programs.sh`` (.ext), the wheels of
+adbc-driver-sqlite/-manager, orjson, msgspec and nvtx in ``.whl`` (device README, "wheels") and
+``cp -r ../shared/device .device``; carry ``.ext``, ``.whl``, ``.device``. On the device, from the
+repo root, each invocation (estimates for the full grids on an H100, from the smoke run):
 
-  source .device/nsys-env.sh >/dev/null; python3 -m pip install -q --no-index --no-deps \\
-    --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD \\
-    PYTHONUNBUFFERED=1; python3 bench/proof_external.py --out /tmp/px --only capA,sweepA1,sweepA2 \\
-    --pack $OUT
+  source .device/nsys-env.sh >/dev/null 2>&1; python3 -m pip install -q --no-index --no-deps \
+    --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD \
+    PYTHONUNBUFFERED=1 && python3 bench/proof_external.py --out /tmp/px --deadline 560 \
+    --pack $OUT --only capA,capB,sweepA1 2>&1 | tee $OUT/run1.log       # ~8 min
+  (the same with --only sweepA2,sweepB1,sweepB2 and run2.log)               # ~8 min
+
+Until ``capture --num-drafts`` exists, ``--legacy`` captures A as two plain captures
+(``gf-k/k-1``, ``gf-k/k-4``). A sweep rewrites its JSON after every run, so a deadline keeps
+what was measured.
 """
 
 from __future__ import annotations
@@ -159,7 +166,7 @@ def program_b(ck: Path, batch: str, k: str | None, new: int, prompts: Path) -> l
 
 
 def capture_cli(
-    out: Path, hook_list: list[str], results: list[str], decode: list[str], extra: list[str]
+    out: Path, hook_list: list[str], results: list[str], decode: list[str] | None, extra: list[str]
 ) -> list[str]:
     cli = [
         sys.executable,
@@ -168,16 +175,15 @@ def capture_cli(
         "capture",
         "--gzip",
         "--capture-all",
-        "--baseline-run",
         "--accept-len-convention",
         "accepted_drafts",
         "--out",
         str(out),
-        "--decode-cmd",
-        shlex.join(decode),
         *BACKEND,
         *extra,
     ]
+    if not SMOKE:  # the smoke run checks the programs and hooks on CUDA, not the baselines
+        cli += ["--baseline-run"] + (["--decode-cmd", shlex.join(decode)] if decode else [])
     for h in hook_list:
         cli += ["--hook", h]
     for r in results:
@@ -192,18 +198,18 @@ def cap_a(a: argparse.Namespace, ck: Path, out: Path) -> None:
         for k in ks:
             cli = capture_cli(out / "gf-k" / f"k-{k}", hooks(False), RESULTS_A, decode, [])
             sh([*cli, "--", *program_a(ck, k, new, samples)], out / f"logs/capA-k{k}.log", A)
-    else:
-        cli = capture_cli(
-            out / "gf-k", hooks(False), RESULTS_A, decode, ["--num-drafts", ",".join(ks)]
-        )
-        sh([*cli, "--", *program_a(ck, "{num_draft}", new, samples)], out / "logs/capA.log", A)
+            whatif(out / "gf-k" / f"k-{k}", out / f"logs/whatif-a-k{k}.log")
+        return
+    cli = capture_cli(out / "gf-k", hooks(False), RESULTS_A, decode, ["--num-drafts", ",".join(ks)])
+    sh([*cli, "--", *program_a(ck, "{num_draft}", new, samples)], out / "logs/capA.log", A)
     whatif(out / "gf-k", out / "logs/whatif-a.log")
 
 
 def cap_b(a: argparse.Namespace, ck: Path, out: Path, prompts: Path) -> None:
     new, batches = (16, "2") if a.smoke else (48, "1,8")
-    decode = program_b(ck, "{batch}", None, new, prompts)
-    cli = capture_cli(out / "gfb-batch", hooks(True), RESULTS_B, decode, ["--batches", batches])
+    # no --decode-cmd: the fork cannot decode plainly as launched (its main passes callback=None,
+    # which its decode_n_tokens calls: TypeError); the model predicts plain decoding
+    cli = capture_cli(out / "gfb-batch", hooks(True), RESULTS_B, None, ["--batches", batches])
     sh([*cli, "--", *program_b(ck, "{batch}", "4", new, prompts)], out / "logs/capB.log", B)
     whatif(out / "gfb-batch", out / "logs/whatif-b.log")
 
@@ -236,9 +242,9 @@ def sweep(a: argparse.Namespace, ck: Path, out: Path, part: str) -> None:
             "--ks",
             KS,
             "--max-new-tokens",
-            "48" if batched else "100",
+            "32" if batched else "100",
             "--rounds",
-            "2",
+            str(a.rounds_b if batched else a.rounds_a),
         ]
     sh(
         [
@@ -287,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ckpt", type=Path, default=Path("/tmp/gptfast-ckpt"))
     ap.add_argument("--legacy", action="store_true", help="capA as two plain captures")
     ap.add_argument("--smoke", action="store_true", help="tiny grids, one k, one batch")
+    ap.add_argument("--rounds-a", type=int, default=2, help="sweepA rounds per process")
+    ap.add_argument("--rounds-b", type=int, default=1, help="sweepB rounds per process")
     ap.add_argument("--deadline", type=float, help="seconds: no step runs past it (then packs)")
     ap.add_argument("--pack", type=Path, help="tar the results here at the end ($OUT)")
     ap.add_argument("--target", default=TARGET, help="gpt-fast config of the target (CPU checks)")

@@ -61,12 +61,9 @@ def run_one(gen, models, encoded, batch: int, k: int, new_tokens: int, a) -> dic
         temperature=a.temperature,
         top_k=a.top_k,
     )
-    if a.flavour == "batched":
-        kwargs["callback"] = None
-        args = (model, encoded, new_tokens)
+    args = (model, encoded, new_tokens)
+    if a.flavour == "batched":  # its own default callback: main's callback=None breaks k = 0
         kwargs["batch_size"] = batch
-    else:
-        args = (model, encoded, new_tokens)
     if a.device.startswith("cuda"):
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -96,10 +93,58 @@ def run_one(gen, models, encoded, batch: int, k: int, new_tokens: int, a) -> dic
     }
 
 
+def write(a: argparse.Namespace, rows: list[dict], grid: list, extra: dict) -> dict:
+    """The JSON so far (rewritten after every run: a process stopped at a deadline keeps them)."""
+    import torch
+
+    summary = []
+    for b, k in grid:
+        mine = [x for x in rows if x["batch"] == b and x["k"] == k]
+        if not mine:
+            continue
+        accs = [x["mean_accepted"] for x in mine if x["mean_accepted"] is not None]
+        summary.append(
+            {
+                "batch": b,
+                "k": k,
+                "runs": len(mine),
+                "tok_s": statistics.median(x["tok_s"] for x in mine),
+                "tok_s_per_request": statistics.median(x["tok_s_per_request"] for x in mine),
+                "mean_accepted": statistics.mean(accs) if accs else None,
+            }
+        )
+    doc = {
+        "program": str(a.program.resolve()),
+        "pinned": (a.program / "PINNED").read_text().strip()
+        if (a.program / "PINNED").is_file()
+        else None,
+        "flavour": a.flavour,
+        "target": str(a.target),
+        "draft": str(a.draft),
+        "prompt": a.prompt,
+        "max_new_tokens": a.max_new_tokens,
+        "temperature": a.temperature,
+        "top_k": a.top_k,
+        "rounds": a.rounds,
+        "device": torch.cuda.get_device_name() if a.device.startswith("cuda") else a.device,
+        "torch": torch.__version__,
+        **extra,
+        "summary": summary,
+        "rows": rows,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = a.out.with_suffix(".part")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(a.out)
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _args(argv)
-    program = a.program.resolve()
-    target, draft = a.target.resolve(), a.draft.resolve()
+    a.program, a.target, a.draft, a.out = (
+        p.resolve() for p in (a.program, a.target, a.draft, a.out)
+    )
+    program, target, draft = a.program, a.target, a.draft
     sys.path.insert(0, str(program))
     os.chdir(program)
     import torch
@@ -133,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         for b, k in grid:
             row = run_one(gen, models, encoded, b, k, a.max_new_tokens, a) | {"round": r}
             rows.append(row)
+            write(
+                a,
+                rows,
+                grid,
+                {"load_s": load_s, "prompt_tokens": int(encoded.size(-1)), "complete": False},
+            )
             acc = row["mean_accepted"]
             print(
                 f"round {r} batch {b:3d} k {k}: {row['tok_s']:9.1f} tok/s"
@@ -140,40 +191,17 @@ def main(argv: list[str] | None = None) -> int:
                 + (f", {acc:.2f} accepted drafts/verify" if acc is not None else ""),
                 flush=True,
             )
-    summary = []
-    for b, k in grid:
-        mine = [x for x in rows if x["batch"] == b and x["k"] == k]
-        accs = [x["mean_accepted"] for x in mine if x["mean_accepted"] is not None]
-        summary.append(
-            {
-                "batch": b,
-                "k": k,
-                "tok_s": statistics.median(x["tok_s"] for x in mine),
-                "tok_s_per_request": statistics.median(x["tok_s_per_request"] for x in mine),
-                "mean_accepted": statistics.mean(accs) if accs else None,
-            }
-        )
-    doc = {
-        "program": str(program),
-        "flavour": a.flavour,
-        "target": str(target),
-        "draft": str(draft),
-        "prompt_tokens": int(encoded.size(-1)),
-        "max_new_tokens": a.max_new_tokens,
-        "temperature": a.temperature,
-        "top_k": a.top_k,
-        "rounds": a.rounds,
-        "device": torch.cuda.get_device_name() if a.device.startswith("cuda") else a.device,
-        "torch": torch.__version__,
-        "load_s": load_s,
-        "wall_s": time.perf_counter() - t0,
-        "summary": summary,
-        "rows": rows,
-    }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_suffix(".part")
-    tmp.write_text(json.dumps(doc, indent=1))
-    tmp.replace(a.out)
+    doc = write(
+        a,
+        rows,
+        grid,
+        {
+            "load_s": load_s,
+            "prompt_tokens": int(encoded.size(-1)),
+            "wall_s": time.perf_counter() - t0,
+            "complete": True,
+        },
+    )
     print(f"gptfast_sweep: {len(rows)} runs in {doc['wall_s']:.0f} s -> {a.out}")
     return 0
 
