@@ -28,8 +28,9 @@ repo root, each invocation (estimates for the full grids on an H100, from the sm
   source .device/nsys-env.sh >/dev/null 2>&1; python3 -m pip install -q --no-index --no-deps \
     --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD \
     PYTHONUNBUFFERED=1 && python3 bench/proof_external.py --out /tmp/px --deadline 560 \
-    --pack $OUT --only capA,capB,sweepA1 2>&1 | tee $OUT/run1.log       # ~8 min
-  (the same with --only sweepA2,sweepB1,sweepB2 and run2.log)               # ~8 min
+    --pack $OUT --only capA,sweepA1 2>&1 | tee $OUT/run1.log            # ~6.5 min
+  (the same with --only capB,sweepA2 and run2.log: ~5.5 min; --only sweepB1,sweepB2 and
+  run3.log: ~6 min; weights ~40 s of each)
 
 Until ``capture --num-drafts`` exists, ``--legacy`` captures A as two plain captures
 (``gf-k/k-1``, ``gf-k/k-4``). A sweep rewrites its JSON after every run, so a deadline keeps
