@@ -44,7 +44,7 @@ def run_decode_baseline(run: CaptureSession) -> None:
     finally:
         proc.stop(int_timeout=run.opts.stop_timeout)  # what it left; closes its log
         run.proc = profiled
-    results = program_results(folder)
+    results = program_results(folder, patterns=run.opts.results)
     if code != 0:
         raise CaptureError(
             with_log_tail(f"--decode-cmd exited with code {code}", folder / "program.log", 10)
@@ -55,7 +55,7 @@ def run_decode_baseline(run: CaptureSession) -> None:
     if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
         raise CaptureError(
             "--decode-cmd wrote no positive tokens_per_s(_per_request) to"
-            f" {folder / 'results.json'}"
+            f" {folder / 'results.json'} (nor printed one that a --result pattern found)"
         )
     run.summary["baseline_tokens_per_s"] = float(rate)
     run.summary["baseline_source"] = (

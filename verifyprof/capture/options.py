@@ -67,6 +67,8 @@ class CaptureOptions:
     # what the capture knows of its load (``--batches`` ... ``--program-context``): the manifest's
     # ``load`` record (:mod:`verifyprof.capture.load_axes`), None where it knows nothing
     load: dict | None = None
+    # --result NAME=REGEX: numbers read from the program's printed output (capture/log_results.py)
+    results: tuple[tuple[str, str], ...] = ()
 
     @property
     def mode(self) -> str:
@@ -164,6 +166,8 @@ def _check_numbers(opts: CaptureOptions) -> None:
         )
     if opts.baseline_repeat > 1 and not opts.baseline_run:
         raise VerifyprofError("--baseline-repeat repeats --baseline-run: give both")
+    if opts.results and opts.mode != "program":
+        raise VerifyprofError("--result reads a program's printed output: give a program (-- cmd)")
     if opts.baseline_run and opts.mode != "program":
         raise VerifyprofError(
             "--baseline-run is for a program (-- cmd ...); a server's unprofiled rate comes "

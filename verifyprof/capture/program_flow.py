@@ -32,7 +32,7 @@ def wait_program(run: CaptureSession) -> None:
     close_window(run, None)
     stop_leftovers(run, "program")
     run.exit_code = code
-    run.summary = program_results(run.out, run.opts.accept_len_convention)
+    run.summary = program_results(run.out, run.opts.accept_len_convention, run.opts.results)
     run.dilation = program_dilation(run)
     if code != 0:
         raise CaptureError(with_log_tail(f"program exited with {describe_exit(code)}", run.log, 10))
@@ -75,7 +75,7 @@ def _one_baseline(run: CaptureSession, i: int, n: int) -> dict:
     return {
         "exit_code": code,
         "wall_s": time.monotonic() - started,
-        "results": program_results(folder, run.opts.accept_len_convention),
+        "results": program_results(folder, run.opts.accept_len_convention, run.opts.results),
     }
 
 

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifyprof.capture.log_results import PROBLEMS, results_from_log
 from verifyprof.capture.target_hooks import never_fired_lines
 from verifyprof.contracts.bounds import check_results
 from verifyprof.contracts.errors import VerifyprofError
@@ -31,18 +32,25 @@ class CaptureResult:
         return self.out / MANIFEST
 
 
-def program_results(out: Path, convention: str | None = None) -> dict:
+def program_results(
+    out: Path, convention: str | None = None, patterns: tuple[tuple[str, str], ...] = ()
+) -> dict:
     """What a program reported about itself: ``$VERIFYPROF_CAPTURE_DIR/results.json`` (a JSON
     object, e.g. ``{"accept_len": 2.1, "tokens_per_s": 95.0, "baseline_tokens_per_s": 60.0}``),
     which becomes the manifest's ``results``; empty when it wrote none or not an object; a number
     out of range or not finite (NaN) is a VerifyprofError naming the field.
-    ``accept_len`` is converted to tokens per verify (see :func:`accept_in_tokens_per_verify`)."""
+    ``accept_len`` is converted to tokens per verify (see :func:`accept_in_tokens_per_verify`).
+    ``patterns`` (``--result NAME=REGEX``) add what the program printed to ``out/program.log``;
+    they win over a results.json field of the same name."""
     path = out / PROGRAM_RESULTS
     try:
         data = json.loads(read_text(path, "results.json", MANIFEST_LIMIT))
     except (VerifyprofError, ValueError):
-        return {}
-    if not isinstance(data, dict):
+        data = {}
+    data = (data if isinstance(data, dict) else {}) | results_from_log(
+        out / "program.log", patterns
+    )
+    if not data:
         return {}
     return accept_in_tokens_per_verify(check_results(data, path), convention)  # finite, in range
 
@@ -136,6 +144,7 @@ def summary_lines(result: CaptureResult) -> list[str]:
         elif isinstance(tps, (int, float)):
             lines.append(f"throughput: {tps:,.1f} tok/s (reported by the program)")
         lines.append(accept_line(res, doc.get("mode")))
+    lines.extend(res.get(PROBLEMS) or [])
     dilation = dilation_line(doc.get("dilation"))
     if dilation:
         lines.append(dilation)

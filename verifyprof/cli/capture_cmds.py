@@ -36,6 +36,7 @@ from verifyprof.cli.capture_options import (
     ProgramOpt,
     PromptsOpt,
     RequestsOpt,
+    ResultOpt,
     ServerCmdOpt,
     SpecOpt,
     StopTimeoutOpt,
@@ -79,6 +80,7 @@ def capture(
     num_drafts: NumDraftsOpt = None,
     contexts: ContextsOpt = None,
     program_context: ProgramContextOpt = None,
+    result: ResultOpt = None,
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
@@ -86,7 +88,7 @@ def capture(
 
     from verifyprof.contracts.plumbing.inputs import check_file_option
     from verifyprof.contracts.plumbing.text import safe_text
-    from verifyprof.pipeline.capturing import CaptureOptions, summary_lines
+    from verifyprof.pipeline.capturing import CaptureOptions, parse_result_specs, summary_lines
 
     out = _names(out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"), prompts)
     if server_cmd is None:
@@ -123,6 +125,7 @@ def capture(
         accept_len_convention=accept_len_convention,
         decode_cmd=decode_cmd,
         argv=list(sys.argv),
+        results=parse_result_specs(result or []),
     )
     for result in _run(options, (batches, num_drafts, contexts), program_context):
         for line in summary_lines(result):  # names in it escaped, as in errors

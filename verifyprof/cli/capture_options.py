@@ -214,6 +214,18 @@ DecodeCmdOpt = Annotated[
     ),
 ]
 
+ResultOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--result",
+        help=(
+            "program: NAME=REGEX (repeatable): after each run, the last match's group 1 in its"
+            " printed output becomes results[NAME], e.g. 'tokens_per_s=Average tokens/sec:"
+            " ([0-9.]+)'"
+        ),
+    ),
+]
+
 AcceptLenConventionOpt = Annotated[
     Optional[str],
     typer.Option(

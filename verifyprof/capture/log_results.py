@@ -1,0 +1,84 @@
+"""``capture --result NAME=REGEX``: numbers a program prints rather than writes. Most programs
+(gpt-fast's ``generate.py`` among them) print their rate and accept length and write no
+``results.json``; after the program exits, the last match of REGEX in its log gives, from its
+first group, ``results[NAME]``. A pattern that finds nothing is one line in the manifest's
+``results.result_problems``, never a crash; a pattern that cannot work is refused before
+anything starts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from verifyprof.contracts.errors import VerifyprofError
+
+LOG_TAIL_BYTES = 64 * 1024 * 1024  # the numbers a program prints last are at the end of its log
+PROBLEMS = "result_problems"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def parse_result_specs(specs: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``NAME=REGEX`` items as (name, pattern); a malformed one is a VerifyprofError (exit 2)."""
+    out: list[tuple[str, str]] = []
+    for spec in specs:
+        name, eq, pattern = spec.partition("=")
+        name = name.strip()
+        if not eq or not _NAME.match(name) or not pattern:
+            raise VerifyprofError(
+                f"--result {spec!r}: expected NAME=REGEX, e.g. --result"
+                " 'tokens_per_s=Average tokens/sec: ([0-9.]+)'"
+            )
+        try:
+            groups = re.compile(pattern).groups
+        except re.error as exc:
+            raise VerifyprofError(f"--result {name}: {pattern!r} is not a regex: {exc}") from None
+        if groups < 1:
+            raise VerifyprofError(
+                f"--result {name}: {pattern!r} has no group: put the number in ( ), e.g."
+                f" '{name}=rate: ([0-9.]+)'"
+            )
+        if name in (n for n, _ in out):
+            raise VerifyprofError(f"--result {name} is given twice")
+        out.append((name, pattern))
+    return tuple(out)
+
+
+def _tail_text(log: Path) -> str | None:
+    try:
+        with log.open("rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - LOG_TAIL_BYTES))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def results_from_log(log: Path, patterns: tuple[tuple[str, str], ...]) -> dict:
+    """``{NAME: number}`` from the last match of each pattern in ``log``, and under
+    ``result_problems`` one line for each pattern that gave no number."""
+    if not patterns:
+        return {}
+    text = _tail_text(log)
+    found: dict = {}
+    problems: list[str] = []
+    for name, pattern in patterns:
+        if text is None:
+            problems.append(f"--result {name}: no program log at {log.name}")
+            continue
+        last = None
+        for last in re.finditer(pattern, text, re.MULTILINE):
+            pass
+        if last is None:
+            problems.append(f"--result {name}: {pattern!r} matched nothing in {log.name}")
+            continue
+        value = last.group(1)
+        try:
+            number = float((value or "").replace(",", ""))
+        except ValueError:
+            problems.append(f"--result {name}: the last match gave {value!r}, not a number")
+            continue
+        found[name] = int(number) if number.is_integer() and "." not in value else number
+    if problems:
+        found[PROBLEMS] = problems
+    return found
