@@ -51,6 +51,6 @@ def test_plain_decoding_winning_today_and_after_turns_speculation_off_first():
 
 def test_speculation_winning_throughout_keeps_its_own_plan():
     data = ranked("workload-dense-graph")
-    assert data["verdict_parts"]["decision"].startswith("Speculation pays.")
+    assert data["verdict_parts"]["decision"].startswith("Speculate today, with today's k=3")
     assert "no_speculation" not in {step["name"] for step in data["plan"]}
     assert data["verdict_parts"]["plan"].startswith("First fix: ")

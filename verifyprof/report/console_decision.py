@@ -17,6 +17,7 @@ from verifyprof.model.decision.whatif import AFTER_PLAN
 from verifyprof.report.layout import Console
 
 NUMBERS = ("Today:", "After the")  # the verdict's sentences the lines below say in numbers
+AFTER = "With the plan's fixes"  # the sentence saying what the plan changes: a line of its own
 TOP_FIXES = 3  # the plan's fixes shown; the rest with --details
 MAX_RANGES = 4  # load ranges whose SGLang command is shown; the rest with --details
 DETAILS = (
@@ -61,17 +62,19 @@ def _sentences(text: str | None) -> list[str]:
 
 
 def _verdict(result: dict[str, Any], width: int) -> list[str]:
+    """Today's answer first; what the plan's fixes change on a line of its own; then each
+    caution (a given input the trace contradicts, a rate that disagrees) and reason."""
     parts = result.get("verdict_parts") or {}
-    decision = _sentences(parts.get("decision"))
-    lead = (
-        " ".join(  # the decision, without today's and after-the-plan's numbers (below)
-            s for s in decision[:1] + [s for s in decision[1:] if not s.startswith(NUMBERS)]
-        )
-        or (result.get("verdict") or "no verdict")
+    decision = [s for s in _sentences(parts.get("decision")) if not s.startswith(NUMBERS)]
+    after = [s for s in decision if s.startswith(AFTER)]
+    lead = " ".join(s for s in decision if not s.startswith(AFTER)) or (
+        result.get("verdict") or "no verdict"
     )
     lines = _wrap(lead, width, first="Verdict: ", indent="")
-    for reason in parts.get("reasons") or []:
-        lines += _wrap(reason, width, first="  ! ", indent="  ")
+    for sentence in after:
+        lines += _wrap(sentence, width)
+    for line in [*(parts.get("cautions") or []), *(parts.get("reasons") or [])]:
+        lines += _wrap(line, width, first="  ! ", indent="  ")
     return lines
 
 
@@ -87,11 +90,18 @@ def _today(result: dict[str, Any], width: int) -> list[str]:
     plain = result.get("plain_decoding")
     spec_basis = "given" if cur.get("source") == "plain numbers" else "measured"
     k = cur.get("num_draft")
+    accept = f"accept length {cur['accept_len']:.2f}"
+    if cur.get("accept_len_basis") == "given" and spec_basis != "given":
+        accept += " given"
+    if cur.get("speculative") is False:  # no speculative steps: the step, not a cycle
+        return _wrap(
+            f"Today: the step {cur['cycle_ms']:.3f} ms ({spec_basis}), {cur['tokens_per_s']:.1f}"
+            f" tok/s at {accept}",
+            width,
+        )
     spec = (
         f"Today: speculating {cur['tokens_per_s']:.1f} tok/s ({spec_basis}: cycle"
-        f" {cur['cycle_ms']:.3f} ms, accept length {cur['accept_len']:.2f}"
-        + (f", k={k}" if k else "")
-        + ")"
+        f" {cur['cycle_ms']:.3f} ms, {accept}" + (f", k={k}" if k else "") + ")"
     )
     if plain is None:
         spec += "; plain decoding unknown: give --baseline-tps or --decode-ms"

@@ -57,6 +57,7 @@ class Given:
     hardware: Hardware | None = None
     hardware_notes: tuple[str, ...] = ()
     model: ModelConfig | None = None
+    cautions: tuple[str, ...] = ()  # a given file the trace contradicts (the GPU named)
 
 
 @dataclass
@@ -118,6 +119,8 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
         tp=tp,
         context=context or 0.0,
         drafter_gain=o.drafter_gain,
+        accept_basis="given" if acc.source.startswith(("--", "Eq. 1")) else "measured",
+        cautions=given.cautions,
         notes=notes
         + ([f"trace ranks {ranks}"] if len(ranks) > 1 else [])
         + _dilation_notes(manifest),

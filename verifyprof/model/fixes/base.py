@@ -67,6 +67,12 @@ class Scenario:
     # why the captures given made no measured model (its fit is unusable: UnusableFit's line and
     # which capture would fix it): what rests on it (the load curve) is left out, saying this
     unfitted: str | None = None
+    # where the accept length came from: "given" (an option: --accept-len, --alpha, --survival)
+    # or "measured" (a manifest, the trace)
+    accept_basis: str = "measured"
+    # what the user gave that the trace contradicts (a --hardware other than its GPU), one line
+    # each: shown under the verdict
+    cautions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
