@@ -205,3 +205,36 @@ def test_a_bad_batch_list_is_one_line_and_exit_2():
         "verifyprof: error: invalid value for '--batch': a number or a comma-separated list of"
         " ints, got '1,eight'"
     ]
+
+
+MHA3 = ROOT / "bench" / "results" / "load_mha_h200_3"  # captures at batch 1, 8 and 64
+
+
+def test_today_and_after_the_plan_both_rest_on_every_capture_given():
+    """--accept-len 1.2: plain decoding wins today, speculating after the plan's fixes."""
+    from verifyprof.pipeline.captures import whatif_run
+
+    options = WhatifOptions(
+        source=str(MHA3 / "C1"),
+        accept_len=1.2,
+        model=str(ROOT / "bench/models/hf-chain-7b-mha.toml"),
+    )
+    _, ranking = whatif_run([str(MHA3 / c) for c in ("C1", "C8", "C64")], options)
+    data = ranking.to_json()
+    today, after = data["load_curve"], data["load_curve_after_plan"]
+    assert any(n.startswith("one model from 3 capture(s)") for n in today["notes"])
+    assert not any("after the plan's fixes" in n for n in today["notes"])
+    assert any("from 3 captures with those fixes applied" in n for n in after["notes"])
+    assert any(n.startswith("one model from 3 capture(s)") for n in after["notes"])
+    assert today["contexts"][0]["rows"][0]["best_num_draft"] == 0  # plain decoding today
+    shown = verifyprof(
+        "whatif",
+        *(str(MHA3 / c) for c in ("C1", "C8", "C64")),
+        "--accept-len",
+        "1.2",
+        "--model",
+        str(ROOT / "bench/models/hf-chain-7b-mha.toml"),
+        env={"COLUMNS": "80"},
+    ).stdout
+    assert "Load today, context 512: batch 1-64 plain decoding" in " ".join(shown.split())
+    assert shown.count("Load after the plan, context 512:") == 1

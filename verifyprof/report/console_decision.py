@@ -13,7 +13,6 @@ from typing import Any
 from rich.markup import escape
 
 from verifyprof.contracts.plumbing.text import counted
-from verifyprof.model.decision.whatif import AFTER_PLAN
 from verifyprof.report.layout import Console
 
 NUMBERS = ("Today:", "After the")  # the verdict's sentences the lines below say in numbers
@@ -148,7 +147,7 @@ def _best_k(result: dict[str, Any], width: int) -> list[str]:
     basis = best.get("basis") or best.get("verify_source") or "predicted"
     if best.get("band") and basis not in ("measured", "given"):  # a given number has no band
         basis += f" +/-{best['band']:.0%}"
-    when = " today" if _after_plan(result) else ""  # the load below is after the plan
+    when = " today" if _after_plan(result) else ""  # a load after the plan stands below
     ks = curve.get("best_num_draft_set") or []
     also = f", k={ks[0]}-{ks[-1]} within the band" if len(ks) > 1 else ""
     line = (
@@ -172,21 +171,11 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
         return _wrap(f"Load: {skipped}", width) if skipped else []
     lines: list[str] = []
     for curve in load["contexts"]:
-        ranges = "; ".join(
-            (f"batch {r['batches'][0]}-{r['batches'][1]} ")
-            + ("plain decoding" if r["k"] == 0 else f"k={r['k']}")
-            + f" ({_range_basis(r)})"
-            for r in curve.get("range_basis") or []
-        ) or "; ".join(
-            (f"batch {a}-{b} " if b != a else f"batch {a} ")
-            + ("plain decoding" if k == 0 else f"k={k}")
-            for a, b, k in curve.get("ranges") or []
-        )
-        when = " after the plan" if _after_plan(result) else ""
+        when = " today" if _after_plan(result) else ""
         head = f"Load{when}, context {curve['context']:g}"
         if not curve.get("range_basis"):
             head += f" ({_load_basis(curve)})"
-        lines += _wrap(f"{head}: {ranges}", width)
+        lines += _wrap(f"{head}: {_ranges_words(curve)}", width)
         if curve.get("extrapolated_from_batch") is not None:  # where measurements stop
             band = max(
                 (r.get("band") or 0.0)
@@ -211,13 +200,38 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
             indent="  ",
         )
     lines += _settings(load.get("server_settings") or {}, load["contexts"][0]["context"])
-    return lines
+    return lines + _load_after(result, width)
+
+
+def _ranges_words(curve: dict[str, Any]) -> str:
+    """A context's load ranges: batches, the best k and its basis."""
+    return "; ".join(
+        (f"batch {r['batches'][0]}-{r['batches'][1]} ")
+        + ("plain decoding" if r["k"] == 0 else f"k={r['k']}")
+        + f" ({_range_basis(r)})"
+        for r in curve.get("range_basis") or []
+    ) or "; ".join(
+        (f"batch {a}-{b} " if b != a else f"batch {a} ")
+        + ("plain decoding" if k == 0 else f"k={k}")
+        for a, b, k in curve.get("ranges") or []
+    )
+
+
+def _load_after(result: dict[str, Any], width: int) -> list[str]:
+    """The load curve after the plan's fixes, where the answer flips there: today's context's
+    ranges on a line of their own (the settings above are today's)."""
+    after = result.get("load_curve_after_plan")
+    if not after or not after.get("contexts"):
+        return []
+    curve = after["contexts"][0]
+    return _wrap(
+        f"Load after the plan, context {curve['context']:g}: {_ranges_words(curve)}", width
+    )
 
 
 def _after_plan(result: dict[str, Any]) -> bool:
-    """Whether the load curve is read after the plan's fixes (the verdict flips there)."""
-    notes = (result.get("load_curve") or {}).get("notes") or []
-    return any(note.startswith(AFTER_PLAN) for note in notes)
+    """Whether a load curve after the plan's fixes stands beside today's (the verdict flips)."""
+    return bool(result.get("load_curve_after_plan"))
 
 
 def _range_basis(r: dict[str, Any]) -> str:

@@ -12,16 +12,24 @@ from verifyprof.report.layout import Col, Console, fitted_table
 
 
 def print_load(result: dict[str, Any], console: Console) -> None:
-    load = result.get("load_curve")
+    """Today's load curve, then the one after the plan's fixes where the answer flips there."""
+    _print_curve(result.get("load_curve"), result.get("load_curve_skipped"), "", console)
+    after = result.get("load_curve_after_plan")
+    if after or result.get("load_curve_after_plan_skipped"):
+        why = result.get("load_curve_after_plan_skipped")
+        _print_curve(after, why, " after the plan's fixes", console)
+
+
+def _print_curve(load: dict | None, skipped: str | None, when: str, console: Console) -> None:
     if not load:
-        if result.get("load_curve_skipped"):
-            console.print(f"[dim]{escape(result['load_curve_skipped'])}[/dim]")
+        if skipped:
+            console.print(f"[dim]{escape(skipped)}[/dim]")
         return
     today = load["today"]
     ridge = load["ridge"]
     for curve in load["contexts"]:
         console.print(
-            f"[bold]Load curve, context {curve['context']:g} tokens: the best draft count per"
+            f"[bold]Load curve{when}, context {curve['context']:g} tokens: the best draft count per"
             f" batch (today: batch {today['batch']}, k = {today['num_draft']})[/bold]"
         )
         rows, styles = _rows(curve, today)

@@ -100,6 +100,9 @@ class Ranking:
     unprofiled_tps: float | None = None  # the capture's measured rate without the profiler
     load: Any = None  # the load curve (decision.load.LoadCurve), when asked and possible
     load_skipped: str | None = None  # why there is none
+    # the load curve after the plan's fixes, where speculate-or-not flips there (and why none)
+    load_after: Any = None
+    load_after_skipped: str | None = None
 
     def measured(self) -> dict[str, Any]:
         """Numbers users ask for that the trace measures directly."""
@@ -195,6 +198,16 @@ class Ranking:
             "draft_curve": self.curve.to_json() if self.curve else None,
             "load_curve": self.load.to_json() if self.load is not None else None,
             **({"load_curve_skipped": self.load_skipped} if self.load_skipped else {}),
+            **(
+                {"load_curve_after_plan": self.load_after.to_json()}
+                if self.load_after is not None
+                else {}
+            ),
+            **(
+                {"load_curve_after_plan_skipped": self.load_after_skipped}
+                if self.load_after_skipped
+                else {}
+            ),
             "plan": [step.to_json() for step in self.plan],
             "relative_to": self.relative_to(),
             "unaddressed": self.unaddressed,
