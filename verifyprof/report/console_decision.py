@@ -266,6 +266,12 @@ def _settings(settings: dict[str, Any], context: float) -> list[str]:
         for r in ctx["sglang"][:MAX_RANGES]:
             first, last = r["batches"]
             batches = f"{first}-{last}" if last != first else f"{first}"
+            if r.get("flags") is None:  # too wide a band to copy: the capture that measures it
+                lines += [
+                    f"    batch {batches}: no flags (+/-{r['band']:.0%} band); measure it:",
+                    f"    {r['measure_command']}",
+                ]
+                continue
             lines += [f"    batch {batches}:", f"      {r['flags']}"]
         if len(ctx["sglang"]) > MAX_RANGES:
             more = counted(len(ctx["sglang"]) - MAX_RANGES, "more range")
@@ -273,9 +279,10 @@ def _settings(settings: dict[str, Any], context: float) -> list[str]:
     if server in (None, "vllm"):
         cfg = ctx.get("vllm_speculative_config")
         lines.append(f"  vLLM, context {context:g}:")
-        lines.append(
-            f"      --speculative-config '{cfg}'"
-            if cfg
-            else "      no speculative config (plain decoding at every batch listed)"
-        )
+        if cfg:
+            lines.append(f"      --speculative-config '{cfg}'")
+        elif ctx.get("vllm_withheld"):
+            lines.append(f"      {ctx['vllm_withheld'].split('; measure it with')[0]}")
+        else:
+            lines.append("      no speculative config (plain decoding at every batch listed)")
     return lines

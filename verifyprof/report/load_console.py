@@ -148,7 +148,12 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
             for r in ctx["sglang"]:  # a command whole on its own line, to copy
                 first, last = r["batches"]
                 console.print(f"    batch {first}-{last} ({_range_words(r)}):", highlight=False)
-                console.print(f"      {escape(r['flags'])}", soft_wrap=True, highlight=False)
+                if r.get("flags") is None:  # too wide a band: the capture that measures it
+                    console.print("      no flags: the band is too wide; measure it:")
+                    line = f"      {escape(r['measure_command'])}"
+                else:
+                    line = f"      {escape(r['flags'])}"
+                console.print(line, soft_wrap=True, highlight=False)
             if (ctx.get("switching") or {}).get("sglang"):
                 console.print(f"    [dim]{escape(ctx['switching']['sglang'])}[/dim]")
         if server in (None, "vllm"):
@@ -160,6 +165,8 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
                     + ", ".join(_range_words(b) for b in ctx.get("vllm_basis") or [])
                     + ")"
                     if cfg
+                    else f" {ctx['vllm_withheld']}"
+                    if ctx.get("vllm_withheld")
                     else " no speculative config (plain decoding at every batch listed)"
                 ),
                 highlight=False,

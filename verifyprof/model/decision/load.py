@@ -208,6 +208,17 @@ class ContextCurve:
             f"verifyprof capture --batches {loads} --out DIR -- PROGRAM ... --batch {{batch}}{ctx}"
         )
 
+    def measure_range(self, first: int, last: int) -> str:
+        """The capture that measures a load range: its first and last batch (a server at those
+        concurrencies, a program at those batches), at this context."""
+        loads = f"{first},{last}" if last != first else f"{first}"
+        if self.server:
+            return f'verifyprof capture --server-cmd "..." --concurrency {loads}'
+        return (
+            f"verifyprof capture --batches {loads} --out DIR -- PROGRAM ... --batch {{batch}}"
+            f" --context {self.context:g}"
+        )
+
     @property
     def k_words(self) -> str | None:
         """Best draft counts no capture measured, and the capture that would."""
