@@ -102,6 +102,7 @@ class Ranking:
     load_skipped: str | None = None  # why there is none
     # the load curve after the plan's fixes, where speculate-or-not flips there (and why none)
     load_after: Any = None
+    rates: Any = None  # every anchoring rate by source (model.inputs.anchor_rates.Rates)
     load_after_skipped: str | None = None
 
     def measured(self) -> dict[str, Any]:
@@ -162,6 +163,8 @@ class Ranking:
             "notes": self.profile.notes + self.scenario.notes,
             "source": self.profile.source,
         }
+        if self.rates is not None and self.rates.sources:
+            out["anchor_rates"] = self.rates.to_json()
         if self.dilation is not None:
             out |= {
                 "dilation": self.dilation,
