@@ -114,6 +114,9 @@ def test_an_accept_length_of_one_cannot_pay():
     assert "Speculation pays" not in data["verdict"]
     assert "speculation wins" not in data["verdict"]
     assert data["plan"][0]["name"] == "no_speculation"
+    assert data["draft_curve"]["best_num_draft"] == 0  # no k is the best at accept length 1
+    rows = [row for c in data["load_curve"]["contexts"] for row in c["rows"]]
+    assert rows and all(row["best_num_draft"] == 0 for row in rows)
 
 
 @pytest.mark.parametrize(

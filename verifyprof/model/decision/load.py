@@ -34,6 +34,7 @@ from verifyprof.model.decision.load_defaults import (
     too_big_note,
 )
 from verifyprof.model.decision.load_points import measured_point, roofline_point, roofline_states
+from verifyprof.model.decision.today import payable
 from verifyprof.model.fixes.base import Scenario, Skip
 from verifyprof.model.fixes.batch import PartSlope, token_fit
 from verifyprof.model.fixes.draft import _num_draft
@@ -51,7 +52,7 @@ class Row:
 
     @property
     def best(self) -> dict[str, Any]:
-        return max(self.points, key=lambda p: p["tokens_per_s"])
+        return max(payable(self.points), key=lambda p: p["tokens_per_s"])
 
     @cached_property
     def rates(self) -> dict[int, float]:
@@ -73,7 +74,7 @@ class Row:
         top = best["tokens_per_s"]
         return sorted(
             p["num_draft"]
-            for p in self.points
+            for p in payable(self.points)
             if p["tokens_per_s"] >= top * (1 - max(best.get("band", 0.0), p.get("band", 0.0)))
         )
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.plan import Builder, PlanStep, stack
-from verifyprof.model.decision.today import cannot_pay, clear_best
+from verifyprof.model.decision.today import cannot_pay, clear_best, payable
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of, predicted
 from verifyprof.model.fixes.cycle import OWN_MODE, plain_measured, plain_mode, plain_state
 from verifyprof.model.fixes.draft import (
@@ -240,7 +240,7 @@ class DraftCurve:
 
     @property
     def best(self) -> dict[str, Any]:
-        return max(self.points, key=lambda p: p["tokens_per_s"])
+        return max(payable(self.points), key=lambda p: p["tokens_per_s"])
 
     @property
     def best_set(self) -> list[int]:
@@ -248,7 +248,7 @@ class DraftCurve:
         top = self.best
         return sorted(
             p["num_draft"]
-            for p in self.points
+            for p in payable(self.points)
             if p["tokens_per_s"]
             >= top["tokens_per_s"] * (1 - max(top.get("band", 0.0), p.get("band", 0.0)))
         )

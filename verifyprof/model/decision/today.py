@@ -28,6 +28,18 @@ def cannot_pay(accept_len: float) -> bool:
     return accept_len <= ONE_TOKEN
 
 
+def may_pay(point: dict[str, Any]) -> bool:
+    """Whether a curve's point can be the best: plain decoding, or a k whose accept length is
+    above 1 (at 1 a cycle makes the plain step's one token: a rate above plain decoding's there
+    is the model's error, not a gain)."""
+    return not point["num_draft"] or point.get("accept_len", 2.0) > ONE_TOKEN
+
+
+def payable(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points that may be the best (all of them where none may)."""
+    return [p for p in points if may_pay(p)] or points
+
+
 def clear_best(curve: Any) -> dict[str, Any] | None:
     """The curve's best point where it beats plain decoding (k = 0) by more than the band of
     either; None where plain decoding is within it, or the curve has no k = 0."""
