@@ -16,10 +16,10 @@ from cli_helpers import verifyprof
 C1 = Path(__file__).resolve().parents[1] / "bench" / "results" / "load_mha_h200_3" / "C1"
 
 
-def capture_with_own_calls(tmp_path: Path, calls: list[float]) -> Path:
-    """A copy of C1 whose profiled process also measured itself unprofiled at ``calls``."""
-    out = tmp_path / "C1"
-    shutil.copytree(C1, out)
+def capture_with_own_calls(tmp_path: Path, calls: list[float], capture: Path = C1) -> Path:
+    """A copy of a capture whose profiled process also measured itself unprofiled at ``calls``."""
+    out = tmp_path / capture.name
+    shutil.copytree(capture, out)
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["results"]["unprofiled_tokens_per_s"] = calls
     (out / "manifest.json").write_text(json.dumps(manifest))
@@ -67,3 +67,12 @@ def test_every_anchoring_rate_is_shown_with_n_median_and_spread(tmp_path):
         "anchoring rate: speculating, baseline runs (--baseline-run, unprofiled): n=3," in details
     )
     assert "median 282.5 tok/s, spread 1.2%" in details
+
+
+def test_a_flagged_baseline_in_another_capture_is_named_by_its_capture(tmp_path):
+    c8 = capture_with_own_calls(tmp_path, [1770.0, 1780.0], C1.parent / "C8")  # baseline 1866
+    model = str(C1.parents[3] / "bench" / "models" / "hf-chain-7b-mha.toml")
+    shown = verifyprof("whatif", str(C1), str(c8), "--model", model, "--json")
+    assert shown.returncode == 0, shown.stderr
+    (caution,) = json.loads(shown.stdout)["verdict_parts"]["cautions"]
+    assert caution.startswith("C8: the baseline runs (1,865.6 tok/s, n=3) disagree")

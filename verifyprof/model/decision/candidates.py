@@ -329,6 +329,15 @@ NONE_FOUND = (
 )
 
 
+def cautions_of(s: Scenario) -> list[str]:
+    """Today's cautions, then each other capture's that today's do not say (named by capture:
+    a baseline off its program's own calls in any capture moves the model's fit)."""
+    out = list(s.cautions)
+    for c in (s.measured.captures[1:] if s.measured is not None else []):
+        out += [f"{c.label}: {w}" for w in c.scenario.cautions if w not in s.cautions]
+    return out
+
+
 def verdict_of(r: Ranking) -> Verdict:
     """The run's one verdict: the step, speculate or not, the plan, the best draft count."""
     sc = r.scenario
@@ -336,7 +345,7 @@ def verdict_of(r: Ranking) -> Verdict:
         group=r.profile.choice or r.profile.verify.name,
         step=step_words(r.profile, sc.basis, sc.traced_verify_ms),
     )
-    v.cautions = list(sc.cautions)
+    v.cautions = cautions_of(sc)
     if not r.profile.speculative:
         v.decision = NONE_FOUND.format(step=r.profile.verify.name)
     elif r.plain is not None:
