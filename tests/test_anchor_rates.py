@@ -76,3 +76,14 @@ def test_a_flagged_baseline_in_another_capture_is_named_by_its_capture(tmp_path)
     assert shown.returncode == 0, shown.stderr
     (caution,) = json.loads(shown.stdout)["verdict_parts"]["cautions"]
     assert caution.startswith("C8: the baseline runs (1,865.6 tok/s, n=3) disagree")
+
+
+def test_plain_decodings_rates_that_disagree_are_one_caution(tmp_path):
+    capture = tmp_path / "C1"
+    shutil.copytree(C1, capture)
+    manifest = json.loads((capture / "manifest.json").read_text())
+    manifest["dilation"]["unprofiled_baseline_tokens_per_s"] = 120.0  # --decode-cmd: 137.2
+    (capture / "manifest.json").write_text(json.dumps(manifest))
+    (caution,) = whatif_json(capture)["verdict_parts"]["cautions"]
+    assert caution.startswith("plain decoding's measured rates disagree: --decode-cmd runs")
+    assert "137.2 tok/s (n=1) against the baseline run's own plain decoding 120.0" in caution

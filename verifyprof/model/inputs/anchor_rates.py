@@ -74,8 +74,8 @@ class Rates:
     def to_json(self) -> dict[str, Any]:
         return {
             "sources": [s.to_json() for s in self.sources],
-            "baseline_flagged": self.warning is not None,
-            **({"anchor_tokens_per_s": self.unprofiled_tps} if self.warning else {}),
+            "baseline_flagged": self.unprofiled_tps is not None,
+            **({"anchor_tokens_per_s": self.unprofiled_tps} if self.unprofiled_tps else {}),
             **({"warning": self.warning} if self.warning else {}),
         }
 
@@ -123,11 +123,11 @@ def robust_rates(manifest: Manifest | None) -> Rates:
     own = next((s for s in sources if s.source == OWN_CALLS), None)
     base = next((s for s in sources if s.source == BASELINE), None)
     if own is None or base is None:
-        return Rates(tuple(sources))
+        return Rates(tuple(sources), warning=_plain_apart(sources))
     tolerance = max(own.spread, MIN_SPREAD)
     off = base.median / own.median - 1
     if abs(off) <= tolerance:
-        return Rates(tuple(sources))
+        return Rates(tuple(sources), warning=_plain_apart(sources))
     agreeing = [
         s for s in sources if s.what == SPECULATING and abs(s.median / own.median - 1) <= tolerance
     ]
@@ -140,3 +140,20 @@ def robust_rates(manifest: Manifest | None) -> Rates:
         f" the median of the {len(runs)} agreeing runs"
     )
     return Rates(tuple(sources), rate, runs, warning)
+
+
+def _plain_apart(sources: list[RateSource]) -> str | None:
+    """One warning where plain decoding's measured rates (--decode-cmd's runs, the baseline
+    run's own) disagree by more than their spread (at least :data:`MIN_SPREAD`)."""
+    plain = [s for s in sources if s.what == PLAIN]
+    if len(plain) < 2:
+        return None
+    a, b = plain[0], plain[1]
+    off = a.median / b.median - 1
+    if abs(off) <= max(a.spread, b.spread, MIN_SPREAD):
+        return None
+    return (
+        f"plain decoding's measured rates disagree: {a.source} {a.median:,.1f} tok/s (n={a.n})"
+        f" against {b.source} {b.median:,.1f} (n={b.n}), {off:+.0%}: measure it again before"
+        " relying on the race with plain decoding"
+    )
