@@ -333,7 +333,7 @@ def cautions_of(s: Scenario) -> list[str]:
     """Today's cautions, then each other capture's that today's do not say (named by capture:
     a baseline off its program's own calls in any capture moves the model's fit)."""
     out = list(s.cautions)
-    for c in (s.measured.captures[1:] if s.measured is not None else []):
+    for c in s.measured.captures[1:] if s.measured is not None else []:
         out += [f"{c.label}: {w}" for w in c.scenario.cautions if w not in s.cautions]
     return out
 
