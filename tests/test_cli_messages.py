@@ -134,7 +134,7 @@ def load_rows(text: str) -> list[list[str]]:
     first line that is no row."""
     rows, state = [], "out"
     for line in text.splitlines():
-        if line.startswith("Load curve"):
+        if line.startswith("Load curve,"):  # today's (the curve after the plan's fixes follows)
             state = "title"
         elif state == "title" and set(line.strip()) == {"─"}:
             state = "rows"

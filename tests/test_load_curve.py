@@ -123,8 +123,19 @@ def test_the_ridge_batch_falls_with_the_verify_width(graph):
 # ---- the server settings, against the sources named ------------------------------------------
 
 
-def test_sglang_flags_are_the_fields_of_sglang_0_5_23(graph):
+@pytest.fixture
+def every_flag(graph, monkeypatch):
+    """The graph's settings with flags at every band (the format is what these tests check)."""
+    from verifyprof.model.decision import server_flags
+
+    monkeypatch.setattr(server_flags, "MAX_FLAG_BAND", float("inf"))
     _, load = graph
+    load.server = server_flags.settings(load, False)
+    return load
+
+
+def test_sglang_flags_are_the_fields_of_sglang_0_5_23(every_flag):
+    load = every_flag
     source = (ARGS / "sglang-0.5.23.txt").read_text()
     fields = set(re.findall(r"^\S+:\d+:\s+(\w+): A\[", source, re.M))
     assert fields == {
@@ -157,8 +168,8 @@ def vllm_schedule_ok(cfg: dict) -> bool:
     return sorted(table)[0][0] == 1 and max(k for *_, k in table) <= cfg["num_speculative_tokens"]
 
 
-def test_vllm_schedule_keeps_the_rules_of_its_source(graph):
-    _, load = graph
+def test_vllm_schedule_keeps_the_rules_of_its_source(every_flag):
+    load = every_flag
     rules = (ARGS / "vllm-a6f6bb1d.txt").read_text()
     assert "num_speculative_tokens_per_batch_size: list[tuple[int, int, int]]" in rules
     for ctx in load.server["per_context"]:
@@ -205,3 +216,61 @@ def test_a_bad_batch_list_is_one_line_and_exit_2():
         "verifyprof: error: invalid value for '--batch': a number or a comma-separated list of"
         " ints, got '1,eight'"
     ]
+
+
+MHA3 = ROOT / "bench" / "results" / "load_mha_h200_3"  # captures at batch 1, 8 and 64
+
+
+def test_today_and_after_the_plan_both_rest_on_every_capture_given():
+    """--accept-len 1.2: plain decoding wins today, speculating after the plan's fixes."""
+    from verifyprof.pipeline.captures import whatif_run
+
+    options = WhatifOptions(
+        source=str(MHA3 / "C1"),
+        accept_len=1.2,
+        model=str(ROOT / "bench/models/hf-chain-7b-mha.toml"),
+    )
+    _, ranking = whatif_run([str(MHA3 / c) for c in ("C1", "C8", "C64")], options)
+    data = ranking.to_json()
+    today, after = data["load_curve"], data["load_curve_after_plan"]
+    assert any(n.startswith("one model from 3 capture(s)") for n in today["notes"])
+    assert not any("after the plan's fixes" in n for n in today["notes"])
+    assert any("from 3 captures with those fixes applied" in n for n in after["notes"])
+    assert any(n.startswith("one model from 3 capture(s)") for n in after["notes"])
+    assert today["contexts"][0]["rows"][0]["best_num_draft"] == 0  # plain decoding today
+    shown = verifyprof(
+        "whatif",
+        *(str(MHA3 / c) for c in ("C1", "C8", "C64")),
+        "--accept-len",
+        "1.2",
+        "--model",
+        str(ROOT / "bench/models/hf-chain-7b-mha.toml"),
+        env={"COLUMNS": "80"},
+    ).stdout
+    assert "Load today, context 512: batch 1-64 plain decoding" in " ".join(shown.split())
+    assert shown.count("Load after the plan, context 512:") == 1
+
+
+def test_a_load_range_whose_band_exceeds_25_percent_prints_no_flags_but_its_capture():
+    """workload-dense-eager: one capture at batch 1, the roofline to batch 256 (+/-128%)."""
+    data = json.loads(
+        verifyprof("whatif", str(ROOT / "traces/workload-dense-eager"), "--json").stdout
+    )
+    for ctx in data["load_curve"]["server_settings"]["per_context"]:
+        wide = [r for r in ctx["sglang"] if r["band"] > 0.25]
+        assert wide and all(r["flags"] is None for r in wide)
+        assert all(r["measure_command"].startswith("verifyprof capture --batches") for r in wide)
+        assert ctx["vllm_speculative_config"] is None and "over 25%" in ctx["vllm_withheld"]
+    shown = verifyprof("whatif", str(ROOT / "traces/workload-dense-eager")).stdout
+    assert "--speculative-num-steps" not in shown and "--speculative-config" not in shown
+    assert "batch 1-256: no flags (+/-128% band); measure it:" in shown
+    assert "    verifyprof capture --batches 1,256 --out DIR -- PROGRAM" in shown
+
+
+def test_a_load_range_within_25_percent_keeps_its_copy_ready_flags():
+    captures = [str(MHA3 / c) for c in ("C1", "C8", "C64")]
+    model = str(ROOT / "bench/models/hf-chain-7b-mha.toml")
+    data = json.loads(verifyprof("whatif", *captures, "--model", model, "--json").stdout)
+    ctx = data["load_curve"]["server_settings"]["per_context"][0]
+    assert all(r["band"] <= 0.25 and r["flags"].startswith("--speculative") for r in ctx["sglang"])
+    assert ctx["vllm_speculative_config"] and ctx["vllm_withheld"] is None

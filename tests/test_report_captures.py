@@ -117,14 +117,18 @@ def test_the_server_settings_say_the_basis_of_each_load_range(page):
     settings = shown["whatif"]["load_curve"]["server_settings"]["per_context"][0]["sglang"]
     for r in settings:
         assert f"batch {r['batches'][0]}-{r['batches'][1]} ({basis(r)})" in text
-    vllm = shown["whatif"]["load_curve"]["server_settings"]["per_context"][0]["vllm_basis"]
-    assert f"(its ranges: {', '.join(basis(b) for b in vllm)})" in text
+    ctx = shown["whatif"]["load_curve"]["server_settings"]["per_context"][0]
+    if ctx["vllm_speculative_config"]:
+        assert f"(its ranges: {', '.join(basis(b) for b in ctx['vllm_basis'])})" in text
+    else:  # a range over the band limit: the config is withheld, saying why
+        assert html.escape(ctx["vllm_withheld"]) in text
 
 
 def test_where_the_settings_switch_k_the_page_says_what_the_engines_trackers_report(workdir):
     out = workdir / "switching.html"
     dense = ROOT / "traces" / "workload-dense-eager"
-    load = ("--model", "workload", "--batch", "1,8,32,128,512")
+    # at accept length 1.6 today's curve switches: plain decoding to batch 128, then k = 2
+    load = ("--model", "workload", "--batch", "1,8,32,128,512", "--accept-len", "1.6")
     shown = report_json(str(dense), *load, "-o", str(out), "--quiet")
     settings = shown["whatif"]["load_curve"]["server_settings"]["per_context"]
     switching = [ctx["switching"] for ctx in settings if ctx["switching"]]

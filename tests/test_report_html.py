@@ -281,7 +281,7 @@ def test_the_verdicts_warnings_are_shown_each_on_its_own(hf):
     data, page = hf
     shown = paragraphs(page, "verdict-warning")
     assert shown == data.ranking.verdict.warnings
-    assert shown[0].startswith("Turn speculation off. Today: speculating")
+    assert shown[0].startswith("Turn speculation off today. Today: speculating")
     assert "against plain decoding's 62.3 tok/s" in shown[0]
     assert "torch_compile is not ranked first: 9 host syncs per draft step" in shown[1]
 

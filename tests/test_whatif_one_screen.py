@@ -55,9 +55,10 @@ def test_the_load_answer_gives_each_range_and_its_command_whole():
     load = json.loads(verifyprof("whatif", path, "--json").stdout)["load_curve"]
     today = load["server_settings"]["per_context"][0]
     commands = [line.strip() for line in lines if line.startswith(COMMANDS)]
-    for r in today["sglang"]:
-        assert r["flags"] in commands
-    assert f"--speculative-config '{today['vllm_speculative_config']}'" in commands
+    for r in today["sglang"]:  # flags, or where the band is too wide the capture measuring it
+        assert (r["flags"] or r["measure_command"]) in commands
+    if today["vllm_speculative_config"]:
+        assert f"--speculative-config '{today['vllm_speculative_config']}'" in commands
     for a, b, k in load["contexts"][0]["ranges"]:
         words = (f"batch {a}-{b} " if b != a else f"batch {a} ") + (
             "plain decoding" if k == 0 else f"k={k}"

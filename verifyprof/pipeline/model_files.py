@@ -58,7 +58,25 @@ def given_for(
     if manifest is None and o.manifest is not None:
         manifest = manifest_json(o.manifest)
     model = load_model_config(o.model) if o.model else None
-    return Given(profile, manifest, hardware, tuple(notes), model)
+    cautions = hardware_caution(frame, o, hardware)
+    return Given(profile, manifest, hardware, tuple(notes), model, cautions)
+
+
+def hardware_caution(
+    frame: BreakdownFrame, o: WhatifOptions, hardware: Hardware | None
+) -> tuple[str, ...]:
+    """One warning where ``--hardware`` names other hardware than the trace's GPU: every
+    prediction is then of that hardware, not of the one the trace ran on."""
+    if not o.hardware or hardware is None:
+        return ()
+    traced = guess_hardware(frame.device_names)
+    if traced is None or traced.name == hardware.name:
+        return ()
+    gpu = next(iter(frame.device_names), traced.name)
+    return (
+        f"--hardware {o.hardware} ({hardware.name}) differs from the trace's GPU, {gpu}"
+        f" ({traced.name}): every prediction is of {hardware.name}, not of the GPU traced",
+    )
 
 
 def prepared_of(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None) -> Prepared:

@@ -20,7 +20,7 @@ def ranking_of(resolved: Resolved):
         return None
     ranking = rank_candidates(p.profile, p.scenario, resolved.options.candidates or None)
     ranking.dilation, ranking.profiled_tps = p.dilation, p.profiled_tps
-    ranking.unprofiled_tps = p.unprofiled_tps
+    ranking.unprofiled_tps, ranking.rates = p.unprofiled_tps, p.rates
     ranking.profile.notes.extend(resolved.notes)
     return with_load(ranking, resolved.options, p.manifest)  # at the state the verdict decides
 

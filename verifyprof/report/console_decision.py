@@ -13,10 +13,10 @@ from typing import Any
 from rich.markup import escape
 
 from verifyprof.contracts.plumbing.text import counted
-from verifyprof.model.decision.whatif import AFTER_PLAN
 from verifyprof.report.layout import Console
 
 NUMBERS = ("Today:", "After the")  # the verdict's sentences the lines below say in numbers
+AFTER = "With the plan's fixes"  # the sentence saying what the plan changes: a line of its own
 TOP_FIXES = 3  # the plan's fixes shown; the rest with --details
 MAX_RANGES = 4  # load ranges whose SGLang command is shown; the rest with --details
 DETAILS = (
@@ -61,17 +61,19 @@ def _sentences(text: str | None) -> list[str]:
 
 
 def _verdict(result: dict[str, Any], width: int) -> list[str]:
+    """Today's answer first; what the plan's fixes change on a line of its own; then each
+    caution (a given input the trace contradicts, a rate that disagrees) and reason."""
     parts = result.get("verdict_parts") or {}
-    decision = _sentences(parts.get("decision"))
-    lead = (
-        " ".join(  # the decision, without today's and after-the-plan's numbers (below)
-            s for s in decision[:1] + [s for s in decision[1:] if not s.startswith(NUMBERS)]
-        )
-        or (result.get("verdict") or "no verdict")
+    decision = [s for s in _sentences(parts.get("decision")) if not s.startswith(NUMBERS)]
+    after = [s for s in decision if s.startswith(AFTER)]
+    lead = " ".join(s for s in decision if not s.startswith(AFTER)) or (
+        result.get("verdict") or "no verdict"
     )
     lines = _wrap(lead, width, first="Verdict: ", indent="")
-    for reason in parts.get("reasons") or []:
-        lines += _wrap(reason, width, first="  ! ", indent="  ")
+    for sentence in after:
+        lines += _wrap(sentence, width)
+    for line in [*(parts.get("cautions") or []), *(parts.get("reasons") or [])]:
+        lines += _wrap(line, width, first="  ! ", indent="  ")
     return lines
 
 
@@ -87,11 +89,18 @@ def _today(result: dict[str, Any], width: int) -> list[str]:
     plain = result.get("plain_decoding")
     spec_basis = "given" if cur.get("source") == "plain numbers" else "measured"
     k = cur.get("num_draft")
+    accept = f"accept length {cur['accept_len']:.2f}"
+    if cur.get("accept_len_basis") == "given" and spec_basis != "given":
+        accept += " given"
+    if cur.get("speculative") is False:  # no speculative steps: the step, not a cycle
+        return _wrap(
+            f"Today: the step {cur['cycle_ms']:.3f} ms ({spec_basis}), {cur['tokens_per_s']:.1f}"
+            f" tok/s at {accept}",
+            width,
+        )
     spec = (
         f"Today: speculating {cur['tokens_per_s']:.1f} tok/s ({spec_basis}: cycle"
-        f" {cur['cycle_ms']:.3f} ms, accept length {cur['accept_len']:.2f}"
-        + (f", k={k}" if k else "")
-        + ")"
+        f" {cur['cycle_ms']:.3f} ms, {accept}" + (f", k={k}" if k else "") + ")"
     )
     if plain is None:
         spec += "; plain decoding unknown: give --baseline-tps or --decode-ms"
@@ -138,7 +147,7 @@ def _best_k(result: dict[str, Any], width: int) -> list[str]:
     basis = best.get("basis") or best.get("verify_source") or "predicted"
     if best.get("band") and basis not in ("measured", "given"):  # a given number has no band
         basis += f" +/-{best['band']:.0%}"
-    when = " today" if _after_plan(result) else ""  # the load below is after the plan
+    when = " today" if _after_plan(result) else ""  # a load after the plan stands below
     ks = curve.get("best_num_draft_set") or []
     also = f", k={ks[0]}-{ks[-1]} within the band" if len(ks) > 1 else ""
     line = (
@@ -162,21 +171,11 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
         return _wrap(f"Load: {skipped}", width) if skipped else []
     lines: list[str] = []
     for curve in load["contexts"]:
-        ranges = "; ".join(
-            (f"batch {r['batches'][0]}-{r['batches'][1]} ")
-            + ("plain decoding" if r["k"] == 0 else f"k={r['k']}")
-            + f" ({_range_basis(r)})"
-            for r in curve.get("range_basis") or []
-        ) or "; ".join(
-            (f"batch {a}-{b} " if b != a else f"batch {a} ")
-            + ("plain decoding" if k == 0 else f"k={k}")
-            for a, b, k in curve.get("ranges") or []
-        )
-        when = " after the plan" if _after_plan(result) else ""
+        when = " today" if _after_plan(result) else ""
         head = f"Load{when}, context {curve['context']:g}"
         if not curve.get("range_basis"):
             head += f" ({_load_basis(curve)})"
-        lines += _wrap(f"{head}: {ranges}", width)
+        lines += _wrap(f"{head}: {_ranges_words(curve)}", width)
         if curve.get("extrapolated_from_batch") is not None:  # where measurements stop
             band = max(
                 (r.get("band") or 0.0)
@@ -209,13 +208,38 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
             indent="  ",
         )
     lines += _settings(load.get("server_settings") or {}, load["contexts"][0]["context"])
-    return lines
+    return lines + _load_after(result, width)
+
+
+def _ranges_words(curve: dict[str, Any]) -> str:
+    """A context's load ranges: batches, the best k and its basis."""
+    return "; ".join(
+        (f"batch {r['batches'][0]}-{r['batches'][1]} ")
+        + ("plain decoding" if r["k"] == 0 else f"k={r['k']}")
+        + f" ({_range_basis(r)})"
+        for r in curve.get("range_basis") or []
+    ) or "; ".join(
+        (f"batch {a}-{b} " if b != a else f"batch {a} ")
+        + ("plain decoding" if k == 0 else f"k={k}")
+        for a, b, k in curve.get("ranges") or []
+    )
+
+
+def _load_after(result: dict[str, Any], width: int) -> list[str]:
+    """The load curve after the plan's fixes, where the answer flips there: today's context's
+    ranges on a line of their own (the settings above are today's)."""
+    after = result.get("load_curve_after_plan")
+    if not after or not after.get("contexts"):
+        return []
+    curve = after["contexts"][0]
+    return _wrap(
+        f"Load after the plan, context {curve['context']:g}: {_ranges_words(curve)}", width
+    )
 
 
 def _after_plan(result: dict[str, Any]) -> bool:
-    """Whether the load curve is read after the plan's fixes (the verdict flips there)."""
-    notes = (result.get("load_curve") or {}).get("notes") or []
-    return any(note.startswith(AFTER_PLAN) for note in notes)
+    """Whether a load curve after the plan's fixes stands beside today's (the verdict flips)."""
+    return bool(result.get("load_curve_after_plan"))
 
 
 def _range_basis(r: dict[str, Any]) -> str:
@@ -250,6 +274,12 @@ def _settings(settings: dict[str, Any], context: float) -> list[str]:
         for r in ctx["sglang"][:MAX_RANGES]:
             first, last = r["batches"]
             batches = f"{first}-{last}" if last != first else f"{first}"
+            if r.get("flags") is None:  # too wide a band to copy: the capture that measures it
+                lines += [
+                    f"    batch {batches}: no flags (+/-{r['band']:.0%} band); measure it:",
+                    f"    {r['measure_command']}",
+                ]
+                continue
             lines += [f"    batch {batches}:", f"      {r['flags']}"]
         if len(ctx["sglang"]) > MAX_RANGES:
             more = counted(len(ctx["sglang"]) - MAX_RANGES, "more range")
@@ -257,9 +287,10 @@ def _settings(settings: dict[str, Any], context: float) -> list[str]:
     if server in (None, "vllm"):
         cfg = ctx.get("vllm_speculative_config")
         lines.append(f"  vLLM, context {context:g}:")
-        lines.append(
-            f"      --speculative-config '{cfg}'"
-            if cfg
-            else "      no speculative config (plain decoding at every batch listed)"
-        )
+        if cfg:
+            lines.append(f"      --speculative-config '{cfg}'")
+        elif ctx.get("vllm_withheld"):
+            lines.append(f"      {ctx['vllm_withheld'].split('; measure it with')[0]}")
+        else:
+            lines.append("      no speculative config (plain decoding at every batch listed)")
     return lines

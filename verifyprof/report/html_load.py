@@ -83,7 +83,8 @@ def settings_notes(ctx: dict | None) -> list[str]:
     if ctx is None:
         return []
     flags = "; ".join(
-        f"batch {s['batches'][0]}-{s['batches'][1]} ({basis_words(s)}): {s['flags']}"
+        f"batch {s['batches'][0]}-{s['batches'][1]} ({basis_words(s)}): "
+        + (s["flags"] or f"no flags, the band is too wide; measure it: {s['measure_command']}")
         for s in ctx["sglang"]
     )
     out = [f'<p class="note">SGLang: <code>{esc(flags)}</code></p>']
@@ -95,6 +96,8 @@ def settings_notes(ctx: dict | None) -> list[str]:
             + (f" (its ranges: {esc(ranges)})" if ranges else "")
             + "</p>"
         )
+    if ctx.get("vllm_withheld"):
+        out.append(f'<p class="note">vLLM: {esc(ctx["vllm_withheld"])}</p>')
     for server, words in (ctx.get("switching") or {}).items():  # the engines' trackers
         out.append(f'<p class="note" data-key="switching-{esc(server)}">{esc(words)}</p>')
     return out

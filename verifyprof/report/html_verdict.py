@@ -29,6 +29,7 @@ def verdict_section(data: ReportData) -> list[str]:
         return out + [f'<p class="note" data-key="no-plan">{esc(data.whatif_note or NO_PLAN)}</p>']
     out.append(_numbers_are(r))
     out[1:1] = decision_list(verdict)  # the decision first, the whole verdict under it
+    out += [f'<p class="warn" data-key="verdict-caution">{esc(w)}</p>' for w in verdict.cautions]
     out += [f'<p class="warn" data-key="verdict-warning">{esc(w)}</p>' for w in verdict.warnings]
     out.append(_today(r))
     out += _plain(r)

@@ -12,16 +12,24 @@ from verifyprof.report.layout import Col, Console, fitted_table
 
 
 def print_load(result: dict[str, Any], console: Console) -> None:
-    load = result.get("load_curve")
+    """Today's load curve, then the one after the plan's fixes where the answer flips there."""
+    _print_curve(result.get("load_curve"), result.get("load_curve_skipped"), "", console)
+    after = result.get("load_curve_after_plan")
+    if after or result.get("load_curve_after_plan_skipped"):
+        why = result.get("load_curve_after_plan_skipped")
+        _print_curve(after, why, " after the plan's fixes", console)
+
+
+def _print_curve(load: dict | None, skipped: str | None, when: str, console: Console) -> None:
     if not load:
-        if result.get("load_curve_skipped"):
-            console.print(f"[dim]{escape(result['load_curve_skipped'])}[/dim]")
+        if skipped:
+            console.print(f"[dim]{escape(skipped)}[/dim]")
         return
     today = load["today"]
     ridge = load["ridge"]
     for curve in load["contexts"]:
         console.print(
-            f"[bold]Load curve, context {curve['context']:g} tokens: the best draft count per"
+            f"[bold]Load curve{when}, context {curve['context']:g} tokens: the best draft count per"
             f" batch (today: batch {today['batch']}, k = {today['num_draft']})[/bold]"
         )
         rows, styles = _rows(curve, today)
@@ -140,7 +148,12 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
             for r in ctx["sglang"]:  # a command whole on its own line, to copy
                 first, last = r["batches"]
                 console.print(f"    batch {first}-{last} ({_range_words(r)}):", highlight=False)
-                console.print(f"      {escape(r['flags'])}", soft_wrap=True, highlight=False)
+                if r.get("flags") is None:  # too wide a band: the capture that measures it
+                    console.print("      no flags: the band is too wide; measure it:")
+                    line = f"      {escape(r['measure_command'])}"
+                else:
+                    line = f"      {escape(r['flags'])}"
+                console.print(line, soft_wrap=True, highlight=False)
             if (ctx.get("switching") or {}).get("sglang"):
                 console.print(f"    [dim]{escape(ctx['switching']['sglang'])}[/dim]")
         if server in (None, "vllm"):
@@ -152,6 +165,8 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
                     + ", ".join(_range_words(b) for b in ctx.get("vllm_basis") or [])
                     + ")"
                     if cfg
+                    else f" {ctx['vllm_withheld']}"
+                    if ctx.get("vllm_withheld")
                     else " no speculative config (plain decoding at every batch listed)"
                 ),
                 highlight=False,

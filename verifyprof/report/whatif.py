@@ -204,6 +204,8 @@ def _print_details(result: dict[str, Any], console: Console) -> None:
         console.print("[bold]verdict[/bold]:", highlight=False)
         _hanging(console, [result["verdict"]], "", 1)
     parts = result.get("verdict_parts") or {}
+    for caution in parts.get("cautions", []):
+        _hanging(console, [caution], "!", 1, style="yellow")
     for warning in parts.get("warnings", []):
         if warning != parts.get("decision"):  # the decision is in the verdict above
             _hanging(console, [warning], "!", 1, style="yellow")

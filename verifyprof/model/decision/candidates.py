@@ -18,6 +18,7 @@ from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.width_fit import fit_widths
 from verifyprof.model.decision.plan import Builder, PlanStep, evaluate, stack, unaddressed
 from verifyprof.model.decision.speculate import (
+    SPECULATIVE_ONLY,
     DraftCurve,
     PlainDecoding,
     decided_plan,
@@ -99,6 +100,10 @@ class Ranking:
     unprofiled_tps: float | None = None  # the capture's measured rate without the profiler
     load: Any = None  # the load curve (decision.load.LoadCurve), when asked and possible
     load_skipped: str | None = None  # why there is none
+    # the load curve after the plan's fixes, where speculate-or-not flips there (and why none)
+    load_after: Any = None
+    rates: Any = None  # every anchoring rate by source (model.inputs.anchor_rates.Rates)
+    load_after_skipped: str | None = None
 
     def measured(self) -> dict[str, Any]:
         """Numbers users ask for that the trace measures directly."""
@@ -146,6 +151,8 @@ class Ranking:
             "mode": v.mode,
             "width": self.profile.width,
             "num_draft": self.scenario.num_draft,
+            "accept_len_basis": self.scenario.accept_basis,
+            "speculative": self.profile.speculative,
             "hardware": self.scenario.hardware.name if self.scenario.hardware else None,
             "model": self.scenario.model.name if self.scenario.model else None,
             "tp": self.scenario.tp,
@@ -156,6 +163,8 @@ class Ranking:
             "notes": self.profile.notes + self.scenario.notes,
             "source": self.profile.source,
         }
+        if self.rates is not None and self.rates.sources:
+            out["anchor_rates"] = self.rates.to_json()
         if self.dilation is not None:
             out |= {
                 "dilation": self.dilation,
@@ -192,6 +201,16 @@ class Ranking:
             "draft_curve": self.curve.to_json() if self.curve else None,
             "load_curve": self.load.to_json() if self.load is not None else None,
             **({"load_curve_skipped": self.load_skipped} if self.load_skipped else {}),
+            **(
+                {"load_curve_after_plan": self.load_after.to_json()}
+                if self.load_after is not None
+                else {}
+            ),
+            **(
+                {"load_curve_after_plan_skipped": self.load_after_skipped}
+                if self.load_after_skipped
+                else {}
+            ),
             "plan": [step.to_json() for step in self.plan],
             "relative_to": self.relative_to(),
             "unaddressed": self.unaddressed,
@@ -214,6 +233,8 @@ def rank_candidates(
                 f"unknown candidate {unknown[0]!r}: known are {', '.join(CANDIDATE_NAMES)}"
             )
         builders = [(n, b) for n, b in builders if n in only or n == "no_speculation"]
+    if not profile.speculative:  # nothing to turn off or to draft: the step's own fixes only
+        builders = [(n, b) for n, b in builders if n not in SPECULATIVE_ONLY]
     now = current_cycle(profile, scenario)
     candidates, skipped = evaluate(builders, profile, scenario)
     blocked = _mark_blocked(candidates, scenario)
@@ -222,13 +243,14 @@ def rank_candidates(
     candidates.sort(key=lambda c: (bool(c.blocked), -c.cycle.tokens_per_s))
     plan = stack(builders, profile, scenario, skip={"no_speculation", *blocked})
     by_name = dict(builders)
-    plain = plain_decoding(profile, scenario, now, plan, by_name)
+    plain = plain_decoding(profile, scenario, now, plan, by_name) if profile.speculative else None
+    curve = draft_curve(profile, scenario, now, plain) if profile.speculative else None
     if decide:  # not where the answer hangs on an unmeasured rate (the caller hedges)
-        plan = decided_plan(plan, plain, profile, scenario, by_name)
+        plan = decided_plan(plan, plain, profile, scenario, by_name, curve)
     if only and "no_speculation" not in only:
         candidates = [c for c in candidates if c.name != "no_speculation"]
     ranking = Ranking(now, profile, scenario, candidates, skipped, plan, plain)
-    ranking.curve = draft_curve(profile, scenario, now, plain)
+    ranking.curve = curve
     ranking.unaddressed = unaddressed(profile, candidates, skipped)
     ranking.verdict = verdict_of(ranking)
     return ranking
@@ -301,6 +323,21 @@ def drafts_words(curve: DraftCurve) -> str:
     return line + (f"; SGLang: {flags}" if flags else "") + "."
 
 
+NONE_FOUND = (
+    "No speculative steps found (no verify, draft, accept or spec_step ranges; the step modelled,"
+    " {step}, is one plain step): no verdict on speculating; the plan is this step's own fixes."
+)
+
+
+def cautions_of(s: Scenario) -> list[str]:
+    """Today's cautions, then each other capture's that today's do not say (named by capture:
+    a baseline off its program's own calls in any capture moves the model's fit)."""
+    out = list(s.cautions)
+    for c in s.measured.captures[1:] if s.measured is not None else []:
+        out += [f"{c.label}: {w}" for w in c.scenario.cautions if w not in s.cautions]
+    return out
+
+
 def verdict_of(r: Ranking) -> Verdict:
     """The run's one verdict: the step, speculate or not, the plan, the best draft count."""
     sc = r.scenario
@@ -308,8 +345,11 @@ def verdict_of(r: Ranking) -> Verdict:
         group=r.profile.choice or r.profile.verify.name,
         step=step_words(r.profile, sc.basis, sc.traced_verify_ms),
     )
-    if r.plain is not None:
-        v.decision = decision_words(r.plain)
+    v.cautions = cautions_of(sc)
+    if not r.profile.speculative:
+        v.decision = NONE_FOUND.format(step=r.profile.verify.name)
+    elif r.plain is not None:
+        v.decision = decision_words(r.plain, r.curve)
         if r.plain.speculation_loses:
             v.warnings.append(v.decision)
     else:

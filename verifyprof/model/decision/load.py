@@ -34,6 +34,7 @@ from verifyprof.model.decision.load_defaults import (
     too_big_note,
 )
 from verifyprof.model.decision.load_points import measured_point, roofline_point, roofline_states
+from verifyprof.model.decision.today import payable
 from verifyprof.model.fixes.base import Scenario, Skip
 from verifyprof.model.fixes.batch import PartSlope, token_fit
 from verifyprof.model.fixes.draft import _num_draft
@@ -52,7 +53,7 @@ class Row:
 
     @property
     def best(self) -> dict[str, Any]:
-        return max(self.points, key=lambda p: p["tokens_per_s"])
+        return max(payable(self.points), key=lambda p: p["tokens_per_s"])
 
     @cached_property
     def rates(self) -> dict[int, float]:
@@ -74,7 +75,7 @@ class Row:
         top = best["tokens_per_s"]
         return sorted(
             p["num_draft"]
-            for p in self.points
+            for p in payable(self.points)
             if p["tokens_per_s"] >= top * (1 - max(best.get("band", 0.0), p.get("band", 0.0)))
         )
 
@@ -207,6 +208,17 @@ class ContextCurve:
         ctx = "" if here and not several else f" --context {self.context:g}"
         return (
             f"verifyprof capture --batches {loads} --out DIR -- PROGRAM ... --batch {{batch}}{ctx}"
+        )
+
+    def measure_range(self, first: int, last: int) -> str:
+        """The capture that measures a load range: its first and last batch (a server at those
+        concurrencies, a program at those batches), at this context."""
+        loads = f"{first},{last}" if last != first else f"{first}"
+        if self.server:
+            return f'verifyprof capture --server-cmd "..." --concurrency {loads}'
+        return (
+            f"verifyprof capture --batches {loads} --out DIR -- PROGRAM ... --batch {{batch}}"
+            f" --context {self.context:g}"
         )
 
     @property

@@ -6,17 +6,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
+from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.cycle.parts import HOST_IDLE
 from verifyprof.model.cycle.phase_fit import UnusableFit
 from verifyprof.model.decision.candidates import Ranking, Scenario
+from verifyprof.model.decision.candidates import _builders as builder_list
 from verifyprof.model.decision.capture_facts import stated_context
 from verifyprof.model.decision.load import LoadCurve, load_curve
 from verifyprof.model.decision.plain_numbers import DEFAULT_CONTEXT
 from verifyprof.model.decision.plan import _with_cycle as with_cycle_of
 from verifyprof.model.decision.server_flags import settings
+from verifyprof.model.decision.speculate import SPECULATIVE_ONLY, plain_decoding
+from verifyprof.model.decision.today import today_answer
 from verifyprof.model.fixes.base import Skip, cycle_of, edited_group, take_idle
 from verifyprof.model.fixes.measured import Capture, measured_from
 from verifyprof.model.inputs.model_config import model_from_workload
@@ -33,42 +38,108 @@ AFTER_PLAN = "the load curve after the plan's fixes"  # the note's start (the co
 
 
 def with_load(ranking: Ranking, o: WhatifOptions, manifest: Manifest | None = None) -> Ranking:
-    """The ranking with its load curve, read at the state the verdict decides on."""
+    """The ranking with today's load curve (every capture given), and, where speculate-or-not
+    flips after the plan's fixes, the curve after them beside it: each capture with the plan's
+    fixes applied, so that it too rests on every capture."""
+    ranking.load, ranking.load_skipped = load_of(ranking.profile, ranking.scenario, o, manifest)
     profile, s, fixes = decided_state(ranking)
-    ranking.load, ranking.load_skipped = load_of(profile, s, o, manifest, measured=not fixes)
-    if ranking.load is not None and fixes:
-        ranking.load.notes.insert(
+    if not fixes:
+        return ranking
+    s = replace(s, measured=after_captures(ranking, s.measured))
+    after, why = load_of(profile, s, o, manifest, measured=False)
+    if after is not None:
+        n = len(s.measured.captures) if s.measured is not None else 1
+        after.notes.insert(
             0,
-            f"{AFTER_PLAN} ({', '.join(fixes)}), where the verdict"
-            " decides: speculate or not flips between today and after them",
+            f"{AFTER_PLAN} ({', '.join(fixes)}), from {counted(n, 'capture')} with those"
+            " fixes applied: speculate or not flips between today and after them",
         )
+    ranking.load_after, ranking.load_after_skipped = after, why
     return ranking
 
 
 def decided_state(r: Ranking) -> tuple[VerifyProfile, Scenario, list[str]]:
-    """The state the load curve and the server settings are read at: today's, or where the
-    verdict's answer flips after the plan, speculating with the plan's fixes (and plain decoding
-    beside it with those of them that apply), so that one decision holds everywhere."""
+    """The state after the plan's fixes where the verdict's answer flips there (speculating with
+    the plan's fixes, plain decoding beside it with those of them that apply); today's, with no
+    fixes, where it does not."""
     plain, plan = r.plain, [st for st in r.plan if st.candidate.name != "no_speculation"]
     if plain is None or not plan or plain.spec_after_plan is None or plain.own_plan:
         return r.profile, r.scenario, []
     plain_after = plain.along_plan[len(plan) - 1]
-    if (plain_after > plain.spec_after_plan) == plain.speculation_loses:
+    today = today_answer(plain, r.curve).speculate  # the verdict's answer today
+    if (plain_after <= plain.spec_after_plan) == today:
         return r.profile, r.scenario, []
-    profile, s = r.profile, r.scenario
+    profile, s = fixed(r.profile, r.scenario, plan, plain.after)
+    return profile, s, [step.candidate.name for step in plan]
+
+
+def fixed(
+    profile: VerifyProfile, s: Scenario, plan: list[Any], plain_after: tuple | None
+) -> tuple[VerifyProfile, Scenario]:
+    """``profile`` and ``s`` with the plan's fixes (each step's candidate state), plain
+    decoding's step set to ``plain_after``'s (plain decoding with the fixes that apply)."""
     for step in plan:
         profile = step.candidate.profile or profile
         s = step.candidate.scenario or with_cycle_of(s, step.candidate.cycle)
-    plain_profile, plain_s = plain.after
-    step = cycle_of(plain_profile, plain_s).cycle_ms  # plain decoding with the fixes, as re-timed
+    if plain_after is None:
+        return profile, s
+    plain_profile, plain_s = plain_after
+    step_ms = cycle_of(plain_profile, plain_s).cycle_ms  # plain decoding with the fixes
     group = plain_profile.verify  # its host time set so that its cost is the re-timed step
-    delta = step - group.wall_ms
+    delta = step_ms - group.wall_ms
     decode = edited_group(
         group, {"host_wait": delta} if delta >= 0 else take_idle(group, -delta, HOST_IDLE)
     )
     profile = replace(profile, decode_group=decode)
-    s = replace(s, decode_ms=None if r.scenario.decode_ms is None else step, measured=None)
-    return profile, s, [step.candidate.name for step in plan]
+    s = replace(s, decode_ms=None if s.decode_ms is None else step_ms, measured=None)
+    return profile, s
+
+
+def after_captures(r: Ranking, measured: Any) -> Any:
+    """Every capture of today's model with the plan's fixes applied (each fix as it applies to
+    that capture's own state: one that does not apply there is left out for it), as one model of
+    predicted states; None with one capture (the load curve then models today's state alone)."""
+    today = r.scenario.measured
+    if today is None or len(today.captures) < 2:
+        return None
+    names = [st.candidate.name for st in r.plan if st.candidate.name != "no_speculation"]
+    builders = dict(builder_list())
+    out = []
+    for c in today.captures:
+        profile, s = c.profile, replace(c.scenario, measured=None)
+        now = cycle_of(profile, s)
+        for name in names:
+            try:
+                cand = builders[name](profile, s, now)
+            except Skip:
+                continue
+            profile = cand.profile or profile
+            s = cand.scenario or with_cycle_of(s, cand.cycle)
+            now = cand.cycle
+        plain = plain_decoding(c.profile, replace(c.scenario, measured=None), now, [], builders)
+        track = _plain_track(plain, names, builders) if plain is not None else None
+        profile, s = fixed(profile, s, [], track)
+        out.append(replace(c, profile=profile, scenario=s, predicted=True))
+    try:
+        return measured_from(out)
+    except UnusableFit:
+        return None
+
+
+def _plain_track(plain: Any, names: list[str], builders: dict) -> tuple | None:
+    """Plain decoding's state with the plan's fixes that apply to a decode step."""
+    if plain.after is None:
+        return None
+    state, plain_s = plain.after
+    for name in names:
+        if name in SPECULATIVE_ONLY or name not in builders:
+            continue
+        try:
+            applied = builders[name](state, plain_s, cycle_of(state, plain_s))
+        except Skip:
+            continue
+        state, plain_s = applied.profile or state, applied.scenario or plain_s
+    return state, plain_s
 
 
 def load_of(

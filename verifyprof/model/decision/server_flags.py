@@ -31,11 +31,35 @@ SGLANG_VERSION = "SGLang 0.5.23"
 VLLM_VERSION = "vLLM main at a6f6bb1d3c17 (vllm/v1/spec_decode/dynamic/utils.py)"
 
 
+# a load range whose band is wider than this gets no copy-ready flags: the capture that would
+# measure it instead (issue 42: bands of +/-122% printed flags as if they held)
+MAX_FLAG_BAND = 0.25
+
+
+def withheld(basis: dict[str, Any]) -> bool:
+    """Whether a range's setting rests on too wide a band to be printed as flags."""
+    return float(basis.get("band") or 0.0) > MAX_FLAG_BAND
+
+
 def sglang_ranges(curve: ContextCurve, topk: int = 1) -> list[dict[str, Any]]:
-    """One SGLang launch setting per load range (consecutive batches with one best k)."""
+    """One SGLang launch setting per load range (consecutive batches with one best k); a range
+    whose band exceeds :data:`MAX_FLAG_BAND` gets none (``flags`` None), the capture that
+    would measure it instead."""
     out = []
     for first, last, k in curve.ranges():
         graphs = f"--cuda-graph-max-bs-decode {last}"
+        basis = curve.range_basis(first, last)
+        if withheld(basis):
+            out.append(
+                {
+                    "batches": [first, last],
+                    "num_draft": k,
+                    "flags": None,
+                    "measure_command": curve.measure_range(first, last),
+                    **basis,
+                }
+            )
+            continue
         if k == 0:
             flags = f"no --speculative-algorithm (plain decoding); {graphs}"
         else:
@@ -48,7 +72,7 @@ def sglang_ranges(curve: ContextCurve, topk: int = 1) -> list[dict[str, Any]]:
                 "batches": [first, last],
                 "num_draft": k,
                 "flags": flags,
-                **curve.range_basis(first, last),
+                **basis,
             }
         )
     return out
@@ -77,12 +101,29 @@ def vllm_config(curve: ContextCurve) -> dict[str, Any] | None:
     (None where the best k is 0 at every batch: no speculative config at all)."""
     ranges = curve.ranges()
     top = max(k for _, _, k in ranges)
-    if top == 0:
+    if top == 0 or vllm_withheld(curve):
         return None
     return {
         "num_speculative_tokens": top,
         "num_speculative_tokens_per_batch_size": [[a, b, k] for a, b, k in ranges],
     }
+
+
+def vllm_withheld(curve: ContextCurve) -> str | None:
+    """Why vLLM's one config for every batch is not printed: a range of it rests on a band over
+    :data:`MAX_FLAG_BAND` (None where every range holds)."""
+    wide = [
+        (a, b, curve.range_basis(a, b)["band"])
+        for a, b, _ in curve.ranges()
+        if withheld(curve.range_basis(a, b))
+    ]
+    if not wide:
+        return None
+    a, b, band = wide[0]
+    return (
+        f"no config: batch {a}-{b} rests on a band of +/-{band:.0%} (over"
+        f" {MAX_FLAG_BAND:.0%}); measure it with: {curve.measure_range(a, b)}"
+    )
 
 
 def settings(load: LoadCurve, vllm: bool) -> dict[str, Any]:
@@ -98,6 +139,7 @@ def settings(load: LoadCurve, vllm: bool) -> dict[str, Any]:
                 "sglang": sglang_ranges(curve),
                 "vllm": cfg,
                 "vllm_speculative_config": json.dumps(cfg) if cfg else None,
+                "vllm_withheld": vllm_withheld(curve),
                 "vllm_basis": [curve.range_basis(a, b) for a, b, _ in curve.ranges()],
                 "switching": dict(SWITCHING) if switches else None,
             }

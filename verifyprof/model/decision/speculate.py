@@ -14,6 +14,7 @@ from typing import Any
 
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.plan import Builder, PlanStep, stack
+from verifyprof.model.decision.today import cannot_pay, clear_best, payable
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of, predicted
 from verifyprof.model.fixes.cycle import OWN_MODE, plain_measured, plain_mode, plain_state
 from verifyprof.model.fixes.draft import (
@@ -178,6 +179,7 @@ def decided_plan(
     profile: VerifyProfile,
     s: Scenario,
     builders: dict[str, Builder],
+    curve: DraftCurve | None = None,
 ) -> list[PlanStep]:
     """One decision: where plain decoding beats speculating after the plan, the plan ends by
     turning speculation off. Speculating wins today: the fixes, then off (plain decoding with
@@ -189,10 +191,10 @@ def decided_plan(
     now = plain.spec
     spec_after = plan[-1].cumulative_tps if plan else now.tokens_per_s
     plain_after = plain.along_plan[-1] if plan else plain.tokens_per_s
-    if plain_after <= spec_after:
+    if plain_after <= spec_after and not cannot_pay(now.accept_len):
         return plan
     words = "turn speculation off: one token per plain decode step"
-    if not plain.speculation_loses:
+    if not plain.speculation_loses or clear_best(curve) is not None:  # speculating wins today
         state, plain_s = plain.after
         last = plan[-1].candidate.cycle if plan else now
         fixes = ", ".join(step.candidate.name for step in plan) or "none"
@@ -213,7 +215,7 @@ def decided_plan(
     track = [(n, b) for n, b in builders.items() if n not in SPECULATIVE_ONLY]
     steps = stack(track, off.profile or profile, off.scenario or s)
     final = steps[-1].cumulative_tps if steps else off.cycle.tokens_per_s
-    if final < spec_after:  # plain decoding's own plan falls short of speculation's: keep that
+    if final < spec_after and not cannot_pay(now.accept_len):  # speculating's plan wins after
         return plan
     out = [PlanStep(off, off.cycle.tokens_per_s, now.tokens_per_s)]
     out += [PlanStep(st.candidate, st.cumulative_tps, now.tokens_per_s) for st in steps]
@@ -238,7 +240,7 @@ class DraftCurve:
 
     @property
     def best(self) -> dict[str, Any]:
-        return max(self.points, key=lambda p: p["tokens_per_s"])
+        return max(payable(self.points), key=lambda p: p["tokens_per_s"])
 
     @property
     def best_set(self) -> list[int]:
@@ -246,7 +248,7 @@ class DraftCurve:
         top = self.best
         return sorted(
             p["num_draft"]
-            for p in self.points
+            for p in payable(self.points)
             if p["tokens_per_s"]
             >= top["tokens_per_s"] * (1 - max(top.get("band", 0.0), p.get("band", 0.0)))
         )

@@ -10,6 +10,7 @@ from typing import Any
 from verifyprof.contracts import phases
 from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.decision.today import after_plan_words, today_answer
 from verifyprof.model.inputs.profile import VerifyProfile
 
 # What a dominant phase means, in the words a user acts on (one table: contracts.phases.INFO).
@@ -28,6 +29,9 @@ class Verdict:
     not_addressed: str | None = None
     reasons: list[str] = field(default_factory=list)  # why a part could not be given
     warnings: list[str] = field(default_factory=list)
+    # what the user gave that the run contradicts, or a rate that disagrees with the others:
+    # one line each, shown under the verdict
+    cautions: list[str] = field(default_factory=list)
 
     def text(self) -> str:
         parts = [self.step, self.decision, self.plan, self.drafts, self.not_addressed]
@@ -46,6 +50,7 @@ class Verdict:
             "not_addressed": self.not_addressed,
             "reasons": self.reasons,
             "warnings": self.warnings,
+            "cautions": self.cautions,
         }
 
 
@@ -134,9 +139,11 @@ MEASURE_PLAIN = (
 )
 
 
-def decision_words(plain: Any) -> str:
-    """Speculate or not, as two comparisons: speculating against plain decoding today, and both
-    after the plan's fixes; led by the unmeasured assumption where the answer flips with it."""
+def decision_words(plain: Any, curve: Any = None) -> str:
+    """Speculate or not: today's answer first, agreeing with today's draft-count curve (the k to
+    speculate with, and whether today's k loses), then what the plan's fixes change, on a
+    sentence of its own; then both in numbers. Led by the unmeasured assumption where the answer
+    flips with it."""
     spec = plain.spec
     if plain.unmeasured_flip:
         other, alt = plain.alternative
@@ -147,18 +154,9 @@ def decision_words(plain: Any) -> str:
             f" {MEASURE_PLAIN}"
         )
     else:
-        today_wins = not plain.speculation_loses
-        after = plain.along_plan[-1] if plain.along_plan else None
-        if after is None or plain.spec_after_plan is None:
-            after_wins = today_wins
-        else:
-            after_wins = plain.spec_after_plan > after
-        if after_wins == today_wins:
-            lead = "Speculation pays" if today_wins else "Turn speculation off"
-        elif today_wins:
-            lead = "Speculation pays today, not after the plan"
-        else:
-            lead = "Turn speculation off today; with the plan's fixes speculation wins"
+        answer = today_answer(plain, curve)
+        change = after_plan_words(answer, plain)
+        lead = answer.words + (f". {change}" if change else "")
     today = (
         f"Today: speculating {spec.tokens_per_s:.1f} tok/s against plain decoding's"
         f" {plain.tokens_per_s:.1f} tok/s ({plain.decode_ms:.3f} ms per step, {plain.source})"

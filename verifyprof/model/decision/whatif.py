@@ -19,6 +19,7 @@ from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
 from verifyprof.model.fixes.anchor import Anchor
 from verifyprof.model.fixes.base import current_cycle
 from verifyprof.model.fixes.setup import with_cycle
+from verifyprof.model.inputs.anchor_rates import Rates, robust_rates
 from verifyprof.model.inputs.hardware import Hardware
 from verifyprof.model.inputs.model_config import (
     ModelConfig,
@@ -57,6 +58,7 @@ class Given:
     hardware: Hardware | None = None
     hardware_notes: tuple[str, ...] = ()
     model: ModelConfig | None = None
+    cautions: tuple[str, ...] = ()  # a given file the trace contradicts (the GPU named)
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Prepared:
     profiled_tps: float | None = None
     unprofiled_tps: float | None = None  # the manifest's measured unprofiled rate
     manifest: Manifest | None = None  # as read for the verify's mode
+    rates: Rates | None = None  # every anchoring rate, by source, and the baseline's check
 
 
 def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None) -> Prepared:
@@ -91,6 +94,8 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
             " --manifest"
         )
     notes.append(f"accept length {acc.accept_len:.3f} from {acc.source}")
+    rates = robust_rates(manifest)
+    notes += [f"anchoring rate: {source.words()}" for source in rates.sources]
     num_draft = _num_draft(acc, profile, notes)
     draft, overhead = _cycle_numbers(profile, o, notes)
     decode_ms = _baseline(profile, o, manifest, notes, anchor_of(manifest))
@@ -118,6 +123,8 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
         tp=tp,
         context=context or 0.0,
         drafter_gain=o.drafter_gain,
+        accept_basis="given" if acc.source.startswith(("--", "Eq. 1")) else "measured",
+        cautions=given.cautions + ((rates.warning,) if rates.warning else ()),
         notes=notes
         + ([f"trace ranks {ranks}"] if len(ranks) > 1 else [])
         + _dilation_notes(manifest),
@@ -141,8 +148,9 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
         scenario,
         dilation,
         profiled if dilation else None,
-        manifest.unprofiled_tps if dilation else None,
+        anchor.unprofiled_tps if dilation and anchor is not None else None,
         manifest,
+        rates,
     )
 
 
@@ -264,11 +272,23 @@ def _is_sglang(frame: BreakdownFrame, manifest: Manifest | None) -> bool:
 
 
 def anchor_of(manifest: Manifest | None) -> Anchor | None:
-    """The measured rates today's cycle reproduces: a capture's dilation record."""
+    """The measured rates today's cycle reproduces: a capture's dilation record; where its
+    baseline disagrees with the program's own unprofiled calls, the median of the agreeing
+    sources instead (:mod:`verifyprof.model.inputs.anchor_rates`)."""
     if manifest is None or not manifest.dilation:
         return None
+    profiled = manifest.profiled_tps or (manifest.unprofiled_tps or 0.0) / manifest.dilation or None
+    rates = robust_rates(manifest)
+    if rates.unprofiled_tps is not None and profiled:
+        return Anchor(
+            profiled,
+            rates.unprofiled_tps,
+            rates.runs,
+            "the median of the sources agreeing with the program's own unprofiled calls",
+            rates.unprofiled_tps / profiled,
+        )
     return Anchor(
-        manifest.profiled_tps or (manifest.unprofiled_tps or 0.0) / manifest.dilation or None,
+        profiled,
         manifest.unprofiled_tps,
         manifest.dilation_runs,
         manifest.dilation_source or "baseline run",
@@ -280,13 +300,9 @@ def _dilation_notes(manifest: Manifest | None) -> list[str]:
     anchor = anchor_of(manifest)
     if manifest is None or anchor is None or anchor.noise is not None:
         return []
-    rate = (
-        f"{manifest.unprofiled_tps:,.1f} tok/s"
-        if manifest.unprofiled_tps
-        else "its unprofiled rate"
-    )
+    rate = f"{anchor.unprofiled_tps:,.1f} tok/s" if anchor.unprofiled_tps else "its unprofiled rate"
     return [
-        f"the profiler slowed the program {manifest.dilation:.2f}x ({manifest.dilation_source}): it"
+        f"the profiler slowed the program {anchor.factor:.2f}x ({anchor.source}): it"
         f" runs at {rate} unprofiled; 'current', the plan and every candidate are stated at the"
         " unprofiled rate (the host-side time it added taken out)"
     ]

@@ -70,6 +70,12 @@ class Scenario:
     # where no capture states its context (issue 41): the assumption the load rows rest on, in
     # words (they are marked "assumed"); None: the context is stated
     context_assumed: str | None = None
+    # where the accept length came from: "given" (an option: --accept-len, --alpha, --survival)
+    # or "measured" (a manifest, the trace)
+    accept_basis: str = "measured"
+    # what the user gave that the trace contradicts (a --hardware other than its GPU), one line
+    # each: shown under the verdict
+    cautions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

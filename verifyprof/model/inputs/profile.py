@@ -62,6 +62,14 @@ class VerifyProfile:
     # the cycle is a derived window (no range spans it): its time outside the phases' ranges is
     # the program's own loop
     loop_derived: bool = False
+    # the trace holds speculative steps (verify, draft, accept, draft-extend or spec_step ranges,
+    # or a verify over more than one token): False for a plain decode or training trace, which
+    # gets no verdict on speculation
+    speculative: bool = True
+
+
+# the phases only a speculative program has (data/ranges.toml): decode and prefill are not
+SPECULATIVE_PHASES = ("spec_step", "draft", "verify", "accept", "draft_extend")
 
 
 def verify_profile(
@@ -131,6 +139,7 @@ def verify_profile(
             steps[here & (steps["device"] >= 0) & (steps["_phase"] != "cycle")]
         ),
         loop_derived=cycle_parts.derived and cycles is not None,
+        speculative=bool(steps["_phase"].isin(SPECULATIVE_PHASES).any()) or (width or 0) > 1,
     )
 
 
