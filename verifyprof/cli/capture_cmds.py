@@ -4,6 +4,7 @@ would wrap)."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import typer
@@ -84,13 +85,11 @@ def capture(
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
-    import time as _time
-
     from verifyprof.contracts.plumbing.inputs import check_file_option
     from verifyprof.contracts.plumbing.text import safe_text
     from verifyprof.pipeline.capturing import CaptureOptions, parse_result_specs, summary_lines
 
-    out = _names(out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"), prompts)
+    out = _names(out or Path(f"verifyprof-capture-{time.strftime('%Y%m%d-%H%M%S')}"), prompts)
     if server_cmd is None:
         _refuse_server_options(ctx)
     if prompts is not None:
