@@ -9,6 +9,7 @@ from typing import Any
 
 from verifyprof.contracts.datafiles import catalogue, read_toml
 from verifyprof.contracts.plumbing.text import counted, signed
+from verifyprof.model.cycle.moe_split import MOE, width_change
 from verifyprof.model.cycle.parts import Part
 from verifyprof.model.cycle.phase_fit import (
     BAND_PER_DOUBLING,
@@ -21,7 +22,6 @@ from verifyprof.model.cycle.phase_fit import (
     worst,
 )
 from verifyprof.model.cycle.throughput import Cycle
-from verifyprof.model.cycle.moe_split import MOE, width_change
 from verifyprof.model.cycle.verify_cost import width_scaling
 from verifyprof.model.cycle.width_fit import fit_widths
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, edited, predicted
@@ -124,9 +124,7 @@ def _moe_apart(
     (the union fitted to the captures' verifies: a sweep's repeated token routes unlike them)."""
     v = profile.verify.phases_ms
     own = v[MOE]
-    rest, moe, _ = width_change(
-        profile.width_times, profile.width_moe, own, u, s.batch, n0, width
-    )
+    rest, moe, _ = width_change(profile.width_times, profile.width_moe, own, u, s.batch, n0, width)
     others = sum(t for p, t in v.items() if p != MOE)
     scale = max(others + rest, 1e-6) / others if others > 0 else 1.0
     phases = {p: (max(own + moe, 0.0) if p == MOE else t * scale) for p, t in v.items()}

@@ -29,6 +29,7 @@ from verifyprof.model.cycle.phase_fit import (
 )
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
 from verifyprof.model.fixes.cycle import plain_measured, plain_state
+from verifyprof.model.fixes.part_slopes import PartSlope, slopes_of
 from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
 
@@ -52,14 +53,6 @@ class Capture:
     @property
     def key(self) -> tuple[int, float, int]:
         return (self.batch, self.context, self.num_draft)
-
-
-@dataclass(frozen=True)
-class PartSlope:
-    """How much one part's GPU time grows per request of batch (ms), fitted over the captures."""
-
-    name: str
-    per_request_ms: float
 
 
 @dataclass
@@ -346,7 +339,7 @@ def measured_from(captures: list[Capture]) -> Measured:
     m = Measured(
         captures,
         fit,
-        _slopes(captures),
+        slopes_of(captures),
         drafts,
         decode,
         tuple(points),
@@ -385,31 +378,3 @@ def _decode_fit(captures: list[Capture]) -> tuple[StepFit | None, list[Point]]:
 
 def _width(c: Capture) -> int:
     return c.profile.width or c.num_draft + 1
-
-
-def _slopes(captures: list[Capture]) -> tuple[PartSlope, ...]:
-    """Per-part GPU time per extra request, least squares over the captures with today's draft
-    count and context (never negative: a part measured cheaper at a larger batch is noise);
-    :class:`UnusableFit` where a part's time is not a finite number."""
-    ref = captures[0]
-    same = [c for c in captures if (c.context, c.num_draft) == (ref.context, ref.num_draft)]
-    if len({c.batch for c in same}) < 2:
-        return ()
-    busy = [(c.batch, _busy(c.scenario)) for c in same]
-    for c, (_, parts) in zip(same, busy):
-        shown = {f"{name} {{}} ms": ms for name, ms in parts.items()}
-        what = f"{c.label} (batch {c.batch})"
-        check_finite("slope per request of the cycle's parts", what, "time", shown, c.label)
-    names = sorted(set.intersection(*(set(b) for _, b in busy)))
-    out = []
-    for name in names:
-        slope, _ = line_fit([b for b, _ in busy], [parts[name] for _, parts in busy])
-        out.append(PartSlope(name, max(slope, 0.0)))
-    return tuple(out)
-
-
-def _busy(s: Scenario) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for part in s.parts:
-        out[part.name] = out.get(part.name, 0.0) + part.busy_ms
-    return out
