@@ -120,3 +120,11 @@ def test_plain_steps_less_the_union_keep_what_grows_with_the_requests():
         [6.3 - u.ms_at(1), 10.9 - u.ms_at(8)]
     )
     assert u.ms_at(64) / u.ms_at(32) < 1.05  # every expert read: the GEMM stops growing
+
+
+def test_at_width_one_the_sweep_measured_the_moe_gemm_of_the_cycles_routing():
+    # one token a request repeats nothing: the sweep's own MoE GEMM there, not the union's
+    u = fit_union(64, 6, [(5.0, 3.718), (40.0, 9.614)])
+    widths, moe = {1: 7.0, 2: 7.3, 5: 7.4}, {1: 1.6, 2: 1.6, 5: 1.6}
+    _, moe_change, _ = width_change(widths, moe, 3.718, u, 1, 5, 1)
+    assert moe_change == pytest.approx(1.6 - 3.718)

@@ -53,9 +53,12 @@ def width_change(
 ) -> tuple[float, float, WidthFit | None]:
     """From the verify's own width ``w0`` to ``w``: the rest's change (the sweep less its MoE
     GEMM, the bounded monotone fit) and the MoE GEMM's (the union at the tokens, from the
-    verify's own), and the rest's fit (None: fewer than two widths, the rest kept)."""
+    verify's own; at width 1 the sweep's own, which repeats no token), and the rest's fit (None:
+    fewer than two widths, the rest kept)."""
     fit = fit_widths(sweep_rest(widths, moe, own_moe_ms, u, batch, w0))
     rest = fit.at(w)[0] - fit.at(w0)[0] if fit is not None else 0.0
+    if w == 1 and 1 in moe:  # one token a request repeats nothing: its routing is the cycle's
+        return rest, moe[1] - own_moe_ms, fit
     return rest, own_moe_ms * (u.scale(batch * w0, batch * w) - 1.0), fit
 
 
