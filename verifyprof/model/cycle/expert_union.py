@@ -87,6 +87,13 @@ class UnionFit:
         a = self.touched(tokens_from)
         return self.touched(tokens_to) / a if a > 0 else 1.0
 
+    def ms_at(self, tokens: float) -> float:
+        """The MoE GEMM's time at ``tokens`` tokens per forward: the experts touched times the
+        measured time per expert touched (the geometric mean over the captured points, as the
+        fit's scale is free in log time)."""
+        per = [ms / self.touched(n) for n, ms in self.points if self.touched(n) > 0]
+        return float(np.exp(np.mean(np.log(per)))) * self.touched(tokens) if per else 0.0
+
     @property
     def band(self) -> float:
         """The extra relative band of what rests on this union (0 where the captures pinned it)."""

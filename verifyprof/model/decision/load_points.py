@@ -111,9 +111,10 @@ def measured_point(
 
 
 def _plain_point(m: Measured, a: Capture, batch: int, context: float) -> dict[str, Any] | None:
-    """Plain decoding at a load from its own measured steps (``Measured.decode``), shaped as the
-    nearest capture's: its step takes the fitted time."""
-    v = m.decode.at(batch, 1, context)
+    """Plain decoding at a load from its own measured steps (``Measured.plain_at``: with an MoE
+    union, their MoE GEMM by the experts touched), shaped as the nearest capture's: its step
+    takes the fitted time."""
+    v = m.plain_at(batch, context, a.scenario.model)
     own = _measured_plain(m, batch, context)
     if own is not None:  # a capture measured plain decoding here: its own rate, not the fit's
         v, a = Value(own[0], MEASURED, MIN_BAND), own[1]  # its floor raised below, as a fit's

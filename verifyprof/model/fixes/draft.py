@@ -9,6 +9,7 @@ from typing import Any
 
 from verifyprof.contracts.datafiles import catalogue, read_toml
 from verifyprof.contracts.plumbing.text import counted, signed
+from verifyprof.model.cycle.moe_split import MOE, width_change
 from verifyprof.model.cycle.parts import Part
 from verifyprof.model.cycle.phase_fit import (
     BAND_PER_DOUBLING,
@@ -75,6 +76,9 @@ def phases_at_width(
     if width == n0:
         return v.wall_ms, dict(v.phases_ms), []
     fit = fit_widths(profile.width_times) if s.use_measured_widths else None
+    union = s.measured.moe_union(s.model) if s.measured is not None else None
+    if fit is not None and union is not None and v.phases_ms.get(MOE, 0.0) > 0:
+        return _moe_apart(profile, s, union, n0, width)
     if fit is not None:
         (t_w, how), (t_n0, _) = fit.at(width), fit.at(n0)
         change = t_w - t_n0
@@ -93,7 +97,6 @@ def phases_at_width(
     ar = None
     if s.hardware is not None and s.tp > 1:
         ar = lambda nbytes: s.hardware.allreduce_us(nbytes, s.tp, "nccl").us
-    union = s.measured.moe_union(s.model) if s.measured is not None else None
     scaling = width_scaling(
         n0 * s.batch, width * s.batch, s.model, s.hardware, s.tp, s.context, ar, union
     )
@@ -110,6 +113,31 @@ def phases_at_width(
             + (f": {', '.join(changes)}" if changes else "")
         ]
         + scaling.notes,
+    )
+
+
+def _moe_apart(
+    profile: VerifyProfile, s: Scenario, u, n0: int, width: int
+) -> tuple[float, dict[str, float], list[str]]:
+    """t(width) with the MoE GEMM apart (:mod:`verifyprof.model.cycle.moe_split`): the rest by
+    the width sweep less its own MoE GEMM, the MoE GEMM by the experts the cycle's tokens touch
+    (the union fitted to the captures' verifies: a sweep's repeated token routes unlike them)."""
+    v = profile.verify.phases_ms
+    own = v[MOE]
+    rest, moe, _ = width_change(profile.width_times, profile.width_moe, own, u, s.batch, n0, width)
+    others = sum(t for p, t in v.items() if p != MOE)
+    scale = max(others + rest, 1e-6) / others if others > 0 else 1.0
+    phases = {p: (max(own + moe, 0.0) if p == MOE else t * scale) for p, t in v.items()}
+    swept = "its own measured" if profile.width_moe else "the union's"
+    return (
+        sum(phases.values()),
+        phases,
+        [
+            f"t({width}) - t({n0}): the width sweep less {swept} MoE GEMM {signed(rest)} ms, the"
+            f" MoE GEMM by the experts touched at {s.batch * width:g} tokens"
+            f" ({u.touched(s.batch * width):.1f} against {u.touched(s.batch * n0):.1f})"
+            f" {signed(moe)} ms"
+        ],
     )
 
 

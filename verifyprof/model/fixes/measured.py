@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from verifyprof.model.cycle.batch_cost import Shape, deltas_ms
 from verifyprof.model.cycle.expert_union import UnionFit, fit_union
 from verifyprof.model.cycle.fit_checks import check_finite
+from verifyprof.model.cycle.moe_split import plain_less_moe, sweep_rest
 from verifyprof.model.cycle.phase_fit import (
     FIXED_PHASES,
     INTERPOLATED,
@@ -22,11 +23,13 @@ from verifyprof.model.cycle.phase_fit import (
     Point,
     StepFit,
     UnusableFit,
+    Value,
     line_fit,
     step_fit,
 )
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
 from verifyprof.model.fixes.cycle import plain_measured, plain_state
+from verifyprof.model.fixes.part_slopes import PartSlope, slopes_of
 from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
 
@@ -52,14 +55,6 @@ class Capture:
         return (self.batch, self.context, self.num_draft)
 
 
-@dataclass(frozen=True)
-class PartSlope:
-    """How much one part's GPU time grows per request of batch (ms), fitted over the captures."""
-
-    name: str
-    per_request_ms: float
-
-
 @dataclass
 class Measured:
     """The captures (the first is today's) and the fits made from all of them."""
@@ -75,6 +70,7 @@ class Measured:
     # where the captures' MoE GEMM times fit the experts touched, :meth:`moe_union`)
     points: tuple[Point, ...] = ()
     sweeps: tuple[tuple[Point, dict[int, float]], ...] = ()
+    plain_points: tuple[Point, ...] = ()  # plain decoding's measured steps (``decode``'s)
     _moe: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -145,19 +141,37 @@ class Measured:
 
     def fit_without_moe(self, u: UnionFit) -> StepFit:
         """The step fitted without its MoE GEMM, which the union carries: each capture's phases
-        less it, each width sweep less the union's MoE GEMM at its tokens."""
+        less it, each width sweep less its own measured MoE GEMM (else the union's at its
+        tokens: :func:`sweep_rest`)."""
         key = ("rest", u.experts, u.top_k)
         if key not in self._moe:
             points = [replace(p, phases_ms=_without(p.phases_ms)) for p in self.points]
+            moe = {c.label: c.profile.width_moe for c in self.captures}
             sweeps = [
                 (
                     replace(ref, phases_ms=_without(ref.phases_ms)),
-                    {w: t - _moe_at(ref, u, ref.batch * w) for w, t in widths.items()},
+                    sweep_rest(
+                        widths, moe.get(ref.label, {}), ref.phases_ms.get(MOE, 0.0), u,
+                        ref.batch, ref.width,
+                    ),
                 )
                 for ref, widths in self.sweeps
-            ]
+            ]  # fmt: skip
             self._moe[key] = step_fit(points, sweeps)
         return self._moe[key]
+
+    def plain_at(self, batch: int, context: float, model: ModelConfig | None) -> Value:
+        """Plain decoding's step at a load from its measured steps (``decode``); with a union,
+        the line through them less the union's MoE GEMM, which is added back at the batch (the
+        experts one token a request touches saturate: :mod:`verifyprof.model.cycle.moe_split`)."""
+        u = self.moe_union(model)
+        if u is None:
+            return self.decode.at(batch, 1, context)
+        key = ("plain", u.experts, u.top_k)
+        if key not in self._moe:
+            self._moe[key] = step_fit(plain_less_moe(list(self.plain_points), u), [])
+        v = self._moe[key].at(batch, 1, context)
+        return Value(v.ms + u.ms_at(batch), v.basis, v.band + u.band)
 
     def union_notes(self, model: ModelConfig | None) -> list[str]:
         """The MoE GEMM's measured growth and the union the curves use, in words."""
@@ -283,11 +297,6 @@ def _without(phases: dict[str, float]) -> dict[str, float]:
     return {p: t for p, t in phases.items() if p != MOE}
 
 
-def _moe_at(ref: Point, u: UnionFit, tokens: float) -> float:
-    """The MoE GEMM at ``tokens`` from a capture's own, moved by the union."""
-    return ref.phases_ms.get(MOE, 0.0) * u.scale(ref.tokens, tokens)
-
-
 def _add(into: dict[str, float], more: dict[str, float]) -> None:
     for p, d in more.items():
         into[p] = into.get(p, 0.0) + d
@@ -326,26 +335,28 @@ def measured_from(captures: list[Capture]) -> Measured:
         what = f"the draft of {c.label} (batch {c.batch}, k = {c.num_draft})"
         check_finite("draft-count line", what, "time", {"{} ms a cycle": ms}, c.label)
         drafts.setdefault((c.batch, c.context), []).append((c.num_draft, ms))
+    decode, plain_points = _decode_fit(captures)
     m = Measured(
         captures,
         fit,
-        _slopes(captures),
+        slopes_of(captures),
         drafts,
-        _decode_fit(captures),
+        decode,
         tuple(points),
         tuple(sweeps),
+        tuple(plain_points),
     )
     for c in captures:  # each capture's own state knows the others (its draft counts, say)
         c.scenario = replace(c.scenario, measured=m)
     return m
 
 
-def _decode_fit(captures: list[Capture]) -> StepFit | None:
+def _decode_fit(captures: list[Capture]) -> tuple[StepFit | None, list[Point]]:
     """Plain decoding's measured step (a traced decode, or ``capture --decode-cmd``'s unprofiled
     rate) fitted over batch and context like the verify's rest; None where fewer than two batches
     measured it, or where its steps make no fit (:class:`UnusableFit`): plain decoding then moves
     from the nearest capture's along the verify's fit, which carries the GEMMs' growth with batch
-    (a line through one batch's decodes would not)."""
+    (a line through one batch's decodes would not). With the measured steps it fits."""
     points = []
     for c in captures:
         if c.predicted or not plain_measured(c.profile, c.scenario):
@@ -358,40 +369,12 @@ def _decode_fit(captures: list[Capture]) -> StepFit | None:
             Point(c.batch, 1, c.context, {"step": cycle_of(state, plain).cycle_ms}, c.label)
         )
     if len({p.batch for p in points}) < 2:  # one batch: its growth with batch is unmeasured
-        return None
+        return None, points
     try:
-        return step_fit(points, [])
+        return step_fit(points, []), points
     except UnusableFit:  # a step that is not a number: the verify's fit carries plain decoding
-        return None
+        return None, points
 
 
 def _width(c: Capture) -> int:
     return c.profile.width or c.num_draft + 1
-
-
-def _slopes(captures: list[Capture]) -> tuple[PartSlope, ...]:
-    """Per-part GPU time per extra request, least squares over the captures with today's draft
-    count and context (never negative: a part measured cheaper at a larger batch is noise);
-    :class:`UnusableFit` where a part's time is not a finite number."""
-    ref = captures[0]
-    same = [c for c in captures if (c.context, c.num_draft) == (ref.context, ref.num_draft)]
-    if len({c.batch for c in same}) < 2:
-        return ()
-    busy = [(c.batch, _busy(c.scenario)) for c in same]
-    for c, (_, parts) in zip(same, busy):
-        shown = {f"{name} {{}} ms": ms for name, ms in parts.items()}
-        what = f"{c.label} (batch {c.batch})"
-        check_finite("slope per request of the cycle's parts", what, "time", shown, c.label)
-    names = sorted(set.intersection(*(set(b) for _, b in busy)))
-    out = []
-    for name in names:
-        slope, _ = line_fit([b for b, _ in busy], [parts[name] for _, parts in busy])
-        out.append(PartSlope(name, max(slope, 0.0)))
-    return tuple(out)
-
-
-def _busy(s: Scenario) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for part in s.parts:
-        out[part.name] = out.get(part.name, 0.0) + part.busy_ms
-    return out

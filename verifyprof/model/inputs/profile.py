@@ -48,6 +48,9 @@ class VerifyProfile:
     # Measured verify ms per width from one population of steps (the width sweep when there is one,
     # else the modelled steps): t(n) differences, applied to the modelled verify.
     width_times: dict[int, float] = field(default_factory=dict)
+    # the same steps' MoE expert GEMM per width (issue 42): a sweep whose tokens route unlike the
+    # cycle's (one token repeated across the width) says so against the verify's own
+    width_moe: dict[int, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     source: str = ""
     draft_group: StepGroup | None = None  # the mean draft / draft-extend step, when traced
@@ -103,7 +106,9 @@ def verify_profile(
 
     critical, n_devices = _critical(main, notes)
     here = steps["device"].isin((critical.device, -1))
-    width_times = _width_times(sweeps if len(sweeps) else in_mode, mode, critical.device)
+    width_pool = sweeps if len(sweeps) else in_mode
+    width_times = _width_times(width_pool, mode, critical.device)
+    width_moe = _width_times(width_pool, mode, critical.device, "gemm_moe")
     choice = _choice(critical, step_name, notes)
     cycle_parts = _cycle(steps, here, main[main["device"] == critical.device], critical, notes)
     graph_attr = main["attrs"].iloc[0].get("graph")
@@ -125,6 +130,7 @@ def verify_profile(
         decode_ms=float(decodes["cost_ns"].mean()) / NS_PER_MS if len(decodes) else None,
         accept_len=float(accepted.mean()) if len(accepted) else None,
         width_times=width_times,
+        width_moe={w: t for w, t in width_moe.items() if t > 0},
         notes=notes,
         source=frame.source,
         draft_group=_member_group(cycle_parts.members, "draft", critical.device),
@@ -160,12 +166,15 @@ def _critical(main: pd.DataFrame, notes: list[str]) -> tuple[StepGroup, int]:
     return critical, len(groups)
 
 
-def _width_times(pool: pd.DataFrame, mode: str, device: int) -> dict[int, float]:
-    """Measured verify ms per width (the width sweep's steps when there are, of this mode)."""
+def _width_times(
+    pool: pd.DataFrame, mode: str, device: int, column: str = "cost_ns"
+) -> dict[int, float]:
+    """Measured verify ms per width (the width sweep's steps when there are, of this mode): the
+    whole step's, or one phase's ``column``."""
     pool = pool[(pool["mode"] == mode) & pool["device"].isin((device, -1))]
-    return {
-        int(w): float(v) / NS_PER_MS for w, v in pool.groupby("_width")["cost_ns"].mean().items()
-    }
+    if column not in pool.columns:
+        return {}
+    return {int(w): float(v) / NS_PER_MS for w, v in pool.groupby("_width")[column].mean().items()}
 
 
 def _choice(group: StepGroup, step_name: str | None, notes: list[str]) -> str:

@@ -1,0 +1,49 @@
+"""Each part of the cycle's GPU time per request of batch, fitted over the captures of one
+program (the draft's, the accept's: :func:`verifyprof.model.fixes.batch.at_load_measured`
+moves them by it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from verifyprof.model.cycle.fit_checks import check_finite
+from verifyprof.model.cycle.phase_fit import line_fit
+from verifyprof.model.fixes.base import Scenario
+
+
+@dataclass(frozen=True)
+class PartSlope:
+    """How much one part's GPU time grows per request of batch (ms), fitted over the captures."""
+
+    name: str
+    per_request_ms: float
+
+
+def slopes_of(captures: list[Any]) -> tuple[PartSlope, ...]:
+    """Per-part GPU time per extra request, least squares over the captures (``measured.Capture``,
+    the first today's) with today's draft count and context (never negative: a part measured
+    cheaper at a larger batch is noise); :class:`UnusableFit` where a part's time is not a
+    finite number."""
+    ref = captures[0]
+    same = [c for c in captures if (c.context, c.num_draft) == (ref.context, ref.num_draft)]
+    if len({c.batch for c in same}) < 2:
+        return ()
+    busy = [(c.batch, _busy(c.scenario)) for c in same]
+    for c, (_, parts) in zip(same, busy):
+        shown = {f"{name} {{}} ms": ms for name, ms in parts.items()}
+        what = f"{c.label} (batch {c.batch})"
+        check_finite("slope per request of the cycle's parts", what, "time", shown, c.label)
+    names = sorted(set.intersection(*(set(b) for _, b in busy)))
+    out = []
+    for name in names:
+        slope, _ = line_fit([b for b, _ in busy], [parts[name] for _, parts in busy])
+        out.append(PartSlope(name, max(slope, 0.0)))
+    return tuple(out)
+
+
+def _busy(s: Scenario) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in s.parts:
+        out[part.name] = out.get(part.name, 0.0) + part.busy_ms
+    return out
