@@ -183,10 +183,10 @@ def breakdown(
     verdict = run.verdict  # before any file: a failure writes nothing
     if csv is not None:
         files.write_steps_csv(result, csv)
-        _wrote(csv)
+        _wrote(csv) if not quiet else None
     if parquet is not None:
         files.write_steps_parquet(result, parquet)
-        _wrote(parquet)
+        _wrote(parquet) if not quiet else None
     if as_json:
         files.print_breakdown_json(result, verdict)  # the verdict as whatif --json has it
         integrity.warn_integrity(result.integrity_records(), ", ".join(traces))

@@ -27,11 +27,11 @@ from verifyprof.cli.options import (
     JsonOpt,
     ModelOpt,
     ModeOpt,
+    QuietOpt,
     RangeOpt,
     ReportAcceptLenOpt,
     ReportManifestOpt,
     ReportOutOpt,
-    ReportQuietOpt,
     StepOpt,
     TaxonomyOpt,
     WholeTraceOpt,
@@ -41,7 +41,7 @@ from verifyprof.cli.options import (
 ReportSourcesArg = Annotated[
     list[str],
     typer.Argument(
-        metavar="SOURCE...",
+        metavar="SOURCE",
         help="a trace or a breakdown JSON; several captures of one program make one model"
         " (today's first), as whatif makes it",
         show_default=False,
@@ -76,6 +76,7 @@ def compare(
     width: WidthOpt = None,
     mode: ModeOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a
     verdict, BEFORE's prediction of the change AFTER shows, and a CI gate."""
@@ -89,20 +90,21 @@ def compare(
     )
     _checked(accept_len, manifest, step, step_range)  # --gate: a finite number in _check_run
     from verifyprof.report import compare as show  # after the checks
-    from verifyprof.report import files
+    from verifyprof.report import files, progress
 
-    result = pipeline.compare(
-        before,
-        after,
-        accept_len=accept_len,
-        manifest=manifest,
-        step_regex=step_range,
-        taxonomy=taxonomy,
-        whole_trace=whole_trace,
-        step=step,
-        width=width,
-        mode=mode,
-    )
+    with progress.status(f"comparing {before[:40]} with {after[:40]}", quiet):
+        result = pipeline.compare(
+            before,
+            after,
+            accept_len=accept_len,
+            manifest=manifest,
+            step_regex=step_range,
+            taxonomy=taxonomy,
+            whole_trace=whole_trace,
+            step=step,
+            width=width,
+            mode=mode,
+        )
     data = result.to_json(gate=gate)
     files.print_json(data) if as_json else show.print_compare(data)
     if gate is not None and result.gate_failed(gate):
@@ -126,7 +128,7 @@ def report(
     context: ContextOpt = None,
     model: ModelOpt = None,
     hardware: HardwareOpt = None,
-    quiet: ReportQuietOpt = False,
+    quiet: QuietOpt = False,
     width: WidthOpt = None,
     mode: ModeOpt = None,
     as_json: JsonOpt = False,
@@ -160,21 +162,22 @@ def report(
     )
     plain = {"baseline_tps": baseline_tps, "decode_ms": decode_ms} | load
     _checked(accept_len, manifest, step, step_range, **plain)
-    data = pipeline.report(
-        captures,
-        compare_with=compare_with,
-        accept_len=accept_len,
-        manifest=manifest,
-        step_regex=step_range,
-        taxonomy=taxonomy,
-        whole_trace=whole_trace,
-        step=step,
-        baseline_tps=baseline_tps,
-        decode_ms=decode_ms,
-        width=width,
-        mode=mode,
-        **load,
-    )
+    from verifyprof.report import progress
+
+    with progress.status(f"reading {', '.join(captures)[:60]} for the report", quiet):
+        data = pipeline.report(
+            captures,
+            compare_with=compare_with,
+            accept_len=accept_len,
+            manifest=manifest,
+            step_regex=step_range,
+            taxonomy=taxonomy,
+            whole_trace=whole_trace,
+            step=step,
+            width=width,
+            mode=mode,
+            **plain,
+        )
     if out is not None:
         from verifyprof.report import html
 
