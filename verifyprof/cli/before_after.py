@@ -5,38 +5,90 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
 from verifyprof.cli.app import app
 from verifyprof.cli.args import _check_manifest, _check_run, _refuse_picks, _wrote
 from verifyprof.cli.options import (
-    AfterOpt,
     BaselineTpsOpt,
     BatchOpt,
-    BeforeOpt,
-    CompareAcceptLenOpt,
-    CompareManifestOpt,
-    CompareWholeTraceOpt,
-    CompareWithOpt,
     ContextOpt,
     DecodeMsOpt,
-    GateOpt,
     HardwareOpt,
     JsonOpt,
     ModelOpt,
     ModeOpt,
     QuietOpt,
     RangeOpt,
-    ReportAcceptLenOpt,
-    ReportManifestOpt,
-    ReportOutOpt,
     StepOpt,
     TaxonomyOpt,
     WholeTraceOpt,
     WidthOpt,
 )
+
+# compare's and report's own options (the shared ones: cli/options.py)
+BeforeOpt = Annotated[
+    str, typer.Argument(help="a trace or a breakdown JSON", metavar="BEFORE", show_default=False)
+]
+
+AfterOpt = Annotated[
+    str, typer.Argument(help="a trace or a breakdown JSON", metavar="AFTER", show_default=False)
+]
+
+CompareAcceptLenOpt = Annotated[
+    Optional[float],
+    typer.Option("--accept-len", help="accept length for the prediction check (BEFORE's whatif)"),
+]
+
+CompareManifestOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--manifest", help="BEFORE's capture manifest (accept length) for the prediction check"
+    ),
+]
+
+GateOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--gate", help="exit 1 when verify got slower by more than PCT percent", metavar="PCT"
+    ),
+]
+
+CompareWholeTraceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--whole-trace",
+        help="compare one step per device spanning each whole trace (traces without ranges)",
+    ),
+]
+
+
+ReportOutOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "-o",
+        "--out",
+        help="the HTML file to write (e.g. reports/NAME.html); optional with --json",
+    ),
+]
+
+CompareWithOpt = Annotated[
+    Optional[str],
+    typer.Option("--compare", help="AFTER: a trace or breakdown JSON to compare SOURCE with"),
+]
+
+ReportAcceptLenOpt = Annotated[
+    Optional[float],
+    typer.Option("--accept-len", help="accept length for the what-if plan and the heatmap"),
+]
+
+ReportManifestOpt = Annotated[
+    Optional[Path],
+    typer.Option("--manifest", help="capture manifest (accept length, baseline) for the what-if"),
+]
 
 ReportSourcesArg = Annotated[
     list[str],
