@@ -203,15 +203,14 @@ def breakdown(
             " compare or report)",
             traces[0],
         )
-    if whole is not None and result is not None:  # said where --whole-trace is said
+    if whole is not None:  # said where --whole-trace is said (the table, the JSON's options)
         result.options["whole_trace_because"] = whole
     verdict = run.verdict  # before any file: a failure writes nothing
-    if csv is not None:
-        files.write_steps_csv(result, csv)
-        _wrote(csv) if not quiet else None
-    if parquet is not None:
-        files.write_steps_parquet(result, parquet)
-        _wrote(parquet) if not quiet else None
+    for path, write in ((csv, files.write_steps_csv), (parquet, files.write_steps_parquet)):
+        if path is not None:
+            write(result, path)
+            if not quiet:  # --quiet: no "wrote" line, as in every command
+                _wrote(path)
     if as_json:
         files.print_breakdown_json(result, verdict)  # the verdict as whatif --json has it
         integrity.warn_integrity(result.integrity_records(), ", ".join(traces))
