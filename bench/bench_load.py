@@ -81,8 +81,14 @@ def predict(
 ) -> dict[str, Any]:
     """The load curve the product gives for these captures: per (context, batch, k) the rate
     per request, its basis and band."""
+    several = len(folders) > 1  # the context the programs ran at: today's, or every capture's
     o = WhatifOptions(
-        model=model, hardware=hardware, batches=batches, contexts=contexts, context=context
+        model=model,
+        hardware=hardware,
+        batches=batches,
+        contexts=contexts,
+        context=None if several else context,
+        capture_contexts=((None, context),) if several and context else (),
     )
     run, resolved = resolve_captures([str(f) for f in folders], o)
     p = resolved.prepared if resolved is not None else run.prepared

@@ -26,7 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "bench" / "results" / "load_h200"
 C2, C3 = RUNS / "C2", RUNS / "C3"
 MODEL = ROOT / "bench" / "models" / "hf-chain-7b.toml"
-LOAD = ("--model", str(MODEL), "--batch", "1,4,8,16,64", "--context", "256")
+# hf_chain.py ran at its default context, 256, which these older captures do not record: stated
+# for each capture (--capture-context), and the load curve's context (--context)
+LOAD = (
+    "--model", str(MODEL), "--batch", "1,4,8,16,64", "--context", "256",
+    "--capture-context", "256",
+)  # fmt: skip
 
 
 def whatif_json(*args: str) -> dict:

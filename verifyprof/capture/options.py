@@ -64,6 +64,9 @@ class CaptureOptions:
         None  # program's accept_len: tokens_per_verify | accepted_drafts
     )
     argv: list[str] = field(default_factory=list)  # verifyprof's own command line, for the manifest
+    # what the capture knows of its load (``--batches`` ... ``--program-context``): the manifest's
+    # ``load`` record (:mod:`verifyprof.capture.load_axes`), None where it knows nothing
+    load: dict | None = None
 
     @property
     def mode(self) -> str:

@@ -91,7 +91,7 @@ class CaptureSession:
         options = {
             k: str(v) if isinstance(v, Path) else v
             for k, v in asdict(opts).items()
-            if k not in ("argv", "out")
+            if k not in ("argv", "out", "load")
         }
         doc = document(
             status=self.status,
@@ -120,6 +120,8 @@ class CaptureSession:
             doc["dilation"] = self.dilation
         if self.loads:
             doc["loads"] = self.loads
+        if opts.load is not None:
+            doc["load"] = opts.load
         if opts.mode == "server":
             doc["workload"] = {
                 "requests": opts.requests,

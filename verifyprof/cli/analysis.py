@@ -11,6 +11,7 @@ from verifyprof.cli.args import (
     _refuse_picks,
     _wrote,
 )
+from verifyprof.cli.load_declarations import CaptureContextOpt, LoadOptionOpt, declarations
 from verifyprof.cli.options import (
     AcceptLenOpt,
     AlphaOpt,
@@ -303,6 +304,8 @@ def whatif(
     drafter_gain: DrafterGainOpt = None,
     assume_capturable: AssumeCapturableOpt = False,
     candidate: CandidateOpt = None,
+    load_option: LoadOptionOpt = None,
+    capture_context: CaptureContextOpt = None,
     details: DetailsOpt = False,
     as_json: JsonOpt = False,
     workers: WorkersOpt = None,
@@ -316,7 +319,7 @@ def whatif(
 
     captures, source = _captures(given_source, source)
     given = {k: v for k, v in locals().items() if k not in ("given_source", "captures", "details")}
-    given |= _load_lists(batch, context)
+    given |= _load_lists(batch, context) | declarations(load_option, capture_context)
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     _plain_or_trace(source, verify_ms)

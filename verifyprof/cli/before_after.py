@@ -12,6 +12,7 @@ import typer
 
 from verifyprof.cli.app import app
 from verifyprof.cli.args import _check_manifest, _check_run, _refuse_picks, _wrote
+from verifyprof.cli.load_declarations import CaptureContextOpt, LoadOptionOpt, declarations
 from verifyprof.cli.options import (
     BaselineTpsOpt,
     BatchOpt,
@@ -180,6 +181,8 @@ def report(
     context: ContextOpt = None,
     model: ModelOpt = None,
     hardware: HardwareOpt = None,
+    load_option: LoadOptionOpt = None,
+    capture_context: CaptureContextOpt = None,
     quiet: QuietOpt = False,
     width: WidthOpt = None,
     mode: ModeOpt = None,
@@ -201,6 +204,7 @@ def report(
         raise VerifyprofError("report: -o - and --json both print on stdout: give -o a file")
     captures = expand_captures(sources)
     load = _load_lists(batch, context) | {"model": model, "hardware": hardware}
+    load |= declarations(load_option, capture_context)
     _check_run(  # inputs, file options, numbers and the -o file, before any work (issue 22)
         sources={"": captures, "the --compare input": [compare_with] if compare_with else []},
         files={"--manifest": manifest, "--taxonomy": taxonomy},

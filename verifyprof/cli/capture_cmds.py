@@ -18,6 +18,7 @@ from verifyprof.cli.capture_options import (
     BatchesOpt,
     CaptureAllOpt,
     ConcurrencyOpt,
+    ContextsOpt,
     DecodeCmdOpt,
     GzipOpt,
     HealthTimeoutOpt,
@@ -25,11 +26,13 @@ from verifyprof.cli.capture_options import (
     HooksOpt,
     HooksProgramOpt,
     InputLenOpt,
+    NumDraftsOpt,
     NumStepsOpt,
     OsrtOpt,
     OutOpt,
     OutputLenOpt,
     PortOpt,
+    ProgramContextOpt,
     ProgramOpt,
     PromptsOpt,
     RequestsOpt,
@@ -73,6 +76,9 @@ def capture(
     decode_cmd: DecodeCmdOpt = None,
     accept_len_convention: AcceptLenConventionOpt = None,
     batches: BatchesOpt = None,
+    num_drafts: NumDraftsOpt = None,
+    contexts: ContextsOpt = None,
+    program_context: ProgramContextOpt = None,
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
@@ -87,7 +93,6 @@ def capture(
         _refuse_server_options(ctx)
     if prompts is not None:
         check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
-
     loads = _loads(concurrency)
     options = CaptureOptions(
         out=out,
@@ -119,7 +124,7 @@ def capture(
         decode_cmd=decode_cmd,
         argv=list(sys.argv),
     )
-    for result in _run(options, batches):
+    for result in _run(options, (batches, num_drafts, contexts), program_context):
         for line in summary_lines(result):  # names in it escaped, as in errors
             print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
 
@@ -157,13 +162,20 @@ SERVER_ONLY = (
 )
 
 
-def _run(options, batches: str | None) -> list:
-    """One capture, or one per batch size of a program (``--batches``)."""
-    from verifyprof.pipeline.capturing import capture, capture_batches, parse_batches
+def _run(options, lists: tuple[str | None, ...], context: int | None) -> list:
+    """One capture, or one per load of a program (``--batches``, ``--num-drafts``,
+    ``--contexts``: every combination); ``--program-context`` recorded in each manifest."""
+    from dataclasses import replace
 
-    if batches is None:
-        return [capture(options)]
-    return capture_batches(options, parse_batches(batches), capture)
+    from verifyprof.pipeline.capturing import capture, capture_loads, load_record, parse_values
+
+    given = zip(("batch", "num_draft", "context"), lists)  # --batches, --num-drafts, --contexts
+    sweep = {name: text for name, text in given if text is not None}
+    if not sweep:
+        return [capture(replace(options, load=load_record(options, {}, context)))]
+    options_of = {"batch": "--batches", "num_draft": "--num-drafts", "context": "--contexts"}
+    values = {name: parse_values(text, options_of[name]) for name, text in sweep.items()}
+    return capture_loads(options, values, capture, context)
 
 
 def _loads(text: str) -> tuple[int, ...]:

@@ -66,6 +66,40 @@ BatchesOpt = Annotated[
     ),
 ]
 
+NumDraftsOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--num-drafts",
+        help=(
+            "a program captured once per draft count (1,4): {num_draft} in its command replaced,"
+            " each capture in --out/k-N (with --batches: batch-N_k-N, every combination)"
+        ),
+    ),
+]
+
+ContextsOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--contexts",
+        help=(
+            "a program captured once per context (512,2048 tokens): {context} in its command"
+            " replaced, each capture in --out/ctx-N (with the other lists: every combination)"
+        ),
+    ),
+]
+
+ProgramContextOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--program-context",
+        min=1,
+        help=(
+            "the context (tokens per request) the program runs at, where its command does not"
+            " say: recorded in the manifest for whatif"
+        ),
+    ),
+]
+
 InputLenOpt = Annotated[
     Optional[int],
     typer.Option("--input-len", help="approximate prompt tokens (built-in prompts grown or cut)"),

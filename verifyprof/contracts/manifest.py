@@ -23,7 +23,16 @@ Schema ``verifyprof.capture/1`` (every key in ``KEYS`` present; values null when
     server), profiled_tokens_per_s, unprofiled_tokens_per_s,
     source ("requests after the window" | "program results" | "baseline run"), ...; with
     ``--baseline-repeat N`` also ``baseline_runs_tokens_per_s``, the unprofiled rate their median}
-    (null factor when no unprofiled rate was measured)
+    (null factor when no unprofiled rate was measured),
+    load (what the capture knows of its load: ``capture --batches/--num-drafts/--contexts`` and
+    ``--program-context``; absent where it knows nothing) {template: the program's argv before
+    the values were put in (null: nothing swept), decode_template: --decode-cmd before them,
+    axes: {batch | num_draft | context: {value, placeholder ("{batch}", or null),
+    option (the program option the placeholder sat in: ``--bs {batch}``/``--bs={batch}``; null
+    where it sat elsewhere), source ("template" | "declared")}}}
+
+The ``load`` record extends schema 1 (an optional key, issue 41): readers of older manifests
+find none and read the load from the trace, the results and the command line as before.
 
 ``hooks`` also holds ``fired`` {source: ranges}, ``never_fired`` [{source, phase, targets, state,
 detail}], ``idle_processes`` (processes that installed hooks and opened none, not listed),
@@ -69,7 +78,7 @@ KEYS = (
     "traces",
     "files",
 )
-OPTIONAL_KEYS = ("name", "target", "warnings", "workload_summary", "dilation")
+OPTIONAL_KEYS = ("name", "target", "warnings", "workload_summary", "dilation", "load")
 # accepted_drafts + 1 bonus token = tokens_per_verify
 ACCEPT_CONVENTIONS = ("tokens_per_verify", "accepted_drafts")
 # Manifest field -> its key under ``results`` (what the reader takes from a schema'd manifest).
@@ -213,7 +222,7 @@ def read_manifest(
         values = {name: results.get(key) for name, key in RESULT_KEYS.items()}
         # what ran, at which loads, when and where: several captures are one program's (model.
         # decision.captures), a --concurrency list splits one trace into measured points
-        what = ("command", "loads", "started_at", "versions")
+        what = ("command", "loads", "load", "started_at", "versions")
         kept = {"results": results} | {k: data[k] for k in what if k in data}
         return _with_dilation(_manifest(path, values, kept), data.get("dilation"))
     if isinstance(schema, str) and schema.startswith("verifyprof."):

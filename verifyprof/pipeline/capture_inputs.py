@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verifyprof.capture.batches import capture_folders
+from verifyprof.capture.load_axes import capture_folders
 
 
 def expand_captures(specs: list[str]) -> list[str]:
-    """A ``capture --batches`` output folder stands for its ``batch-N`` captures (smallest batch
-    first); every other input for itself."""
+    """A ``capture --batches`` (``--num-drafts``, ``--contexts``) output folder stands for its
+    captures (``batch-N``, ``k-N``, ``ctx-N`` or their joins; smallest load first); every other
+    input for itself."""
     out = []
     for spec in specs:
         found = capture_folders(Path(spec))

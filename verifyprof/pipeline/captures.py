@@ -62,6 +62,10 @@ def resolve_captures(
             "--manifest names one capture's manifest: with several captures give capture folders"
             " (each with its manifest.json)"
         )
+    if len(sources) > 1 and options.context is not None and not options.contexts:
+        # one --context with several captures is the load curve's context, never theirs (each
+        # states its own, or --capture-context does: issue 41)
+        options = replace(options, context=None, contexts=(options.context,))
     runs, points, taken = [], [], set()
     for i, spec in enumerate(sources):
         kw = head if i == 0 else {k: v for k, v in head.items() if k == "taxonomy"}
@@ -80,7 +84,7 @@ def resolve_captures(
             points += [(f"{label} bs={b}", p, prepared.manifest, gpu) for b, p in parts]
         else:
             points.append((label, prepared, prepared.manifest, gpu))
-    combined = one_model(points)
+    combined = one_model(points, options)
     return runs[0], replace(runs[0].resolved, prepared=combined)
 
 

@@ -4,9 +4,9 @@ commands runs."""
 
 from __future__ import annotations
 
-from verifyprof.capture.batches import capture_batches, parse_batches
 from verifyprof.capture.hooks import api as hook_api
 from verifyprof.capture.hooks.search_path import is_main_module, program_folder
+from verifyprof.capture.load_axes import capture_loads, load_record, parse_values
 from verifyprof.capture.options import CaptureOptions
 from verifyprof.capture.results import summary_lines
 from verifyprof.capture.run import capture
@@ -14,10 +14,11 @@ from verifyprof.capture.run import capture
 __all__ = [
     "CaptureOptions",
     "capture",
-    "capture_batches",
+    "capture_loads",
     "hook_api",
     "is_main_module",
-    "parse_batches",
+    "load_record",
+    "parse_values",
     "program_folder",
     "summary_lines",
 ]

@@ -192,6 +192,14 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
                 indent="  ",
             )
             lines.append(f"    {curve['measure_command']}")
+    if load.get("context_assumed"):  # no capture states its context: say so, and how
+        lines += _wrap(
+            f"context unknown (rows assumed at {load['today']['context']:g} tokens): give"
+            " --capture-context N",
+            width,
+            first="  ! ",
+            indent="  ",
+        )
     if not (result.get("draft_curve") or {}).get("draft_cost_known", True):
         lines += _wrap(
             "every k > 0 below rests on drafts priced at 0 (none measured or given): give"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from verifyprof.model.cycle.expert_union import UnionFit
     from verifyprof.model.inputs.hardware import Hardware
     from verifyprof.model.inputs.model_config import ModelConfig
 
@@ -73,12 +74,15 @@ def width_scaling(
     tp: int = 1,
     context: float = 0.0,
     allreduce_us: callable | None = None,
+    union: UnionFit | None = None,
 ) -> WidthScaling:
     """How each phase's time changes from ``tokens_from`` to ``tokens_to`` tokens per forward.
 
     Without a model config every phase is assumed width-independent (memory-bound, same kernels);
     with one, GEMM and attention phases scale by their roofline ratio (needs hardware for the
-    FLOPs side; bytes-only otherwise) and allreduce by the latency model's ratio.
+    FLOPs side; bytes-only otherwise) and allreduce by the latency model's ratio. With ``union``
+    (the experts touched, fitted to the captures' MoE GEMM times) the MoE GEMM scales by its
+    ratio instead of the roofline's.
     """
     factors: dict[str, float] = {}
     deltas: dict[str, float] = {}
@@ -113,7 +117,11 @@ def width_scaling(
             notes.append(
                 "no hardware given: GEMM/attention phases scaled by bytes read only (memory-bound)"
             )
-        if model.moe is not None:
+        if model.moe is not None and union is not None:
+            factors["gemm_moe"] = union.scale(tokens_from, tokens_to)
+            deltas.pop("gemm_moe", None)
+            notes.append(_union_note(union, tokens_from, tokens_to))
+        elif model.moe is not None:
             notes.append(
                 f"MoE expert union D(n) = E(1-(1-k/E)^n), E={model.moe.experts},"
                 f" k={model.moe.top_k}: D({tokens_from:g})={model.expert_union(tokens_from):.1f} ->"
@@ -137,3 +145,14 @@ def width_scaling(
         " (same kernel count)"
     )
     return WidthScaling(factors, notes, deltas)
+
+
+def _union_note(union: UnionFit, tokens_from: float, tokens_to: float) -> str:
+    """The MoE GEMM's move by the union fitted to the captures, beside independent routing's."""
+    a, b = union.touched(tokens_from), union.touched(tokens_to)
+    return f"MoE expert GEMM x{b / a:.2f}: experts touched {a:.1f} -> {b:.1f} per layer" + (
+        f" (rho {union.rho:.2f} fitted to the captures; independent routing"
+        f" {union.independent(tokens_from):.1f} -> {union.independent(tokens_to):.1f})"
+        if union.pinned
+        else f" (independent routing: rho not pinned, {union.why})"
+    )

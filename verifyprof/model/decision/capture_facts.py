@@ -44,9 +44,67 @@ def as_num(v: object) -> float | None:
         return None
 
 
-def program_context(manifest: Manifest | None) -> float | None:
-    """The context the capture's program reported or ran with (None: it does not say)."""
+# ------------------------------------------------------------------------------------------
+# what a capture knows of its load (the manifest's ``load`` record, issue 41)
+
+
+def load_of(manifest: Manifest | None) -> dict:
+    raw = manifest.raw if manifest is not None else {}
+    load = raw.get("load") if isinstance(raw, dict) else None
+    return load if isinstance(load, dict) else {}
+
+
+def load_template(manifest: Manifest | None) -> list[str] | None:
+    """The program's command before ``capture`` put its load in (None: nothing swept)."""
+    template = load_of(manifest).get("template")
+    return [str(a) for a in template] if isinstance(template, list) else None
+
+
+def load_axis(manifest: Manifest | None, axis: str) -> tuple[float, str] | None:
+    """One axis's value as the capture recorded it, and where from (``capture --contexts``'s
+    template, or ``--program-context``)."""
+    axes = load_of(manifest).get("axes")
+    entry = axes.get(axis) if isinstance(axes, dict) else None
+    value = as_num(entry.get("value")) if isinstance(entry, dict) else None
+    if value is None:
+        return None
+    if entry.get("source") == "declared":
+        return value, "capture --program-context"
+    return value, f"capture's {entry.get('placeholder') or axis} value"
+
+
+CONTEXT_OPTIONS = ("--context", "--ctx")  # the context options read by name (a convenience)
+
+
+def stated_context(
+    manifest: Manifest | None,
+    tagged: float | None,
+    label: str,
+    load_options: tuple[tuple[str, str], ...] = (),
+    declared: tuple[tuple[str | None, float], ...] = (),
+) -> tuple[float | None, str]:
+    """The context a capture's program ran at and who says so, in this order: its results, the
+    trace's ``ctx=`` tags (``tagged``), the capture's load record (``{context}``,
+    ``--program-context``), its command's context option (one ``--load-option NAME=context``
+    names, or ``--context``/``--ctx``), the user's ``--capture-context`` (for its ``label``,
+    then for every capture); (None, how to state it) where none says. Never a default, nor the load
+    curve's ``--context``."""
+    value = as_num(results_of(manifest).get("context"))
+    if value:
+        return value, "its results"
+    if tagged:
+        return tagged, "the trace's ctx= tags"
+    found = load_axis(manifest, "context")
+    if found is not None:
+        return found
     target = target_of(manifest)
-    return as_num(results_of(manifest).get("context")) or as_num(
-        option_of(target, "--context", "--ctx")
-    )
+    names = [n for n, axis in load_options if axis == "context"] + list(CONTEXT_OPTIONS)
+    for name in names:
+        value = as_num(option_of(target, name))
+        if value:
+            return value, f"its command's {name}"
+    given = dict(declared)
+    for key in (label, None):
+        if key in given:
+            return given[key], "whatif --capture-context"
+    return None, "nothing states it: whatif --capture-context"

@@ -12,132 +12,200 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.cycle.fit_checks import UnusableFit
 from verifyprof.model.decision.capture_facts import (
     as_int,
+    load_axis,
     option_of,
-    program_context,
     results_of,
+    stated_context,
     target_of,
 )
-from verifyprof.model.decision.plain_numbers import DEFAULT_CONTEXT
-from verifyprof.model.decision.whatif import Prepared
+from verifyprof.model.decision.capture_identity import command_of, load_differences
+from verifyprof.model.decision.load_state import ASSUMED_CONTEXT
+from verifyprof.model.decision.whatif import Prepared, WhatifOptions, _attr_float
 from verifyprof.model.fixes.measured import Capture, Measured, measured_from
-
-# a program's options that set its load, not what it runs: captures may differ in these
-LOAD_OPTIONS = frozenset(
-    {
-        "--batch",
-        "--batch-size",
-        "--bs",
-        "--context",
-        "--ctx",
-        "--num-draft",
-        "--num-draft-tokens",
-        "--speculative-num-steps",
-        "--speculative-num-draft-tokens",
-        "--steps",
-        "--warmup",
-        "--rounds",
-        "--out",
-        "--output",
-        "--seed",
-        "--sweep-widths",
-        "--sweep-steps",
-        "--concurrency",
-        "--requests",
-    }
-)
 
 
 @dataclass(frozen=True)
-class Identity:
-    """What must be the same in every capture of one model."""
+class Where:
+    """Where one capture was taken (batch, context, draft count) and who says each."""
 
-    program: str
-    settings: tuple[str, ...]
-    hardware: str
-    mode: str
+    batch: int
+    context: float | None  # None: no one says
+    num_draft: int
+    sources: dict[str, str]
 
-
-def identity(prepared: Prepared, manifest: Manifest | None, gpu: str) -> Identity:
-    target = target_of(manifest)
-    program = next((a for a in target if not Path(a).name.startswith("python")), "")
-    settings = []
-    skip = False
-    for arg in target[target.index(program) + 1 :] if program in target else []:
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if name in LOAD_OPTIONS:
-            skip = "=" not in arg
-            continue
-        settings.append(arg)
-    s = prepared.scenario
-    hw = s.hardware.name if s.hardware is not None else gpu
-    return Identity(Path(program).name, tuple(settings), hw, prepared.profile.verify.mode)
+    def words(self, label: str) -> str:
+        ctx = "unknown" if self.context is None else f"{self.context:g}"
+        return (
+            f"{label}: batch {self.batch} ({self.sources['batch']}), context {ctx}"
+            f" ({self.sources['context']}), k = {self.num_draft} ({self.sources['num_draft']})"
+        )
 
 
-def where_taken(prepared: Prepared, manifest: Manifest | None) -> tuple[int, float, int, str]:
-    """(batch, context, drafts, how the context was found) of one capture: the batch from the
-    trace's tags, then what the program reported, then its command line; the context from what
-    the program reported or ran with, then the trace's tags or --context, then a stated
-    default."""
+def where_taken(
+    prepared: Prepared,
+    manifest: Manifest | None,
+    label: str = "",
+    found: dict[str, str | None] | None = None,
+    o: WhatifOptions | None = None,
+) -> Where:
+    """Where a capture was taken: the batch from the trace's ``bs=`` tags, its results, the
+    capture's load record, then its command's load options (``found``: the options it differs
+    from today's in, as load); the draft count from the verify (its width, the accept length's
+    source), its results or load record; the context as
+    :func:`~verifyprof.model.decision.capture_facts.stated_context` finds it (never a default
+    nor the load curve's ``--context``)."""
+    o = o or WhatifOptions()
     s, res, target = prepared.scenario, results_of(manifest), target_of(manifest)
-    batch = (
-        prepared.profile.batch or as_int(res.get("batch")) or as_int(option_of(target, "--batch"))
+    load_options = [(n, a) for n, a in [*(found or {}).items(), *o.load_options] if a]
+    by_axis = dict((axis, name) for name, axis in load_options)
+    batch, b_from = _first(
+        (prepared.profile.batch, "the trace's bs= tags"),
+        (as_int(res.get("batch")), "its results"),
+        *_axis(manifest, "batch"),
+        (_option(target, by_axis.get("batch")), f"its command's {by_axis.get('batch')}"),
+        (as_int(option_of(target, "--batch")), "its command's --batch"),
+        (s.batch or 1, "not stated: taken as 1"),
     )
-    context, how = program_context(manifest), ""
-    if context:
-        how = "the capture's program"  # what it ran at, before an option that names one for all
-    elif s.context:
-        context, how = s.context, "the trace or --context"
-    else:
-        context, how = DEFAULT_CONTEXT, f"a stated default ({DEFAULT_CONTEXT:g}: give --context)"
-    k = s.num_draft or as_int(res.get("num_draft")) or 0
-    return int(batch or s.batch or 1), float(context), int(k), how
+    width = prepared.profile.width
+    k_said = (
+        f"the verify's width {width}"
+        if width and s.num_draft == width - 1
+        else ("its results" if s.num_draft == as_int(res.get("num_draft")) else "the accept length")
+    )
+    k, k_from = _first(
+        (s.num_draft, k_said),
+        (as_int(res.get("num_draft")), "its results"),
+        *_axis(manifest, "num_draft"),
+        (_option(target, by_axis.get("num_draft")), f"its command's {by_axis.get('num_draft')}"),
+        (0, "not stated: none"),
+    )
+    context, c_from = stated_context(
+        manifest,
+        _attr_float(prepared.profile, "ctx", "context"),
+        label,
+        tuple((n, a) for n, a in load_options if a == "context"),
+        o.capture_contexts,
+    )
+    sources = {"batch": b_from, "num_draft": k_from, "context": c_from}
+    return Where(int(batch), context, int(k), sources)
+
+
+def _axis(manifest: Manifest | None, axis: str) -> list[tuple[int | None, str]]:
+    got = load_axis(manifest, axis)
+    return [(int(got[0]), got[1])] if got is not None and math.isfinite(got[0]) else []
+
+
+def _option(target: list[str], name: str | None) -> int | None:
+    return as_int(option_of(target, name)) if name and not name.startswith("argument") else None
+
+
+def _first(*candidates: tuple[int | None, str]) -> tuple[int, str]:
+    return next((v, how) for v, how in candidates if v is not None)
 
 
 def one_model(
     runs: list[tuple[str, Prepared, Manifest | None, str]],
+    o: WhatifOptions | None = None,
 ) -> Prepared:
     """The first capture's prepared state with the model of all of them (``runs``: label,
     prepared, manifest, GPU name); captures of another program, hardware, model or execution
-    mode are refused naming what differs."""
+    mode are refused naming what differs (:mod:`~verifyprof.model.decision.capture_identity`)."""
+    o = o or WhatifOptions()
     first_label, first, first_manifest, gpu = runs[0]
-    ident = identity(first, first_manifest, gpu)
-    captures = []
+    head = _command(first_label, first, first_manifest)
+    ident = _identity(first, gpu)
+    wheres = []
     for label, prepared, manifest, gpu_name in runs:
-        other = identity(prepared, manifest, gpu_name)
+        command = _command(label, prepared, manifest)
+        if command.program != head.program:  # another program: said before what else differs
+            load_differences(head, command)
+        other = _identity(prepared, gpu_name)
         if other != ident:
             raise VerifyprofError(_differs(ident, other, first_label), label)
-        batch, context, k, _ = where_taken(prepared, manifest)
+        found = load_differences(head, command, o.load_options)
+        wheres.append(where_taken(prepared, manifest, label, found, o))
+    assumed = _context_assumption(runs, wheres)
+    captures = []
+    for (label, prepared, _, _), w in zip(runs, wheres):
+        context = ASSUMED_CONTEXT if w.context is None else w.context
         # a context that is not a number is the fit's to refuse (the load curve), as with one
         # capture: today's state keeps its own
         ctx = context if math.isfinite(context) else prepared.scenario.context
-        s = replace(prepared.scenario, batch=batch, context=ctx)
-        captures.append(Capture(label, prepared.profile, s, batch, context, k))
-    seen = {c.key for c in captures}
-    if len(seen) < len(captures):
-        raise VerifyprofError(
-            "two captures at the same batch, context and draft count: give one of each", None
+        s = replace(prepared.scenario, batch=w.batch, context=ctx, context_assumed=assumed)
+        captures.append(
+            Capture(label, prepared.profile, s, w.batch, context, w.num_draft, False, bool(assumed))
         )
+    _refuse_same_point(captures, wheres)
     captures = _pooled_widths(captures)
-    head = captures[0]
+    lead = captures[0]
+    where_notes = [w.words(c.label) for c, w in zip(captures, wheres)]
     try:
         measured: Measured = measured_from(captures)
     except UnusableFit as err:  # costs what rests on the fit (the load curve), not the answer
-        scenario = replace(head.scenario, unfitted=_unfitted(err, head.label))
-        scenario.notes = [*scenario.notes, *_apart(runs)]
-        return replace(first, profile=head.profile, scenario=scenario)
-    scenario = replace(head.scenario, measured=measured)
-    scenario.notes = [*scenario.notes, *measured.notes(), *_apart(runs)]
-    return replace(first, profile=head.profile, scenario=scenario)
+        scenario = replace(lead.scenario, unfitted=_unfitted(err, lead.label))
+        scenario.notes = [*scenario.notes, *_apart(runs)]  # the answer is today's alone
+        return replace(first, profile=lead.profile, scenario=scenario)
+    scenario = replace(lead.scenario, measured=measured)
+    scenario.notes = [*scenario.notes, *measured.notes(), *where_notes, *_apart(runs)]
+    return replace(first, profile=lead.profile, scenario=scenario)
+
+
+def _command(label: str, prepared: Prepared, manifest: Manifest | None):
+    return command_of(label, manifest, prepared.profile.batch, prepared.profile.width)
+
+
+def _identity(prepared: Prepared, gpu: str) -> tuple[str, str]:
+    """What must be the same in every capture besides the program: hardware, verify mode."""
+    s = prepared.scenario
+    return (s.hardware.name if s.hardware is not None else gpu, prepared.profile.verify.mode)
+
+
+def _context_assumption(runs, wheres: list[Where]) -> str | None:
+    """None where every capture states its context; the assumption's words where none does;
+    refused where some do and some do not (the missing one named, and how to state it)."""
+    unknown = [r[0] for r, w in zip(runs, wheres) if w.context is None]
+    if not unknown:
+        return None
+    if len(unknown) < len(runs):
+        label, w = next((r[0], w) for r, w in zip(runs, wheres) if w.context is not None)
+        raise VerifyprofError(
+            f"context unknown (no results, ctx= tag, {{context}} or declaration says it), beside"
+            f" {label} at context {w.context:g} ({w.sources['context']}): state it: whatif"
+            f" --capture-context {unknown[0]}=N",
+            unknown[0],
+        )
+    return (
+        f"context unknown: no capture states it (results, ctx= tag, capture --contexts or"
+        f" --program-context); rows marked assumed take {ASSUMED_CONTEXT:g} tokens: state it"
+        " with whatif --capture-context N"
+    )
+
+
+def _refuse_same_point(captures: list[Capture], wheres: list[Where]) -> None:
+    """Two captures at one batch, context and draft count: the two named; where neither states
+    its context, the missing fact asked for instead."""
+    seen: dict[tuple, int] = {}
+    for i, c in enumerate(captures):
+        j = seen.setdefault(c.key, i)
+        if j == i:
+            continue
+        a, b = captures[j], c
+        if wheres[i].context is None:
+            raise VerifyprofError(
+                f"{a.label} and {b.label}: both at batch {b.batch} and k = {b.num_draft}, and"
+                " neither states its context: if they ran at different contexts, state each"
+                f" (whatif --capture-context {a.label}=N --capture-context {b.label}=M)"
+            )
+        raise VerifyprofError(
+            f"{a.label} and {b.label}: two captures at the same batch, context and draft count"
+            f" (batch {b.batch}, context {b.context:g}, k = {b.num_draft}): give one of each"
+        )
 
 
 def _unfitted(err: UnusableFit, today: str) -> str:
@@ -185,18 +253,12 @@ def _apart(runs: list[tuple[str, Prepared, Manifest | None, str]]) -> list[str]:
     return notes
 
 
-def _differs(a: Identity, b: Identity, first: str) -> str:
-    for field, words in (
-        ("program", "program"),
-        ("hardware", "hardware"),
-        ("mode", "execution mode of the verify"),
-        ("settings", "model or settings"),
-    ):
-        x, y = getattr(a, field), getattr(b, field)
-        if x != y:
-            show = (lambda v: " ".join(v) or "(none)") if field == "settings" else str
-            return f"not a capture of the same {words} as {first}: {show(y)} against {show(x)}"
-    return "not a capture of the same program"
+def _differs(a: tuple[str, str], b: tuple[str, str], first: str) -> str:
+    if a[0] != b[0]:
+        return f"not a capture of the same hardware as {first}: {b[0]} against {a[0]}"
+    return (
+        f"not a capture of the same execution mode of the verify as {first}: {b[1]} against {a[1]}"
+    )
 
 
 def _pooled_widths(captures: list[Capture]) -> list[Capture]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from verifyprof.model.cycle.phase_fit import worst
+from verifyprof.model.cycle.phase_fit import ASSUMED, worst
 from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.decision.load_defaults import (
     _first_bound,
@@ -48,6 +48,7 @@ class Row:
 
     batch: int
     points: list[dict[str, Any]]
+    assumes: str | None = None  # what the row rests on that no capture states ("context")
 
     @property
     def best(self) -> dict[str, Any]:
@@ -82,7 +83,7 @@ class Row:
         """The least confident basis of the best point and plain decoding (what the row's
         answer rests on)."""
         found = [p.get("basis", "measured") for p in (self.best, self.plain) if p is not None]
-        return worst(*found)
+        return worst(*found, *([ASSUMED] if self.assumes else []))
 
     def to_json(self) -> dict[str, Any]:
         best, plain = self.best, self.plain
@@ -98,7 +99,7 @@ class Row:
             "plain_tokens_per_s_per_gpu": plain["tokens_per_s_per_gpu"] if plain else None,
             "speculation_pays": best["num_draft"] > 0 if plain else None,
             "points": self.points,
-        }
+        } | ({"assumes": self.assumes} if self.assumes else {})
 
 
 @dataclass
@@ -285,9 +286,20 @@ class LoadCurve:
     notes: list[str] = field(default_factory=list)
     sglang: bool = False
     server: dict[str, Any] = field(default_factory=dict)  # filled by decision.server_flags
+    moe_union: dict[str, Any] | None = None  # the experts touched the MoE GEMM moves by
+    # no capture states its context: the assumption its rows rest on, in words (issue 41)
+    context_assumed: str | None = None
+
+    def assume_context(self, words: str) -> None:
+        """Every row rests on a context no capture states (marked ``assumed``)."""
+        self.context_assumed = words
+        for curve in self.curves:
+            for row in curve.rows:
+                row.assumes = "context"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        union = {} if self.moe_union is None else {"moe_union": self.moe_union}
+        return union | {
             "today": {
                 "batch": self.today_batch,
                 "context": self.today_context,
@@ -298,7 +310,7 @@ class LoadCurve:
             "contexts": [c.to_json() for c in self.curves],
             "server_settings": self.server,
             "notes": self.notes,
-        }
+        } | ({"context_assumed": self.context_assumed} if self.context_assumed else {})
 
 
 def load_curve(
@@ -355,7 +367,14 @@ def load_curve(
         ridge_json(s),
         notes,
         s.sglang,
+        moe_union=_union_json(s),
     )
+
+
+def _union_json(s: Scenario) -> dict[str, Any] | None:
+    """The MoE GEMM's union (fitted, or the model file's where one token count was captured)."""
+    u = s.measured.union_fit(s.model) if s.measured is not None else None
+    return None if u is None else u.to_json() | {"used": s.measured.moe_union(s.model) is not None}
 
 
 def _rate(row: Row, k: int) -> float:

@@ -103,6 +103,7 @@ def curve_notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None
     if s.measured is not None:
         return (
             s.measured.notes()
+            + s.measured.union_notes(s.model)
             + [
                 "the draft and the rest of the cycle: GPU time per extra request fitted over the"
                 " captured batches"

@@ -12,9 +12,9 @@ from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.cycle.parts import HOST_IDLE
 from verifyprof.model.cycle.phase_fit import UnusableFit
 from verifyprof.model.decision.candidates import Ranking, Scenario
-from verifyprof.model.decision.capture_facts import program_context
+from verifyprof.model.decision.capture_facts import stated_context
 from verifyprof.model.decision.load import LoadCurve, load_curve
-from verifyprof.model.decision.plain_numbers import CONTEXT_NOTE, DEFAULT_CONTEXT
+from verifyprof.model.decision.plain_numbers import DEFAULT_CONTEXT
 from verifyprof.model.decision.plan import _with_cycle as with_cycle_of
 from verifyprof.model.decision.server_flags import settings
 from verifyprof.model.fixes.base import Skip, cycle_of, edited_group, take_idle
@@ -23,6 +23,12 @@ from verifyprof.model.inputs.model_config import model_from_workload
 from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.model.inputs.profile import VerifyProfile
 
+ASSUMED_CONTEXT = DEFAULT_CONTEXT  # what the rows rest on where no one says (marked assumed)
+ONE_CAPTURE_CONTEXT = (
+    f"context unknown: neither the capture (results, ctx= tag, capture --program-context) nor"
+    f" you state it; rows marked assumed take {ASSUMED_CONTEXT:g} tokens: state it with whatif"
+    " --capture-context N"
+)
 AFTER_PLAN = "the load curve after the plan's fixes"  # the note's start (the console reads it)
 
 
@@ -89,15 +95,16 @@ def load_of(
             model = model_from_workload(run["target"], Path(str(o.manifest)), dtype)
         except VerifyprofError as err:
             return None, f"no load curve: {err}"
+    label = Path(o.source).name if o.source else ""
     context = (
         s.context
         or float((run.get("run") or {}).get("context") or 0.0)
-        or (program_context(manifest) or 0.0)
+        or (stated_context(manifest, None, label, (), o.capture_contexts)[0] or 0.0)
     )
-    if not context and o.contexts:
-        context = o.contexts[0]
-    stated = not context
-    context = context or DEFAULT_CONTEXT  # never 0: a flat curve that no server runs
+    # no one states it (never the load curve's --context, issue 41): the rows rest on an
+    # assumed context, marked so, and the screen says how to state it
+    assumed = s.context_assumed or (None if context else ONE_CAPTURE_CONTEXT)
+    context = context or ASSUMED_CONTEXT  # never 0: a flat curve that no server runs
     from_summary = model is not s.model
     s = replace(s, model=model, context=context)
     k = s.num_draft or ((profile.width - 1) if profile.width else 0)
@@ -112,12 +119,14 @@ def load_of(
         load = load_curve(profile, s, o.batches, o.contexts)
     except Skip as why:
         return None, str(why)
+    if assumed:
+        load.assume_context(assumed)
     vllm = "vllm" in f"{profile.source} {profile.verify.name}".lower()
     load.server = settings(load, vllm)
     if from_summary:
         load.notes.insert(0, f"model config from the capture's workload summary: {model.name}")
-    if stated:
-        load.notes.insert(0, CONTEXT_NOTE)
+    if assumed:
+        load.notes.insert(0, assumed)
     return load, None
 
 

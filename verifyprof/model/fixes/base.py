@@ -67,6 +67,9 @@ class Scenario:
     # why the captures given made no measured model (its fit is unusable: UnusableFit's line and
     # which capture would fix it): what rests on it (the load curve) is left out, saying this
     unfitted: str | None = None
+    # where no capture states its context (issue 41): the assumption the load rows rest on, in
+    # words (they are marked "assumed"); None: the context is stated
+    context_assumed: str | None = None
 
 
 @dataclass(frozen=True)

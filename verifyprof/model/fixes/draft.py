@@ -93,7 +93,10 @@ def phases_at_width(
     ar = None
     if s.hardware is not None and s.tp > 1:
         ar = lambda nbytes: s.hardware.allreduce_us(nbytes, s.tp, "nccl").us
-    scaling = width_scaling(n0 * s.batch, width * s.batch, s.model, s.hardware, s.tp, s.context, ar)
+    union = s.measured.moe_union(s.model) if s.measured is not None else None
+    scaling = width_scaling(
+        n0 * s.batch, width * s.batch, s.model, s.hardware, s.tp, s.context, ar, union
+    )
     scaled = scaling.apply(v.phases_ms)
     changes = [f"{p} x{f:.2f}" for p, f in scaling.factors.items() if v.phases_ms.get(p, 0) > 0]
     changes += [
@@ -180,6 +183,8 @@ def draft_count_basis(profile: VerifyProfile, s: Scenario, k0: int, k2: int) -> 
     fit = fit_widths(profile.width_times) if s.use_measured_widths else None
     noise = fit.residual(width) if fit is not None else 0.0
     band = max(MIN_BAND, noise) + BAND_PER_DOUBLING * abs(math.log2(width / near_w))
+    union = s.measured.moe_union(s.model) if s.measured is not None and fit is None else None
+    band += union.band if union is not None else 0.0  # the MoE GEMM by an unpinned union
     if k2 == 0:
         if profile.decode_group is not None:  # traced decode steps, as the verify's
             return {"basis": MEASURED, "band": MIN_BAND}

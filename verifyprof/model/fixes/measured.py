@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from verifyprof.model.cycle.batch_cost import Shape, deltas_ms
+from verifyprof.model.cycle.expert_union import UnionFit, fit_union
 from verifyprof.model.cycle.fit_checks import check_finite
 from verifyprof.model.cycle.phase_fit import (
     FIXED_PHASES,
@@ -26,7 +27,10 @@ from verifyprof.model.cycle.phase_fit import (
 )
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
 from verifyprof.model.fixes.cycle import plain_measured, plain_state
+from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
+
+MOE = "gemm_moe"
 
 
 @dataclass
@@ -40,6 +44,8 @@ class Capture:
     context: float
     num_draft: int
     predicted: bool = False  # a state no run measured (today's after the plan's fixes)
+    # no capture says its context (issue 41): ``context`` is the assumption its rows rest on
+    context_assumed: bool = False
 
     @property
     def key(self) -> tuple[int, float, int]:
@@ -65,6 +71,11 @@ class Measured:
     drafts: dict[tuple[int, float], list[tuple[int, float]]] = field(default_factory=dict)
     # plain decoding's step over batch and context, where two or more loads measured it
     decode: StepFit | None = None
+    # the fit's inputs: each capture's step and its width sweep (refitted without the MoE GEMM
+    # where the captures' MoE GEMM times fit the experts touched, :meth:`moe_union`)
+    points: tuple[Point, ...] = ()
+    sweeps: tuple[tuple[Point, dict[int, float]], ...] = ()
+    _moe: dict = field(default_factory=dict, repr=False)
 
     @property
     def batches(self) -> tuple[int, ...]:
@@ -113,27 +124,72 @@ class Measured:
             return MEASURED
         return INTERPOLATED if inside_b and inside_c else "extrapolated"
 
+    def union_fit(self, model: ModelConfig | None) -> UnionFit | None:
+        """The experts touched over tokens per forward, fitted to the captures' MoE GEMM times
+        (None: no MoE in the model file, or no MoE GEMM measured)."""
+        if model is None or model.moe is None:
+            return None
+        key = (model.moe.experts, model.moe.top_k)
+        if key not in self._moe:
+            pts = [(p.tokens, p.phases_ms.get(MOE, 0.0)) for p in self.points]
+            pts = [(n, ms) for n, ms in pts if ms > 0]
+            self._moe[key] = fit_union(*key, pts) if pts else None
+        return self._moe[key]
+
+    def moe_union(self, model: ModelConfig | None) -> UnionFit | None:
+        """The union the curves move the MoE GEMM by: where the captures measured it at two or
+        more token counts (pinned, or independent routing with a wider band where they could
+        not pin it); None with one token count (the roofline's union, as before: said so)."""
+        u = self.union_fit(model)
+        return u if u is not None and len({n for n, _ in u.points}) > 1 else None
+
+    def fit_without_moe(self, u: UnionFit) -> StepFit:
+        """The step fitted without its MoE GEMM, which the union carries: each capture's phases
+        less it, each width sweep less the union's MoE GEMM at its tokens."""
+        key = ("rest", u.experts, u.top_k)
+        if key not in self._moe:
+            points = [replace(p, phases_ms=_without(p.phases_ms)) for p in self.points]
+            sweeps = [
+                (
+                    replace(ref, phases_ms=_without(ref.phases_ms)),
+                    {w: t - _moe_at(ref, u, ref.batch * w) for w, t in widths.items()},
+                )
+                for ref, widths in self.sweeps
+            ]
+            self._moe[key] = step_fit(points, sweeps)
+        return self._moe[key]
+
+    def union_notes(self, model: ModelConfig | None) -> list[str]:
+        """The MoE GEMM's measured growth and the union the curves use, in words."""
+        u = self.union_fit(model)
+        return [] if u is None else u.words(used=self.moe_union(model) is not None)
+
     def move(
         self, profile: VerifyProfile, s: Scenario, frm: Shape, to: Shape
     ) -> tuple[dict[str, float], str, float]:
         """Per-phase deltas of the verify from ``frm`` to ``to`` along the fit (the tokens' change
-        on the GEMMs, the requests' and KV's on the phases that grew between the captures), the
-        basis of the value at ``to`` and its band."""
-        growth = _growth(s)
-        tok0 = self.fit.tokens_ms(frm.batch, frm.width, growth, frm.context)[0]
-        tok1 = self.fit.tokens_ms(to.batch, to.width, growth, to.context)[0]
-        rest0, rest1 = self._rest(frm, s), self._rest(to, s)
+        on the GEMMs, the requests' and KV's on the phases that grew between the captures; the
+        MoE GEMM by the experts touched where the captures fitted them), the basis of the value
+        at ``to`` and its band."""
+        u = self.moe_union(s.model)
+        fit = self.fit if u is None else self.fit_without_moe(u)
+        growth = _growth(s, moe=u is None)
+        tok0 = fit.tokens_ms(frm.batch, frm.width, growth, frm.context)[0]
+        tok1 = fit.tokens_ms(to.batch, to.width, growth, to.context)[0]
+        rest0, rest1 = self._rest(frm, s, fit), self._rest(to, s, fit)
         v = profile.verify.phases_ms
+        skip = () if u is None else (MOE,)
         deltas: dict[str, float] = {}
-        _add(deltas, _spread(tok1 - tok0, _gemms(v), v))
-        _add(deltas, _spread(rest1 - rest0, self.grown(v), v))
-        value = self.fit.at(to.batch, to.width, to.context, growth)
-        return deltas, value.basis, value.band
+        _add(deltas, _spread(tok1 - tok0, _gemms(v, skip), v))
+        _add(deltas, _spread(rest1 - rest0, self.grown(v, skip), v))
+        if u is not None:
+            _add(deltas, {MOE: v.get(MOE, 0.0) * (u.scale(frm.tokens, to.tokens) - 1.0)})
+        value = fit.at(to.batch, to.width, to.context, growth)
+        return deltas, value.basis, value.band + (u.band if u is not None else 0.0)
 
-    def _rest(self, shape: Shape, s: Scenario) -> float:
+    def _rest(self, shape: Shape, s: Scenario, f: StepFit) -> float:
         """The requests' and KV's part at a shape; where no capture varied the load, the
         attention's roofline floor (the model file's KV bytes) in its place."""
-        f = self.fit
         if not f.load_varied and s.model is not None and s.hardware is not None:
             ref = self.captures[0]
             d = deltas_ms(
@@ -146,18 +202,22 @@ class Measured:
             return f.base_ms + d["attention"]
         return f.rest_ms(shape.batch, shape.context)
 
-    def grown(self, v: dict[str, float]) -> list[str]:
+    def grown(self, v: dict[str, float], skip: tuple[str, ...] = ()) -> list[str]:
         """The busy phases that grew from the smallest capture to the largest (the requests' and
-        KV's share lands on them), else attention and the copies."""
+        KV's share lands on them; ``skip``: phases moved by a model of their own), else attention
+        and the copies."""
         caps = sorted(self.captures, key=lambda c: c.batch * max(c.context, 1.0))
         lo, hi = caps[0].profile.verify.phases_ms, caps[-1].profile.verify.phases_ms
-        names = [p for p in v if p not in FIXED_PHASES and hi.get(p, 0.0) > lo.get(p, 0.0) * 1.05]
+        fixed = (*FIXED_PHASES, *skip)
+        names = [p for p in v if p not in fixed and hi.get(p, 0.0) > lo.get(p, 0.0) * 1.05]
         return names or [p for p in ("attention", "memcpy") if p in v] or ["attention"]
 
     def notes(self) -> list[str]:
         """What the model rests on, in words."""
         caps = ", ".join(
-            f"{c.label} (batch {c.batch}, context {c.context:g}, k = {c.num_draft})"
+            f"{c.label} (batch {c.batch}, context"
+            f" {f'unknown, {c.context:g} assumed' if c.context_assumed else f'{c.context:g}'},"
+            f" k = {c.num_draft})"
             for c in self.captures
         )
         f = self.fit
@@ -214,9 +274,18 @@ def _floor_words(f: StepFit, what: str, taken: str) -> str:
     )
 
 
-def _gemms(v: dict[str, float]) -> list[str]:
-    names = [p for p in ("gemm_dense", "gemm_moe") if v.get(p, 0.0) > 0]
+def _gemms(v: dict[str, float], skip: tuple[str, ...] = ()) -> list[str]:
+    names = [p for p in ("gemm_dense", MOE) if v.get(p, 0.0) > 0 and p not in skip]
     return names or ["gemm_dense"]
+
+
+def _without(phases: dict[str, float]) -> dict[str, float]:
+    return {p: t for p, t in phases.items() if p != MOE}
+
+
+def _moe_at(ref: Point, u: UnionFit, tokens: float) -> float:
+    """The MoE GEMM at ``tokens`` from a capture's own, moved by the union."""
+    return ref.phases_ms.get(MOE, 0.0) * u.scale(ref.tokens, tokens)
 
 
 def _add(into: dict[str, float], more: dict[str, float]) -> None:
@@ -231,15 +300,15 @@ def _spread(delta: float, names: list[str], v: dict[str, float]) -> dict[str, fl
     return {p: delta * v.get(p, 0.0) / total for p in names}
 
 
-def _growth(s: Scenario):
-    """The model file's GEMM floor change between two token counts (None without a model file
-    and hardware)."""
+def _growth(s: Scenario, moe: bool = True):
+    """The model file's GEMM floor change between two token counts (``moe``: the routed experts'
+    too; None without a model file and hardware)."""
     if s.model is None or s.hardware is None:
         return None
 
     def tokens(x0: float, x1: float) -> float:
         d = deltas_ms(s.model, s.hardware, Shape(int(x0), 1, 0.0), Shape(int(x1), 1, 0.0), s.tp)
-        return d["gemm_dense"] + d["gemm_moe"]
+        return d["gemm_dense"] + (d[MOE] if moe else 0.0)
 
     return tokens
 
@@ -257,7 +326,15 @@ def measured_from(captures: list[Capture]) -> Measured:
         what = f"the draft of {c.label} (batch {c.batch}, k = {c.num_draft})"
         check_finite("draft-count line", what, "time", {"{} ms a cycle": ms}, c.label)
         drafts.setdefault((c.batch, c.context), []).append((c.num_draft, ms))
-    m = Measured(captures, fit, _slopes(captures), drafts, _decode_fit(captures))
+    m = Measured(
+        captures,
+        fit,
+        _slopes(captures),
+        drafts,
+        _decode_fit(captures),
+        tuple(points),
+        tuple(sweeps),
+    )
     for c in captures:  # each capture's own state knows the others (its draft counts, say)
         c.scenario = replace(c.scenario, measured=m)
     return m

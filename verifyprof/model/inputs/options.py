@@ -61,6 +61,11 @@ class WhatifOptions:
     # None: its defaults (1, 2, 4, ... while the KV cache fits; today's context and 4x)
     batches: tuple[int, ...] | None = None
     contexts: tuple[float, ...] | None = None
+    # what the user declares of the captures (issue 41): program options that set a load axis
+    # (``--load-option --bs=batch``: (name, axis)), and captures' contexts where they state none
+    # (``--capture-context C1=512``: (label, tokens); label None: every capture that says none)
+    load_options: tuple[tuple[str, str], ...] = ()
+    capture_contexts: tuple[tuple[str | None, float], ...] = ()
 
     @property
     def decode_given(self) -> bool:
