@@ -299,7 +299,7 @@ class LoadCurve:
 
     def to_json(self) -> dict[str, Any]:
         union = {} if self.moe_union is None else {"moe_union": self.moe_union}
-        return union | {
+        out = union | {
             "today": {
                 "batch": self.today_batch,
                 "context": self.today_context,
@@ -310,7 +310,8 @@ class LoadCurve:
             "contexts": [c.to_json() for c in self.curves],
             "server_settings": self.server,
             "notes": self.notes,
-        } | ({"context_assumed": self.context_assumed} if self.context_assumed else {})
+        }
+        return out | ({"context_assumed": self.context_assumed} if self.context_assumed else {})
 
 
 def load_curve(
