@@ -38,6 +38,7 @@ def print_assumptions(candidates: list[dict[str, Any]], console: Console) -> Non
             hanging(console, own, bullet, indent, style)
     if common:
         console.print("[bold]Shared by several candidates[/bold] (their numbers first)")
-        for (bullet, line), numbers in common.items():
-            _, _, indent, style = next(k for k in KINDS if k[0] == bullet)
-            hanging(console, [f"({', '.join(map(str, numbers))}) {line}"], bullet, indent, style)
+        for bullet, _, indent, style in KINDS:  # assumptions, then blocks, then warnings
+            lines = [(n, x) for (b, x), n in common.items() if b == bullet]
+            said = [f"({', '.join(map(str, n))}) {x}" for n, x in lines]
+            hanging(console, said, bullet, indent, style)
