@@ -105,3 +105,10 @@ def test_no_line_repeats(shown):
         and not x.strip().startswith(COMMANDS)
     )  # fmt: skip
     assert [x for x, n in said.items() if n > 1] == []
+
+
+def test_each_block_and_warning_of_a_candidate_is_said_once(shown):
+    data, _, wide = shown
+    text = "\n".join(" ".join(line.split()) for line in wide)
+    said = [x for c in data["candidates"] for x in c.get("blocked_by", []) + c.get("warnings", [])]
+    assert [x for x in said if text.count(" ".join(x.split())) != 1] == []  # not once per candidate

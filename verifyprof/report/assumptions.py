@@ -42,3 +42,27 @@ def print_assumptions(candidates: list[dict[str, Any]], console: Console) -> Non
             lines = [(n, x) for (b, x), n in common.items() if b == bullet]
             said = [f"({', '.join(map(str, n))}) {x}" for n, x in lines]
             hanging(console, said, bullet, indent, style)
+
+
+def verdict_warnings(warnings: list[str], candidates: list[dict[str, Any]]) -> list[str]:
+    """The verdict's warnings for --details, whose Assumptions already list each candidate's
+    blocks and warnings: a warning made of one candidate's (``NAME is not ranked first: ...``,
+    ``NAME: ...``) becomes its name on one line, not the same sentences once more per candidate."""
+    blocked, warned, kept = [], [], []
+    for warning in warnings:
+        for cand in candidates:
+            name = cand["name"]
+            if warning == f"{name} is not ranked first: " + "; ".join(cand.get("blocked_by", [])):
+                blocked.append(name)
+                break
+            if warning in (f"{name}: {w}" for w in cand.get("warnings", [])):
+                warned += [] if name in warned else [name]
+                break
+        else:
+            kept.append(warning)
+    if blocked:
+        names = ", ".join(blocked)
+        kept.append(f"not ranked first, blocked: {names} (what blocks each: Assumptions)")
+    if warned:
+        kept.append(f"warned of: {', '.join(warned)} (the warning: Assumptions)")
+    return kept

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.decision.verdict import accept_reach
-from verifyprof.report.assumptions import print_assumptions
+from verifyprof.report.assumptions import print_assumptions, verdict_warnings
 from verifyprof.report.console_decision import print_decision
 from verifyprof.report.layout import Col, Console, fitted_table, unpadded
 from verifyprof.report.layout import hanging as _hanging
@@ -190,9 +190,8 @@ def _print_details(result: dict[str, Any], console: Console) -> None:
         console.print("[bold]verdict[/bold]:", highlight=False)
         _hanging(console, [result["verdict"]], "", 1)
     parts = result.get("verdict_parts") or {}
-    for warning in parts.get("warnings", []):
-        if warning != parts.get("decision"):  # the decision is in the verdict above
-            _hanging(console, [warning], "!", 1, style="yellow")
+    warnings = [w for w in parts.get("warnings", []) if w != parts.get("decision")]  # said above
+    _hanging(console, verdict_warnings(warnings, result["candidates"]), "!", 1, style="yellow")
     _print_plan(result, console)
     _print_curve(result, console)
     _print_candidates(result, console)
