@@ -231,9 +231,13 @@ def test_whatif_assumptions_wrap_indented_at_80_columns():
     ).to_json()
     text = render(80, lambda c: show_whatif.print_ranking(ranking, c, details=True))
     lines = text.splitlines()
-    start = lines.index("Assumptions")
+    start = next(i for i, line in enumerate(lines) if line.startswith("Assumptions"))
     stop = lines.index("not applicable:") if "not applicable:" in lines else len(lines)
-    body = [line for line in lines[start + 1 : stop] if line.strip() and not line[0].isdigit()]
+    body = [
+        line
+        for line in lines[start + 1 : stop]
+        if line.strip() and not line[0].isdigit() and not line.startswith("Shared by")
+    ]
     starts = ("   - ", "   ! ", "     ", " blocked: ")
     assert body and all(line.startswith(starts) for line in body), [
         line for line in body if not line.startswith(starts)

@@ -78,6 +78,10 @@ def gpu_ops(trace: Trace, taxonomy: Taxonomy) -> GpuOps:
         else np.empty(0, np.int8)
     )
     parts.append(_part(kernels, k_phase, True, k_names))
+    if taxonomy.source != "builtin" and len(kernels):  # a user's rule that matches nothing
+        names = [str(trace.strings[int(i)]) for i in np.unique(k_names[k_names >= 0])]
+        said = set(trace.warnings)
+        trace.warnings += [w for w in taxonomy.unmatched(names) if w not in said]
     if len(copies):
         copy_phase = np.where(
             copies["kind"].to_numpy() == COPY_KIND_MEMSET,

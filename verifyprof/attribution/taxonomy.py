@@ -32,6 +32,7 @@ class Rule:
     phase: str
     pattern: re.Pattern[str]
     note: str = ""
+    number: int = 0  # its [[rule]]'s place in the file, from 1: how a warning names it
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,28 @@ class Taxonomy:
             if rule.pattern.search(name):
                 return rule.phase
         return "other"
+
+    def unmatched(self, names: list[str]) -> list[str]:
+        """A warning for each pattern that matches none of ``names`` (the trace's kernel names,
+        in full): a user's rule written for the short name ``kernels`` shows (``saxpy``) never
+        matches ``saxpy(double *, ...)``, and would otherwise say nothing."""
+        from verifyprof.attribution.kernel_names import short_kernel_name
+
+        out = []
+        for rule in self.rules:
+            if any(rule.pattern.search(name) for name in names):
+                continue
+            short = next((n for n in names if rule.pattern.search(short_kernel_name(n))), None)
+            hint = (
+                f": it matches the short name of {short[:60]!r}; rules match the full name"
+                if short is not None
+                else ""
+            )
+            out.append(
+                f"taxonomy rule {rule.number} ({rule.phase}) {rule.pattern.pattern[:60]!r}"
+                f" matches no kernel of the trace{hint}"
+            )
+        return out
 
     def phase_of_ids(self, strings: StringTable, ids: np.ndarray) -> np.ndarray:
         """Phase index (into ``phases.ALL``) per string id, computed for the distinct ``ids`` only.
@@ -143,7 +166,7 @@ def parse_taxonomy(text: str, source: str) -> Taxonomy:
                 f"taxonomy rule {n}: phase {phase!r} is not one of {', '.join(BOOKED)}", where
             )
         rules += [
-            Rule(phase, regex, entry.get("note", ""))
+            Rule(phase, regex, entry.get("note", ""), n)
             for regex in _regexes(entry, f"taxonomy rule {n} ({phase})", where)
         ]
     if not rules:

@@ -123,6 +123,30 @@ def _plain_or_trace(source: str | None, verify_ms: float | None) -> None:
         )
 
 
+def _steps_or_whole_trace(traces: list[str], options, parallel, taxonomy):
+    """The run, read and resolved; a trace in which no range is a step (none of the default
+    ranges, and neither --step nor --range asked for one) is broken down as the whole trace, as
+    ``kernels`` lists it: (run, why) then, else (run, None)."""
+    from dataclasses import replace
+
+    from verifyprof import pipeline
+    from verifyprof.contracts.errors import NoStepsError
+
+    run = pipeline.open_run(traces, options, parallel, taxonomy=taxonomy, parts=True)
+    try:
+        run.resolved  # noqa: B018 - read and resolved inside the status line
+        return run, None
+    except NoStepsError as err:
+        asked = options.step is not None or options.step_range is not None
+        if asked or options.whole_trace or not err.problem.startswith("no range is a step"):
+            raise
+        why = err.problem.split(":")[0]  # "no range is a step"
+    whole = replace(options, whole_trace=True)
+    run = pipeline.open_run(traces, whole, parallel, taxonomy=taxonomy, parts=True)
+    run.resolved  # noqa: B018
+    return run, why
+
+
 @app.command()
 def breakdown(
     traces: TracesArg,
@@ -172,8 +196,7 @@ def breakdown(
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
     ):
         parallel = _parallel(workers, scheduler, strict, shown)
-        run = pipeline.open_run(traces, options, parallel, taxonomy=taxonomy, parts=True)
-        run.resolved  # noqa: B018 - read and resolved inside the status line
+        run, whole = _steps_or_whole_trace(traces, options, parallel, taxonomy)
     result = run.breakdown
     if result is None:
         raise VerifyprofError(
@@ -181,13 +204,14 @@ def breakdown(
             " compare or report)",
             traces[0],
         )
+    if whole is not None:  # said where --whole-trace is said (the table, the JSON's options)
+        result.options["whole_trace_because"] = whole
     verdict = run.verdict  # before any file: a failure writes nothing
-    if csv is not None:
-        files.write_steps_csv(result, csv)
-        _wrote(csv)
-    if parquet is not None:
-        files.write_steps_parquet(result, parquet)
-        _wrote(parquet)
+    for path, write in ((csv, files.write_steps_csv), (parquet, files.write_steps_parquet)):
+        if path is not None:
+            write(result, path)
+            if not quiet:  # --quiet: no "wrote" line, as in every command
+                _wrote(path)
     if as_json:
         files.print_breakdown_json(result, verdict)  # the verdict as whatif --json has it
         integrity.warn_integrity(result.integrity_records(), ", ".join(traces))

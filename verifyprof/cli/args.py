@@ -4,6 +4,7 @@ parallel-map options and hints for inputs. Parsing helpers only."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import signal
 import sys
 from collections.abc import Iterator
@@ -33,6 +34,11 @@ NoArgsIsHelpError = getattr(
     "NoArgsIsHelpError",
     type("NoArgsIsHelpError", (Exception,), {}),
 )
+# --help wraps between words only: click's wrapper also breaks at hyphens, which cut a name in
+# two (verifyprof-\ncapture-<time>, batch-\nN_k-N) where it is meant to be read or copied whole.
+# Each wrapper sets break_on_hyphens itself, so the pattern it then splits with is replaced.
+_textwrap = importlib.import_module(UsageError.__module__.rsplit(".", 1)[0] + "._textwrap")
+_textwrap.TextWrapper.wordsep_re = _textwrap.TextWrapper.wordsep_simple_re
 
 
 class _Group(TyperGroup):

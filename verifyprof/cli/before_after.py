@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -13,36 +14,87 @@ from verifyprof.cli.app import app
 from verifyprof.cli.args import _check_manifest, _check_run, _refuse_picks, _wrote
 from verifyprof.cli.load_declarations import CaptureContextOpt, LoadOptionOpt, declarations
 from verifyprof.cli.options import (
-    AfterOpt,
     BaselineTpsOpt,
     BatchOpt,
-    BeforeOpt,
-    CompareAcceptLenOpt,
-    CompareManifestOpt,
-    CompareWholeTraceOpt,
-    CompareWithOpt,
     ContextOpt,
     DecodeMsOpt,
-    GateOpt,
     HardwareOpt,
     JsonOpt,
     ModelOpt,
     ModeOpt,
+    QuietOpt,
     RangeOpt,
-    ReportAcceptLenOpt,
-    ReportManifestOpt,
-    ReportOutOpt,
-    ReportQuietOpt,
     StepOpt,
     TaxonomyOpt,
     WholeTraceOpt,
     WidthOpt,
 )
 
+# compare's and report's own options (the shared ones: cli/options.py)
+BeforeOpt = Annotated[
+    str, typer.Argument(help="a trace or a breakdown JSON", metavar="BEFORE", show_default=False)
+]
+
+AfterOpt = Annotated[
+    str, typer.Argument(help="a trace or a breakdown JSON", metavar="AFTER", show_default=False)
+]
+
+CompareAcceptLenOpt = Annotated[
+    Optional[float],
+    typer.Option("--accept-len", help="accept length for the prediction check (BEFORE's whatif)"),
+]
+
+CompareManifestOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--manifest", help="BEFORE's capture manifest (accept length) for the prediction check"
+    ),
+]
+
+GateOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--gate", help="exit 1 when verify got slower by more than PCT percent", metavar="PCT"
+    ),
+]
+
+CompareWholeTraceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--whole-trace",
+        help="compare one step per device spanning each whole trace (traces without ranges)",
+    ),
+]
+
+
+ReportOutOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "-o",
+        "--out",
+        help="the HTML file to write (e.g. reports/NAME.html); optional with --json",
+    ),
+]
+
+CompareWithOpt = Annotated[
+    Optional[str],
+    typer.Option("--compare", help="AFTER: a trace or breakdown JSON to compare SOURCE with"),
+]
+
+ReportAcceptLenOpt = Annotated[
+    Optional[float],
+    typer.Option("--accept-len", help="accept length for the what-if plan and the heatmap"),
+]
+
+ReportManifestOpt = Annotated[
+    Optional[Path],
+    typer.Option("--manifest", help="capture manifest (accept length, baseline) for the what-if"),
+]
+
 ReportSourcesArg = Annotated[
     list[str],
     typer.Argument(
-        metavar="SOURCE...",
+        metavar="SOURCE",
         help="a trace or a breakdown JSON; several captures of one program make one model"
         " (today's first), as whatif makes it",
         show_default=False,
@@ -77,6 +129,7 @@ def compare(
     width: WidthOpt = None,
     mode: ModeOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Before/after: per-phase deltas of the verify step, launches, kernel families, ranks, a
     verdict, BEFORE's prediction of the change AFTER shows, and a CI gate."""
@@ -90,20 +143,21 @@ def compare(
     )
     _checked(accept_len, manifest, step, step_range)  # --gate: a finite number in _check_run
     from verifyprof.report import compare as show  # after the checks
-    from verifyprof.report import files
+    from verifyprof.report import files, progress
 
-    result = pipeline.compare(
-        before,
-        after,
-        accept_len=accept_len,
-        manifest=manifest,
-        step_regex=step_range,
-        taxonomy=taxonomy,
-        whole_trace=whole_trace,
-        step=step,
-        width=width,
-        mode=mode,
-    )
+    with progress.status(f"comparing {before[:40]} with {after[:40]}", quiet):
+        result = pipeline.compare(
+            before,
+            after,
+            accept_len=accept_len,
+            manifest=manifest,
+            step_regex=step_range,
+            taxonomy=taxonomy,
+            whole_trace=whole_trace,
+            step=step,
+            width=width,
+            mode=mode,
+        )
     data = result.to_json(gate=gate)
     files.print_json(data) if as_json else show.print_compare(data)
     if gate is not None and result.gate_failed(gate):
@@ -129,7 +183,7 @@ def report(
     hardware: HardwareOpt = None,
     load_option: LoadOptionOpt = None,
     capture_context: CaptureContextOpt = None,
-    quiet: ReportQuietOpt = False,
+    quiet: QuietOpt = False,
     width: WidthOpt = None,
     mode: ModeOpt = None,
     as_json: JsonOpt = False,
@@ -164,21 +218,22 @@ def report(
     )
     plain = {"baseline_tps": baseline_tps, "decode_ms": decode_ms} | load
     _checked(accept_len, manifest, step, step_range, **plain)
-    data = pipeline.report(
-        captures,
-        compare_with=compare_with,
-        accept_len=accept_len,
-        manifest=manifest,
-        step_regex=step_range,
-        taxonomy=taxonomy,
-        whole_trace=whole_trace,
-        step=step,
-        baseline_tps=baseline_tps,
-        decode_ms=decode_ms,
-        width=width,
-        mode=mode,
-        **load,
-    )
+    from verifyprof.report import progress
+
+    with progress.status(f"reading {', '.join(captures)[:60]} for the report", quiet):
+        data = pipeline.report(
+            captures,
+            compare_with=compare_with,
+            accept_len=accept_len,
+            manifest=manifest,
+            step_regex=step_range,
+            taxonomy=taxonomy,
+            whole_trace=whole_trace,
+            step=step,
+            width=width,
+            mode=mode,
+            **plain,
+        )
     if out is not None:
         from verifyprof.report import html
 

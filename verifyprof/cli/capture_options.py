@@ -11,6 +11,7 @@ ProgramOpt = Annotated[
     Optional[list[str]],
     typer.Argument(
         help="an offline program to run instead of a server: -- python script.py ...",
+        metavar="PROGRAM",
         show_default=False,
     ),
 ]
@@ -60,7 +61,7 @@ BatchesOpt = Annotated[
         "--batches",
         help=(
             "a program captured once per batch size (1,8,32): {batch} in its command (and in"
-            " --decode-cmd) replaced, each capture in --out/batch-N; whatif --out reads them all"
+            " --decode-cmd) replaced, each capture in OUT/batch-N; whatif OUT reads them all"
         ),
     ),
 ]
@@ -243,7 +244,8 @@ SpecOpt = Annotated[
         help=(
             "presets and targets: sglang, hf-assisted, workload, module:qualname=phase"
             " (comma-separated)"
-        )
+        ),
+        metavar="SPEC",
     ),
 ]
 
@@ -254,6 +256,7 @@ HooksProgramOpt = Annotated[
             "the program to be captured (-- python script.py): its folder is searched as Python"
             " will"
         ),
+        metavar="PROGRAM",
         show_default=False,
     ),
 ]

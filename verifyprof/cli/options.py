@@ -8,6 +8,14 @@ from typing import Annotated, Optional
 import typer
 
 from verifyprof.contracts import ranges
+from verifyprof.contracts.datafiles import BUILTIN
+
+PHASES = ", ".join(ranges.BY_PHASE)  # spaced: a help line breaks between phases, never inside
+MODELS = ", ".join(sorted(p.stem for p in (BUILTIN / "models").glob("*.toml")))
+HARDWARE = ", ".join(
+    sorted(p.stem for p in (BUILTIN / "hardware").glob("*.toml") if p.stem != "links")
+)
+QUIET_HELP = "no progress line and no 'wrote FILE' line: only what was asked for, and warnings"
 
 TraceArg = Annotated[
     str,
@@ -17,6 +25,7 @@ TraceArg = Annotated[
             " or per-rank files) or a glob"
         ),
         metavar="TRACE",
+        show_default=False,
     ),
 ]
 
@@ -39,15 +48,13 @@ StepOpt = Annotated[
         "--step",
         help=(
             "steps of one phase, from verifyprof ranges, SGLang spans and user ranges alike:"
-            f" {'|'.join(ranges.BY_PHASE)}"
+            f" {PHASES}"
         ),
         metavar="PHASE",
     ),
 ]
 
-QuietOpt = Annotated[
-    bool, typer.Option("--quiet", help="no progress line on the terminal while reading")
-]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help=QUIET_HELP)]
 
 TaxonomyOpt = Annotated[
     Optional[Path],
@@ -75,7 +82,9 @@ TracesArg = Annotated[
         help=(
             "trace file(s), directories or globs; several files (one per rank, stage or node) are"
             " broken down in parallel and reduced to one multi-rank result"
-        )
+        ),
+        metavar="TRACE",
+        show_default=False,
     ),
 ]
 
@@ -160,7 +169,7 @@ KernelsStepOpt = Annotated[
     typer.Option(
         "--step",
         help=(
-            f"the kernels of one phase's step group ({'|'.join(ranges.BY_PHASE)}: verifyprof,"
+            f"the kernels of one phase's step group ({PHASES}: verifyprof,"
             " SGLang and user ranges alike) or of a step name; verify (the default): the"
             " verdict's group, as whatif and the report pick it"
         ),
@@ -240,7 +249,7 @@ SourceOpt = Annotated[
 WhatifSourceArg = Annotated[
     Optional[list[str]],
     typer.Argument(
-        metavar="SOURCE...",
+        metavar="SOURCE",
         help="what --from takes; several captures of one program make one model (today's first)",
         show_default=False,
     ),
@@ -256,7 +265,7 @@ WhatifStepOpt = Annotated[
     typer.Option(
         "--step",
         help=(
-            f"the steps to model: a phase ({'|'.join(ranges.BY_PHASE)}: verifyprof, SGLang and"
+            f"the steps to model: a phase ({PHASES}: verifyprof, SGLang and"
             " user ranges alike) or a step name (default: the verify steps)"
         ),
     ),
@@ -293,7 +302,7 @@ ModeOpt = Annotated[
 
 HardwareOpt = Annotated[
     Optional[str],
-    typer.Option("--hardware", help="hardware name (h200, h100, rtx-pro-6000, ...) or TOML file"),
+    typer.Option("--hardware", help=f"hardware name ({HARDWARE}) or TOML file"),
 ]
 
 LinkOpt = Annotated[
@@ -303,7 +312,7 @@ LinkOpt = Annotated[
 
 ModelOpt = Annotated[
     Optional[str],
-    typer.Option("--model", help="model config name (kimi-k2, deepseek-v3, workload) or TOML file"),
+    typer.Option("--model", help=f"model config name ({MODELS}) or TOML file"),
 ]
 
 TpOpt = Annotated[Optional[int], typer.Option("--tp", help="tensor-parallel size")]
@@ -339,59 +348,3 @@ AssumeCapturableOpt = Annotated[
 CandidateOpt = Annotated[
     Optional[list[str]], typer.Option("--candidate", help="only these candidates (repeatable)")
 ]
-
-BeforeOpt = Annotated[str, typer.Argument(help="BEFORE: a trace or a breakdown JSON")]
-
-AfterOpt = Annotated[str, typer.Argument(help="AFTER: a trace or a breakdown JSON")]
-
-CompareAcceptLenOpt = Annotated[
-    Optional[float],
-    typer.Option("--accept-len", help="accept length for the prediction check (BEFORE's what-if)"),
-]
-
-CompareManifestOpt = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--manifest", help="BEFORE's capture manifest (accept length) for the prediction check"
-    ),
-]
-
-GateOpt = Annotated[
-    Optional[float],
-    typer.Option("--gate", help="exit 1 when verify got slower by more than PCT percent"),
-]
-
-CompareWholeTraceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--whole-trace",
-        help="compare one step per device spanning each whole trace (traces without ranges)",
-    ),
-]
-
-
-ReportOutOpt = Annotated[
-    Optional[Path],
-    typer.Option(
-        "-o",
-        "--out",
-        help="the HTML file to write (e.g. reports/NAME.html); optional with --json",
-    ),
-]
-
-CompareWithOpt = Annotated[
-    Optional[str],
-    typer.Option("--compare", help="AFTER: a trace or breakdown JSON to compare SOURCE with"),
-]
-
-ReportAcceptLenOpt = Annotated[
-    Optional[float],
-    typer.Option("--accept-len", help="accept length for the what-if plan and the heatmap"),
-]
-
-ReportManifestOpt = Annotated[
-    Optional[Path],
-    typer.Option("--manifest", help="capture manifest (accept length, baseline) for the what-if"),
-]
-
-ReportQuietOpt = Annotated[bool, typer.Option("--quiet", help="print nothing but errors")]

@@ -98,8 +98,11 @@ def _print_header(console: Console, data: dict[str, Any]) -> None:
     )
     options = data.get("options") or {}
     if options.get("whole_trace"):
+        why = options.get("whole_trace_because")
         console.print(
-            "steps: one per device spanning the whole trace (--whole-trace)", highlight=False
+            "steps: one per device spanning the whole trace"
+            + (f" ({why}: give --range or --step to choose steps)" if why else " (--whole-trace)"),
+            highlight=False,
         )
     elif (
         options.get("range") == ranges.DEFAULT_STEP_REGEX

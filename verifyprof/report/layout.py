@@ -46,11 +46,13 @@ class Col:
     header: str
     # num: right-aligned, never cut; name: a kernel name, shortened to fit (:func:`fit`);
     # label: a step name and its [attributes], the attributes cut at their end (:func:`fit_label`)
-    kind: Literal["num", "text", "name", "label"] = "num"
+    # wrap: words (a basis, a mark, a candidate and its "(blocked)"), wrapped between words into
+    # what is left, never cut: a row may take two lines
+    kind: Literal["num", "text", "name", "label", "wrap"] = "num"
 
     @property
     def shortened(self) -> bool:
-        return self.kind in ("name", "label")
+        return self.kind in ("name", "label", "wrap")
 
 
 def fit(text: str, width: int) -> str:
@@ -136,8 +138,16 @@ def fitted_table(
         pad_edge=False,
         padding=(0, 1, 0, 0),
     )
+    words = {
+        i: max([len(w) for r in rows for w in r[i].split()] + [len(columns[i].header) and 1])
+        for i in names
+        if columns[i].kind == "wrap"
+    }  # a wrapped column is never narrower than its longest word
+    budget |= {i: max(budget[i], w) for i, w in words.items()}
     for i, col in enumerate(columns):
-        if col.shortened:
+        if col.kind == "wrap":
+            table.add_column(col.header, overflow="fold", min_width=words[i], max_width=budget[i])
+        elif col.shortened:
             table.add_column(col.header, no_wrap=True, overflow="ellipsis", max_width=budget[i])
         else:
             table.add_column(
@@ -147,7 +157,7 @@ def fitted_table(
                 min_width=widths[i],
             )
     cut = [fit_label if c.kind == "label" else fit for c in columns]
-    shown = {i: distinct([r[i] for r in rows], budget[i], cut[i]) for i in budget}
+    shown = {i: distinct([r[i] for r in rows], budget[i], cut[i]) for i in budget if i not in words}
     for n, row in enumerate(rows):
         cells = [escape(shown[i][n] if i in shown else cell) for i, cell in enumerate(row)]
         table.add_row(*cells, style=styles[n] if styles else None)
@@ -200,6 +210,18 @@ def _around(text: str, width: int, at: int) -> str:
     if start + room < len(text):
         body = body[:-1] + ELLIPSIS
     return text[:head] + ELLIPSIS + body
+
+
+def hanging(
+    console: Console, lines: list[str], bullet: str, indent: int, style: str | None = None
+) -> None:
+    """Bulleted lines whose wrapped continuation stays indented under the text, at any width."""
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(width=indent, justify="right", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for line in lines:
+        grid.add_row(bullet, escape(line), style=style)
+    console.print(grid, highlight=False)
 
 
 def unpadded(console: Console, draw: Callable[[], None]) -> None:

@@ -8,7 +8,20 @@ from typing import Any
 
 from rich.markup import escape
 
-from verifyprof.report.layout import Col, Console, fitted_table
+from verifyprof.report.layout import Col, Console, fitted_table, hanging
+
+
+class _Once:
+    """Prose lines, each wrapped under its indent and said once: what every context shares (the
+    ridge point, the switching caveat) is not printed again for the next context."""
+
+    def __init__(self, console: Console) -> None:
+        self.console, self.said = console, set()
+
+    def __call__(self, line: str, indent: int = 2, style: str | None = None, bullet="") -> None:
+        if line not in self.said:
+            self.said.add(line)
+            hanging(self.console, [line], bullet, indent - 1, style)
 
 
 def print_load(result: dict[str, Any], console: Console) -> None:
@@ -27,26 +40,27 @@ def _print_curve(load: dict | None, skipped: str | None, when: str, console: Con
         return
     today = load["today"]
     ridge = load["ridge"]
+    say = _Once(console)
     for curve in load["contexts"]:
-        console.print(
-            f"[bold]Load curve{when}, context {curve['context']:g} tokens: the best draft count per"
-            f" batch (today: batch {today['batch']}, k = {today['num_draft']})[/bold]"
+        console.print(  # within 80 columns
+            f"[bold]Load curve{when}, context {curve['context']:g}: best k per batch (today: batch"
+            f" {today['batch']}, k = {today['num_draft']})[/bold]"
         )
         rows, styles = _rows(curve, today)
         console.print(fitted_table(console, _columns(), rows, styles=styles))
         for line in _story(curve, ridge, today):
-            console.print(f"  {escape(line)}", highlight=False)
+            say(line)
         if curve.get("basis_words"):
-            console.print(f"  [yellow]{escape(curve['basis_words'])}[/yellow]", highlight=False)
+            say(curve["basis_words"], style="yellow")
             console.print(
                 f"    {escape(curve['measure_command'])}", soft_wrap=True, highlight=False
             )
         if curve.get("k_words"):
-            console.print(f"  [yellow]{escape(curve['k_words'])}[/yellow]", highlight=False)
-    console.print(f"  {escape(load['acceptance']['words'])}", highlight=False)
-    _print_settings(load.get("server_settings") or {}, console)
+            say(curve["k_words"], style="yellow")
+    say(load["acceptance"]["words"])
+    _print_settings(load.get("server_settings") or {}, console, say)
     for note in load.get("notes", []):
-        console.print(f"  [dim]- {escape(note)}[/dim]", highlight=False)
+        say(note, 4, "dim", "-")
 
 
 def _columns() -> list[Col]:
@@ -133,11 +147,11 @@ def _range_words(r: dict[str, Any]) -> str:
     return f"{basis}, +/-{band:.0%}" if basis and basis != "measured" else basis or "predicted"
 
 
-def _print_settings(settings: dict[str, Any], console: Console) -> None:
+def _print_settings(settings: dict[str, Any], console: Console, say: _Once) -> None:
     server = settings.get("server")
     versions = settings.get("versions", {})
     if settings.get("note"):
-        console.print(f"  [yellow]{escape(settings['note'])}[/yellow]", highlight=False)
+        say(settings["note"], style="yellow")
     for ctx in settings.get("per_context", []):
         if server in (None, "sglang"):
             console.print(
@@ -155,7 +169,7 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
                     line = f"      {escape(r['flags'])}"
                 console.print(line, soft_wrap=True, highlight=False)
             if (ctx.get("switching") or {}).get("sglang"):
-                console.print(f"    [dim]{escape(ctx['switching']['sglang'])}[/dim]")
+                say(ctx["switching"]["sglang"], 4, "dim")
         if server in (None, "vllm"):
             cfg = ctx.get("vllm_speculative_config")
             console.print(
@@ -175,4 +189,4 @@ def _print_settings(settings: dict[str, Any], console: Console) -> None:
                 line = f"      --speculative-config '{escape(cfg)}'"
                 console.print(line, highlight=False, soft_wrap=True)
             if (ctx.get("switching") or {}).get("vllm"):
-                console.print(f"    [dim]{escape(ctx['switching']['vllm'])}[/dim]")
+                say(ctx["switching"]["vllm"], 4, "dim")

@@ -9,25 +9,11 @@ from rich.table import Table
 
 from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.decision.verdict import accept_reach
+from verifyprof.report.assumptions import print_assumptions, verdict_warnings
 from verifyprof.report.console_decision import print_decision
 from verifyprof.report.layout import Col, Console, fitted_table, unpadded
+from verifyprof.report.layout import hanging as _hanging
 from verifyprof.report.load_console import print_load
-
-
-def _hanging(
-    console: Console, lines: list[str], bullet: str, indent: int, style: str | None = None
-) -> None:
-    """Bulleted lines whose wrapped continuation stays indented under the text, at any width."""
-    grid = Table.grid(padding=(0, 1, 0, 0))
-    grid.add_column(width=indent, justify="right", no_wrap=True)
-    grid.add_column(overflow="fold")
-    for line in lines:
-        grid.add_row(bullet, escape(line), style=style)
-    console.print(grid, highlight=False)
-
-
-def _num(value: Any, fmt: str = ".3f", unit: str = "") -> str:
-    return "-" if value is None else f"{value:{fmt}}{unit}"
 
 
 def print_plain(
@@ -154,9 +140,9 @@ PLAIN_LEGEND = (
 )
 TRACE_LEGEND = (
     "  verify from: measured (a traced width, as traced), fitted (the width model: between"
-    " traced widths, or at a traced width whose time the monotone fit replaced), extrapolated"
-    " (past them), roofline (one traced width: phase by phase); basis: what the point's rate"
-    " rests on, and its band"
+    " traced widths, or at a traced width whose time the monotone fit replaced), extrap"
+    " (extrapolated: past them), roofline (one traced width: phase by phase); basis: what the"
+    " point's rate rests on, and its band"
 )
 
 
@@ -206,9 +192,8 @@ def _print_details(result: dict[str, Any], console: Console) -> None:
     parts = result.get("verdict_parts") or {}
     for caution in parts.get("cautions", []):
         _hanging(console, [caution], "!", 1, style="yellow")
-    for warning in parts.get("warnings", []):
-        if warning != parts.get("decision"):  # the decision is in the verdict above
-            _hanging(console, [warning], "!", 1, style="yellow")
+    warnings = [w for w in parts.get("warnings", []) if w != parts.get("decision")]  # said above
+    _hanging(console, verdict_warnings(warnings, result["candidates"]), "!", 1, style="yellow")
     _print_plan(result, console)
     _print_curve(result, console)
     _print_candidates(result, console)
@@ -223,7 +208,7 @@ def _print_candidates(
     cur = result["current"]
     columns = [
         Col("#"),
-        Col("candidate", "name"),
+        Col("candidate", "wrap"),
         Col("verify ms"),
         Col("cycle ms"),
         Col("accept"),
@@ -259,12 +244,7 @@ def _print_candidates(
     console.print("[bold]Each candidate alone, best first (predicted)[/bold]")
     console.print(fitted_table(console, columns, rows, styles=styles))
     _hanging(console, _hidden_verify(result["candidates"]), "-", 3, style="dim")
-    console.print("[bold]Assumptions[/bold]")
-    for i, cand in enumerate(result["candidates"], start=1):
-        console.print(f"{i}. [bold]{escape(cand['name'])}[/bold]", highlight=False)
-        _hanging(console, list(cand["assumptions"]), "-", 4)
-        _hanging(console, list(cand.get("blocked_by", [])), "blocked:", 9, style="yellow")
-        _hanging(console, list(cand.get("warnings", [])), "!", 4, style="yellow")
+    print_assumptions(result["candidates"], console)
     if result.get("skipped"):
         console.print("[dim]not applicable:[/dim]")
         _hanging(
@@ -284,7 +264,7 @@ def _print_plan(result: dict[str, Any], console: Console, today: str = "today (m
     cur = result["current"]
     columns = [
         Col("#"),
-        Col("then", "name"),
+        Col("then", "wrap"),
         Col("verify ms"),
         Col("cycle ms"),
         Col("tok/s"),
@@ -344,7 +324,12 @@ def _basis_band(point: dict[str, Any]) -> str:
     if not point.get("basis"):
         return ""
     band = point.get("band")
-    return point["basis"] + (f" +/-{100 * band:.0f}%" if band is not None else "")
+    return SHORT.get(point["basis"], point["basis"]) + (
+        f" +/-{100 * band:.0f}%" if band is not None else ""
+    )
+
+
+SHORT = {"extrapolated": "extrap", "interpolated": "interp"}  # as the load tables word them
 
 
 def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_LEGEND) -> None:
@@ -353,17 +338,17 @@ def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_L
     if not curve:
         return
     best, now = curve["best_num_draft"], curve["current_num_draft"]
-    columns = [
-        Col("k"),
+    columns = [  # numbers' headers on two lines, words wrapped: at 80 columns k and every
+        Col("k"),  # number stay whole
         Col("width"),
-        Col("verify ms"),
-        Col("verify from", "name"),
-        Col("draft ms"),
-        Col("cycle ms"),
+        Col("verify\nms"),
+        Col("verify\nfrom", "wrap"),
+        Col("draft\nms"),
+        Col("cycle\nms"),
         Col("accept"),
         Col("tok/s"),
-        Col("basis", "name"),
-        Col("", "name"),
+        Col("basis", "wrap"),
+        Col("", "wrap"),
     ]
     rows, styles = [], []
     for point in curve["points"]:
@@ -376,7 +361,7 @@ def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_L
                 str(k),
                 str(point["width"]),
                 f"{point['verify_ms']:.3f}",
-                point.get("verify_source", ""),
+                SHORT.get(point.get("verify_source", ""), point.get("verify_source", "")),
                 f"{point['draft_ms']:.3f}",
                 f"{point['cycle_ms']:.3f}",
                 f"{point['accept_len']:.2f}",
@@ -388,7 +373,7 @@ def _print_curve(result: dict[str, Any], console: Console, legend: str = TRACE_L
         styles.append("bold" if k == best else ("dim" if k == now else None))
     console.print("[bold]Draft count: tokens/s by k, today's execution mode (predicted)[/bold]")
     console.print(fitted_table(console, columns, rows, styles=styles))
-    console.print(legend, highlight=False)
+    _hanging(console, [legend.strip()], "", 1)
     if curve.get("server_flags"):  # the command whole on its own line, to copy
         console.print(f"  SGLang flags for k = {best}:", highlight=False)
         console.print(f"      {escape(curve['server_flags'])}", highlight=False, soft_wrap=True)
