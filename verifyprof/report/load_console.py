@@ -26,21 +26,23 @@ class _Once:
 
 def print_load(result: dict[str, Any], console: Console) -> None:
     """Today's load curve, then the one after the plan's fixes where the answer flips there."""
-    _print_curve(result.get("load_curve"), result.get("load_curve_skipped"), "", console)
+    say = _Once(console)  # one for both curves: what they share is said once
+    _print_curve(result.get("load_curve"), result.get("load_curve_skipped"), "", console, say)
     after = result.get("load_curve_after_plan")
     if after or result.get("load_curve_after_plan_skipped"):
         why = result.get("load_curve_after_plan_skipped")
-        _print_curve(after, why, " after the plan's fixes", console)
+        _print_curve(after, why, " after the plan's fixes", console, say)
 
 
-def _print_curve(load: dict | None, skipped: str | None, when: str, console: Console) -> None:
+def _print_curve(
+    load: dict | None, skipped: str | None, when: str, console: Console, say: _Once
+) -> None:
     if not load:
-        if skipped:
-            console.print(f"[dim]{escape(skipped)}[/dim]")
+        if skipped:  # once: the curve after the plan may be skipped for today's reason
+            say(skipped, 1, "dim")
         return
     today = load["today"]
     ridge = load["ridge"]
-    say = _Once(console)
     for curve in load["contexts"]:
         console.print(  # within 80 columns
             f"[bold]Load curve{when}, context {curve['context']:g}: best k per batch (today: batch"
@@ -58,7 +60,7 @@ def _print_curve(load: dict | None, skipped: str | None, when: str, console: Con
         if curve.get("k_words"):
             say(curve["k_words"], style="yellow")
     say(load["acceptance"]["words"])
-    _print_settings(load.get("server_settings") or {}, console, say)
+    _print_settings(load.get("server_settings") or {}, console, say, when)
     for note in load.get("notes", []):
         say(note, 4, "dim", "-")
 
@@ -147,7 +149,7 @@ def _range_words(r: dict[str, Any]) -> str:
     return f"{basis}, +/-{band:.0%}" if basis and basis != "measured" else basis or "predicted"
 
 
-def _print_settings(settings: dict[str, Any], console: Console, say: _Once) -> None:
+def _print_settings(settings: dict[str, Any], console: Console, say: _Once, when: str) -> None:
     server = settings.get("server")
     versions = settings.get("versions", {})
     if settings.get("note"):
@@ -156,14 +158,17 @@ def _print_settings(settings: dict[str, Any], console: Console, say: _Once) -> N
         if server in (None, "sglang"):
             console.print(
                 f"  [bold]SGLang[/bold] ({versions.get('sglang', '')}), context"
-                f" {ctx['context']:g}: one setting per load range",
+                f" {ctx['context']:g}{when}: one setting per load range",
                 highlight=False,
             )
             for r in ctx["sglang"]:  # a command whole on its own line, to copy
                 first, last = r["batches"]
-                console.print(f"    batch {first}-{last} ({_range_words(r)}):", highlight=False)
-                if r.get("flags") is None:  # too wide a band: the capture that measures it
-                    console.print("      no flags: the band is too wide; measure it:")
+                wide = r.get("flags") is None  # too wide a band: the capture that measures it
+                words = " no flags, the band is too wide; measure it with:" if wide else ""
+                console.print(
+                    f"    batch {first}-{last} ({_range_words(r)}):{words}", highlight=False
+                )
+                if wide:
                     line = f"      {escape(r['measure_command'])}"
                 else:
                     line = f"      {escape(r['flags'])}"
@@ -173,7 +178,8 @@ def _print_settings(settings: dict[str, Any], console: Console, say: _Once) -> N
         if server in (None, "vllm"):
             cfg = ctx.get("vllm_speculative_config")
             console.print(
-                f"  [bold]vLLM[/bold] ({versions.get('vllm', '')}), context {ctx['context']:g}:"
+                f"  [bold]vLLM[/bold] ({versions.get('vllm', '')}), context"
+                f" {ctx['context']:g}{when}:"
                 + (
                     " (with your method and model; ranges "
                     + ", ".join(_range_words(b) for b in ctx.get("vllm_basis") or [])
