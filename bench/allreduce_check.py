@@ -42,7 +42,8 @@ from verifyprof.attribution.steps import (
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.model.inputs.allreduce import NCCL_HW_LAT_US, ring_alpha_beta_us
-from verifyprof.model.inputs.hardware import Hardware, load_hardware
+from verifyprof.model.inputs.hardware import Hardware
+from verifyprof.pipeline.data_files import load_hardware
 from verifyprof.trace.events import Trace
 
 # message-size buckets (bytes): verify-sized messages are tens of KiB, prefill and training MiBs

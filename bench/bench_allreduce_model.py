@@ -37,7 +37,7 @@ from allreduce_check import (  # noqa: E402 - bench/allreduce_check.py, beside t
 )
 
 from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
-from verifyprof.model.inputs.hardware import load_hardware  # noqa: E402
+from verifyprof.pipeline.data_files import load_hardware  # noqa: E402
 from verifyprof.trace import load_trace  # noqa: E402
 
 PUBLIC = REPO / "tests" / "data" / "public"

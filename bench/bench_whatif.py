@@ -50,9 +50,10 @@ from verifyprof.model.fixes.base import Scenario, current_cycle
 from verifyprof.model.fixes.draft import verify_at_width
 from verifyprof.model.fixes.setup import launch_costs_of
 from verifyprof.model.fixes.verify import cuda_graph_verify
-from verifyprof.model.inputs.hardware import Hardware, load_hardware
+from verifyprof.model.inputs.hardware import Hardware
 from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
+from verifyprof.pipeline.data_files import load_hardware
 from verifyprof.pipeline.model_files import guess_hardware
 
 TARGET = 0.15

@@ -1,7 +1,8 @@
 """A real ``verifyprof`` process with its reads counted: every ``open`` of a file in the given
 folders (a Python audit hook, so no read can escape it) and every verify profile the model makes
-(a counting wrapper installed before anything imports it by name). Used by the once-ness tests
-of the commands that read several inputs (compare, report of several captures)."""
+and every step assignment (``assign_steps``; both counting wrappers installed before anything
+imports them by name). Used by the once-ness tests of the commands that read several inputs
+(compare, report of several captures) and of the data files every command reads."""
 
 from __future__ import annotations
 
@@ -30,6 +31,18 @@ def audit(event, args):
 
 
 sys.addaudithook(audit)
+import verifyprof.attribution.assignment as assignment
+
+assigned = []
+assign_steps = assignment.assign_steps
+
+
+def counted_assign(*args, **kw):
+    assigned.append(1)
+    return assign_steps(*args, **kw)
+
+
+assignment.assign_steps = counted_assign  # before any module imports it by name
 import verifyprof.model.inputs.profile as profile
 
 made = []
@@ -51,22 +64,29 @@ except SystemExit as done:
     code = done.code
 else:
     code = 0
-out.write_text(json.dumps({"opened": opened, "profiles": len(made), "code": code}))
+found = {"opened": opened, "profiles": len(made), "assigned": len(assigned), "code": code}
+out.write_text(json.dumps(found))
 """
 
 
-def counted_run(folders: list[Path], out: Path, *command: str, cache: Path | None = None) -> dict:
+def counted_run(
+    folders: list[Path],
+    out: Path,
+    *command: str,
+    cache: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> dict:
     """``verifyprof COMMAND`` in its own process: ``opened`` ({'folder/file': opens}),
-    ``profiles`` (verify profiles made) and ``code``. ``cache``: its ``VERIFYPROF_CACHE`` (a
-    gzipped export is decompressed there once: warm it first to count one command's reads; None:
-    the suite's own)."""
+    ``profiles`` (verify profiles made), ``assigned`` (step assignments run) and ``code``.
+    ``cache``: its ``VERIFYPROF_CACHE`` (a gzipped export is decompressed there once: warm it
+    first to count one command's reads; None: the suite's own); ``env``: more variables."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps([str(f) for f in folders]), str(out), *command],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=600,
-        env={**os.environ, **({"VERIFYPROF_CACHE": str(cache)} if cache else {})},
+        env={**os.environ, **({"VERIFYPROF_CACHE": str(cache)} if cache else {}), **(env or {})},
     )
     assert out.is_file(), done.stderr[-2000:]
     found = json.loads(out.read_text())

@@ -12,7 +12,7 @@ import pytest
 from conftest import PUBLIC, REPO
 from tracebuilder import late_joiner_allreduce
 
-from verifyprof.model.inputs.hardware import load_hardware
+from verifyprof.pipeline.data_files import load_hardware
 from verifyprof.trace import load_trace
 
 sys.path.insert(0, str(REPO / "bench"))

@@ -49,3 +49,26 @@ def test_one_batch_1_capture_gives_every_batch_and_k_asked():
             assert basis in ("extrapolated", "roofline"), (c, b, k)
     assert ("512", "1", "0") in {(c, b, k) for c, b, k, _, basis in rows if basis == "measured"}
     assert "captures: context 512 batch 1 k 3" in done.stdout
+
+
+CAMPAIGNS = sorted((ROOT / "bench/results").glob("load_mha_h200*"))
+
+
+@pytest.mark.parametrize("folder", CAMPAIGNS, ids=[f.name for f in CAMPAIGNS])
+def test_each_load_campaign_keeps_one_raw_capture_and_every_other_as_its_breakdown(folder):
+    captures = sorted(d.name for d in folder.iterdir() if (d / "manifest.json").is_file())
+    raw = [c for c in captures if (folder / c / "capture.sqlite.gz").is_file()]
+    assert raw == ["C1"]
+    assert all((folder / c / "breakdown.json").is_file() for c in captures if c not in raw)
+
+
+def test_the_third_campaigns_predictions_are_reproduced_from_its_raw_capture_and_breakdowns():
+    """C1 is a trace, C8 and C64 their breakdowns: the committed log, line for line."""
+    folder = "bench/results/load_mha_h200_3"
+    done = bench(
+        "--from", folder, "--captures", "C1,C8,C64", "--campaign",
+        "--model", "bench/models/hf-chain-7b-mha.toml", "--batches", "1,2,4,8,16,32,64",
+        "--ks", "0,1,2,3,4,5,6", "--contexts", "512",
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    assert done.stdout == (ROOT / folder / "predictions/from-C1-C8-C64.log").read_text()

@@ -11,8 +11,7 @@ from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.capture.hooks.presets import load_preset, resolve_spec
 from verifyprof.contracts import datafiles
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.inputs.hardware import load_hardware
-from verifyprof.model.inputs.model_config import load_model_config
+from verifyprof.pipeline.data_files import load_hardware, load_model_config
 
 BUILTIN = datafiles.BUILTIN
 

@@ -16,9 +16,8 @@ from verifyprof.model.cycle.batch_cost import Shape, compute_bound, ridge_tokens
 from verifyprof.model.decision.speculate import draft_curve
 from verifyprof.model.decision.whatif import WhatifOptions, load_of
 from verifyprof.model.fixes.base import current_cycle
-from verifyprof.model.inputs.hardware import load_hardware
-from verifyprof.model.inputs.model_config import load_model_config
 from verifyprof.pipeline import prepared_of
+from verifyprof.pipeline.data_files import load_hardware, load_model_config
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPH = ROOT / "traces" / "workload-dense-graph"

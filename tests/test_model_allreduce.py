@@ -9,7 +9,7 @@ from verifyprof.model.inputs.allreduce import (
     nccl_latency_us,
     ring_alpha_beta_us,
 )
-from verifyprof.model.inputs.hardware import load_hardware
+from verifyprof.pipeline.data_files import load_hardware
 
 
 @pytest.mark.parametrize(

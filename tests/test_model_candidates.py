@@ -27,10 +27,9 @@ from verifyprof.contracts.schema import frame_from_json
 from verifyprof.model.decision.candidates import CANDIDATE_NAMES, Scenario, rank_candidates
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.model.inputs.acceptance import parse_survival
-from verifyprof.model.inputs.hardware import load_hardware
-from verifyprof.model.inputs.model_config import load_model_config
 from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.pipeline import whatif
+from verifyprof.pipeline.data_files import load_hardware, load_model_config
 from verifyprof.trace import load_trace
 
 

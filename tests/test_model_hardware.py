@@ -6,8 +6,8 @@ import pytest
 
 from verifyprof.contracts.datafiles import BUILTIN
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.model.inputs.hardware import load_hardware, load_link
-from verifyprof.model.inputs.model_config import load_model_config
+from verifyprof.model.inputs.hardware import link_named
+from verifyprof.pipeline.data_files import load_hardware, load_links, load_model_config
 from verifyprof.pipeline.model_files import guess_hardware
 
 HARDWARE = sorted(p.stem for p in (BUILTIN / "hardware").glob("*.toml") if p.stem != "links")
@@ -17,7 +17,10 @@ MODELS = sorted(p.stem for p in (BUILTIN / "models").glob("*.toml"))
 def test_the_issue_s_hardware_and_models_are_shipped():
     assert {"h100-sxm", "h100-pcie", "h200", "b200", "rtx-pro-6000"} <= set(HARDWARE)
     assert {"kimi-k2", "deepseek-v3", "workload"} <= set(MODELS)
-    assert all(load_link(name).kind for name in ("pcie_gen4", "pcie_gen5", "nvlink4", "nvlink5"))
+    assert all(
+        link_named(load_links(), name).kind
+        for name in ("pcie_gen4", "pcie_gen5", "nvlink4", "nvlink5")
+    )
 
 
 @pytest.mark.parametrize("name", HARDWARE)
@@ -80,12 +83,12 @@ def test_user_links_file_adds_a_link(tmp_path, monkeypatch):
     )
     monkeypatch.setenv("VERIFYPROF_DATA_DIR", str(tmp_path))
     assert load_hardware("h200", link="my_fabric").link.bw_gbps == 100.0
-    assert load_link("nvlink4").kind == "nvlink"  # built-in links stay
+    assert link_named(load_links(), "nvlink4").kind == "nvlink"  # built-in links stay
 
 
 def test_unknown_link_lists_the_known_ones():
     with pytest.raises(VerifyprofError, match="unknown link 'infiniband'.*nvlink4"):
-        load_link("infiniband")
+        link_named(load_links(), "infiniband")
 
 
 def test_hardware_file_without_bandwidth_names_the_field(tmp_path):

@@ -3,8 +3,8 @@
 import pytest
 
 from verifyprof.model.cycle.verify_cost import width_scaling
-from verifyprof.model.inputs.hardware import load_hardware
-from verifyprof.model.inputs.model_config import expert_union, load_model_config
+from verifyprof.model.inputs.model_config import expert_union
+from verifyprof.pipeline.data_files import load_hardware, load_model_config
 
 # D(n) (multiple of one-token expert bytes D(n)/k): n -> Kimi-K2, DeepSeek-V3, Qwen3-235B, Mixtral
 D_TABLE = {

@@ -4,8 +4,7 @@ width 4)."""
 import pytest
 
 from verifyprof.model.inputs.allreduce import allreduce_bytes
-from verifyprof.model.inputs.hardware import load_hardware
-from verifyprof.model.inputs.model_config import load_model_config
+from verifyprof.pipeline.data_files import load_hardware, load_model_config
 
 
 @pytest.fixture(scope="module")

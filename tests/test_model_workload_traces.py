@@ -18,10 +18,10 @@ from verifyprof.model.fixes.base import Scenario, current_cycle
 from verifyprof.model.fixes.draft import verify_at_width
 from verifyprof.model.fixes.setup import launch_costs_of
 from verifyprof.model.fixes.verify import cuda_graph_verify
-from verifyprof.model.inputs.hardware import load_hardware
 from verifyprof.model.inputs.model_config import model_from_workload
 from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.pipeline import breakdown_frame, whatif
+from verifyprof.pipeline.data_files import load_hardware
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 DENSE_EAGER = TRACES / "workload-dense-eager"

@@ -15,8 +15,7 @@ def test_plain_numbers_use_the_model_hardware_link_tp_and_draft_count():
     """The issue's command ranks the candidates numbers can give: the verify split by the
     roofline and the link model (the allreduces at the PCIe Gen4 model's time), the draft count
     by the width model, and says what it was given and what it assumed."""
-    from verifyprof.model.inputs.hardware import load_hardware
-    from verifyprof.model.inputs.model_config import load_model_config
+    from verifyprof.pipeline.data_files import load_hardware, load_model_config
 
     bare = run_json("whatif", *ISSUE_27)
     out = run_json("whatif", *ISSUE_27, *GIVEN, "--num-draft", "3")

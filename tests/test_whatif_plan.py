@@ -12,10 +12,9 @@ from conftest import PUBLIC
 from verifyprof.model.decision.candidates import rank_candidates
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.model.fixes.base import Scenario
-from verifyprof.model.inputs.hardware import load_hardware
-from verifyprof.model.inputs.model_config import load_model_config
 from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.pipeline import breakdown_frame, whatif
+from verifyprof.pipeline.data_files import load_hardware, load_model_config, published_drafters
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
@@ -164,6 +163,7 @@ def test_better_drafter_comes_from_published_accept_lengths_not_a_fixed_gain():
         hardware=load_hardware("b200"),
         model=load_model_config("kimi-k2"),
         tp=8,
+        published=published_drafters(),
     )
     ranking = rank_candidates(profile, scenario, only=["better_drafter"])
     (cand,) = ranking.candidates
@@ -176,7 +176,9 @@ def test_better_drafter_comes_from_published_accept_lengths_not_a_fixed_gain():
 def test_better_drafter_without_published_data_for_the_target_says_so():
     profile = verify_profile(breakdown_frame(B200, whole_trace=True), width=4)
     ranking = rank_candidates(
-        profile, Scenario(accept_len=2.0, num_draft=3), only=["better_drafter"]
+        profile,
+        Scenario(accept_len=2.0, num_draft=3, published=published_drafters()),
+        only=["better_drafter"],
     )
     assert ranking.candidates == [] and "published" in ranking.skipped[0]["reason"]
 

@@ -136,12 +136,21 @@ class Taxonomy:
 
 def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
     """``path``, else the user's ``taxonomy.toml`` in the data directory, else the built-in
-    rules."""
+    rules; each file read and parsed once per process (:func:`~verifyprof.contracts.datafiles.
+    read_once`: a command asks from several places; the rules are never changed once read)."""
     if path is None:
         path = datafiles.locate(TAXONOMY_FILE)
         if path is None or path == datafiles.BUILTIN / TAXONOMY_FILE:
-            return parse_taxonomy((datafiles.BUILTIN / TAXONOMY_FILE).read_text(), "builtin")
-    path = Path(path)
+            builtin = datafiles.BUILTIN / TAXONOMY_FILE
+            return datafiles.read_once(builtin, "taxonomy", _builtin)
+    return datafiles.read_once(Path(path), "taxonomy", _user)
+
+
+def _builtin(path: Path) -> Taxonomy:
+    return parse_taxonomy(path.read_text(), "builtin")
+
+
+def _user(path: Path) -> Taxonomy:
     text = read_text(path, "taxonomy", TOML_LIMIT)  # a regular file, size-checked, UTF-8
     return parse_taxonomy(text, str(path))
 

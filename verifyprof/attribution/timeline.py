@@ -42,7 +42,6 @@ from verifyprof.contracts import phases
 from verifyprof.trace.events import Trace
 
 MAX_OPS = 4000  # per window: a 1M-kernel step still draws in a browser
-OP_KINDS = ("kernel", "copy", "graph")
 
 
 @dataclass

@@ -9,10 +9,12 @@ describe their own box, model, server or kernels without touching verifyprof: pu
 
 from __future__ import annotations
 
+import copy
 import os
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from verifyprof.contracts.errors import VerifyprofError, path_error, path_problem
 from verifyprof.contracts.plumbing.inputs import TOML_LIMIT, read_text
@@ -74,12 +76,38 @@ def _toml_files(directory: Path) -> list[Path]:
         raise path_error(exc, directory, "cannot list the data folder: ") from None
 
 
-def read_toml(path: Path) -> dict[str, Any]:
+T = TypeVar("T")
+_READ: dict[tuple[Any, ...], Any] = {}  # (what, file identity) -> what the file held, parsed
+
+
+def read_once(path: Path, what: str, parse: Callable[[Path], T]) -> T:
+    """``parse(path)``, made once per process for each version of the file: a command that asks
+    for the same data file from several places (the catalogue, then the hit; both sides of a
+    comparison; every candidate) reads it once. The key is the file's identity (inode, size,
+    modification time), so a file written again is read again; a file that cannot be read is
+    never remembered (its error is raised at each ask)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return parse(path)  # the reader names the problem
+    key = (what, str(path.absolute()), info.st_ino, info.st_size, info.st_mtime_ns)
+    if key not in _READ:
+        _READ[key] = parse(path)
+    return _READ[key]
+
+
+def _parse_toml(path: Path) -> dict[str, Any]:
     text = read_text(path, "TOML file", TOML_LIMIT)  # a regular file, size-checked, UTF-8
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise VerifyprofError(f"not valid TOML: {exc}", path) from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML data file's tables, read once per process (:func:`read_once`); a copy, so that no
+    caller's edit reaches the next."""
+    return copy.deepcopy(read_once(path, "toml", _parse_toml))
 
 
 def catalogue(kind: str, skip: tuple[str, ...] = ()) -> dict[str, Path]:

@@ -50,14 +50,6 @@ TOTALS: tuple[str, ...] = (
 )  # also reported un-prioritised, hidden time included ("totals")
 INDEX: dict[str, int] = {p: i for i, p in enumerate(ALL)}
 
-GROUPS: dict[str, tuple[str, ...]] = {
-    "compute": COMPUTE,
-    "communication": COLLECTIVES,
-    "copies": COPIES,
-    "other steps": OTHER,
-    "idle": IDLE,
-}
-
 
 @dataclass(frozen=True)
 class PhaseInfo:

@@ -34,9 +34,6 @@ PHASE_RANGES: tuple[str, ...] = (SPEC_STEP, DRAFT, VERIFY, ACCEPT, DRAFT_EXTEND,
 # Short phase name (as used by hook presets and ``--hook target=phase``) -> range name.
 BY_PHASE: dict[str, str] = {name.removeprefix("verifyprof."): name for name in PHASE_RANGES}
 
-# SGLang's own record_function spans for the verify forward: ``step[TARGET_VERIFY bs=N]``.
-SGLANG_VERIFY_PATTERN = r"TARGET_VERIFY"
-
 
 _ATTR = re.compile(r"(\w+)=(\S+)")
 
@@ -60,9 +57,6 @@ def _fmt(value: object) -> str:
 
 
 # --- steps by phase (``--step verify``): one table, data not code --------------------------------
-
-
-SEPARATOR = r"[\s_.:/\-]"
 
 
 def _user(words: list[str], unless: list[str]) -> str:
@@ -136,9 +130,6 @@ def __getattr__(name: str) -> object:
     if name == "DEFAULT_STEP_REGEX":
         return _phases().default_step_regex
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-VERIFYPROF_STEP_REGEX = r"^verifyprof\.(spec_step|draft|verify|accept|draft_extend|decode)(\s|$)"
 
 
 def phase_regex(phase: str) -> str:

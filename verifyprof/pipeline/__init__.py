@@ -143,5 +143,6 @@ def kernels(
 def whatif_plain(options: WhatifOptions) -> dict:
     """``whatif --verify-ms ... --accept-len ...``: plain numbers, no breakdown."""
     from verifyprof.model.decision.whatif import plain_numbers
+    from verifyprof.pipeline.model_files import PlainFiles
 
-    return plain_numbers(options)
+    return plain_numbers(options, PlainFiles(options))

@@ -108,6 +108,7 @@ def by_batch(run: Run, head: Prepared) -> list[tuple[int, Prepared]]:
         manifest=run.manifest_data,
         hardware=head.scenario.hardware,
         model=head.scenario.model,
+        published=head.scenario.published,
     )
     out = []
     for batch in counts[counts >= MIN_STEPS].index:

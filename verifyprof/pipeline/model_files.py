@@ -1,16 +1,21 @@
 """The files the model is given, resolved once per run by the pipeline (the model opens none):
-the manifest's JSON, the hardware (``--hardware``, else the file the trace's GPU name names) and
-the model config (``--model``)."""
+the manifest's JSON, the hardware (``--hardware``, else the file the trace's GPU name names), the
+model config (``--model``) and the published drafters (:mod:`~verifyprof.pipeline.data_files`
+reads each once)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from verifyprof.contracts.datafiles import catalogue
 from verifyprof.contracts.manifest import manifest_json
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.decision.whatif import Given, Prepared, WhatifOptions, prepare
-from verifyprof.model.inputs.hardware import Hardware, load_hardware
-from verifyprof.model.inputs.model_config import load_model_config
+from verifyprof.model.inputs.hardware import Hardware
+from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
+from verifyprof.pipeline.data_files import load_hardware, load_model_config, published_drafters
 
 
 def guess_hardware(device_names: list[str]) -> Hardware | None:
@@ -59,7 +64,7 @@ def given_for(
         manifest = manifest_json(o.manifest)
     model = load_model_config(o.model) if o.model else None
     cautions = hardware_caution(frame, o, hardware)
-    return Given(profile, manifest, hardware, tuple(notes), model, cautions)
+    return Given(profile, manifest, hardware, tuple(notes), model, published_drafters(), cautions)
 
 
 def hardware_caution(
@@ -77,6 +82,37 @@ def hardware_caution(
         f"--hardware {o.hardware} ({hardware.name}) differs from the trace's GPU, {gpu}"
         f" ({traced.name}): every prediction is of {hardware.name}, not of the GPU traced",
     )
+
+
+class PlainFiles:
+    """What plain numbers are given (no trace), each read when the model first asks for it and
+    once: ``--manifest``'s JSON, ``--model``, ``--hardware`` (with ``--link``) and the published
+    drafters (:class:`~verifyprof.model.inputs.given.Files`)."""
+
+    def __init__(self, o: WhatifOptions) -> None:
+        self.o = o
+        self._read: dict[str, Any] = {}
+
+    def _once(self, what: str, read: Callable[[], Any]) -> Any:
+        if what not in self._read:
+            self._read[what] = read()
+        return self._read[what]
+
+    def manifest(self) -> dict | None:
+        o = self.o
+        return self._once("manifest", lambda: manifest_json(o.manifest) if o.manifest else None)
+
+    def model(self) -> ModelConfig | None:
+        o = self.o
+        return self._once("model", lambda: load_model_config(o.model) if o.model else None)
+
+    def hardware(self) -> Hardware | None:
+        o = self.o
+        read = lambda: load_hardware(o.hardware, o.link) if o.hardware else None  # noqa: E731
+        return self._once("hardware", read)
+
+    def published(self) -> tuple[dict[str, Any], ...]:
+        return self._once("published", published_drafters)
 
 
 def prepared_of(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None) -> Prepared:

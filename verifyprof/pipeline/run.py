@@ -292,15 +292,6 @@ class Run:
             raise VerifyprofError("; ".join(self.reasons) or "no plan", source)
         return self.ranking
 
-    def has_steps(self) -> bool:
-        """Whether the trace has steps under the options (else its kernels are the whole
-        trace's)."""
-        try:
-            self.breakdown  # noqa: B018
-        except NoStepsError:
-            return False
-        return True
-
 
 def open_run(
     sources: list[str | Path] | str | Path,

@@ -15,18 +15,6 @@ import pandas as pd
 
 from verifyprof.trace.events import COLLECTIVE_ARG_COLUMNS, NO_ID, StringTable
 
-FAMILIES = (
-    "allreduce",
-    "allgather",
-    "reducescatter",
-    "alltoall",
-    "broadcast",
-    "reduce",
-    "sendrecv",
-    "send",
-    "recv",
-)
-
 # Longest spellings first: "reduce_scatter" before "reduce", "all_reduce" before "reduce".
 _FAMILY = re.compile(
     r"(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|bcast|send_?recv|reduce|send|recv)",

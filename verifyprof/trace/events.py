@@ -195,11 +195,6 @@ class StringTable:
         padded = np.append(self.values, "")  # index -1 lands on the pad
         return padded[np.where(ids < 0, len(self.values), ids)]
 
-    def id_of(self, text: str) -> int:
-        if self._index is None:
-            self._index = {v: i for i, v in enumerate(self.values)}
-        return self._index.get(text, NO_ID)
-
     def intern(self, texts: np.ndarray | pd.Series | list[str]) -> np.ndarray:
         """Ids for texts, appending unseen ones. Vectorised via pandas factorisation."""
         codes, uniques = pd.factorize(pd.Series(texts, dtype=object), sort=False)

@@ -70,7 +70,6 @@ BAND_BETWEEN_PER_DOUBLING = 0.03
 PLAIN_RUN_BAND = 0.075
 # past a load no capture varied (one batch, one context): the growth is the roofline's guess
 BAND_PER_DOUBLING_UNMEASURED = 0.15
-SAME = 0.01  # a driver within 1% of a measured one is that point
 
 
 def worst(*bases: str) -> str:

@@ -98,7 +98,6 @@ def as_graph(part: Part, costs: Costs, compiled: bool = False) -> Part:
     )
 
 
-CYCLE_ORDER = ("draft", "verify", "accept", "draft_extend", "rest", "loop", "unranged")
 # host parts no fix touches: the program's loop outside the hooked ranges (a derived cycle
 # window's time its phases leave), and what the measured rate holds beyond the traced cycle
 LOOP, UNRANGED = "loop", "unranged"

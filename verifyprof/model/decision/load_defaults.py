@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifyprof.contracts.datafiles import read_toml
 from verifyprof.model.cycle.batch_cost import (
     Shape,
     compute_bound,
@@ -80,10 +79,7 @@ def too_big_note(s: Scenario, batches: tuple[int, ...], context: float) -> str:
 
 
 def _memory_gb(s: Scenario) -> float | None:
-    try:
-        return float(read_toml(s.hardware.path)["gpu"]["memory_gb"])
-    except (KeyError, TypeError, ValueError, OSError):
-        return None
+    return s.hardware.memory_gb
 
 
 def load_skip(s: Scenario) -> str:

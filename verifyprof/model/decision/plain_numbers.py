@@ -15,21 +15,23 @@ from verifyprof.model.decision.plain_ranking import plain_ranking, refuse_unusab
 from verifyprof.model.decision.plain_roofline import ROOFLINE_SOURCE, roofline_step_ms
 from verifyprof.model.decision.speculate import PlainDecoding
 from verifyprof.model.decision.verdict import Verdict, decision_words
-from verifyprof.model.inputs.hardware import load_hardware
+from verifyprof.model.inputs.given import Files, NoFiles
 from verifyprof.model.inputs.leviathan import (
     expected_tokens,
     operations_factor,
     optimal_gamma,
     walltime_improvement,
 )
-from verifyprof.model.inputs.model_config import load_model_config
 from verifyprof.model.inputs.options import WhatifOptions, _check_options, acceptance, decode_inputs
 
 
-def plain_numbers(o: WhatifOptions) -> dict[str, Any]:
+def plain_numbers(o: WhatifOptions, files: Files | None = None) -> dict[str, Any]:
     """``whatif --verify-ms ... --accept-len ...``: the cycle, tokens/s, speedup and break-evens,
-    in the schema of a trace's ranking (``one_schema``)."""
-    return one_schema(_numbers(o))
+    in the schema of a trace's ranking (``one_schema``); ``files``: what the pipeline reads for
+    the options (:class:`verifyprof.pipeline.model_files.PlainFiles`; the model opens none)."""
+    if files is None and (o.model or o.hardware or o.manifest):
+        raise ValueError("plain_numbers: the pipeline reads --model, --hardware, --manifest")
+    return one_schema(_numbers(o, files or NoFiles()))
 
 
 # today's cycle as plain numbers give it: a trace's ``current`` holds the same fields
@@ -85,9 +87,9 @@ def one_schema(flat: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _numbers(o: WhatifOptions) -> dict[str, Any]:
+def _numbers(o: WhatifOptions, files: Files) -> dict[str, Any]:
     _check_options(o)
-    manifest = read_manifest(o.manifest) if o.manifest else None
+    manifest = read_manifest(o.manifest, data=files.manifest()) if o.manifest else None
     acc = acceptance(o, manifest)
     refuse_unusable(o, acc.num_draft)
     asked = o  # what was given (the context below may be the stated default)
@@ -129,7 +131,7 @@ def _numbers(o: WhatifOptions) -> dict[str, Any]:
         source = f"the rate in {o.manifest}"
     roof = None  # plain decoding never from the verify's own time: the model's roofline
     if cycle.decode_ms is None and ranked and acc.num_draft is not None:
-        roof = roofline_step_ms(o)
+        roof = roofline_step_ms(o, files)
         if roof is not None:
             cycle = replace(cycle, decode_ms=roof)
             source = ROOFLINE_SOURCE
@@ -138,13 +140,13 @@ def _numbers(o: WhatifOptions) -> dict[str, Any]:
         | {"accept_len_source": acc.source, "draft_source": draft_source}
         | out
         | {"relative_to": relative_to(cycle, source, ranked and acc.num_draft is not None)}
-        | _load(o, cycle, acc)
+        | _load(o, cycle, acc, files)
         | ({"num_draft": acc.num_draft} if acc.num_draft else {})  # the most it accepts, + 1
     )
     if ranked and acc.num_draft is not None:
         baseline = source if cycle.decode_ms and roof is None else None
         given = _given(asked, acc.source, draft_source, baseline)
-        ranking = plain_ranking(o, cycle, acc.num_draft, acc.survival, given, source, roof)
+        ranking = plain_ranking(o, cycle, acc.num_draft, acc.survival, given, source, roof, files)
         if o is not asked and o.context == DEFAULT_CONTEXT:
             ranking["basis"]["assumed"].insert(0, CONTEXT_NOTE)
         return result | ranking
@@ -243,7 +245,7 @@ def _given(
     return out
 
 
-def _load(o: WhatifOptions, cycle: Cycle, acc) -> dict[str, Any]:
+def _load(o: WhatifOptions, cycle: Cycle, acc, files: Files) -> dict[str, Any]:
     """The load curve, when asked for (``--batch`` or ``--context`` lists, or ``--model``)."""
     if not (o.batches or o.contexts or o.model):
         return {}
@@ -254,8 +256,8 @@ def _load(o: WhatifOptions, cycle: Cycle, acc) -> dict[str, Any]:
         draft_ms=cycle.draft_ms,
         overhead_ms=cycle.overhead_ms,
         decode_ms=cycle.decode_ms,
-        model=load_model_config(o.model) if o.model else None,
-        hardware=load_hardware(o.hardware, o.link) if o.hardware else None,
+        model=files.model(),
+        hardware=files.hardware(),
         batch=o.batch or 1,
         batches=o.batches,
         contexts=o.contexts,

@@ -35,8 +35,9 @@ from verifyprof.model.decision.speculate import draft_curve
 from verifyprof.model.decision.verdict import Verdict
 from verifyprof.model.fixes.base import Scenario
 from verifyprof.model.inputs.acceptance import Survival
-from verifyprof.model.inputs.hardware import Hardware, load_hardware
-from verifyprof.model.inputs.model_config import ModelConfig, load_model_config
+from verifyprof.model.inputs.given import Files, NoFiles
+from verifyprof.model.inputs.hardware import Hardware
+from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.model.inputs.profile import VerifyProfile
 from verifyprof.model.inputs.step_group import StepGroup
@@ -216,12 +217,13 @@ def plain_ranking(
     given: list[str],
     baseline: str | None = None,
     roofline_ms: float | None = None,
+    files: Files | None = None,
 ) -> dict[str, Any]:
     """The ranking of plain numbers: candidates, plan, plain decoding and the draft-count curve,
     with the basis (what was given, what was assumed); ``baseline`` says where a given plain
-    decoding rate came from."""
-    model = load_model_config(o.model) if o.model else None
-    hardware = load_hardware(o.hardware, o.link) if o.hardware else None
+    decoding rate came from; ``files``: what the pipeline read (model, hardware, drafters)."""
+    files = files or NoFiles()
+    model, hardware = files.model(), files.hardware()  # in this order: a model error first
     width = num_draft + 1
     basis = Basis(given=list(given))
     phases_ms, calls = _phases_of(o, cycle, width, model, hardware, basis)
@@ -248,6 +250,7 @@ def plain_ranking(
         tp=o.tp or 1,
         context=o.context or 0.0,
         drafter_gain=o.drafter_gain,
+        published=files.published(),
         use_measured_widths=False,
     )
     hedged = roofline_ms is not None and flips_between(cycle, roofline_ms, phases_ms.get(REST, 0.0))

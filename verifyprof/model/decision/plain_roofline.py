@@ -7,8 +7,9 @@ from __future__ import annotations
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.verify_cost import phase_rooflines
 from verifyprof.model.decision.candidates import Ranking
-from verifyprof.model.inputs.hardware import Hardware, load_hardware
-from verifyprof.model.inputs.model_config import ModelConfig, load_model_config
+from verifyprof.model.inputs.given import Files
+from verifyprof.model.inputs.hardware import Hardware
+from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.options import WhatifOptions
 
 REST = "other"  # the phase that holds what the roofline does not explain
@@ -29,14 +30,14 @@ def roofline_floors(tokens: int, o: WhatifOptions, model: ModelConfig, hardware:
     return floors, calls, est
 
 
-def roofline_step_ms(o: WhatifOptions) -> float | None:
+def roofline_step_ms(o: WhatifOptions, files: Files) -> float | None:
     """Plain decoding's step at the model's roofline on the hardware (GEMMs and attention at
     their floor over one token per request, the allreduces at the link model's time): a floor,
     where neither --decode-ms nor --baseline-tps is given; None without --model and
     --hardware."""
     if not (o.model and o.hardware):
         return None
-    model, hardware = load_model_config(o.model), load_hardware(o.hardware, o.link)
+    model, hardware = files.model(), files.hardware()
     floors, calls, est = roofline_floors(o.batch or 1, o, model, hardware)
     return sum(floors.values()) + calls * est.us / 1e3
 

@@ -20,10 +20,7 @@ from verifyprof.model.fixes.anchor import Anchor
 from verifyprof.model.fixes.base import current_cycle
 from verifyprof.model.fixes.setup import with_cycle
 from verifyprof.model.inputs.anchor_rates import Rates, robust_rates
-from verifyprof.model.inputs.hardware import Hardware
-from verifyprof.model.inputs.model_config import (
-    ModelConfig,
-)
+from verifyprof.model.inputs.given import Given
 from verifyprof.model.inputs.options import (
     Acceptance,
     WhatifOptions,
@@ -45,20 +42,6 @@ __all__ = [
     "plain_verdict",
     "prepare",
 ]
-
-
-@dataclass(frozen=True)
-class Given:
-    """What the pipeline read and resolved for the model, once per run (the model opens no file):
-    the verify profile, the manifest's JSON, the hardware (and the note saying where it came
-    from) and the model config."""
-
-    profile: VerifyProfile | None = None
-    manifest: dict | None = None
-    hardware: Hardware | None = None
-    hardware_notes: tuple[str, ...] = ()
-    model: ModelConfig | None = None
-    cautions: tuple[str, ...] = ()  # a given file the trace contradicts (the GPU named)
 
 
 @dataclass
@@ -125,6 +108,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
         drafter_gain=o.drafter_gain,
         accept_basis="given" if acc.source.startswith(("--", "Eq. 1")) else "measured",
         cautions=given.cautions + ((rates.warning,) if rates.warning else ()),
+        published=given.published,
         notes=notes
         + ([f"trace ranks {ranks}"] if len(ranks) > 1 else [])
         + _dilation_notes(manifest),

@@ -42,6 +42,7 @@ class Scenario:
     tp: int = 1
     context: float = 0.0
     drafter_gain: float | None = None  # None: better_drafter from published drafter data
+    published: tuple[dict[str, Any], ...] = ()  # the drafter data files' entries (pipeline)
     use_measured_widths: bool = True
     drafter: str | None = None  # the drafter family in use, when the manifest says
     notes: list[str] = field(default_factory=list)

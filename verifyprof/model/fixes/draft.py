@@ -7,7 +7,6 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from verifyprof.contracts.datafiles import catalogue, read_toml
 from verifyprof.contracts.plumbing.text import counted, signed
 from verifyprof.model.cycle.moe_split import MOE, width_change
 from verifyprof.model.cycle.parts import Part
@@ -308,15 +307,12 @@ def draft_tokens(profile: VerifyProfile, s: Scenario, now: Cycle, more: bool) ->
     return best
 
 
-def published_accept_len(k: int, model_name: str | None) -> tuple[float, str] | None:
+def published_accept_len(
+    k: int, model_name: str | None, entries: tuple[dict[str, Any], ...]
+) -> tuple[float, str] | None:
     """The best published accept length at ``k`` drafts (chain) for the target family, from the
-    drafter data files (``data/drafters/*.toml`` and the user's): (accept length, where published).
-    """
-    entries = [
-        e
-        for path in sorted(set(catalogue("drafters").values()))
-        for e in read_toml(path).get("drafter", [])
-    ]
+    drafter data files' ``entries`` (``data/drafters/*.toml`` and the user's, read by the
+    pipeline): (accept length, where published)."""
     best = None
     for entry in entries:
         family = str(entry.get("target", "")).lower()
@@ -343,7 +339,7 @@ def better_drafter(profile: VerifyProfile, s: Scenario, now: Cycle) -> Candidate
     if s.drafter_gain is not None:
         tau, source = s.accept_len + s.drafter_gain, f"--drafter-gain {s.drafter_gain:g}"
     else:
-        found = published_accept_len(k, s.model.name if s.model else None)
+        found = published_accept_len(k, s.model.name if s.model else None, s.published)
         if found is None:
             raise Skip(
                 f"no published accept length at {k} drafts for this target in the drafter data"

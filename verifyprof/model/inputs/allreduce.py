@@ -17,8 +17,6 @@ import numpy as np
 from verifyprof.contracts.bounds import check_count, check_nonnegative, check_positive
 from verifyprof.contracts.errors import VerifyprofError
 
-PROTOCOLS = ("LL", "LL128", "Simple")
-
 # NCCL tuning.cc: base latency (us) per algorithm and protocol.
 NCCL_BASE_LAT_US: dict[str, dict[str, float]] = {
     "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 0.0},

@@ -1,5 +1,6 @@
 """Hardware specs (``data/hardware/*.toml``): GPU roofline, links, launch costs, measured allreduce
-tables."""
+tables; built from the files' tables, which the pipeline reads (:mod:`verifyprof.pipeline.
+data_files`: the model opens no file)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verifyprof.contracts.datafiles import read_toml, require, resolve, search_dirs
+from verifyprof.contracts.datafiles import require
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.inputs.allreduce import (
     MeasuredTable,
@@ -61,6 +62,7 @@ class Hardware:
     custom_allreduce: bool
     tables: tuple[MeasuredTable, ...] = field(default_factory=tuple)
     source: str = ""
+    memory_gb: float | None = None  # per GPU; None: the file does not say (no fit check)
 
     def peak_tflops(self, dtype: str) -> float:
         """Dense tensor throughput for a weight dtype (int4 runs as fp8/bf16 math: no int4 peak)."""
@@ -117,14 +119,12 @@ def _prefers_oneshot(nbytes: float, gpus: int) -> bool:
     return gpus == 2 or (gpus <= 4 and nbytes < 512 * 1024) or (gpus <= 8 and nbytes < 256 * 1024)
 
 
-def load_links() -> dict[str, Link]:
-    """Built-in links, overridden entry by entry by the user's ``links.toml``."""
+def links_of(files: list[tuple[dict[str, Any], Path]]) -> dict[str, Link]:
+    """The links of ``links.toml`` files (their tables and paths), a later file's entries
+    overriding an earlier's (the built-in file first, then the user's)."""
     links: dict[str, Link] = {}
-    for directory in reversed(search_dirs("hardware")):
-        path = directory / f"{LINKS_FILE}.toml"
-        if not path.is_file():
-            continue
-        for key, entry in read_toml(path).items():
+    for data, path in files:
+        for key, entry in data.items():
             if not isinstance(entry, dict):
                 raise VerifyprofError(f"link {key!r} must be a table", path)
             kind = require(entry, "kind", path, str)
@@ -145,23 +145,19 @@ def load_links() -> dict[str, Link]:
     return links
 
 
-def load_link(name: str) -> Link:
-    links = load_links()
+def link_named(links: dict[str, Link], name: str) -> Link:
     key = name.lower().replace("-", "_").replace(" ", "_")
     if key not in links:
         raise VerifyprofError(f"unknown link {name!r}: known are {', '.join(sorted(links))}")
     return links[key]
 
 
-def load_hardware(spec: str | Path, link: str | None = None) -> Hardware:
-    """A hardware file by name/alias (``h200``) or path; ``link`` overrides the file's link (and
-    drops the file's measured allreduce tables, which were measured over its own link)."""
-    path = resolve("hardware", spec, skip=(LINKS_FILE,))
-    data = read_toml(path)
-    return _hardware(data, path, link)
-
-
-def _hardware(data: dict[str, Any], path: Path, link_override: str | None) -> Hardware:
+def hardware_of(
+    data: dict[str, Any], path: Path, links: dict[str, Link], link_override: str | None = None
+) -> Hardware:
+    """A hardware file's tables (read from ``path``) as a :class:`Hardware`; ``link_override``
+    replaces the file's link (and drops the file's measured allreduce tables, which were
+    measured over its own link)."""
     name = require(data, "name", path, str)
     gpu = require(data, "gpu", path, dict)
     link_info = data.get("link", {})
@@ -170,7 +166,7 @@ def _hardware(data: dict[str, Any], path: Path, link_override: str | None) -> Ha
         raise VerifyprofError("missing field 'link.name' (or give --link)", path)
     tables = []
     own = str(link_info.get("name") or "")
-    if link_override and own and load_link(link_override).key != load_link(own).key:
+    if link_override and own and link_named(links, link_override).key != link_named(links, own).key:
         entries = []  # measured over the file's own link: they say nothing of another one
     else:
         entries = data.get("allreduce", [])
@@ -206,7 +202,7 @@ def _hardware(data: dict[str, Any], path: Path, link_override: str | None) -> Ha
         fp8_tflops=optional("fp8_tflops"),
         fp4_tflops=optional("fp4_tflops"),
         compute_capability=str(gpu.get("compute_capability", "")),
-        link=load_link(link_name),
+        link=link_named(links, link_name),
         gpus_per_node=int(link_info.get("gpus_per_node", 8)),
         launch=LaunchCosts(
             kernel_launch_us=float(launch.get("kernel_launch_us", LaunchCosts.kernel_launch_us)),
@@ -218,4 +214,14 @@ def _hardware(data: dict[str, Any], path: Path, link_override: str | None) -> Ha
         custom_allreduce=bool(features.get("custom_allreduce", False)),
         tables=tuple(tables),
         source=str(data.get("source", "")),
+        memory_gb=_memory_gb(gpu),
     )
+
+
+def _memory_gb(gpu: dict[str, Any]) -> float | None:
+    """``gpu.memory_gb``, None where it is missing or not a number (the fit check is then left
+    out, as before)."""
+    try:
+        return float(gpu["memory_gb"])
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts.bounds import check_count, check_nonnegative
-from verifyprof.contracts.datafiles import read_toml, require, resolve
+from verifyprof.contracts.datafiles import require
 from verifyprof.contracts.errors import VerifyprofError
 
 DTYPE_BYTES = {
@@ -186,13 +186,9 @@ class ModelConfig:
         return self.hidden * DTYPE_BYTES[self.activation_dtype]
 
 
-def load_model_config(spec: str | Path) -> ModelConfig:
-    """A model file by name/alias (``kimi-k2``) or path."""
-    path = resolve("models", spec)
-    return _model(read_toml(path), path)
-
-
-def _model(data: dict[str, Any], path: Path) -> ModelConfig:
+def model_config_of(data: dict[str, Any], path: Path) -> ModelConfig:
+    """A model file's tables (read from ``path`` by the pipeline: :mod:`verifyprof.pipeline.
+    data_files`) as a :class:`ModelConfig`."""
     attn = require(data, "attention", path, dict)
     kind = require(attn, "kind", path, str)
     if kind not in ("mla", "gqa", "mha"):
