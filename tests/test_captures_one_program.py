@@ -175,8 +175,16 @@ def test_the_first_screen_says_the_context_is_unknown_and_how_to_state_it(unstat
 def test_a_stated_context_gives_the_model_of_captures_that_record_theirs(unstated):
     stated = whatif_json(*unstated, *MODEL, "--context", "512,2048", "--capture-context", "512")
     recorded = whatif_json(RUNS / "C1", RUNS / "C8", *MODEL, "--context", "512,2048")
-    assert stated["load_curve"]["contexts"] == recorded["load_curve"]["contexts"]
+    # the same model; the capture commands it suggests differ only as the captures' own
+    # commands do (the unstated copies lost their --context)
+    assert _numbers(stated["load_curve"]["contexts"]) == _numbers(
+        recorded["load_curve"]["contexts"]
+    )
     assert "context_assumed" not in stated["load_curve"]
+
+
+def _numbers(contexts: list[dict]) -> list[dict]:
+    return [{k: v for k, v in c.items() if k != "measure_command"} for c in contexts]
 
 
 def test_two_captures_at_one_load_that_state_no_context_are_asked_for_it_by_name(
@@ -208,3 +216,24 @@ def test_report_reads_the_folder_capture_batches_wrote_as_whatif_does(tmp_path):
     assert proc.returncode == 0, proc.stderr
     whatif_said = whatif_json(folder, *MODEL)
     assert json.loads(proc.stdout)["whatif"]["load_curve"] == whatif_said["load_curve"]
+
+
+MOE = ROOT / "bench" / "results" / "moe_spec_h100" / "captures"
+MOE_MODEL = ("--model", str(ROOT / "bench" / "models" / "moe-spec-v2lite.toml"))
+
+
+def test_the_capture_that_would_measure_a_load_is_the_programs_own_command():
+    """moe_spec's batch option is --num-seqs (joined on the bs= tags): the capture the load curve
+    suggests runs that command with --num-seqs {batch}, not a placeholder PROGRAM ... --batch."""
+    data = whatif_json(MOE, *MOE_MODEL)
+    commands = [c["measure_command"] for c in data["load_curve"]["contexts"]]
+    commands += [
+        r["measure_command"]
+        for ctx in data["load_curve"]["server_settings"]["per_context"]
+        for r in ctx["sglang"]
+        if r.get("measure_command")
+    ]
+    assert commands and all("run_moe_spec.py" in c for c in commands), commands
+    assert all("--num-seqs {batch}" in c and "PROGRAM" not in c for c in commands)
+    # its other values are the capture's own, its batch the only placeholder
+    assert all("--draft-len 4" in c and "--num-seqs 1 " not in c for c in commands)

@@ -20,9 +20,9 @@ from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.model.fixes.base import edited
 from verifyprof.model.fixes.draft import at_drafts
 from verifyprof.model.fixes.measured import Capture, measured_from
-from verifyprof.pipeline.data_files import load_hardware
 from verifyprof.model.inputs.model_config import model_from_workload
 from verifyprof.pipeline import resolve_captures
+from verifyprof.pipeline.data_files import load_hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "traces" / "workload-moe-graph"

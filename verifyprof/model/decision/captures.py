@@ -26,6 +26,11 @@ from verifyprof.model.decision.capture_facts import (
 )
 from verifyprof.model.decision.capture_identity import command_of, load_differences
 from verifyprof.model.decision.load_state import ASSUMED_CONTEXT
+from verifyprof.model.decision.measure_commands import (
+    BATCH_OPTIONS,
+    CONTEXT_OPTIONS,
+    program_template,
+)
 from verifyprof.model.decision.whatif import Prepared, WhatifOptions, _attr_float
 from verifyprof.model.fixes.measured import Capture, Measured, measured_from
 
@@ -120,7 +125,7 @@ def one_model(
     first_label, first, first_manifest, gpu = runs[0]
     head = _command(first_label, first, first_manifest)
     ident = _identity(first, gpu)
-    wheres = []
+    wheres, found_all = [], dict(o.load_options)
     for label, prepared, manifest, gpu_name in runs:
         command = _command(label, prepared, manifest)
         if command.program != head.program:  # another program: said before what else differs
@@ -129,6 +134,7 @@ def one_model(
         if other != ident:
             raise VerifyprofError(_differs(ident, other, first_label), label)
         found = load_differences(head, command, o.load_options)
+        found_all |= {n: a for n, a in found.items() if a}
         wheres.append(where_taken(prepared, manifest, label, found, o))
     assumed = _context_assumption(runs, wheres)
     captures = []
@@ -151,7 +157,12 @@ def one_model(
         scenario = replace(lead.scenario, unfitted=_unfitted(err, lead.label))
         scenario.notes = [*scenario.notes, *_apart(runs)]  # the answer is today's alone
         return replace(first, profile=lead.profile, scenario=scenario)
-    scenario = replace(lead.scenario, measured=measured)
+    program = program_template(
+        first_manifest,
+        BATCH_OPTIONS | {n for n, a in found_all.items() if a == "batch"},
+        CONTEXT_OPTIONS | {n for n, a in found_all.items() if a == "context"},
+    )
+    scenario = replace(lead.scenario, measured=measured, program_template=program)
     scenario.notes = [*scenario.notes, *measured.notes(), *where_notes, *_apart(runs)]
     return replace(first, profile=lead.profile, scenario=scenario)
 

@@ -34,6 +34,7 @@ from verifyprof.model.decision.load_defaults import (
     too_big_note,
 )
 from verifyprof.model.decision.load_points import measured_point, roofline_point, roofline_states
+from verifyprof.model.decision.measure_commands import capture_command
 from verifyprof.model.decision.today import payable
 from verifyprof.model.fixes.base import Scenario, Skip
 from verifyprof.model.fixes.batch import PartSlope, token_fit
@@ -110,6 +111,7 @@ class ContextCurve:
     ridge_batch: dict[int, int | None]  # k -> first listed batch whose verify is compute-bound
     measured: tuple[tuple[int, float], ...] = ()  # the captures' (batch, context)
     server: bool = False  # an SGLang server's: capture --concurrency measures another load
+    program: tuple[str, ...] | None = None  # the captures' command, its batch as {batch}
 
     @property
     def stops_paying_at(self) -> int | None:
@@ -195,7 +197,7 @@ class ContextCurve:
     @property
     def measure_command(self) -> str | None:
         """The capture that measures the extrapolated rows (a server at that concurrency, a
-        program at that batch)."""
+        program at that batch: its own command where the captures say it)."""
         if self.extrapolated_from is None:
             return None
         top = self.rows[-1].batch
@@ -205,10 +207,7 @@ class ContextCurve:
         if self.server:
             return f'verifyprof capture --server-cmd "..." --concurrency {loads}{at}'
         several = len({c for _, c in self.measured}) > 1  # which context the "..." runs at
-        ctx = "" if here and not several else f" --context {self.context:g}"
-        return (
-            f"verifyprof capture --batches {loads} --out DIR -- PROGRAM ... --batch {{batch}}{ctx}"
-        )
+        return capture_command(self.program, loads, self.context, not here or several)
 
     def measure_range(self, first: int, last: int) -> str:
         """The capture that measures a load range: its first and last batch (a server at those
@@ -216,10 +215,8 @@ class ContextCurve:
         loads = f"{first},{last}" if last != first else f"{first}"
         if self.server:
             return f'verifyprof capture --server-cmd "..." --concurrency {loads}'
-        return (
-            f"verifyprof capture --batches {loads} --out DIR -- PROGRAM ... --batch {{batch}}"
-            f" --context {self.context:g}"
-        )
+        elsewhere = self.context not in {c for _, c in self.measured}
+        return capture_command(self.program, loads, self.context, elsewhere)
 
     @property
     def k_words(self) -> str | None:
@@ -369,7 +366,9 @@ def load_curve(
                 points = [roofline_point(st, batch, context, slopes, fit) for st in states]
             rows.append(Row(batch, points))
         ridge = {k: _first_bound(s, fitting, k + 1) for k in ks}
-        curves.append(ContextCurve(float(context), rows, ridge, _measured_at(s), s.sglang))
+        curves.append(
+            ContextCurve(float(context), rows, ridge, _measured_at(s), s.sglang, s.program_template)
+        )
     n0 = profile.width or k0 + 1
     return LoadCurve(
         curves,

@@ -17,6 +17,11 @@ from verifyprof.model.decision.candidates import Ranking, Scenario
 from verifyprof.model.decision.candidates import _builders as builder_list
 from verifyprof.model.decision.capture_facts import stated_context
 from verifyprof.model.decision.load import LoadCurve, load_curve
+from verifyprof.model.decision.measure_commands import (
+    BATCH_OPTIONS,
+    CONTEXT_OPTIONS,
+    program_template,
+)
 from verifyprof.model.decision.plain_numbers import DEFAULT_CONTEXT
 from verifyprof.model.decision.plan import _with_cycle as with_cycle_of
 from verifyprof.model.decision.server_flags import settings
@@ -177,7 +182,10 @@ def load_of(
     assumed = s.context_assumed or (None if context else ONE_CAPTURE_CONTEXT)
     context = context or ASSUMED_CONTEXT  # never 0: a flat curve that no server runs
     from_summary = model is not s.model
-    s = replace(s, model=model, context=context)
+    program = s.program_template or program_template(
+        manifest, BATCH_OPTIONS | _declared(o, "batch"), CONTEXT_OPTIONS | _declared(o, "context")
+    )
+    s = replace(s, model=model, context=context, program_template=program)
     k = s.num_draft or ((profile.width - 1) if profile.width else 0)
     if s.measured is None and k:  # one capture (or a predicted state): a model of one point
         label = "this capture" if measured else "the state after the plan"
@@ -199,6 +207,10 @@ def load_of(
     if assumed:
         load.notes.insert(0, assumed)
     return load, None
+
+
+def _declared(o: WhatifOptions, axis: str) -> frozenset[str]:
+    return frozenset(n for n, a in o.load_options if a == axis)
 
 
 def _workload_config(manifest: Manifest | None) -> dict:

@@ -71,6 +71,9 @@ class Scenario:
     # where no capture states its context (issue 41): the assumption the load rows rest on, in
     # words (they are marked "assumed"); None: the context is stated
     context_assumed: str | None = None
+    # the captures' own command with its batch as {batch} (issue 41): what the load curve's
+    # "measured by" capture runs; None: the batch option is not known
+    program_template: tuple[str, ...] | None = None
     # where the accept length came from: "given" (an option: --accept-len, --alpha, --survival)
     # or "measured" (a manifest, the trace)
     accept_basis: str = "measured"
