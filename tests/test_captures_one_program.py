@@ -237,3 +237,27 @@ def test_the_capture_that_would_measure_a_load_is_the_programs_own_command():
     assert all("--num-seqs {batch}" in c and "PROGRAM" not in c for c in commands)
     # its other values are the capture's own, its batch the only placeholder
     assert all("--draft-len 4" in c and "--num-seqs 1 " not in c for c in commands)
+
+
+GPTFAST = ROOT / "bench" / "results" / "external_h100" / "captures-a"
+GPTFAST_ARGS = ("--model", str(ROOT / "bench/models/gptfast-7b.toml"), "--capture-context", "85")
+
+
+def test_a_draft_count_another_capture_measured_is_that_captures_cycle_in_the_verdict():
+    """gpt-fast captured at k = 1 (today) and k = 4: the draft-count curve's k = 4 is the k = 4
+    capture's own cycle, as the load curve's point at today's load is, so the verdict speculates
+    with k = 4 (measured best, bench/README) instead of turning speculation off on a k = 4
+    re-shaped from k = 1's verify."""
+    data = whatif_json(GPTFAST, *GPTFAST_ARGS)
+    curve = {p["num_draft"]: p for p in data["draft_curve"]["points"]}
+    at_load = next(
+        p
+        for row in data["load_curve"]["contexts"][0]["rows"]
+        if row["batch"] == 1
+        for p in row["points"]
+        if p["num_draft"] == 4
+    )
+    assert curve[4]["basis"] == "measured"
+    assert abs(curve[4]["tokens_per_s"] - at_load["tokens_per_s"]) < 0.05
+    assert data["draft_curve"]["best_num_draft"] == 4
+    assert data["verdict_parts"]["decision"].startswith("Speculate today, with k=4")

@@ -302,11 +302,22 @@ def draft_curve(
             }
         )
     for k2 in range(1, top + 1):
+        own = s.measured.exact(s.batch, s.context, k2) if s.measured is not None else None
         if k2 == k:
             point = {"num_draft": k, "width": profile.width or k + 1, **_cycle_fields(now)}
+        elif own is not None and not own.predicted:  # another capture measured k2 here: its
+            # own cycle, as the load curve's point at today's load is (issue 42: one answer)
+            cycle = cycle_of(own.profile, own.scenario)
+            point = {"num_draft": k2, "width": own.profile.width or k2 + 1, **_cycle_fields(cycle)}
         else:
             point = curve_point(with_drafts(profile, s, now, k, k2, "draft_count"))
-        source = "today" if k2 == k else width_source(profile, s, point["width"])
+        source = (
+            "today"
+            if k2 == k
+            else f"capture {own.label}"
+            if own is not None and not own.predicted
+            else width_source(profile, s, point["width"])
+        )
         points.append(
             point
             | {"measured": k2 == k, "verify_source": source}
