@@ -38,7 +38,9 @@ def named(text: str, command: str | None = None) -> set[str]:
     another verifyprof command (``verifyprof capture --batches 64 --out DIR ...``), nor another
     program's (SGLang's ``--speculative-num-steps``: no verifyprof command has it)."""
     others = [c for c in COMMANDS if c != command] + ["capture"]
-    text = re.sub(rf"verifyprof (?:{'|'.join(others)})\b[^\n\"']*", "", text)
+    # a command line runs to its line's (or its JSON string's) end: a program's own command after
+    # capture's -- may quote its arguments ('')
+    text = re.sub(rf"verifyprof (?:{'|'.join(others)})\b[^\n\"]*", "", text)
     ours = frozenset().union(*(accepted(c) for c in COMMANDS))
     qualified = rf"\b(?:{'|'.join(COMMANDS)}) $"
     return {
