@@ -88,6 +88,44 @@ def test_a_signal_the_instant_capture_makes_its_out_folder_leaves_the_manifest(t
     assert read_manifest(out)["status"] == "interrupted"
 
 
+# The capture, run with its folder's mkdir signalling the process itself the moment the folder
+# exists: the signal is pending at the first instant a watcher could see the folder (the sweep
+# above sends it from outside, and only a loaded machine, the capture descheduled right after
+# its mkdir, made that instant: it failed once for SIGHUP).
+SIGNAL_AT_MKDIR = """
+import os, pathlib, signal, sys
+made = pathlib.Path.mkdir
+def mkdir(self, *args, **kwargs):
+    made(self, *args, **kwargs)
+    if self.name == "cap":
+        os.kill(os.getpid(), int(os.environ["SIG"]))
+pathlib.Path.mkdir = mkdir
+sys.argv[0] = "verifyprof"
+from verifyprof.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_pending_as_the_out_folder_appears_leaves_its_manifest(tmp_path, tag, sig):
+    """Before, setup made --out last and the signal was handled right after its mkdir, still in
+    setup: setup unmade the folder, so a watcher that had seen it found nothing (exit 128 + the
+    signal, no manifest). The folder and its first manifest now appear with the signals held."""
+    out = tmp_path / "made" / "cap"
+    args = ["capture", "--backend", "none", "--out", str(out), "--", sys.executable, "-c", "pass"]
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNAL_AT_MKDIR, *args],
+        env=tagged_env(tag, SIG=str(int(sig))),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=interruptible,
+    )
+    assert done.returncode == 128 + sig, done.stderr
+    assert read_manifest(out)["status"] == "interrupted"
+
+
 def test_a_refused_capture_keeps_the_empty_out_folder_that_was_there(tmp_path, tag):
     out = tmp_path / "cap"
     out.mkdir()

@@ -47,14 +47,10 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     become_subreaper()  # nothing the target starts can escape the cleanup by being orphaned
     with sigterm_as_interrupt():
         run = CaptureSession(opts, console)
-        try:
-            env = run.setup()  # may raise before anything was started: nothing to clean up
-        except BaseException:  # an error, or a signal just after --out was made
-            run.unmake()
-            raise
+        env = run.setup()  # may raise before anything was made or started: nothing to clean up
         failure: BaseException | None = None
         try:
-            run.write_manifest()  # "running": a signal from here on is written as interrupted
+            run.make_out()  # --out with its manifest, "running": a signal is written as interrupted
             if opts.mode == "program" and opts.baseline_run:
                 run_baseline(run)
             run.start(env)
