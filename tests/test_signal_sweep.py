@@ -60,6 +60,39 @@ def test_ctrl_c_at_any_instant_of_a_command_is_one_line(tmp_path):
             assert err == "verifyprof: interrupted\n", (delay, err)
 
 
+# Every 5 ms of start-up, then a few later instants: the import of the CLI is over by ~100 ms.
+START_UP_MS = (*range(5, 101, 5), 150, 300, 1000, 2000)
+
+
+def test_ctrl_c_every_5_ms_of_start_up_is_one_line_or_the_interpreters_own(tmp_path):
+    """From verifyprof's first statement (the guard atop verifyprof/cli/__init__.py, which
+    imports nothing) Ctrl-C is one line and exit 130. Before it the process is the
+    interpreter's, and what is acceptable there is what any Python program gets: dying of
+    SIGINT with no output (before Python installs its handler), or Python's KeyboardInterrupt
+    traceback from its own start-up (``site`` running the environment's .pth hooks, such as an
+    editable install's finder, ~20 ms here; runpy's imports for ``-m``), never with a frame of
+    verifyprof's. After the command is done, nothing is left to stop."""
+    seen = set()
+    for ms in START_UP_MS:
+        code, out, err = outcome(start("--help", cache=tmp_path / "cache"), ms / 1000)
+        assert PACKAGE not in err, f"at {ms} ms: {err[-3000:]}"  # no frame of ours
+        if code == 0:
+            kind = "done"
+            assert err == "" and "Usage" in out, (ms, err)
+        elif "Traceback" in err:
+            kind = "python's start-up"
+            assert err.rstrip().endswith("KeyboardInterrupt"), (ms, err[-2000:])
+            assert code in (1, -signal.SIGINT), (ms, code)
+        elif err == "":
+            kind = "before python's handler"
+            assert code == -signal.SIGINT, (ms, code)
+        else:
+            kind = "verifyprof"
+            assert (code, err) == (130, "verifyprof: interrupted\n"), (ms, code, err)
+        seen.add(kind)
+    assert {"verifyprof", "done"} <= seen, seen  # the sweep reached the CLI's imports and the end
+
+
 def appears(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> bool:
     deadline = time.monotonic() + timeout
     while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
