@@ -64,6 +64,26 @@ def test_ctrl_c_at_any_instant_of_a_command_is_one_line(tmp_path):
 START_UP_MS = (*range(5, 101, 5), 150, 300, 1000, 2000)
 
 
+def start_up_outcome(ms: float, cache: Path) -> str:
+    """What a Ctrl-C ``ms`` after exec did to ``--help``, asserted acceptable: "done",
+    "verifyprof" (the one line, exit 130), or the interpreter's own ("before python's handler",
+    "python's start-up")."""
+    code, out, err = outcome(start("--help", cache=cache), ms / 1000)
+    assert PACKAGE not in err, f"at {ms} ms: {err[-3000:]}"  # no frame of ours
+    if code == 0:
+        assert err == "" and "Usage" in out, (ms, err)
+        return "done"
+    if "Traceback" in err:
+        assert err.rstrip().endswith("KeyboardInterrupt"), (ms, err[-2000:])
+        assert code in (1, -signal.SIGINT), (ms, code)
+        return "python's start-up"
+    if err == "":
+        assert code == -signal.SIGINT, (ms, code)
+        return "before python's handler"
+    assert (code, err) == (130, "verifyprof: interrupted\n"), (ms, code, err)
+    return "verifyprof"
+
+
 def test_ctrl_c_every_5_ms_of_start_up_is_one_line_or_the_interpreters_own(tmp_path):
     """From verifyprof's first statement (the guard atop verifyprof/cli/__init__.py, which
     imports nothing) Ctrl-C is one line and exit 130. Before it the process is the
@@ -72,25 +92,15 @@ def test_ctrl_c_every_5_ms_of_start_up_is_one_line_or_the_interpreters_own(tmp_p
     traceback from its own start-up (``site`` running the environment's .pth hooks, such as an
     editable install's finder, ~20 ms here; runpy's imports for ``-m``), never with a frame of
     verifyprof's. After the command is done, nothing is left to stop."""
-    seen = set()
-    for ms in START_UP_MS:
-        code, out, err = outcome(start("--help", cache=tmp_path / "cache"), ms / 1000)
-        assert PACKAGE not in err, f"at {ms} ms: {err[-3000:]}"  # no frame of ours
-        if code == 0:
-            kind = "done"
-            assert err == "" and "Usage" in out, (ms, err)
-        elif "Traceback" in err:
-            kind = "python's start-up"
-            assert err.rstrip().endswith("KeyboardInterrupt"), (ms, err[-2000:])
-            assert code in (1, -signal.SIGINT), (ms, code)
-        elif err == "":
-            kind = "before python's handler"
-            assert code == -signal.SIGINT, (ms, code)
-        else:
-            kind = "verifyprof"
-            assert (code, err) == (130, "verifyprof: interrupted\n"), (ms, code, err)
-        seen.add(kind)
-    assert {"verifyprof", "done"} <= seen, seen  # the sweep reached the CLI's imports and the end
+    cache = tmp_path / "cache"
+    kinds = {ms: start_up_outcome(ms, cache) for ms in START_UP_MS}
+    for _ in range(8):  # a loaded machine stretches start-up past the fixed instants: bisect
+        if "verifyprof" in kinds.values():
+            break
+        early = max((ms for ms, kind in kinds.items() if kind != "done"), default=0)
+        late = min((ms for ms, kind in kinds.items() if kind == "done"), default=2 * early)
+        kinds[(early + late) / 2] = start_up_outcome((early + late) / 2, cache)
+    assert "verifyprof" in kinds.values(), kinds  # the sweep reached the CLI's imports
 
 
 def appears(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> bool:

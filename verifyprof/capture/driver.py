@@ -63,6 +63,16 @@ class ServerGone(Exception):
     """The server stopped answering (connection refused/reset): not a per-request failure."""
 
 
+class NoReply(ServerGone):
+    """No reply in ``--request-timeout``: the server is hung; the workload ends, not waits again."""
+
+
+class DeadlinePassed(VerifyprofError):
+    """The workload ran past ``--deadline``: it ends with what finished (exit 1)."""
+
+    exit_code = 1
+
+
 # ------------------------------------------------------------------------------------------
 # prompts
 
@@ -237,12 +247,15 @@ def run_workload(
     first_index: int = 0,
     server_alive: Callable[[], bool] | None = None,
     on_result: ProgressFn | None = None,
+    deadline: tuple[float, float] | None = None,
 ) -> list[RequestResult]:
     """Send the requests; the results in completion order.
 
     Returns early (with what finished) only by raising: ``ServerGone`` when the server stops
-    answering or ``server_alive`` turns false, ``KeyboardInterrupt`` from the caller's thread.
-    The partial results are attached to the exception as ``.results``.
+    answering (``NoReply``: a request unanswered in the workload's timeout) or ``server_alive``
+    turns false, ``DeadlinePassed`` past ``deadline`` (``time.monotonic()`` value, and the
+    seconds it was given as), ``KeyboardInterrupt`` from the caller's thread. The partial results
+    are attached to the exception as ``.results``.
     """
     todo: queue.Queue[int] = queue.Queue()
     for i in range(workload.requests):
@@ -270,16 +283,8 @@ def run_workload(
                 done.put(err)
                 return
             except TimeoutError:
-                done.put(
-                    RequestResult(
-                        index,
-                        False,
-                        start_ns,
-                        time.perf_counter() - t0,
-                        error=f"no reply in {workload.timeout_s:g} s",
-                    )
-                )
-                continue
+                done.put(NoReply(f"no reply in {workload.timeout_s:g} s, --request-timeout"))
+                return
             done.put(parse_generate_reply(index, start_ns, time.perf_counter() - t0, status, raw))
 
     named = "verifyprof-req-{}".format
@@ -290,6 +295,8 @@ def run_workload(
     results: list[RequestResult] = []
     try:
         while len(results) < workload.requests:
+            if deadline is not None and time.monotonic() >= deadline[0]:
+                raise DeadlinePassed(f"the workload ran past --deadline {deadline[1]:g} s")
             try:
                 item = done.get(timeout=0.2)
             except queue.Empty:

@@ -37,7 +37,8 @@ class CaptureOptions:
     warmup: int = 2
     temperature: float = 0.0
     health_timeout: float = 600.0
-    request_timeout: float = 600.0
+    request_timeout: float = 300.0  # one request unanswered this long: the server is hung
+    deadline: float = 3600.0  # the whole workload, from the server's health on
     hooks: list[str] | None = (
         None  # None: the mode's default (sglang for a server, none for a program)
     )
@@ -81,6 +82,7 @@ _SECONDS = (
     ("--health-timeout", "health_timeout", False),
     ("--stop-timeout", "stop_timeout", True),
     ("--request-timeout", "request_timeout", False),
+    ("--deadline", "deadline", False),
     ("--report-timeout", "report_timeout", False),
     ("--trace-wait", "trace_wait", False),
 )

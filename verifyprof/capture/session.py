@@ -61,6 +61,7 @@ class CaptureSession:
         self.exit_code: int | None = None
         self.started_at = now_iso()
         self.base_url = ""
+        self.deadline: tuple[float, float] | None = None  # --deadline: (monotonic, seconds)
         self.target: list[str] = []
         self.command: list[str] = []
         self.presets = hook_presets(opts)

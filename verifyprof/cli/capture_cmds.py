@@ -19,6 +19,7 @@ from verifyprof.cli.capture_options import (
     CaptureAllOpt,
     ConcurrencyOpt,
     ContextsOpt,
+    DeadlineOpt,
     DecodeCmdOpt,
     GzipOpt,
     HealthTimeoutOpt,
@@ -36,6 +37,7 @@ from verifyprof.cli.capture_options import (
     ProgramOpt,
     PromptsOpt,
     RequestsOpt,
+    RequestTimeoutOpt,
     ResultOpt,
     ServerCmdOpt,
     SpecOpt,
@@ -63,6 +65,8 @@ def capture(
     warmup: WarmupOpt = 2,
     temperature: TemperatureOpt = 0.0,
     health_timeout: HealthTimeoutOpt = 600.0,
+    request_timeout: RequestTimeoutOpt = 300.0,
+    deadline: DeadlineOpt = 3600.0,
     hooks: HooksOpt = None,
     hook: HookOpt = None,
     num_steps: NumStepsOpt = None,
@@ -84,17 +88,12 @@ def capture(
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
-    import time as _time
-
-    from verifyprof.contracts.plumbing.inputs import check_file_option
     from verifyprof.contracts.plumbing.text import safe_text
     from verifyprof.pipeline.capturing import CaptureOptions, parse_result_specs, summary_lines
 
-    out = _names(out or Path(f"verifyprof-capture-{_time.strftime('%Y%m%d-%H%M%S')}"), prompts)
+    out = _names(out, prompts)
     if server_cmd is None:
         _refuse_server_options(ctx)
-    if prompts is not None:
-        check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
     loads = _loads(concurrency)
     options = CaptureOptions(
         out=out,
@@ -111,6 +110,8 @@ def capture(
         warmup=warmup,
         temperature=temperature,
         health_timeout=health_timeout,
+        request_timeout=request_timeout,
+        deadline=deadline,
         hooks=None if hooks is None else [h.strip() for h in hooks.split(",")],
         hook_targets=list(hook or []),
         num_steps=num_steps,
@@ -132,11 +133,15 @@ def capture(
             print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
 
 
-def _names(out: Path, prompts: Path | None) -> Path:
-    """``--out`` and ``--prompts`` as :func:`~verifyprof.contracts.plumbing.paths.user_path`
-    takes them;
-    a deleted working directory, where the program would run, is one line."""
+def _names(out: Path | None, prompts: Path | None) -> Path:
+    """``--out`` (default: verifyprof-capture-<time>) and ``--prompts`` as
+    :func:`~verifyprof.contracts.plumbing.paths.user_path` takes them, --prompts a file that
+    can be read (a FIFO would block, a device never end); a deleted working directory, where
+    the program would run, is one line."""
+    import time
+
     from verifyprof.contracts.errors import VerifyprofError
+    from verifyprof.contracts.plumbing.inputs import check_file_option
     from verifyprof.contracts.plumbing.paths import user_path, working_directory
 
     if working_directory() is None:
@@ -145,7 +150,8 @@ def _names(out: Path, prompts: Path | None) -> Path:
             " run in it: cd to a folder that exists"
         )
     if prompts is not None:
-        user_path(prompts, "--prompts")
+        check_file_option(user_path(prompts, "--prompts"), "--prompts")
+    out = out or Path(f"verifyprof-capture-{time.strftime('%Y%m%d-%H%M%S')}")
     return user_path(out, "--out")
 
 
@@ -161,6 +167,8 @@ SERVER_ONLY = (
     "warmup",
     "temperature",
     "health_timeout",
+    "request_timeout",
+    "deadline",
     "unprofiled_requests",
 )
 
