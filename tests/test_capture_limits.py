@@ -78,3 +78,14 @@ def test_a_bad_workload_limit_is_one_line_before_anything_starts(
     proc = run_capture([*server_capture(tmp_path / "cap"), flag, value], tag)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "cap").exists()
+
+
+@pytest.mark.parametrize("loads", ["8,0", "0,8", "4,-1,8"])
+def test_every_load_of_a_concurrency_list_is_checked_before_the_server_starts(tmp_path, tag, loads):
+    """Before, only the largest load was checked: 8,0 was refused after the server had loaded,
+    warmed up and run the first load (exit 1, a failed folder)."""
+    out = tmp_path / "cap"
+    proc = run_capture(server_capture(out, concurrency=loads), tag)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == "verifyprof: error: --concurrency must be at least 1"
+    assert not out.exists()

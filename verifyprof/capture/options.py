@@ -109,15 +109,17 @@ def validate(opts: CaptureOptions) -> None:
         argv = split_server_cmd(opts.server_cmd or "")
         check_executable(argv[0], "--server-cmd")
         server_address(argv, opts.port)  # the --port in the command: a number, in range, agreeing
-        # the same checks the driver makes, but before minutes of model loading, not after
-        driver.Workload(
-            opts.requests,
-            opts.concurrency,
-            opts.output_len,
-            opts.input_len,
-            opts.temperature,
-            opts.request_timeout,
-        )
+        # the same checks the driver makes, but before minutes of model loading, not after;
+        # each load of a list (--concurrency 8,0), not only the largest
+        for concurrency in opts.loads or (opts.concurrency,):
+            driver.Workload(
+                opts.requests,
+                concurrency,
+                opts.output_len,
+                opts.input_len,
+                opts.temperature,
+                opts.request_timeout,
+            )
     else:
         check_executable(opts.program[0], "the program")
     check_out_dir(opts.out)
