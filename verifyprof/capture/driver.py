@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.plumbing.inputs import PROMPTS_LIMIT, read_text
+from verifyprof.contracts.plumbing.inputs import PROMPTS_LIMIT, parse_json, read_text
 
 # meta_info fields (REFERENCE 5.10) kept per request; older servers have only some of them.
 SPEC_FIELDS = (
@@ -97,7 +97,7 @@ def _parse_prompts(text: str, path: Path) -> list[Prompt]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = parse_json(line, f"line {number}", path)
         except json.JSONDecodeError as err:
             raise VerifyprofError(f"line {number} is not JSON: {err.msg}", path) from err
         if not isinstance(row, dict):
@@ -165,7 +165,7 @@ def server_accept_length(base_url: str, timeout: float = 10.0) -> float | None:
         try:
             with _OPENER.open(base_url + path, timeout=timeout) as resp:
                 info = json.loads(resp.read())
-        except (OSError, urllib.error.URLError, ValueError):
+        except (OSError, urllib.error.URLError, ValueError, RecursionError):
             continue
         states = info.get("internal_states") if isinstance(info, dict) else None
         if isinstance(states, list) and states and isinstance(states[0], dict):
@@ -218,7 +218,7 @@ def parse_generate_reply(
     try:
         reply = json.loads(raw)
         meta = reply["meta_info"] if isinstance(reply, dict) else reply[0]["meta_info"]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         return RequestResult(index, False, start_ns, latency_s, error="reply has no meta_info")
     spec = {  # NaN and infinity are not JSON: not recorded
         k: meta[k]

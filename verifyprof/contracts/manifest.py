@@ -55,7 +55,7 @@ from typing import Any
 
 from verifyprof.contracts.bounds import check_probabilities, manifest_number
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, read_bytes
+from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_bytes
 
 SCHEMA = "verifyprof.capture/1"
 WORKLOAD_SCHEMA = "verifyprof.workload/1"  # the workload's summary.json, also read as a manifest
@@ -175,7 +175,7 @@ def manifest_json(path: str | Path) -> dict[str, Any]:
 def _load(path: Path) -> dict[str, Any]:
     raw_bytes = read_bytes(path, "manifest", MANIFEST_LIMIT, gunzip=True)  # a regular file
     try:
-        data = json.loads(raw_bytes)
+        data = parse_json(raw_bytes, "manifest", path)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise VerifyprofError(f"manifest is not valid JSON: {exc}", path) from None
     if not isinstance(data, dict):
@@ -318,7 +318,9 @@ def _baseline_run_plain(path: Path) -> Any:
     if not results.is_file():
         return None
     try:
-        data = json.loads(read_bytes(results, "baseline results", MANIFEST_LIMIT))
+        data = parse_json(
+            read_bytes(results, "baseline results", MANIFEST_LIMIT), "baseline results", results
+        )
     except (VerifyprofError, ValueError):
         return None
     return data.get("baseline_tokens_per_s") if isinstance(data, dict) else None
