@@ -88,8 +88,7 @@ def capture(
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
-    from verifyprof.contracts.plumbing.text import safe_text
-    from verifyprof.pipeline.capturing import CaptureOptions, parse_result_specs, summary_lines
+    from verifyprof.pipeline.capturing import CaptureOptions, parse_result_specs
 
     out = _names(out, prompts)
     if server_cmd is None:
@@ -128,9 +127,7 @@ def capture(
         argv=list(sys.argv),
         results=parse_result_specs(result or []),
     )
-    for result in _run(options, (batches, num_drafts, contexts), program_context):
-        for line in summary_lines(result):  # names in it escaped, as in errors
-            print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
+    _run(options, (batches, num_drafts, contexts), program_context)
 
 
 def _names(out: Path | None, prompts: Path | None) -> Path:
@@ -173,20 +170,35 @@ SERVER_ONLY = (
 )
 
 
-def _run(options, lists: tuple[str | None, ...], context: int | None) -> list:
+def _run(options, lists: tuple[str | None, ...], context: int | None) -> None:
     """One capture, or one per load of a program (``--batches``, ``--num-drafts``,
-    ``--contexts``: every combination); ``--program-context`` recorded in each manifest."""
+    ``--contexts``: every combination); ``--program-context`` recorded in each manifest. Each
+    capture is summarised as it finishes: a sweep stopped later still shows what it captured."""
     from dataclasses import replace
 
-    from verifyprof.pipeline.capturing import capture, capture_loads, load_record, parse_values
+    from verifyprof.contracts.plumbing.text import safe_text
+    from verifyprof.pipeline.capturing import (
+        capture,
+        capture_loads,
+        load_record,
+        parse_values,
+        summary_lines,
+    )
+
+    def show(result) -> None:
+        for line in summary_lines(result):  # names in it escaped, as in errors
+            print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
+
+    def stopped(line: str) -> None:
+        print(f"verifyprof: {safe_text(line)}", file=sys.stderr)
 
     given = zip(("batch", "num_draft", "context"), lists)  # --batches, --num-drafts, --contexts
     sweep = {name: text for name, text in given if text is not None}
     if not sweep:
-        return [capture(replace(options, load=load_record(options, {}, context)))]
+        return show(capture(replace(options, load=load_record(options, {}, context))))
     options_of = {"batch": "--batches", "num_draft": "--num-drafts", "context": "--contexts"}
     values = {name: parse_values(text, options_of[name]) for name, text in sweep.items()}
-    return capture_loads(options, values, capture, context)
+    capture_loads(options, values, capture, context, on_done=show, on_stop=stopped)
 
 
 def _loads(text: str) -> tuple[int, ...]:

@@ -1,0 +1,43 @@
+"""What a refused or stopped ``capture`` leaves (issue 44): a ``--batches`` run refused at the
+first capture's own checks makes no ``--out`` (so the retry is not told the folder is taken), a
+stopped one shows the batches it finished, and ``--out`` on a dangling symlink says so. Real
+processes: the CLI and a Python program."""
+
+from __future__ import annotations
+
+import sys
+
+from capture_helpers import assert_nothing_left, read_manifest, run_capture
+
+# Fails at batch 8 (exit 3), after batch 1 went well.
+PROGRAM = "import sys; sys.exit(3 if sys.argv[1] == '8' else 0)"
+
+
+def test_a_batches_run_refused_for_a_missing_nsys_leaves_no_out_and_the_retry_says_the_same(
+    tmp_path, tag
+):
+    """Before, --out was made before the first capture's checks: the refusal left it empty and
+    the retry said '--out must be a new folder'."""
+    out = tmp_path / "sweep"
+    args = ["--batches", "1,8", "--out", str(out), "--", sys.executable, "-c", "pass", "{batch}"]
+    missing = str(tmp_path / "no-nsys")
+    first = run_capture(args, tag, VERIFYPROF_NSYS=missing)
+    assert first.returncode == 2 and "is not an executable file" in first.stderr, first.stderr
+    assert not out.exists()
+    retry = run_capture(args, tag, VERIFYPROF_NSYS=missing)
+    assert retry.stderr == first.stderr
+
+
+def test_a_stopped_batches_run_shows_the_batches_it_finished(tmp_path, tag):
+    """Before, the summaries were printed after the last batch only: a failure at batch 8
+    printed nothing of batch 1."""
+    out = tmp_path / "sweep"
+    args = ["--backend", "none", "--batches", "1,8", "--out", str(out)]
+    proc = run_capture([*args, "--", sys.executable, "-c", PROGRAM, "{batch}"], tag)
+    assert proc.returncode == 1, proc.stderr
+    assert str(out / "batch-1") in proc.stdout  # batch 1's summary
+    stopped = f"verifyprof: stopped after 1 of 2 captures: batch-1 finished, kept in {out}"
+    assert stopped in proc.stderr
+    assert read_manifest(out / "batch-1")["status"] == "ok"
+    assert read_manifest(out / "batch-8")["status"] == "failed"
+    assert_nothing_left(tag)
