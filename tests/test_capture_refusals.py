@@ -41,3 +41,15 @@ def test_a_stopped_batches_run_shows_the_batches_it_finished(tmp_path, tag):
     assert read_manifest(out / "batch-1")["status"] == "ok"
     assert read_manifest(out / "batch-8")["status"] == "failed"
     assert_nothing_left(tag)
+
+
+def test_out_on_a_dangling_symlink_names_it(tmp_path, tag):
+    """Before: mkdir's '[Errno 17] File exists', which it does not (as a folder)."""
+    out = tmp_path / "cap"
+    out.symlink_to(tmp_path / "gone")
+    args = ["--backend", "none", "--out", str(out / "deeper"), "--", sys.executable, "-c", "pass"]
+    proc = run_capture(args, tag)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"{out} is a symbolic link to {tmp_path / 'gone'}, which does not exist" in line
+    assert out.is_symlink() and not (tmp_path / "gone").exists()

@@ -228,6 +228,15 @@ def check_out_dir(out: Path) -> Path:
             out,
         )
     ancestor = out if out.exists() else out.parent
+    for folder in (out, *out.parents):  # mkdir would say only "File exists"
+        if folder.exists():
+            break
+        if folder.is_symlink():
+            raise VerifyprofError(
+                f"cannot make the output directory: {folder} is a symbolic link to"
+                f" {os.readlink(folder)}, which does not exist",
+                out,
+            )
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
