@@ -358,6 +358,8 @@ def load_curve(
             rows.append(Row(batch, points))
         ridge = {k: _first_bound(s, fitting, k + 1) for k in ks}
         curves.append(ContextCurve(float(context), rows, ridge, _measured_at(s), s.sglang))
+    if not curves:  # no load given can run: no curve to show, only why
+        raise Skip("no load curve: " + "; ".join(n for n in notes if "no rate given" in n))
     n0 = profile.width or k0 + 1
     return LoadCurve(
         curves,

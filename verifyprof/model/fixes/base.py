@@ -41,6 +41,8 @@ class Scenario:
     model: ModelConfig | None = None
     tp: int = 1
     context: float = 0.0
+    # context is the user's (--context), not the one today's load ran at: no proof it fits
+    context_given: bool = False
     drafter_gain: float | None = None  # None: better_drafter from published drafter data
     use_measured_widths: bool = True
     drafter: str | None = None  # the drafter family in use, when the manifest says
