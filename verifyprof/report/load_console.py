@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from verifyprof.contracts.plumbing.text import safe_text
 from verifyprof.report.layout import Col, Console, fitted_table
 
 
@@ -38,7 +39,7 @@ def print_load(result: dict[str, Any], console: Console) -> None:
     console.print(f"  {escape(load['acceptance']['words'])}", highlight=False)
     _print_settings(load.get("server_settings") or {}, console)
     for note in load.get("notes", []):
-        console.print(f"  [dim]- {escape(note)}[/dim]", highlight=False)
+        console.print(f"  [dim]- {escape(safe_text(note))}[/dim]", highlight=False)  # one line
 
 
 def _columns() -> list[Col]:

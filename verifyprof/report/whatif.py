@@ -7,7 +7,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from verifyprof.contracts.plumbing.text import counted
+from verifyprof.contracts.plumbing.text import counted, safe_text
 from verifyprof.model.decision.verdict import accept_reach
 from verifyprof.report.console_decision import print_decision
 from verifyprof.report.layout import Col, Console, fitted_table, unpadded
@@ -17,12 +17,13 @@ from verifyprof.report.load_console import print_load
 def _hanging(
     console: Console, lines: list[str], bullet: str, indent: int, style: str | None = None
 ) -> None:
-    """Bulleted lines whose wrapped continuation stays indented under the text, at any width."""
+    """Bulleted lines whose wrapped continuation stays indented under the text, at any width;
+    each one line (a newline in a name in it shown as ``\\n``, not breaking the list)."""
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(width=indent, justify="right", no_wrap=True)
     grid.add_column(overflow="fold")
     for line in lines:
-        grid.add_row(bullet, escape(line), style=style)
+        grid.add_row(bullet, escape(safe_text(line)), style=style)
     console.print(grid, highlight=False)
 
 
