@@ -52,3 +52,23 @@ def test_the_fields_as_capture_writes_them_are_read(tmp_path):
     c1 = capture_copy(tmp_path, "C1", started_at="2026-12-03T20:15:28.362+00:00")
     c8 = capture_copy(tmp_path, "C8", started_at="2026-12-03T21:15:28+01:00", loads=[])
     assert verifyprof("whatif", str(c1), str(c8)).returncode == 0
+
+
+@pytest.mark.parametrize("status, said", [("failed", "failed"), ("interrupted", "was interrupted")])
+def test_a_capture_that_did_not_finish_is_used_with_a_warning_naming_it(tmp_path, status, said):
+    """Before, whatif used a capture whose manifest said failed as if it had finished."""
+    c1 = capture_copy(tmp_path, "C1")
+    c8 = capture_copy(tmp_path, "C8", status=status, error="server exited after 3/16 requests")
+    proc = verifyprof("whatif", str(c1), str(c8), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        f"verifyprof: warning: {c8}: its manifest says the capture {said} (server exited after"
+        " 3/16 requests): its numbers are what it measured before it stopped\n"
+    )
+    alone = verifyprof("whatif", str(c8), "--json")
+    assert f"warning: {c8}: its manifest says the capture {said}" in alone.stderr
+
+
+def test_a_finished_capture_is_used_without_a_warning(tmp_path):
+    proc = verifyprof("whatif", str(capture_copy(tmp_path, "C1")), "--json")
+    assert proc.returncode == 0 and proc.stderr == ""

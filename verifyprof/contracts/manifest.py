@@ -188,6 +188,21 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
+def unfinished(data: dict[str, Any] | None) -> str | None:
+    """Why a capture's numbers may be partial: its manifest's status is not "ok" (it failed, was
+    interrupted, or never finished); None for a finished capture or another kind of manifest."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("status") == "ok":
+        return None
+    status, error = data.get("status"), data.get("error")
+    said = {"failed": "failed", "interrupted": "was interrupted", "running": "never finished"}
+    how = said.get(status, f"ended with status {status!r:.40}") if isinstance(status, str) else None
+    why = f" ({' '.join(error.split())[:200]})" if isinstance(error, str) and error else ""
+    return (
+        f"its manifest says the capture {how or 'has no status'}{why}: its numbers are what it"
+        " measured before it stopped"
+    )
+
+
 def run_results(path: str | Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
     """A capture manifest's ``results`` as recorded (its measured run: mode, tokens_per_s);
     empty for other manifests. ``data``: the file's JSON already read (:func:`manifest_json`)."""
