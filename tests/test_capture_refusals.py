@@ -53,3 +53,36 @@ def test_out_on_a_dangling_symlink_names_it(tmp_path, tag):
     (line,) = proc.stderr.strip().splitlines()
     assert f"{out} is a symbolic link to {tmp_path / 'gone'}, which does not exist" in line
     assert out.is_symlink() and not (tmp_path / "gone").exists()
+
+
+WRITES_RESULTS = (
+    "import os, pathlib, sys;"
+    " pathlib.Path(os.environ['VERIFYPROF_CAPTURE_DIR'], 'results.json').write_text(sys.argv[1])"
+)
+
+
+def test_a_results_json_the_program_wrote_that_cannot_be_read_fails_the_capture_naming_it(
+    tmp_path, tag
+):
+    """Before, it was dropped without a word: the capture said ok, its manifest had no results,
+    and whatif later said only that the accept length was unknown."""
+    for text, problem in (
+        ('{"accept_len": 2.1,', "results.json is not valid JSON: Expecting"),
+        ("[2.1]", "results.json is not a JSON object"),
+    ):
+        out = tmp_path / f"cap-{len(text)}"
+        args = ["--backend", "none", "--out", str(out), "--", sys.executable, "-c"]
+        proc = run_capture([*args, WRITES_RESULTS, text], tag)
+        assert proc.returncode == 1, proc.stderr
+        assert f"{out / 'results.json'}: the program's {problem}" in proc.stderr, proc.stderr
+        doc = read_manifest(out)
+        assert doc["status"] == "failed" and problem in doc["error"]
+
+
+def test_no_results_json_is_no_results_not_an_error(tmp_path, tag):
+    out = tmp_path / "cap"
+    proc = run_capture(
+        ["--backend", "none", "--out", str(out), "--", sys.executable, "-c", "1"], tag
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert read_manifest(out)["status"] == "ok"
