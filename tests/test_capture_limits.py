@@ -89,3 +89,11 @@ def test_every_load_of_a_concurrency_list_is_checked_before_the_server_starts(tm
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == "verifyprof: error: --concurrency must be at least 1"
     assert not out.exists()
+
+
+def test_the_workload_limits_are_refused_for_a_program_which_runs_its_own(tmp_path, tag):
+    out = tmp_path / "cap"
+    args = ["--backend", "none", "--deadline", "5", "--out", str(out), "--", "python", "-c", "1"]
+    proc = run_capture(args, tag)
+    assert proc.returncode == 2 and "--deadline: an option of a server capture" in proc.stderr
+    assert not out.exists()
