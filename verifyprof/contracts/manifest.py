@@ -48,15 +48,14 @@ in it (versions, GPUs, traces, dilation): :mod:`verifyprof.contracts.manifest_re
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts.bounds import check_probabilities, manifest_number
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest_checks import check_kept
 from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_bytes
 
 SCHEMA = "verifyprof.capture/1"
@@ -173,7 +172,7 @@ def manifest_json(path: str | Path) -> dict[str, Any]:
     below, so that one command opens ``manifest.json`` once)."""
     data = _load(Path(path))
     if data.get("schema") == SCHEMA:
-        _check_kept(data, Path(path))  # what is read of it before read_manifest
+        check_kept(data, Path(path))  # what is read of it before read_manifest
     return data
 
 
@@ -244,7 +243,7 @@ def read_manifest(
         # decision.captures), a --concurrency list splits one trace into measured points
         what = ("command", "loads", "load", "started_at", "versions")
         kept = {"results": results} | {k: data[k] for k in what if k in data}
-        _check_kept(kept, path)
+        check_kept(kept, path)
         return _with_dilation(_manifest(path, values, kept), data.get("dilation"))
     if isinstance(schema, str) and schema.startswith("verifyprof."):
         raise VerifyprofError(
@@ -253,33 +252,6 @@ def read_manifest(
             path,
         )
     return _manifest(path, {name: _find(data, keys) for name, keys in ALIASES.items()}, data)
-
-
-def _check_kept(kept: dict[str, Any], path: Path) -> None:
-    """The fields several captures compare, each as capture writes it: ``loads`` a list of
-    load records (a number was a TypeError, a string counted its letters as loads) and
-    ``started_at`` a time with its UTC offset (one without, beside one with, was a TypeError)."""
-    loads = kept.get("loads")
-    if loads is not None and not (
-        isinstance(loads, list) and all(isinstance(load, dict) for load in loads)
-    ):
-        raise VerifyprofError(
-            f"manifest field 'loads' must be a list of load records (objects), got {loads!r:.60}",
-            path,
-        )
-    started = kept.get("started_at")
-    if started is None:
-        return
-    when = None
-    if isinstance(started, str):
-        with contextlib.suppress(ValueError):
-            when = datetime.fromisoformat(started)
-    if when is None or when.tzinfo is None:
-        raise VerifyprofError(
-            "manifest field 'started_at' must be an ISO 8601 time with its UTC offset (as capture"
-            f" writes it), got {started!r:.60}",
-            path,
-        )
 
 
 def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manifest:
