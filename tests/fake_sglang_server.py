@@ -14,6 +14,7 @@ meta_info}`` with the spec fields of SGLang >= 0.5), ``GET|POST /start_profile``
 
 Failure switches (flags): ``--startup-delay S``, ``--never-healthy``, ``--exit-at-start CODE``,
 ``--die-after-requests N`` (the front end crashes, leaving its scheduler orphaned),
+``--hang-after-requests N`` (every /generate after the first N never answers),
 ``--ignore-sigint``, ``--ignore-sigterm`` (SIG_IGN: capture sees it and does not wait it
 out), ``--deaf-sigint`` (a handler that does nothing: capture waits its grace),
 ``--detached-child`` (the scheduler starts a helper in
@@ -59,6 +60,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--never-healthy", action="store_true")
     parser.add_argument("--exit-at-start", type=int, default=None, metavar="CODE")
     parser.add_argument("--die-after-requests", type=int, default=None, metavar="N")
+    parser.add_argument("--hang-after-requests", type=int, default=None, metavar="N")
     parser.add_argument("--ignore-sigint", action="store_true")
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--deaf-sigint", action="store_true")
@@ -361,6 +363,10 @@ def make_handler(front: FrontEnd):
                     ok = front.healthy()
                     self.reply(200 if ok else 503, b"" if ok else b"starting")
                 elif path == "/generate" and method == "POST":
+                    hang = front.args.hang_after_requests
+                    if hang is not None and front.served >= hang:
+                        log(f"hung: no reply after {front.served} requests")
+                        threading.Event().wait()  # the connection open, never a byte back
                     out = front.generate(self.body())
                     self.reply(200, json.dumps(out).encode(), "application/json")
                     limit = front.args.die_after_requests

@@ -89,3 +89,21 @@ def test_counts_are_plural_only_when_not_one():
         "1.5 launches",
     ]
     assert counted(1, "host sync") == "1 host sync" and counted(3, "step") == "3 steps"
+
+
+def test_a_newline_in_a_capture_folders_name_is_shown_escaped_in_whatifs_notes(tmp_path):
+    """Before, the notes that name the capture (its manifest, the captures of one program)
+    broke the bullet list in two at the name's newline: a line no note wrote."""
+    from pathlib import Path
+
+    runs = Path(__file__).resolve().parents[1] / "bench" / "results" / "load_mha_h200"
+    folders = [tmp_path / "C1\nforged line", tmp_path / "C8"]
+    for folder, name in zip(folders, ("C1", "C8")):
+        folder.mkdir()
+        (folder / "capture.sqlite.gz").symlink_to(runs / name / "capture.sqlite.gz")
+        shutil.copy(runs / name / "manifest.json", folder / "manifest.json")
+    model = runs.parents[1] / "models" / "hf-chain-7b-mha.toml"
+    proc = verifyprof("whatif", *map(str, folders), "--model", str(model), "--details")
+    assert proc.returncode == 0, proc.stderr
+    assert not any(line.startswith("forged line") for line in proc.stdout.splitlines())
+    assert "C1\\x0aforged line" in proc.stdout

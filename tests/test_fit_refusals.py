@@ -101,6 +101,23 @@ def test_the_report_of_several_captures_shows_the_page_and_why_the_load_curve_is
     assert shown is not None and html.unescape(shown.group(1)) == why
 
 
+@pytest.mark.parametrize("where", ["results", "command"])
+def test_a_negative_context_is_refused_as_nan_is_not_taken_as_measured(tmp_path, where):
+    """Before, a capture whose program reported (or ran with) context -512 made a measured point
+    there and moved the load curve; NaN and infinity were already refused."""
+    folder = tmp_path / "C3x"
+    shutil.copytree(C3, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if where == "results":
+        manifest["results"]["context"] = -512
+    else:
+        manifest["command"]["target"] += ["--context", "-512"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    got = whatif_json(C2, folder)
+    assert got["load_curve"] is None
+    assert "(C3x) has a context that is negative (context -512)" in got["load_curve_skipped"]
+
+
 @pytest.fixture(scope="module")
 def captures() -> list[Capture]:
     """C2 and C3 as the measured model holds them (today's C2 first)."""

@@ -50,3 +50,21 @@ def test_a_context_of_zero_tokens_is_refused_not_taken_as_unset():
         assert proc.returncode == 2
         (line,) = proc.stderr.strip().splitlines()
         assert line.startswith("verifyprof: error: --context 0")
+
+
+def test_one_batch_at_a_context_that_cannot_fit_gets_no_rate_and_says_why():
+    """Before, batch 1 (today's) was exempt as the load that ran, at any --context: batch 1 at
+    context 1e9 printed a rate. Today's load ran at the trace's context, not the one given."""
+    proc = whatif("--batch", "1", "--context", "1e9", "--json")
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["load_curve"] is None
+    why = shown["load_curve_skipped"]
+    assert why.startswith("no load curve: batch 1 at context 1e+09: the weights and the KV cache")
+    console = whatif("--batch", "1", "--context", "1e9")
+    assert console.returncode == 0 and "tok/s" not in console.stdout.split("Load:")[1]
+
+
+def test_todays_load_at_its_own_context_keeps_its_rate_when_named():
+    load = json.loads(whatif("--batch", "1", "--context", "512", "--json").stdout)["load_curve"]
+    assert [c["context"] for c in load["contexts"]][0] == 512.0

@@ -419,3 +419,21 @@ def test_a_relative_name_in_a_deleted_working_directory_is_one_line(names_dir, c
         assert "no longer exists (deleted)" in text, text
     else:
         assert done.returncode in (0, 1), text  # hooks: the installed packages still looked in
+
+
+def test_a_glob_of_capture_folders_says_to_give_each_capture_not_to_compare(tmp_path):
+    """Before, the folders were read as one run's ranks and refused as separate runs with a
+    remedy for two runs ('compare A B'), where whatif takes several captures as arguments."""
+    from cli_helpers import verifyprof
+
+    runs = REPO / "bench" / "results" / "load_mha_h200"
+    for name in ("C1", "C8"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "capture.sqlite.gz").symlink_to(runs / name / "capture.sqlite.gz")
+        (tmp_path / name / "manifest.json").symlink_to(runs / name / "manifest.json")
+    for command in ("whatif", "breakdown"):
+        proc = verifyprof(command, str(tmp_path / "*"))
+        assert proc.returncode == 2, proc.stderr
+        (line,) = proc.stderr.splitlines()
+        assert f"glob matches 2 capture folder(s) ({tmp_path / 'C1'}, {tmp_path / 'C8'})" in line
+        assert "whatif CAP1 CAP2" in line and "compare" not in line

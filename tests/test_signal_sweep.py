@@ -60,6 +60,52 @@ def test_ctrl_c_at_any_instant_of_a_command_is_one_line(tmp_path):
             assert err == "verifyprof: interrupted\n", (delay, err)
 
 
+# Every 5 ms of start-up, then a few later instants: the import of the CLI is over by ~100 ms.
+START_UP_MS = (*range(5, 101, 5), 150, 300, 1000, 2000)
+
+
+def start_up_outcome(ms: float, cache: Path) -> str:
+    """What a Ctrl-C ``ms`` after exec did to ``--help``, asserted acceptable: "done",
+    "verifyprof" (the one line, exit 130), or the interpreter's own ("before python's handler",
+    "python's start-up")."""
+    code, out, err = outcome(start("--help", cache=cache), ms / 1000)
+    assert PACKAGE not in err, f"at {ms} ms: {err[-3000:]}"  # no frame of ours
+    if "Traceback" in err:  # Python's handler raised it in start-up code, never ours
+        assert "KeyboardInterrupt" in err, (ms, err[-2000:])
+        # site prints a .pth hook's error, and Python an exception in an import lock's weakref
+        # callback ("Exception ignored in"), and start-up goes on: --help then runs to the end
+        went_on = code == 0 and "Usage" in out
+        assert went_on or code in (1, -signal.SIGINT), (ms, code, err[-2000:])
+        return "python's start-up"
+    if code == 0:
+        assert err == "" and "Usage" in out, (ms, err)
+        return "done"
+    if err == "":
+        assert code == -signal.SIGINT, (ms, code)
+        return "before python's handler"
+    assert (code, err) == (130, "verifyprof: interrupted\n"), (ms, code, err)
+    return "verifyprof"
+
+
+def test_ctrl_c_every_5_ms_of_start_up_is_one_line_or_the_interpreters_own(tmp_path):
+    """From verifyprof's first statement (the guard atop verifyprof/cli/__init__.py, which
+    imports nothing) Ctrl-C is one line and exit 130. Before it the process is the
+    interpreter's, and what is acceptable there is what any Python program gets: dying of
+    SIGINT with no output (before Python installs its handler), or Python's KeyboardInterrupt
+    traceback from its own start-up (``site`` running the environment's .pth hooks, such as an
+    editable install's finder, ~20 ms here; runpy's imports for ``-m``), never with a frame of
+    verifyprof's. After the command is done, nothing is left to stop."""
+    cache = tmp_path / "cache"
+    kinds = {ms: start_up_outcome(ms, cache) for ms in START_UP_MS}
+    for _ in range(8):  # a loaded machine stretches start-up past the fixed instants: bisect
+        if "verifyprof" in kinds.values():
+            break
+        early = max((ms for ms, kind in kinds.items() if kind != "done"), default=0)
+        late = min((ms for ms, kind in kinds.items() if kind == "done"), default=2 * early)
+        kinds[(early + late) / 2] = start_up_outcome((early + late) / 2, cache)
+    assert "verifyprof" in kinds.values(), kinds  # the sweep reached the CLI's imports
+
+
 def appears(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> bool:
     deadline = time.monotonic() + timeout
     while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -85,6 +131,44 @@ def test_a_signal_the_instant_capture_makes_its_out_folder_leaves_the_manifest(t
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + sig, err
+    assert read_manifest(out)["status"] == "interrupted"
+
+
+# The capture, run with its folder's mkdir signalling the process itself the moment the folder
+# exists: the signal is pending at the first instant a watcher could see the folder (the sweep
+# above sends it from outside, and only a loaded machine, the capture descheduled right after
+# its mkdir, made that instant: it failed once for SIGHUP).
+SIGNAL_AT_MKDIR = """
+import os, pathlib, signal, sys
+made = pathlib.Path.mkdir
+def mkdir(self, *args, **kwargs):
+    made(self, *args, **kwargs)
+    if self.name == "cap":
+        os.kill(os.getpid(), int(os.environ["SIG"]))
+pathlib.Path.mkdir = mkdir
+sys.argv[0] = "verifyprof"
+from verifyprof.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_pending_as_the_out_folder_appears_leaves_its_manifest(tmp_path, tag, sig):
+    """Before, setup made --out last and the signal was handled right after its mkdir, still in
+    setup: setup unmade the folder, so a watcher that had seen it found nothing (exit 128 + the
+    signal, no manifest). The folder and its first manifest now appear with the signals held."""
+    out = tmp_path / "made" / "cap"
+    args = ["capture", "--backend", "none", "--out", str(out), "--", sys.executable, "-c", "pass"]
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNAL_AT_MKDIR, *args],
+        env=tagged_env(tag, SIG=str(int(sig))),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=interruptible,
+    )
+    assert done.returncode == 128 + sig, done.stderr
     assert read_manifest(out)["status"] == "interrupted"
 
 

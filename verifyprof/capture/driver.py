@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.plumbing.inputs import PROMPTS_LIMIT, read_text
+from verifyprof.contracts.plumbing.inputs import PROMPTS_LIMIT, parse_json, read_text
 
 # meta_info fields (REFERENCE 5.10) kept per request; older servers have only some of them.
 SPEC_FIELDS = (
@@ -63,6 +63,16 @@ class ServerGone(Exception):
     """The server stopped answering (connection refused/reset): not a per-request failure."""
 
 
+class NoReply(ServerGone):
+    """No reply in ``--request-timeout``: the server is hung; the workload ends, not waits again."""
+
+
+class DeadlinePassed(VerifyprofError):
+    """The workload ran past ``--deadline``: it ends with what finished (exit 1)."""
+
+    exit_code = 1
+
+
 # ------------------------------------------------------------------------------------------
 # prompts
 
@@ -87,7 +97,7 @@ def _parse_prompts(text: str, path: Path) -> list[Prompt]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = parse_json(line, f"line {number}", path)
         except json.JSONDecodeError as err:
             raise VerifyprofError(f"line {number} is not JSON: {err.msg}", path) from err
         if not isinstance(row, dict):
@@ -155,7 +165,7 @@ def server_accept_length(base_url: str, timeout: float = 10.0) -> float | None:
         try:
             with _OPENER.open(base_url + path, timeout=timeout) as resp:
                 info = json.loads(resp.read())
-        except (OSError, urllib.error.URLError, ValueError):
+        except (OSError, urllib.error.URLError, ValueError, RecursionError):
             continue
         states = info.get("internal_states") if isinstance(info, dict) else None
         if isinstance(states, list) and states and isinstance(states[0], dict):
@@ -208,7 +218,7 @@ def parse_generate_reply(
     try:
         reply = json.loads(raw)
         meta = reply["meta_info"] if isinstance(reply, dict) else reply[0]["meta_info"]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         return RequestResult(index, False, start_ns, latency_s, error="reply has no meta_info")
     spec = {  # NaN and infinity are not JSON: not recorded
         k: meta[k]
@@ -237,12 +247,15 @@ def run_workload(
     first_index: int = 0,
     server_alive: Callable[[], bool] | None = None,
     on_result: ProgressFn | None = None,
+    deadline: tuple[float, float] | None = None,
 ) -> list[RequestResult]:
     """Send the requests; the results in completion order.
 
     Returns early (with what finished) only by raising: ``ServerGone`` when the server stops
-    answering or ``server_alive`` turns false, ``KeyboardInterrupt`` from the caller's thread.
-    The partial results are attached to the exception as ``.results``.
+    answering (``NoReply``: a request unanswered in the workload's timeout) or ``server_alive``
+    turns false, ``DeadlinePassed`` past ``deadline`` (``time.monotonic()`` value, and the
+    seconds it was given as), ``KeyboardInterrupt`` from the caller's thread. The partial results
+    are attached to the exception as ``.results``.
     """
     todo: queue.Queue[int] = queue.Queue()
     for i in range(workload.requests):
@@ -270,16 +283,8 @@ def run_workload(
                 done.put(err)
                 return
             except TimeoutError:
-                done.put(
-                    RequestResult(
-                        index,
-                        False,
-                        start_ns,
-                        time.perf_counter() - t0,
-                        error=f"no reply in {workload.timeout_s:g} s",
-                    )
-                )
-                continue
+                done.put(NoReply(f"no reply in {workload.timeout_s:g} s, --request-timeout"))
+                return
             done.put(parse_generate_reply(index, start_ns, time.perf_counter() - t0, status, raw))
 
     named = "verifyprof-req-{}".format
@@ -290,6 +295,8 @@ def run_workload(
     results: list[RequestResult] = []
     try:
         while len(results) < workload.requests:
+            if deadline is not None and time.monotonic() >= deadline[0]:
+                raise DeadlinePassed(f"the workload ran past --deadline {deadline[1]:g} s")
             try:
                 item = done.get(timeout=0.2)
             except queue.Empty:

@@ -158,16 +158,36 @@ def per_batch(opts: CaptureOptions, batches: tuple[int, ...]) -> list[CaptureOpt
 
 
 def capture_loads(
-    opts: CaptureOptions, sweep: dict[str, tuple[int, ...]], run_one, context: int | None = None
+    opts: CaptureOptions,
+    sweep: dict[str, tuple[int, ...]],
+    run_one,
+    context: int | None = None,
+    on_done=None,
+    on_stop=None,
 ) -> list[CaptureResult]:
-    """Each load's capture in turn (``run_one``: the one-capture flow); every load's options
-    checked before the first starts, ``--out`` made only then; the first failure stops the
-    rest, what was captured kept."""
+    """Each load's capture in turn (``run_one``: the one-capture flow, ``on_done`` told of each
+    that finished); every load's options checked before the first starts; the first failure
+    stops the rest, what was captured kept, ``on_stop`` told which finished. ``--out`` is made
+    by the first capture, after its own checks (nsys found, ...): a refused run leaves no empty
+    folder that a retry would call taken."""
     each = per_load(opts, sweep, context)
     for o in each:
         validate(o)
-    opts.out.mkdir(parents=False)
-    return [run_one(o) for o in each]
+    done: list[CaptureResult] = []
+    try:
+        for o in each:
+            done.append(run_one(o))
+            if on_done is not None:
+                on_done(done[-1])
+    except BaseException:
+        if done and on_stop is not None:
+            names = ", ".join(o.out.name for o in each[: len(done)])
+            on_stop(
+                f"stopped after {len(done)} of {len(each)} captures: {names} finished, kept in"
+                f" {opts.out}"
+            )
+        raise
+    return done
 
 
 def capture_batches(opts: CaptureOptions, batches: tuple[int, ...], run_one) -> list[CaptureResult]:

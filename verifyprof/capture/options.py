@@ -37,7 +37,8 @@ class CaptureOptions:
     warmup: int = 2
     temperature: float = 0.0
     health_timeout: float = 600.0
-    request_timeout: float = 600.0
+    request_timeout: float = 300.0  # one request unanswered this long: the server is hung
+    deadline: float = 3600.0  # the whole workload, from the server's health on
     hooks: list[str] | None = (
         None  # None: the mode's default (sglang for a server, none for a program)
     )
@@ -81,6 +82,7 @@ _SECONDS = (
     ("--health-timeout", "health_timeout", False),
     ("--stop-timeout", "stop_timeout", True),
     ("--request-timeout", "request_timeout", False),
+    ("--deadline", "deadline", False),
     ("--report-timeout", "report_timeout", False),
     ("--trace-wait", "trace_wait", False),
 )
@@ -107,15 +109,17 @@ def validate(opts: CaptureOptions) -> None:
         argv = split_server_cmd(opts.server_cmd or "")
         check_executable(argv[0], "--server-cmd")
         server_address(argv, opts.port)  # the --port in the command: a number, in range, agreeing
-        # the same checks the driver makes, but before minutes of model loading, not after
-        driver.Workload(
-            opts.requests,
-            opts.concurrency,
-            opts.output_len,
-            opts.input_len,
-            opts.temperature,
-            opts.request_timeout,
-        )
+        # the same checks the driver makes, but before minutes of model loading, not after;
+        # each load of a list (--concurrency 8,0), not only the largest
+        for concurrency in opts.loads or (opts.concurrency,):
+            driver.Workload(
+                opts.requests,
+                concurrency,
+                opts.output_len,
+                opts.input_len,
+                opts.temperature,
+                opts.request_timeout,
+            )
     else:
         check_executable(opts.program[0], "the program")
     check_out_dir(opts.out)
@@ -224,6 +228,15 @@ def check_out_dir(out: Path) -> Path:
             out,
         )
     ancestor = out if out.exists() else out.parent
+    for folder in (out, *out.parents):  # mkdir would say only "File exists"
+        if folder.exists():
+            break
+        if folder.is_symlink():
+            raise VerifyprofError(
+                f"cannot make the output directory: {folder} is a symbolic link to"
+                f" {os.readlink(folder)}, which does not exist",
+                out,
+            )
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():

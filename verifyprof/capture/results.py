@@ -16,7 +16,7 @@ from verifyprof.contracts.manifest import (
     MANIFEST,
     to_tokens_per_verify,
 )
-from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, read_text
+from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_text
 from verifyprof.contracts.plumbing.text import safe_text
 
 PROGRAM_RESULTS = "results.json"  # a program may write its own numbers here (see program_results)
@@ -37,19 +37,24 @@ def program_results(
 ) -> dict:
     """What a program reported about itself: ``$VERIFYPROF_CAPTURE_DIR/results.json`` (a JSON
     object, e.g. ``{"accept_len": 2.1, "tokens_per_s": 95.0, "baseline_tokens_per_s": 60.0}``),
-    which becomes the manifest's ``results``; empty when it wrote none or not an object; a number
-    out of range or not finite (NaN) is a VerifyprofError naming the field.
+    which becomes the manifest's ``results``; empty when it wrote none. One it wrote that cannot
+    be read (not JSON, not UTF-8, not an object, ...) or a number out of range or not finite
+    (NaN) is a VerifyprofError naming the file and the problem, never dropped without a word.
     ``accept_len`` is converted to tokens per verify (see :func:`accept_in_tokens_per_verify`).
     ``patterns`` (``--result NAME=REGEX``) add what the program printed to ``out/program.log``;
     they win over a results.json field of the same name."""
     path = out / PROGRAM_RESULTS
-    try:
-        data = json.loads(read_text(path, "results.json", MANIFEST_LIMIT))
-    except (VerifyprofError, ValueError):
-        data = {}
-    data = (data if isinstance(data, dict) else {}) | results_from_log(
-        out / "program.log", patterns
-    )
+    data = {}
+    if path.exists() or path.is_symlink():
+        try:
+            data = parse_json(read_text(path, "results.json", MANIFEST_LIMIT), "results.json", path)
+        except json.JSONDecodeError as err:
+            raise VerifyprofError(
+                f"the program's results.json is not valid JSON: {err.msg} (line {err.lineno})", path
+            ) from None
+        if not isinstance(data, dict):
+            raise VerifyprofError("the program's results.json is not a JSON object", path)
+    data = data | results_from_log(out / "program.log", patterns)
     if not data:
         return {}
     return accept_in_tokens_per_verify(check_results(data, path), convention)  # finite, in range

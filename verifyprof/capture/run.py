@@ -47,14 +47,10 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
     become_subreaper()  # nothing the target starts can escape the cleanup by being orphaned
     with sigterm_as_interrupt():
         run = CaptureSession(opts, console)
-        try:
-            env = run.setup()  # may raise before anything was started: nothing to clean up
-        except BaseException:  # an error, or a signal just after --out was made
-            run.unmake()
-            raise
+        env = run.setup()  # may raise before anything was made or started: nothing to clean up
         failure: BaseException | None = None
         try:
-            run.write_manifest()  # "running": a signal from here on is written as interrupted
+            run.make_out()  # --out with its manifest, "running": a signal is written as interrupted
             if opts.mode == "program" and opts.baseline_run:
                 run_baseline(run)
             run.start(env)
@@ -70,14 +66,17 @@ def capture(opts: CaptureOptions, console: Console | None = None) -> CaptureResu
             run.status, run.error, failure = "interrupted", f"interrupted ({how})", err
         except driver.ServerGone as err:
             done = len(run.results)
-            code = (
-                run.proc.wait(timeout=3.0) if run.proc else None
-            )  # a dying server may close its socket first
+            # a dying server may close its socket first; a hung one is not dying
+            grace = 0.0 if isinstance(err, driver.NoReply) else 3.0
+            code = run.proc.wait(timeout=grace) if run.proc else None
             how = f"exited with code {code}" if code is not None else f"stopped answering ({err})"
             run.status, failure = "failed", err
             run.error = with_log_tail(
                 f"server {how} after {done}/{opts.requests} requests", run.log, LOG_TAIL_LINES
             )
+        except driver.DeadlinePassed as err:
+            run.status, failure = "failed", err
+            run.error = f"{err} after {len(run.results)}/{opts.requests} requests"
         except VerifyprofError as err:
             run.status, run.error, failure = "failed", str(err), err
         except BaseException as err:

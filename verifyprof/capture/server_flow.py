@@ -42,6 +42,7 @@ def serve(run: CaptureSession) -> None:
     with run.console.status(f"waiting for {run.base_url}/health (up to {opts.health_timeout:g} s)"):
         took = wait_healthy(run.base_url, proc, timeout=opts.health_timeout)
     run.console.print(f"verifyprof: server healthy after {took:.1f} s")
+    run.deadline = (time.monotonic() + opts.deadline, opts.deadline)  # every request from here
     prompts = run.prompts
     if opts.warmup:
         warm = driver.Workload(
@@ -54,7 +55,12 @@ def serve(run: CaptureSession) -> None:
         )
         with run.console.status(f"warming up ({opts.warmup} requests)"):
             warm_results = driver.run_workload(
-                run.base_url, warm, prompts, first_index=opts.requests, server_alive=proc.alive
+                run.base_url,
+                warm,
+                prompts,
+                first_index=opts.requests,
+                server_alive=proc.alive,
+                deadline=run.deadline,
             )
         failed = [r for r in warm_results if not r.ok]
         if failed:
@@ -135,9 +141,10 @@ def _unprofiled_rate(run: CaptureSession, prompts: list[driver.Prompt]) -> None:
                 prompts,
                 first_index=opts.requests + opts.warmup,
                 server_alive=run.proc.alive if run.proc else None,
+                deadline=run.deadline,
             )
         after = driver.summarize(results)
-    except (driver.ServerGone, TimeoutError, OSError) as err:
+    except (driver.ServerGone, driver.DeadlinePassed, TimeoutError, OSError) as err:
         run.dilation = dilation_record(
             profiled,
             None,
@@ -181,7 +188,12 @@ def _drive(run: CaptureSession, workload: driver.Workload, prompts: list[driver.
             )
 
         driver.run_workload(
-            run.base_url, workload, prompts, server_alive=run.proc.alive, on_result=on_result
+            run.base_url,
+            workload,
+            prompts,
+            server_alive=run.proc.alive,
+            on_result=on_result,
+            deadline=run.deadline,
         )
 
 

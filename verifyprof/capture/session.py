@@ -61,6 +61,7 @@ class CaptureSession:
         self.exit_code: int | None = None
         self.started_at = now_iso()
         self.base_url = ""
+        self.deadline: tuple[float, float] | None = None  # --deadline: (monotonic, seconds)
         self.target: list[str] = []
         self.command: list[str] = []
         self.presets = hook_presets(opts)
@@ -73,7 +74,7 @@ class CaptureSession:
             None  # the profiler's slow-down, when an unprofiled rate was measured
         )
         self.baseline: dict | None = None  # program: the unprofiled baseline run (--baseline-run)
-        self.made: list[Path] = []  # the folders setup() made for --out, the deepest first
+        self.made: list[Path] = []  # the folders make_out() made for --out, the deepest first
         self.doc: dict = {}  # the manifest as last written by the cleanup
 
     @property
@@ -203,14 +204,26 @@ class CaptureSession:
         else:
             self.command = list(self.target)
         self.versions = manifest.versions(self.nsys_version)
-        # last: a rejected capture leaves nothing, and the caller's try starts right after it
+        return env  # nothing made yet: a rejected capture leaves nothing (make_out comes next)
+
+    def make_out(self) -> None:
+        """Make ``--out`` and write its first manifest ("running") with the stop signals held:
+        a signal the instant the folder appears is delivered once the manifest is there, in the
+        caller's try, so it is written as interrupted. (Made last in setup, a signal handled
+        right after mkdir, before setup returned, unmade the folder a watcher had already seen.)
+        A write that fails removes what was made."""
         self.made = _missing_folders(self.out)  # what mkdir makes, the deepest first
-        self.out.mkdir(parents=True, exist_ok=True)
-        return env
+        with stop_signals_deferred():
+            try:
+                self.out.mkdir(parents=True, exist_ok=True)
+                self.write_manifest()
+            except OSError:
+                self.unmake()
+                raise
 
     def unmake(self) -> None:
-        """Remove the folders setup() made, where still empty (a signal or an error before the
-        capture started: no empty --out left behind; a folder that was there stays)."""
+        """Remove the folders make_out() made, where still empty (a write that failed: no empty
+        --out left behind; a folder that was there stays)."""
         for folder in self.made:
             with contextlib.suppress(OSError):
                 folder.rmdir()

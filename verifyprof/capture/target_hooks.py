@@ -65,7 +65,7 @@ def _read_reports(report_dir: Path) -> list[dict]:
     for path in sorted(report_dir.glob("hooks-*.json")) if report_dir.is_dir() else []:
         try:
             report = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(report, dict) and isinstance(report.get("hooks"), list):
             reports.append(report)

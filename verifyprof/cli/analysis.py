@@ -343,6 +343,8 @@ def whatif(
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
         parallel = _parallel(workers, scheduler, strict, shown)
         run, ranking = pipeline.whatif_run(captures, options, parallel)
+    for capture, said in run.unfinished:  # a capture that did not finish is said, always
+        integrity.warn_integrity([{"message": said}], capture)
     problems = run.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:
         integrity.warn_integrity(problems, source)

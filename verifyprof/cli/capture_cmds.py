@@ -20,6 +20,7 @@ from verifyprof.cli.capture_options import (
     CaptureAllOpt,
     ConcurrencyOpt,
     ContextsOpt,
+    DeadlineOpt,
     DecodeCmdOpt,
     GzipOpt,
     HealthTimeoutOpt,
@@ -37,6 +38,7 @@ from verifyprof.cli.capture_options import (
     ProgramOpt,
     PromptsOpt,
     RequestsOpt,
+    RequestTimeoutOpt,
     ResultOpt,
     ServerCmdOpt,
     SpecOpt,
@@ -64,6 +66,8 @@ def capture(
     warmup: WarmupOpt = 2,
     temperature: TemperatureOpt = 0.0,
     health_timeout: HealthTimeoutOpt = 600.0,
+    request_timeout: RequestTimeoutOpt = 300.0,
+    deadline: DeadlineOpt = 3600.0,
     hooks: HooksOpt = None,
     hook: HookOpt = None,
     num_steps: NumStepsOpt = None,
@@ -85,15 +89,11 @@ def capture(
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""
-    from verifyprof.contracts.plumbing.inputs import check_file_option
-    from verifyprof.contracts.plumbing.text import safe_text
-    from verifyprof.pipeline.capturing import CaptureOptions, parse_result_specs, summary_lines
+    from verifyprof.pipeline.capturing import CaptureOptions, parse_result_specs
 
-    out = _names(out or Path(f"verifyprof-capture-{time.strftime('%Y%m%d-%H%M%S')}"), prompts)
+    out = _names(out, prompts)
     if server_cmd is None:
         _refuse_server_options(ctx)
-    if prompts is not None:
-        check_file_option(prompts, "--prompts")  # a FIFO would block, a device never end
     loads = _loads(concurrency)
     options = CaptureOptions(
         out=out,
@@ -110,6 +110,8 @@ def capture(
         warmup=warmup,
         temperature=temperature,
         health_timeout=health_timeout,
+        request_timeout=request_timeout,
+        deadline=deadline,
         hooks=None if hooks is None else [h.strip() for h in hooks.split(",")],
         hook_targets=list(hook or []),
         num_steps=num_steps,
@@ -126,16 +128,17 @@ def capture(
         argv=list(sys.argv),
         results=parse_result_specs(result or []),
     )
-    for result in _run(options, (batches, num_drafts, contexts), program_context):
-        for line in summary_lines(result):  # names in it escaped, as in errors
-            print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
+    _run(options, (batches, num_drafts, contexts), program_context)
 
 
-def _names(out: Path, prompts: Path | None) -> Path:
-    """``--out`` and ``--prompts`` as :func:`~verifyprof.contracts.plumbing.paths.user_path`
-    takes them;
-    a deleted working directory, where the program would run, is one line."""
+def _names(out: Path | None, prompts: Path | None) -> Path:
+    """``--out`` (default: verifyprof-capture-<time>) and ``--prompts`` as
+    :func:`~verifyprof.contracts.plumbing.paths.user_path` takes them, --prompts a file that
+    can be read (a FIFO would block, a device never end); a deleted working directory, where
+    the program would run, is one line."""
+
     from verifyprof.contracts.errors import VerifyprofError
+    from verifyprof.contracts.plumbing.inputs import check_file_option
     from verifyprof.contracts.plumbing.paths import user_path, working_directory
 
     if working_directory() is None:
@@ -144,7 +147,8 @@ def _names(out: Path, prompts: Path | None) -> Path:
             " run in it: cd to a folder that exists"
         )
     if prompts is not None:
-        user_path(prompts, "--prompts")
+        check_file_option(user_path(prompts, "--prompts"), "--prompts")
+    out = out or Path(f"verifyprof-capture-{time.strftime('%Y%m%d-%H%M%S')}")
     return user_path(out, "--out")
 
 
@@ -160,24 +164,41 @@ SERVER_ONLY = (
     "warmup",
     "temperature",
     "health_timeout",
+    "request_timeout",
+    "deadline",
     "unprofiled_requests",
 )
 
 
-def _run(options, lists: tuple[str | None, ...], context: int | None) -> list:
+def _run(options, lists: tuple[str | None, ...], context: int | None) -> None:
     """One capture, or one per load of a program (``--batches``, ``--num-drafts``,
-    ``--contexts``: every combination); ``--program-context`` recorded in each manifest."""
+    ``--contexts``: every combination); ``--program-context`` recorded in each manifest. Each
+    capture is summarised as it finishes: a sweep stopped later still shows what it captured."""
     from dataclasses import replace
 
-    from verifyprof.pipeline.capturing import capture, capture_loads, load_record, parse_values
+    from verifyprof.contracts.plumbing.text import safe_text
+    from verifyprof.pipeline.capturing import (
+        capture,
+        capture_loads,
+        load_record,
+        parse_values,
+        summary_lines,
+    )
+
+    def show(result) -> None:
+        for line in summary_lines(result):  # names in it escaped, as in errors
+            print(safe_text(" ".join(line.split()) if "\n" in line else line, keep="\t"))
+
+    def stopped(line: str) -> None:
+        print(f"verifyprof: {safe_text(line)}", file=sys.stderr)
 
     given = zip(("batch", "num_draft", "context"), lists)  # --batches, --num-drafts, --contexts
     sweep = {name: text for name, text in given if text is not None}
     if not sweep:
-        return [capture(replace(options, load=load_record(options, {}, context)))]
+        return show(capture(replace(options, load=load_record(options, {}, context))))
     options_of = {"batch": "--batches", "num_draft": "--num-drafts", "context": "--contexts"}
     values = {name: parse_values(text, options_of[name]) for name, text in sweep.items()}
-    return capture_loads(options, values, capture, context)
+    capture_loads(options, values, capture, context, on_done=show, on_stop=stopped)
 
 
 def _loads(text: str) -> tuple[int, ...]:

@@ -126,6 +126,24 @@ HealthTimeoutOpt = Annotated[
     float, typer.Option("--health-timeout", help="seconds to wait for /health")
 ]
 
+RequestTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--request-timeout",
+        help="seconds one request may go unanswered; then the server is taken as hung and the"
+        " capture ends, outputs kept",
+    ),
+]
+
+DeadlineOpt = Annotated[
+    float,
+    typer.Option(
+        "--deadline",
+        help="seconds the whole workload may take from /health on (warm-up, every load, the"
+        " unprofiled requests); then the capture ends, outputs kept",
+    ),
+]
+
 HooksOpt = Annotated[
     Optional[str],
     typer.Option(

@@ -55,7 +55,8 @@ from typing import Any
 
 from verifyprof.contracts.bounds import check_probabilities, manifest_number
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, read_bytes
+from verifyprof.contracts.manifest_checks import check_kept
+from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_bytes
 
 SCHEMA = "verifyprof.capture/1"
 WORKLOAD_SCHEMA = "verifyprof.workload/1"  # the workload's summary.json, also read as a manifest
@@ -169,18 +170,36 @@ def _find(data: Any, keys: tuple[str, ...], depth: int = 0) -> Any:
 def manifest_json(path: str | Path) -> dict[str, Any]:
     """A manifest file's JSON object, read and checked once (a run hands it to every reader
     below, so that one command opens ``manifest.json`` once)."""
-    return _load(Path(path))
+    data = _load(Path(path))
+    if data.get("schema") == SCHEMA:
+        check_kept(data, Path(path))  # what is read of it before read_manifest
+    return data
 
 
 def _load(path: Path) -> dict[str, Any]:
     raw_bytes = read_bytes(path, "manifest", MANIFEST_LIMIT, gunzip=True)  # a regular file
     try:
-        data = json.loads(raw_bytes)
+        data = parse_json(raw_bytes, "manifest", path)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise VerifyprofError(f"manifest is not valid JSON: {exc}", path) from None
     if not isinstance(data, dict):
         raise VerifyprofError("manifest must be a JSON object", path)
     return data
+
+
+def unfinished(data: dict[str, Any] | None) -> str | None:
+    """Why a capture's numbers may be partial: its manifest's status is not "ok" (it failed, was
+    interrupted, or never finished); None for a finished capture or another kind of manifest."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("status") == "ok":
+        return None
+    status, error = data.get("status"), data.get("error")
+    said = {"failed": "failed", "interrupted": "was interrupted", "running": "never finished"}
+    how = said.get(status, f"ended with status {status!r:.40}") if isinstance(status, str) else None
+    why = f" ({' '.join(error.split())[:200]})" if isinstance(error, str) and error else ""
+    return (
+        f"its manifest says the capture {how or 'has no status'}{why}: its numbers are what it"
+        " measured before it stopped"
+    )
 
 
 def run_results(path: str | Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -224,6 +243,7 @@ def read_manifest(
         # decision.captures), a --concurrency list splits one trace into measured points
         what = ("command", "loads", "load", "started_at", "versions")
         kept = {"results": results} | {k: data[k] for k in what if k in data}
+        check_kept(kept, path)
         return _with_dilation(_manifest(path, values, kept), data.get("dilation"))
     if isinstance(schema, str) and schema.startswith("verifyprof."):
         raise VerifyprofError(
@@ -318,7 +338,9 @@ def _baseline_run_plain(path: Path) -> Any:
     if not results.is_file():
         return None
     try:
-        data = json.loads(read_bytes(results, "baseline results", MANIFEST_LIMIT))
+        data = parse_json(
+            read_bytes(results, "baseline results", MANIFEST_LIMIT), "baseline results", results
+        )
     except (VerifyprofError, ValueError):
         return None
     return data.get("baseline_tokens_per_s") if isinstance(data, dict) else None

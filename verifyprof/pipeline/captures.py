@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.manifest import unfinished
 from verifyprof.model.decision.candidates import Ranking
 from verifyprof.model.decision.captures import one_model
 from verifyprof.model.decision.whatif import Given, Prepared, WhatifOptions, prepare
@@ -71,6 +72,9 @@ def resolve_captures(
         kw = head if i == 0 else {k: v for k, v in head.items() if k == "taxonomy"}
         run = open_run([spec], replace(options, source=spec), parallel, **kw)
         runs.append(run)
+        said = unfinished(run.manifest_data)
+        if said is not None:  # printed by the CLI as a warning: never used without a word
+            runs[0].unfinished.append((spec, said))
         if len(sources) == 1 and not _loads(run):
             return run, None
         prepared = run.prepared

@@ -16,7 +16,7 @@ from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.plumbing.inputs import BREAKDOWN_JSON_LIMIT, read_bytes
+from verifyprof.contracts.plumbing.inputs import BREAKDOWN_JSON_LIMIT, parse_json, read_bytes
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.pipeline.parallel import (
     MapOptions,
@@ -134,7 +134,9 @@ def kernels(
 
 def read_breakdown_json(path: Path) -> BreakdownFrame:
     try:
-        data = json.loads(read_bytes(path, "breakdown JSON", BREAKDOWN_JSON_LIMIT))
+        data = parse_json(
+            read_bytes(path, "breakdown JSON", BREAKDOWN_JSON_LIMIT), "breakdown JSON", path
+        )
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise VerifyprofError(f"not valid JSON: {exc}", path) from None
     except OSError as exc:

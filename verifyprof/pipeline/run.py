@@ -73,6 +73,7 @@ class Run:
         self.parts = parts
         self.keep_trace = keep_trace
         self.inputs: list[Input] = [identify(s) for s in self.sources]
+        self.unfinished: list[tuple[str, str]] = []  # (capture, why) whose manifest is not ok
 
     def __str__(self) -> str:
         return ", ".join(self.sources)

@@ -215,12 +215,13 @@ def _around(text: str, width: int, at: int) -> str:
 def hanging(
     console: Console, lines: list[str], bullet: str, indent: int, style: str | None = None
 ) -> None:
-    """Bulleted lines whose wrapped continuation stays indented under the text, at any width."""
+    """Bulleted lines whose wrapped continuation stays indented under the text, at any width;
+    each one line (a newline in a name in it shown as ``\\x0a``, not breaking the list)."""
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(width=indent, justify="right", no_wrap=True)
     grid.add_column(overflow="fold")
     for line in lines:
-        grid.add_row(bullet, escape(line), style=style)
+        grid.add_row(bullet, escape(safe_text(line)), style=style)
     console.print(grid, highlight=False)
 
 

@@ -127,6 +127,15 @@ def expand(spec: str | Path) -> list[Path]:
         paths = sorted(Path(p) for p in _glob.glob(text))
         if not paths:
             raise TraceError("glob matches no files", text)
+        captures = [p for p in paths if is_directory(p) and (p / "manifest.json").is_file()]
+        if captures:  # not one run's rank files: separate captures, each a run of its own
+            names = ", ".join(str(p) for p in captures[:4]) + (", ..." if len(captures) > 4 else "")
+            raise TraceError(
+                f"glob matches {len(captures)} capture folder(s) ({names}): a glob is one run's"
+                " files; give each capture as an argument of its own (whatif CAP1 CAP2: several"
+                " captures of one program)",
+                text,
+            )
         return paths
     path = Path(text)
     if not is_directory(path):

@@ -14,15 +14,19 @@
   manifest, prompts, breakdown JSON, TOML data files): opened without blocking, refused unless a
   regular file, at most ``limit`` bytes (gzip: decompressed size), UTF-8 decoded with a clear
   error. Every failure is a one-line :class:`VerifyprofError` naming the file.
+* :func:`parse_json`: JSON text read so, Python's limits (huge numbers, deep nesting) one line.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError, path_problem
 
@@ -109,6 +113,26 @@ def read_text(
     except UnicodeDecodeError as exc:
         raise VerifyprofError(
             f"{what} is not UTF-8 text: {exc.reason} at byte {exc.start}", path
+        ) from None
+
+
+def parse_json(raw: bytes | str, what: str, path: Path) -> Any:
+    """``json.loads``, with Python's own limits one line naming the file: a number of more
+    digits than ``int()`` converts (its ValueError) and nesting deeper than the recursion limit
+    (RecursionError). Not valid JSON (``json.JSONDecodeError``, ``UnicodeDecodeError``) is left
+    to the caller, whose message names what it expected."""
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        digits = sys.get_int_max_str_digits()
+        raise VerifyprofError(
+            f"{what} holds a number of more than {digits} digits: not a number to read", path
+        ) from None
+    except RecursionError:
+        raise VerifyprofError(
+            f"{what} is nested too deeply to read (no writer nests so)", path
         ) from None
 
 

@@ -267,6 +267,12 @@ def _check_finite(points: list[Point], sweeps: list[tuple[Point, dict[int, float
     for p in points:
         at = f"the step at batch {p.batch}"
         check_finite(STEP_FIT, f"{at} ({p.label})", "context", {"context {}": p.context}, p.label)
+        if p.context < 0:  # no KV cache holds fewer than no tokens: refused as NaN is
+            raise UnusableFit(
+                f"no {STEP_FIT}: {at} ({p.label}) has a context that is negative"
+                f" (context {p.context:g})",
+                p.label,
+            )
         shown = {f"{n} {{}} ms": t for n, t in p.phases_ms.items()}
         check_finite(STEP_FIT, f"{at}, context {p.context:g} ({p.label})", "time", shown, p.label)
     for ref, widths in sweeps:

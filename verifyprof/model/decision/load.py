@@ -369,6 +369,8 @@ def load_curve(
         curves.append(
             ContextCurve(float(context), rows, ridge, _measured_at(s), s.sglang, s.program_template)
         )
+    if not curves:  # no load given can run: no curve to show, only why
+        raise Skip("no load curve: " + "; ".join(n for n in notes if "no rate given" in n))
     n0 = profile.width or k0 + 1
     return LoadCurve(
         curves,

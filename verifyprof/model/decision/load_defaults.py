@@ -63,7 +63,9 @@ def fits(
     memory = _memory_gb(s)
     if memory is None:
         return batches, ()
-    ran = lambda b: b == s.batch and context == s.context  # today's load ran: the model errs
+    # today's load ran (the model errs where it says it cannot fit); not at a --context it
+    # did not run at
+    ran = lambda b: b == s.batch and context == s.context and not s.context_given
     ok = tuple(b for b in batches if ran(b) or kv_fits(s.model, memory, b, context + width, s.tp))
     return ok, tuple(b for b in batches if b not in ok)
 

@@ -91,7 +91,8 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
             "the verify has allreduces but the trace shows one device: give --tp for the allreduce"
             " candidates"
         )
-    context = o.context if o.context is not None else _attr_float(profile, "ctx", "context")
+    traced_context = _attr_float(profile, "ctx", "context")
+    context = o.context if o.context is not None else traced_context
     scenario = Scenario(
         accept_len=acc.accept_len,
         decode_ms=decode_ms,
@@ -105,6 +106,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
         model=model,
         tp=tp,
         context=context or 0.0,
+        context_given=o.context is not None and o.context != traced_context,
         drafter_gain=o.drafter_gain,
         accept_basis="given" if acc.source.startswith(("--", "Eq. 1")) else "measured",
         cautions=given.cautions + ((rates.warning,) if rates.warning else ()),

@@ -41,6 +41,8 @@ class Scenario:
     model: ModelConfig | None = None
     tp: int = 1
     context: float = 0.0
+    # context is the user's (--context), not the one today's load ran at: no proof it fits
+    context_given: bool = False
     drafter_gain: float | None = None  # None: better_drafter from published drafter data
     published: tuple[dict[str, Any], ...] = ()  # the drafter data files' entries (pipeline)
     use_measured_widths: bool = True

@@ -156,7 +156,7 @@ def _is_fresh(target: Path, stamp: dict) -> bool:
     try:
         recorded = json.loads(_sidecar(target).read_text())
         size = target.stat().st_size
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return (
         isinstance(recorded, dict)
