@@ -196,8 +196,7 @@ class ContextCurve:
 
     @property
     def measure_command(self) -> str | None:
-        """The capture that measures the extrapolated rows (a server at that concurrency, a
-        program at that batch: its own command where the captures say it)."""
+        """The capture that measures the extrapolated rows (a server's, or the program's own)."""
         if self.extrapolated_from is None:
             return None
         top = self.rows[-1].batch

@@ -57,6 +57,17 @@ class Prepared:
     rates: Rates | None = None  # every anchoring rate, by source, and the baseline's check
 
 
+def _known_acceptance(o: WhatifOptions, manifest, profile: VerifyProfile):
+    """The accept length and where it came from; none known is refused, saying how to give it."""
+    acc = acceptance(o, manifest, profile)
+    if acc.accept_len is None:
+        raise VerifyprofError(
+            "accept length unknown: give --accept-len, --alpha/--num-draft, --survival or"
+            " --manifest"
+        )
+    return acc
+
+
 def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None) -> Prepared:
     """The profile and scenario of a breakdown under the options (and a manifest's numbers);
     ``given``: the profile, manifest JSON, hardware and model config the pipeline resolved
@@ -70,12 +81,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
         else None
     )
     notes: list[str] = []
-    acc = acceptance(o, manifest, profile)
-    if acc.accept_len is None:
-        raise VerifyprofError(
-            "accept length unknown: give --accept-len, --alpha/--num-draft, --survival or"
-            " --manifest"
-        )
+    acc = _known_acceptance(o, manifest, profile)
     notes.append(f"accept length {acc.accept_len:.3f} from {acc.source}")
     rates = robust_rates(manifest)
     notes += [f"anchoring rate: {source.words()}" for source in rates.sources]
