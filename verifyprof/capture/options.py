@@ -111,15 +111,7 @@ def validate(opts: CaptureOptions) -> None:
         server_address(argv, opts.port)  # the --port in the command: a number, in range, agreeing
         # the same checks the driver makes, but before minutes of model loading, not after;
         # each load of a list (--concurrency 8,0), not only the largest
-        for concurrency in opts.loads or (opts.concurrency,):
-            driver.Workload(
-                opts.requests,
-                concurrency,
-                opts.output_len,
-                opts.input_len,
-                opts.temperature,
-                opts.request_timeout,
-            )
+        workloads(opts)
     else:
         check_executable(opts.program[0], "the program")
     check_out_dir(opts.out)
@@ -279,3 +271,19 @@ def server_address(argv: list[str], port: int | None) -> tuple[list[str], str, i
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     return argv, host, port or cmd_port or DEFAULT_PORT
+
+
+def workloads(opts: CaptureOptions) -> list[driver.Workload]:
+    """The workload of each load a server capture drives (``--concurrency 1,8,32``: three), in
+    order; each made (so checked) before anything starts, by :func:`validate`."""
+    return [
+        driver.Workload(
+            opts.requests,
+            concurrency,
+            opts.output_len,
+            opts.input_len,
+            opts.temperature,
+            opts.request_timeout,
+        )
+        for concurrency in opts.loads or (opts.concurrency,)
+    ]

@@ -18,6 +18,7 @@ from rich.progress import (
 )
 
 from verifyprof.capture import driver
+from verifyprof.capture.options import workloads
 from verifyprof.capture.profile_window import (
     TORCH_TRACE_DIR,
     close_window,
@@ -73,15 +74,8 @@ def serve(run: CaptureSession) -> None:
         start_profile(run)
     else:
         run.window["start_unix_ns"] = time.time_ns()
-    for concurrency in opts.loads or (opts.concurrency,):
-        workload = driver.Workload(
-            opts.requests,
-            concurrency,
-            opts.output_len,
-            opts.input_len,
-            opts.temperature,
-            opts.request_timeout,
-        )
+    for workload in workloads(opts):
+        concurrency = workload.concurrency
         first, start = len(run.results), time.time_ns()
         _drive(run, workload, prompts)
         if opts.loads:  # each load's own window and rates: whatif splits the trace by them
