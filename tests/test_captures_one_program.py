@@ -9,6 +9,7 @@ its results without the fields the program does not print, a ``capture --batches
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -234,7 +235,7 @@ def test_the_capture_that_would_measure_a_load_is_the_programs_own_command():
         if r.get("measure_command")
     ]
     assert commands and all("run_moe_spec.py" in c for c in commands), commands
-    assert all("--num-seqs {batch}" in c and "PROGRAM" not in c for c in commands)
+    assert all("--num-seqs '{batch}'" in c and "PROGRAM" not in c for c in commands)
     # its other values are the capture's own, its batch the only placeholder
     assert all("--draft-len 4" in c and "--num-seqs 1 " not in c for c in commands)
 
@@ -261,3 +262,53 @@ def test_a_draft_count_another_capture_measured_is_that_captures_cycle_in_the_ve
     assert abs(curve[4]["tokens_per_s"] - at_load["tokens_per_s"]) < 0.05
     assert data["draft_curve"]["best_num_draft"] == 4
     assert data["verdict_parts"]["decision"].startswith("Speculate today, with k=4")
+
+
+def equals_spelled(m: dict) -> None:
+    """The program's batch option written ``--bs=8``, argparse's other spelling (and no results
+    field for it: the trace's bs= tags are the evidence)."""
+    target = m["command"]["target"]
+    at = target.index("--batch")
+    target[at : at + 2] = [f"--bs={target[at + 1]}"]
+    m["results"].pop("batch", None)
+
+
+def test_options_written_name_equals_value_join_on_evidence_and_by_declaration(tmp_path):
+    a = copy("C1", tmp_path / "C1", equals_spelled)
+    b = copy("C8", tmp_path / "C8", equals_spelled)
+    data = whatif_json(a, b, *MODEL)  # bs= tags confirm --bs=1 / --bs=8 as the batch
+    assert any("C8: batch 8 (the trace's bs= tags)" in n for n in data["current"]["notes"])
+    assert whatif_json(a, b, *MODEL, "--load-option", "--bs=batch")["load_curve"]
+    # and the capture it suggests puts the batch in the program's own spelling
+    commands = [c["measure_command"] for c in data["load_curve"]["contexts"]]
+    assert all("--bs={batch}" in c for c in commands), commands
+
+
+def test_a_suggested_capture_quotes_every_argument_for_the_shell(tmp_path):
+    def jsonish(m: dict) -> None:
+        m["command"]["target"] += ["--cfg", '{"method": "eagle", "n": 4}', "--name", "it's"]
+
+    a, b = copy("C1", tmp_path / "C1", jsonish), copy("C8", tmp_path / "C8", jsonish)
+    data = whatif_json(a, b, *MODEL)
+    for c in (c["measure_command"] for c in data["load_curve"]["contexts"]):
+        program = shlex.split(c.split("  # ")[0])
+        assert program[program.index("--cfg") + 1] == '{"method": "eagle", "n": 4}'
+        assert program[program.index("--name") + 1] == "it's"
+
+
+def test_a_suggested_capture_keeps_the_captures_own_options():
+    """moe_spec's captures need their hooks, baseline and --decode-cmd: the suggestion keeps
+    them, its own --out and --batches in place of the captures'."""
+    data = whatif_json(MOE, *MOE_MODEL)
+    for c in (c["measure_command"] for c in data["load_curve"]["contexts"]):
+        argv = shlex.split(c.split("  # ")[0])
+        head = argv[: argv.index("--")]
+        assert head.count("--hook") == 5 and "--baseline-run" in head and "--decode-cmd" in head
+        assert head.count("--out") == 1 and head[head.index("--out") + 1] == "DIR"
+        assert head.count("--batches") == 1 and "/tmp/moe/captures" not in c
+
+
+def test_a_capture_context_label_that_names_no_capture_is_refused():
+    code, _, err = whatif(GPTFAST, "--capture-context", "k-9=85")
+    assert code == 2
+    assert "no capture is called 'k-9'; the captures are k-1, k-4" in err

@@ -193,7 +193,8 @@ def load_differences(
 
 
 def _is_option(arg: str) -> bool:
-    return arg.startswith("-") and "=" not in arg and as_num(arg) is None
+    """``--bs``, ``--bs=8`` (argparse's other spelling), ``-b``; not a negative number."""
+    return arg.startswith("-") and as_num(arg) is None
 
 
 def _confirmed(first: Command, other: Command, va: str, vb: str) -> str | None:

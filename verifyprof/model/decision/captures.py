@@ -122,6 +122,7 @@ def one_model(
     prepared, manifest, GPU name); captures of another program, hardware, model or execution
     mode are refused naming what differs (:mod:`~verifyprof.model.decision.capture_identity`)."""
     o = o or WhatifOptions()
+    _labels_named(o, [label for label, *_ in runs])
     first_label, first, first_manifest, gpu = runs[0]
     head = _command(first_label, first, first_manifest)
     ident = _identity(first, gpu)
@@ -165,6 +166,17 @@ def one_model(
     scenario = replace(lead.scenario, measured=measured, program_template=program)
     scenario.notes = [*scenario.notes, *measured.notes(), *where_notes, *_apart(runs)]
     return replace(first, profile=lead.profile, scenario=scenario)
+
+
+def _labels_named(o: WhatifOptions, labels: list[str]) -> None:
+    """A ``--capture-context LABEL=N`` whose label names no capture is refused (it would leave
+    that context unstated without a word)."""
+    for label, value in o.capture_contexts:
+        if label is not None and label not in labels:
+            raise VerifyprofError(
+                f"--capture-context {label}={value:g}: no capture is called {label!r};"
+                f" the captures are {', '.join(labels)}"
+            )
 
 
 def _command(label: str, prepared: Prepared, manifest: Manifest | None):

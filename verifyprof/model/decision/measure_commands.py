@@ -16,15 +16,30 @@ BATCH_OPTIONS = frozenset({"--batch", "--batch-size", "--bs"})
 CONTEXT_OPTIONS = frozenset({"--context", "--ctx"})
 
 
+# capture's options that say where the capture goes and which loads it takes: the suggestion
+# gives its own (name -> whether it takes a value)
+LOAD_CAPTURE_OPTIONS = {
+    "--out": True,
+    "-o": True,
+    "--batches": True,
+    "--num-drafts": True,
+    "--contexts": True,
+    "--concurrency": True,
+    "--program-context": True,
+}
+
+
 def program_template(
     manifest: Manifest | None,
     batch_options: frozenset[str] = frozenset(),
     context_options: frozenset[str] = frozenset(),
 ) -> tuple[str, ...] | None:
-    """Today's capture's command with its batch as ``{batch}`` and, where its context option is
-    known, its context as ``{context}``: the template ``capture`` recorded (its draft count
-    filled in), else its command with the values of those options (``*_options``: found on
-    evidence, declared, or well known) replaced; None where no argument is the batch."""
+    """What the capture of another load runs: the capture's own options (its hooks, --result,
+    --decode-cmd ..., less its --out and load lists), ``--``, and today's command with its
+    batch as ``{batch}`` and, where its context option is known, its context as ``{context}``:
+    the template ``capture`` recorded (its draft count filled in), else its command with the
+    values of those options (``*_options``: found on evidence, declared, or well known)
+    replaced; None where the capture's command is not known."""
     template = load_template(manifest)
     if template is not None:
         argv = list(template)
@@ -32,12 +47,32 @@ def program_template(
         if got is not None:
             argv = [a.replace("{num_draft}", f"{got[0]:g}") for a in argv]
     else:
-        argv = _placed(
-            _placed(list(target_of(manifest)), batch_options, "{batch}"),
-            context_options,
-            "{context}",
-        )
-    return tuple(argv) if any("{batch}" in a for a in argv) else None
+        argv = _placed(list(target_of(manifest)), batch_options, "{batch}")
+        argv = _placed(argv, context_options, "{context}")
+    return (*_capture_options(manifest), "--", *argv) if argv else None
+
+
+def _capture_options(manifest: Manifest | None) -> list[str]:
+    """The options the capture itself ran with (its manifest's ``command.verifyprof``), less
+    those that say where it went and at which loads."""
+    raw = manifest.raw if manifest is not None and isinstance(manifest.raw, dict) else {}
+    command = raw.get("command")
+    argv = command.get("verifyprof") if isinstance(command, dict) else None
+    if not isinstance(argv, list) or "capture" not in argv:
+        return []
+    argv = [str(a) for a in argv]
+    tail = argv[argv.index("capture") + 1 :]
+    tail = tail[: tail.index("--")] if "--" in tail else tail
+    out, skip = [], False
+    for arg in tail:
+        name = arg.split("=", 1)[0]
+        if skip:
+            skip = False
+        elif name in LOAD_CAPTURE_OPTIONS:
+            skip = "=" not in arg and LOAD_CAPTURE_OPTIONS[name]
+        else:
+            out.append(arg)
+    return out
 
 
 def _placed(argv: list[str], options: frozenset[str], placeholder: str) -> list[str]:
@@ -52,17 +87,24 @@ def _placed(argv: list[str], options: frozenset[str], placeholder: str) -> list[
 
 
 def capture_command(
-    program: tuple[str, ...] | None, loads: str, context: float, say_context: bool
+    template: tuple[str, ...] | None, loads: str, context: float, say_context: bool
 ) -> str:
-    """``verifyprof capture --batches LOADS --out DIR -- <the program>`` at ``context``
-    (``say_context``: it differs from, or is one of several of, the captures' contexts)."""
-    if program is None:
+    """``verifyprof capture [its options] --batches LOADS --out DIR -- <the program>`` at
+    ``context`` (``say_context``: it differs from, or is one of several of, the captures'
+    contexts), every argument quoted for a POSIX shell; what the command cannot say (no known
+    batch or context option) follows it as a comment."""
+    if template is None:
         ctx = f" --context {context:g}" if say_context else ""
         return f"verifyprof capture --batches {loads} --out DIR -- {PLACEHOLDER_PROGRAM}{ctx}"
-    words = " ".join(
-        a.replace("{context}", f"{context:g}") if "{" in a else shlex.quote(a) for a in program
-    )
-    command = f"verifyprof capture --batches {loads} --out DIR -- {words}"
+    cut = template.index("--")
+    options, program = template[:cut], template[cut + 1 :]
+    words = [shlex.quote(a.replace("{context}", f"{context:g}")) for a in program]
+    head = " ".join(shlex.quote(a) for a in options)
+    command = f"verifyprof capture {head + ' ' if head else ''}--batches {loads} --out DIR --"
+    command += " " + " ".join(words)
+    missing = []
+    if not any("{batch}" in a for a in program):
+        missing.append("its batch option's value as {batch}")
     if say_context and not any("{context}" in a for a in program):
-        command += f"  # at context {context:g}: the program's own option for it"
-    return command
+        missing.append(f"its context option at {context:g}")
+    return command + (f"  # give {' and '.join(missing)}" if missing else "")
