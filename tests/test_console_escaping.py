@@ -100,7 +100,9 @@ def test_a_newline_in_a_capture_folders_name_is_shown_escaped_in_whatifs_notes(t
     folders = [tmp_path / "C1\nforged line", tmp_path / "C8"]
     for folder, name in zip(folders, ("C1", "C8")):
         folder.mkdir()
-        (folder / "capture.sqlite.gz").symlink_to(runs / name / "capture.sqlite.gz")
+        kept = ("capture.sqlite.gz", "breakdown.json")  # a trace, or the breakdown kept instead
+        trace = next(runs / name / f for f in kept if (runs / name / f).exists())
+        (folder / trace.name).symlink_to(trace)
         shutil.copy(runs / name / "manifest.json", folder / "manifest.json")
     model = runs.parents[1] / "models" / "hf-chain-7b-mha.toml"
     proc = verifyprof("whatif", *map(str, folders), "--model", str(model), "--details")
