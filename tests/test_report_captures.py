@@ -100,7 +100,8 @@ def test_the_extrapolated_part_names_the_capture_that_measures_it(page):
     for i, curve in enumerate(contexts(shown)):
         assert curve["extrapolated_from_batch"] is not None  # batch 16 and 64: past C8
         found = re.search(rf'data-key="measure-{i}">([^<]*)<', text)
-        assert found is not None and found.group(1) == curve["measure_command"]
+        # the page escapes it (the program's own arguments are shell-quoted)
+        assert found is not None and html.unescape(found.group(1)) == curve["measure_command"]
         assert f"rows from batch {curve['extrapolated_from_batch']} on" in text
 
 
