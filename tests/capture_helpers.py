@@ -152,6 +152,16 @@ def run_capture(
     )
 
 
+def capture_program(out: Path, script: Path, *flags: str, tag: str) -> subprocess.CompletedProcess:
+    """``verifyprof capture --backend none --out OUT FLAGS -- python SCRIPT``: a program capture
+    with no profiler, to its end."""
+    return run_capture(
+        ["--backend", "none", "--out", str(out), *flags, "--", sys.executable, str(script)],
+        tag,
+        timeout=240,
+    )
+
+
 def start_capture(args: list[str], tag: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         capture_cmd(*args),

@@ -86,3 +86,13 @@ def console_script(
         env={**os.environ, "COLUMNS": COLUMNS, **(env or {})},
         timeout=timeout,
     )
+
+
+def assert_one_line(proc, *fragments: str) -> None:
+    """A refusal: exit 2 and one line on stderr, ``verifyprof: error: ...``, holding each
+    fragment."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("verifyprof: error: "), proc.stderr[-2000:]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

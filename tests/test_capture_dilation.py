@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from capture_helpers import (
     REPO,
+    capture_program,
     fake_server_cmd,
     free_port,
     read_manifest,
@@ -27,12 +28,7 @@ def program(tmp_path: Path, code: str) -> Path:
     return path
 
 
-def capture(out: Path, script: Path, *flags: str, tag: str) -> subprocess.CompletedProcess:
-    return run_capture(
-        ["--backend", "none", "--out", str(out), *flags, "--", sys.executable, str(script)],
-        tag,
-        timeout=240,
-    )
+capture = capture_program  # the shape every test here runs
 
 
 WRITES = """

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import verifyprof
+from cli_helpers import assert_one_line, verifyprof
 
 RUNS = Path(__file__).resolve().parents[1] / "bench" / "results" / "load_mha_h200"
 
@@ -25,14 +25,6 @@ def capture_copy(folder: Path, name: str, **fields) -> Path:
     doc = json.loads((RUNS / name / "manifest.json").read_text())
     (copy / "manifest.json").write_text(json.dumps(doc | fields))
     return copy
-
-
-def assert_one_line(proc, *fragments: str) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("verifyprof: error: "), proc.stderr[-2000:]
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def test_a_start_time_without_its_utc_offset_beside_one_with_it_is_one_line(tmp_path):

@@ -5,13 +5,12 @@ to the manifest, to the baseline run and to the ``--decode-cmd`` run, read from 
 from __future__ import annotations
 
 import shlex
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from capture_helpers import read_manifest, run_capture
+from capture_helpers import capture_program, read_manifest
 
 RATE = "tokens_per_s=Average tokens/sec: ([0-9.]+)"
 ACCEPT = "accept_len=Mean Accepted: ([0-9.]+)"
@@ -35,12 +34,7 @@ def program(tmp_path: Path, rate: float = 61.5) -> Path:
     return path
 
 
-def capture(out: Path, script: Path, *flags: str, tag: str) -> subprocess.CompletedProcess:
-    return run_capture(
-        ["--backend", "none", "--out", str(out), *flags, "--", sys.executable, str(script)],
-        tag,
-        timeout=240,
-    )
+capture = capture_program  # the shape every test here runs
 
 
 def test_printed_rate_and_accept_length_become_the_manifests_results(tmp_path, tag):

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from capture_helpers import fake_server_cmd, free_port, run_capture
-from cli_helpers import verifyprof
+from cli_helpers import assert_one_line, verifyprof
 from conftest import OWN_TRACES
 
 CAPTURE = OWN_TRACES / "capture-hf-assisted"  # a real capture: its trace, manifest, breakdown
@@ -25,14 +25,6 @@ def with_value(path, case: str) -> str:
     """The real JSON object of ``path`` with one more key, last, holding ``case``'s value."""
     text = path.read_text().rstrip()
     return text[:-1] + f', "x": {VALUES[case]}}}'  # after "schema": sniffed as before
-
-
-def assert_one_line(proc, *fragments: str) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("verifyprof: error: "), proc.stderr[-2000:]
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("case", TEXTS)
