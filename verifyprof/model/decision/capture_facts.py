@@ -74,6 +74,8 @@ def load_axis(manifest: Manifest | None, axis: str) -> tuple[float, str] | None:
 
 
 CONTEXT_OPTIONS = ("--context", "--ctx")  # the context options read by name (a convenience)
+# the batch options any program may spell so, read by name (a convenience, never the only way)
+BATCH_OPTIONS = ("--batch", "--batch-size", "--bs", "--concurrency")
 
 
 def stated_context(

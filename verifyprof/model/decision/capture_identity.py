@@ -18,6 +18,8 @@ from pathlib import Path
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.decision.capture_facts import (
+    BATCH_OPTIONS,
+    CONTEXT_OPTIONS,
     as_int,
     as_num,
     load_template,
@@ -209,9 +211,9 @@ def _confirmed(first: Command, other: Command, va: str, vb: str) -> str | None:
 
 
 def _named_axis(name: str) -> str | None:
-    if name in ("--batch", "--batch-size", "--bs", "--concurrency"):
+    if name in BATCH_OPTIONS:
         return "batch"
-    if name in ("--context", "--ctx"):
+    if name in CONTEXT_OPTIONS:
         return "context"
     if "draft" in name or name == "--speculative-num-steps":
         return "num_draft"

@@ -8,12 +8,13 @@ from __future__ import annotations
 import shlex
 
 from verifyprof.contracts.manifest import Manifest
+from verifyprof.model.decision import capture_facts as facts
 from verifyprof.model.decision.capture_facts import load_axis, load_template, target_of
 
 PLACEHOLDER_PROGRAM = "PROGRAM ... --batch {batch}"
-# the batch options any program may spell so (capture_identity's well-known names)
-BATCH_OPTIONS = frozenset({"--batch", "--batch-size", "--bs"})
-CONTEXT_OPTIONS = frozenset({"--context", "--ctx"})
+# the options read by name as a program's batch and context (capture_facts': one list)
+BATCH_OPTIONS = frozenset(facts.BATCH_OPTIONS)
+CONTEXT_OPTIONS = frozenset(facts.CONTEXT_OPTIONS)
 
 
 # capture's options that say where the capture goes and which loads it takes: the suggestion
