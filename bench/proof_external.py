@@ -207,7 +207,7 @@ def cap_a(a: argparse.Namespace, ck: Path, out: Path) -> None:
 
 
 def cap_b(a: argparse.Namespace, ck: Path, out: Path, prompts: Path) -> None:
-    new, batches = (16, "2") if a.smoke else (48, "1,8")
+    new, batches = (16, "2") if a.smoke else (48, a.batches_b)
     # no --decode-cmd: the fork cannot decode plainly as launched (its main passes callback=None,
     # which its decode_n_tokens calls: TypeError); the model predicts plain decoding
     cli = capture_cli(out / "gfb-batch", hooks(True), RESULTS_B, None, ["--batches", batches])
@@ -269,6 +269,23 @@ def sweep(a: argparse.Namespace, ck: Path, out: Path, part: str) -> None:
     )
 
 
+def slim(out: Path) -> None:
+    """Each capture's trace replaced by its breakdown JSON (what ``whatif`` reads back the same):
+    raw eager traces at batch 8 and more overflow what a device run can send back."""
+    for manifest in sorted(out.rglob("manifest.json")):
+        folder = manifest.parent
+        traces = [p for p in folder.iterdir() if p.name.startswith("capture.") and p.is_file()]
+        if not traces:
+            continue
+        cli = [sys.executable, "-m", "verifyprof.cli", "breakdown", str(folder), "--json"]
+        with (folder / "breakdown.json").open("w") as fh:
+            code = subprocess.run(cli, stdout=fh, timeout=300).returncode
+        print(f"slim: {folder.relative_to(out)}: breakdown exit {code}", flush=True)
+        if code == 0:
+            for t in traces:
+                t.unlink()
+
+
 def pack(out: Path, dest: Path, parts: list[str]) -> None:
     """One tar.gz of everything but nsys reports and unzipped SQLite, split in 15 MiB pieces."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -296,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny grids, one k, one batch")
     ap.add_argument("--rounds-a", type=int, default=2, help="sweepA rounds per process")
     ap.add_argument("--rounds-b", type=int, default=1, help="sweepB rounds per process")
+    ap.add_argument("--batches-b", default="1,8", help="capB's --batches")
+    ap.add_argument(
+        "--slim",
+        action="store_true",
+        help="pack each capture as its breakdown.json (verifyprof breakdown --json), no traces",
+    )
     ap.add_argument("--deadline", type=float, help="seconds: no step runs past it (then packs)")
     ap.add_argument("--pack", type=Path, help="tar the results here at the end ($OUT)")
     ap.add_argument("--target", default=TARGET, help="gpt-fast config of the target (CPU checks)")
@@ -344,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         times["total"] = time.perf_counter() - t0
         (a.out / "times.json").write_text(json.dumps(times, indent=1))
         print("device seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()))
+        if a.slim:
+            slim(a.out)
         if a.pack:
             pack(a.out, a.pack, parts)
     return 0
