@@ -46,6 +46,7 @@ from verifyprof.pipeline import resolve_captures  # noqa: E402
 from verifyprof.pipeline.capture_inputs import expand_captures  # noqa: E402
 
 EXT = ROOT / "bench" / "results" / "external_h100"
+EXT_B2 = ROOT / "bench" / "results" / "external_h100_b2"  # B again: batches 1, 8 and 32
 MOE = ROOT / "bench" / "results" / "moe_spec_h100"
 KS = (0, 1, 2, 3, 4, 5, 6)
 
@@ -82,6 +83,16 @@ PROOFS = {
         EXT / "captures-b",
         ROOT / "bench/models/gptfast-7b.toml",
         (EXT / "sweepB1.json", EXT / "sweepB2.json"),
+        (1, 2, 4, 8, 16, 32, 64),
+        71.0,  # 18 + 48 new + 4 + 1
+        56.0,  # 18 + 32 new + k + 1, rounded up to gpt-fast's multiple of 8
+    ),
+    "B2": Proof(
+        "B2: phillip-kravtsov/gpt-fast generate.py 6f68835 (batched, eager), captured at 1, 8, 32",
+        41,
+        EXT_B2 / "captures-b",
+        ROOT / "bench/models/gptfast-7b.toml",
+        (EXT_B2 / "sweepB1.json", EXT_B2 / "sweepB2.json"),
         (1, 2, 4, 8, 16, 32, 64),
         71.0,  # 18 + 48 new + 4 + 1
         56.0,  # 18 + 32 new + k + 1, rounded up to gpt-fast's multiple of 8
@@ -241,7 +252,7 @@ def run(key: str) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="A,B,MoE", help="which programs: A, B, MoE")
+    ap.add_argument("--only", default="A,B,B2,MoE", help="which programs: A, B, B2, MoE")
     ap.add_argument("--json", type=Path, help="write every table and target here")
     a = ap.parse_args()
     keys = [k for k in a.only.split(",") if k]

@@ -150,6 +150,10 @@ class Manifest:
     # plain decoding in the unprofiled run (``dilation.unprofiled_baseline_tokens_per_s``, or the
     # baseline run's results.json beside the manifest): the rate to race at the unprofiled rate
     unprofiled_baseline_tps: float | None = None
+    # per-request rate / the rate the dilation record holds: below 1 where a batched program's
+    # ``tokens_per_s`` is its aggregate and it also reported ``tokens_per_s_per_request``
+    # (the model's anchor is a request's rate; the factor, a ratio, is the same either way)
+    rate_scale: float = 1.0
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -289,6 +293,22 @@ def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manife
     )
 
 
+def _per_request_scale(manifest: Manifest, dilation: dict) -> float:
+    """A request's share of the rates a ``tokens_per_s`` dilation record holds: the profiled run's
+    ``tokens_per_s_per_request`` over its ``tokens_per_s`` where it reported both and they differ
+    (a batched program's aggregate), else 1. A record on the per-request basis is kept as is."""
+    if dilation.get("basis", "tokens_per_s") != "tokens_per_s":
+        return 1.0
+    results = manifest.raw.get("results") if isinstance(manifest.raw, dict) else None
+    if not isinstance(results, dict):
+        return 1.0
+    total, each = results.get("tokens_per_s"), results.get("tokens_per_s_per_request")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (total, each))
+    if not numbers or not 0 < each < total < float("inf"):
+        return 1.0
+    return float(each) / float(total)
+
+
 def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
     """The manifest's ``dilation`` record, if it has a measured factor (checked like the rest)."""
     if not isinstance(dilation, dict) or dilation.get("factor") is None:
@@ -306,17 +326,18 @@ def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
             )
         manifest_number(name, value, manifest.path)  # finite, in its range
     manifest.dilation = float(factor)
-    manifest.unprofiled_tps = float(unprofiled) if unprofiled is not None else None
+    scale = manifest.rate_scale = _per_request_scale(manifest, dilation)
+    manifest.unprofiled_tps = float(unprofiled) * scale if unprofiled is not None else None
     manifest.dilation_source = str(dilation.get("source") or "")
     profiled = dilation.get("profiled_tokens_per_s")
     if isinstance(profiled, (int, float)) and not isinstance(profiled, bool) and profiled > 0:
-        manifest.profiled_tps = float(
+        manifest.profiled_tps = scale * float(
             manifest_number("dilation.profiled_tokens_per_s", profiled, manifest.path)
         )
     runs = dilation.get("baseline_runs_tokens_per_s")
     if isinstance(runs, list):
         manifest.dilation_runs = tuple(
-            float(v)
+            float(v) * scale
             for v in runs
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
         )

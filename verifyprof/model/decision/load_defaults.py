@@ -97,6 +97,15 @@ def load_skip(s: Scenario) -> str:
     )
 
 
+def _slope_words(sl: PartSlope) -> str:
+    if sl.per_row:
+        return (
+            f"{sl.name} {sl.forwards_per_request:.2f} forwards per extra request (run per row:"
+            " its whole time, host included, follows them)"
+        )
+    return f"{sl.name} {sl.per_request_ms * 1e3:.1f} us"
+
+
 def curve_notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None) -> list[str]:
     if s.measured is not None:
         return (
@@ -106,7 +115,7 @@ def curve_notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None
                 "the draft and the rest of the cycle: GPU time per extra request fitted over the"
                 " captured batches"
                 + (
-                    ": " + ", ".join(f"{sl.name} {sl.per_request_ms * 1e3:.1f} us" for sl in slopes)
+                    ": " + ", ".join(_slope_words(sl) for sl in slopes)
                     if (slopes := s.measured.slopes)
                     else " (one batch captured: kept as measured, an optimistic bound at large"
                     " batches)"

@@ -123,8 +123,12 @@ def _measured(fit: WidthFit, s: Scenario, frm: int, to: int) -> float:
 
 
 def _moved(part: Part, slopes: tuple[PartSlope, ...], extra: int) -> Part:
-    """A part's GPU busy time moved by its slope over ``extra`` more requests (never below 0)."""
+    """A part's GPU busy time moved by its slope over ``extra`` more requests (never below 0); a
+    part run once per request, all of it by its forwards (a Python loop over the rows costs its
+    launches and host time per row, not only GPU time)."""
     for slope in slopes:
+        if slope.name == part.name and slope.per_row and part.forwards > 0:
+            return part.with_forwards(part.forwards + slope.forwards_per_request * extra)
         if slope.name == part.name:
             busy = max(part.busy_ms + slope.per_request_ms * extra, 0.0)
             return replace(part, busy_ms=busy)

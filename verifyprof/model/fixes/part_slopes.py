@@ -11,13 +11,23 @@ from verifyprof.model.cycle.fit_checks import check_finite
 from verifyprof.model.cycle.phase_fit import line_fit
 from verifyprof.model.fixes.base import Scenario
 
+PER_ROW_SHARE = 0.5  # of a part's forwards at the largest captured batch: grown with the batch
+
 
 @dataclass(frozen=True)
 class PartSlope:
-    """How much one part's GPU time grows per request of batch (ms), fitted over the captures."""
+    """How much one part's GPU time grows per request of batch (ms), fitted over the captures;
+    for a part run once per request (a per-row catch-up loop: its forwards per cycle grow with
+    the batch), how many forwards it adds per request instead: its whole time, host included,
+    follows them."""
 
     name: str
     per_request_ms: float
+    forwards_per_request: float = 0.0
+
+    @property
+    def per_row(self) -> bool:
+        return self.forwards_per_request > 0
 
 
 def slopes_of(captures: list[Any]) -> tuple[PartSlope, ...]:
@@ -35,11 +45,20 @@ def slopes_of(captures: list[Any]) -> tuple[PartSlope, ...]:
         what = f"{c.label} (batch {c.batch})"
         check_finite("slope per request of the cycle's parts", what, "time", shown, c.label)
     names = sorted(set.intersection(*(set(b) for _, b in busy)))
+    batches = [b for b, _ in busy]
     out = []
     for name in names:
-        slope, _ = line_fit([b for b, _ in busy], [parts[name] for _, parts in busy])
-        out.append(PartSlope(name, max(slope, 0.0)))
+        slope, _ = line_fit(batches, [parts[name] for _, parts in busy])
+        forwards = [_forwards(c.scenario, name) for c in same]
+        rows, at0 = line_fit(batches, forwards)
+        top = at0 + rows * max(batches)
+        per_row = rows > 0 and rows * max(batches) >= PER_ROW_SHARE * top
+        out.append(PartSlope(name, max(slope, 0.0), rows if per_row else 0.0))
     return tuple(out)
+
+
+def _forwards(s: Scenario, name: str) -> float:
+    return sum(part.forwards for part in s.parts if part.name == name)
 
 
 def _busy(s: Scenario) -> dict[str, float]:

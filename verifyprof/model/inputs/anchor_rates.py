@@ -98,11 +98,14 @@ def rate_sources(manifest: Manifest | None) -> list[RateSource]:
     results = raw.get("results") if isinstance(raw.get("results"), dict) else {}
     dilation = raw.get("dilation") if isinstance(raw.get("dilation"), dict) else {}
     out = []
+    scale = manifest.rate_scale  # a batched program's aggregate rates, per request
     if manifest.dilation_source == "baseline run":
-        runs = manifest.dilation_runs or _numbers(dilation.get("unprofiled_tokens_per_s"))
+        runs = manifest.dilation_runs or tuple(
+            r * scale for r in _numbers(dilation.get("unprofiled_tokens_per_s"))
+        )
         if runs:
             out.append(RateSource(SPECULATING, BASELINE, runs))
-    own = _numbers(results.get("unprofiled_tokens_per_s"))
+    own = tuple(r * scale for r in _numbers(results.get("unprofiled_tokens_per_s")))
     if own:
         out.append(RateSource(SPECULATING, OWN_CALLS, own))
     source = str(results.get("baseline_source") or "")

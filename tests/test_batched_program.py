@@ -1,0 +1,82 @@
+"""A batched program as it runs, on the H100 captures of phillip-kravtsov/gpt-fast (6f68835) at
+batch 1, 8 and 32 (``bench/results/external_h100_b2``, issue 41): it prints its rate for the
+whole batch ("Average tokens/sec") and per request ("User tok/sec"), and catches each fully
+accepted row up with one drafter call of its own (``draft_extend``, bs=1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_helpers import verifyprof
+
+from verifyprof.contracts.manifest import read_manifest
+from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.pipeline import resolve_captures
+from verifyprof.pipeline.capture_inputs import expand_captures
+
+ROOT = Path(__file__).resolve().parents[1]
+B = ROOT / "bench/results/external_h100_b2/captures-b"
+MODEL = ROOT / "bench/models/gptfast-7b.toml"
+SWEPT = ("--context", "56", "--batch")  # the sweeps' context: 18 + 32 new + k + 1, rounded up
+
+
+def whatif_json(*args: str) -> dict:
+    proc = verifyprof("whatif", *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_batched_programs_aggregate_rate_is_anchored_per_request():
+    # the baseline run's 124.69 tok/s is the batch's; a request makes 124.69 x 11.24 / 89.95
+    m = read_manifest(B / "batch-8/manifest.json")
+    assert m.unprofiled_tps == pytest.approx(124.69 * 11.24 / 89.95)
+    assert m.dilation == pytest.approx(124.69 / 89.95)
+
+
+def test_todays_cycle_of_a_batched_capture_reproduces_its_per_request_rate():
+    current = whatif_json(str(B / "batch-8"), "--capture-context", "71")["current"]
+    assert current["tokens_per_s"] == pytest.approx(15.58, abs=0.01)  # User tok/sec, unprofiled
+    assert current["cycle_ms"] == pytest.approx(3.1486 / 15.58 * 1e3, rel=1e-3)
+
+
+def test_a_batch_1_capture_keeps_its_rate_as_reported():
+    m = read_manifest(B / "batch-1/manifest.json")
+    assert m.rate_scale == 1.0 and m.unprofiled_tps == pytest.approx(24.62)
+
+
+@pytest.fixture(scope="module")
+def measured():
+    o = WhatifOptions(model=str(MODEL), capture_contexts=((None, 71.0),))
+    run, resolved = resolve_captures(expand_captures([str(B)]), o)
+    return resolved.prepared.scenario.measured
+
+
+def test_a_part_run_once_per_row_is_told_apart_by_its_forwards_growing_with_the_batch(measured):
+    slopes = {sl.name: sl for sl in measured.slopes}
+    # 16 catch-ups in 43 cycles at batch 1, 98 in 36 at 8, 360 in 32 at 32: ~0.35 a request
+    assert slopes["draft_extend"].per_row
+    assert slopes["draft_extend"].forwards_per_request == pytest.approx(0.35, abs=0.03)
+    assert not slopes["draft"].per_row  # k forwards a cycle at any batch
+
+
+def test_the_load_curve_moves_a_per_row_part_with_its_forwards_not_its_gpu_time():
+    j = whatif_json(str(B), "--model", str(MODEL), "--capture-context", "71", *SWEPT, "1,64")
+    notes = " ".join(j["load_curve"]["notes"])
+    assert "draft_extend 0.3" in notes and "forwards per extra request" in notes
+    row = next(r for c in j["load_curve"]["contexts"] for r in c["rows"] if r["batch"] == 64)
+    at4 = next(p for p in row["points"] if p["num_draft"] == 4)
+    # measured unprofiled at batch 64, k = 4: 4.28 and 4.26 tok/s per request; moving only the
+    # catch-up's GPU time predicted 18.9
+    assert at4["tokens_per_s"] == pytest.approx(4.27, rel=0.15)
+
+
+def test_fewer_drafts_mean_more_rows_to_catch_up_in_the_draft_count_curve():
+    j = whatif_json(str(B), "--model", str(MODEL), "--capture-context", "71", *SWEPT, "1,32")
+    row = next(r for c in j["load_curve"]["contexts"] for r in c["rows"] if r["batch"] == 32)
+    rate = {p["num_draft"]: p["tokens_per_s"] for p in row["points"]}
+    # measured at batch 32: k = 1 3.47 / 3.41, k = 4 7.35 / 7.27 tok/s per request; with the
+    # catch-ups kept at k = 4's share, k = 1 was predicted at 5.7
+    assert rate[1] == pytest.approx(3.44, rel=0.15)
+    assert rate[1] < rate[4] / 1.8
