@@ -11,6 +11,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO / "tests" / "data" / "public"  # copies of ../shared/traces/public, with PROVENANCE.md
 OWN_TRACES = REPO / "traces"
+# the head of a real .nsys-rep (tests/data/nsys_rep/README.md): without nsys no byte of it is read
+NSYS_REP_HEAD = REPO / "tests" / "data" / "nsys_rep" / "capture-hf-assisted.head.nsys-rep"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (tracebuilder, ...)
 
 import bytecode_prefix  # noqa: E402 - a tests/ helper, on the path from the line above
