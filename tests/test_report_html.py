@@ -256,7 +256,9 @@ def test_report_refuses_to_write_onto_its_input(tmp_path):
 
 
 def test_two_ranks_get_a_timeline_each_and_a_ranks_chart(workdir):
-    trace = ROOT / "tests" / "data" / "public" / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+    trace = (
+        ROOT / "tests" / "data" / "public" / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite.gz"
+    )
     data = pipeline.report(trace, whole_trace=True)
     assert sorted(tl.rank for tl in data.timelines) == [0, 1]
     page = html.render(data)
