@@ -44,8 +44,8 @@ PUBLIC = REPO / "tests" / "data" / "public"
 DEFAULT_TRACES = [
     PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz",
     PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz",
-    PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
-    PUBLIC / "nsys" / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite",
+    PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite.gz",
+    PUBLIC / "nsys" / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite.gz",
 ]
 TP_GLOB = str(REPO / "traces" / "workload-tp*")
 NSYS_FILES = ("*.sqlite.gz", "*.sqlite", "*.nsys-rep")

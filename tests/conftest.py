@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
+import os
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO / "tests" / "data" / "public"  # copies of ../shared/traces/public, with PROVENANCE.md
 OWN_TRACES = REPO / "traces"
+# the head of a real .nsys-rep (tests/data/nsys_rep/README.md): without nsys no byte of it is read
+NSYS_REP_HEAD = REPO / "tests" / "data" / "nsys_rep" / "capture-hf-assisted.head.nsys-rep"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers (tracebuilder, ...)
 
 import bytecode_prefix  # noqa: E402 - a tests/ helper, on the path from the line above
@@ -90,6 +96,27 @@ def _shared_values(item: pytest.Item) -> list[str]:
         param = callspec.indices.get(name) if callspec is not None else None
         keys.append(f"{where.get(fixture.scope, '')}::{name}[{param}]")
     return keys
+
+
+def public_export(name: str) -> Path:
+    """The public nsys export ``name`` (``*.sqlite``) as a SQLite file, for the tests that query,
+    edit or split it with sqlite3: the larger ones are tracked gzipped (``name.gz``, issue 43: the
+    tracked tree <= 60 MB; verifyprof reads them as they are), so those are decompressed once per
+    version into the temp dir, under the same name (the labels and ids a test sees stay)."""
+    path = PUBLIC / "nsys" / name
+    packed = path.with_name(f"{name}.gz")
+    if path.is_file() or not packed.is_file():
+        return path
+    stat = packed.stat()
+    folder = Path(tempfile.gettempdir()) / f"verifyprof-public-{os.getuid()}"
+    out = folder / f"{stat.st_size}-{stat.st_mtime_ns}" / name
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{name}.{os.getpid()}.tmp")
+        with gzip.open(packed, "rb") as src, tmp.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.replace(tmp, out)  # atomic: xdist workers may unpack it at once
+    return out
 
 
 def public_traces(kind: str) -> list[Path]:

@@ -67,9 +67,9 @@ for _name, (_trace, _manifest) in OWN.items():
     ]
 for _file in (
     "nsys/flameox_cudagraph_rtx3060_nsys2025.5.sqlite",
-    "nsys/nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
+    "nsys/nsysai_mfu_2gpu_before_nsys2026.2.sqlite.gz",
     "nsys/nsysai_mock_rtx3080_nsys2026.1.sqlite",
-    "nsys/pipit_saxpy_mpi_a100_nsys2022.2.sqlite",
+    "nsys/pipit_saxpy_mpi_a100_nsys2022.2.sqlite.gz",
     "kineto/hta_nccl_data_a100_rank0of2.json.gz",
     "kineto/tracelens_b200_vllm_moe_eager_trace.json.gz",
     "kineto/tracelens_mi300x_sglang_qwen3-8b_decode.json.gz",

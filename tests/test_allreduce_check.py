@@ -24,7 +24,7 @@ from allreduce_check import (  # noqa: E402 - bench's, which only bench and this
 
 A100 = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
-MFU_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+MFU_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite.gz"
 
 
 @pytest.mark.parametrize(

@@ -54,16 +54,23 @@ def test_one_batch_1_capture_gives_every_batch_and_k_asked():
 CAMPAIGNS = sorted((ROOT / "bench/results").glob("load_mha_h200*"))
 
 
-@pytest.mark.parametrize("folder", CAMPAIGNS, ids=[f.name for f in CAMPAIGNS])
-def test_each_load_campaign_keeps_one_raw_capture_and_every_other_as_its_breakdown(folder):
-    captures = sorted(d.name for d in folder.iterdir() if (d / "manifest.json").is_file())
-    raw = [c for c in captures if (folder / c / "capture.sqlite.gz").is_file()]
-    assert raw == ["C1"]
-    assert all((folder / c / "breakdown.json").is_file() for c in captures if c not in raw)
+def test_the_three_alike_load_campaigns_keep_one_raw_capture_and_every_other_as_its_breakdown():
+    """Issue 43 (the tracked tree <= 60 MB): one trace for the three campaigns of one program,
+    the one the example report draws (bench/README.md, bench/summarise_captures.py)."""
+    raw, summarised = [], []
+    for folder in CAMPAIGNS:
+        for capture in sorted(d for d in folder.iterdir() if (d / "manifest.json").is_file()):
+            name = str(capture.relative_to(ROOT / "bench/results"))
+            traced = (capture / "capture.sqlite.gz").is_file()
+            (raw if traced else summarised).append(name)
+            assert traced or (capture / "breakdown.json").is_file(), name
+    assert raw == ["load_mha_h200_2/C1"]
+    assert len(summarised) == 10
 
 
-def test_the_third_campaigns_predictions_are_reproduced_from_its_raw_capture_and_breakdowns():
-    """C1 is a trace, C8 and C64 their breakdowns: the committed log, line for line."""
+def test_the_third_campaigns_predictions_are_reproduced_from_its_breakdowns():
+    """C1, C8 and C64 as their breakdowns (their traces gone): the committed log, line for line,
+    as the traces gave it."""
     folder = "bench/results/load_mha_h200_3"
     done = bench(
         "--from", folder, "--captures", "C1,C8,C64", "--campaign",

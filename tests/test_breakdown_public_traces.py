@@ -62,7 +62,8 @@ def test_symmetric_memory_allreduce_on_b200_is_communication_not_compute():
 
 def test_two_gpu_nccl_trace_matches_sendrecv_calls_across_both_ranks():
     result = breakdown(
-        load_trace(PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"), whole_trace=True
+        load_trace(PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite.gz"),
+        whole_trace=True,
     )
     collectives = result.summary()["collectives"]
     assert collectives["sendrecv"]["devices"] == 2

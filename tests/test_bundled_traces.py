@@ -57,7 +57,7 @@ def test_the_readme_lists_only_folders_that_exist():
     [
         "traces/torchrun-2ranks-one-gpu",
         "traces/two-processes-one-gpu",
-        "tests/data/public/nsys/pipit_saxpy_mpi_a100_nsys2022.2.sqlite",
+        "tests/data/public/nsys/pipit_saxpy_mpi_a100_nsys2022.2.sqlite.gz",
     ],
 )
 def test_breakdown_without_step_ranges_is_the_whole_trace_and_says_so(trace):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from cli_helpers import verifyprof
-from conftest import OWN_TRACES
+from conftest import NSYS_REP_HEAD, OWN_TRACES
 
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.contracts.errors import ToolMissingError
@@ -76,7 +76,7 @@ def test_nsys_report_without_nsys_says_how_to_export_it_elsewhere(monkeypatch, t
     if shutil.which("nsys"):
         pytest.skip("nsys is installed here: the report would simply be exported")
     report = tmp_path / "capture.nsys-rep"
-    report.write_bytes((HF / "capture.nsys-rep").read_bytes())
+    report.write_bytes(NSYS_REP_HEAD.read_bytes())
     with pytest.raises(ToolMissingError, match=r"nsys export --type sqlite"):
         load_trace(report)
     done = subprocess.run(

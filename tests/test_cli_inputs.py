@@ -19,6 +19,17 @@ REPO = Path(__file__).resolve().parents[1]
 FOLDER = REPO / "traces/workload-dense-eager"
 HF = REPO / "traces/capture-hf-assisted"
 MI300X = REPO / "tests/data/public/kineto/tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
+NSYS_REP_HEAD = REPO / "tests/data/nsys_rep/capture-hf-assisted.head.nsys-rep"
+
+
+def both_forms(tmp_path: Path) -> Path:
+    """HF's capture folder with its export and (the head of) its .nsys-rep beside it."""
+    folder = tmp_path / "capture-hf-assisted"
+    folder.mkdir()
+    for name in ("capture.sqlite.gz", "manifest.json"):
+        (folder / name).symlink_to(HF / name)
+    (folder / "capture.nsys-rep").write_bytes(NSYS_REP_HEAD.read_bytes())
+    return folder
 
 
 def cli(*argv: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
@@ -73,20 +84,20 @@ def test_whatif_finds_the_capture_folders_manifest_and_says_so():
     )
 
 
-def test_capture_folder_prefers_the_sqlite_export_over_the_nsys_report():
-    done = cli(
-        "breakdown", HF, "--json"
-    )  # holds capture.nsys-rep and capture.sqlite.gz: no nsys needed
+def test_capture_folder_prefers_the_sqlite_export_over_the_nsys_report(tmp_path):
+    folder = both_forms(tmp_path)  # capture.nsys-rep and capture.sqlite.gz: no nsys needed
+    done = cli("breakdown", folder, "--json")
     assert done.exit_code == 0, done.stderr
-    assert json.loads(done.stdout)["trace"]["path"] == [str(HF / "capture.sqlite.gz")]
+    assert json.loads(done.stdout)["trace"]["path"] == [str(folder / "capture.sqlite.gz")]
 
 
 def test_nsys_report_without_nsys_names_the_sqlite_export_beside_it(tmp_path):
     env = {"PATH": str(tmp_path), "VERIFYPROF_NSYS": ""}
     if shutil.which("nsys", path=str(tmp_path)):
         pytest.skip("nsys found")
-    line = one_line_error(cli("kernels", HF / "capture.nsys-rep", env=env))
-    assert "needs Nsight Systems' nsys" in line and line.endswith(str(HF / "capture.sqlite.gz"))
+    folder = both_forms(tmp_path)
+    line = one_line_error(cli("kernels", folder / "capture.nsys-rep", env=env))
+    assert "needs Nsight Systems' nsys" in line and line.endswith(str(folder / "capture.sqlite.gz"))
 
 
 def test_folder_without_a_trace_is_one_line(tmp_path):

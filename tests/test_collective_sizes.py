@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PUBLIC
+from conftest import PUBLIC, public_export
 from rich.console import Console
 from tracebuilder import late_joiner_allreduce
 
@@ -30,7 +30,7 @@ from verifyprof.trace.nsys.reader import read_nsys_sqlite
 A100 = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
 B200 = PUBLIC / "kineto" / "tracelens_b200_vllm_moe_eager_trace.json.gz"
 MI300X = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"
-MFU_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+MFU_2GPU = public_export("nsysai_mfu_2gpu_before_nsys2026.2.sqlite")
 
 
 def raw_events(path: Path) -> list[dict]:

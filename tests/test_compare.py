@@ -262,8 +262,8 @@ def test_traces_without_ranges_compare_whole_and_are_not_called_verify():
     device of each, and the verdict names the whole-trace step, not a verify step."""
     public = ROOT / "tests" / "data" / "public" / "nsys"
     before, after = (
-        public / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite",
-        public / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite",
+        public / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite.gz",
+        public / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite.gz",
     )
     ran = CliRunner().invoke(app, ["compare", str(before), str(after), "--whole-trace", "--json"])
     assert ran.exit_code == 0, ran.output

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import verifyprof
 from clirun import digest
-from conftest import OWN_TRACES, PUBLIC, REPO
+from conftest import OWN_TRACES, PUBLIC, REPO, public_export
 
 CASES = 8  # seeds per input and mutation family in the default run
 SLOW = int(os.environ.get("VERIFYPROF_FUZZ", "0") or 0)
@@ -47,6 +47,7 @@ SMALL = [
 ]
 LARGER = [
     *sorted((PUBLIC / "nsys").glob("*.sqlite")),
+    *(public_export(p.name.removesuffix(".gz")) for p in sorted((PUBLIC / "nsys").glob("*.gz"))),
     *sorted((PUBLIC / "kineto").glob("*.json.gz")),
     OWN_TRACES / "workload-dense-pipelined-graph" / "trace.sqlite.gz",
     OWN_TRACES / "workload-dense-pipelined-eager" / "trace.sqlite.gz",

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from cli_helpers import verifyprof
 from clirun import folder_state
-from conftest import OWN_TRACES, PUBLIC
+from conftest import NSYS_REP_HEAD, OWN_TRACES, PUBLIC
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.plumbing import inputs, outputs
 from verifyprof.contracts.plumbing.inputs import InputRegistry
 
 EAGER = OWN_TRACES / "workload-dense-eager"  # trace.sqlite.gz beside manifest.json
-HF = OWN_TRACES / "capture-hf-assisted"  # capture.sqlite.gz and capture.nsys-rep of one capture
+HF = OWN_TRACES / "capture-hf-assisted"  # capture.sqlite.gz (its .nsys-rep: the head in tests/data)
 KINETO = PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz"  # 36 KB
 TAXONOMY = Path(__file__).resolve().parents[1] / "verifyprof" / "data" / "taxonomy.toml"
 
@@ -124,8 +124,9 @@ def test_an_output_onto_the_other_form_of_the_capture_read_is_refused(tmp_path):
     """The folder's SQLite export is read; its .nsys-rep is the same capture, and as precious."""
     folder = tmp_path / "HF"
     shutil.copytree(HF, folder)
+    out = folder / "capture.nsys-rep"  # the same capture's report beside its export
+    out.write_bytes(NSYS_REP_HEAD.read_bytes())
     before = folder_state(tmp_path)
-    out = folder / "capture.nsys-rep"
     done = verifyprof("breakdown", str(folder), "--parquet", str(out))
     refused(
         done,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PUBLIC  # tests/data/public: copies of the shared public traces
+from conftest import PUBLIC, public_export  # tests/data/public: the shared public traces
 
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import (
@@ -32,11 +32,13 @@ from verifyprof.trace.nsys.reader import read_nsys_sqlite
 REPO = Path(__file__).resolve().parents[1]
 
 NSYS = PUBLIC / "nsys"
-EXPORTS = sorted(NSYS.glob("*.sqlite")) if NSYS.is_dir() else []
-PIPIT = NSYS / "pipit_saxpy_mpi_a100_nsys2022.2.sqlite"
+# every public export as SQLite (the larger ones are tracked gzipped: conftest.public_export)
+NAMES = {p.name.removesuffix(".gz") for p in NSYS.glob("*.sqlite*")} if NSYS.is_dir() else set()
+EXPORTS = [public_export(name) for name in sorted(NAMES)]
+PIPIT = public_export("pipit_saxpy_mpi_a100_nsys2022.2.sqlite")
 FLAMEOX = NSYS / "flameox_cudagraph_rtx3060_nsys2025.5.sqlite"
-MFU_BEFORE = NSYS / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
-MFU_AFTER = NSYS / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite"
+MFU_BEFORE = public_export("nsysai_mfu_2gpu_before_nsys2026.2.sqlite")
+MFU_AFTER = public_export("nsysai_mfu_2gpu_after_nsys2026.2.sqlite")
 MOCK = NSYS / "nsysai_mock_rtx3080_nsys2026.1.sqlite"
 
 needs_public = pytest.mark.public_traces

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import forked_cli
 import pytest
-from conftest import PUBLIC, REPO, interruptible
+from conftest import REPO, interruptible, public_export
 from golden_cases import differences
 from test_kineto_reader import A100, B200, MI300X, plain, write_trace
 
@@ -26,7 +26,7 @@ import gen_nsys_export
 from split_nsys_ranks import split
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
-NSYS_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+NSYS_2GPU = public_export("nsysai_mfu_2gpu_before_nsys2026.2.sqlite")
 
 
 def rank_file(src: Path, dst: Path, rank: int, base_shift_ns: int = 0) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PUBLIC, REPO
+from conftest import PUBLIC, REPO, public_export
 from golden_cases import differences
 
 from verifyprof import pipeline
@@ -25,7 +25,7 @@ from verifyprof.trace.shares import process_shares
 sys.path.insert(0, str(REPO / "bench"))
 import gen_nsys_export
 
-NSYS_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+NSYS_2GPU = public_export("nsysai_mfu_2gpu_before_nsys2026.2.sqlite")
 ONE_GPU = PUBLIC / "nsys" / "flameox_cudagraph_rtx3060_nsys2025.5.sqlite"
 
 

@@ -96,9 +96,16 @@ def test_report_has_no_console_messages(dense_page):
 
 @pytest.mark.parametrize("name", ["compare-dense-eager-vs-graph", "load-mha-h200"])
 def test_the_example_reports_open_without_console_messages(name, workdir):
-    """reports/*.html as scripts/make_reports.py last wrote them (their plotly.js the one
-    shared reports/plotly.min.js beside them)."""
-    page = browser.load(ROOT / "reports" / f"{name}.html", workdir)
+    """reports/*.html as scripts/make_reports.py last wrote them, beside the one shared
+    plotly.min.js it writes from the installed plotly (not tracked: issue 43)."""
+    from plotly.offline import get_plotlyjs
+
+    folder = workdir / "examples"
+    folder.mkdir(exist_ok=True)
+    (folder / "plotly.min.js").write_text(get_plotlyjs())
+    copy = folder / f"{name}.html"
+    copy.write_bytes((ROOT / "reports" / f"{name}.html").read_bytes())
+    page = browser.load(copy, workdir)
     assert page.console_messages == []
     assert re.search(r'data-charts="(\d+)"', page.dom) and 'data-chart="cycles"' in page.dom
 
@@ -249,7 +256,9 @@ def test_report_refuses_to_write_onto_its_input(tmp_path):
 
 
 def test_two_ranks_get_a_timeline_each_and_a_ranks_chart(workdir):
-    trace = ROOT / "tests" / "data" / "public" / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+    trace = (
+        ROOT / "tests" / "data" / "public" / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite.gz"
+    )
     data = pipeline.report(trace, whole_trace=True)
     assert sorted(tl.rank for tl in data.timelines) == [0, 1]
     page = html.render(data)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import PUBLIC, REPO
+from conftest import REPO, public_export
 
 from verifyprof.trace import load_trace
 from verifyprof.trace.nsys import shared_read
@@ -24,7 +24,7 @@ from verifyprof.trace.shares import process_shares
 sys.path.insert(0, str(REPO / "bench"))
 import gen_nsys_export
 
-NSYS_2GPU = PUBLIC / "nsys" / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite"
+NSYS_2GPU = public_export("nsysai_mfu_2gpu_after_nsys2026.2.sqlite")
 TABLES = ("kernels", "copies", "graphs", "api", "ranges", "devices", "processes")
 
 

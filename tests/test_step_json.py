@@ -33,7 +33,7 @@ def records_json(rows) -> bytes:
         (OWN_TRACES / "workload-moe-graph" / "trace.sqlite.gz", False),
         (OWN_TRACES / "workload-dense-pipelined-eager" / "trace.sqlite.gz", False),
         (PUBLIC / "kineto" / "tracelens_mi300x_sglang_qwen3-8b_decode.json.gz", True),
-        (PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite", True),
+        (PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite.gz", True),
     ],
     ids=["moe-graph", "pipelined", "mi300x-whole", "nsys-2gpu-whole"],
 )

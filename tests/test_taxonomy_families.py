@@ -27,7 +27,7 @@ NOT_INFERENCE = {
     "hta_nccl_data_a100_rank0of2.json.gz": (
         "ResNet-style training step: cuDNN convolutions, batch norm, max-pool backward"
     ),
-    "pipit_saxpy_mpi_a100_nsys2022.2.sqlite": "MPI saxpy demo: one user kernel `saxpy`",
+    "pipit_saxpy_mpi_a100_nsys2022.2.sqlite.gz": "MPI saxpy demo: one user kernel `saxpy`",
     "flameox_cudagraph_rtx3060_nsys2025.5.sqlite": (
         "toy `add_one` kernels; graphs traced whole, so no graph kernels are recorded"
     ),

@@ -8,7 +8,7 @@ import json
 
 from cli_helpers import REPO, verifyprof
 
-SAXPY = str(REPO / "tests/data/public/nsys/pipit_saxpy_mpi_a100_nsys2022.2.sqlite")
+SAXPY = str(REPO / "tests/data/public/nsys/pipit_saxpy_mpi_a100_nsys2022.2.sqlite.gz")
 RULES = """
 [[rule]]
 phase = "gemm_dense"

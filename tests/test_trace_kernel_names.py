@@ -11,9 +11,9 @@ import sqlite3
 
 import pytest
 from cli_helpers import verifyprof
-from conftest import PUBLIC
+from conftest import public_export
 
-EXPORT = PUBLIC / "nsys" / "nsysai_mfu_2gpu_after_nsys2026.2.sqlite"
+EXPORT = public_export("nsysai_mfu_2gpu_after_nsys2026.2.sqlite")
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 DANGLING = 999_999_998  # no StringIds row has this id
 

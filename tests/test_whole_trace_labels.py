@@ -20,8 +20,8 @@ from verifyprof.report import html
 
 pytestmark = pytest.mark.public_traces
 
-BEFORE = f"{PUB}/nsys/nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
-AFTER = f"{PUB}/nsys/nsysai_mfu_2gpu_after_nsys2026.2.sqlite"
+BEFORE = f"{PUB}/nsys/nsysai_mfu_2gpu_before_nsys2026.2.sqlite.gz"
+AFTER = f"{PUB}/nsys/nsysai_mfu_2gpu_after_nsys2026.2.sqlite.gz"
 EAGER = "traces/workload-dense-eager/trace.sqlite.gz"
 GRAPH = "traces/workload-dense-graph/trace.sqlite.gz"
 
