@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from verifyprof.model.cycle.width_fit import fit_widths
+from verifyprof.model.decision.load_points import state_at
 from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.model.fixes.batch import at_load_measured
 from verifyprof.pipeline import resolve_captures
 from verifyprof.pipeline.capture_inputs import expand_captures
 
@@ -40,3 +42,15 @@ def test_the_sweep_profile_carries_its_own_moe_routing_per_width(measured):
     assert sorted(by_batch[8]) == [1, 2, 3, 5, 7]
     # 8 requests x 2 tokens x top-6 = 96 pairs sorted by the small kernel, x 3 = 144 by the large
     assert by_batch[8][3] > 1.6 * by_batch[8][2]
+
+
+def test_a_verify_moved_between_the_captured_batches_takes_the_routing_of_its_own_tokens(
+    measured,
+):
+    # batch 4 with 2 drafts: 12 tokens, 72 pairs, the small sort the batch-8 sweep measured at 8
+    # and 16 tokens; the batch-8 capture it moves from sorts 24 tokens' pairs with the large one
+    anchor = next(c for c in measured.captures if c.batch == 8)
+    st = state_at(measured, anchor, 2, {})
+    moved, *_ = at_load_measured(measured, st.profile, st.s, st.width, 4, 512.0)
+    small = anchor.profile.width_routing[2]  # 16 tokens
+    assert moved.verify.phases_ms["moe_aux"] == pytest.approx(small, rel=0.1)  # before: ~1 ms
