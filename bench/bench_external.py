@@ -8,6 +8,8 @@ the project did not write them) and ``bench/results/moe_spec_h100`` (issue 42: t
 
     python bench/bench_external.py                  # A, B and MoE
     python bench/bench_external.py --only A --json out.json
+    python bench/bench_external.py --only MoE --moe-dir DIR   # another lease's MoE campaign
+                                    # (bench_moe_campaign.py's run unpacked: captures/, measure-M*)
 
 Targets, per program:
 
@@ -30,7 +32,7 @@ import re
 import statistics
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +256,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="A,B,B2,MoE", help="which programs: A, B, B2, MoE")
     ap.add_argument("--json", type=Path, help="write every table and target here")
+    ap.add_argument("--moe-dir", type=Path, help="the MoE's captures/ and measure-M*.json here")
     a = ap.parse_args()
+    if a.moe_dir is not None:  # another lease of the same campaign: its own captures and sweeps
+        sweeps = tuple(sorted(a.moe_dir.glob("measure-M*.json")))
+        PROOFS["MoE"] = replace(PROOFS["MoE"], folder=a.moe_dir / "captures", sweeps=sweeps)
     keys = [k for k in a.only.split(",") if k]
     if not keys or set(keys) - set(PROOFS):
         print(f"bench_external: --only takes {', '.join(PROOFS)}", file=sys.stderr)

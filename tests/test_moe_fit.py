@@ -82,6 +82,17 @@ def test_at_batch_2_the_predicted_best_draft_count_measures_within_five_percent_
     assert here[predicted]["measured"] >= 0.95 * best, (predicted, here[predicted])
 
 
+def test_at_batch_4_the_predicted_best_draft_count_measures_within_five_percent_of_the_best(
+    table,
+):
+    # before: k = 1 predicted (134.2 measured) where k = 2 measures 142.8: 6.1% short, the sort
+    # of the routing's token-expert pairs stepping up between batch 1 and 8 spread by a line
+    here = {k: r for (b, k), r in table.items() if b == 4}
+    predicted = max(here, key=lambda k: here[k]["predicted"])
+    best = max(r["measured"] for r in here.values())
+    assert here[predicted]["measured"] >= 0.95 * best, (predicted, here[predicted])
+
+
 def test_at_least_ninety_percent_of_the_moe_points_lie_within_their_band(table):
     inside = [abs(r["cycle_error"]) <= r["band"] + r["spread"] for r in table.values()]
     assert len(inside) == len(BATCHES) * len(KS)

@@ -13,6 +13,14 @@ Two measured populations do not route as the cycle's verify does:
   through two batches' steps would extrapolate the MoE GEMM's growth linearly (at batch 64, 3x
   the measured step where every expert was already read by batch 32). So the line goes through
   the steps less the union's MoE GEMM, and the union's is added back at the batch.
+
+The MoE's routing kernels (``moe_aux``: top-k gating, the sort of the token-expert pairs, scans)
+do not move with the requests or their KV cache either: their work is the tokens per forward
+times K, and their time goes by steps where a kernel switches at a size (moe_spec's sort: 8.7 us
+a layer up to 128 pairs, 26.8 us past it, so 0.5 ms more per forward from 22 tokens on). A line
+through two captures spreads that step over every load between them; every forward that measured
+the routing (the captures' verifies and their width sweeps, whose repeated token sorts as many
+pairs as any) says where it is: :func:`routing_curve`.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from verifyprof.model.cycle.phase_fit import Point
 from verifyprof.model.cycle.width_fit import WidthFit, fit_widths
 
 MOE = "gemm_moe"
+ROUTING = "moe_aux"
 
 
 def sweep_rest(
@@ -69,3 +78,22 @@ def plain_less_moe(points: list[Point], u: UnionFit) -> list[Point]:
         replace(p, phases_ms={"step": p.phases_ms["step"] - u.ms_at(p.batch * p.width)})
         for p in points
     ]
+
+
+def routing_curve(
+    points: list[Point], sweeps: list[tuple[Point, dict[int, float]]]
+) -> WidthFit | None:
+    """The MoE routing kernels' time over tokens per forward, from every forward that measured
+    them: the captures' verifies (``points``) and their width sweeps (``(the capture's step,
+    {width: routing ms}``), pooled by tokens (batch x width) in one monotone fit, not bounded by
+    proportional growth (a kernel's switch steps past it); None where fewer than two token counts
+    measured it."""
+    pooled: dict[int, list[float]] = {}
+    for p in points:
+        if p.phases_ms.get(ROUTING, 0.0) > 0:
+            pooled.setdefault(int(p.tokens), []).append(p.phases_ms[ROUTING])
+    for ref, routing in sweeps:
+        for w, ms in routing.items():
+            pooled.setdefault(ref.batch * w, []).append(ms)
+    means = {n: sum(ms) / len(ms) for n, ms in pooled.items()}
+    return fit_widths(means, {n: len(ms) for n, ms in pooled.items()}, proportional=False)

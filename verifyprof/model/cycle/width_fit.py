@@ -65,9 +65,14 @@ class WidthFit:
         }
 
 
-def fit_widths(means: dict[int, float], counts: dict[int, float] | None = None) -> WidthFit | None:
+def fit_widths(
+    means: dict[int, float], counts: dict[int, float] | None = None, proportional: bool = True
+) -> WidthFit | None:
     """The bounded monotone fit of measured mean verify times per width (None with fewer than two
-    widths: one width says nothing about the slope)."""
+    widths: one width says nothing about the slope). ``proportional`` False drops the bound of at
+    most proportional growth, which holds for a whole forward (its weights read once) but not
+    for one phase's kernels, whose time can step past proportional where one switches at a
+    size."""
     points = sorted((int(w), float(t)) for w, t in means.items() if w and w > 0 and t > 0)
     if len(points) < 2:
         return None
@@ -75,7 +80,7 @@ def fit_widths(means: dict[int, float], counts: dict[int, float] | None = None) 
     values = [t for _, t in points]
     weights = [float((counts or {}).get(w, 1.0)) or 1.0 for w in widths]
     fitted = _non_decreasing(values, weights)
-    for i in range(1, len(fitted)):  # t(w) / w non-increasing: at most proportional growth
+    for i in range(1, len(fitted) if proportional else 0):  # t(w) / w non-increasing
         fitted[i] = min(fitted[i], fitted[i - 1] * widths[i] / widths[i - 1])
     return WidthFit(tuple(widths), tuple(values), tuple(fitted))
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from verifyprof.model.cycle.batch_cost import Shape, deltas_ms
 from verifyprof.model.cycle.expert_union import UnionFit, fit_union
 from verifyprof.model.cycle.fit_checks import check_finite
-from verifyprof.model.cycle.moe_split import plain_less_moe, sweep_rest
+from verifyprof.model.cycle.moe_split import ROUTING, plain_less_moe, routing_curve, sweep_rest
 from verifyprof.model.cycle.phase_fit import (
     FIXED_PHASES,
     INTERPOLATED,
@@ -27,6 +27,7 @@ from verifyprof.model.cycle.phase_fit import (
     line_fit,
     step_fit,
 )
+from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
 from verifyprof.model.fixes.cycle import plain_measured, plain_state
 from verifyprof.model.fixes.part_slopes import PartSlope, slopes_of
@@ -139,24 +140,35 @@ class Measured:
         u = self.union_fit(model)
         return u if u is not None and len({n for n, _ in u.points}) > 1 else None
 
+    def routing(self, u: UnionFit | None) -> WidthFit | None:
+        """With a union, the MoE routing kernels over tokens per forward from every capture's
+        verify and width sweep (:func:`routing_curve`); None without one, or where fewer than two
+        token counts measured them (the routing then stays in the step's fit)."""
+        if u is None:
+            return None
+        sweeps = [(p, c.profile.width_routing) for p, c in zip(self.points, self.captures)]
+        return routing_curve(list(self.points), sweeps)
+
     def fit_without_moe(self, u: UnionFit) -> StepFit:
-        """The step fitted without its MoE GEMM, which the union carries: each capture's phases
-        less it, each width sweep less its own measured MoE GEMM (else the union's at its
-        tokens: :func:`sweep_rest`)."""
+        """The step fitted without its MoE GEMM, which the union carries, and its routing where
+        :meth:`routing` has it: each capture's phases less them, each width sweep less its own
+        measured MoE GEMM (else the union's at its tokens: :func:`sweep_rest`) and routing."""
         key = ("rest", u.experts, u.top_k)
         if key not in self._moe:
-            points = [replace(p, phases_ms=_without(p.phases_ms)) for p in self.points]
-            moe = {c.label: c.profile.width_moe for c in self.captures}
-            sweeps = [
-                (
-                    replace(ref, phases_ms=_without(ref.phases_ms)),
-                    sweep_rest(
-                        widths, moe.get(ref.label, {}), ref.phases_ms.get(MOE, 0.0), u,
-                        ref.batch, ref.width,
-                    ),
+            r = self.routing(u)
+            apart = (MOE, ROUTING) if r is not None else (MOE,)
+            points = [replace(p, phases_ms=_without(p.phases_ms, apart)) for p in self.points]
+            by_label = {c.label: c.profile for c in self.captures}
+            sweeps = []
+            for ref, widths in self.sweeps:
+                prof = by_label[ref.label]
+                rest = sweep_rest(
+                    widths, prof.width_moe, ref.phases_ms.get(MOE, 0.0), u, ref.batch, ref.width
                 )
-                for ref, widths in self.sweeps
-            ]  # fmt: skip
+                if r is not None:
+                    own = prof.width_routing
+                    rest = {w: t - own.get(w, r.at(ref.batch * w)[0]) for w, t in rest.items()}
+                sweeps.append((replace(ref, phases_ms=_without(ref.phases_ms, apart)), rest))
             self._moe[key] = step_fit(points, sweeps)
         return self._moe[key]
 
@@ -183,8 +195,8 @@ class Measured:
     ) -> tuple[dict[str, float], str, float]:
         """Per-phase deltas of the verify from ``frm`` to ``to`` along the fit (the tokens' change
         on the GEMMs, the requests' and KV's on the phases that grew between the captures; the
-        MoE GEMM by the experts touched where the captures fitted them), the basis of the value
-        at ``to`` and its band."""
+        MoE GEMM by the experts touched where the captures fitted them, and its routing by its
+        measured curve over tokens), the basis of the value at ``to`` and its band."""
         u = self.moe_union(s.model)
         fit = self.fit if u is None else self.fit_without_moe(u)
         growth = _growth(s, moe=u is None)
@@ -192,12 +204,15 @@ class Measured:
         tok1 = fit.tokens_ms(to.batch, to.width, growth, to.context)[0]
         rest0, rest1 = self._rest(frm, s, fit), self._rest(to, s, fit)
         v = profile.verify.phases_ms
-        skip = () if u is None else (MOE,)
+        r = self.routing(u)
+        skip = () if u is None else (MOE,) if r is None else (MOE, ROUTING)
         deltas: dict[str, float] = {}
         _add(deltas, _spread(tok1 - tok0, _gemms(v, skip), v))
         _add(deltas, _spread(rest1 - rest0, self.grown(v, skip), v))
         if u is not None:
             _add(deltas, {MOE: v.get(MOE, 0.0) * (u.scale(frm.tokens, to.tokens) - 1.0)})
+        if r is not None:  # the routing along its measured curve over tokens, not the line
+            _add(deltas, {ROUTING: r.at(to.tokens)[0] - r.at(frm.tokens)[0]})
         value = fit.at(to.batch, to.width, to.context, growth)
         return deltas, value.basis, value.band + (u.band if u is not None else 0.0)
 
@@ -293,8 +308,8 @@ def _gemms(v: dict[str, float], skip: tuple[str, ...] = ()) -> list[str]:
     return names or ["gemm_dense"]
 
 
-def _without(phases: dict[str, float]) -> dict[str, float]:
-    return {p: t for p, t in phases.items() if p != MOE}
+def _without(phases: dict[str, float], apart: tuple[str, ...] = (MOE,)) -> dict[str, float]:
+    return {p: t for p, t in phases.items() if p not in apart}
 
 
 def _add(into: dict[str, float], more: dict[str, float]) -> None:

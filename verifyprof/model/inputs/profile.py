@@ -51,6 +51,9 @@ class VerifyProfile:
     # the same steps' MoE expert GEMM per width (issue 42): a sweep whose tokens route unlike the
     # cycle's (one token repeated across the width) says so against the verify's own
     width_moe: dict[int, float] = field(default_factory=dict)
+    # and their MoE routing kernels per width (moe_aux): its work is the token-expert pairs, which
+    # a repeated token sorts as any other, so the sweep measures it over tokens per forward
+    width_routing: dict[int, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     source: str = ""
     draft_group: StepGroup | None = None  # the mean draft / draft-extend step, when traced
@@ -109,6 +112,7 @@ def verify_profile(
     width_pool = sweeps if len(sweeps) else in_mode
     width_times = _width_times(width_pool, mode, critical.device)
     width_moe = _width_times(width_pool, mode, critical.device, "gemm_moe")
+    width_routing = _width_times(width_pool, mode, critical.device, "moe_aux")
     choice = _choice(critical, step_name, notes)
     cycle_parts = _cycle(steps, here, main[main["device"] == critical.device], critical, notes)
     graph_attr = main["attrs"].iloc[0].get("graph")
@@ -131,6 +135,7 @@ def verify_profile(
         accept_len=float(accepted.mean()) if len(accepted) else None,
         width_times=width_times,
         width_moe={w: t for w, t in width_moe.items() if t > 0},
+        width_routing={w: t for w, t in width_routing.items() if t > 0},
         notes=notes,
         source=frame.source,
         draft_group=_member_group(cycle_parts.members, "draft", critical.device),
