@@ -70,7 +70,9 @@ def test_every_anchoring_rate_is_shown_with_n_median_and_spread(tmp_path):
 
 
 def test_a_flagged_baseline_in_another_capture_is_named_by_its_capture(tmp_path):
-    c8 = capture_with_own_calls(tmp_path, [1770.0, 1780.0], C1.parent / "C8")  # baseline 1866 a batch of 8
+    c8 = capture_with_own_calls(
+        tmp_path, [1770.0, 1780.0], C1.parent / "C8"
+    )  # baseline 1866 a batch of 8
     model = str(C1.parents[3] / "bench" / "models" / "hf-chain-7b-mha.toml")
     shown = verifyprof("whatif", str(C1), str(c8), "--model", model, "--json")
     assert shown.returncode == 0, shown.stderr
