@@ -87,12 +87,6 @@ def _captures(given: list[str] | None, source: str | None) -> tuple[list[str], s
     return captures, (captures[0] if captures else None)
 
 
-def _load_lists(batch: str | None, context: str | None) -> dict:
-    """``--batch`` and ``--context``: one number each (today's), or the load curve's lists."""
-    out = dict(zip(("batch", "batches"), _number_list(batch, "--batch", int)))
-    return out | dict(zip(("context", "contexts"), _number_list(context, "--context", float)))
-
-
 def _number_list(text: str | None, option: str, kind: type) -> tuple:
     """One number (today's value, the old meaning) or a comma list (the load curve's values):
     (value, None) or (None, values); bounds are checked with the other numbers."""
