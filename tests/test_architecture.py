@@ -116,6 +116,21 @@ def test_the_cli_imports_only_the_pipeline_the_report_and_the_contracts():
     assert offending == []
 
 
+def test_no_cli_module_hands_its_parameters_on_as_locals():
+    """A command builds its options keyword by keyword (issue 43), so that each option can be
+    followed from its parameter to the model; ``locals()`` (or ``vars()``) matched to fields by
+    name hides where each goes."""
+    offending = [
+        f"{p.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for p in sorted((PACKAGE / "cli").rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and (node.func.id == "locals" or (node.func.id == "vars" and not node.args))
+    ]
+    assert offending == []
+
+
 def test_the_model_never_reads_traces_or_runs_attribution():
     offending = [
         f"{p.relative_to(PACKAGE.parent)}: {name}"

@@ -11,7 +11,12 @@ from verifyprof.cli.args import (
     _refuse_picks,
     _wrote,
 )
-from verifyprof.cli.load_declarations import CaptureContextOpt, LoadOptionOpt, declarations
+from verifyprof.cli.load_declarations import (
+    CaptureContextOpt,
+    LoadOptionOpt,
+    capture_contexts,
+    load_options,
+)
 from verifyprof.cli.options import (
     AcceptLenOpt,
     AlphaOpt,
@@ -67,18 +72,6 @@ from verifyprof.contracts.bounds import TOP_KERNELS
 from verifyprof.contracts.errors import VerifyprofError
 
 
-def _options(kind, given: dict):
-    """The model's options from a command's parameters of the same names (``--candidate`` is
-    repeatable: ``candidates``)."""
-    from dataclasses import fields
-
-    names = {f.name for f in fields(kind)}
-    values = {k: v for k, v in given.items() if k in names}
-    if "candidates" in names:
-        values["candidates"] = list(given.get("candidate") or [])
-    return kind(**values)
-
-
 def _captures(given: list[str] | None, source: str | None) -> tuple[list[str], str | None]:
     """The captures whatif models (arguments, or --from; a --batches folder stands for its
     captures) and today's, the first."""
@@ -92,12 +85,6 @@ def _captures(given: list[str] | None, source: str | None) -> tuple[list[str], s
     if not captures and source is not None:
         captures = expand_captures([source])
     return captures, (captures[0] if captures else None)
-
-
-def _load_lists(batch: str | None, context: str | None) -> dict:
-    """``--batch`` and ``--context``: one number each (today's), or the load curve's lists."""
-    out = dict(zip(("batch", "batches"), _number_list(batch, "--batch", int)))
-    return out | dict(zip(("context", "contexts"), _number_list(context, "--context", float)))
 
 
 def _number_list(text: str | None, option: str, kind: type) -> tuple:
@@ -318,8 +305,19 @@ def whatif(
     from verifyprof import pipeline
 
     captures, source = _captures(given_source, source)
-    given = {k: v for k, v in locals().items() if k not in ("given_source", "captures", "details")}
-    given |= _load_lists(batch, context) | declarations(load_option, capture_context)
+    today_batch, batches = _number_list(batch, "--batch", int)  # one number, or the load curve's
+    today_context, contexts = _number_list(context, "--context", float)
+    options = pipeline.WhatifOptions(  # each option by its name, so each can be followed
+        verify_ms=verify_ms, accept_len=accept_len, alpha=alpha, num_draft=num_draft,
+        survival=survival, draft_cost_ratio=draft_cost_ratio, draft_ms=draft_ms,
+        overhead_ms=overhead_ms, batch=today_batch, baseline_tps=baseline_tps, decode_ms=decode_ms,
+        source=source, manifest=manifest, step=step, step_range=step_range,
+        whole_trace=whole_trace, width=width, mode=mode, hardware=hardware, link=link,
+        model=model, tp=tp, context=today_context, drafter_gain=drafter_gain,
+        candidates=list(candidate or []), assume_capturable=assume_capturable, batches=batches,
+        contexts=contexts, load_options=load_options(load_option),
+        capture_contexts=capture_contexts(capture_context),
+    )  # fmt: skip
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     _plain_or_trace(source, verify_ms)
@@ -331,18 +329,34 @@ def whatif(
     )
     if manifest is not None:
         _check_manifest(manifest)
-    from verifyprof.report import files, integrity, progress  # after the checks
-    from verifyprof.report import whatif as show
+    from verifyprof.report import progress  # after the checks
 
-    options = _options(pipeline.WhatifOptions, given)
     if source is None:
-        result = {"schema": pipeline.WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
-        files.print_json(result) if as_json else show.print_plain(result, details=details)
+        _print_plain(options, as_json, details)
         return
     pipeline.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
         parallel = _parallel(workers, scheduler, strict, shown)
         run, ranking = pipeline.whatif_run(captures, options, parallel)
+    _print_ranking(run, ranking, source, as_json, details)
+
+
+def _print_plain(options, as_json: bool, details: bool) -> None:
+    """``whatif`` without a breakdown: plain numbers."""
+    from verifyprof import pipeline
+    from verifyprof.report import files
+    from verifyprof.report import whatif as show
+
+    result = {"schema": pipeline.WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
+    files.print_json(result) if as_json else show.print_plain(result, details=details)
+
+
+def _print_ranking(run, ranking, source: str, as_json: bool, details: bool) -> None:
+    """``whatif`` of a breakdown: the ranking, or the one line saying why there is none, with the
+    trace's problems and every capture that did not finish."""
+    from verifyprof.report import files, integrity
+    from verifyprof.report import whatif as show
+
     for capture, said in run.unfinished:  # a capture that did not finish is said, always
         integrity.warn_integrity([{"message": said}], capture)
     problems = run.frame.integrity  # the trace's, as breakdown names them (issue 22)

@@ -6,13 +6,18 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from verifyprof.cli.app import app
 from verifyprof.cli.args import _check_manifest, _check_run, _refuse_picks, _wrote
-from verifyprof.cli.load_declarations import CaptureContextOpt, LoadOptionOpt, declarations
+from verifyprof.cli.load_declarations import (
+    CaptureContextOpt,
+    LoadOptionOpt,
+    capture_contexts,
+    load_options,
+)
 from verifyprof.cli.options import (
     BaselineTpsOpt,
     BatchOpt,
@@ -102,15 +107,12 @@ ReportSourcesArg = Annotated[
 ]
 
 
-def _checked(
-    accept_len: float | None, manifest, step: str | None, step_range: str | None, **plain: Any
-) -> None:
-    """Every option before any input is read or output written (``plain``: plain decoding's
-    ``baseline_tps`` / ``decode_ms``)."""
+def _checked(options, manifest) -> None:
+    """Every option before any input is read or output written (``options``: the command's
+    numbers and step choice, as a ``WhatifOptions``)."""
     from verifyprof import pipeline
 
-    options = pipeline.WhatifOptions(accept_len=accept_len, step=step, step_range=step_range)
-    pipeline.check(replace(options, **plain))
+    pipeline.check(options)
     if manifest is not None:
         _check_manifest(manifest)
 
@@ -141,7 +143,8 @@ def compare(
         files={"--manifest": manifest, "--taxonomy": taxonomy},
         numbers={"--accept-len": accept_len, "--gate": gate},
     )
-    _checked(accept_len, manifest, step, step_range)  # --gate: a finite number in _check_run
+    asked = pipeline.WhatifOptions(accept_len=accept_len, step=step, step_range=step_range)
+    _checked(asked, manifest)  # --gate: a finite number in _check_run
     from verifyprof.report import compare as show  # after the checks
     from verifyprof.report import files, progress
 
@@ -192,7 +195,7 @@ def report(
     count and load curves with each point's basis, steps, timeline, kernels, heatmap. --json
     prints the page's numbers (with -o, after writing it)."""
     from verifyprof import pipeline
-    from verifyprof.cli.analysis import _load_lists
+    from verifyprof.cli.analysis import _number_list
     from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.plumbing.outputs import writes_stdout
     from verifyprof.pipeline.capture_inputs import expand_captures
@@ -203,8 +206,9 @@ def report(
     if as_json and out is not None and writes_stdout(out):
         raise VerifyprofError("report: -o - and --json both print on stdout: give -o a file")
     captures = expand_captures(sources)
-    load = _load_lists(batch, context) | {"model": model, "hardware": hardware}
-    load |= declarations(load_option, capture_context)
+    today_batch, batches = _number_list(batch, "--batch", int)  # one number, or the load curve's
+    today_context, contexts = _number_list(context, "--context", float)
+    declared = load_options(load_option), capture_contexts(capture_context)
     _check_run(  # inputs, file options, numbers and the -o file, before any work (issue 22)
         sources={"": captures, "the --compare input": [compare_with] if compare_with else []},
         files={"--manifest": manifest, "--taxonomy": taxonomy},
@@ -216,24 +220,18 @@ def report(
             "--decode-ms": decode_ms,
         },
     )
-    plain = {"baseline_tps": baseline_tps, "decode_ms": decode_ms} | load
-    _checked(accept_len, manifest, step, step_range, **plain)
+    asked = pipeline.WhatifOptions(  # the page's model: each option by its name
+        accept_len=accept_len, step=step, step_range=step_range, baseline_tps=baseline_tps,
+        decode_ms=decode_ms, batch=today_batch, batches=batches, context=today_context,
+        contexts=contexts, model=model, hardware=hardware, load_options=declared[0],
+        capture_contexts=declared[1],
+    )  # fmt: skip
+    _checked(asked, manifest)  # --width, --mode: picked (or refused) where the steps are read
+    options = replace(asked, manifest=manifest, whole_trace=whole_trace, width=width, mode=mode)
     from verifyprof.report import progress
 
     with progress.status(f"reading {', '.join(captures)[:60]} for the report", quiet):
-        data = pipeline.report(
-            captures,
-            compare_with=compare_with,
-            accept_len=accept_len,
-            manifest=manifest,
-            step_regex=step_range,
-            taxonomy=taxonomy,
-            whole_trace=whole_trace,
-            step=step,
-            width=width,
-            mode=mode,
-            **plain,
-        )
+        data = pipeline.report(captures, compare_with, taxonomy=taxonomy, options=options)
     if out is not None:
         from verifyprof.report import html
 

@@ -19,6 +19,7 @@ from verifyprof.model.decision.captures import one_model
 from verifyprof.model.decision.whatif import Given, Prepared, WhatifOptions, prepare
 from verifyprof.model.inputs.step_attrs import with_attr_columns
 from verifyprof.pipeline.capture_inputs import expand_captures  # noqa: F401 - re-exported
+from verifyprof.pipeline.model_files import resolve_given
 from verifyprof.pipeline.resolve import Resolved
 from verifyprof.pipeline.run import Run, open_run
 
@@ -104,7 +105,7 @@ def by_batch(run: Run, head: Prepared) -> list[tuple[int, Prepared]]:
     :data:`MIN_STEPS` steps each; the steps that name no batch stay in every one. The most
     frequent batch first: today's run."""
     resolved = run.resolved
-    frame = resolved.frame
+    frame, o = resolved.frame, resolved.options
     steps = with_attr_columns(frame.steps)
     verify = steps[steps["_phase"] == "verify"]
     counts = verify["_batch"].dropna().astype(int).value_counts()
@@ -118,7 +119,7 @@ def by_batch(run: Run, head: Prepared) -> list[tuple[int, Prepared]]:
     for batch in counts[counts >= MIN_STEPS].index:
         keep = steps["_batch"].isna() | (steps["_batch"] == batch)
         sub = replace(frame, steps=frame.steps[keep.to_numpy()])
-        out.append((int(batch), prepare(sub, resolved.options, given)))
+        out.append((int(batch), prepare(sub, o, resolve_given(sub, o, given))))
     if not out:
         raise VerifyprofError(
             f"no batch size with {MIN_STEPS} or more verify steps tagged bs=", frame.source

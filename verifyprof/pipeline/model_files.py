@@ -6,15 +6,17 @@ reads each once)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from verifyprof.contracts.datafiles import catalogue
-from verifyprof.contracts.manifest import manifest_json
+from verifyprof.contracts.manifest import manifest_json, read_manifest
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.decision.whatif import Given, Prepared, WhatifOptions, prepare
 from verifyprof.model.inputs.hardware import Hardware
 from verifyprof.model.inputs.model_config import ModelConfig
-from verifyprof.model.inputs.profile import VerifyProfile
+from verifyprof.model.inputs.options import check_options, known_acceptance, today_batch
+from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 from verifyprof.pipeline.data_files import load_hardware, load_model_config, published_drafters
 
 
@@ -58,13 +60,39 @@ def given_for(
     manifest: dict | None = None,
 ) -> Given:
     """Everything the model is given for one frame under the options: the files read here, once
-    (``manifest``: its JSON when the caller has read it already)."""
+    (``manifest``: its JSON when the caller has read it already), and what the options resolve to
+    against the frame (:func:`resolve_given`)."""
     hardware, notes = hardware_for(frame, o)
     if manifest is None and o.manifest is not None:
         manifest = manifest_json(o.manifest)
     model = load_model_config(o.model) if o.model else None
     cautions = hardware_caution(frame, o, hardware)
-    return Given(profile, manifest, hardware, tuple(notes), model, published_drafters(), cautions)
+    files = Given(profile, manifest, hardware, tuple(notes), model, published_drafters(), cautions)
+    return resolve_given(frame, o, files)
+
+
+def resolve_given(frame: BreakdownFrame, o: WhatifOptions, files: Given) -> Given:
+    """``files`` with what the options resolve to against the frame, each once, here: the
+    verify profile, the manifest as read for its mode, the accept length (``--accept-len`` >
+    the manifest's > the trace's, :func:`~verifyprof.model.inputs.options.acceptance`) and
+    today's batch (``--batch`` > the trace's ``bs=`` tag > 1). The model takes these as given."""
+    check_options(o)
+    profile = files.profile or verify_profile(frame, step_name=o.step, width=o.width, mode=o.mode)
+    manifest = (
+        read_manifest(o.manifest, mode=profile.verify.mode, data=files.manifest)
+        if o.manifest
+        else None
+    )
+    acceptance = known_acceptance(o, manifest, profile)
+    batch, batch_notes = today_batch(profile, o.batch)
+    return replace(
+        files,
+        profile=profile,
+        parsed_manifest=manifest,
+        acceptance=acceptance,
+        batch=batch,
+        batch_notes=batch_notes,
+    )
 
 
 def hardware_caution(
@@ -116,6 +144,6 @@ class PlainFiles:
 
 
 def prepared_of(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None) -> Prepared:
-    """The model's starting point for a frame, its files resolved here (the notebooks', bench's
-    and tests' way to :func:`~verifyprof.model.decision.whatif.prepare`)."""
-    return prepare(frame, o, given or given_for(frame, o))
+    """The model's starting point for a frame, its files and options resolved here (the
+    notebooks', bench's and tests' way to :func:`~verifyprof.model.decision.whatif.prepare`)."""
+    return prepare(frame, o, resolve_given(frame, o, given) if given else given_for(frame, o))

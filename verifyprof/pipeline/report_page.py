@@ -76,35 +76,39 @@ def report(
     decode_ms: float | None = None,
     width: int | None = None,
     mode: str | None = None,
-    **load: Any,
+    *,
+    options: WhatifOptions | None = None,
 ):
     """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or
     breakdown JSON, about the step group the verdict is about (``step``, ``width``, ``mode``: as
     ``--step``, ``--width`` and ``--mode`` pick it for every command). ``source``: one input, or
     several captures of one program, today's first, made one model as ``whatif CAP...`` makes
-    it (:func:`~verifyprof.pipeline.captures.resolve_captures`: the same call); ``load``: the
-    load curve's options as whatif takes them (``batches``, ``contexts``, ``model``, ...)."""
+    it (:func:`~verifyprof.pipeline.captures.resolve_captures`: the same call). ``options``: the
+    command's own, typed and whole (the CLI's: the load curve's options too); else made of the
+    keywords here."""
     from verifyprof.pipeline.captures import expand_captures, resolve_captures
     from verifyprof.pipeline.run import open_run
 
-    options = WhatifOptions(
-        accept_len=accept_len,
-        manifest=optional_path(manifest),
-        step=step,
-        step_range=step_regex,
-        whole_trace=whole_trace,
-        baseline_tps=baseline_tps,  # plain decoding's rate, as whatif takes it
-        decode_ms=decode_ms,
-        width=width,
-        mode=mode,
-        **load,
-    )
+    if options is None:
+        options = WhatifOptions(
+            accept_len=accept_len,
+            manifest=optional_path(manifest),
+            step=step,
+            step_range=step_regex,
+            whole_trace=whole_trace,
+            baseline_tps=baseline_tps,  # plain decoding's rate, as whatif takes it
+            decode_ms=decode_ms,
+            width=width,
+            mode=mode,
+        )
     sources = [str(s) for s in (source if isinstance(source, list) else [source])]
     captures = expand_captures(sources)
     run, combined = resolve_captures(captures, options, taxonomy=taxonomy, keep_trace=True)
     after = None
     if compare_with is not None:
-        after_options = WhatifOptions(step_range=step_regex, whole_trace=whole_trace)
+        after_options = WhatifOptions(
+            step_range=options.step_range, whole_trace=options.whole_trace
+        )
         after = open_run([compare_with], after_options, taxonomy=taxonomy, keep_trace=True)
     return report_of(run, after, top_kernels, combined, captures)
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from verifyprof.contracts.errors import VerifyprofError
-from verifyprof.contracts.manifest import Manifest, read_manifest
+from verifyprof.contracts.manifest import Manifest
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.cycle.throughput import decode_ms_from
 from verifyprof.model.decision.candidates import Scenario
@@ -24,12 +23,11 @@ from verifyprof.model.inputs.given import Given
 from verifyprof.model.inputs.options import (
     Acceptance,
     WhatifOptions,
-    _check_options,
     acceptance,
     check_options,
     decode_inputs,
 )
-from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
+from verifyprof.model.inputs.profile import VerifyProfile
 
 __all__ = [
     "Acceptance",
@@ -57,32 +55,14 @@ class Prepared:
     rates: Rates | None = None  # every anchoring rate, by source, and the baseline's check
 
 
-def _known_acceptance(o: WhatifOptions, manifest, profile: VerifyProfile):
-    """The accept length and where it came from; none known is refused, saying how to give it."""
-    acc = acceptance(o, manifest, profile)
-    if acc.accept_len is None:
-        raise VerifyprofError(
-            "accept length unknown: give --accept-len, --alpha/--num-draft, --survival or"
-            " --manifest"
-        )
-    return acc
-
-
-def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None) -> Prepared:
-    """The profile and scenario of a breakdown under the options (and a manifest's numbers);
-    ``given``: the profile, manifest JSON, hardware and model config the pipeline resolved
-    (:mod:`verifyprof.pipeline.model_files`); without it, no hardware nor model config."""
-    _check_options(o)
-    given = given or Given()
-    profile = given.profile or verify_profile(frame, step_name=o.step, width=o.width, mode=o.mode)
-    manifest = (
-        read_manifest(o.manifest, mode=profile.verify.mode, data=given.manifest)
-        if o.manifest
-        else None
-    )
-    notes: list[str] = []
-    acc = _known_acceptance(o, manifest, profile)
-    notes.append(f"accept length {acc.accept_len:.3f} from {acc.source}")
+def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given) -> Prepared:
+    """The profile and scenario of a breakdown under the options, from what the pipeline resolved
+    (:func:`verifyprof.pipeline.model_files.given_for`): the profile, the manifest, the files,
+    the accept length and today's batch, each taken as given, never read again from ``o``."""
+    profile, manifest, acc = given.profile, given.parsed_manifest, given.acceptance
+    if profile is None or acc is None or given.batch is None:
+        raise ValueError("prepare: the pipeline resolves the profile, accept length and batch")
+    notes = [f"accept length {acc.accept_len:.3f} from {acc.source}"]
     rates = robust_rates(manifest)
     notes += [f"anchoring rate: {source.words()}" for source in rates.sources]
     num_draft = _num_draft(acc, profile, notes)
@@ -99,13 +79,14 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
         )
     traced_context = _attr_float(profile, "ctx", "context")
     context = o.context if o.context is not None else traced_context
+    notes += given.batch_notes
     scenario = Scenario(
         accept_len=acc.accept_len,
         decode_ms=decode_ms,
         decode_given=o.decode_given,
         draft_ms=draft,
         overhead_ms=overhead,
-        batch=_batch(profile, o, notes),
+        batch=given.batch,
         num_draft=num_draft,
         survival=acc.survival,
         hardware=hardware,
@@ -114,7 +95,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
         context=context or 0.0,
         context_given=o.context is not None and o.context != traced_context,
         drafter_gain=o.drafter_gain,
-        accept_basis="given" if acc.source.startswith(("--", "Eq. 1")) else "measured",
+        accept_basis=acc.basis,
         cautions=given.cautions + ((rates.warning,) if rates.warning else ()),
         published=given.published,
         notes=notes
@@ -144,23 +125,6 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given | None = None)
         manifest,
         rates,
     )
-
-
-def _batch(profile: VerifyProfile, o: WhatifOptions, notes: list[str]) -> int:
-    """Today's batch: the trace's (its steps' ``bs=`` tag); one ``--batch`` number that
-    contradicts it is refused (a list is the load curve's), one given where the trace does not
-    say is named as the user's."""
-    if o.batch is None:
-        return profile.batch or 1
-    if profile.batch and o.batch != profile.batch:
-        raise VerifyprofError(
-            f"--batch {o.batch}: the trace's verify steps ran at batch {profile.batch} (their"
-            " bs= tag); one --batch number names today's batch: give a list (--batch"
-            f" {profile.batch},{o.batch}) for the load curve at other batches"
-        )
-    if not profile.batch:
-        notes.append(f"batch {o.batch} as given (--batch): the trace does not tag its steps'")
-    return o.batch
 
 
 def _num_draft(acc: Acceptance, profile: VerifyProfile, notes: list[str]) -> int | None:

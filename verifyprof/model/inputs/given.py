@@ -6,15 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.inputs.hardware import Hardware
 from verifyprof.model.inputs.model_config import ModelConfig
+from verifyprof.model.inputs.options import Acceptance
 from verifyprof.model.inputs.profile import VerifyProfile
 
 
 @dataclass(frozen=True)
 class Given:
     """The verify profile, the manifest's JSON, the hardware (and the note saying where it came
-    from), the model config and the published drafters' entries (``data/drafters``)."""
+    from), the model config and the published drafters' entries (``data/drafters``); and what the
+    options resolve to against the trace: the accept length and today's batch."""
 
     profile: VerifyProfile | None = None
     manifest: dict | None = None
@@ -23,6 +26,12 @@ class Given:
     model: ModelConfig | None = None
     published: tuple[dict[str, Any], ...] = ()
     cautions: tuple[str, ...] = ()  # a given file the trace contradicts (the GPU named)
+    # what the options resolve to against the trace (pipeline.model_files.resolve_given), once:
+    # the model reads these, never the options they came from
+    parsed_manifest: Manifest | None = None  # the manifest as read for the verify's mode
+    acceptance: Acceptance | None = None  # the accept length: option > manifest > the trace
+    batch: int | None = None  # today's batch: --batch > the trace's bs= tag > 1
+    batch_notes: tuple[str, ...] = ()  # where today's batch came from, where it is said
 
 
 class Files(Protocol):

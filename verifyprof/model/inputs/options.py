@@ -76,10 +76,19 @@ class WhatifOptions:
 
 @dataclass
 class Acceptance:
+    """The accept length, where it came from (option > manifest > the trace) and the survival
+    curve and drafts beside it: resolved once by the pipeline and handed to the model."""
+
     accept_len: float | None
     source: str
     survival: Survival | None = None
     num_draft: int | None = None
+
+    @property
+    def basis(self) -> str:
+        """Whether the accept length is "given" (``--accept-len``, ``--alpha``/``--num-draft``,
+        ``--survival``) or "measured" (the manifest's, the trace's)."""
+        return "given" if self.source.startswith(("--", "Eq. 1")) else "measured"
 
 
 def _check_options(o: WhatifOptions) -> None:
@@ -210,6 +219,36 @@ def acceptance(
             num_draft,
         )
     return Acceptance(None, "", None, num_draft)
+
+
+def known_acceptance(
+    o: WhatifOptions, manifest: Manifest | None, profile: VerifyProfile
+) -> Acceptance:
+    """:func:`acceptance`; none known is refused, saying how to give it."""
+    acc = acceptance(o, manifest, profile)
+    if acc.accept_len is None:
+        raise VerifyprofError(
+            "accept length unknown: give --accept-len, --alpha/--num-draft, --survival or"
+            " --manifest"
+        )
+    return acc
+
+
+def today_batch(profile: VerifyProfile, batch: int | None) -> tuple[int, tuple[str, ...]]:
+    """Today's batch and the note saying where it came from: the trace's (its steps' ``bs=``
+    tag); one ``--batch`` number that contradicts it is refused (a list is the load curve's), one
+    given where the trace does not say is named as the user's."""
+    if batch is None:
+        return profile.batch or 1, ()
+    if profile.batch and batch != profile.batch:
+        raise VerifyprofError(
+            f"--batch {batch}: the trace's verify steps ran at batch {profile.batch} (their"
+            " bs= tag); one --batch number names today's batch: give a list (--batch"
+            f" {profile.batch},{batch}) for the load curve at other batches"
+        )
+    if not profile.batch:
+        return batch, (f"batch {batch} as given (--batch): the trace does not tag its steps'",)
+    return batch, ()
 
 
 def check_options(o: WhatifOptions) -> None:
