@@ -3,17 +3,19 @@
 For each program, the product's path on its capture folder as a user types it (``whatif DIR
 --model M``: :func:`verifyprof.pipeline.resolve_captures` on the folder, every capture in it),
 then every measured (batch, k) of its sweeps against the load curve's prediction, and the issue's
-targets with met / missed. Data: ``bench/results/external_h100`` (issue 41: programs A and B,
-the project did not write them) and ``bench/results/moe_spec_h100`` (issue 42: the project's MoE).
+targets with met / missed. Data: ``bench/results/external_h100`` (issue 41: program A) and
+``external_h100_b2`` (program B, captured at batch 1, 8 and 32; B's first lease, one capture, is
+in git history), which the project did not write, and ``bench/results/moe_spec_h100`` (issue 42:
+the project's MoE; ``moe_spec_h100_2`` its re-measurement, ``--moe-dir``).
 
-    python bench/bench_external.py                  # A, B and MoE
+    python bench/bench_external.py                  # A, B2 and MoE
     python bench/bench_external.py --only A --json out.json
     python bench/bench_external.py --only MoE --moe-dir DIR   # another lease's MoE campaign
                                     # (bench_moe_campaign.py's run unpacked: captures/, measure-M*)
 
 Targets, per program:
 
-* issue 41 (A, B): >= 90% of points within their band + 3% + their measured spread; median
+* issue 41 (A, B2): >= 90% of points within their band + 3% + their measured spread; median
   |error| <= 10%; at every batch the predicted best k's measured rate within 3% of the measured
   best;
 * issue 42 (MoE): at every batch the predicted best (plain decoding is k = 0) measures within 5%
@@ -78,16 +80,6 @@ PROOFS = {
         (1,),
         85.0,  # 18-token prompt + 64 new + k + 1
         120.0,  # 18 + 100 new + k + 1
-    ),
-    "B": Proof(
-        "B: phillip-kravtsov/gpt-fast generate.py 6f68835 (batched, eager)",
-        41,
-        EXT / "captures-b",
-        ROOT / "bench/models/gptfast-7b.toml",
-        (EXT / "sweepB1.json", EXT / "sweepB2.json"),
-        (1, 2, 4, 8, 16, 32, 64),
-        71.0,  # 18 + 48 new + 4 + 1
-        56.0,  # 18 + 32 new + k + 1, rounded up to gpt-fast's multiple of 8
     ),
     "B2": Proof(
         "B2: phillip-kravtsov/gpt-fast generate.py 6f68835 (batched, eager), captured at 1, 8, 32",
@@ -254,7 +246,7 @@ def run(key: str) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="A,B,B2,MoE", help="which programs: A, B, B2, MoE")
+    ap.add_argument("--only", default="A,B2,MoE", help="which programs: A, B2, MoE")
     ap.add_argument("--json", type=Path, help="write every table and target here")
     ap.add_argument("--moe-dir", type=Path, help="the MoE's captures/ and measure-M*.json here")
     a = ap.parse_args()
