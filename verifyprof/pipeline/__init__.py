@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # the names below, imported when first used (a command import
     from verifyprof.model.decision.candidates import Ranking
     from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline.before_after import Loaded, compare, load_input
-    from verifyprof.pipeline.captures import resolve_captures, whatif_run
     from verifyprof.pipeline.model_files import prepared_of
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.reading import (
@@ -48,8 +47,6 @@ _HOME = {
     "Loaded": "verifyprof.pipeline.before_after",
     "compare": "verifyprof.pipeline.before_after",
     "load_input": "verifyprof.pipeline.before_after",
-    "resolve_captures": "verifyprof.pipeline.captures",
-    "whatif_run": "verifyprof.pipeline.captures",
     "prepared_of": "verifyprof.pipeline.model_files",
     "ParallelOptions": "verifyprof.pipeline.parallel",
     "breakdown": "verifyprof.pipeline.reading",
@@ -101,11 +98,8 @@ __all__ = [
     "prepared_of",
     "read_breakdown_json",
     "report",
-    "resolve_captures",
     "story_group",
     "whatif",
-    "whatif_plain",
-    "whatif_run",
 ]
 
 
@@ -138,11 +132,3 @@ def kernels(
         return Run.of_trace(source, options, taxonomy=taxonomy, parts=True).kernels(scope)
     run = open_run([source], options, taxonomy=taxonomy, parts=True, keep_trace=True)
     return run.kernels(scope)
-
-
-def whatif_plain(options: WhatifOptions) -> dict:
-    """``whatif --verify-ms ... --accept-len ...``: plain numbers, no breakdown."""
-    from verifyprof.model.decision.whatif import plain_numbers
-    from verifyprof.pipeline.model_files import PlainFiles
-
-    return plain_numbers(options, PlainFiles(options))

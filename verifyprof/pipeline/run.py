@@ -15,6 +15,7 @@ one program can be fitted together later.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from verifyprof.attribution.kernels import KernelTable
     from verifyprof.contracts.schema import BreakdownFrame
     from verifyprof.model.decision.candidates import Ranking
+    from verifyprof.model.decision.plain_numbers import PlainAnswer
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.verdicts import VerdictScope
     from verifyprof.trace.events import Trace
@@ -188,10 +190,16 @@ class Run:
         return self.resolved.prepared
 
     @cached_property
-    def ranking(self) -> Ranking | None:
-        """Every fix ranked, the plan, the load curve (``whatif``); None without a plan."""
+    def ranking(self) -> Ranking | PlainAnswer | None:
+        """Every fix ranked, the plan, the load curve (``whatif``); None without a plan. Of
+        every capture's model where the run has several (:attr:`joined`); plain numbers'
+        answer where it has no inputs (:attr:`plain`)."""
         from verifyprof.pipeline.verdicts import ranking_of
 
+        if not self.sources:
+            return self.plain
+        if self.joined is not None:
+            return ranking_of(self.joined)
         self.prepared  # noqa: B018
         return ranking_of(self.resolved)
 
@@ -201,6 +209,10 @@ class Run:
         else from only what the verdict names (no load curve)."""
         from verifyprof.pipeline.verdicts import verdict_json
 
+        if self.plain is not None:  # plain numbers: their answer's own verdict
+            return {k: self.plain.to_json()[k] for k in ("verdict", "verdict_parts")}
+        if self.joined is not None:  # several captures: the verdict of their one model
+            return verdict_json(self.joined, self.ranking)
         self.prepared  # noqa: B018
         return verdict_json(self.resolved, self.__dict__.get("ranking"))
 
@@ -293,15 +305,61 @@ class Run:
             raise VerifyprofError("; ".join(self.reasons) or "no plan", source)
         return self.ranking
 
+    # Several captures of one program (``open_run(..., captures=True)``) and plain numbers
+    # (``open_run([], options)``): members of the same run, each made once.
+    captures: tuple[str, ...] = ()  # every capture of the program, today's (this run) first
+
+    @cached_property
+    def members(self) -> list[Run]:
+        """Every capture's own run, today's (this one) first, each read and resolved once."""
+        rest = [
+            Run([c], replace(self.options, source=c), self.parallel, taxonomy=self.taxonomy)
+            for c in self.captures[1:]
+        ]
+        return [self, *rest]
+
+    @cached_property
+    def joined(self) -> Resolved | None:
+        """This run's state with one model of every capture (their steps the measured points
+        of its load and draft-count curves; a capture driven at several loads split by batch);
+        None: one input at one load, the run's own state (:attr:`resolved`)."""
+        from verifyprof.pipeline.captures import join
+
+        return join(self.members, self.options) if self.captures else None
+
+    @cached_property
+    def plain(self) -> PlainAnswer | None:
+        """Plain numbers' answer (a run of no inputs: ``whatif --verify-ms V --accept-len A``),
+        the files the options name read once; None for a run of inputs."""
+        from verifyprof.model.decision.plain_numbers import plain_answer
+        from verifyprof.pipeline.model_files import PlainFiles
+
+        return None if self.sources else plain_answer(self.options, PlainFiles(self.options))
+
 
 def open_run(
     sources: list[str | Path] | str | Path,
     options: WhatifOptions | None = None,
     parallel: ParallelOptions | None = None,
+    *,
+    captures: bool = False,
     **kw: Any,
 ) -> Run:
     """The one way into the pipeline: a :class:`Run` of the inputs (a trace, a capture folder, a
-    breakdown JSON, or several trace files) under the options."""
+    breakdown JSON, or several trace files) under the options. ``captures``: the inputs are
+    captures of one program (``whatif CAP...``, ``report CAP...``; a ``capture --batches``
+    folder stands for its captures): the run is today's, the first, and the others its
+    :attr:`~Run.members`. No inputs: plain numbers (``whatif --verify-ms ...``)."""
     if isinstance(sources, (str, Path)):
         sources = [sources]
+    if captures:
+        from verifyprof.pipeline.captures import capture_options, expand_captures
+
+        found = expand_captures([str(s) for s in sources])
+        if not found:
+            raise VerifyprofError("no captures given")
+        options = capture_options(found, options or WhatifOptions())
+        run = Run(found[:1], replace(options, source=found[0]), parallel, **kw)
+        run.captures = tuple(found)
+        return run
     return Run(list(sources), options, parallel, **kw)

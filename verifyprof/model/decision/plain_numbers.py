@@ -3,7 +3,7 @@ the verdict, from plain numbers (no trace)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
@@ -23,6 +23,30 @@ from verifyprof.model.inputs.leviathan import (
     walltime_improvement,
 )
 from verifyprof.model.inputs.options import WhatifOptions, _check_options, acceptance, decode_inputs
+
+
+@dataclass(frozen=True)
+class PlainAnswer:
+    """Plain numbers' answer as a run gives a ranking: its JSON (a trace ranking's schema), the
+    load curve (JSON; None and why not) and the verdict, where a trace's run has them."""
+
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+    @property
+    def load(self) -> dict[str, Any] | None:
+        return self.data.get("load_curve")
+
+    @property
+    def load_skipped(self) -> str | None:
+        return self.data.get("load_curve_skipped")
+
+
+def plain_answer(o: WhatifOptions, files: Files | None = None) -> PlainAnswer:
+    """:func:`plain_numbers` as a run's answer (:attr:`verifyprof.pipeline.run.Run.plain`)."""
+    return PlainAnswer(plain_numbers(o, files))
 
 
 def plain_numbers(o: WhatifOptions, files: Files | None = None) -> dict[str, Any]:
