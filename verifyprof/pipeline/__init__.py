@@ -30,7 +30,12 @@ if TYPE_CHECKING:  # the names below, imported when first used (a command import
         load,
         read_breakdown_json,
     )
-    from verifyprof.pipeline.report_page import group_regex, median_verify_windows, report
+    from verifyprof.pipeline.report_page import (
+        group_regex,
+        median_verify_windows,
+        report,
+        report_of,
+    )
     from verifyprof.pipeline.resolve import check, story_group
     from verifyprof.pipeline.run import Run, open_run
     from verifyprof.trace.events import Trace
@@ -56,6 +61,7 @@ _HOME = {
     "group_regex": "verifyprof.pipeline.report_page",
     "median_verify_windows": "verifyprof.pipeline.report_page",
     "report": "verifyprof.pipeline.report_page",
+    "report_of": "verifyprof.pipeline.report_page",
     "check": "verifyprof.pipeline.option_checks",
     "story_group": "verifyprof.pipeline.resolve",
     "Run": "verifyprof.pipeline.run",
@@ -98,6 +104,7 @@ __all__ = [
     "prepared_of",
     "read_breakdown_json",
     "report",
+    "report_of",
     "story_group",
     "whatif",
 ]
