@@ -174,16 +174,11 @@ def _numbers(o: WhatifOptions, files: Files) -> dict[str, Any]:
         if o is not asked and o.context == DEFAULT_CONTEXT:
             ranking["basis"]["assumed"].insert(0, CONTEXT_NOTE)
         return result | ranking
-    verdict = plain_verdict(cycle, source)
-    plain = (
-        PlainDecoding(Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), source, cycle).to_json()
-        if cycle.decode_ms is not None
-        else None
-    )
+    verdict, plain = plain_verdict(cycle, source), plain_decoding(cycle, source)
     return result | {
         "verdict": verdict.text(),
         "verdict_parts": verdict.to_json(),
-        "plain_decoding": plain,
+        "plain_decoding": plain.to_json() if plain is not None else None,
     }
 
 
@@ -274,15 +269,10 @@ def _load(o: WhatifOptions, cycle: Cycle, acc, files: Files) -> dict[str, Any]:
     if not (o.batches or o.contexts or o.model):
         return {}
     return plain_load(
-        cycle.verify_ms,
-        cycle.accept_len,
+        cycle,
         acc.num_draft or o.num_draft,
-        draft_ms=cycle.draft_ms,
-        overhead_ms=cycle.overhead_ms,
-        decode_ms=cycle.decode_ms,
         model=files.model(),
         hardware=files.hardware(),
-        batch=o.batch or 1,
         batches=o.batches,
         contexts=o.contexts,
         context=o.context or 0.0,
@@ -293,21 +283,22 @@ def _load(o: WhatifOptions, cycle: Cycle, acc, files: Files) -> dict[str, Any]:
 
 def plain_verdict(cycle: Cycle, baseline_source: str) -> Verdict:
     """The verdict of plain numbers: the cycle, and speculate or not when a baseline is given."""
-    step = (
-        f"cycle {cycle.cycle_ms:.3f} ms (verify {cycle.verify_ms:.3f} + draft {cycle.draft_ms:.3f}"
-        f" + overhead {cycle.overhead_ms:.3f}) at accept length {cycle.accept_len:.2f}:"
-        f" {cycle.tokens_per_s:.1f} tok/s per request."
-    )
-    verdict = Verdict(group="plain numbers (no trace)", step=step)
-    if cycle.decode_ms is None:
+    verdict = Verdict(group="plain numbers (no trace)", step=cycle.words())
+    plain = plain_decoding(cycle, baseline_source)
+    if plain is None:
         verdict.reasons.append(
             "no plain-decoding rate to compare with: give --baseline-tps or --decode-ms"
         )
         return verdict
-    plain = PlainDecoding(
-        Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), f"{baseline_source}", cycle
-    )
     verdict.decision = decision_words(plain)
     if plain.speculation_loses:
         verdict.warnings.append(verdict.decision)
     return verdict
+
+
+def plain_decoding(cycle: Cycle, baseline_source: str) -> PlainDecoding | None:
+    """Plain decoding at the given rate (one token a step), beside today's cycle; None without
+    a rate."""
+    if cycle.decode_ms is None:
+        return None
+    return PlainDecoding(Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), baseline_source, cycle)
