@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.manifest import manifest_json
 from verifyprof.model.decision.whatif import Prepared, WhatifOptions
-from verifyprof.pipeline import reading
 from verifyprof.pipeline.resolve import (
     Input,
     Profiles,
@@ -107,6 +106,7 @@ class Run:
     def trace(self) -> Trace | None:
         """The one trace, read once; None for a breakdown JSON or several nsys files (those are
         broken down file by file and keep no events)."""
+        from verifyprof.pipeline import reading
         from verifyprof.pipeline.parallel import rank_files
         from verifyprof.trace.sources import NSYS_KINDS, sniff
 
@@ -120,6 +120,8 @@ class Run:
     @cached_property
     def breakdown(self) -> Breakdown | None:
         """Per step and device, where the time went; None for a breakdown JSON."""
+        from verifyprof.pipeline import reading
+
         if self.is_breakdown_json:
             return None
         o = self.options
@@ -140,6 +142,8 @@ class Run:
     @cached_property
     def frame(self) -> BreakdownFrame:
         """What the model consumes: the breakdown's frame, or the breakdown JSON read back."""
+        from verifyprof.pipeline import reading
+
         if self.is_breakdown_json:
             return reading.read_breakdown_json(
                 Path(self.inputs[0].spec)
@@ -275,6 +279,7 @@ class Run:
         from verifyprof.attribution.kernels import kernel_table
         from verifyprof.attribution.taxonomy import load_taxonomy
         from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+        from verifyprof.pipeline import reading
         from verifyprof.pipeline.kernel_scope import SCOPES, story_kernels
 
         if scope not in SCOPES:
