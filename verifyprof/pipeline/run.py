@@ -9,8 +9,10 @@ attribution's one assignment, cycle windows included) and the step group is deci
 ``report`` and ``load`` are each answered from it: a command computes only what it prints
 (``verdict_line`` makes the candidates and plan it names, not the load curve).
 
-``Run.prepared`` (the model's state) and ``Run.manifest`` stay reachable so that several runs of
-one program can be fitted together later.
+Several captures of one program are one run too (``open_run(captures, options, captures=True)``):
+every capture's run is a member, read and resolved once, and the ranking, verdict and load are
+of their one model (``Run.joined``). Plain numbers are a run of no inputs (``open_run([],
+options)``), answered through the same ``ranking``, ``verdict`` and ``load``.
 """
 
 from __future__ import annotations
@@ -222,7 +224,8 @@ class Run:
 
     @property
     def load(self):
-        """The load curve (``whatif --batch/--context``): (LoadCurve or None, why not)."""
+        """The load curve (``whatif --batch/--context``): (LoadCurve or None, why not); plain
+        numbers' as JSON."""
         if self.ranking is None:
             return None, "; ".join(self.reasons) or "no plan"
         return self.ranking.load, self.ranking.load_skipped
