@@ -3,6 +3,8 @@
 (sqlite3 fetchall, json.loads), the breakdown as the CLI runs it (one file, per-rank files over
 local workers or a Dask LocalCluster, under the CLI's status line on a pseudo-terminal), and the
 machine's own ceiling on a 2-process speedup. Times exclude interpreter start and imports.
+
+A stage-level micro-benchmark: the readers and the breakdown timed themselves, below any run.
 """
 
 from __future__ import annotations

@@ -337,7 +337,8 @@ def whatif(
     pipeline.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
         parallel = _parallel(workers, scheduler, strict, shown)
-        run, ranking = pipeline.whatif_run(captures, options, parallel)
+        run = pipeline.open_run(captures, options, parallel, captures=True)
+        ranking = run.ranking  # of every capture's model (run.joined), or today's alone
     _print_ranking(run, ranking, source, as_json, details)
 
 
@@ -347,7 +348,8 @@ def _print_plain(options, as_json: bool, details: bool) -> None:
     from verifyprof.report import files
     from verifyprof.report import whatif as show
 
-    result = {"schema": pipeline.WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
+    plain = pipeline.open_run([], options).ranking  # plain numbers: a run of no inputs
+    result = {"schema": pipeline.WHATIF_SCHEMA, "unit": "ms", **plain.to_json()}
     files.print_json(result) if as_json else show.print_plain(result, details=details)
 
 

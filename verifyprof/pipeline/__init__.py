@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # the names below, imported when first used (a command import
     from verifyprof.model.decision.candidates import Ranking
     from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline.before_after import Loaded, compare, load_input
-    from verifyprof.pipeline.captures import resolve_captures, whatif_run
     from verifyprof.pipeline.model_files import prepared_of
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.reading import (
@@ -31,7 +30,12 @@ if TYPE_CHECKING:  # the names below, imported when first used (a command import
         load,
         read_breakdown_json,
     )
-    from verifyprof.pipeline.report_page import group_regex, median_verify_windows, report
+    from verifyprof.pipeline.report_page import (
+        group_regex,
+        median_verify_windows,
+        report,
+        report_of,
+    )
     from verifyprof.pipeline.resolve import check, story_group
     from verifyprof.pipeline.run import Run, open_run
     from verifyprof.trace.events import Trace
@@ -48,8 +52,6 @@ _HOME = {
     "Loaded": "verifyprof.pipeline.before_after",
     "compare": "verifyprof.pipeline.before_after",
     "load_input": "verifyprof.pipeline.before_after",
-    "resolve_captures": "verifyprof.pipeline.captures",
-    "whatif_run": "verifyprof.pipeline.captures",
     "prepared_of": "verifyprof.pipeline.model_files",
     "ParallelOptions": "verifyprof.pipeline.parallel",
     "breakdown": "verifyprof.pipeline.reading",
@@ -59,6 +61,7 @@ _HOME = {
     "group_regex": "verifyprof.pipeline.report_page",
     "median_verify_windows": "verifyprof.pipeline.report_page",
     "report": "verifyprof.pipeline.report_page",
+    "report_of": "verifyprof.pipeline.report_page",
     "check": "verifyprof.pipeline.option_checks",
     "story_group": "verifyprof.pipeline.resolve",
     "Run": "verifyprof.pipeline.run",
@@ -101,11 +104,9 @@ __all__ = [
     "prepared_of",
     "read_breakdown_json",
     "report",
-    "resolve_captures",
+    "report_of",
     "story_group",
     "whatif",
-    "whatif_plain",
-    "whatif_run",
 ]
 
 
@@ -138,11 +139,3 @@ def kernels(
         return Run.of_trace(source, options, taxonomy=taxonomy, parts=True).kernels(scope)
     run = open_run([source], options, taxonomy=taxonomy, parts=True, keep_trace=True)
     return run.kernels(scope)
-
-
-def whatif_plain(options: WhatifOptions) -> dict:
-    """``whatif --verify-ms ... --accept-len ...``: plain numbers, no breakdown."""
-    from verifyprof.model.decision.whatif import plain_numbers
-    from verifyprof.pipeline.model_files import PlainFiles
-
-    return plain_numbers(options, PlainFiles(options))

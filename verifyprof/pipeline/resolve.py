@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
@@ -21,6 +20,9 @@ from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 from verifyprof.pipeline.option_checks import CYCLE_PARTS, check  # noqa: F401 - re-exported
 from verifyprof.trace.inputs import kept_breakdown
 from verifyprof.trace.sources import is_breakdown_json
+
+if TYPE_CHECKING:  # a breakdown is made by reading; resolving one needs only its type
+    from verifyprof.attribution.breakdown import Breakdown
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,15 @@ attribution's one assignment, cycle windows included) and the step group is deci
 ``report`` and ``load`` are each answered from it: a command computes only what it prints
 (``verdict_line`` makes the candidates and plan it names, not the load curve).
 
-``Run.prepared`` (the model's state) and ``Run.manifest`` stay reachable so that several runs of
-one program can be fitted together later.
+Several captures of one program are one run too (``open_run(captures, options, captures=True)``):
+every capture's run is a member, read and resolved once, and the ranking, verdict and load are
+of their one model (``Run.joined``). Plain numbers are a run of no inputs (``open_run([],
+options)``), answered through the same ``ranking``, ``verdict`` and ``load``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.manifest import manifest_json
 from verifyprof.model.decision.whatif import Prepared, WhatifOptions
-from verifyprof.pipeline import reading
 from verifyprof.pipeline.resolve import (
     Input,
     Profiles,
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from verifyprof.attribution.kernels import KernelTable
     from verifyprof.contracts.schema import BreakdownFrame
     from verifyprof.model.decision.candidates import Ranking
+    from verifyprof.model.decision.plain_numbers import PlainAnswer
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.verdicts import VerdictScope
     from verifyprof.trace.events import Trace
@@ -105,6 +108,7 @@ class Run:
     def trace(self) -> Trace | None:
         """The one trace, read once; None for a breakdown JSON or several nsys files (those are
         broken down file by file and keep no events)."""
+        from verifyprof.pipeline import reading
         from verifyprof.pipeline.parallel import rank_files
         from verifyprof.trace.sources import NSYS_KINDS, sniff
 
@@ -118,6 +122,8 @@ class Run:
     @cached_property
     def breakdown(self) -> Breakdown | None:
         """Per step and device, where the time went; None for a breakdown JSON."""
+        from verifyprof.pipeline import reading
+
         if self.is_breakdown_json:
             return None
         o = self.options
@@ -138,6 +144,8 @@ class Run:
     @cached_property
     def frame(self) -> BreakdownFrame:
         """What the model consumes: the breakdown's frame, or the breakdown JSON read back."""
+        from verifyprof.pipeline import reading
+
         if self.is_breakdown_json:
             return reading.read_breakdown_json(
                 Path(self.inputs[0].spec)
@@ -188,10 +196,16 @@ class Run:
         return self.resolved.prepared
 
     @cached_property
-    def ranking(self) -> Ranking | None:
-        """Every fix ranked, the plan, the load curve (``whatif``); None without a plan."""
+    def ranking(self) -> Ranking | PlainAnswer | None:
+        """Every fix ranked, the plan, the load curve (``whatif``); None without a plan. Of
+        every capture's model where the run has several (:attr:`joined`); plain numbers'
+        answer where it has no inputs (:attr:`plain`)."""
         from verifyprof.pipeline.verdicts import ranking_of
 
+        if not self.sources:
+            return self.plain
+        if self.joined is not None:
+            return ranking_of(self.joined)
         self.prepared  # noqa: B018
         return ranking_of(self.resolved)
 
@@ -201,12 +215,17 @@ class Run:
         else from only what the verdict names (no load curve)."""
         from verifyprof.pipeline.verdicts import verdict_json
 
+        if self.plain is not None:  # plain numbers: their answer's own verdict
+            return {k: self.plain.to_json()[k] for k in ("verdict", "verdict_parts")}
+        if self.joined is not None:  # several captures: the verdict of their one model
+            return verdict_json(self.joined, self.ranking)
         self.prepared  # noqa: B018
         return verdict_json(self.resolved, self.__dict__.get("ranking"))
 
     @property
     def load(self):
-        """The load curve (``whatif --batch/--context``): (LoadCurve or None, why not)."""
+        """The load curve (``whatif --batch/--context``): (LoadCurve or None, why not); plain
+        numbers' as JSON."""
         if self.ranking is None:
             return None, "; ".join(self.reasons) or "no plan"
         return self.ranking.load, self.ranking.load_skipped
@@ -263,6 +282,7 @@ class Run:
         from verifyprof.attribution.kernels import kernel_table
         from verifyprof.attribution.taxonomy import load_taxonomy
         from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+        from verifyprof.pipeline import reading
         from verifyprof.pipeline.kernel_scope import SCOPES, story_kernels
 
         if scope not in SCOPES:
@@ -293,15 +313,61 @@ class Run:
             raise VerifyprofError("; ".join(self.reasons) or "no plan", source)
         return self.ranking
 
+    # Several captures of one program (``open_run(..., captures=True)``) and plain numbers
+    # (``open_run([], options)``): members of the same run, each made once.
+    captures: tuple[str, ...] = ()  # every capture of the program, today's (this run) first
+
+    @cached_property
+    def members(self) -> list[Run]:
+        """Every capture's own run, today's (this one) first, each read and resolved once."""
+        rest = [
+            Run([c], replace(self.options, source=c), self.parallel, taxonomy=self.taxonomy)
+            for c in self.captures[1:]
+        ]
+        return [self, *rest]
+
+    @cached_property
+    def joined(self) -> Resolved | None:
+        """This run's state with one model of every capture (their steps the measured points
+        of its load and draft-count curves; a capture driven at several loads split by batch);
+        None: one input at one load, the run's own state (:attr:`resolved`)."""
+        from verifyprof.pipeline.captures import join
+
+        return join(self.members, self.options) if self.captures else None
+
+    @cached_property
+    def plain(self) -> PlainAnswer | None:
+        """Plain numbers' answer (a run of no inputs: ``whatif --verify-ms V --accept-len A``),
+        the files the options name read once; None for a run of inputs."""
+        from verifyprof.model.decision.plain_numbers import plain_answer
+        from verifyprof.pipeline.model_files import PlainFiles
+
+        return None if self.sources else plain_answer(self.options, PlainFiles(self.options))
+
 
 def open_run(
     sources: list[str | Path] | str | Path,
     options: WhatifOptions | None = None,
     parallel: ParallelOptions | None = None,
+    *,
+    captures: bool = False,
     **kw: Any,
 ) -> Run:
     """The one way into the pipeline: a :class:`Run` of the inputs (a trace, a capture folder, a
-    breakdown JSON, or several trace files) under the options."""
+    breakdown JSON, or several trace files) under the options. ``captures``: the inputs are
+    captures of one program (``whatif CAP...``, ``report CAP...``; a ``capture --batches``
+    folder stands for its captures): the run is today's, the first, and the others its
+    :attr:`~Run.members`. No inputs: plain numbers (``whatif --verify-ms ...``)."""
     if isinstance(sources, (str, Path)):
         sources = [sources]
+    if captures:
+        from verifyprof.pipeline.captures import capture_options, expand_captures
+
+        found = expand_captures([str(s) for s in sources])
+        if not found:
+            raise VerifyprofError("no captures given")
+        options = capture_options(found, options or WhatifOptions())
+        run = Run(found[:1], replace(options, source=found[0]), parallel, **kw)
+        run.captures = tuple(found)
+        return run
     return Run(list(sources), options, parallel, **kw)

@@ -24,6 +24,7 @@ from verifyprof.model.decision.candidates import (
     rank_candidates,
     verdict_of,
 )
+from verifyprof.model.decision.plain_load import numbers_profile
 from verifyprof.model.decision.plain_roofline import (
     PEAK_DTYPE,
     REST,
@@ -40,7 +41,6 @@ from verifyprof.model.inputs.hardware import Hardware
 from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.model.inputs.profile import VerifyProfile
-from verifyprof.model.inputs.step_group import StepGroup
 
 # What plain numbers can rank (no_speculation comes with every ranking); the rest need a trace.
 FROM_NUMBERS = (
@@ -183,32 +183,6 @@ def split_verify(
     return phases_ms, calls, basis
 
 
-def numbers_profile(
-    verify_ms: float, width: int, batch: int, phases_ms: dict[str, float], allreduces: float
-) -> VerifyProfile:
-    """The verify of plain numbers as the model's profile: one step, its phases as split."""
-    group = StepGroup(
-        name="verify (plain numbers)",
-        device=0,
-        rank=0,
-        steps=1,
-        mode="graph",  # how the verify runs is not given: it is left as it is
-        wall_ms=verify_ms,
-        gpu_span_ms=verify_ms,
-        phases_ms=phases_ms,
-        totals_ms={p: (phases_ms.get(p, 0.0) if p == "allreduce" else 0.0) for p in phases.TOTALS},
-        kernels=0.0,
-        launches=0.0,
-        graph_launches=0.0,
-        comm_calls=allreduces or None,
-        comm_wait_ms=0.0,
-        counts={p: 0.0 for p in phases.PRIORITY},
-        attrs={},
-        window_ms=verify_ms,
-    )
-    return VerifyProfile(verify=group, width=width, batch=batch, devices=1, source="plain numbers")
-
-
 def plain_ranking(
     o: WhatifOptions,
     cycle: Cycle,
@@ -235,7 +209,7 @@ def plain_ranking(
             "drafts cost nothing (no --draft-ms or --draft-cost-ratio): the draft count's"
             " tokens/s counts only the verify's growth with width"
         )
-    profile = numbers_profile(cycle.verify_ms, width, cycle.batch, phases_ms, calls)
+    profile = _split_profile(cycle, width, phases_ms, calls)
     scenario = Scenario(
         accept_len=cycle.accept_len,
         decode_ms=cycle.decode_ms,
@@ -288,6 +262,25 @@ def plain_ranking(
     if roofline_ms is not None and ranking.plain is not None:
         hedge(ranking, roofline_ms)
     return _to_json(ranking, basis)
+
+
+def _split_profile(
+    cycle: Cycle, width: int, phases_ms: dict[str, float], calls: float
+) -> VerifyProfile:
+    """The verify of plain numbers as the model's profile: one step, its phases as split."""
+    return numbers_profile(
+        cycle.verify_ms,
+        width,
+        cycle.batch,
+        phases_ms,
+        name="verify (plain numbers)",
+        mode="graph",  # how the verify runs is not given: it is left as it is
+        totals_ms={p: (phases_ms.get(p, 0.0) if p == "allreduce" else 0.0) for p in phases.TOTALS},
+        comm_calls=calls or None,
+        comm_wait_ms=0.0,
+        counts={p: 0.0 for p in phases.PRIORITY},
+        window_ms=cycle.verify_ms,
+    )
 
 
 def _phases_of(
@@ -354,13 +347,7 @@ def _sources(r: Ranking, baseline: str | None, split: bool) -> None:
 def _verdict(r: Ranking, basis: Basis) -> Verdict:
     """The trace's verdict with the step in plain numbers' words."""
     v = verdict_of(r)
-    c = r.current
-    v.group = "plain numbers (no trace)"
-    v.step = (
-        f"cycle {c.cycle_ms:.3f} ms (verify {c.verify_ms:.3f} + draft {c.draft_ms:.3f} + overhead"
-        f" {c.overhead_ms:.3f}) at accept length {c.accept_len:.2f}: {c.tokens_per_s:.1f} tok/s"
-        " per request."
-    )
+    v.group, v.step = "plain numbers (no trace)", r.current.words()
     return v
 
 
