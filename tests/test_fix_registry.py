@@ -124,3 +124,18 @@ def test_every_fix_names_a_phase_and_a_part_that_exist_once():
 def test_every_fix_compare_applies_for_a_change_is_registered(fused, draft_graph):
     change = Change(graph=True, fused=fused, draft_graph=draft_graph, draft_fused=fused)
     assert change.fixes and set(change.fixes) <= set(registry.names())
+
+
+@pytest.mark.parametrize("speculative_only", [True, False])
+def test_plain_decoding_along_the_plan_takes_a_registered_fix_unless_speculative_only(
+    monkeypatch, speculative_only
+):
+    """Plain decoding beside each plan line has the plan's fixes so far that a decode step has:
+    a speculative-only one leaves its rate where the line above left it."""
+    gone = removing("attention", share=1.0)
+    register(monkeypatch, gone, shrinks=("attention",), speculative_only=speculative_only)
+    doc = whatif(*DENSE_EAGER)
+    line = names(doc, "plan").index(NAME)
+    plain = doc["plain_decoding"]
+    along = [plain["tokens_per_s"], *plain["tokens_per_s_along_plan"]]
+    assert (along[line + 1] == along[line]) is speculative_only
