@@ -66,12 +66,12 @@ MODE_FIXES = {  # how each program reaches a mode from an eager trace (candidate
 
 def predict(prep, fixes: tuple[str, ...], k: int):
     """The cycle (ms), tokens/s and accept length after ``fixes`` with ``k`` drafts."""
-    from verifyprof.model.decision.candidates import _builders
     from verifyprof.model.fixes.base import Skip, cycle_of
     from verifyprof.model.fixes.cycle import plain_state
     from verifyprof.model.fixes.draft import accept_at, at_drafts
+    from verifyprof.model.fixes.registry import builders as fix_builders
 
-    builders = dict(_builders())
+    builders = dict(fix_builders())
     profile, s = prep.profile, prep.scenario
     k0 = s.num_draft or K_TRACED
     source = ""

@@ -18,12 +18,7 @@ from typing import Any
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.cycle.throughput import Cycle
-from verifyprof.model.decision.candidates import (
-    CANDIDATE_NAMES,
-    Ranking,
-    rank_candidates,
-    verdict_of,
-)
+from verifyprof.model.decision.candidates import Ranking, rank_candidates, verdict_of
 from verifyprof.model.decision.plain_load import numbers_profile
 from verifyprof.model.decision.plain_roofline import (
     PEAK_DTYPE,
@@ -34,7 +29,9 @@ from verifyprof.model.decision.plain_roofline import (
 )
 from verifyprof.model.decision.speculate import draft_curve
 from verifyprof.model.decision.verdict import Verdict
+from verifyprof.model.fixes import registry
 from verifyprof.model.fixes.base import Scenario
+from verifyprof.model.fixes.registry import NO_SPECULATION
 from verifyprof.model.inputs.acceptance import Survival
 from verifyprof.model.inputs.given import Files, NoFiles
 from verifyprof.model.inputs.hardware import Hardware
@@ -42,23 +39,11 @@ from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.model.inputs.profile import VerifyProfile
 
-# What plain numbers can rank (no_speculation comes with every ranking); the rest need a trace.
-FROM_NUMBERS = (
-    "custom_allreduce",
-    "fewer_draft_tokens",
-    "more_draft_tokens",
-    "better_drafter",
-)
+# Why a fix that needs a trace (the registry's needs_trace) is not ranked, unless it says its own.
 NEEDS_TRACE = (
     "needs a trace: plain numbers have no kernels, launches or host time to change (the verify's"
     " phases here are the roofline's)"
 )
-WHY_NOT = {
-    "allreduce_fusion": (
-        "needs a trace: the RMSNorm time and launches it removes are inside the rest the roofline"
-        " does not explain"
-    ),
-}
 ONE_PART = (
     "the verify as one number (no --model and --hardware to split it): no fix from plain numbers"
     " changes it"
@@ -244,9 +229,9 @@ def plain_ranking(
             " or --baseline-tps; never the verify's own time)"
         )
     ranking.skipped += [
-        {"name": name, "reason": WHY_NOT.get(name, NEEDS_TRACE)}
-        for name in CANDIDATE_NAMES
-        if name not in FROM_NUMBERS and name != "no_speculation"
+        {"name": f.name, "reason": f.why_trace or NEEDS_TRACE}
+        for f in registry.FIXES
+        if f.needs_trace
     ]
     ranking.unaddressed = [
         u | {"reason": REST_WORDS if model is not None else ONE_PART}
@@ -318,17 +303,18 @@ def _phases_of(
 def _only(o: WhatifOptions) -> list[str]:
     """The candidates asked for (--candidate) that plain numbers can rank; a trace-only one is
     refused."""
-    if not o.candidates:
-        return list(FROM_NUMBERS)
+    fixes = registry.by_name()
+    if not o.candidates:  # no_speculation comes with every ranking
+        return [f.name for f in fixes.values() if not f.needs_trace and f.name != NO_SPECULATION]
     for name in o.candidates:
-        if name in CANDIDATE_NAMES and name not in FROM_NUMBERS and name != "no_speculation":
+        if name in fixes and fixes[name].needs_trace:
             raise VerifyprofError(f"--candidate {name} {NEEDS_TRACE}")
     return list(o.candidates)
 
 
 def _without_plain(r: Ranking) -> None:
     """No plain-decoding rate given and none predictable: no k = 0, no speculate-or-not."""
-    r.candidates = [c for c in r.candidates if c.name != "no_speculation"]
+    r.candidates = [c for c in r.candidates if c.name != NO_SPECULATION]
     r.plain = None
     r.curve = draft_curve(r.profile, r.scenario, r.current, None)
 
