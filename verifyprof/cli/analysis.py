@@ -170,7 +170,8 @@ def breakdown(
         outputs={"--csv": csv, "--parquet": parquet},
         numbers={"--accept-len": accept_len, "--workers": workers},
     )
-    from verifyprof.report import console, files, integrity, progress  # after the checks
+    # after the checks; the status line first, the analysis's imports (pandas) under it
+    from verifyprof.report import progress
 
     on_stdout = "--json" if as_json else None  # then no output may be stdout
     outputs.protect(
@@ -182,6 +183,8 @@ def breakdown(
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
     ):
+        from verifyprof.report import console, files, integrity
+
         parallel = _parallel(workers, scheduler, strict, shown)
         run, whole = _steps_or_whole_trace(traces, options, parallel, taxonomy)
     result = run.breakdown
