@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import PUBLIC, REPO
 
-EXPORT = PUBLIC / "nsys" / "nsysai_mfu_2gpu_before_nsys2026.2.sqlite"
+EXPORT = PUBLIC / "nsys" / "flameox_cudagraph_rtx3060_nsys2025.5.sqlite"  # real, not gzipped
 
 
 def _env(**extra: str) -> dict[str, str]:
