@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.manifest import manifest_json
-from verifyprof.model.decision.whatif import Prepared, WhatifOptions
+from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.pipeline.resolve import (
     Input,
     Profiles,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from verifyprof.contracts.schema import BreakdownFrame
     from verifyprof.model.decision.candidates import Ranking
     from verifyprof.model.decision.plain_numbers import PlainAnswer
+    from verifyprof.model.decision.whatif import Prepared  # the model, loaded where it is used
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.verdicts import VerdictScope
     from verifyprof.trace.events import Trace
