@@ -1,18 +1,16 @@
 """A capture manifest's ``dilation`` record, read into its :class:`Manifest`: the factor, the
 rates on a request's basis (a batched program reports its batch's), the baseline runs, the
-program's per-sample rates and the unprofiled run's own plain decoding."""
+program's per-sample rates and the unprofiled run's own plain decoding. It fills the fields of
+the ``Manifest`` it is handed (typed ``Any``: this module is below the one that defines it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from verifyprof.contracts.bounds import manifest_number
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_bytes
-
-if TYPE_CHECKING:
-    from verifyprof.contracts.manifest import Manifest
 
 
 def _numbers_of(values: Any) -> tuple[float, ...]:
@@ -26,7 +24,7 @@ def _numbers_of(values: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in values) if ok else ()
 
 
-def _per_request_scale(manifest: Manifest, dilation: dict) -> float:
+def _per_request_scale(manifest: Any, dilation: dict) -> float:
     """A request's share of the rates a ``tokens_per_s`` dilation record holds: the profiled run's
     ``tokens_per_s_per_request`` over its ``tokens_per_s`` where it reported both and they differ
     (a batched program's aggregate), else 1. A record on the per-request basis is kept as is."""
@@ -42,7 +40,7 @@ def _per_request_scale(manifest: Manifest, dilation: dict) -> float:
     return float(each) / float(total)
 
 
-def with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
+def with_dilation(manifest: Any, dilation: Any) -> Any:
     """The manifest's ``dilation`` record, if it has a measured factor (checked like the rest)."""
     if not isinstance(dilation, dict) or dilation.get("factor") is None:
         return manifest
