@@ -12,16 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution.assignment import assign_steps
+from verifyprof.attribution.assignment import AttributedSteps, attributed_steps
 from verifyprof.attribution.integrity import check_links
 from verifyprof.attribution.kernel_names import short_names
-from verifyprof.attribution.steps import (
-    NO_STEP,
-    GpuOps,
-    gpu_ops,
-    launches,
-    link_calls,
-)
+from verifyprof.attribution.steps import NO_STEP, GpuOps, gpu_ops
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import TraceError
@@ -82,19 +76,26 @@ def kernel_table(
     step_regex: str | None = None,
     mode: str | None = None,
     group: tuple[str, str] | None = None,
+    attributed: AttributedSteps | None = None,
 ) -> KernelTable:
     """The kernels of the whole trace, or of those launched inside ranges matching
     ``step_regex``; of those, ``group`` (name, variant): only the steps of that group, as the
     breakdown names and groups steps; ``mode``: only steps run in that mode, "eager" or "graph",
     as the breakdown tells a step's mode (graph when at least half its kernels came from graph
-    launches)."""
-    ops = gpu_ops(trace, taxonomy)
+    launches). ``attributed``: the trace's attributed steps, when a run holds them already (used
+    where they are of ``step_regex``)."""
+    if step_regex is not None and (
+        attributed is None or not attributed.matches(taxonomy, step_regex)
+    ):
+        attributed = attributed_steps(trace, taxonomy, step_regex)
+    ops = gpu_ops(trace, taxonomy) if attributed is None else attributed.ops
     selected = ops.is_kernel.copy()
     if not selected.any():
         raise TraceError("no kernels in the trace", trace.source[0] if trace.source else None)
     scope, n_steps = "whole trace", 0
     if step_regex is not None:
-        inside, n_steps = _inside_steps(trace, ops, step_regex, mode, group)
+        assert attributed is not None
+        inside, n_steps = _inside_steps(attributed, mode, group)
         selected &= inside
         scope = f"kernels launched inside ranges matching '{step_regex}'"
         scope += f", steps {group[0]} [{group[1]}]" if group else ""
@@ -118,29 +119,22 @@ def kernel_table(
 
 
 def _inside_steps(
-    trace: Trace, ops: GpuOps, step_regex: str, mode: str | None, group: tuple[str, str] | None
+    attributed: AttributedSteps, mode: str | None, group: tuple[str, str] | None
 ) -> tuple[np.ndarray, int]:
     """Which ops were launched inside a matching range (of ``group`` and ``mode``), and how many
     such ranges (without a group, the outermost level's: a step holding nested matches counts
     once)."""
-    calls = link_calls(trace, ops)
+    trace, ops = attributed.trace, attributed.ops
+    attributed.calls  # noqa: B018 - links the ops to their calls
     where = trace.source[0] if trace.source else None
     check_links(int((ops.call >= 0).sum()), len(ops), trace.integrity, where)
-    launch, op_launch = launches(ops, calls)
-    assigned = assign_steps(trace, ops, calls, launch, op_launch, step_regex)
-    steps, levels = assigned.steps, assigned.levels
+    steps, levels = attributed.assigned.steps, attributed.assigned.levels
     n = len(steps)
     keep = np.ones(n, dtype=bool)
     if group is not None:
         keep = (steps["name"].to_numpy() == group[0]) & (variants(steps["attrs"]) == group[1])
-    if mode is not None:
-        graphed_op = ops.is_kernel & (ops.call >= 0) & calls.graph_launch[np.maximum(ops.call, 0)]
-        kernels, graphed = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        for op_step, _ in levels:  # a step's ids are its own on every level
-            kernel = ops.is_kernel & (op_step != NO_STEP)
-            kernels += np.bincount(op_step[kernel], minlength=n)
-            graphed += np.bincount(op_step[kernel & graphed_op], minlength=n)
-        keep &= (kernels > 0) & ((graphed * 2 >= kernels) == (mode == "graph"))
+    if mode is not None:  # a step without kernels is in neither mode
+        keep &= attributed.modes == ("graph" if mode == "graph" else "eager")
     inside = np.zeros(len(ops), dtype=bool)
     for op_step, _ in levels:
         inside |= (op_step != NO_STEP) & keep[np.maximum(op_step, 0)]
