@@ -3,13 +3,31 @@ top-kernels table are about), of every step, of ranges given, or of the whole tr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol
+
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts import ranges
 from verifyprof.contracts.schema import group_label
 from verifyprof.trace.events import Trace
 
+if TYPE_CHECKING:
+    from verifyprof.attribution.assignment import AttributedSteps
+    from verifyprof.model.decision.whatif import WhatifOptions
+    from verifyprof.pipeline.resolve import Story
+
 SCOPES = ("story", "all", "range", "whole-trace")
+
+
+class GroupOfRun(Protocol):
+    """What the story's kernels read of a :class:`~verifyprof.pipeline.run.Run` (which imports
+    this module: named here, not imported)."""
+
+    options: WhatifOptions
+    taxonomy: object
+    group: Story | None
+    shown_group: tuple[tuple[str, str], str | None, str]
+    attributed: AttributedSteps | None
 
 
 def group_kernels(
@@ -18,36 +36,30 @@ def group_kernels(
     mode: str | None,
     taxonomy=None,
     step_regex: str | None = None,
+    attributed: AttributedSteps | None = None,
 ) -> KernelTable:
     """The kernels of one step group (name, attributes) in one mode: its steps only, as the
     breakdown (of ``step_regex``, default the default ranges) names and groups them; none of a
-    sibling group (a width sweep's, say) nor of the group's steps run in the other mode."""
+    sibling group (a width sweep's, say) nor of the group's steps run in the other mode.
+    ``attributed``: the trace's attributed steps, when a run holds them."""
     regex = step_regex or ranges.DEFAULT_STEP_REGEX
-    table = kernel_table(trace, load_taxonomy(taxonomy), regex, mode=mode or None, group=group)
+    rules = load_taxonomy(taxonomy)
+    table = kernel_table(trace, rules, regex, mode or None, group, attributed)
     table.scope = f"the step group {group_label(*group)}" + (f", {mode} steps" if mode else "")
     return table
 
 
-def story_kernels(
-    trace: Trace,
-    resolved,
-    step: str | None = None,
-    taxonomy=None,
-    regex: str | None = None,
-) -> KernelTable:
-    """The kernels of a resolved run's story group (``resolve.Resolved``: its story, or the
-    summary's first group when it has no verify group), with the group and the scope in words:
-    ``kernels`` and the report's top-kernels table both list this one."""
-    from verifyprof.pipeline.resolve import CYCLE_PARTS, story_group
+def story_kernels(trace: Trace, run: GroupOfRun, step: str | None = None) -> KernelTable:
+    """The kernels of a run's story group (its story, or the summary's first group when it has
+    no verify group: :attr:`Run.shown_group`), with the group and the scope in words: ``kernels``
+    and the report's top-kernels table both list this one, from the run's attributed steps."""
+    from verifyprof.pipeline.resolve import CYCLE_PARTS, step_regex
 
-    if resolved.story is not None:
-        story = resolved.story
-        group, mode, why = (story.name, story.variant), story.mode, story.why
-    else:
-        summary = resolved.result.summary() if resolved.result is not None else None
-        group, why = story_group(resolved.frame, summary or resolved.frame.summary or {})
-        why, mode = f"{group_label(*group)}: {why}", None
-    table = group_kernels(trace, group, mode, taxonomy, regex)
+    group, mode, why = run.shown_group
+    if run.group is None:
+        why = f"{group_label(*group)}: {why}"
+    regex = step_regex(run.options)
+    table = group_kernels(trace, group, mode, run.taxonomy, regex, run.attributed)
     table.group = {
         "name": group[0],
         "variant": group[1],
@@ -60,7 +72,7 @@ def story_kernels(
         f"the {step} steps' group"
         if step in CYCLE_PARTS
         else "the verdict's step group"
-        if resolved.story is not None
+        if run.group is not None
         else "the step group"
     )
     table.scope = f"{lead}: {why}" + (f"; {mode} steps" if mode else "")

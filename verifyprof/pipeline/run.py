@@ -15,6 +15,7 @@ one program can be fitted together later.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,10 +36,12 @@ from verifyprof.pipeline.resolve import (
 )
 
 if TYPE_CHECKING:
+    from verifyprof.attribution.assignment import AttributedSteps
     from verifyprof.attribution.breakdown import Breakdown
     from verifyprof.attribution.kernels import KernelTable
     from verifyprof.contracts.schema import BreakdownFrame
     from verifyprof.model.decision.candidates import Ranking
+    from verifyprof.model.decision.compare import Comparison
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.verdicts import VerdictScope
     from verifyprof.trace.events import Trace
@@ -124,7 +127,11 @@ class Run:
         regex = step_regex(o)
         if self.keep_trace and self.trace is not None:
             return reading.breakdown(
-                self.trace, step_regex=regex, taxonomy=self.taxonomy, whole_trace=o.whole_trace
+                self.trace,
+                step_regex=regex,
+                taxonomy=self.taxonomy,
+                whole_trace=o.whole_trace,
+                attributed=self.attributed,
             )
         return reading.breakdown(
             self.sources if len(self.sources) > 1 else self.sources[0],
@@ -231,7 +238,7 @@ class Run:
 
         if self.breakdown is None or self.trace is None:  # a breakdown JSON, per-rank files
             return None
-        return kernel_table(self.trace, load_taxonomy(self.taxonomy))
+        return kernel_table(self.trace, load_taxonomy(self.taxonomy), attributed=self.attributed)
 
     @cached_property
     def verify_kernels(self) -> tuple[Any, str] | None:
@@ -247,7 +254,9 @@ class Run:
         try:
             if not self.options.whole_trace:
                 rules = load_taxonomy(self.taxonomy)
-                table = kernel_table(self.trace, rules, VERIFY_KERNELS_REGEX).table
+                table = kernel_table(
+                    self.trace, rules, VERIFY_KERNELS_REGEX, attributed=self.attributed
+                ).table
                 return table, "the verify ranges"
             find_steps(self.trace, VERIFY_KERNELS_REGEX)  # the steps compared are the whole
             scope = "the whole trace (--whole-trace)"  # trace's: so are the families
@@ -284,14 +293,77 @@ class Run:
             table = kernel_table(trace, rules)
             table.scope = f"whole trace ({err.problem.split(';')[0]})"
             return table
-        regex = step_regex(self.options)
-        return story_kernels(trace, self.resolved, self.options.step, self.taxonomy, regex)
+        return story_kernels(trace, self, self.options.step)
 
     def ranked(self, source: str) -> Ranking:
         """The ranking, or the one line saying why there is none (``whatif``)."""
         if self.ranking is None:
             raise VerifyprofError("; ".join(self.reasons) or "no plan", source)
         return self.ranking
+
+    # the attributed steps, the group shown, compare: each made once, from the members above
+
+    @cached_property
+    def attributed(self) -> AttributedSteps | None:
+        """The trace's attributed steps (ops, calls, launches, assignment, modes), made once: the
+        breakdown's, the kernel tables', the timelines' and compare's kernel families'; None
+        where the trace's events are not kept."""
+        from verifyprof.attribution.assignment import attributed_steps
+        from verifyprof.attribution.taxonomy import load_taxonomy
+        from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+
+        if not self.keep_trace or self.trace is None:
+            return None
+        o = self.options
+        regex = None if o.whole_trace else (step_regex(o) or DEFAULT_STEP_REGEX)
+        return attributed_steps(self.trace, load_taxonomy(self.taxonomy), regex)
+
+    @cached_property
+    def summary(self) -> dict:
+        """The breakdown's summary, made once (a breakdown JSON's own, else made of its steps)."""
+        from verifyprof.attribution.summary import summarize
+
+        if self.breakdown is not None:
+            return self.breakdown.summary()
+        return self.frame.summary or summarize(self.frame.steps)
+
+    @cached_property
+    def shown_group(self) -> tuple[tuple[str, str], str | None, str]:
+        """The step group the tables and charts show, its mode and why: the story's, else (no
+        verify group to model) the one :func:`~verifyprof.pipeline.resolve.story_group` picks."""
+        from verifyprof.pipeline.resolve import story_group
+
+        if self.group is not None:
+            return (self.group.name, self.group.variant), self.group.mode, self.group.why
+        group, why = story_group(self.frame, self.summary)
+        return group, None, why
+
+    def compare(self, other: Run) -> Comparison:
+        """``compare``: this run (BEFORE) beside ``other`` (AFTER), under this run's
+        ``--accept-len``, ``--manifest``, ``--step``, ``--width`` and ``--mode``
+        (:func:`~verifyprof.pipeline.before_after.compare_runs`)."""
+        from verifyprof.pipeline.before_after import compare_runs
+
+        return compare_runs(self, other)
+
+    def under(self, options: WhatifOptions, beside: bool = True) -> Run:
+        """This run's inputs under other options (each side of compare's prediction check): what
+        was read and made of them is shared, the model's state is made under ``options``
+        (``beside=False``: its manifest is ``options.manifest`` alone, not a capture folder's)."""
+        run = Run(self.sources, options, self.parallel, self.taxonomy, self.parts, self.keep_trace)
+        run.inputs = [i if beside else replace(i, manifest=None) for i in self.inputs]
+        shared = ("trace", "breakdown", "frame", "profiles", "attributed", "verify_kernels")
+        run.__dict__.update({k: self.__dict__[k] for k in shared if k in self.__dict__})
+        if options.manifest is not None and Path(options.manifest) == self.manifest:
+            run.__dict__["manifest_data"] = self.manifest_data
+        return run
+
+    @classmethod
+    def of_frame(cls, frame: BreakdownFrame, options: WhatifOptions | None = None) -> Run:
+        """A run of a breakdown frame already made (no trace): what compare and the model read."""
+        run = cls(["<breakdown>"], options)
+        run.__dict__.update(frame=frame, breakdown=None, trace=None)
+        return run
 
 
 def open_run(
