@@ -148,12 +148,12 @@ def compare(
     from verifyprof.report import compare as show  # after the checks
     from verifyprof.report import files, progress
 
-    picks = {"step_range": step_range, "whole_trace": whole_trace, "step": step, "width": width}
-    given = pipeline.WhatifOptions(accept_len=accept_len, manifest=manifest, mode=mode, **picks)
+    given = replace(asked, manifest=manifest, whole_trace=whole_trace, width=width, mode=mode)
+    steps = replace(given, accept_len=None, manifest=None, mode=None)  # AFTER's: its steps
     with progress.status(f"comparing {before[:40]} with {after[:40]}", quiet):
-        runs = [  # BEFORE's options are the comparison's; AFTER is read as its steps say
+        runs = [  # BEFORE's options are the comparison's (its prediction's too)
             pipeline.open_run([source], options, taxonomy=taxonomy, keep_trace=True)
-            for source, options in ((before, given), (after, pipeline.WhatifOptions(**picks)))
+            for source, options in ((before, given), (after, steps))
         ]
         result = runs[0].compare(runs[1])
     data = result.to_json(gate=gate)

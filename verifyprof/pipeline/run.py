@@ -169,6 +169,7 @@ class Run:
             self.manifest_data,
             model=False,
             profiles=self.profiles,
+            one_token=self.one_token,
         )
 
     @property
@@ -346,11 +347,14 @@ class Run:
 
         return compare_runs(self, other)
 
-    def under(self, options: WhatifOptions, beside: bool = True) -> Run:
+    one_token = True  # a decode or prefill step makes one token (resolve_frame's one_token)
+
+    def under(self, options: WhatifOptions, beside: bool = True, one_token: bool = True) -> Run:
         """This run's inputs under other options (each side of compare's prediction check): what
         was read and made of them is shared, the model's state is made under ``options``
         (``beside=False``: its manifest is ``options.manifest`` alone, not a capture folder's)."""
         run = Run(self.sources, options, self.parallel, self.taxonomy, self.parts, self.keep_trace)
+        run.one_token = one_token
         run.inputs = [i if beside else replace(i, manifest=None) for i in self.inputs]
         shared = ("trace", "breakdown", "frame", "profiles", "attributed", "verify_kernels")
         run.__dict__.update({k: self.__dict__[k] for k in shared if k in self.__dict__})
