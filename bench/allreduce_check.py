@@ -21,6 +21,9 @@ nsys exports without NCCL's payloads) and the caller gives the model's hidden si
 inside a target-model step (``verifyprof.verify`` / ``.decode`` with ``tokens=`` and ``bs=``
 attributes) is taken to move ``bs x tokens x hidden x dtype bytes``, the Megatron tensor-parallel
 activation (``bytes_from = "inferred"``).
+
+A model-level micro-benchmark: it calls the allreduce model and the attribution's collectives
+itself, below any run (``pipeline.open_run``), because no run answers per-kernel sizes.
 """
 
 from __future__ import annotations

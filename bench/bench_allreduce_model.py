@@ -13,6 +13,9 @@ holds several ranks, else the whole kernel time, which also holds the wait for t
 (an upper bound: the printed error is then a bound too). ``bench/allreduce_check.py``
 does the work; this prints it, writes ``bench/out/bench_allreduce_model.json`` and, with
 ``--max-error``, exits 1 if a transfer-based bucket misses it.
+
+A model-level micro-benchmark: the allreduce model per message size on a trace read here,
+below any run (``pipeline.open_run`` ranks fixes; it never lists single allreduces).
 """
 
 from __future__ import annotations

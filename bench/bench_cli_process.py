@@ -33,6 +33,7 @@ import select
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,29 +55,39 @@ TARGETS = {16: 0.6, 2: 1.0}  # cores: the most a CLI run may take, as a share of
 STARTUP_UNDER = 0.3
 
 
-def _env() -> dict[str, str]:
+def _env(code: Path) -> dict[str, str]:
     """The checkout's code first on the path, as an installed console script would import it."""
-    return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def measured(command: list[str], code: Path = REPO) -> dict:
+    """Seconds from exec to exit of one fresh process and its CPU seconds (user and system, its
+    own and its reaped workers'), run in ``code`` (``python -m`` imports from the working
+    directory first: another folder's ``verifyprof`` would be measured); a failure stops the
+    bench."""
+    with open(os.devnull, "wb") as sink, tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=sink, stderr=err, env=_env(code), cwd=code)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"{' '.join(command)}: exit {proc.returncode}\n{err.read().decode()}")
+    return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime, "rows": 0}
 
 
 def timed(command: list[str]) -> float:
-    """Seconds from exec to exit of one fresh process; a failure stops the bench."""
-    with open(os.devnull, "wb") as sink:
-        t = time.perf_counter()
-        proc = subprocess.run(command, stdout=sink, stderr=subprocess.PIPE, env=_env())
-        seconds = time.perf_counter() - t
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)}: exit {proc.returncode}\n{proc.stderr.decode()}")
-    return seconds
+    return measured(command)["seconds"]
 
 
-def first_output(command: list[str]) -> float:
+def first_output(command: list[str], code: Path = REPO) -> float:
     """Seconds from exec to the first byte the process writes to its terminal (stderr on a pty:
     the status line), then the process is left to finish."""
     master, slave = pty.openpty()
     with open(os.devnull, "wb") as sink:
         t = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=sink, stderr=slave, env=_env())
+        proc = subprocess.Popen(command, stdout=sink, stderr=slave, env=_env(code), cwd=code)
         os.close(slave)
         seconds = float("nan")
         while True:
@@ -105,20 +116,23 @@ def export(kernels: int, out: Path) -> Path:
 
 def run(path: Path, rounds: int) -> dict:
     contenders = {
-        "fetchall": lambda: timed([sys.executable, "-c", FETCHALL, str(path)]),
-        "table": lambda: timed([*CLI, str(path)]),
-        "--json": lambda: timed([*CLI, str(path), "--json"]),
+        "fetchall": lambda: measured([sys.executable, "-c", FETCHALL, str(path)]),
+        "table": lambda: measured([*CLI, str(path)]),
+        "--json": lambda: measured([*CLI, str(path), "--json"]),
     }
     times: dict[str, list[float]] = {name: [] for name in contenders}
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
     startup: list[float] = []
     timed([*CLI, str(path)])  # the page cache and bytecode warm before round 1, for every one
     for r in range(rounds):
         for name, go in contenders.items():
-            times[name].append(go())
+            one = go()
+            times[name].append(one["seconds"])
+            cpu[name].append(one["cpu_s"])
         startup.append(first_output([*CLI, str(path)]))
         print(
             f"round {r + 1}: "
-            + ", ".join(f"{n} {v[-1]:.2f} s" for n, v in times.items())
+            + ", ".join(f"{n} {v[-1]:.2f} s ({cpu[n][-1]:.2f} CPU-s)" for n, v in times.items())
             + f", first output {startup[-1]:.3f} s",
             flush=True,
         )
@@ -130,6 +144,7 @@ def run(path: Path, rounds: int) -> dict:
         "file": str(path),
         "cores": len(os.sched_getaffinity(0)),
         "seconds": {n: statistics.median(v) for n, v in times.items()},
+        "cpu_s": {n: statistics.median(v) for n, v in cpu.items()},
         "every": times,
         "ratios": ratios,
         "ratio_range": {

@@ -18,6 +18,10 @@ Predictions are stated at the unprofiled rate (each capture's ``--baseline-run``
 come only from the traces and manifests: the measured runs are never read before the table.
 Targets: |error| <= 15% on cycle and tokens/s, and the measured best configuration is the
 predicted best. Exit code 1 when missed.
+
+A model-level micro-benchmark: each capture is one run (``pipeline.open_run``), whose prepared
+state is then moved fix by fix and draft count by draft count with the model's own builders
+(``predict``), which no run's member exposes.
 """
 
 from __future__ import annotations
@@ -39,15 +43,17 @@ TARGET_PCT = 15.0
 # ---- --from: predictions against measurements ----------------------------------------------
 
 
+def run_of(folder: Path):
+    """The capture folder (trace or its kept breakdown, and manifest) as whatif opens it: one
+    run, whose ``prepared`` is the model's starting point and ``ranking`` its verdict."""
+    from verifyprof import pipeline
+
+    return pipeline.open_run(folder, pipeline.WhatifOptions(manifest=folder / "manifest.json"))
+
+
 def prepared(folder: Path):
     """The model's starting point from a capture folder (trace + manifest), as whatif has it."""
-    from verifyprof import pipeline
-    from verifyprof.model.decision.whatif import WhatifOptions
-    from verifyprof.pipeline import prepared_of
-
-    saved = folder / "breakdown.json"  # bench/results keeps the breakdown, not the trace
-    frame = pipeline.breakdown_frame(str(saved if saved.exists() else folder))
-    return prepared_of(frame, WhatifOptions(manifest=folder / "manifest.json"))
+    return run_of(folder).prepared
 
 
 MODE_FIXES = {  # how each program reaches a mode from an eager trace (candidate names)
@@ -60,12 +66,12 @@ MODE_FIXES = {  # how each program reaches a mode from an eager trace (candidate
 
 def predict(prep, fixes: tuple[str, ...], k: int):
     """The cycle (ms), tokens/s and accept length after ``fixes`` with ``k`` drafts."""
-    from verifyprof.model.decision.candidates import _builders
     from verifyprof.model.fixes.base import Skip, cycle_of
     from verifyprof.model.fixes.cycle import plain_state
     from verifyprof.model.fixes.draft import accept_at, at_drafts
+    from verifyprof.model.fixes.registry import builders as fix_builders
 
-    builders = dict(_builders())
+    builders = dict(fix_builders())
     profile, s = prep.profile, prep.scenario
     k0 = s.num_draft or K_TRACED
     source = ""

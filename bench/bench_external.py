@@ -1,7 +1,7 @@
 """Issues 41 and 42's GPU proofs against their unprofiled truth, from what is committed.
 
 For each program, the product's path on its capture folder as a user types it (``whatif DIR
---model M``: :func:`verifyprof.pipeline.resolve_captures` on the folder, every capture in it),
+--model M``: :func:`verifyprof.pipeline.open_run` of the folder's captures, every one in it),
 then every measured (batch, k) of its sweeps against the load curve's prediction, and the issue's
 targets with met / missed. Data: ``bench/results/external_h100`` (issue 41: program A) and
 ``external_h100_b2`` (program B, captured at batch 1, 8 and 32; B's first lease, one capture, is
@@ -45,9 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_load  # noqa: E402 - compare, table, measured_files, summarised
 
 from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
-from verifyprof.model.decision.whatif import WhatifOptions, load_of  # noqa: E402
-from verifyprof.pipeline import resolve_captures  # noqa: E402
-from verifyprof.pipeline.capture_inputs import expand_captures  # noqa: E402
+from verifyprof.pipeline import WhatifOptions, open_run  # noqa: E402
 
 EXT = ROOT / "bench" / "results" / "external_h100"
 EXT_B2 = ROOT / "bench" / "results" / "external_h100_b2"  # B again: batches 1, 8 and 32
@@ -126,11 +124,9 @@ def predict(p: Proof) -> dict[str, Any]:
         capture_contexts=((None, p.capture_context),) if p.capture_context else (),
     )
     # as the CLI does: a --batches / --num-drafts folder stands for its captures, today's first
-    run, resolved = resolve_captures(expand_captures([str(p.folder)]), o)
-    prep = resolved.prepared if resolved is not None else run.prepared
-    if prep is None:
-        raise VerifyprofError("; ".join(run.reasons) or "no accept length", p.folder)
-    load, why = load_of(prep.profile, prep.scenario, o, prep.manifest)
+    run = open_run([str(p.folder)], o, captures=True)
+    prep = run.ranked(str(p.folder))  # of every capture's model (run.joined)
+    load, why = run.load
     if load is None:
         raise VerifyprofError(why or "no load curve", p.folder)
     rows = {

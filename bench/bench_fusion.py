@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 
 from verifyprof.contracts import phases
-from verifyprof.model.decision.whatif import WhatifOptions
-from verifyprof.pipeline import breakdown_frame, whatif
+from verifyprof.pipeline import WhatifOptions, open_run
 
 
 def main(folder: Path) -> None:
@@ -28,7 +27,14 @@ def main(folder: Path) -> None:
         for r in summary["runs"]
         if r["kind"] == "spec"
     }
-    steps = breakdown_frame(trace).steps
+    options = WhatifOptions(
+        source=str(trace),
+        accept_len=2.0,
+        mode="eager",
+        candidates=["cuda_graph_verify", "graph_fusion_verify"],
+    )
+    run = open_run(trace, options)  # one read: the steps measured and the prediction
+    steps = run.frame.steps
     verify = steps[steps["name"] == "verifyprof.verify"]
     kind = verify["attrs"].map(
         lambda a: (
@@ -38,14 +44,7 @@ def main(folder: Path) -> None:
         )
     )
     measured = {k: verify[kind == k] for k in ("eager", "graph", "compile")}
-    doc = whatif(
-        WhatifOptions(
-            source=str(trace),
-            accept_len=2.0,
-            mode="eager",
-            candidates=["cuda_graph_verify", "graph_fusion_verify"],
-        )
-    ).to_json()
+    doc = run.ranked(str(trace)).to_json()
     predicted = {c["name"]: c["verify_ms"] for c in doc["candidates"]}
     print(f"{'verify':<34}{'breakdown ms':>14}{'CUDA events ms':>16}{'kernels':>9}")
     for k, rows in measured.items():

@@ -1,9 +1,10 @@
 """The load curve against the H200, out of sample (issues 28 and 32).
 
 From one or more captures of one chain program (``whatif CAP1 CAP2 ...``: the product's own
-path, :func:`verifyprof.pipeline.resolve_captures`), predict tokens/s per request at every batch,
-draft count and context that unprofiled measurements of the same program give, and compare:
-each prediction with its basis (measured / interpolated / extrapolated / roofline) and band.
+path, one :func:`verifyprof.pipeline.open_run` of the captures), predict tokens/s per request at
+every batch, draft count and context that unprofiled measurements of the same program give, and
+compare: each prediction with its basis (measured / interpolated / extrapolated / roofline) and
+band.
 
     python bench/bench_load.py --from bench/results/load_h200                # C2 + C3 vs P3
     python bench/bench_load.py --from bench/results/load_h200 --captures C2  # one capture
@@ -36,8 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from verifyprof.contracts.errors import VerifyprofError  # noqa: E402
-from verifyprof.model.decision.whatif import WhatifOptions, load_of  # noqa: E402
-from verifyprof.pipeline import resolve_captures  # noqa: E402
+from verifyprof.pipeline import WhatifOptions, open_run  # noqa: E402
 
 MODEL = ROOT / "bench" / "models" / "hf-chain-7b.toml"
 PROGRAM_CONTEXT = 256.0  # hf_chain.py's --context default (older measurements do not say)
@@ -90,11 +90,9 @@ def predict(
         context=None if several else context,
         capture_contexts=((None, context),) if several and context else (),
     )
-    run, resolved = resolve_captures([str(f) for f in folders], o)
-    p = resolved.prepared if resolved is not None else run.prepared
-    if p is None:
-        raise VerifyprofError("; ".join(run.reasons) or "no accept length", folders[0])
-    load, why = load_of(p.profile, p.scenario, o, p.manifest)
+    run = open_run([str(f) for f in folders], o, captures=True)
+    p = run.ranked(str(folders[0]))  # of every capture's model (run.joined)
+    load, why = run.load
     if load is None:
         raise VerifyprofError(why or "no load curve", folders[0])
     rows: dict[tuple[float, int, int], dict[str, Any]] = {}

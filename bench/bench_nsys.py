@@ -17,6 +17,9 @@ shared machine's load swings cancel):
 
 Times exclude interpreter start and imports (reported separately as ``process`` seconds). Targets:
 breakdown time <= fetchall time, breakdown peak RSS < 400 MB.
+
+A stage-level micro-benchmark: it times the nsys reader and the breakdown themselves, below
+any run (``bench_cli_process.py`` times the CLI as a user runs it).
 """
 
 from __future__ import annotations

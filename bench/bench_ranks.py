@@ -10,13 +10,16 @@ ranks (``gen_nsys_export.py``), the same events as 8 per-rank exports (``split_n
 and 8 Kineto rank files (``gen_kineto_trace.py``'s tiling of the real B200 trace, then one copy
 per rank with its own ``distributedInfo.rank``). Every contender runs in a fresh subprocess;
 peak RSS is sampled (every 20 ms) over that process and all its descendants (workers), the
-largest single process reported. Times exclude interpreter start and imports.
+largest single process reported. Times exclude interpreter start and imports, except the
+``process`` contenders' (issue 43): ``verifyprof breakdown FILE`` (and ``--json``) and the
+fetchall each a fresh process timed from exec to exit, and the CLI's first output on a terminal,
+printed beside the in-process figures.
 
-Prints: nsys one file (fetchall, table, --json), nsys 8 files (fetchall, 1 / 2 workers,
-LocalCluster; 2 workers under the CLI's status line on a pseudo-terminal, its thread paused while
-workers fork as the CLI does, and not paused: workers from a fork server), Kineto 8 files
-(json.loads, 1 / 2 workers, LocalCluster), the cost of 1, 2, 4, 8
-per-rank files with one worker (linear: constant per file), the targets, and the machine's own
+Prints: nsys one file (fetchall, table, --json; in-process, and as fresh processes), nsys 8
+files (fetchall, 1 / 2 workers, LocalCluster; 2 workers under the CLI's status line on a
+pseudo-terminal, its thread paused while workers fork as the CLI does, and not paused: workers
+from a fork server), Kineto 8 files (json.loads, 1 / 2 workers, LocalCluster), the cost of 1, 2,
+4, 8 per-rank files with one worker (linear: constant per file), the targets, and the machine's own
 ceiling on a 2-process speedup (a pure-Python loop, and the Kineto files' read + msgspec decode
 alone, in 1 and 2 processes: a 2-worker map cannot scale better than its main cost does).
 
@@ -37,7 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from ranks_runner import AGAINST, CODE_ENV, against, rounds
+from ranks_runner import AGAINST, BASELINES, CODE_ENV, against, rounds
 
 # the code measured: this checkout, or another one (--against: a contender run again on it)
 sys.path.insert(0, os.environ.get(CODE_ENV) or str(REPO))
@@ -146,6 +149,11 @@ def main(argv: list[str] | None = None) -> None:
         ("nsys 1 file: table on a tty, no pause", "table on a tty, no pause", [whole]),
         ("nsys 1 file: --json", "json-out", [whole]),
         ("nsys 1 file: --json --workers 1", "json-whole", [whole]),
+        # as a user runs it: fresh processes from exec to exit (issue 43)
+        ("nsys 1 file, process: fetchall", "process fetchall", [whole]),
+        ("nsys 1 file, process: table", "process table", [whole]),
+        ("nsys 1 file, process: --json", "process json", [whole]),
+        ("nsys 1 file, process: first output", "process first output", [whole]),
         ("nsys 8 files: fetchall", "fetchall", per_rank),
     ]
     pools = (
@@ -173,9 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         chosen = [p for p in plan if any(o in p[0] for o in args.only)]
         sets = {label.split(":")[0] for label, _, _ in chosen}
         plan = [
-            p
-            for p in plan
-            if p in chosen or (p[1] in ("fetchall", "json.loads") and p[0].split(":")[0] in sets)
+            p for p in plan if p in chosen or (p[1] in BASELINES and p[0].split(":")[0] in sets)
         ]
     plan, codes = against(plan, args.against)
     runs = rounds(plan, args.repeat, codes)
@@ -197,6 +203,12 @@ def main(argv: list[str] | None = None) -> None:
                 "nsys 1 file: --json",
                 "nsys 1 file: --json --workers 1",
             ],
+        ),
+        (
+            "nsys, one 8-rank file, as a user runs it (fresh processes, exec to exit: interpreter"
+            " start and imports included)",
+            "nsys 1 file, process: fetchall",
+            ["nsys 1 file, process: table", "nsys 1 file, process: --json"],
         ),
         (
             "nsys, 8 per-rank files (same events)",

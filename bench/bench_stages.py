@@ -9,6 +9,8 @@ after a map of the 8 rank files (reduce, summary, ``--json`` output: first calls
 
 Inputs default to ``bench/out/ranks/`` (made by ``bench/bench_ranks.py``). Run it from another
 checkout (``PYTHONPATH=OTHER python bench/bench_stages.py``) to compare two versions of the code.
+
+A stage-level micro-benchmark: each stage timed on its own, below any run.
 """
 
 from __future__ import annotations

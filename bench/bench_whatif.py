@@ -25,6 +25,9 @@ Usage::
 Prints predicted, measured and error per case; writes ``bench_whatif.json`` under ``--out`` (or the
 ``--run`` directory). Exit code 1 when a headline error (loop cuda_graph_verify vs CUDA events,
 median |error| of t(n)) is above the 15% target.
+
+A model-level micro-benchmark: the fixes' own functions on a verify profile, below any run
+(``pipeline.open_run`` gives the ranking, not one fix at a width of the sweep).
 """
 
 from __future__ import annotations

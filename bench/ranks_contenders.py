@@ -2,7 +2,10 @@
 (``bench_ranks.py --measure NAME FILES...`` runs one and prints one JSON line): the baselines
 (sqlite3 fetchall, json.loads), the breakdown as the CLI runs it (one file, per-rank files over
 local workers or a Dask LocalCluster, under the CLI's status line on a pseudo-terminal), and the
-machine's own ceiling on a 2-process speedup. Times exclude interpreter start and imports.
+machine's own ceiling on a 2-process speedup. Times exclude interpreter start and imports, except
+the ``process`` contenders': a fresh process timed from exec to exit, as a user runs it.
+
+A stage-level micro-benchmark: the readers and the breakdown timed themselves, below any run.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -173,6 +177,44 @@ def m_dask(paths):
         cluster.close()
 
 
+# --- as a user runs it (issue 43): whole fresh processes, interpreter start and imports included
+
+
+def _code() -> Path:
+    """The checkout this measure imports (this one, or ``--against``'s): the processes run its
+    code."""
+    import verifyprof
+
+    return Path(verifyprof.__file__).resolve().parents[1]
+
+
+def m_process_fetchall(paths):
+    """``python -c`` connect and fetchall of the two queries the breakdown needs, exec to exit."""
+    from bench_cli_process import FETCHALL, measured
+
+    return measured([sys.executable, "-c", FETCHALL, str(paths[0])], _code())
+
+
+def m_process_table(paths):
+    """``python -m verifyprof.cli breakdown FILE``, exec to exit (stdout to /dev/null)."""
+    from bench_cli_process import CLI, measured
+
+    return measured([*CLI, str(paths[0])], _code())
+
+
+def m_process_json(paths):
+    from bench_cli_process import CLI, measured
+
+    return measured([*CLI, str(paths[0]), "--json"], _code())
+
+
+def m_process_first_output(paths):
+    """Exec to the CLI's first byte on a terminal (its status line)."""
+    from bench_cli_process import CLI, first_output
+
+    return {"seconds": first_output([*CLI, str(paths[0])], _code()), "rows": 0}
+
+
 # --- the machine's own ceiling on a 2-process speedup ---------------------------------------------
 
 
@@ -256,6 +298,10 @@ MEASURES = {
     "2 workers on a tty": m_w2_terminal,
     "2 workers on a tty, no pause": m_w2_threaded,
     "LocalCluster(2)": m_dask,
+    "process fetchall": m_process_fetchall,
+    "process table": m_process_table,
+    "process json": m_process_json,
+    "process first output": m_process_first_output,
     "spin x1": m_spin1,
     "spin x2": m_spin2,
     "decode x1": m_decode1,

@@ -20,6 +20,7 @@ SCRIPT = Path(__file__).resolve().parent / "bench_ranks.py"
 # the code measured: this checkout, or another one (--against: a contender run again on it)
 CODE_ENV = "BENCH_RANKS_CODE"
 AGAINST = " (--against)"
+BASELINES = ("fetchall", "json.loads", "process fetchall")  # measures the others are set against
 
 
 def _sample_peaks(pid: int, peaks: dict[int, float], stop: threading.Event) -> None:
@@ -118,7 +119,7 @@ def against(
     out, codes = [], {}
     for label, name, paths in plan:
         out.append((label, name, paths))
-        if name not in ("fetchall", "json.loads"):
+        if name not in BASELINES:
             out.append((label + AGAINST, name, paths))
             codes[label + AGAINST] = code.resolve()
     return out, codes

@@ -49,11 +49,9 @@ def measured(root: Path, batch: int = 1) -> dict[tuple[str, int], dict]:
     return out
 
 
-def verdict_of(prep) -> dict:
-    """The verdict the tool prints for a prepared capture: its decision and plain decoding."""
-    from verifyprof.model.decision.candidates import rank_candidates
-
-    ranking = rank_candidates(prep.profile, prep.scenario)
+def verdict_of(run) -> dict:
+    """The verdict the tool prints for a capture's run: its decision and plain decoding."""
+    ranking = run.ranking
     plain = ranking.plain
     return {
         "decision": ranking.verdict.decision,
@@ -74,8 +72,9 @@ def rows(root: Path) -> tuple[list[dict], list[dict]]:
         folder = root / name
         if not (folder / "manifest.json").exists():
             continue
-        prep = bc.prepared(folder)
-        v = verdict_of(prep)
+        run = bc.run_of(folder)
+        prep = run.prepared
+        v = verdict_of(run)
         m_spec, m_plain = truth.get((mode, 4)), truth.get((mode, 0))
         if m_spec and m_plain:
             truly = m_spec["tokens_per_s"] > m_plain["tokens_per_s"]

@@ -2,6 +2,9 @@
 both, or one of each) with their workload summaries (the CUDA-event measurements), found in a
 ``traces/capture_workload.sh`` or ``--run`` layout or given one by one; the model config and the
 context the workload ran at.
+
+Part of ``bench_whatif.py``, a model-level micro-benchmark: the model config is the model's own
+reading of a workload summary.
 """
 
 from __future__ import annotations

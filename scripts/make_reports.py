@@ -82,7 +82,7 @@ def main() -> None:
     load = ["--model", "bench/models/hf-chain-7b-mha.toml", "--batch", "1,2,4,8,16,32,64"]
     load += ["--context", "512,2048", "-o", "reports/load-mha-h200.html"]
     cli = [sys.executable, "-m", "verifyprof.cli", "report", *runs, *load]
-    subprocess.run(cli, check=True)  # several captures: the CLI's one path (resolve_captures)
+    subprocess.run(cli, check=True)  # several captures: the CLI's one path (open_run)
     share_plotly(OUT / "load-mha-h200.html")
 
 

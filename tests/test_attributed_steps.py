@@ -15,7 +15,7 @@ from verifyprof.attribution.assignment import attributed_steps
 from verifyprof.attribution.kernels import kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
-from verifyprof.pipeline.run import VERIFY_KERNELS_REGEX
+from verifyprof.pipeline.kernel_scope import VERIFY_KERNELS_REGEX
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = {

@@ -13,8 +13,7 @@ from cli_helpers import verifyprof
 
 from verifyprof.contracts.manifest import read_manifest
 from verifyprof.model.decision.whatif import WhatifOptions
-from verifyprof.pipeline import resolve_captures
-from verifyprof.pipeline.capture_inputs import expand_captures
+from verifyprof.pipeline import open_run
 
 ROOT = Path(__file__).resolve().parents[1]
 B = ROOT / "bench/results/external_h100_b2/captures-b"
@@ -49,8 +48,7 @@ def test_a_batch_1_capture_keeps_its_rate_as_reported():
 @pytest.fixture(scope="module")
 def measured():
     o = WhatifOptions(model=str(MODEL), capture_contexts=((None, 71.0),))
-    run, resolved = resolve_captures(expand_captures([str(B)]), o)
-    return resolved.prepared.scenario.measured
+    return open_run([str(B)], o, captures=True).joined.prepared.scenario.measured
 
 
 def test_a_part_run_once_per_row_is_told_apart_by_its_forwards_growing_with_the_batch(measured):

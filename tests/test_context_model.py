@@ -16,7 +16,7 @@ from cli_helpers import verifyprof
 
 from verifyprof.model.cycle.phase_fit import EXTRAPOLATED, INTERPOLATED, MEASURED, PLAIN_RUN_BAND
 from verifyprof.model.decision.whatif import WhatifOptions
-from verifyprof.pipeline import resolve_captures
+from verifyprof.pipeline import open_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "bench" / "results" / "load_mha_h200_2"
@@ -26,7 +26,7 @@ MODEL = ROOT / "bench" / "models" / "hf-chain-7b-mha.toml"
 
 def measured(*names: str):
     o = WhatifOptions(model=str(MODEL))
-    _, resolved = resolve_captures([str(RUNS / n) for n in names], o)
+    resolved = open_run([str(RUNS / n) for n in names], o, captures=True).joined
     return resolved.prepared.scenario.measured
 
 
@@ -183,5 +183,5 @@ def test_captures_taken_apart_say_so_and_one_sessions_do_not():
 
 def measured_notes(*names: str) -> list[str]:
     o = WhatifOptions(model=str(MODEL))
-    _, resolved = resolve_captures([str(RUNS / n) for n in names], o)
+    resolved = open_run([str(RUNS / n) for n in names], o, captures=True).joined
     return resolved.prepared.scenario.notes

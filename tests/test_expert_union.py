@@ -21,7 +21,7 @@ from verifyprof.model.fixes.base import edited
 from verifyprof.model.fixes.draft import at_drafts
 from verifyprof.model.fixes.measured import Capture, measured_from
 from verifyprof.model.inputs.model_config import model_from_workload
-from verifyprof.pipeline import resolve_captures
+from verifyprof.pipeline import open_run
 from verifyprof.pipeline.data_files import load_hardware
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ CONTEXT = 512.0
 @pytest.fixture(scope="module")
 def today():
     """The real capture's state (batch 1, width 4) with the workload's model and hardware."""
-    run, _ = resolve_captures([str(TRACE)], WhatifOptions())
+    run = open_run([str(TRACE)], WhatifOptions(), captures=True)
     profile, s = run.prepared.profile, run.prepared.scenario
     config = json.loads((TRACE / "summary.json").read_text())["config"]["target"]
     model = model_from_workload(config, TRACE / "summary.json")

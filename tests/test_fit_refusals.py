@@ -22,7 +22,7 @@ from cli_helpers import verifyprof
 from verifyprof.model.cycle.phase_fit import UnusableFit
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.model.fixes.measured import Capture, measured_from
-from verifyprof.pipeline import resolve_captures
+from verifyprof.pipeline import open_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "bench" / "results" / "load_h200"
@@ -122,7 +122,7 @@ def test_a_negative_context_is_refused_as_nan_is_not_taken_as_measured(tmp_path,
 def captures() -> list[Capture]:
     """C2 and C3 as the measured model holds them (today's C2 first)."""
     o = WhatifOptions(model=str(MODEL), capture_contexts=((None, 256.0),))
-    _, resolved = resolve_captures([str(C2), str(C3)], o)
+    resolved = open_run([str(C2), str(C3)], o, captures=True).joined
     return resolved.prepared.scenario.measured.captures
 
 
@@ -161,7 +161,7 @@ def test_an_infinite_draft_time_makes_no_draft_count_line_rather_than_an_infinit
     """C1 and C1k1 measured the draft at k = 4 and k = 1 at one load: the line through them
     scales the draft to other draft counts."""
     o = WhatifOptions(model=str(MHA_MODEL))
-    _, resolved = resolve_captures([str(MHA / "C1"), str(MHA / "C1k1")], o)
+    resolved = open_run([str(MHA / "C1"), str(MHA / "C1k1")], o, captures=True).joined
     c1, c1k1 = resolved.prepared.scenario.measured.captures
     assert c1.key[:2] == c1k1.key[:2] and c1.num_draft != c1k1.num_draft
     with pytest.raises(UnusableFit) as err:

@@ -222,14 +222,15 @@ MHA3 = ROOT / "bench" / "results" / "load_mha_h200_3"  # captures at batch 1, 8 
 
 def test_today_and_after_the_plan_both_rest_on_every_capture_given():
     """--accept-len 1.2: plain decoding wins today, speculating after the plan's fixes."""
-    from verifyprof.pipeline.captures import whatif_run
+    from verifyprof.pipeline import open_run
 
     options = WhatifOptions(
         source=str(MHA3 / "C1"),
         accept_len=1.2,
         model=str(ROOT / "bench/models/hf-chain-7b-mha.toml"),
     )
-    _, ranking = whatif_run([str(MHA3 / c) for c in ("C1", "C8", "C64")], options)
+    run = open_run([str(MHA3 / c) for c in ("C1", "C8", "C64")], options, captures=True)
+    ranking = run.ranking
     data = ranking.to_json()
     today, after = data["load_curve"], data["load_curve_after_plan"]
     assert any(n.startswith("one model from 3 capture(s)") for n in today["notes"])

@@ -24,8 +24,9 @@ from verifyprof.contracts.ranges import (
     range_text,
 )
 from verifyprof.contracts.schema import frame_from_json
-from verifyprof.model.decision.candidates import CANDIDATE_NAMES, Scenario, rank_candidates
+from verifyprof.model.decision.candidates import Scenario, rank_candidates
 from verifyprof.model.decision.whatif import WhatifOptions
+from verifyprof.model.fixes import registry
 from verifyprof.model.inputs.acceptance import parse_survival
 from verifyprof.model.inputs.profile import verify_profile
 from verifyprof.pipeline import whatif
@@ -105,7 +106,7 @@ def test_every_candidate_lists_its_assumptions(b200_breakdown):
 def test_every_candidate_applies_or_says_why_not(b200_breakdown):
     _, ranking = b200_ranking(b200_breakdown)
     listed = {c.name for c in ranking.candidates} | {s["name"] for s in ranking.skipped}
-    assert listed == set(CANDIDATE_NAMES)
+    assert listed == set(registry.names())
     assert {s["name"]: s["reason"] for s in ranking.skipped}["kernel_floor:attention"].endswith(
         "give --context"
     )

@@ -101,10 +101,10 @@ def test_at_least_ninety_percent_of_the_moe_points_lie_within_their_band(table):
 
 def test_the_sweep_profile_carries_its_own_moe_gemm_per_width():
     from verifyprof.model.decision.whatif import WhatifOptions
-    from verifyprof.pipeline import resolve_captures
+    from verifyprof.pipeline import open_run
 
     o = WhatifOptions(model=MODEL, batches=(1,), contexts=(512.0,))
-    run, _ = resolve_captures([str(RESULTS / "captures/batch-1")], o)
+    run = open_run([str(RESULTS / "captures/batch-1")], o, captures=True)
     p = run.prepared.profile
     assert sorted(p.width_moe) == [1, 2, 3, 5, 7]
     # one token repeated across the width routes to one token's experts: flat, and well below

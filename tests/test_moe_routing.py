@@ -14,8 +14,7 @@ from verifyprof.model.cycle.width_fit import fit_widths
 from verifyprof.model.decision.load_points import state_at
 from verifyprof.model.decision.whatif import WhatifOptions
 from verifyprof.model.fixes.batch import at_load_measured
-from verifyprof.pipeline import resolve_captures
-from verifyprof.pipeline.capture_inputs import expand_captures
+from verifyprof.pipeline import open_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "bench/results/moe_spec_h100/captures"
@@ -26,9 +25,8 @@ MODEL = str(ROOT / "bench/models/moe-spec-v2lite.toml")
 def measured():
     """Both captures (batch 1 and 8, k = 4, context 512) as whatif takes the folder."""
     o = WhatifOptions(model=MODEL, batches=(1, 2, 4, 8), contexts=(512.0,))
-    run, resolved = resolve_captures(expand_captures([str(CAPTURES)]), o)
-    prep = resolved.prepared if resolved is not None else run.prepared
-    return prep.scenario.measured
+    run = open_run([str(CAPTURES)], o, captures=True)  # a --batches folder: its captures
+    return run.joined.prepared.scenario.measured
 
 
 def test_one_phases_curve_may_step_past_proportional_growth_where_a_kernel_switches():

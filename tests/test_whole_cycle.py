@@ -16,9 +16,9 @@ import pytest
 from verifyprof import pipeline
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.cycle.timing import measured_parts, timed
-from verifyprof.model.decision.candidates import _builders
 from verifyprof.model.decision.whatif import WhatifOptions, plain_numbers
 from verifyprof.model.fixes.base import cycle_of, state_parts
+from verifyprof.model.fixes.registry import builders as fix_builders
 from verifyprof.pipeline import prepared_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def spec_cost_ms(frame: BreakdownFrame) -> float:
 
 
 def applied(prep, *names: str):
-    builders = dict(_builders())
+    builders = dict(fix_builders())
     profile, s = prep.profile, prep.scenario
     for name in names:
         cand = builders[name](profile, s, cycle_of(profile, s))

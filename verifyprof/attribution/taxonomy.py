@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from verifyprof.contracts import datafiles, phases
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.plumbing.inputs import TOML_LIMIT, read_text
 
-if TYPE_CHECKING:  # annotations only: --range is checked before pandas is loaded
+if TYPE_CHECKING:  # annotations only: --range is checked before numpy and pandas are loaded
+    import numpy as np
+
     from verifyprof.trace.events import StringTable
 
 OTHER = phases.INDEX["other"]
@@ -89,6 +89,8 @@ class Taxonomy:
         Returns an array over the whole string table (unclassified ids read as ``other``) so
         callers can index it with a name-id column directly.
         """
+        import numpy as np  # here, not at the top: the CLI's option checks import this module
+
         out = np.full(len(strings), OTHER, dtype=np.int8)
         for sid in np.unique(np.asarray(ids)):  # once per distinct kernel name
             if sid >= 0:
@@ -105,6 +107,8 @@ class Taxonomy:
     ) -> np.ndarray:
         """``phase`` (per GPU op) with the context rules applied: only ops of a matching name and
         the ops that decide for them (their ``before`` / ``until`` phases) are sorted."""
+        import numpy as np
+
         for rule in self.contexts:
             booked = (phase == phases.INDEX[rule.source]) & (name_id >= 0)
             ids = np.unique(name_id[booked])  # each distinct kernel name tested once

@@ -3,7 +3,9 @@
 ``results.json``; after the program exits, the last match of REGEX in its log gives, from its
 first group, ``results[NAME]``. A pattern that finds nothing is one line in the manifest's
 ``results.result_problems``, never a crash; a pattern that cannot work is refused before
-anything starts."""
+anything starts. A NAME ending in ``_samples`` keeps every match, in order: a program's rate per
+sample (``tokens_per_s_samples``), whose median anchors the capture where its average would carry
+a cold first sample (:func:`verifyprof.capture.program_flow.program_dilation`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from verifyprof.contracts.errors import VerifyprofError
 
 LOG_TAIL_BYTES = 64 * 1024 * 1024  # the numbers a program prints last are at the end of its log
 PROBLEMS = "result_problems"
+SAMPLES = "_samples"  # a NAME ending so keeps every match
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -66,19 +69,23 @@ def results_from_log(log: Path, patterns: tuple[tuple[str, str], ...]) -> dict:
         if text is None:
             problems.append(f"--result {name}: no program log at {log.name}")
             continue
-        last = None
-        for last in re.finditer(pattern, text, re.MULTILINE):
-            pass
-        if last is None:
+        matches = list(re.finditer(pattern, text, re.MULTILINE))
+        if not matches:
             problems.append(f"--result {name}: {pattern!r} matched nothing in {log.name}")
             continue
-        value = last.group(1)
-        try:
-            number = float((value or "").replace(",", ""))
-        except ValueError:
-            problems.append(f"--result {name}: the last match gave {value!r}, not a number")
-            continue
-        found[name] = int(number) if number.is_integer() and "." not in value else number
+        every = name.endswith(SAMPLES)
+        numbers = []
+        for match in matches if every else matches[-1:]:
+            value = match.group(1)
+            try:
+                number = float((value or "").replace(",", ""))
+            except ValueError:
+                which = "a match" if every else "the last match"
+                problems.append(f"--result {name}: {which} gave {value!r}, not a number")
+                break
+            numbers.append(int(number) if number.is_integer() and "." not in value else number)
+        else:
+            found[name] = numbers if every else numbers[0]
     if problems:
         found[PROBLEMS] = problems
     return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import statistics
 import sys
 import time
 
@@ -104,12 +105,16 @@ def program_dilation(run: CaptureSession) -> dict | None:
     if run.baseline is not None:
         unprofiled = run.baseline["results"].get("tokens_per_s")
         several = run.baseline.get("runs_tokens_per_s")
+        samples = _sample_medians(run.summary, run.baseline["results"])
+        if samples:
+            profiled, unprofiled = samples["profiled_median"], samples["unprofiled_median"]
         record = dilation_record(
             profiled,
             unprofiled,
             "baseline run",
             baseline_wall_s=run.baseline["wall_s"],
             **({"baseline_runs_tokens_per_s": several} if several else {}),
+            **({"samples": samples} if samples else {}),
             **_unprofiled_plain(run.baseline["results"]),
         )
         if record["factor"] is None:
@@ -120,6 +125,31 @@ def program_dilation(run: CaptureSession) -> dict | None:
     if run.summary.get("unprofiled_tokens_per_s") is not None:
         return dilation_record(profiled, run.summary["unprofiled_tokens_per_s"], "program results")
     return None
+
+
+MIN_SAMPLES = 3  # a median that can leave out one cold sample
+
+
+def _sample_medians(profiled: dict, unprofiled: dict) -> dict | None:
+    """Both runs' per-sample rates (``--result tokens_per_s_samples=...``) and their medians,
+    where each printed at least :data:`MIN_SAMPLES`: a program that averages its samples counts
+    its first, cold one (cuBLAS handles, the allocator, first launches) as if it were steady."""
+    runs = [r.get("tokens_per_s_samples") for r in (profiled, unprofiled)]
+    ok = all(
+        isinstance(r, list)
+        and len(r) >= MIN_SAMPLES
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in r)
+        for r in runs
+    )
+    if not ok:
+        return None
+    return {
+        "profiled": runs[0],
+        "unprofiled": runs[1],
+        "profiled_median": float(statistics.median(runs[0])),
+        "unprofiled_median": float(statistics.median(runs[1])),
+        "note": "the rates above are the medians of the program's per-sample rates",
+    }
 
 
 def _unprofiled_plain(results: dict) -> dict:

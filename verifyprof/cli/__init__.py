@@ -84,6 +84,44 @@ def main() -> None:
         _command()()
     except KeyboardInterrupt as err:
         sys.exit(interrupted(getattr(err, "signum", signal.SIGINT)))
+    except SystemExit as done:
+        if _own_process():
+            _exit_now(done.code)
+        raise
+
+
+def _own_process() -> bool:
+    """This process was started to run the CLI: the console script or ``python -m
+    verifyprof.cli`` is its ``__main__``, not a program or a test calling :func:`main`."""
+    started = sys.modules.get("__main__")
+    spec = getattr(started, "__spec__", None)
+    if spec is not None and spec.name == "verifyprof.cli.__main__":
+        return True
+    return os.path.basename(getattr(started, "__file__", None) or "") == "verifyprof"
+
+
+def _exit_now(code: object) -> None:
+    """The CLI's process ends here, its output written: the exit handlers run and the streams
+    are flushed as Python's own exit does, then the process exits without tearing the
+    interpreter down (every module, frame and array of the run freed one by one: ~0.2 CPU-s
+    after an 8-rank breakdown, with nothing left to print). Returns (Python's own exit follows)
+    where that would differ: a code that is no number, a thread still running, a failed flush."""
+    import atexit
+    import threading
+
+    if not (code is None or isinstance(code, int)):
+        return
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon for t in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):  # a closed pipe, say: Python's exit says so as always
+        return
+    os._exit(code or 0)
 
 
 if __name__ == "__main__":

@@ -170,7 +170,7 @@ def breakdown(
         outputs={"--csv": csv, "--parquet": parquet},
         numbers={"--accept-len": accept_len, "--workers": workers},
     )
-    from verifyprof.report import console, files, integrity, progress  # after the checks
+    from verifyprof.report import progress  # after the checks; the rest under the status line
 
     on_stdout = "--json" if as_json else None  # then no output may be stdout
     outputs.protect(
@@ -182,6 +182,8 @@ def breakdown(
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
     ):
+        from verifyprof.report import console, files, integrity
+
         parallel = _parallel(workers, scheduler, strict, shown)
         run, whole = _steps_or_whole_trace(traces, options, parallel, taxonomy)
     result = run.breakdown
@@ -250,9 +252,11 @@ def kernels(
     _check_run(  # before any work
         sources={"": [trace]}, files={"--taxonomy": taxonomy, "--manifest": manifest}
     )
-    from verifyprof.report import console, files, integrity, progress  # after the checks
+    from verifyprof.report import progress  # after the checks; the rest under the status line
 
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
+        from verifyprof.report import console, files, integrity
+
         table = pipeline.kernels(trace, options, scope, taxonomy)
     data = {"schema": pipeline.KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
@@ -337,7 +341,8 @@ def whatif(
     pipeline.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
         parallel = _parallel(workers, scheduler, strict, shown)
-        run, ranking = pipeline.whatif_run(captures, options, parallel)
+        run = pipeline.open_run(captures, options, parallel, captures=True)
+        ranking = run.ranking  # of every capture's model (run.joined), or today's alone
     _print_ranking(run, ranking, source, as_json, details)
 
 
@@ -347,7 +352,8 @@ def _print_plain(options, as_json: bool, details: bool) -> None:
     from verifyprof.report import files
     from verifyprof.report import whatif as show
 
-    result = {"schema": pipeline.WHATIF_SCHEMA, "unit": "ms", **pipeline.whatif_plain(options)}
+    plain = pipeline.open_run([], options).ranking  # plain numbers: a run of no inputs
+    result = {"schema": pipeline.WHATIF_SCHEMA, "unit": "ms", **plain.to_json()}
     files.print_json(result) if as_json else show.print_plain(result, details=details)
 
 

@@ -10,12 +10,11 @@ result finite: an accept length of 1e308 would otherwise give ``inf tok/s``, a v
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from verifyprof.contracts.errors import VerifyprofError
 
@@ -167,6 +166,8 @@ def check_probabilities(name: str, values: Any, path: str | Path | None = None) 
 def non_finite(data: Any, where: str = "") -> Iterator[tuple[str, float]]:
     """(where, value) of every NaN or infinity in a JSON-like tree (dicts, lists, tuples, numpy
     scalars and arrays), depth first in document order."""
+    np = sys.modules.get("numpy")  # not imported here: no array exists before numpy is loaded
+    arrays = (np.ndarray, np.floating) if np is not None else ()
     stack: list[tuple[str, Any]] = [(where, data)]
     while stack:
         at, node = stack.pop()
@@ -178,7 +179,7 @@ def non_finite(data: Any, where: str = "") -> Iterator[tuple[str, float]]:
         elif isinstance(node, float):
             if not math.isfinite(node):
                 yield at, node
-        elif isinstance(node, (np.ndarray, np.floating)) and node.dtype.kind in "fc":
+        elif isinstance(node, arrays) and node.dtype.kind in "fc":
             bad = np.flatnonzero(~np.isfinite(np.asarray(node)).ravel())
             if bad.size:
                 yield f"{at}[{int(bad[0])}]", float(np.asarray(node).ravel()[bad[0]])

@@ -56,6 +56,7 @@ from typing import Any
 from verifyprof.contracts.bounds import check_probabilities, manifest_number
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest_checks import check_kept
+from verifyprof.contracts.manifest_dilation import with_dilation
 from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_bytes
 
 SCHEMA = "verifyprof.capture/1"
@@ -154,6 +155,9 @@ class Manifest:
     # ``tokens_per_s`` is its aggregate and it also reported ``tokens_per_s_per_request``
     # (the model's anchor is a request's rate; the factor, a ratio, is the same either way)
     rate_scale: float = 1.0
+    # the program's per-sample rates (``--result tokens_per_s_samples``) whose medians the
+    # dilation's rates are: (profiled, unprofiled), as printed
+    dilation_samples: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -234,7 +238,7 @@ def read_manifest(
         inner = data.get("workload_summary")
         if isinstance(inner, dict) and inner.get("schema") == WORKLOAD_SCHEMA:
             # traces/capture_workload.sh
-            return _with_dilation(
+            return with_dilation(
                 _manifest(path, _workload_values(inner, mode), inner), data.get("dilation")
             )
         results = data.get("results") or {}
@@ -248,7 +252,7 @@ def read_manifest(
         what = ("command", "loads", "load", "started_at", "versions")
         kept = {"results": results} | {k: data[k] for k in what if k in data}
         check_kept(kept, path)
-        return _with_dilation(_manifest(path, values, kept), data.get("dilation"))
+        return with_dilation(_manifest(path, values, kept), data.get("dilation"))
     if isinstance(schema, str) and schema.startswith("verifyprof."):
         raise VerifyprofError(
             f"unsupported manifest schema {schema!r}: this verifyprof reads {SCHEMA} and"
@@ -291,80 +295,6 @@ def _manifest(path: Path, values: dict[str, Any], raw: dict[str, Any]) -> Manife
         num_draft=int(num_draft) if num_draft is not None else None,
         raw=raw,
     )
-
-
-def _per_request_scale(manifest: Manifest, dilation: dict) -> float:
-    """A request's share of the rates a ``tokens_per_s`` dilation record holds: the profiled run's
-    ``tokens_per_s_per_request`` over its ``tokens_per_s`` where it reported both and they differ
-    (a batched program's aggregate), else 1. A record on the per-request basis is kept as is."""
-    if dilation.get("basis", "tokens_per_s") != "tokens_per_s":
-        return 1.0
-    results = manifest.raw.get("results") if isinstance(manifest.raw, dict) else None
-    if not isinstance(results, dict):
-        return 1.0
-    total, each = results.get("tokens_per_s"), results.get("tokens_per_s_per_request")
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (total, each))
-    if not numbers or not 0 < each < total < float("inf"):
-        return 1.0
-    return float(each) / float(total)
-
-
-def _with_dilation(manifest: Manifest, dilation: Any) -> Manifest:
-    """The manifest's ``dilation`` record, if it has a measured factor (checked like the rest)."""
-    if not isinstance(dilation, dict) or dilation.get("factor") is None:
-        return manifest
-    factor, unprofiled = dilation.get("factor"), dilation.get("unprofiled_tokens_per_s")
-    for name, value in (
-        ("dilation.factor", factor),
-        ("dilation.unprofiled_tokens_per_s", unprofiled),
-    ):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
-        ):
-            raise VerifyprofError(
-                f"manifest field {name!r} is not a positive number: {value!r}", manifest.path
-            )
-        manifest_number(name, value, manifest.path)  # finite, in its range
-    manifest.dilation = float(factor)
-    scale = manifest.rate_scale = _per_request_scale(manifest, dilation)
-    manifest.unprofiled_tps = float(unprofiled) * scale if unprofiled is not None else None
-    manifest.dilation_source = str(dilation.get("source") or "")
-    profiled = dilation.get("profiled_tokens_per_s")
-    if isinstance(profiled, (int, float)) and not isinstance(profiled, bool) and profiled > 0:
-        manifest.profiled_tps = scale * float(
-            manifest_number("dilation.profiled_tokens_per_s", profiled, manifest.path)
-        )
-    runs = dilation.get("baseline_runs_tokens_per_s")
-    if isinstance(runs, list):
-        manifest.dilation_runs = tuple(
-            float(v) * scale
-            for v in runs
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-        )
-    plain = dilation.get("unprofiled_baseline_tokens_per_s")
-    if plain is None and manifest.dilation_source == "baseline run":
-        plain = _baseline_run_plain(manifest.path)
-    if isinstance(plain, (int, float)) and not isinstance(plain, bool) and plain > 0:
-        manifest.unprofiled_baseline_tps = float(
-            manifest_number("dilation.unprofiled_baseline_tokens_per_s", plain, manifest.path)
-        )
-    return manifest
-
-
-def _baseline_run_plain(path: Path) -> Any:
-    """The unprofiled baseline run's own plain-decoding rate, from ``baseline/results.json``
-    beside a manifest written before the dilation record carried it; None where there is none
-    (an unreadable or odd file is no rate: the profiled one is then raced, as the notes say)."""
-    results = path.parent / "baseline" / "results.json"
-    if not results.is_file():
-        return None
-    try:
-        data = parse_json(
-            read_bytes(results, "baseline results", MANIFEST_LIMIT), "baseline results", results
-        )
-    except (VerifyprofError, ValueError):
-        return None
-    return data.get("baseline_tokens_per_s") if isinstance(data, dict) else None
 
 
 def to_tokens_per_verify(value: float, convention: str) -> float:

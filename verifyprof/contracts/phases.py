@@ -53,22 +53,19 @@ INDEX: dict[str, int] = {p: i for i, p in enumerate(ALL)}
 
 @dataclass(frozen=True)
 class PhaseInfo:
-    """Everything verifyprof says and does about one phase: its words in a verdict, the fixes
-    that shrink it (what-if candidate names), or why none is modelled. Its colour is the
-    report's (``report.figures.COLOURS``)."""
+    """What verifyprof says about one phase: its words in a verdict, and why no fix is
+    modelled where none is. The fixes that shrink it are the model's (their ``shrinks``, in
+    ``model.fixes.registry``); its colour is the report's (``report.figures.COLOURS``)."""
 
     words: str
-    fixes: tuple[str, ...] = ()
     not_modelled: str = ""
 
 
-_GRAPH = ("cuda_graph_verify", "graph_fusion_verify", "torch_compile")
-_FUSE = ("graph_fusion_verify", "torch_compile")
 INFO: dict[str, PhaseInfo] = {
-    "attention": PhaseInfo("attention kernels", ("kernel_floor:attention",)),
-    "gemm_moe": PhaseInfo("MoE expert GEMMs", ("kernel_floor:gemm_moe",)),
-    "moe_aux": PhaseInfo("MoE routing kernels", _FUSE),
-    "gemm_dense": PhaseInfo("dense GEMMs", ("kernel_floor:gemm_dense",)),
+    "attention": PhaseInfo("attention kernels"),
+    "gemm_moe": PhaseInfo("MoE expert GEMMs"),
+    "moe_aux": PhaseInfo("MoE routing kernels"),
+    "gemm_dense": PhaseInfo("dense GEMMs"),
     "spec": PhaseInfo(
         "speculative bookkeeping kernels",
         not_modelled=(
@@ -82,8 +79,8 @@ INFO: dict[str, PhaseInfo] = {
             " shrink it)"
         ),
     ),
-    "norm": PhaseInfo("norm kernels", (*_FUSE, "allreduce_fusion")),
-    "elementwise": PhaseInfo("elementwise kernels (fusion would merge them)", _FUSE),
+    "norm": PhaseInfo("norm kernels"),
+    "elementwise": PhaseInfo("elementwise kernels (fusion would merge them)"),
     "other": PhaseInfo(
         "kernels no taxonomy rule matched",
         not_modelled=(
@@ -97,30 +94,20 @@ INFO: dict[str, PhaseInfo] = {
             "opaque whole-graph time: capture with --cuda-graph-trace=node to see its kernels"
         ),
     ),
-    "allreduce": PhaseInfo(
-        "exposed allreduce: communication the compute does not hide",
-        ("custom_allreduce", "allreduce_fusion"),
-    ),
+    "allreduce": PhaseInfo("exposed allreduce: communication the compute does not hide"),
     "collective": PhaseInfo(
         "exposed collectives", not_modelled="non-allreduce collectives: no fix modelled"
     ),
     "memcpy": PhaseInfo("copies", not_modelled="copies: no fix modelled"),
     "memset": PhaseInfo("memsets", not_modelled="memsets: no fix modelled"),
     "other_work": PhaseInfo("other steps' GPU work inside this step's window"),
-    "graph_gap": PhaseInfo(
-        "idle between the nodes of the graph replay (many small kernels)",
-        ("graph_fusion_verify", "allreduce_fusion"),
-    ),
-    "graph_launch": PhaseInfo(
-        "the GPU waits while the host is inside the graph-launch call", ("host_overhead",)
-    ),
+    "graph_gap": PhaseInfo("idle between the nodes of the graph replay (many small kernels)"),
+    "graph_launch": PhaseInfo("the GPU waits while the host is inside the graph-launch call"),
     "launch_gap": PhaseInfo(
-        "the GPU starves while the host issues kernels one by one (what CUDA graphs remove)",
-        _GRAPH,
+        "the GPU starves while the host issues kernels one by one (what CUDA graphs remove)"
     ),
     "host_wait": PhaseInfo(
-        "the GPU waits for the host (Python, scheduling, syncs) or for work outside the step",
-        ("host_overhead",),
+        "the GPU waits for the host (Python, scheduling, syncs) or for work outside the step"
     ),
 }
 assert set(INFO) == set(ALL), "every phase has one entry in INFO"

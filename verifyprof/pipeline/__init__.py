@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # the names below, imported when first used (a command import
     from verifyprof.model.decision.candidates import Ranking
     from verifyprof.model.decision.compare import Comparison
     from verifyprof.model.decision.whatif import WhatifOptions
-    from verifyprof.pipeline.captures import resolve_captures, whatif_run
     from verifyprof.pipeline.model_files import prepared_of
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.reading import (
@@ -31,7 +30,12 @@ if TYPE_CHECKING:  # the names below, imported when first used (a command import
         load,
         read_breakdown_json,
     )
-    from verifyprof.pipeline.report_page import group_regex, median_verify_windows, report
+    from verifyprof.pipeline.report_page import (
+        group_regex,
+        median_verify_windows,
+        report,
+        report_of,
+    )
     from verifyprof.pipeline.resolve import check, story_group
     from verifyprof.pipeline.run import Run, open_run
     from verifyprof.trace.events import Trace
@@ -45,8 +49,6 @@ _HOME = {
     "WHATIF_SCHEMA": "verifyprof.contracts.schema",
     "Ranking": "verifyprof.model.decision.candidates",
     "WhatifOptions": "verifyprof.model.inputs.options",
-    "resolve_captures": "verifyprof.pipeline.captures",
-    "whatif_run": "verifyprof.pipeline.captures",
     "prepared_of": "verifyprof.pipeline.model_files",
     "ParallelOptions": "verifyprof.pipeline.parallel",
     "breakdown": "verifyprof.pipeline.reading",
@@ -56,6 +58,7 @@ _HOME = {
     "group_regex": "verifyprof.pipeline.report_page",
     "median_verify_windows": "verifyprof.pipeline.report_page",
     "report": "verifyprof.pipeline.report_page",
+    "report_of": "verifyprof.pipeline.report_page",
     "check": "verifyprof.pipeline.option_checks",
     "story_group": "verifyprof.pipeline.resolve",
     "Run": "verifyprof.pipeline.run",
@@ -96,11 +99,9 @@ __all__ = [
     "prepared_of",
     "read_breakdown_json",
     "report",
-    "resolve_captures",
+    "report_of",
     "story_group",
     "whatif",
-    "whatif_plain",
-    "whatif_run",
 ]
 
 
@@ -169,11 +170,3 @@ def compare(
 
 PICKS = ("step", "width")  # which group is the verify, on both sides
 GIVEN = (*PICKS, "accept_len", "manifest", "mode")  # BEFORE's: the comparison's
-
-
-def whatif_plain(options: WhatifOptions) -> dict:
-    """``whatif --verify-ms ... --accept-len ...``: plain numbers, no breakdown."""
-    from verifyprof.model.decision.whatif import plain_numbers
-    from verifyprof.pipeline.model_files import PlainFiles
-
-    return plain_numbers(options, PlainFiles(options))

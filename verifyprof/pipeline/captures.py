@@ -1,27 +1,30 @@
 """Several captures of one program, one answer: ``whatif CAP1 CAP2 ...`` (issue 32). Each capture
-is a :class:`~verifyprof.pipeline.run.Run` of its own (read and resolved once); the model then
-makes one model of them (:func:`verifyprof.model.decision.captures.one_model`) and ranks today's
-run, the first, with every other capture's steps as measured points of its load and draft-count
-curves. A server capture driven at several loads (``capture --concurrency 1,8,32``) is split by
-its steps' ``bs=`` tags into one measured point per batch.
+is a :class:`~verifyprof.pipeline.run.Run` of its own (read and resolved once), a member of
+today's run (``open_run(captures, options, captures=True)``: :attr:`Run.members`); this module
+joins them: the model makes one model of them
+(:func:`verifyprof.model.decision.captures.one_model`) and ranks today's run, the first, with
+every other capture's steps as measured points of its load and draft-count curves. A server
+capture driven at several loads (``capture --concurrency 1,8,32``) is split by its steps' ``bs=``
+tags into one measured point per batch.
+
+The runs are taken as given (``Run``'s members), never opened here, so that ``run.py`` can call
+this module and this module never imports it.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import unfinished
-from verifyprof.model.decision.candidates import Ranking
 from verifyprof.model.decision.captures import one_model
 from verifyprof.model.decision.whatif import Given, Prepared, WhatifOptions, prepare
 from verifyprof.model.inputs.step_attrs import with_attr_columns
 from verifyprof.pipeline.capture_inputs import expand_captures  # noqa: F401 - re-exported
 from verifyprof.pipeline.model_files import resolve_given
 from verifyprof.pipeline.resolve import Resolved
-from verifyprof.pipeline.run import Run, open_run
 
 MIN_STEPS = 8  # a batch size with fewer verify steps is no measured point of its own
 
@@ -37,28 +40,9 @@ def label_of(spec: str, taken: set[str]) -> str:
     return out
 
 
-def whatif_run(
-    captures: list[str], options: WhatifOptions, parallel=None
-) -> tuple[Run, Ranking | None]:
-    """``whatif CAP...``: today's run (the first) and its ranking, its curves from every capture
-    (None for one capture without a plan: ``run.ranked`` says why, after the trace's problems)."""
-    head, resolved = resolve_captures(captures, options, parallel)
-    if resolved is None:
-        return head, head.ranking
-    from verifyprof.pipeline.verdicts import ranking_of
-
-    ranking = ranking_of(resolved)
-    if ranking is None:
-        raise VerifyprofError("; ".join(resolved.reasons) or "no plan", captures[0])
-    return head, ranking
-
-
-def resolve_captures(
-    sources: list[str], options: WhatifOptions, parallel=None, **head: Any
-) -> tuple[Run, Resolved | None]:
-    """Today's run, and its resolved state with the model of every capture (None: one capture
-    at one load, the run's own state). ``head``: :func:`open_run`'s keywords for today's run
-    (the report keeps its trace); its ``taxonomy`` is every capture's."""
+def capture_options(sources: list[str], options: WhatifOptions) -> WhatifOptions:
+    """The options of several captures, refused or read as several captures mean them, before
+    anything is read: ``--manifest`` names one capture's; one ``--context`` is the load curve's."""
     if options.manifest is not None and len(sources) > 1:
         raise VerifyprofError(
             "--manifest names one capture's manifest: with several captures give capture folders"
@@ -68,38 +52,45 @@ def resolve_captures(
         # one --context with several captures is the load curve's context, never theirs (each
         # states its own, or --capture-context does: issue 41)
         options = replace(options, context=None, contexts=(options.context,))
-    runs, points, taken = [], [], set()
-    for i, spec in enumerate(sources):
-        kw = head if i == 0 else {k: v for k, v in head.items() if k == "taxonomy"}
-        run = open_run([spec], replace(options, source=spec), parallel, **kw)
-        runs.append(run)
+    return options
+
+
+def join(runs: Sequence[Any], options: WhatifOptions) -> Resolved | None:
+    """Today's resolved state (``runs[0]``'s) with the model of every capture; None: one capture
+    at one load (the run's own state). ``runs``: each capture's run, today's first (a
+    :class:`~verifyprof.pipeline.run.Run`'s members), each read and prepared here in turn; a
+    capture whose manifest says it did not finish joins today's ``unfinished``."""
+    points: list[tuple] = []
+    taken: set[str] = set()
+    for run in runs:
+        spec = run.sources[0]
         said = unfinished(run.manifest_data)
         if said is not None:  # printed by the CLI as a warning: never used without a word
             runs[0].unfinished.append((spec, said))
-        if len(sources) == 1 and not _loads(run):
-            return run, None
+        if len(runs) == 1 and not _loads(run):
+            return None
         prepared = run.prepared
         if prepared is None:
             raise VerifyprofError("; ".join(run.reasons) or "no accept length", spec)
         label = label_of(spec, taken)
         taken.add(label)
         gpu = next(iter(run.frame.device_names), "")
-        if len(sources) == 1:
+        if len(runs) == 1:
             parts = by_batch(run, prepared)
             points += [(f"{label} bs={b}", p, prepared.manifest, gpu) for b, p in parts]
         else:
             points.append((label, prepared, prepared.manifest, gpu))
     combined = one_model(points, options)
-    return runs[0], replace(runs[0].resolved, prepared=combined)
+    return replace(runs[0].resolved, prepared=combined)
 
 
-def _loads(run: Run) -> bool:
+def _loads(run: Any) -> bool:
     """Whether the capture drove several loads in one trace (its manifest's ``loads``)."""
     data = run.manifest_data or {}
     return len(data.get("loads") or []) > 1
 
 
-def by_batch(run: Run, head: Prepared) -> list[tuple[int, Prepared]]:
+def by_batch(run: Any, head: Prepared) -> list[tuple[int, Prepared]]:
     """A trace driven at several loads (``capture --concurrency 1,8,32``) as one prepared state
     per batch size its verify steps ran at (their ``bs=`` tags), with at least
     :data:`MIN_STEPS` steps each; the steps that name no batch stay in every one. The most

@@ -3,7 +3,7 @@ top-kernels table are about), of every step, of ranges given, or of the whole tr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
@@ -13,21 +13,84 @@ from verifyprof.trace.events import Trace
 
 if TYPE_CHECKING:
     from verifyprof.attribution.assignment import AttributedSteps
+    from verifyprof.attribution.breakdown import Breakdown
     from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline.resolve import Story
 
 SCOPES = ("story", "all", "range", "whole-trace")
 
 
+VERIFY_KERNELS_REGEX = (  # kernel families: the verify ranges' kernels
+    r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"
+)
+
+
 class GroupOfRun(Protocol):
-    """What the story's kernels read of a :class:`~verifyprof.pipeline.run.Run` (which imports
+    """What the kernel tables read of a :class:`~verifyprof.pipeline.run.Run` (which imports
     this module: named here, not imported)."""
 
+    sources: list[str]
     options: WhatifOptions
     taxonomy: object
+    trace: Trace | None
+    breakdown: Breakdown | None
     group: Story | None
     shown_group: tuple[tuple[str, str], str | None, str]
     attributed: AttributedSteps | None
+    trace_kernels: KernelTable | None
+
+
+def run_kernels(run: GroupOfRun, scope: str = "story") -> KernelTable:
+    """``kernels``: the story group's ("story"; ``--step`` picks it as everywhere: ``--step
+    verify`` is the verdict's group, ``--step draft`` the draft's), every step's ("all"),
+    ``--range``'s ("range") or the whole trace's ("whole-trace") kernels."""
+    from verifyprof.contracts.errors import NoStepsError, VerifyprofError
+    from verifyprof.pipeline import reading
+
+    if scope not in SCOPES:
+        raise VerifyprofError(f"unknown kernel scope {scope!r}; one of {', '.join(SCOPES)}")
+    # several nsys files or a breakdown JSON: the reader's own line on why it is no trace
+    trace = run.trace or reading.load(run.sources[0])
+    rules = load_taxonomy(run.taxonomy)
+    if scope in ("whole-trace", "range"):
+        return kernel_table(trace, rules, run.options.step_range if scope == "range" else None)
+    if scope == "all":
+        table = kernel_table(trace, rules, ranges.DEFAULT_STEP_REGEX)
+        table.scope = "every step (verifyprof's ranges, SGLang's and users': every group)"
+        return table
+    try:
+        run.breakdown  # noqa: B018 - the steps, found once
+    except NoStepsError as err:
+        if run.options.step is not None:
+            raise
+        table = kernel_table(trace, rules)
+        table.scope = f"whole trace ({err.problem.split(';')[0]})"
+        return table
+    return story_kernels(trace, run, run.options.step)
+
+
+def verify_kernels(run: GroupOfRun) -> tuple[Any, str] | None:
+    """The verify ranges' kernel table (compare's kernel families, from the run's attributed
+    steps) and which kernels it holds, in words: the whole trace's where no verify range has
+    kernels; None without one trace's events."""
+    from verifyprof.attribution.steps import find_steps
+    from verifyprof.contracts.errors import VerifyprofError
+
+    if run.breakdown is None or run.trace is None:
+        return None
+    try:
+        if not run.options.whole_trace:
+            rules = load_taxonomy(run.taxonomy)
+            regex = VERIFY_KERNELS_REGEX
+            return kernel_table(run.trace, rules, regex, attributed=run.attributed).table, (
+                "the verify ranges"
+            )
+        find_steps(run.trace, VERIFY_KERNELS_REGEX)  # the steps compared are the whole
+        scope = "the whole trace (--whole-trace)"  # trace's: so are the families
+    except VerifyprofError:  # no verify ranges or none with kernels
+        scope = "the whole trace (no verify ranges)"
+    assert run.trace_kernels is not None
+    return run.trace_kernels.table, scope
 
 
 def group_kernels(

@@ -63,9 +63,12 @@ def map_local(
     options: MapOptions,
     workers: int,
     pause: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Iterator[tuple[int, RankPart | Failure]]:
     """(index, part or failure) per task, as they finish. ``workers <= 1`` maps in this process.
-    ``pause``: the caller's other threads wait inside it, so workers fork from this process."""
+    ``pause``: the caller's other threads wait inside it, so workers fork from this process.
+    ``meanwhile``: run once here after the first workers have started, while this process would
+    only wait for them (its failure is left to the code that needs what it does)."""
     if workers <= 1 or len(tasks) <= 1:
         yield from map_inline(tasks, options)
         return
@@ -106,6 +109,10 @@ def map_local(
                     lost_starts += 1
             if not busy:
                 continue
+            if meanwhile is not None:
+                _meanwhile, meanwhile = meanwhile, None
+                with contextlib.suppress(Exception):
+                    _meanwhile()
             for conn in wait(list(busy)):
                 worker = busy.pop(conn)  # type: ignore[arg-type]
                 index, path, _ = worker.task  # type: ignore[misc]

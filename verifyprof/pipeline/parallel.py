@@ -66,6 +66,9 @@ class ParallelOptions:
     own_process: bool = False
     pause: Callable[[], AbstractContextManager[None]] | None = None
     progress: Callable[[int, int, str], None] | None = None
+    # work this process does once its local workers have started, while it would only wait for
+    # them (the imports the run needs after the map)
+    meanwhile: Callable[[], None] | None = None
 
 
 def rank_files(specs: list[str | Path]) -> tuple[list[Path], list[str]]:
@@ -143,7 +146,7 @@ def _outcomes(
     workers = parallel.workers or default_workers(len(tasks))
     if parallel.own_process and workers <= 1 and len(tasks) > 1:
         keep_freed_memory()
-    return map_local(tasks, options, workers, parallel.pause)
+    return map_local(tasks, options, workers, parallel.pause, parallel.meanwhile)
 
 
 def _collect(

@@ -8,6 +8,7 @@ import json
 import sys
 import threading
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 from verifyprof.attribution.assignment import AttributedSteps
@@ -58,6 +59,8 @@ def breakdown(
     steps, when a run holds them.
     """
     found: tuple[Path, str | None, Path | None] = (Path(), None, None)
+    if parallel is None or parallel.meanwhile is None:
+        parallel = replace(parallel or ParallelOptions(), meanwhile=_load_model)
     if not isinstance(source, Trace):
         specs = list(source) if isinstance(source, (list, tuple)) else [source]
         files, notes = rank_files(specs)
@@ -94,6 +97,12 @@ def breakdown(
         release=release,
         attributed=attributed,
     )
+
+
+def _load_model() -> None:
+    """Imported while the map's workers run, where this process would only wait: a run's verdict
+    needs the model after the map (~0.1 CPU-s)."""
+    import verifyprof.model.decision.whatif  # noqa: F401
 
 
 def _forks(parallel: ParallelOptions | None) -> bool:

@@ -83,10 +83,10 @@ def report(
     breakdown JSON, about the step group the verdict is about (``step``, ``width``, ``mode``: as
     ``--step``, ``--width`` and ``--mode`` pick it for every command). ``source``: one input, or
     several captures of one program, today's first, made one model as ``whatif CAP...`` makes
-    it (:func:`~verifyprof.pipeline.captures.resolve_captures`: the same call). ``options``: the
+    it (``open_run(..., captures=True)``: the same run). ``options``: the
     command's own, typed and whole (the CLI's: the load curve's options too); else made of the
     keywords here."""
-    from verifyprof.pipeline.captures import expand_captures, resolve_captures
+    from verifyprof.pipeline.captures import expand_captures
     from verifyprof.pipeline.run import open_run
 
     if options is None:
@@ -103,7 +103,8 @@ def report(
         )
     sources = [str(s) for s in (source if isinstance(source, list) else [source])]
     captures = expand_captures(sources)
-    run, combined = resolve_captures(captures, options, taxonomy=taxonomy, keep_trace=True)
+    run = open_run(captures, options, taxonomy=taxonomy, keep_trace=True, captures=True)
+    combined = run.joined
     after = None
     if compare_with is not None:
         after_options = WhatifOptions(

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
-from verifyprof.model.decision.whatif import Prepared, WhatifOptions, prepare
+from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 from verifyprof.pipeline.option_checks import CYCLE_PARTS, check  # noqa: F401 - re-exported
 from verifyprof.trace.inputs import kept_breakdown
 from verifyprof.trace.sources import is_breakdown_json
+
+if TYPE_CHECKING:  # a breakdown is made by reading, the model's state by the runs that
+    # prepare it (not breakdown's): resolving needs only their types
+    from verifyprof.attribution.breakdown import Breakdown
+    from verifyprof.model.decision.whatif import Prepared
 
 
 @dataclass(frozen=True)
@@ -222,6 +226,7 @@ def resolve_frame(
 def prepare_resolved(out: Resolved) -> None:
     """The model's state of a resolved run with a verify group (its files resolved here, the
     profile the story's), or the reason it has none (no accept length)."""
+    from verifyprof.model.decision.whatif import prepare  # the model: only runs that prepare it
     from verifyprof.pipeline.model_files import given_for
 
     frame, options = out.frame, out.options

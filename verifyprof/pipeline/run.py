@@ -9,8 +9,10 @@ attribution's one assignment, cycle windows included) and the step group is deci
 ``report`` and ``load`` are each answered from it: a command computes only what it prints
 (``verdict_line`` makes the candidates and plan it names, not the load curve).
 
-``Run.prepared`` (the model's state) and ``Run.manifest`` stay reachable so that several runs of
-one program can be fitted together later.
+Several captures of one program are one run too (``open_run(captures, options, captures=True)``):
+every capture's run is a member, read and resolved once, and the ranking, verdict and load are
+of their one model (``Run.joined``). Plain numbers are a run of no inputs (``open_run([],
+options)``), answered through the same ``ranking``, ``verdict`` and ``load``.
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verifyprof.contracts.errors import NoStepsError, VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import manifest_json
-from verifyprof.model.decision.whatif import Prepared, WhatifOptions
-from verifyprof.pipeline import reading
+from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.pipeline.resolve import (
     Input,
     Profiles,
@@ -42,14 +43,11 @@ if TYPE_CHECKING:
     from verifyprof.contracts.schema import BreakdownFrame
     from verifyprof.model.decision.candidates import Ranking
     from verifyprof.model.decision.compare import Comparison
+    from verifyprof.model.decision.plain_numbers import PlainAnswer
+    from verifyprof.model.decision.whatif import Prepared  # the model, loaded where it is used
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.verdicts import VerdictScope
     from verifyprof.trace.events import Trace
-
-
-VERIFY_KERNELS_REGEX = (  # kernel families: the verify ranges' kernels
-    r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"
-)
 
 
 class Run:
@@ -108,6 +106,7 @@ class Run:
     def trace(self) -> Trace | None:
         """The one trace, read once; None for a breakdown JSON or several nsys files (those are
         broken down file by file and keep no events)."""
+        from verifyprof.pipeline import reading
         from verifyprof.pipeline.parallel import rank_files
         from verifyprof.trace.sources import NSYS_KINDS, sniff
 
@@ -121,6 +120,8 @@ class Run:
     @cached_property
     def breakdown(self) -> Breakdown | None:
         """Per step and device, where the time went; None for a breakdown JSON."""
+        from verifyprof.pipeline import reading
+
         if self.is_breakdown_json:
             return None
         o = self.options
@@ -145,6 +146,8 @@ class Run:
     @cached_property
     def frame(self) -> BreakdownFrame:
         """What the model consumes: the breakdown's frame, or the breakdown JSON read back."""
+        from verifyprof.pipeline import reading
+
         if self.is_breakdown_json:
             return reading.read_breakdown_json(
                 Path(self.inputs[0].spec)
@@ -196,10 +199,16 @@ class Run:
         return self.resolved.prepared
 
     @cached_property
-    def ranking(self) -> Ranking | None:
-        """Every fix ranked, the plan, the load curve (``whatif``); None without a plan."""
+    def ranking(self) -> Ranking | PlainAnswer | None:
+        """Every fix ranked, the plan, the load curve (``whatif``); None without a plan. Of
+        every capture's model where the run has several (:attr:`joined`); plain numbers'
+        answer where it has no inputs (:attr:`plain`)."""
         from verifyprof.pipeline.verdicts import ranking_of
 
+        if not self.sources:
+            return self.plain
+        if self.joined is not None:
+            return ranking_of(self.joined)
         self.prepared  # noqa: B018
         return ranking_of(self.resolved)
 
@@ -209,12 +218,17 @@ class Run:
         else from only what the verdict names (no load curve)."""
         from verifyprof.pipeline.verdicts import verdict_json
 
+        if self.plain is not None:  # plain numbers: their answer's own verdict
+            return {k: self.plain.to_json()[k] for k in ("verdict", "verdict_parts")}
+        if self.joined is not None:  # several captures: the verdict of their one model
+            return verdict_json(self.joined, self.ranking)
         self.prepared  # noqa: B018
         return verdict_json(self.resolved, self.__dict__.get("ranking"))
 
     @property
     def load(self):
-        """The load curve (``whatif --batch/--context``): (LoadCurve or None, why not)."""
+        """The load curve (``whatif --batch/--context``): (LoadCurve or None, why not); plain
+        numbers' as JSON."""
         if self.ranking is None:
             return None, "; ".join(self.reasons) or "no plan"
         return self.ranking.load, self.ranking.load_skipped
@@ -244,57 +258,18 @@ class Run:
     @cached_property
     def verify_kernels(self) -> tuple[Any, str] | None:
         """The verify ranges' kernel table (compare's kernel families) and which kernels it
-        holds, in words: the whole trace's where no verify range has kernels; None without one
-        trace's events."""
-        from verifyprof.attribution.kernels import kernel_table
-        from verifyprof.attribution.steps import find_steps
-        from verifyprof.attribution.taxonomy import load_taxonomy
+        holds, in words (:func:`~verifyprof.pipeline.kernel_scope.verify_kernels`)."""
+        from verifyprof.pipeline.kernel_scope import verify_kernels
 
-        if self.breakdown is None or self.trace is None:
-            return None
-        try:
-            if not self.options.whole_trace:
-                rules = load_taxonomy(self.taxonomy)
-                table = kernel_table(
-                    self.trace, rules, VERIFY_KERNELS_REGEX, attributed=self.attributed
-                ).table
-                return table, "the verify ranges"
-            find_steps(self.trace, VERIFY_KERNELS_REGEX)  # the steps compared are the whole
-            scope = "the whole trace (--whole-trace)"  # trace's: so are the families
-        except VerifyprofError:  # no verify ranges or none with kernels
-            scope = "the whole trace (no verify ranges)"
-        assert self.trace_kernels is not None
-        return self.trace_kernels.table, scope
+        return verify_kernels(self)
 
     def kernels(self, scope: str = "story") -> KernelTable:
-        """``kernels``: the story group's ("story"; ``--step`` picks it as everywhere: ``--step
-        verify`` is the verdict's group, ``--step draft`` the draft's), every step's ("all"),
-        ``--range``'s ("range") or the whole trace's ("whole-trace") kernels."""
-        from verifyprof.attribution.kernels import kernel_table
-        from verifyprof.attribution.taxonomy import load_taxonomy
-        from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
-        from verifyprof.pipeline.kernel_scope import SCOPES, story_kernels
+        """``kernels``: the story group's ("story"; ``--step`` picks it as everywhere), every
+        step's ("all"), ``--range``'s ("range") or the whole trace's ("whole-trace") kernels
+        (:func:`~verifyprof.pipeline.kernel_scope.run_kernels`)."""
+        from verifyprof.pipeline.kernel_scope import run_kernels
 
-        if scope not in SCOPES:
-            raise VerifyprofError(f"unknown kernel scope {scope!r}; one of {', '.join(SCOPES)}")
-        # several nsys files or a breakdown JSON: the reader's own line on why it is no trace
-        trace = self.trace or reading.load(self.sources[0])
-        rules = load_taxonomy(self.taxonomy)
-        if scope in ("whole-trace", "range"):
-            return kernel_table(trace, rules, self.options.step_range if scope == "range" else None)
-        if scope == "all":
-            table = kernel_table(trace, rules, DEFAULT_STEP_REGEX)
-            table.scope = "every step (verifyprof's ranges, SGLang's and users': every group)"
-            return table
-        try:
-            self.breakdown  # noqa: B018 - the steps, found once
-        except NoStepsError as err:
-            if self.options.step is not None:
-                raise
-            table = kernel_table(trace, rules)
-            table.scope = f"whole trace ({err.problem.split(';')[0]})"
-            return table
-        return story_kernels(trace, self, self.options.step)
+        return run_kernels(self, scope)
 
     def ranked(self, source: str) -> Ranking:
         """The ranking, or the one line saying why there is none (``whatif``)."""
@@ -306,9 +281,8 @@ class Run:
 
     @cached_property
     def attributed(self) -> AttributedSteps | None:
-        """The trace's attributed steps (ops, calls, launches, assignment, modes), made once: the
-        breakdown's, the kernel tables', the timelines' and compare's kernel families'; None
-        where the trace's events are not kept."""
+        """The trace's attributed steps (ops, calls, launches, assignment, modes), made once for
+        the breakdown, kernel tables, timelines and kernel families; None without its events."""
         from verifyprof.attribution.assignment import attributed_steps
         from verifyprof.attribution.taxonomy import load_taxonomy
         from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
@@ -324,9 +298,8 @@ class Run:
         """The breakdown's summary, made once (a breakdown JSON's own, else made of its steps)."""
         from verifyprof.attribution.summary import summarize
 
-        if self.breakdown is not None:
-            return self.breakdown.summary()
-        return self.frame.summary or summarize(self.frame.steps)
+        b = self.breakdown
+        return b.summary() if b is not None else self.frame.summary or summarize(self.frame.steps)
 
     @cached_property
     def shown_group(self) -> tuple[tuple[str, str], str | None, str]:
@@ -340,8 +313,7 @@ class Run:
         return group, None, why
 
     def compare(self, other: Run) -> Comparison:
-        """``compare``: this run (BEFORE) beside ``other`` (AFTER), under this run's
-        ``--accept-len``, ``--manifest``, ``--step``, ``--width`` and ``--mode``
+        """``compare``: this run (BEFORE) beside ``other`` (AFTER), under this run's options
         (:func:`~verifyprof.pipeline.before_after.compare_runs`)."""
         from verifyprof.pipeline.before_after import compare_runs
 
@@ -350,9 +322,8 @@ class Run:
     one_token = True  # a decode or prefill step makes one token (resolve_frame's one_token)
 
     def under(self, options: WhatifOptions, beside: bool = True, one_token: bool = True) -> Run:
-        """This run's inputs under other options (each side of compare's prediction check): what
-        was read and made of them is shared, the model's state is made under ``options``
-        (``beside=False``: its manifest is ``options.manifest`` alone, not a capture folder's)."""
+        """This run's inputs under other options (compare's prediction check), what was read
+        shared; ``beside=False``: its manifest is ``options.manifest``, not a capture folder's."""
         run = Run(self.sources, options, self.parallel, self.taxonomy, self.parts, self.keep_trace)
         run.one_token = one_token
         run.inputs = [i if beside else replace(i, manifest=None) for i in self.inputs]
@@ -369,15 +340,61 @@ class Run:
         run.__dict__.update(frame=frame, breakdown=None, trace=None)
         return run
 
+    # Several captures of one program (``open_run(..., captures=True)``) and plain numbers
+    # (``open_run([], options)``): members of the same run, each made once.
+    captures: tuple[str, ...] = ()  # every capture of the program, today's (this run) first
+
+    @cached_property
+    def members(self) -> list[Run]:
+        """Every capture's own run, today's (this one) first, each read and resolved once."""
+        rest = [
+            Run([c], replace(self.options, source=c), self.parallel, taxonomy=self.taxonomy)
+            for c in self.captures[1:]
+        ]
+        return [self, *rest]
+
+    @cached_property
+    def joined(self) -> Resolved | None:
+        """This run's state with one model of every capture (their steps the measured points
+        of its load and draft-count curves; a capture driven at several loads split by batch);
+        None: one input at one load, the run's own state (:attr:`resolved`)."""
+        from verifyprof.pipeline.captures import join
+
+        return join(self.members, self.options) if self.captures else None
+
+    @cached_property
+    def plain(self) -> PlainAnswer | None:
+        """Plain numbers' answer (a run of no inputs: ``whatif --verify-ms V --accept-len A``),
+        the files the options name read once; None for a run of inputs."""
+        from verifyprof.model.decision.plain_numbers import plain_answer
+        from verifyprof.pipeline.model_files import PlainFiles
+
+        return None if self.sources else plain_answer(self.options, PlainFiles(self.options))
+
 
 def open_run(
     sources: list[str | Path] | str | Path,
     options: WhatifOptions | None = None,
     parallel: ParallelOptions | None = None,
+    *,
+    captures: bool = False,
     **kw: Any,
 ) -> Run:
     """The one way into the pipeline: a :class:`Run` of the inputs (a trace, a capture folder, a
-    breakdown JSON, or several trace files) under the options."""
+    breakdown JSON, or several trace files) under the options. ``captures``: the inputs are
+    captures of one program (``whatif CAP...``, ``report CAP...``; a ``capture --batches``
+    folder stands for its captures): the run is today's, the first, and the others its
+    :attr:`~Run.members`. No inputs: plain numbers (``whatif --verify-ms ...``)."""
     if isinstance(sources, (str, Path)):
         sources = [sources]
+    if captures:
+        from verifyprof.pipeline.captures import capture_options, expand_captures
+
+        found = expand_captures([str(s) for s in sources])
+        if not found:
+            raise VerifyprofError("no captures given")
+        options = capture_options(found, options or WhatifOptions())
+        run = Run(found[:1], replace(options, source=found[0]), parallel, **kw)
+        run.captures = tuple(found)
+        return run
     return Run(list(sources), options, parallel, **kw)

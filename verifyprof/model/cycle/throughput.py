@@ -105,6 +105,14 @@ class Cycle:
         fields.update(changes)
         return Cycle(**fields)
 
+    def words(self) -> str:
+        """The cycle and its rate in one sentence (the verdict's step, where numbers give it)."""
+        return (
+            f"cycle {self.cycle_ms:.3f} ms (verify {self.verify_ms:.3f} + draft"
+            f" {self.draft_ms:.3f} + overhead {self.overhead_ms:.3f}) at accept length"
+            f" {self.accept_len:.2f}: {self.tokens_per_s:.1f} tok/s per request."
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "accept_len": self.accept_len,

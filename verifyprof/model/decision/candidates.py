@@ -1,8 +1,7 @@
 """Candidate fixes ranked by predicted tokens/s, each alone and stacked into a plan.
 
-The fixes live in :mod:`verifyprof.model.fixes`: ``verify`` (graphs, fusion, host, kernel
-floors), ``comm`` (allreduce), ``draft`` (draft count, drafter) and ``cycle`` (draft graphs,
-torch.compile, no speculation); ``plan`` stacks them.
+The fixes are the entries of :mod:`verifyprof.model.fixes.registry` (their builders live in
+``verify``, ``comm``, ``draft`` and ``cycle`` beside it); ``plan`` stacks them.
 Every candidate says which numbers it assumed; one that cannot apply to this trace is listed
 under ``skipped`` with the reason (REFERENCE 6.12).
 """
@@ -16,9 +15,8 @@ from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import WHATIF_SCHEMA
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.width_fit import fit_widths
-from verifyprof.model.decision.plan import Builder, PlanStep, evaluate, stack, unaddressed
+from verifyprof.model.decision.plan import PlanStep, evaluate, stack, unaddressed
 from verifyprof.model.decision.speculate import (
-    SPECULATIVE_ONLY,
     DraftCurve,
     PlainDecoding,
     decided_plan,
@@ -32,54 +30,13 @@ from verifyprof.model.decision.verdict import (
     step_words,
     unaddressed_words,
 )
+from verifyprof.model.fixes import registry
 from verifyprof.model.fixes.base import Candidate, Scenario, current_cycle
-from verifyprof.model.fixes.comm import custom_allreduce
-from verifyprof.model.fixes.cycle import (
-    cuda_graph_draft,
-    graph_fusion_draft,
-    no_speculation,
-    torch_compile,
-)
-from verifyprof.model.fixes.draft import better_drafter, draft_tokens, verify_at_width
-from verifyprof.model.fixes.verify import (
-    FLOOR_PHASES,
-    cuda_graph_verify,
-    graph_fusion_verify,
-    host_overhead,
-    kernel_floor,
-)
+from verifyprof.model.fixes.draft import verify_at_width
+from verifyprof.model.fixes.registry import NO_SPECULATION
 from verifyprof.model.inputs.profile import VerifyProfile
 
 SCHEMA = WHATIF_SCHEMA
-
-
-def _builders() -> list[tuple[str, Builder]]:
-    return [
-        ("no_speculation", no_speculation),
-        ("cuda_graph_verify", cuda_graph_verify),
-        ("graph_fusion_verify", graph_fusion_verify),
-        ("torch_compile", torch_compile),
-        ("host_overhead", host_overhead),
-        ("custom_allreduce", lambda p, s, c: custom_allreduce(p, s, c, fused=False)),
-        ("allreduce_fusion", lambda p, s, c: custom_allreduce(p, s, c, fused=True)),
-        ("cuda_graph_draft", cuda_graph_draft),
-        ("graph_fusion_draft", graph_fusion_draft),
-        ("fewer_draft_tokens", lambda p, s, c: draft_tokens(p, s, c, more=False)),
-        ("more_draft_tokens", lambda p, s, c: draft_tokens(p, s, c, more=True)),
-        ("better_drafter", better_drafter),
-        *[(f"kernel_floor:{phase}", kernel_floor(phase)) for phase in FLOOR_PHASES],
-    ]
-
-
-CANDIDATE_NAMES = tuple(name for name, _ in _builders())
-# Fixes that capture a part as a CUDA graph, and the parts each captures.
-GRAPH_FIXES: dict[str, tuple[str, ...]] = {
-    "cuda_graph_verify": ("verify",),
-    "graph_fusion_verify": ("verify",),
-    "cuda_graph_draft": ("draft",),
-    "graph_fusion_draft": ("draft",),
-    "torch_compile": ("verify", "draft"),
-}
 BIG_GAIN = 5.0  # a predicted tokens/s ratio above this says which assumption carries it
 
 
@@ -225,30 +182,29 @@ def rank_candidates(
     """Every applicable candidate alone (best predicted tokens/s first; graphs that cannot be
     captured as the code runs now after the rest), the rest with their reasons, the stacked
     plan, plain decoding beside it, the draft-count curve and the verdict."""
-    builders = _builders()
+    builders, known = registry.builders(), registry.names()
     if only:
-        unknown = [n for n in only if n not in CANDIDATE_NAMES]
+        unknown = [n for n in only if n not in known]
         if unknown:
-            raise VerifyprofError(
-                f"unknown candidate {unknown[0]!r}: known are {', '.join(CANDIDATE_NAMES)}"
-            )
-        builders = [(n, b) for n, b in builders if n in only or n == "no_speculation"]
+            raise VerifyprofError(f"unknown candidate {unknown[0]!r}: known are {', '.join(known)}")
+        builders = [(n, b) for n, b in builders if n in only or n == NO_SPECULATION]
     if not profile.speculative:  # nothing to turn off or to draft: the step's own fixes only
-        builders = [(n, b) for n, b in builders if n not in SPECULATIVE_ONLY]
+        speculative_only = registry.speculative_only()
+        builders = [(n, b) for n, b in builders if n not in speculative_only]
     now = current_cycle(profile, scenario)
     candidates, skipped = evaluate(builders, profile, scenario)
     blocked = _mark_blocked(candidates, scenario)
     for cand in candidates:
         _big_gain_warning(cand, profile, now)
     candidates.sort(key=lambda c: (bool(c.blocked), -c.cycle.tokens_per_s))
-    plan = stack(builders, profile, scenario, skip={"no_speculation", *blocked})
+    plan = stack(builders, profile, scenario, skip={NO_SPECULATION, *blocked})
     by_name = dict(builders)
     plain = plain_decoding(profile, scenario, now, plan, by_name) if profile.speculative else None
     curve = draft_curve(profile, scenario, now, plain) if profile.speculative else None
     if decide:  # not where the answer hangs on an unmeasured rate (the caller hedges)
         plan = decided_plan(plan, plain, profile, scenario, by_name, curve)
-    if only and "no_speculation" not in only:
-        candidates = [c for c in candidates if c.name != "no_speculation"]
+    if only and NO_SPECULATION not in only:
+        candidates = [c for c in candidates if c.name != NO_SPECULATION]
     ranking = Ranking(now, profile, scenario, candidates, skipped, plan, plain)
     ranking.curve = curve
     ranking.unaddressed = unaddressed(profile, candidates, skipped)
@@ -262,9 +218,9 @@ def _mark_blocked(candidates: list[Candidate], s: Scenario) -> set[str]:
     cap = s.capturable
     if cap is None:
         return set()
-    names = set()
+    names, fixes = set(), registry.by_name()
     for cand in candidates:
-        parts = GRAPH_FIXES.get(cand.name, ())
+        parts = fixes[cand.name].graphs if cand.name in fixes else ()
         reasons = cap.reasons(parts)
         if not reasons:
             continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verifyprof.model.cycle.throughput import Cycle
-from verifyprof.model.decision.candidates import _builders
+from verifyprof.model.fixes import registry
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of
 from verifyprof.model.fixes.cycle import plain_state
 from verifyprof.model.fixes.draft import accept_at, at_drafts
@@ -141,7 +141,7 @@ class ChangePrediction:
 def predict_change(profile: VerifyProfile, s: Scenario, change: Change) -> ChangePrediction:
     """BEFORE's state after the change: the fixes that model it, then the new draft count (or
     plain decoding)."""
-    builders = dict(_builders())
+    builders = dict(registry.builders())
     applied, skipped = [], []
     if change.speculation_off:
         profile, s, source = plain_state(profile, s)

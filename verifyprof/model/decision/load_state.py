@@ -14,7 +14,6 @@ from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.cycle.parts import HOST_IDLE
 from verifyprof.model.cycle.phase_fit import UnusableFit
 from verifyprof.model.decision.candidates import Ranking, Scenario
-from verifyprof.model.decision.candidates import _builders as builder_list
 from verifyprof.model.decision.capture_facts import stated_context
 from verifyprof.model.decision.load import LoadCurve, load_curve
 from verifyprof.model.decision.measure_commands import (
@@ -25,8 +24,9 @@ from verifyprof.model.decision.measure_commands import (
 from verifyprof.model.decision.plain_numbers import DEFAULT_CONTEXT
 from verifyprof.model.decision.plan import _with_cycle as with_cycle_of
 from verifyprof.model.decision.server_flags import settings
-from verifyprof.model.decision.speculate import SPECULATIVE_ONLY, plain_decoding
+from verifyprof.model.decision.speculate import plain_decoding
 from verifyprof.model.decision.today import today_answer
+from verifyprof.model.fixes import registry
 from verifyprof.model.fixes.base import Skip, cycle_of, edited_group, take_idle
 from verifyprof.model.fixes.measured import Capture, measured_from
 from verifyprof.model.inputs.model_config import model_from_workload
@@ -67,7 +67,7 @@ def decided_state(r: Ranking) -> tuple[VerifyProfile, Scenario, list[str]]:
     """The state after the plan's fixes where the verdict's answer flips there (speculating with
     the plan's fixes, plain decoding beside it with those of them that apply); today's, with no
     fixes, where it does not."""
-    plain, plan = r.plain, [st for st in r.plan if st.candidate.name != "no_speculation"]
+    plain, plan = r.plain, [st for st in r.plan if st.candidate.name != registry.NO_SPECULATION]
     if plain is None or not plan or plain.spec_after_plan is None or plain.own_plan:
         return r.profile, r.scenario, []
     plain_after = plain.along_plan[len(plan) - 1]
@@ -107,8 +107,8 @@ def after_captures(r: Ranking, measured: Any) -> Any:
     today = r.scenario.measured
     if today is None or len(today.captures) < 2:
         return None
-    names = [st.candidate.name for st in r.plan if st.candidate.name != "no_speculation"]
-    builders = dict(builder_list())
+    names = [st.candidate.name for st in r.plan if st.candidate.name != registry.NO_SPECULATION]
+    builders = dict(registry.builders())
     out = []
     for c in today.captures:
         profile, s = c.profile, replace(c.scenario, measured=None)
@@ -137,7 +137,7 @@ def _plain_track(plain: Any, names: list[str], builders: dict) -> tuple | None:
         return None
     state, plain_s = plain.after
     for name in names:
-        if name in SPECULATIVE_ONLY or name not in builders:
+        if name in registry.speculative_only() or name not in builders:
             continue
         try:
             applied = builders[name](state, plain_s, cycle_of(state, plain_s))

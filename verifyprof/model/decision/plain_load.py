@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.load import load_curve
 from verifyprof.model.decision.server_flags import settings
 from verifyprof.model.fixes.base import Scenario, Skip
@@ -26,59 +27,66 @@ from verifyprof.model.inputs.profile import VerifyProfile
 from verifyprof.model.inputs.step_group import StepGroup
 
 
-def numbers_profile(verify_ms: float, width: int, batch: int) -> VerifyProfile:
-    """A verify known by one number: one mean step, all of it in the dense GEMM phase."""
-    group = StepGroup(
-        name="verify (given)",
+def numbers_profile(
+    verify_ms: float, width: int, batch: int, phases_ms: dict[str, float], **group: Any
+) -> VerifyProfile:
+    """A verify known by numbers as the model's profile: one mean step of ``verify_ms`` split
+    into ``phases_ms``, no kernels or launches (``group``: the rest of its step group: the load
+    curve's one-phase verify here, the ranking's roofline split in ``plain_ranking``)."""
+    one = StepGroup(
         device=0,
         rank=0,
         steps=1,
-        mode="given",
         wall_ms=verify_ms,
         gpu_span_ms=verify_ms,
-        phases_ms={"gemm_dense": verify_ms},
-        totals_ms={"gemm_dense": verify_ms},
+        phases_ms=phases_ms,
         kernels=0.0,
         launches=0.0,
         graph_launches=0.0,
-        comm_calls=None,
-        comm_wait_ms=None,
-        counts={},
         attrs={},
+        **group,
     )
-    return VerifyProfile(group, width, batch, 1, source="plain numbers")
+    return VerifyProfile(verify=one, width=width, batch=batch, devices=1, source="plain numbers")
 
 
 def plain_load(
-    verify_ms: float,
-    accept_len: float,
+    cycle: Cycle,
     num_draft: int | None,
     *,
-    draft_ms: float = 0.0,
-    overhead_ms: float = 0.0,
-    decode_ms: float | None,
     model: ModelConfig | None,
     hardware: Hardware | None,
-    batch: int = 1,
     batches: tuple[int, ...] | None = None,
     contexts: tuple[float, ...] | None = None,
     context: float = 0.0,
     survival: Survival | None = None,
     tp: int = 1,
 ) -> dict[str, Any]:
-    """The load curve's JSON (``load_curve``) from plain numbers, with its assumptions; or
-    ``{"load_curve": None, "load_curve_skipped": why}``."""
+    """The load curve's JSON (``load_curve``) from plain numbers' cycle, with its assumptions;
+    or ``{"load_curve": None, "load_curve_skipped": why}``."""
     if not num_draft:
         return {"load_curve": None, "load_curve_skipped": "no load curve: give --num-draft K"}
+    verify_ms, accept_len, batch = cycle.verify_ms, cycle.accept_len, cycle.batch
     if accept_len > num_draft + 1:
         raise VerifyprofError(f"--accept-len {accept_len:g} exceeds --num-draft + 1")
-    profile = numbers_profile(verify_ms, num_draft + 1, batch)
+    dense = {"gemm_dense": verify_ms}  # the verify as one bandwidth-bound forward
+    profile = numbers_profile(
+        verify_ms,
+        num_draft + 1,
+        batch,
+        dense,
+        name="verify (given)",
+        mode="given",
+        totals_ms=dict(dense),
+        comm_calls=None,
+        comm_wait_ms=None,
+        counts={},
+    )
     s = Scenario(
         accept_len=accept_len,
-        decode_ms=decode_ms,
-        decode_given=decode_ms is not None,
-        draft_ms=draft_ms,
-        overhead_ms=overhead_ms,
+        decode_ms=cycle.decode_ms,
+        decode_given=cycle.decode_ms is not None,
+        draft_ms=cycle.draft_ms,
+        overhead_ms=cycle.overhead_ms,
         batch=batch,
         num_draft=num_draft,
         survival=survival,
@@ -94,9 +102,9 @@ def plain_load(
     load.server = settings(load, vllm=False)
     load.notes[:0] = [
         f"given: a {verify_ms:g} ms verify over {num_draft + 1} tokens per request at batch"
-        f" {batch}, draft {draft_ms:g} ms, the rest {overhead_ms:g} ms, accept length"
+        f" {batch}, draft {cycle.draft_ms:g} ms, the rest {cycle.overhead_ms:g} ms, accept length"
         f" {accept_len:g} at {num_draft} drafts"
-        + (f", plain decoding {decode_ms:.3f} ms a step" if decode_ms else ""),
+        + (f", plain decoding {cycle.decode_ms:.3f} ms a step" if cycle.decode_ms else ""),
         "the verify taken as one bandwidth-bound forward: all of it moves with the dense GEMMs'"
         " roofline floor; the draft scales with the drafts and stays flat over the batch",
     ]

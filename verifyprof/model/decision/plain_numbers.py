@@ -3,7 +3,7 @@ the verdict, from plain numbers (no trace)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from verifyprof.contracts.errors import VerifyprofError
@@ -23,6 +23,30 @@ from verifyprof.model.inputs.leviathan import (
     walltime_improvement,
 )
 from verifyprof.model.inputs.options import WhatifOptions, _check_options, acceptance, decode_inputs
+
+
+@dataclass(frozen=True)
+class PlainAnswer:
+    """Plain numbers' answer as a run gives a ranking: its JSON (a trace ranking's schema), the
+    load curve (JSON; None and why not) and the verdict, where a trace's run has them."""
+
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+    @property
+    def load(self) -> dict[str, Any] | None:
+        return self.data.get("load_curve")
+
+    @property
+    def load_skipped(self) -> str | None:
+        return self.data.get("load_curve_skipped")
+
+
+def plain_answer(o: WhatifOptions, files: Files | None = None) -> PlainAnswer:
+    """:func:`plain_numbers` as a run's answer (:attr:`verifyprof.pipeline.run.Run.plain`)."""
+    return PlainAnswer(plain_numbers(o, files))
 
 
 def plain_numbers(o: WhatifOptions, files: Files | None = None) -> dict[str, Any]:
@@ -150,16 +174,11 @@ def _numbers(o: WhatifOptions, files: Files) -> dict[str, Any]:
         if o is not asked and o.context == DEFAULT_CONTEXT:
             ranking["basis"]["assumed"].insert(0, CONTEXT_NOTE)
         return result | ranking
-    verdict = plain_verdict(cycle, source)
-    plain = (
-        PlainDecoding(Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), source, cycle).to_json()
-        if cycle.decode_ms is not None
-        else None
-    )
+    verdict, plain = plain_verdict(cycle, source), plain_decoding(cycle, source)
     return result | {
         "verdict": verdict.text(),
         "verdict_parts": verdict.to_json(),
-        "plain_decoding": plain,
+        "plain_decoding": plain.to_json() if plain is not None else None,
     }
 
 
@@ -250,15 +269,10 @@ def _load(o: WhatifOptions, cycle: Cycle, acc, files: Files) -> dict[str, Any]:
     if not (o.batches or o.contexts or o.model):
         return {}
     return plain_load(
-        cycle.verify_ms,
-        cycle.accept_len,
+        cycle,
         acc.num_draft or o.num_draft,
-        draft_ms=cycle.draft_ms,
-        overhead_ms=cycle.overhead_ms,
-        decode_ms=cycle.decode_ms,
         model=files.model(),
         hardware=files.hardware(),
-        batch=o.batch or 1,
         batches=o.batches,
         contexts=o.contexts,
         context=o.context or 0.0,
@@ -269,21 +283,22 @@ def _load(o: WhatifOptions, cycle: Cycle, acc, files: Files) -> dict[str, Any]:
 
 def plain_verdict(cycle: Cycle, baseline_source: str) -> Verdict:
     """The verdict of plain numbers: the cycle, and speculate or not when a baseline is given."""
-    step = (
-        f"cycle {cycle.cycle_ms:.3f} ms (verify {cycle.verify_ms:.3f} + draft {cycle.draft_ms:.3f}"
-        f" + overhead {cycle.overhead_ms:.3f}) at accept length {cycle.accept_len:.2f}:"
-        f" {cycle.tokens_per_s:.1f} tok/s per request."
-    )
-    verdict = Verdict(group="plain numbers (no trace)", step=step)
-    if cycle.decode_ms is None:
+    verdict = Verdict(group="plain numbers (no trace)", step=cycle.words())
+    plain = plain_decoding(cycle, baseline_source)
+    if plain is None:
         verdict.reasons.append(
             "no plain-decoding rate to compare with: give --baseline-tps or --decode-ms"
         )
         return verdict
-    plain = PlainDecoding(
-        Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), f"{baseline_source}", cycle
-    )
     verdict.decision = decision_words(plain)
     if plain.speculation_loses:
         verdict.warnings.append(verdict.decision)
     return verdict
+
+
+def plain_decoding(cycle: Cycle, baseline_source: str) -> PlainDecoding | None:
+    """Plain decoding at the given rate (one token a step), beside today's cycle; None without
+    a rate."""
+    if cycle.decode_ms is None:
+        return None
+    return PlainDecoding(Cycle(verify_ms=cycle.decode_ms, accept_len=1.0), baseline_source, cycle)

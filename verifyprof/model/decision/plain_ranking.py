@@ -18,12 +18,8 @@ from typing import Any
 from verifyprof.contracts import phases
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.model.cycle.throughput import Cycle
-from verifyprof.model.decision.candidates import (
-    CANDIDATE_NAMES,
-    Ranking,
-    rank_candidates,
-    verdict_of,
-)
+from verifyprof.model.decision.candidates import Ranking, rank_candidates, verdict_of
+from verifyprof.model.decision.plain_load import numbers_profile
 from verifyprof.model.decision.plain_roofline import (
     PEAK_DTYPE,
     REST,
@@ -33,32 +29,21 @@ from verifyprof.model.decision.plain_roofline import (
 )
 from verifyprof.model.decision.speculate import draft_curve
 from verifyprof.model.decision.verdict import Verdict
+from verifyprof.model.fixes import registry
 from verifyprof.model.fixes.base import Scenario
+from verifyprof.model.fixes.registry import NO_SPECULATION
 from verifyprof.model.inputs.acceptance import Survival
 from verifyprof.model.inputs.given import Files, NoFiles
 from verifyprof.model.inputs.hardware import Hardware
 from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.model.inputs.profile import VerifyProfile
-from verifyprof.model.inputs.step_group import StepGroup
 
-# What plain numbers can rank (no_speculation comes with every ranking); the rest need a trace.
-FROM_NUMBERS = (
-    "custom_allreduce",
-    "fewer_draft_tokens",
-    "more_draft_tokens",
-    "better_drafter",
-)
+# Why a fix that needs a trace (the registry's needs_trace) is not ranked, unless it says its own.
 NEEDS_TRACE = (
     "needs a trace: plain numbers have no kernels, launches or host time to change (the verify's"
     " phases here are the roofline's)"
 )
-WHY_NOT = {
-    "allreduce_fusion": (
-        "needs a trace: the RMSNorm time and launches it removes are inside the rest the roofline"
-        " does not explain"
-    ),
-}
 ONE_PART = (
     "the verify as one number (no --model and --hardware to split it): no fix from plain numbers"
     " changes it"
@@ -183,32 +168,6 @@ def split_verify(
     return phases_ms, calls, basis
 
 
-def numbers_profile(
-    verify_ms: float, width: int, batch: int, phases_ms: dict[str, float], allreduces: float
-) -> VerifyProfile:
-    """The verify of plain numbers as the model's profile: one step, its phases as split."""
-    group = StepGroup(
-        name="verify (plain numbers)",
-        device=0,
-        rank=0,
-        steps=1,
-        mode="graph",  # how the verify runs is not given: it is left as it is
-        wall_ms=verify_ms,
-        gpu_span_ms=verify_ms,
-        phases_ms=phases_ms,
-        totals_ms={p: (phases_ms.get(p, 0.0) if p == "allreduce" else 0.0) for p in phases.TOTALS},
-        kernels=0.0,
-        launches=0.0,
-        graph_launches=0.0,
-        comm_calls=allreduces or None,
-        comm_wait_ms=0.0,
-        counts={p: 0.0 for p in phases.PRIORITY},
-        attrs={},
-        window_ms=verify_ms,
-    )
-    return VerifyProfile(verify=group, width=width, batch=batch, devices=1, source="plain numbers")
-
-
 def plain_ranking(
     o: WhatifOptions,
     cycle: Cycle,
@@ -235,7 +194,7 @@ def plain_ranking(
             "drafts cost nothing (no --draft-ms or --draft-cost-ratio): the draft count's"
             " tokens/s counts only the verify's growth with width"
         )
-    profile = numbers_profile(cycle.verify_ms, width, cycle.batch, phases_ms, calls)
+    profile = _split_profile(cycle, width, phases_ms, calls)
     scenario = Scenario(
         accept_len=cycle.accept_len,
         decode_ms=cycle.decode_ms,
@@ -270,9 +229,9 @@ def plain_ranking(
             " or --baseline-tps; never the verify's own time)"
         )
     ranking.skipped += [
-        {"name": name, "reason": WHY_NOT.get(name, NEEDS_TRACE)}
-        for name in CANDIDATE_NAMES
-        if name not in FROM_NUMBERS and name != "no_speculation"
+        {"name": f.name, "reason": f.why_trace or NEEDS_TRACE}
+        for f in registry.FIXES
+        if f.needs_trace
     ]
     ranking.unaddressed = [
         u | {"reason": REST_WORDS if model is not None else ONE_PART}
@@ -288,6 +247,25 @@ def plain_ranking(
     if roofline_ms is not None and ranking.plain is not None:
         hedge(ranking, roofline_ms)
     return _to_json(ranking, basis)
+
+
+def _split_profile(
+    cycle: Cycle, width: int, phases_ms: dict[str, float], calls: float
+) -> VerifyProfile:
+    """The verify of plain numbers as the model's profile: one step, its phases as split."""
+    return numbers_profile(
+        cycle.verify_ms,
+        width,
+        cycle.batch,
+        phases_ms,
+        name="verify (plain numbers)",
+        mode="graph",  # how the verify runs is not given: it is left as it is
+        totals_ms={p: (phases_ms.get(p, 0.0) if p == "allreduce" else 0.0) for p in phases.TOTALS},
+        comm_calls=calls or None,
+        comm_wait_ms=0.0,
+        counts={p: 0.0 for p in phases.PRIORITY},
+        window_ms=cycle.verify_ms,
+    )
 
 
 def _phases_of(
@@ -325,17 +303,18 @@ def _phases_of(
 def _only(o: WhatifOptions) -> list[str]:
     """The candidates asked for (--candidate) that plain numbers can rank; a trace-only one is
     refused."""
-    if not o.candidates:
-        return list(FROM_NUMBERS)
+    fixes = registry.by_name()
+    if not o.candidates:  # no_speculation comes with every ranking
+        return [f.name for f in fixes.values() if not f.needs_trace and f.name != NO_SPECULATION]
     for name in o.candidates:
-        if name in CANDIDATE_NAMES and name not in FROM_NUMBERS and name != "no_speculation":
+        if name in fixes and fixes[name].needs_trace:
             raise VerifyprofError(f"--candidate {name} {NEEDS_TRACE}")
     return list(o.candidates)
 
 
 def _without_plain(r: Ranking) -> None:
     """No plain-decoding rate given and none predictable: no k = 0, no speculate-or-not."""
-    r.candidates = [c for c in r.candidates if c.name != "no_speculation"]
+    r.candidates = [c for c in r.candidates if c.name != NO_SPECULATION]
     r.plain = None
     r.curve = draft_curve(r.profile, r.scenario, r.current, None)
 
@@ -354,13 +333,7 @@ def _sources(r: Ranking, baseline: str | None, split: bool) -> None:
 def _verdict(r: Ranking, basis: Basis) -> Verdict:
     """The trace's verdict with the step in plain numbers' words."""
     v = verdict_of(r)
-    c = r.current
-    v.group = "plain numbers (no trace)"
-    v.step = (
-        f"cycle {c.cycle_ms:.3f} ms (verify {c.verify_ms:.3f} + draft {c.draft_ms:.3f} + overhead"
-        f" {c.overhead_ms:.3f}) at accept length {c.accept_len:.2f}: {c.tokens_per_s:.1f} tok/s"
-        " per request."
-    )
+    v.group, v.step = "plain numbers (no trace)", r.current.words()
     return v
 
 

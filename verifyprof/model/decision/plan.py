@@ -5,29 +5,19 @@ addresses, with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from verifyprof.contracts import phases
 from verifyprof.model.cycle.throughput import Cycle
+from verifyprof.model.fixes import registry
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, current_cycle
+from verifyprof.model.fixes.registry import Builder
 from verifyprof.model.inputs.profile import VerifyProfile
 
-Builder = Callable[[VerifyProfile, Scenario, Cycle], Candidate]
-
-# Fixes that are alternatives: once one is in the plan, the others of its group are not stacked on
-# it.
-EXCLUSIVE = (
-    {"cuda_graph_verify", "graph_fusion_verify", "torch_compile"},
-    {"cuda_graph_draft", "graph_fusion_draft", "torch_compile"},
-    {"custom_allreduce", "allreduce_fusion"},
-    {"fewer_draft_tokens", "more_draft_tokens"},
-)
 MIN_GAIN = 1e-3  # a fix adding less than 0.1% tokens/s ends the plan
 
-# Which fixes can shrink each verify phase; a phase with none says why not (contracts.phases).
-PHASE_FIXES: dict[str, tuple[str, ...]] = {p: i.fixes for p, i in phases.INFO.items() if i.fixes}
+# Why no fix is modelled for a phase (contracts.phases), where no registered fix shrinks it.
 NOT_MODELLED: dict[str, str] = {p: i.not_modelled for p, i in phases.INFO.items() if i.not_modelled}
 SIGNIFICANT = 0.01  # phases under 1% of the verify are not listed as unaddressed
 
@@ -83,7 +73,7 @@ def stack(
             break
         best = found[0]
         plan.append(PlanStep(best, best.cycle.tokens_per_s, baseline))
-        used |= {best.name}.union(*(g for g in EXCLUSIVE if best.name in g))
+        used |= registry.excluded_by(best.name)  # it and its alternatives
         profile = best.profile or profile
         scenario = best.scenario or _with_cycle(scenario, best.cycle)
     return plan
@@ -102,16 +92,17 @@ def unaddressed(
     v = profile.verify
     applicable = {c.name for c in candidates}
     reasons = {s["name"]: s["reason"] for s in skipped}
+    phase_fixes = registry.phase_fixes()
     out = []
     for phase, t in v.phases_ms.items():
         if v.wall_ms <= 0 or t < SIGNIFICANT * v.wall_ms:
             continue
-        fixes = PHASE_FIXES.get(phase, ())
+        fixes = phase_fixes.get(phase, ())
         if any(f in applicable for f in fixes):
             continue
-        reason = (
-            NOT_MODELLED.get(phase)
-            or "; ".join(f"{f}: {reasons[f]}" for f in fixes if f in reasons)
+        reason = (  # a registered fix outranks the phase's "no fix modelled" words
+            "; ".join(f"{f}: {reasons[f]}" for f in fixes if f in reasons)
+            or ("" if fixes else NOT_MODELLED.get(phase, ""))
             or "no fix modelled"
         )
         out.append({"phase": phase, "ms": t, "share": t / v.wall_ms, "reason": reason})

@@ -15,6 +15,7 @@ from typing import Any
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.plan import Builder, PlanStep, stack
 from verifyprof.model.decision.today import cannot_pay, clear_best, payable
+from verifyprof.model.fixes import registry
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, cycle_of, predicted
 from verifyprof.model.fixes.cycle import OWN_MODE, plain_measured, plain_mode, plain_state
 from verifyprof.model.fixes.draft import (
@@ -28,17 +29,6 @@ from verifyprof.model.inputs.profile import VerifyProfile
 
 CURVE_MIN_K = 8  # the curve reaches at least this many drafts (and 4 past today's)
 CURVE_PAST = 4
-# Fixes that change nothing a plain decode step has: not applied to the plain track.
-SPECULATIVE_ONLY = frozenset(
-    {
-        "cuda_graph_draft",
-        "graph_fusion_draft",
-        "fewer_draft_tokens",
-        "more_draft_tokens",
-        "better_drafter",
-        "no_speculation",
-    }
-)
 
 
 @dataclass
@@ -154,9 +144,10 @@ def plain_decoding(
     out.after = (state, plain)
     if plan:
         out.spec_after_plan = plan[-1].cumulative_tps
+    speculative_only = registry.speculative_only()  # not applied to the plain track
     for i, step in enumerate(plan, start=1):
         name = step.candidate.name
-        if name not in SPECULATIVE_ONLY and name in builders:
+        if name not in speculative_only and name in builders:
             try:
                 applied = builders[name](state, plain, cycle_of(state, plain))
                 state = applied.profile or state
@@ -199,7 +190,7 @@ def decided_plan(
         last = plan[-1].candidate.cycle if plan else now
         fixes = ", ".join(step.candidate.name for step in plan) or "none"
         off = predicted(
-            "no_speculation",
+            registry.NO_SPECULATION,
             state,
             plain_s,
             last,
@@ -209,10 +200,10 @@ def decided_plan(
         plain.along_plan = plain.along_plan + [plain_after]
         return plan + [PlanStep(off, plain_after, now.tokens_per_s)]
     try:
-        off = builders["no_speculation"](profile, s, now)
+        off = builders[registry.NO_SPECULATION](profile, s, now)
     except Skip:
         return plan
-    track = [(n, b) for n, b in builders.items() if n not in SPECULATIVE_ONLY]
+    track = [(n, b) for n, b in builders.items() if n not in registry.speculative_only()]
     steps = stack(track, off.profile or profile, off.scenario or s)
     final = steps[-1].cumulative_tps if steps else off.cycle.tokens_per_s
     if final < spec_after and not cannot_pay(now.accept_len):  # speculating's plan wins after

@@ -11,6 +11,7 @@ from verifyprof.contracts import phases
 from verifyprof.contracts.plumbing.text import counted
 from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.decision.today import after_plan_words, today_answer
+from verifyprof.model.fixes.registry import NO_SPECULATION
 from verifyprof.model.inputs.profile import VerifyProfile
 
 # What a dominant phase means, in the words a user acts on (one table: contracts.phases.INFO).
@@ -100,7 +101,7 @@ def plan_words(now: Cycle, plan: list[Any], plain: Any | None) -> str:
     if not plan:
         return f"No modelled fix raises {now.tokens_per_s:.1f} tok/s."
     first, names = plan[0], [step.candidate.name for step in plan]
-    if first.candidate.name == "no_speculation":
+    if first.candidate.name == NO_SPECULATION:
         line = f"First: turn speculation off -> {first.cumulative_tps:.1f} tok/s"
         if len(plan) > 1:
             line += (
@@ -108,7 +109,7 @@ def plan_words(now: Cycle, plan: list[Any], plain: Any | None) -> str:
                 f" {plan[-1].cumulative_tps:.1f} tok/s"
             )
         return line + "."
-    off = names[-1] == "no_speculation"
+    off = names[-1] == NO_SPECULATION
     below = plain is not None and first.cumulative_tps < plain.tokens_per_s
     if below:
         passes = next(

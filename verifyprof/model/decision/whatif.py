@@ -257,6 +257,18 @@ def _dilation_notes(manifest: Manifest | None) -> list[str]:
     if manifest is None or anchor is None or anchor.noise is not None:
         return []
     rate = f"{anchor.unprofiled_tps:,.1f} tok/s" if anchor.unprofiled_tps else "its unprofiled rate"
+    if manifest.dilation_samples:
+        prof, unprof = manifest.dilation_samples
+        rate += (
+            f" (the medians of the program's per-sample rates, unprofiled"
+            f" {', '.join(f'{v:,.1f}' for v in unprof)}, profiled"
+            f" {', '.join(f'{v:,.1f}' for v in prof)}: an average would count a cold sample;"
+            " a request's share of the batch's)"
+            if manifest.rate_scale < 1
+            else f" (the medians of the program's per-sample rates, unprofiled"
+            f" {', '.join(f'{v:,.1f}' for v in unprof)}, profiled"
+            f" {', '.join(f'{v:,.1f}' for v in prof)}: an average would count a cold sample)"
+        )
     return [
         f"the profiler slowed the program {anchor.factor:.2f}x ({anchor.source}): it"
         f" runs at {rate} unprofiled; 'current', the plan and every candidate are stated at the"

@@ -3,11 +3,12 @@
 An export read in shares (:mod:`verifyprof.trace.shares`) used to be scanned whole once per
 share: each worker's SQL filter on ``globalPid`` / ``globalTid`` still steps every row of the
 kernel and runtime tables, so 8 shares stepped them 8 times. Here the process that maps the
-shares reads those two tables once, on all its cores (:func:`read_once`), and splits the rows by
-share in numpy, with the shares' own filter (``(column >> 24) IN (...)``, the last share every
-other process). Map workers forked from it inherit the split (copy-on-write) and each takes its
-own share's rows (:func:`take_share`) instead of querying them; the small tables (copies, graphs,
-NVTX, names, payloads) are still queried per share.
+shares reads those two tables once, on all its cores (:func:`read_once`), and marks each row
+with its share in numpy, by the shares' own filter (``(column >> 24) IN (...)``, the last share
+every other process). Map workers forked from it inherit the columns and the marks
+(copy-on-write) and each gathers its own share's rows (:func:`take_share`, the workers at once,
+not the map's process alone before they fork) instead of querying them; the small tables (copies,
+graphs, NVTX, names, payloads) are still queried per share.
 
 A share's rows are the ones its SQL filter selects, in the same (rowid) order, so its trace is
 the same to the nanosecond. The split is made only where that holds: the filter's column is the
@@ -48,9 +49,11 @@ MAX_ROWS = 2_500_000
 ENABLED = True  # False: every share queries its own rows (bench_ranks compares the two)
 FEW_PROCESSES = 16  # shares or named processes split by one pass over the rows each
 
-# (file identity, share) -> {big table name: that share's rows}; filled by read_once in the map's
-# own process, read in the workers it forks
-_SHARES: dict[tuple[tuple, ProcessFilter], dict[str, dict[str, np.ndarray]]] = {}
+# (file identity, share) -> (its number, {big table name: (every row's columns, every row's
+# share)}); filled by read_once in the map's own process, taken in the workers it forks, each of
+# which gathers its own rows (in parallel, where the map's process would do it alone)
+Split = tuple[dict[str, np.ndarray], np.ndarray]
+_SHARES: dict[tuple[tuple, ProcessFilter], tuple[int, dict[str, Split]]] = {}
 
 
 def big_jobs(export: NsysExport, api_names: dict[int, str]) -> dict[str, SlicedQuery]:
@@ -75,12 +78,12 @@ def read_once(path: Path, shares: list[ProcessFilter]) -> Iterator[None]:
     except Exception:  # noqa: BLE001 - the shares' own reads name the problem
         split = None
     release_free_memory()  # the read's Arrow batches: the workers forked next start without them
-    for share, tables in (split or {}).items():
-        _SHARES[(key, share)] = tables
+    for number, share in enumerate(shares if split else []):
+        _SHARES[(key, share)] = (number, split)
     try:
         yield
     finally:
-        for share in split or {}:
+        for share in shares if split else []:
             _SHARES.pop((key, share), None)
 
 
@@ -93,10 +96,15 @@ def take_share(export: NsysExport) -> dict[str, Rows] | None:
         key = _identity(export.path)
     except OSError:
         return None
-    tables = _SHARES.pop((key, export.processes), None)
-    if tables is None:
+    taken = _SHARES.pop((key, export.processes), None)
+    if taken is None:
         return None
-    return {name: Rows.of(columns, SHARED_TABLES[name][0]) for name, columns in tables.items()}
+    number, tables = taken
+    out = {}
+    for name, (columns, share_of_row) in tables.items():
+        rows = np.flatnonzero(share_of_row == number)  # in rowid order, as its SQL filter reads
+        out[name] = Rows.of({c: v[rows] for c, v in columns.items()}, SHARED_TABLES[name][0])
+    return out
 
 
 def _identity(path: Path) -> tuple:
@@ -104,9 +112,7 @@ def _identity(path: Path) -> tuple:
     return (str(Path(path).resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
-def _read_split(
-    path: Path, shares: list[ProcessFilter]
-) -> dict[ProcessFilter, dict[str, dict[str, np.ndarray]]] | None:
+def _read_split(path: Path, shares: list[ProcessFilter]) -> dict[str, Split] | None:
     if not shares or not _a_partition(shares):
         return None  # a row in two shares: not one split
     with NsysExport(path) as export:
@@ -119,17 +125,14 @@ def _read_split(
         if sum(int(job.offsets[-1]) for job in jobs.values()) > MAX_ROWS:
             return None  # the shares' own reads keep each process's memory to its share
         export.fetch(list(jobs.values()))
-    split: dict[ProcessFilter, dict[str, dict[str, np.ndarray]]] = {s: {} for s in shares}
+    split: dict[str, Split] = {}
     for name, job in jobs.items():
         alias = FILTER_COLUMNS[name][1]
         if alias not in job.exact:
             return None
         rows = job.rows()
-        order, bounds = _by_share(rows.columns[alias] >> 24, shares)  # SQLite's >>: arithmetic
-        for column in list(rows.columns):
-            values = rows.columns.pop(column)[order]  # each share's rows together, in rowid order
-            for share, lo, hi in zip(shares, bounds[:-1], bounds[1:]):
-                split[share].setdefault(name, {})[column] = values[lo:hi]
+        keys = rows.columns[alias] >> 24  # SQLite's >>: arithmetic
+        split[name] = (rows.columns, _share_of_rows(keys, shares))
     return split
 
 
@@ -145,10 +148,9 @@ def _a_partition(shares: list[ProcessFilter]) -> bool:
     return {p >> 24 for p in last.pids} == set(named)
 
 
-def _by_share(keys: np.ndarray, shares: list[ProcessFilter]) -> tuple[np.ndarray, np.ndarray]:
-    """The rows in share order (within a share, in their own order) and each share's bounds in it:
-    a row goes to the share naming its process (``share.sql``), else to the share of the rest
-    (rows of no share: after the last bound)."""
+def _share_of_rows(keys: np.ndarray, shares: list[ProcessFilter]) -> np.ndarray:
+    """Each row's share: the share naming its process (``share.sql``), else the share of the
+    rest (``len(shares)``: rows of no share)."""
     named = {p >> 24: i for i, share in enumerate(shares) if not share.rest for p in share.pids}
     rest = len(shares) - 1 if shares[-1].rest else len(shares)
     index = np.full(len(keys), rest, dtype=np.int16 if len(shares) < 1 << 15 else np.int64)
@@ -161,12 +163,7 @@ def _by_share(keys: np.ndarray, shares: list[ProcessFilter]) -> tuple[np.ndarray
         at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
         hit = known[at] == keys
         index[hit] = share_of[at[hit]]
-    if len(shares) <= FEW_PROCESSES:  # each share's rows by one pass: the stable sort by share
-        order = np.concatenate([np.flatnonzero(index == s) for s in range(len(shares) + 1)])
-    else:
-        order = np.argsort(index, kind="stable")  # a radix sort for small ints
-    bounds = np.r_[0, np.cumsum(np.bincount(index, minlength=len(shares) + 1))]
-    return order, bounds[: len(shares) + 1]
+    return index
 
 
 def _filter_column(export: NsysExport, table: str) -> str | None:

@@ -1,0 +1,96 @@
+"""The CLI as a user runs it, in a real process: its first output comes before the analysis
+loads, and it ends once its output is written, without tearing the interpreter down."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PUBLIC, REPO
+
+EXPORT = PUBLIC / "nsys" / "flameox_cudagraph_rtx3060_nsys2025.5.sqlite"  # real, not gzipped
+
+
+def _env(**extra: str) -> dict[str, str]:
+    path = os.pathsep.join([*extra.pop("first", "").split(os.pathsep), str(REPO)]).strip(os.pathsep)
+    return {**os.environ, "PYTHONPATH": path, "TERM": "xterm", "COLUMNS": "100", **extra}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
+def test_the_status_line_is_on_the_terminal_before_pandas_is_loaded():
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verifyprof.cli", "breakdown", str(EXPORT)],
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        env=_env(),
+        cwd=REPO,
+    )
+    os.close(slave)
+    try:
+        ready, _, _ = select.select([master], [], [], 120)
+        assert ready, "nothing written to the terminal"
+        loaded = Path(f"/proc/{proc.pid}/maps").read_text()  # the libraries mapped by then
+        first = os.read(master, 4096)
+        while b"breaking down" not in first and select.select([master], [], [], 120)[0]:
+            first += os.read(master, 4096)  # the cursor hidden, then the line
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    assert b"breaking down" in first
+    assert "/pandas/" not in loaded and "/pyarrow/" not in loaded
+
+
+def _hooked(tmp_path: Path) -> Path:
+    """A ``sitecustomize`` that says on stderr when Python's exit handlers run and when a
+    module-level object is freed (the interpreter's teardown)."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, sys\n"
+        "class _Freed:\n"
+        "    def __del__(self):\n"
+        "        sys.__stderr__.write('torn down\\n')\n"
+        "KEPT = _Freed()\n"
+        "atexit.register(lambda: sys.__stderr__.write('exit handlers ran\\n'))\n"
+    )
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "stdout"),
+    [(["--version"], 0, "verifyprof "), (["breakdown", "/no/such/trace"], 2, "")],
+    ids=["success", "error"],
+)
+def test_the_cli_process_runs_its_exit_handlers_keeps_its_code_and_skips_the_teardown(
+    tmp_path, argv, code, stdout
+):
+    done = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=_env(first=str(_hooked(tmp_path))),
+        cwd=REPO,
+        timeout=120,
+    )
+    assert done.returncode == code
+    assert done.stdout.startswith(stdout)
+    assert "exit handlers ran" in done.stderr
+    assert "torn down" not in done.stderr
+
+
+def test_a_program_calling_main_exits_as_python_does(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from verifyprof.cli import main; main()", "--version"],
+        capture_output=True,
+        text=True,
+        env=_env(first=str(_hooked(tmp_path))),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    assert "exit handlers ran" in done.stderr and "torn down" in done.stderr

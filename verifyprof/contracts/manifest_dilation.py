@@ -1,0 +1,102 @@
+"""A capture manifest's ``dilation`` record, read into its :class:`Manifest`: the factor, the
+rates on a request's basis (a batched program reports its batch's), the baseline runs, the
+program's per-sample rates and the unprofiled run's own plain decoding. It fills the fields of
+the ``Manifest`` it is handed (typed ``Any``: this module is below the one that defines it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from verifyprof.contracts.bounds import manifest_number
+from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_bytes
+
+
+def _numbers_of(values: Any) -> tuple[float, ...]:
+    """Positive finite numbers of a JSON list (anything else: none)."""
+    if not isinstance(values, list):
+        return ()
+    ok = all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
+        for v in values
+    )
+    return tuple(float(v) for v in values) if ok else ()
+
+
+def _per_request_scale(manifest: Any, dilation: dict) -> float:
+    """A request's share of the rates a ``tokens_per_s`` dilation record holds: the profiled run's
+    ``tokens_per_s_per_request`` over its ``tokens_per_s`` where it reported both and they differ
+    (a batched program's aggregate), else 1. A record on the per-request basis is kept as is."""
+    if dilation.get("basis", "tokens_per_s") != "tokens_per_s":
+        return 1.0
+    results = manifest.raw.get("results") if isinstance(manifest.raw, dict) else None
+    if not isinstance(results, dict):
+        return 1.0
+    total, each = results.get("tokens_per_s"), results.get("tokens_per_s_per_request")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (total, each))
+    if not numbers or not 0 < each < total < float("inf"):
+        return 1.0
+    return float(each) / float(total)
+
+
+def with_dilation(manifest: Any, dilation: Any) -> Any:
+    """The manifest's ``dilation`` record, if it has a measured factor (checked like the rest)."""
+    if not isinstance(dilation, dict) or dilation.get("factor") is None:
+        return manifest
+    factor, unprofiled = dilation.get("factor"), dilation.get("unprofiled_tokens_per_s")
+    for name, value in (
+        ("dilation.factor", factor),
+        ("dilation.unprofiled_tokens_per_s", unprofiled),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+        ):
+            raise VerifyprofError(
+                f"manifest field {name!r} is not a positive number: {value!r}", manifest.path
+            )
+        manifest_number(name, value, manifest.path)  # finite, in its range
+    manifest.dilation = float(factor)
+    scale = manifest.rate_scale = _per_request_scale(manifest, dilation)
+    manifest.unprofiled_tps = float(unprofiled) * scale if unprofiled is not None else None
+    manifest.dilation_source = str(dilation.get("source") or "")
+    profiled = dilation.get("profiled_tokens_per_s")
+    if isinstance(profiled, (int, float)) and not isinstance(profiled, bool) and profiled > 0:
+        manifest.profiled_tps = scale * float(
+            manifest_number("dilation.profiled_tokens_per_s", profiled, manifest.path)
+        )
+    samples = dilation.get("samples")
+    if isinstance(samples, dict):
+        pair = [_numbers_of(samples.get(k)) for k in ("profiled", "unprofiled")]
+        manifest.dilation_samples = (pair[0], pair[1]) if all(pair) else None
+    runs = dilation.get("baseline_runs_tokens_per_s")
+    if isinstance(runs, list):
+        manifest.dilation_runs = tuple(
+            float(v) * scale
+            for v in runs
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+        )
+    plain = dilation.get("unprofiled_baseline_tokens_per_s")
+    if plain is None and manifest.dilation_source == "baseline run":
+        plain = _baseline_run_plain(manifest.path)
+    if isinstance(plain, (int, float)) and not isinstance(plain, bool) and plain > 0:
+        manifest.unprofiled_baseline_tps = float(
+            manifest_number("dilation.unprofiled_baseline_tokens_per_s", plain, manifest.path)
+        )
+    return manifest
+
+
+def _baseline_run_plain(path: Path) -> Any:
+    """The unprofiled baseline run's own plain-decoding rate, from ``baseline/results.json``
+    beside a manifest written before the dilation record carried it; None where there is none
+    (an unreadable or odd file is no rate: the profiled one is then raced, as the notes say)."""
+    results = path.parent / "baseline" / "results.json"
+    if not results.is_file():
+        return None
+    try:
+        data = parse_json(
+            read_bytes(results, "baseline results", MANIFEST_LIMIT), "baseline results", results
+        )
+    except (VerifyprofError, ValueError):
+        return None
+    return data.get("baseline_tokens_per_s") if isinstance(data, dict) else None
