@@ -33,15 +33,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution.assignment import assign_steps
+from verifyprof.attribution.assignment import AttributedSteps, attributed_steps
 from verifyprof.attribution.comm import collective_calls, collective_kernels
-from verifyprof.attribution.steps import (
-    NO_STEP,
-    GpuOps,
-    gpu_ops,
-    launches,
-    link_calls,
-)
+from verifyprof.attribution.steps import NO_STEP, gpu_ops
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.model.inputs.allreduce import NCCL_HW_LAT_US, ring_alpha_beta_us
@@ -82,14 +76,16 @@ def allreduce_samples(
     ``hardware`` defaults to the file matching the trace's device name; without one the
     predictions are NaN and ``hardware`` says why. ``hidden``: infer unrecorded sizes (module doc).
     """
-    ops = gpu_ops(trace, taxonomy or load_taxonomy())
+    regex = "|".join(re.escape(n) + r"\b" for n in TARGET_STEPS)
+    attributed = attributed_steps(trace, taxonomy or load_taxonomy(), regex)
+    ops = attributed.ops
     every = collective_kernels(trace, ops)
     if every is None:
         return _empty()
     every["kernel_ns"] = every["end"].to_numpy() - every["start"].to_numpy()
     every["bytes_from"] = np.where(every["bytes"].to_numpy() > 0, "trace", "")
     if hidden:
-        _infer_bytes(trace, ops, every, hidden, dtype_bytes)
+        _infer_bytes(attributed, every, hidden, dtype_bytes)
     kernels = every[(every["family"].to_numpy() == "allreduce") & (every["bytes"].to_numpy() > 0)]
     if kernels.empty:
         return _empty()
@@ -140,17 +136,14 @@ def unsized_allreduces(trace: Trace, taxonomy: Taxonomy | None = None) -> int:
 
 
 def _infer_bytes(
-    trace: Trace, ops: GpuOps, kernels: pd.DataFrame, hidden: int, dtype_bytes: int
+    attributed: AttributedSteps, kernels: pd.DataFrame, hidden: int, dtype_bytes: int
 ) -> None:
     """bs x tokens x hidden x dtype bytes for unsized allreduces inside target-model steps."""
     unsized = (kernels["bytes"].to_numpy() <= 0) & (kernels["family"].to_numpy() == "allreduce")
     if not unsized.any():
         return
-    calls = link_calls(trace, ops)
-    launch, op_launch = launches(ops, calls)
     try:
-        regex = "|".join(re.escape(n) + r"\b" for n in TARGET_STEPS)
-        assigned = assign_steps(trace, ops, calls, launch, op_launch, regex)
+        assigned = attributed.assigned
     except NoStepsError:
         return
     steps = assigned.steps

@@ -28,13 +28,13 @@ HOOKED = ROOT / "traces" / "capture-workload-compile-hooks"
 
 
 @pytest.fixture(scope="module")
-def eager() -> pipeline.Loaded:
-    return pipeline.load_input(EAGER)
+def eager() -> pipeline.Run:
+    return pipeline.open_run(EAGER, keep_trace=True)
 
 
 @pytest.fixture(scope="module")
-def graph() -> pipeline.Loaded:
-    return pipeline.load_input(GRAPH)
+def graph() -> pipeline.Run:
+    return pipeline.open_run(GRAPH, keep_trace=True)
 
 
 @pytest.fixture(scope="module")

@@ -66,3 +66,13 @@ def test_compare_of_two_open_capture_runs_is_what_compare_of_the_folders_says():
     compared = pipeline.compare(*runs).to_json()
     assert compared == pipeline.compare(BEFORE, AFTER).to_json()
     assert compared["predictions"] or compared["prediction_note"]  # BEFORE's manifest was read
+
+
+def test_a_runs_compare_is_what_the_compare_command_prints():
+    from verifyprof import pipeline
+
+    before, after = (pipeline.open_run(p, keep_trace=True) for p in (BEFORE, AFTER))
+    printed = verifyprof("compare", str(BEFORE), str(AFTER), "--json")
+    assert printed.returncode == 0, printed.stderr
+    compared = json.loads(json.dumps(before.compare(after).to_json()))
+    assert compared == json.loads(printed.stdout) and compared["verdict_line"]

@@ -37,9 +37,6 @@ NEEDED = {
     "plain-whatif": {"drafters/published.toml", "hardware/h200.toml", "models/kimi-k2.toml"},
 }
 TRACES = {"breakdown": 1, "kernels": 1, "whatif": 1, "report": 1, "compare": 2, "plain-whatif": 0}
-# commands whose trace is still assigned more than once (issue 43 item 2: attribution as one
-# product of a run); strict, so that the day it is once they fail and come off this list
-ASSIGNED_AGAIN = {"kernels", "report", "compare"}
 
 
 @pytest.fixture(scope="module", params=sorted(COMMANDS))
@@ -57,8 +54,6 @@ def test_a_command_reads_each_data_file_at_most_once(counted):
     assert NEEDED[name] <= set(found["opened"]), found["opened"]
 
 
-def test_a_command_assigns_each_traces_steps_once(counted, request):
+def test_a_command_assigns_each_traces_steps_once(counted):
     name, found = counted
-    if name in ASSIGNED_AGAIN:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 43 item 2: not yet"))
     assert found["assigned"] == TRACES[name]

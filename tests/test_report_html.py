@@ -55,9 +55,9 @@ def workdir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def dense(workdir) -> tuple[Path, pipeline.Loaded, ReportData]:
+def dense(workdir) -> tuple[Path, pipeline.Run, ReportData]:
     """The eager trace's report, with its what-if and the graph trace as AFTER."""
-    loaded = pipeline.load_input(EAGER)
+    loaded = pipeline.open_run(EAGER, keep_trace=True)
     data = pipeline.report(EAGER, compare_with=GRAPH, manifest=MANIFEST)
     out = workdir / "dense.html"
     html.write_report(data, out)
@@ -144,7 +144,7 @@ def test_blank_region_check_would_fail_on_a_blank_page(tmp_path):
 
 
 def test_numbers_shown_equal_the_breakdown_json(dense, dense_page):
-    document = dense[1].result.to_json()
+    document = dense[1].breakdown.to_json()
     groups = document["summary"]["groups"]  # the verdict's group is the first here too
     assert cells(dense_page, "groups", "wall-mean-ms") == [
         f"{g['wall_ns']['mean'] / 1e6:.3f}" for g in groups
@@ -159,7 +159,7 @@ def test_numbers_shown_equal_the_breakdown_json(dense, dense_page):
 
 
 def test_timeline_idle_matches_the_median_steps_phases(dense, dense_page):
-    steps = dense[1].result.steps
+    steps = dense[1].breakdown.steps
     (step,) = cells(dense_page, "timeline", "step")
     row = steps[(steps["step"] == int(step)) & (steps["device"] == 0)].iloc[0]
     idle = sorted((p, row[p]) for p in phases.OTHER + phases.IDLE if row[p])

@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("name", ["workload-dense-eager", "workload-dense-graph"])
 def test_median_verify_timeline_adds_up_to_its_breakdown_row(name):
-    loaded = pipeline.load_input(ROOT / "traces" / name / "trace.sqlite.gz")
-    windows = pipeline.median_verify_windows(loaded.frame, loaded.result.summary())
-    (tl,) = step_timelines(loaded.trace, loaded.result, windows)
-    row = loaded.result.steps.set_index(["step", "device"]).loc[windows[0]]
+    loaded = pipeline.open_run(ROOT / "traces" / name / "trace.sqlite.gz", keep_trace=True)
+    windows = pipeline.median_verify_windows(loaded.frame, loaded.breakdown.summary())
+    (tl,) = step_timelines(loaded.trace, loaded.breakdown, windows)
+    row = loaded.breakdown.steps.set_index(["step", "device"]).loc[windows[0]]
     assert tl.name == "verifyprof.verify" and tl.end_ns - tl.start_ns == row["wall_ns"]
     assert tl.idle_ns == {p: int(row[p]) for p in phases.OTHER + phases.IDLE if row[p]}
     assert (tl.ops["kind"] == "kernel").sum() == row["kernels"] and len(tl.calls) == row["launches"]
@@ -35,10 +35,12 @@ def test_own_gaps_are_the_window_less_the_ops():
 
 
 def test_ops_are_capped_longest_first():
-    loaded = pipeline.load_input(ROOT / "traces" / "workload-dense-eager" / "trace.sqlite.gz")
-    windows = pipeline.median_verify_windows(loaded.frame, loaded.result.summary())
-    (full,) = step_timelines(loaded.trace, loaded.result, windows)
-    (capped,) = step_timelines(loaded.trace, loaded.result, windows, max_ops=50)
+    loaded = pipeline.open_run(
+        ROOT / "traces" / "workload-dense-eager" / "trace.sqlite.gz", keep_trace=True
+    )
+    windows = pipeline.median_verify_windows(loaded.frame, loaded.breakdown.summary())
+    (full,) = step_timelines(loaded.trace, loaded.breakdown, windows)
+    (capped,) = step_timelines(loaded.trace, loaded.breakdown, windows, max_ops=50)
     assert len(capped.ops) == 50 and capped.ops_total == len(full.ops)
     widths = (full.ops["end"] - full.ops["start"]).sort_values(ascending=False)
     assert (

@@ -193,19 +193,23 @@ def test_sglang_words_are_kept_for_sglang_traces(shared_run):
     assert "SGLang" not in words.replace("SGLang #29960", "")
 
 
+def compared(before: BreakdownFrame, after: BreakdownFrame, accept_len: float):
+    """``compare`` of two frames: BEFORE's run, under the accept length, beside AFTER's."""
+    given = WhatifOptions(accept_len=accept_len)
+    return pipeline.Run.of_frame(before, given).compare(pipeline.Run.of_frame(after))
+
+
 def test_compare_checks_graphs_when_graph_launches_appear(compile_frame):
-    before = pipeline.Loaded(mode_of(compile_frame, {"graph": "0"}))
-    after = pipeline.Loaded(mode_of(compile_frame, {"graph": "1"}))
-    result = pipeline.compare(before, after, accept_len=ACCEPT)
-    (check,) = result.predictions
+    eager, graphed = (mode_of(compile_frame, {"graph": g}) for g in ("0", "1"))
+    (check,) = compared(eager, graphed, ACCEPT).predictions
     assert check["candidate"] == "cuda_graph_verify+cuda_graph_draft"
     assert abs(check["cycle_error_pct"]) < 10
 
 
 def test_compare_checks_compile_when_the_kernels_fuse(compile_frame):
-    before = pipeline.Loaded(mode_of(compile_frame, {"graph": "0"}))
-    after = pipeline.Loaded(mode_of(compile_frame, {"compile": "1", "graph": "0"}))
-    (check,) = pipeline.compare(before, after, accept_len=ACCEPT).predictions
+    before = mode_of(compile_frame, {"graph": "0"})
+    after = mode_of(compile_frame, {"compile": "1", "graph": "0"})
+    (check,) = compared(before, after, ACCEPT).predictions
     assert check["candidate"] == "graph_fusion_verify"
     assert abs(check["cycle_error_pct"]) < 10
 
@@ -214,9 +218,10 @@ def test_compare_checks_plain_decoding_when_speculation_is_off():
     frame = pipeline.breakdown_frame(str(EAGER))
     steps = frame.steps
     decode = steps["name"] == "verifyprof.decode"
-    before = pipeline.Loaded(BreakdownFrame(steps[~decode].reset_index(drop=True), frame.trace))
-    after = pipeline.Loaded(BreakdownFrame(steps[decode].reset_index(drop=True), frame.trace))
-    (check,) = pipeline.compare(before, after, accept_len=2.025).predictions
+    before, after = (
+        BreakdownFrame(steps[r].reset_index(drop=True), frame.trace) for r in (~decode, decode)
+    )
+    (check,) = compared(before, after, 2.025).predictions
     assert check["candidate"] == "no_speculation"
     assert check["measured_tokens_per_s"] == pytest.approx(
         1e3 / (steps[decode]["cost_ns"].mean() / 1e6), rel=0.01
@@ -224,7 +229,7 @@ def test_compare_checks_plain_decoding_when_speculation_is_off():
 
 
 def test_compare_says_so_when_no_candidate_models_the_change(compile_frame):
-    eager = pipeline.Loaded(mode_of(compile_frame, {"graph": "0"}))
-    result = pipeline.compare(eager, eager, accept_len=ACCEPT)
+    eager = mode_of(compile_frame, {"graph": "0"})
+    result = compared(eager, eager, ACCEPT)
     assert result.predictions == []
     assert result.prediction_note.startswith("no what-if candidate models this change")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution.assignment import assign_steps
+from verifyprof.attribution.assignment import AttributedSteps, attributed_steps
 from verifyprof.attribution.context import busy_of, op_call_ends, queue_seams
 from verifyprof.attribution.integrity import check_links, mark_steps
 from verifyprof.attribution.step_rows import (
@@ -27,13 +27,7 @@ from verifyprof.attribution.step_rows import (
     device_groups,
     level_rows,
 )
-from verifyprof.attribution.steps import (
-    Calls,
-    GpuOps,
-    gpu_ops,
-    launches,
-    link_calls,
-)
+from verifyprof.attribution.steps import GpuOps
 from verifyprof.attribution.summary import summarize
 from verifyprof.attribution.syncs import SYNC_COLUMNS, sync_calls, sync_columns
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
@@ -107,27 +101,32 @@ def breakdown(
     whole_trace: bool = False,
     release: bool = False,
     match_collectives: bool = True,
+    attributed: AttributedSteps | None = None,
 ) -> Breakdown:
     """``release=True`` lets the breakdown drop the trace's event tables once it has read them
     (``Trace.release_events``): for one-shot runs such as the CLI. ``step_regex`` None: the
     default ranges (read when first needed, not at import: a command that reads no trace never
     looks for the user's ranges file). ``match_collectives=False``: the collective kernels and
     their steps only (``collective_ops``), not matched into calls, summarised or counted per step
-    (a map's part: the reduce does that across all parts)."""
+    (a map's part: the reduce does that across all parts). ``attributed``: the trace's
+    attributed steps of these ranges, when a run holds them already (then never released)."""
     step_regex = ranges.DEFAULT_STEP_REGEX if step_regex is None else step_regex
     taxonomy = taxonomy or load_taxonomy()
-    ops = gpu_ops(trace, taxonomy)
+    regex = None if whole_trace else step_regex
+    if attributed is None or not attributed.matches(taxonomy, regex):
+        attributed = attributed_steps(trace, taxonomy, regex)
+    ops = attributed.ops
     where = trace.source[0] if trace.source else None
     if len(ops) == 0:
         raise TraceError(
             "no GPU activity in the trace (empty capture: no kernels, copies or graphs)", where
         )
     syncs = sync_calls(trace, ops.pid, ops.start, ops.device)  # before the events are released
-    calls = link_calls(trace, ops)
+    attributed.calls  # noqa: B018 - links the ops to their calls
     linked = int((ops.call >= 0).sum())
     if not whole_trace:
         check_links(linked, len(ops), trace.integrity, where)
-    shared, levels = _level_inputs(trace, ops, calls, step_regex, whole_trace, release)
+    shared, levels = _level_inputs(attributed, release)
     rows = _step_rows(shared, levels, where)
     for column, values in sync_columns(syncs, rows).items():
         rows.insert(rows.columns.get_loc("mode") + 1 + SYNC_COLUMNS.index(column), column, values)
@@ -149,11 +148,12 @@ def breakdown(
 
 
 def _level_inputs(
-    trace: Trace, ops: GpuOps, calls: Calls, step_regex: str, whole_trace: bool, release: bool
+    attributed: AttributedSteps, release: bool
 ) -> tuple[LevelInputs, list[tuple[np.ndarray, np.ndarray]]]:
     """What the (level, device group) tasks share, and the levels: per nesting level, each op's
     and each launch's step."""
-    launch, op_launch = launches(ops, calls)
+    trace, ops, calls = attributed.trace, attributed.ops, attributed.calls
+    launch, op_launch = attributed.launch, attributed.op_launch
     seam = queue_seams(
         ops.device, ops.start, ops.end, op_call_ends(ops, calls)
     )  # before the calls are released
@@ -161,9 +161,7 @@ def _level_inputs(
         calls.start = calls.end = np.empty(0, np.int64)  # launches holds what is needed of them
         calls.tid = calls.tid.copy()
         trace.release_events()
-    assigned = assign_steps(
-        trace, ops, calls, launch, op_launch, None if whole_trace else step_regex
-    )
+    assigned = attributed.assigned
     steps, levels = assigned.steps, assigned.levels
     devices, device_code = device_codes(ops.device)
     shared = LevelInputs(

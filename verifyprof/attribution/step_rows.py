@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from verifyprof.attribution.arrays import codes, text_column
+from verifyprof.attribution.assignment import step_modes
 from verifyprof.attribution.context import (
     DeviceBusy,
     context_intervals,
@@ -192,9 +193,7 @@ def level_rows(
             "kernels": kernels,
             "launches": n_launches,
             "graph_launches": n_graph_launches,
-            "mode": np.where(
-                kernels == 0, "none", np.where(graph_kernels * 2 >= kernels, "graph", "eager")
-            ),
+            "mode": step_modes(kernels, graph_kernels),
             "attrs": info["attrs"],
             **_phase_columns(result.phase_ns, result.total_ns, counts),
         }

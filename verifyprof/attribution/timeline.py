@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from verifyprof.attribution.assignment import assign_steps
+from verifyprof.attribution.assignment import AttributedSteps, attributed_steps
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.context import (
     DeviceBusy,
@@ -28,14 +28,7 @@ from verifyprof.attribution.context import (
     ranges_of,
     seam_intervals,
 )
-from verifyprof.attribution.steps import (
-    Calls,
-    GpuOps,
-    Launches,
-    gpu_ops,
-    launches,
-    link_calls,
-)
+from verifyprof.attribution.steps import Calls, GpuOps, Launches
 from verifyprof.attribution.sweep import Intervals, Windows, sweep
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts import phases
@@ -69,10 +62,11 @@ def step_timelines(
     windows: list[tuple[int, int]],
     taxonomy: Taxonomy | None = None,
     max_ops: int = MAX_OPS,
+    attributed: AttributedSteps | None = None,
 ) -> list[StepTimeline]:
     """Timelines of the (step, device) windows of ``result`` (a breakdown of ``trace``, not
-    released)."""
-    shared = _timeline_inputs(trace, result, taxonomy)
+    released); ``attributed``: the steps the breakdown was made of, when a run holds them."""
+    shared = _timeline_inputs(trace, result, taxonomy, attributed)
     out = []
     for step, device in windows:
         row = result.steps[
@@ -98,14 +92,17 @@ class _TimelineInputs:
     graph_op: np.ndarray
 
 
-def _timeline_inputs(trace: Trace, result: Breakdown, taxonomy: Taxonomy | None) -> _TimelineInputs:
+def _timeline_inputs(
+    trace: Trace, result: Breakdown, taxonomy: Taxonomy | None, attributed: AttributedSteps | None
+) -> _TimelineInputs:
     source = result.options.get("taxonomy")
     taxonomy = taxonomy or load_taxonomy(None if source in (None, "builtin") else source)
-    ops = gpu_ops(trace, taxonomy)
-    calls = link_calls(trace, ops)
-    launch, op_launch = launches(ops, calls)
     # the steps as the breakdown assigned them (no range: the whole trace, a step per device)
-    assigned = assign_steps(trace, ops, calls, launch, op_launch, result.options.get("range"))
+    regex = result.options.get("range")
+    if attributed is None or not attributed.matches(taxonomy, regex):
+        attributed = attributed_steps(trace, taxonomy, regex)
+    ops, calls = attributed.ops, attributed.calls
+    launch, op_launch, assigned = attributed.launch, attributed.op_launch, attributed.assigned
     levels = assigned.by_level()
     step_level = dict(zip(assigned.steps["step"].tolist(), assigned.steps["level"].tolist()))
     streams = _op_streams(trace, ops)

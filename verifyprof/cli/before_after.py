@@ -148,19 +148,14 @@ def compare(
     from verifyprof.report import compare as show  # after the checks
     from verifyprof.report import files, progress
 
+    given = replace(asked, manifest=manifest, whole_trace=whole_trace, width=width, mode=mode)
+    steps = replace(given, accept_len=None, manifest=None, mode=None)  # AFTER's: its steps
     with progress.status(f"comparing {before[:40]} with {after[:40]}", quiet):
-        result = pipeline.compare(
-            before,
-            after,
-            accept_len=accept_len,
-            manifest=manifest,
-            step_regex=step_range,
-            taxonomy=taxonomy,
-            whole_trace=whole_trace,
-            step=step,
-            width=width,
-            mode=mode,
-        )
+        runs = [  # BEFORE's options are the comparison's (its prediction's too)
+            pipeline.open_run([source], options, taxonomy=taxonomy, keep_trace=True)
+            for source, options in ((before, given), (after, steps))
+        ]
+        result = runs[0].compare(runs[1])
     data = result.to_json(gate=gate)
     files.print_json(data) if as_json else show.print_compare(data)
     if gate is not None and result.gate_failed(gate):

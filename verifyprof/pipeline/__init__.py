@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # the names below, imported when first used (a command import
     from verifyprof.attribution.kernels import KernelTable
     from verifyprof.contracts.schema import KERNELS_SCHEMA, WHATIF_SCHEMA
     from verifyprof.model.decision.candidates import Ranking
+    from verifyprof.model.decision.compare import Comparison
     from verifyprof.model.decision.whatif import WhatifOptions
-    from verifyprof.pipeline.before_after import Loaded, compare, load_input
     from verifyprof.pipeline.model_files import prepared_of
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.reading import (
@@ -49,9 +49,6 @@ _HOME = {
     "WHATIF_SCHEMA": "verifyprof.contracts.schema",
     "Ranking": "verifyprof.model.decision.candidates",
     "WhatifOptions": "verifyprof.model.inputs.options",
-    "Loaded": "verifyprof.pipeline.before_after",
-    "compare": "verifyprof.pipeline.before_after",
-    "load_input": "verifyprof.pipeline.before_after",
     "prepared_of": "verifyprof.pipeline.model_files",
     "ParallelOptions": "verifyprof.pipeline.parallel",
     "breakdown": "verifyprof.pipeline.reading",
@@ -85,7 +82,6 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "KERNELS_SCHEMA",
     "WHATIF_SCHEMA",
-    "Loaded",
     "ParallelOptions",
     "Run",
     "WhatifOptions",
@@ -98,7 +94,6 @@ __all__ = [
     "is_breakdown_json",
     "kernels",
     "load",
-    "load_input",
     "median_verify_windows",
     "open_run",
     "prepared_of",
@@ -139,3 +134,39 @@ def kernels(
         return Run.of_trace(source, options, taxonomy=taxonomy, parts=True).kernels(scope)
     run = open_run([source], options, taxonomy=taxonomy, parts=True, keep_trace=True)
     return run.kernels(scope)
+
+
+def compare(
+    before: str | Path | Run,
+    after: str | Path | Run,
+    accept_len: float | None = None,
+    manifest: str | Path | None = None,
+    step_regex: str | None = None,
+    taxonomy: str | Path | None = None,
+    whole_trace: bool = False,
+    step: str | None = None,
+    width: int | None = None,
+    mode: str | None = None,
+) -> Comparison:
+    """``verifyprof compare BEFORE AFTER`` of two inputs, each opened as one run (its trace kept
+    for the kernel families) as the CLI opens them, ``before.compare(after)``; a run given
+    (broken down by its own ranges) is taken under the options, what it read shared."""
+    from dataclasses import replace
+
+    from verifyprof.model.decision.whatif import WhatifOptions
+    from verifyprof.pipeline.run import Run, open_run
+
+    picks = {"step_range": step_regex, "whole_trace": whole_trace, "step": step, "width": width}
+    manifest = Path(manifest) if manifest is not None else None
+    given = WhatifOptions(accept_len=accept_len, manifest=manifest, mode=mode, **picks)
+    sides = []
+    for side, o, named in ((before, given, GIVEN), (after, WhatifOptions(**picks), PICKS)):
+        if isinstance(side, Run):  # its steps as broken down; the comparison's picks
+            sides.append(side.under(replace(side.options, **{k: getattr(o, k) for k in named})))
+        else:
+            sides.append(open_run([side], o, taxonomy=taxonomy, keep_trace=True))
+    return sides[0].compare(sides[1])
+
+
+PICKS = ("step", "width")  # which group is the verify, on both sides
+GIVEN = (*PICKS, "accept_len", "manifest", "mode")  # BEFORE's: the comparison's

@@ -1,200 +1,114 @@
-"""``compare`` and ``report``: two inputs side by side with BEFORE's prediction of the change,
-and everything the HTML report shows, about the step group the verdict is about."""
+"""``compare``: two runs side by side with BEFORE's prediction of the change
+(:meth:`Run.compare <verifyprof.pipeline.run.Run.compare>`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from verifyprof.attribution.breakdown import Breakdown
-from verifyprof.attribution.kernels import KernelTable
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.decision.compare import Comparison, check_change
 from verifyprof.model.decision.compare import compare as side_by_side_of
-from verifyprof.model.decision.whatif import WhatifOptions, prepare
-from verifyprof.pipeline.resolve import Profiles
-from verifyprof.trace.events import Trace
+from verifyprof.model.decision.whatif import Prepared, WhatifOptions
 
 if TYPE_CHECKING:
-    from verifyprof.pipeline.run import Run
+    from verifyprof.pipeline.resolve import Profiles
 
 
-@dataclass
-class Loaded:
-    """One input of compare/report: its breakdown frame and, for a trace, what only a trace has."""
+class ComparedRun(Protocol):
+    """What compare reads of a :class:`~verifyprof.pipeline.run.Run` (which imports this module:
+    named here, not imported): its options, frame, profiles, manifest, verify kernels, and the
+    same inputs under other options."""
 
+    options: WhatifOptions
     frame: BreakdownFrame
-    result: Breakdown | None = None  # None for a breakdown JSON
-    kernel_table: KernelTable | None = None
-    verify_kernels: Any = None  # kernel table (DataFrame) of the verify ranges, for kernel families
-    verify_scope: str = "the verify ranges"  # which kernels verify_kernels holds, in words
-
-    @property
-    def trace(self) -> Trace | None:
-        return self.result.trace if self.result is not None else None
-
-
-def load_input(
-    source: str | Path,
-    step_regex: str | None = None,
-    taxonomy: str | Path | None = None,
-    whole_trace: bool = False,
-) -> Loaded:
-    """A breakdown JSON read back, or a trace broken down with its kernel tables (the trace is kept:
-    the report's timeline needs it)."""
-    from verifyprof.pipeline.run import open_run
-
-    options = WhatifOptions(step_range=step_regex, whole_trace=whole_trace)
-    return loaded_of(open_run([source], options, taxonomy=taxonomy, keep_trace=True))
-
-
-def loaded_of(run: Run, whole: bool = True) -> Loaded:
-    """compare's and the report's view of a run: its frame and, for one trace, its kernel tables
-    (``whole``: the whole trace's, which compare does not show; the verify ranges' for the
-    kernel families), each made once per run."""
-    if run.verify_kernels is None:  # a breakdown JSON, or per-rank nsys files
-        return Loaded(run.frame, run.breakdown)
-    verify, scope = run.verify_kernels
-    return Loaded(run.frame, run.breakdown, run.trace_kernels if whole else None, verify, scope)
-
-
-@dataclass
-class Side:
-    """One side of compare: its input as loaded, its verify profiles (made once: the run's when
-    it is one), and the manifest its prediction reads (path and JSON, read once)."""
-
-    label: str
-    source: Any
-    loaded: Loaded
     profiles: Profiles
-    manifest: Path | None = None
-    manifest_data: dict | None = None
+    manifest: Path | None
+    manifest_data: dict | None
+    verify_kernels: tuple[Any, str] | None
+    reasons: list[str]
+    prepared: Prepared | None
+
+    def under(
+        self, options: WhatifOptions, beside: bool = True, one_token: bool = True
+    ) -> ComparedRun: ...
 
 
-def _side(label: str, source: Any, options: WhatifOptions, taxonomy, beside: bool) -> Side:
-    """compare's view of one input: a run already open (its trace kept), a Loaded (frames only),
-    or a path opened here as one run; ``beside``: a capture folder's own manifest is the one
-    its prediction reads (unless ``options.manifest`` names another)."""
-    from verifyprof.contracts.manifest import manifest_json
-    from verifyprof.pipeline.run import Run, open_run
-
-    if isinstance(source, Loaded):
-        manifest = options.manifest
-        data = manifest_json(manifest) if manifest is not None else None
-        return Side(label, source, source, Profiles(source.frame), manifest, data)
-    run = source if isinstance(source, Run) else open_run([source], options, **_keep(taxonomy))
-    manifest = options.manifest
-    if manifest is None and beside and len(run.inputs) == 1:
-        manifest = run.inputs[0].manifest
-    same = manifest is not None and run.manifest == Path(manifest)
-    data = run.manifest_data if same else (manifest_json(manifest) if manifest else None)
-    return Side(label, source, loaded_of(run, whole=False), run.profiles, manifest, data)
-
-
-def _keep(taxonomy) -> dict:
-    return {"taxonomy": taxonomy, "keep_trace": True}
-
-
-def compare(
-    before: str | Path | Loaded | Run,
-    after: str | Path | Loaded | Run,
-    accept_len: float | None = None,
-    manifest: str | Path | None = None,
-    step_regex: str | None = None,
-    taxonomy: str | Path | None = None,
-    whole_trace: bool = False,
-    step: str | None = None,
-    width: int | None = None,
-    mode: str | None = None,
-) -> Comparison:
-    """``verifyprof compare BEFORE AFTER``: the verify steps side by side (``step``, ``width``,
-    ``mode``: which group is the verify on both sides, as ``--step``, ``--width``, ``--mode``)
-    and, when an accept length is known (or BEFORE is a capture folder with one), BEFORE's
-    what-if prediction for the change beside AFTER's measured cycle. Each side is one run
-    (:func:`~verifyprof.pipeline.run.open_run`): its inputs read once, each profile made once."""
+def compare_runs(before: ComparedRun, after: ComparedRun) -> Comparison:
+    """The verify steps of two runs side by side (BEFORE's ``--step``, ``--width``, ``--mode``:
+    which group is the verify on both sides) and, when an accept length is known (or BEFORE is a
+    capture folder with one), BEFORE's what-if prediction for the change beside AFTER's measured
+    cycle. Each side's inputs are read once and its profiles made once (the run's members); a
+    capture folder's manifest is BEFORE's only without ``--accept-len``."""
     from verifyprof.pipeline.resolve import chosen_step, manifest_mode
 
-    picks = {"step_range": step_regex, "whole_trace": whole_trace, "step": step, "width": width}
-    given = WhatifOptions(accept_len=accept_len, manifest=optional_path(manifest), **picks)
-    b = _side("before", before, given, taxonomy, beside=accept_len is None)
-    a = _side("after", after, WhatifOptions(**picks), taxonomy, beside=True)
-    b_step = chosen_step(b.loaded.frame, step, str(before))
-    a_frame = a.loaded.frame
-    after_step = _decode_step_if_no_verify(a_frame) or chosen_step(a_frame, step, str(after))
+    o = before.options
+    step, width, mode, accept_len = o.step, o.width, o.mode, o.accept_len
+    b_manifest = before.manifest if o.manifest is not None or accept_len is None else None
+    manifests = (b_manifest, after.manifest)
+    b_step = chosen_step(before.frame, step, str(before))
+    after_step = _decode_step_if_no_verify(after.frame) or chosen_step(
+        after.frame, step, str(after)
+    )
     (b_mode, b_note), (a_mode, a_note) = (
         ((mode, None), (mode, None))
         if mode is not None  # the user's, on both sides
         else (
-            manifest_mode(b.loaded.frame, b_step, b.manifest, b.manifest_data),
-            manifest_mode(a_frame, after_step, a.manifest, a.manifest_data),
+            manifest_mode(before.frame, b_step, b_manifest, _data(before, b_manifest)),
+            manifest_mode(after.frame, after_step, after.manifest, _data(after, after.manifest)),
         )
     )
     picked = ((b_step, width, b_mode), (after_step, width, a_mode))
-    result = side_by_side(b, a, picked)
+    b_kernels, a_kernels = before.verify_kernels, after.verify_kernels
+    result = side_by_side_of(
+        before.frame,
+        after.frame,
+        before.profiles.get(*picked[0]),
+        after.profiles.get(*picked[1]),
+        b_kernels[0] if b_kernels else None,
+        a_kernels[0] if a_kernels else None,
+    )
     result.notes += [f"{label}: {n}" for label, n in (("before", b_note), ("after", a_note)) if n]
-    _families_scope(result, b.loaded, a.loaded)
+    _families_scope(result, b_kernels, a_kernels)
     result.warnings += [  # the trace problems each side's numbers carry, as breakdown names them
-        f"{side.label} {side.source}: {record['message']}"
-        for side in (b, a)
-        for record in side.loaded.frame.integrity
+        f"{label} {run}: {record['message']}"
+        for label, run in (("before", before), ("after", after))
+        for record in run.frame.integrity
     ]
-    if accept_len is None and b.manifest is None:
+    if accept_len is None and b_manifest is None:
         result.prediction_note = (
             "no accept length: give --accept-len or --manifest for the prediction check"
         )
         return result
-    _prediction_check(result, (b, a), picked, accept_len)
+    _prediction_check(result, (before, after), picked, manifests)
     return result
 
 
-def side_by_side(b: Side, a: Side, picked) -> Comparison:
-    """The model's comparison of the two frames' verify groups (``picked``: each side's step,
-    width and mode), from each side's profile as made once."""
-    return side_by_side_of(
-        b.loaded.frame,
-        a.loaded.frame,
-        b.profiles.get(*picked[0]),
-        a.profiles.get(*picked[1]),
-        b.loaded.verify_kernels,
-        a.loaded.verify_kernels,
-    )
+def _data(run: ComparedRun, manifest: Path | None) -> dict | None:
+    """The JSON of the manifest a side's prediction reads (the run's, read once), or None."""
+    return run.manifest_data if manifest is not None else None
 
 
-def _prediction_check(result: Comparison, sides, picked, accept_len: float | None) -> None:
-    """BEFORE's what-if of the change beside AFTER's measured cycle (``sides``: each side;
-    ``picked``: each side's step, width and mode); a side that cannot be modelled says why."""
-    from verifyprof.pipeline.model_files import given_for
-
-    b, a = sides
-    (b_step, width, b_mode), (after_step, _, a_mode) = picked
+def _prediction_check(
+    result: Comparison,
+    runs: tuple[ComparedRun, ComparedRun],
+    picked,
+    manifests: tuple[Path | None, ...],
+) -> None:
+    """BEFORE's what-if of the change beside AFTER's measured cycle (``picked``: each side's
+    step, width and mode; ``manifests``: each side's): each side's model state is its run's
+    under those options (:meth:`Run.under`); a side that cannot be modelled says why."""
+    (b, a), (b_manifest, a_manifest), after_step = runs, manifests, picked[1][0]
     try:
-        o = WhatifOptions(
-            accept_len=accept_len, manifest=b.manifest, step=b_step, mode=b_mode, width=width
-        )
-        before_state = prepare(
-            b.loaded.frame,
-            o,
-            given_for(b.loaded.frame, o, b.profiles.get(*picked[0]), b.manifest_data),
-        )
+        before_state = _state(b, b.options.accept_len, b_manifest, picked[0])
         speculation_off = after_step is not None and after_step == _decode_step_if_no_verify(
-            a.loaded.frame
+            a.frame
         )
-        o = WhatifOptions(
-            accept_len=1.0
-            if speculation_off
-            else (None if a.manifest else before_state.scenario.accept_len),
-            manifest=a.manifest,
-            step=after_step,
-            mode=a_mode,
-            width=width,
+        accept_len = (
+            1.0 if speculation_off else (None if a_manifest else before_state.scenario.accept_len)
         )
-        after_state = prepare(
-            a.loaded.frame,
-            o,
-            given_for(a.loaded.frame, o, a.profiles.get(*picked[1]), a.manifest_data),
-        )
+        after_state = _state(a, accept_len, a_manifest, picked[1])
     except VerifyprofError as err:
         result.prediction_note = f"no prediction check: {err.problem}"
         return
@@ -202,10 +116,21 @@ def _prediction_check(result: Comparison, sides, picked, accept_len: float | Non
     check_change(result, before_state, after_state, triton_appeared=triton)
 
 
-def _families_scope(result: Comparison, before: Loaded, after: Loaded) -> None:
-    """Which kernels the families are of, each side's: its verify ranges, or its whole trace."""
+def _state(run: ComparedRun, accept_len: float | None, manifest: Path | None, picked) -> Prepared:
+    """A side's model state under the prediction's options (its step, width and mode picked)."""
+    step, width, mode = picked
+    o = WhatifOptions(accept_len=accept_len, manifest=manifest, step=step, mode=mode, width=width)
+    side = run.under(o, beside=False, one_token=False)  # --step decode: as compare predicted
+    if side.prepared is None:
+        raise VerifyprofError("; ".join(side.reasons))
+    return side.prepared
+
+
+def _families_scope(result: Comparison, before, after) -> None:
+    """Which kernels the families are of, each side's (``Run.verify_kernels``): its verify
+    ranges, or its whole trace."""
     if result.families.get("available"):
-        b, a = before.verify_scope, after.verify_scope
+        b, a = (side[1] if side else "the verify ranges" for side in (before, after))
         result.families["scope"] = b if b == a else f"before {b}, after {a}"
 
 

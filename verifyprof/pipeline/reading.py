@@ -11,6 +11,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
+from verifyprof.attribution.assignment import AttributedSteps
 from verifyprof.attribution.breakdown import Breakdown
 from verifyprof.attribution.breakdown import breakdown as attribute
 from verifyprof.attribution.kernels import KernelTable, kernel_table
@@ -47,13 +48,15 @@ def breakdown(
     whole_trace: bool = False,
     release: bool = False,
     parallel: ParallelOptions | None = None,
+    attributed: AttributedSteps | None = None,
 ) -> Breakdown:
     """Per step and device, where the wall time went (see :mod:`verifyprof.attribution.breakdown`).
 
     ``source``: a trace, or file(s), directories and globs; several files are mapped one per
     process (``parallel``: local workers or a Dask scheduler) and reduced into one multi-rank
     breakdown (:mod:`verifyprof.pipeline.parallel`). ``release=True`` drops the trace's event
-    tables once read: for one-shot runs such as the CLI.
+    tables once read: for one-shot runs such as the CLI. ``attributed``: a trace's attributed
+    steps, when a run holds them.
     """
     found: tuple[Path, str | None, Path | None] = (Path(), None, None)
     if parallel is None or parallel.meanwhile is None:
@@ -92,6 +95,7 @@ def breakdown(
         taxonomy=load_taxonomy(taxonomy),
         whole_trace=whole_trace,
         release=release,
+        attributed=attributed,
     )
 
 

@@ -18,8 +18,8 @@ from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.plumbing.paths import shown
 from verifyprof.contracts.schema import WHOLE_TRACE, BreakdownFrame
 from verifyprof.model.decision.whatif import WhatifOptions
-from verifyprof.pipeline.before_after import Loaded, compare, loaded_of, optional_path
-from verifyprof.pipeline.resolve import Resolved, story_group
+from verifyprof.pipeline.before_after import optional_path
+from verifyprof.pipeline.resolve import Resolved
 
 if TYPE_CHECKING:
     from verifyprof.pipeline.run import Run
@@ -123,16 +123,10 @@ def report_of(
 ):
     """The report's page of a run (and ``after``: the comparison with another run of it;
     ``combined``: the run's state with the model of every capture in ``captures``)."""
-    from verifyprof.attribution.summary import summarize
     from verifyprof.contracts import phases as phase_names
     from verifyprof.report.data import ReportData
 
-    frame = run.frame
-    summary = (
-        run.breakdown.summary()
-        if run.breakdown is not None
-        else (frame.summary or summarize(frame.steps))
-    )
+    frame, summary = run.frame, run.summary
     data = ReportData(
         source=shown(run.sources[0]),
         trace=frame.trace,
@@ -141,28 +135,19 @@ def report_of(
         summary=summary,
     )
     resolved = run.resolved
+    data.group, mode, data.group_why = run.shown_group
     if resolved.story is not None:
-        data.group = (resolved.story.name, resolved.story.variant)
-        data.group_mode, data.group_why = resolved.story.mode, resolved.story.why
-    else:
-        data.group, data.group_why = story_group(frame, summary)
+        data.group_mode = mode
     data.notes += resolved.notes + _captures_note(captures or [], combined)
     run.prepared  # noqa: B018 - a model input refused fails the report, as whatif's would
     _whatif_of(data, run, combined)
     data.group_why = _about(data, resolved.story)
-    loaded = loaded_of(run)
-    _kernels_and_timelines(data, loaded, summary, run.taxonomy, top_kernels, run)
-    if after is not None:
-        o = run.options
-        data.comparison = compare(  # as ``compare BEFORE AFTER`` says it, from the two runs
-            run,
-            after,
-            accept_len=o.accept_len,
-            manifest=resolved.options.manifest,
-            step=o.step,
-            width=o.width,
-            mode=o.mode,
-        )
+    _kernels_and_timelines(data, summary, top_kernels, run)
+    if after is not None:  # as ``compare BEFORE AFTER`` says it, from the two runs (the
+        before = run  # manifest found beside a capture read, as the page's whatif reads it)
+        if resolved.options.manifest != run.options.manifest:
+            before = run.under(replace(run.options, manifest=resolved.options.manifest))
+        data.comparison = before.compare(after)
         data.compare = data.comparison.to_json()
     return data
 
@@ -217,29 +202,25 @@ def _about(data: Any, story: Any) -> str:
     )
 
 
-def _kernels_and_timelines(
-    data: Any, loaded: Loaded, summary: dict[str, Any], taxonomy, top_kernels: int, run: Run
-) -> None:
+def _kernels_and_timelines(data: Any, summary: dict[str, Any], top_kernels: int, run: Run) -> None:
     """The story group's top kernels and median-step timelines, which need the trace itself."""
     from verifyprof.attribution.timeline import step_timelines
 
-    frame = loaded.frame
-    if (
-        loaded.kernel_table is not None and loaded.trace is not None
-    ):  # a trace read whole (not per-rank files)
-        data.kernels = _group_kernels(loaded, data, taxonomy, run).to_json(top_kernels)
-        windows = median_verify_windows(frame, summary, data.group)
+    if run.trace_kernels is not None:  # a trace read whole (not per-rank files)
+        data.kernels = _group_kernels(data, run).to_json(top_kernels)
+        windows = median_verify_windows(run.frame, summary, data.group)
         per_window = max(
             400, 4000 // max(len(windows), 1)
         )  # the page stays a few MB with many ranks
         data.timelines = step_timelines(
-            loaded.trace,
-            loaded.result,
+            run.trace,
+            run.breakdown,
             windows,
-            taxonomy=load_taxonomy(taxonomy),
+            taxonomy=load_taxonomy(run.taxonomy),
             max_ops=per_window,
+            attributed=run.attributed,
         )
-    elif loaded.result is not None:
+    elif run.breakdown is not None:
         data.timeline_note = (
             "the timeline and the kernel table need one trace: per-rank nsys files are broken down"
             " rank by rank and keep no events; give one rank's file for its timeline"
@@ -251,18 +232,18 @@ def _kernels_and_timelines(
         )
 
 
-def _group_kernels(loaded: Loaded, data: Any, taxonomy, run: Run) -> KernelTable:
+def _group_kernels(data: Any, run: Run) -> KernelTable:
     """The top kernels of the story's step group, in its mode, as ``kernels`` lists them (the
     same table, group and scope: one ``story_kernels``); the whole trace's when the step is the
     whole trace (``--whole-trace``, as ``kernels --whole-trace``), or when the group's steps
     cannot be told apart (saying so)."""
     from verifyprof.pipeline.kernel_scope import story_kernels
-    from verifyprof.pipeline.resolve import step_regex
 
+    assert run.trace is not None and run.trace_kernels is not None
     if data.group is None or data.group[0] == WHOLE_TRACE:
-        return loaded.kernel_table
+        return run.trace_kernels
     try:
-        return story_kernels(loaded.trace, run.resolved, None, taxonomy, step_regex(run.options))
+        return story_kernels(run.trace, run)
     except VerifyprofError as err:
         scope = f"whole trace (the step group's kernels: {err.problem})"
-        return replace(loaded.kernel_table, scope=scope)
+        return replace(run.trace_kernels, scope=scope)

@@ -22,7 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verifyprof.contracts.errors import NoStepsError, VerifyprofError
+from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import manifest_json
 from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.pipeline.resolve import (
@@ -37,20 +37,17 @@ from verifyprof.pipeline.resolve import (
 )
 
 if TYPE_CHECKING:
+    from verifyprof.attribution.assignment import AttributedSteps
     from verifyprof.attribution.breakdown import Breakdown
     from verifyprof.attribution.kernels import KernelTable
     from verifyprof.contracts.schema import BreakdownFrame
     from verifyprof.model.decision.candidates import Ranking
+    from verifyprof.model.decision.compare import Comparison
     from verifyprof.model.decision.plain_numbers import PlainAnswer
     from verifyprof.model.decision.whatif import Prepared  # the model, loaded where it is used
     from verifyprof.pipeline.parallel import ParallelOptions
     from verifyprof.pipeline.verdicts import VerdictScope
     from verifyprof.trace.events import Trace
-
-
-VERIFY_KERNELS_REGEX = (  # kernel families: the verify ranges' kernels
-    r"^verifyprof\.verify(\s|$)|TARGET_VERIFY"
-)
 
 
 class Run:
@@ -131,7 +128,11 @@ class Run:
         regex = step_regex(o)
         if self.keep_trace and self.trace is not None:
             return reading.breakdown(
-                self.trace, step_regex=regex, taxonomy=self.taxonomy, whole_trace=o.whole_trace
+                self.trace,
+                step_regex=regex,
+                taxonomy=self.taxonomy,
+                whole_trace=o.whole_trace,
+                attributed=self.attributed,
             )
         return reading.breakdown(
             self.sources if len(self.sources) > 1 else self.sources[0],
@@ -171,6 +172,7 @@ class Run:
             self.manifest_data,
             model=False,
             profiles=self.profiles,
+            one_token=self.one_token,
         )
 
     @property
@@ -251,68 +253,92 @@ class Run:
 
         if self.breakdown is None or self.trace is None:  # a breakdown JSON, per-rank files
             return None
-        return kernel_table(self.trace, load_taxonomy(self.taxonomy))
+        return kernel_table(self.trace, load_taxonomy(self.taxonomy), attributed=self.attributed)
 
     @cached_property
     def verify_kernels(self) -> tuple[Any, str] | None:
         """The verify ranges' kernel table (compare's kernel families) and which kernels it
-        holds, in words: the whole trace's where no verify range has kernels; None without one
-        trace's events."""
-        from verifyprof.attribution.kernels import kernel_table
-        from verifyprof.attribution.steps import find_steps
-        from verifyprof.attribution.taxonomy import load_taxonomy
+        holds, in words (:func:`~verifyprof.pipeline.kernel_scope.verify_kernels`)."""
+        from verifyprof.pipeline.kernel_scope import verify_kernels
 
-        if self.breakdown is None or self.trace is None:
-            return None
-        try:
-            if not self.options.whole_trace:
-                rules = load_taxonomy(self.taxonomy)
-                table = kernel_table(self.trace, rules, VERIFY_KERNELS_REGEX).table
-                return table, "the verify ranges"
-            find_steps(self.trace, VERIFY_KERNELS_REGEX)  # the steps compared are the whole
-            scope = "the whole trace (--whole-trace)"  # trace's: so are the families
-        except VerifyprofError:  # no verify ranges or none with kernels
-            scope = "the whole trace (no verify ranges)"
-        assert self.trace_kernels is not None
-        return self.trace_kernels.table, scope
+        return verify_kernels(self)
 
     def kernels(self, scope: str = "story") -> KernelTable:
-        """``kernels``: the story group's ("story"; ``--step`` picks it as everywhere: ``--step
-        verify`` is the verdict's group, ``--step draft`` the draft's), every step's ("all"),
-        ``--range``'s ("range") or the whole trace's ("whole-trace") kernels."""
-        from verifyprof.attribution.kernels import kernel_table
-        from verifyprof.attribution.taxonomy import load_taxonomy
-        from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
-        from verifyprof.pipeline import reading
-        from verifyprof.pipeline.kernel_scope import SCOPES, story_kernels
+        """``kernels``: the story group's ("story"; ``--step`` picks it as everywhere), every
+        step's ("all"), ``--range``'s ("range") or the whole trace's ("whole-trace") kernels
+        (:func:`~verifyprof.pipeline.kernel_scope.run_kernels`)."""
+        from verifyprof.pipeline.kernel_scope import run_kernels
 
-        if scope not in SCOPES:
-            raise VerifyprofError(f"unknown kernel scope {scope!r}; one of {', '.join(SCOPES)}")
-        # several nsys files or a breakdown JSON: the reader's own line on why it is no trace
-        trace = self.trace or reading.load(self.sources[0])
-        rules = load_taxonomy(self.taxonomy)
-        if scope in ("whole-trace", "range"):
-            return kernel_table(trace, rules, self.options.step_range if scope == "range" else None)
-        if scope == "all":
-            table = kernel_table(trace, rules, DEFAULT_STEP_REGEX)
-            table.scope = "every step (verifyprof's ranges, SGLang's and users': every group)"
-            return table
-        try:
-            self.breakdown  # noqa: B018 - the steps, found once
-        except NoStepsError as err:
-            if self.options.step is not None:
-                raise
-            table = kernel_table(trace, rules)
-            table.scope = f"whole trace ({err.problem.split(';')[0]})"
-            return table
-        regex = step_regex(self.options)
-        return story_kernels(trace, self.resolved, self.options.step, self.taxonomy, regex)
+        return run_kernels(self, scope)
 
     def ranked(self, source: str) -> Ranking:
         """The ranking, or the one line saying why there is none (``whatif``)."""
         if self.ranking is None:
             raise VerifyprofError("; ".join(self.reasons) or "no plan", source)
         return self.ranking
+
+    # the attributed steps, the group shown, compare: each made once, from the members above
+
+    @cached_property
+    def attributed(self) -> AttributedSteps | None:
+        """The trace's attributed steps (ops, calls, launches, assignment, modes), made once for
+        the breakdown, kernel tables, timelines and kernel families; None without its events."""
+        from verifyprof.attribution.assignment import attributed_steps
+        from verifyprof.attribution.taxonomy import load_taxonomy
+        from verifyprof.contracts.ranges import DEFAULT_STEP_REGEX
+
+        if not self.keep_trace or self.trace is None:
+            return None
+        o = self.options
+        regex = None if o.whole_trace else (step_regex(o) or DEFAULT_STEP_REGEX)
+        return attributed_steps(self.trace, load_taxonomy(self.taxonomy), regex)
+
+    @cached_property
+    def summary(self) -> dict:
+        """The breakdown's summary, made once (a breakdown JSON's own, else made of its steps)."""
+        from verifyprof.attribution.summary import summarize
+
+        b = self.breakdown
+        return b.summary() if b is not None else self.frame.summary or summarize(self.frame.steps)
+
+    @cached_property
+    def shown_group(self) -> tuple[tuple[str, str], str | None, str]:
+        """The step group the tables and charts show, its mode and why: the story's, else (no
+        verify group to model) the one :func:`~verifyprof.pipeline.resolve.story_group` picks."""
+        from verifyprof.pipeline.resolve import story_group
+
+        if self.group is not None:
+            return (self.group.name, self.group.variant), self.group.mode, self.group.why
+        group, why = story_group(self.frame, self.summary)
+        return group, None, why
+
+    def compare(self, other: Run) -> Comparison:
+        """``compare``: this run (BEFORE) beside ``other`` (AFTER), under this run's options
+        (:func:`~verifyprof.pipeline.before_after.compare_runs`)."""
+        from verifyprof.pipeline.before_after import compare_runs
+
+        return compare_runs(self, other)
+
+    one_token = True  # a decode or prefill step makes one token (resolve_frame's one_token)
+
+    def under(self, options: WhatifOptions, beside: bool = True, one_token: bool = True) -> Run:
+        """This run's inputs under other options (compare's prediction check), what was read
+        shared; ``beside=False``: its manifest is ``options.manifest``, not a capture folder's."""
+        run = Run(self.sources, options, self.parallel, self.taxonomy, self.parts, self.keep_trace)
+        run.one_token = one_token
+        run.inputs = [i if beside else replace(i, manifest=None) for i in self.inputs]
+        shared = ("trace", "breakdown", "frame", "profiles", "attributed", "verify_kernels")
+        run.__dict__.update({k: self.__dict__[k] for k in shared if k in self.__dict__})
+        if options.manifest is not None and Path(options.manifest) == self.manifest:
+            run.__dict__["manifest_data"] = self.manifest_data
+        return run
+
+    @classmethod
+    def of_frame(cls, frame: BreakdownFrame, options: WhatifOptions | None = None) -> Run:
+        """A run of a breakdown frame already made (no trace): what compare and the model read."""
+        run = cls(["<breakdown>"], options)
+        run.__dict__.update(frame=frame, breakdown=None, trace=None)
+        return run
 
     # Several captures of one program (``open_run(..., captures=True)``) and plain numbers
     # (``open_run([], options)``): members of the same run, each made once.
