@@ -69,7 +69,7 @@ RESULTS_B = [
     *RESULTS_A,
     "tokens_per_s_per_request=User tok/sec: ([0-9.]+)",
     # every sample's rate (its first is cold): the dilation takes their medians
-    r"tokens_per_s_samples=Time for inference \d+: [0-9.]+ sec total, ([0-9.]+) tokens/sec",
+    r"tokens_per_s_samples[]=Time for inference \d+: [0-9.]+ sec total, ([0-9.]+) tokens/sec",
 ]
 
 

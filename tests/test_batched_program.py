@@ -78,3 +78,59 @@ def test_fewer_drafts_mean_more_rows_to_catch_up_in_the_draft_count_curve():
     # catch-ups kept at k = 4's share, k = 1 was predicted at 5.7
     assert rate[1] == pytest.approx(3.44, rel=0.15)
     assert rate[1] < rate[4] / 1.8
+
+
+MOE8 = ROOT / "bench/results/moe_spec_h100_2/captures/batch-8/manifest.json"
+
+
+def test_the_programs_own_unprofiled_calls_are_a_requests_rate_too():
+    # moe_spec reports its batch's rates (tokens_per_s, unprofiled_tokens_per_s) beside a
+    # request's: its own calls agree with the baseline runs once both are a request's
+    from verifyprof.model.inputs.anchor_rates import robust_rates
+
+    m = read_manifest(MOE8)
+    results = m.raw["results"]
+    share = results["tokens_per_s_per_request"] / results["tokens_per_s"]
+    rates = robust_rates(m)
+    own = next(s for s in rates.sources if "own" in s.source)
+    assert own.median == pytest.approx(results["unprofiled_tokens_per_s"] * share)
+    assert rates.warning is None
+
+
+def test_a_requests_rate_rounded_against_the_total_is_no_batch(tmp_path):
+    manifest = json.loads((B / "batch-1/manifest.json").read_text())
+    manifest["results"]["tokens_per_s_per_request"] = 19.92  # the total: 19.93
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    m = read_manifest(tmp_path / "manifest.json")
+    assert m.rate_scale == 1.0 and m.unprofiled_tps == pytest.approx(24.62)
+
+
+def _part(forwards: float):
+    from verifyprof.model.cycle.parts import Part
+
+    return Part("draft_extend", 1.0 * forwards, 0.0, 20.0 * forwards, 0, 0, 0, 0, forwards)
+
+
+def test_a_part_every_row_runs_every_cycle_is_no_catch_up():
+    from verifyprof.model.fixes.catch_up import caught_up
+    from verifyprof.model.fixes.part_slopes import PartSlope
+    from verifyprof.model.inputs.acceptance import Survival
+
+    alpha = Survival.from_alpha(0.7, 4)  # L(4) - L(3) = 0.7**4 = 0.24 a request
+    catch_up = (PartSlope("draft_extend", 0.001, 0.7**4, 0.0),)
+    every_row = (PartSlope("draft_extend", 0.001, 1.0, 0.0),)
+    parts = (_part(8 * 0.7**4),)
+    (moved,), _ = caught_up(parts, catch_up, lambda: alpha, 4, 1)
+    assert moved.forwards == pytest.approx(8 * 0.7)  # L(1) - L(0): 0.7 a request
+    kept, notes = caught_up((_part(8.0),), every_row, lambda: alpha, 4, 1)
+    assert kept[0].forwards == 8.0 and not notes
+
+
+def test_rows_added_at_another_draft_count_catch_up_at_its_share():
+    from verifyprof.model.fixes.batch import _moved
+    from verifyprof.model.fixes.part_slopes import PartSlope
+
+    slope = PartSlope("draft_extend", 0.001, 0.35, 0.0)  # fitted at the captures' k
+    at_k1 = _part(8 * 0.77)  # batch 8 at k = 1: 0.77 a request, 2.2x the captures' share
+    moved = _moved(at_k1, (slope,), 56, 8)  # to batch 64
+    assert moved.forwards == pytest.approx(64 * 0.77)

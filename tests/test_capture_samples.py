@@ -1,4 +1,4 @@
-"""``capture --result NAME_samples=REGEX``: a program that prints its rate per sample and then
+"""``capture --result NAME[]=REGEX``: a program that prints its rate per sample and then
 their average (the batched gpt-fast fork, 6f68835: "Time for inference 1: 3.94 sec total, 11.92
 tokens/sec", then 32.29 and 29.64, then "Average tokens/sec: 24.62") counts its first, cold
 sample in that average. Every match is kept, and the dilation's rates are the samples' medians."""
@@ -15,7 +15,7 @@ from verifyprof.capture.log_results import results_from_log
 from verifyprof.contracts.manifest import read_manifest as manifest_of
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = r"tokens_per_s_samples=Time for inference \d+: [0-9.]+ sec total, ([0-9.]+) tokens/sec"
+SAMPLES = r"tokens_per_s_samples[]=Time for inference \d+: [0-9.]+ sec total, ([0-9.]+) tokens/sec"
 RATE = "tokens_per_s=Average tokens/sec: ([0-9.]+)"
 # the fork's unprofiled batch-1 run on the H100 (bench/results/external_h100_b2)
 FORK_LOG = ROOT / "bench/results/external_h100_b2/captures-b/batch-1/baseline/program.log"
@@ -34,9 +34,9 @@ def test_a_samples_pattern_keeps_every_match_in_order():
     assert found == {"tokens_per_s_samples": [11.92, 32.29, 29.64]}
 
 
-def test_any_other_pattern_keeps_its_last_match():
-    pattern = r"sample_rate=Time for inference \d+: [0-9.]+ sec total, ([0-9.]+) tokens/sec"
-    assert results_from_log(FORK_LOG, (tuple(pattern.split("=", 1)),)) == {"sample_rate": 29.64}
+def test_any_other_pattern_keeps_its_last_match_whatever_its_name():
+    pattern = r"num_samples=Time for inference \d+: [0-9.]+ sec total, ([0-9.]+) tokens/sec"
+    assert results_from_log(FORK_LOG, (tuple(pattern.split("=", 1)),)) == {"num_samples": 29.64}
 
 
 def program(tmp_path: Path) -> Path:
@@ -70,4 +70,17 @@ def test_without_samples_the_dilation_is_the_programs_average(tmp_path, tag):
     assert proc.returncode == 0, proc.stderr
     dilation = read_manifest(out)["dilation"]
     assert dilation["unprofiled_tokens_per_s"] == pytest.approx(27.67)
+    assert "samples" not in dilation
+
+
+def test_fewer_than_three_samples_leave_the_programs_average(tmp_path, tag):
+    path = tmp_path / "generate.py"
+    path.write_text(program(tmp_path).read_text().replace("[12.0, 30.0, 28.0]", "[12.0, 30.0]"))
+    out = tmp_path / "cap"
+    proc = capture_program(
+        out, path, "--baseline-run", "--result", RATE, "--result", SAMPLES, tag=tag
+    )
+    assert proc.returncode == 0, proc.stderr
+    dilation = read_manifest(out)["dilation"]
+    assert dilation["profiled_tokens_per_s"] == pytest.approx(21.0)  # the program's average
     assert "samples" not in dilation

@@ -3,9 +3,9 @@
 ``results.json``; after the program exits, the last match of REGEX in its log gives, from its
 first group, ``results[NAME]``. A pattern that finds nothing is one line in the manifest's
 ``results.result_problems``, never a crash; a pattern that cannot work is refused before
-anything starts. A NAME ending in ``_samples`` keeps every match, in order: a program's rate per
-sample (``tokens_per_s_samples``), whose median anchors the capture where its average would carry
-a cold first sample (:func:`verifyprof.capture.program_flow.program_dilation`)."""
+anything starts. ``NAME[]=REGEX`` keeps every match, in order, as a list: a program's rate per
+sample (``tokens_per_s_samples[]``), whose median anchors the capture where its average would
+carry a cold first sample (:func:`verifyprof.capture.program_flow.program_dilation`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from verifyprof.contracts.errors import VerifyprofError
 
 LOG_TAIL_BYTES = 64 * 1024 * 1024  # the numbers a program prints last are at the end of its log
 PROBLEMS = "result_problems"
-SAMPLES = "_samples"  # a NAME ending so keeps every match
+EVERY = "[]"  # NAME[]=REGEX: every match, as a list
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -26,7 +26,8 @@ def parse_result_specs(specs: list[str] | tuple[str, ...]) -> tuple[tuple[str, s
     for spec in specs:
         name, eq, pattern = spec.partition("=")
         name = name.strip()
-        if not eq or not _NAME.match(name) or not pattern:
+        bare = name.removesuffix(EVERY)
+        if not eq or not _NAME.match(bare) or not pattern:
             raise VerifyprofError(
                 f"--result {spec!r}: expected NAME=REGEX, e.g. --result"
                 " 'tokens_per_s=Average tokens/sec: ([0-9.]+)'"
@@ -40,8 +41,8 @@ def parse_result_specs(specs: list[str] | tuple[str, ...]) -> tuple[tuple[str, s
                 f"--result {name}: {pattern!r} has no group: put the number in ( ), e.g."
                 f" '{name}=rate: ([0-9.]+)'"
             )
-        if name in (n for n, _ in out):
-            raise VerifyprofError(f"--result {name} is given twice")
+        if bare in (n.removesuffix(EVERY) for n, _ in out):
+            raise VerifyprofError(f"--result {bare} is given twice")
         out.append((name, pattern))
     return tuple(out)
 
@@ -73,7 +74,7 @@ def results_from_log(log: Path, patterns: tuple[tuple[str, str], ...]) -> dict:
         if not matches:
             problems.append(f"--result {name}: {pattern!r} matched nothing in {log.name}")
             continue
-        every = name.endswith(SAMPLES)
+        every, key = name.endswith(EVERY), name.removesuffix(EVERY)
         numbers = []
         for match in matches if every else matches[-1:]:
             value = match.group(1)
@@ -85,7 +86,7 @@ def results_from_log(log: Path, patterns: tuple[tuple[str, str], ...]) -> dict:
                 break
             numbers.append(int(number) if number.is_integer() and "." not in value else number)
         else:
-            found[name] = numbers if every else numbers[0]
+            found[key] = numbers if every else numbers[0]
     if problems:
         found[PROBLEMS] = problems
     return found

@@ -106,8 +106,9 @@ def program_dilation(run: CaptureSession) -> dict | None:
         unprofiled = run.baseline["results"].get("tokens_per_s")
         several = run.baseline.get("runs_tokens_per_s")
         samples = _sample_medians(run.summary, run.baseline["results"])
-        if samples:
+        if samples:  # the runs' own averages carry each one's cold sample: not its spread
             profiled, unprofiled = samples["profiled_median"], samples["unprofiled_median"]
+            several = None
         record = dilation_record(
             profiled,
             unprofiled,
@@ -131,7 +132,7 @@ MIN_SAMPLES = 3  # a median that can leave out one cold sample
 
 
 def _sample_medians(profiled: dict, unprofiled: dict) -> dict | None:
-    """Both runs' per-sample rates (``--result tokens_per_s_samples=...``) and their medians,
+    """Both runs' per-sample rates (``--result tokens_per_s_samples[]=...``) and their medians,
     where each printed at least :data:`MIN_SAMPLES`: a program that averages its samples counts
     its first, cold one (cuBLAS handles, the allocator, first launches) as if it were steady."""
     runs = [r.get("tokens_per_s_samples") for r in (profiled, unprofiled)]

@@ -240,7 +240,8 @@ ResultOpt = Annotated[
         help=(
             "program: NAME=REGEX (repeatable): after each run, the last match's group 1 in its"
             " printed output becomes results[NAME], e.g. 'tokens_per_s=Average tokens/sec:"
-            " ([0-9.]+)'"
+            " ([0-9.]+)'; NAME[]=REGEX keeps every match as a list (tokens_per_s_samples[]:"
+            " the rate of each sample, whose medians the dilation then takes)"
         ),
     ),
 ]

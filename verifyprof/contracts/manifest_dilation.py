@@ -24,6 +24,9 @@ def _numbers_of(values: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in values) if ok else ()
 
 
+ROUNDING = 0.99  # a per-request rate this close to the total is the same rate, rounded (batch 1)
+
+
 def _per_request_scale(manifest: Any, dilation: dict) -> float:
     """A request's share of the rates a ``tokens_per_s`` dilation record holds: the profiled run's
     ``tokens_per_s_per_request`` over its ``tokens_per_s`` where it reported both and they differ
@@ -35,7 +38,7 @@ def _per_request_scale(manifest: Any, dilation: dict) -> float:
         return 1.0
     total, each = results.get("tokens_per_s"), results.get("tokens_per_s_per_request")
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (total, each))
-    if not numbers or not 0 < each < total < float("inf"):
+    if not numbers or not 0 < each < total < float("inf") or each / total > ROUNDING:
         return 1.0
     return float(each) / float(total)
 

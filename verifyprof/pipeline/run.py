@@ -148,10 +148,10 @@ class Run:
         """What the model consumes: the breakdown's frame, or the breakdown JSON read back."""
         from verifyprof.pipeline import reading
 
+        if not self.sources:
+            raise VerifyprofError("a run of plain numbers has no trace and no steps")
         if self.is_breakdown_json:
-            return reading.read_breakdown_json(
-                Path(self.inputs[0].spec)
-            )  # a kept capture: its JSON
+            return reading.read_breakdown_json(Path(self.inputs[0].spec))  # a kept capture
         assert self.breakdown is not None
         return self.breakdown.frame()
 

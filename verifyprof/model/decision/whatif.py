@@ -258,16 +258,15 @@ def _dilation_notes(manifest: Manifest | None) -> list[str]:
         return []
     rate = f"{anchor.unprofiled_tps:,.1f} tok/s" if anchor.unprofiled_tps else "its unprofiled rate"
     if manifest.dilation_samples:
-        prof, unprof = manifest.dilation_samples
-        rate += (
-            f" (the medians of the program's per-sample rates, unprofiled"
-            f" {', '.join(f'{v:,.1f}' for v in unprof)}, profiled"
-            f" {', '.join(f'{v:,.1f}' for v in prof)}: an average would count a cold sample;"
-            " a request's share of the batch's)"
+        prof, unprof = (", ".join(f"{v:,.1f}" for v in vs) for vs in manifest.dilation_samples)
+        share = (
+            f"; a request's rate is x{manifest.rate_scale:.3g} of the batch's"
             if manifest.rate_scale < 1
-            else f" (the medians of the program's per-sample rates, unprofiled"
-            f" {', '.join(f'{v:,.1f}' for v in unprof)}, profiled"
-            f" {', '.join(f'{v:,.1f}' for v in prof)}: an average would count a cold sample)"
+            else ""
+        )
+        rate += (
+            f" (the medians of the program's per-sample rates, unprofiled {unprof},"
+            f" profiled {prof}: an average would count a cold sample{share})"
         )
     return [
         f"the profiler slowed the program {anchor.factor:.2f}x ({anchor.source}): it"

@@ -59,7 +59,7 @@ def at_load(
     after = edited(profile, deltas)
     after.width = profile.width
     after.batch = batch
-    parts = tuple(_moved(p, slopes, batch - s.batch) for p in s.parts)
+    parts = tuple(_moved(p, slopes, batch - s.batch, s.batch) for p in s.parts)
     draft_ms = s.draft_ms + sum(
         sl.per_request_ms * (batch - s.batch) for sl in slopes if sl.name == "draft"
     )
@@ -79,7 +79,7 @@ def at_load_measured(
     after = edited(profile, deltas)
     after.width = profile.width
     after.batch = batch
-    parts = tuple(_moved(p, m.slopes, batch - s.batch) for p in s.parts)
+    parts = tuple(_moved(p, m.slopes, batch - s.batch, s.batch) for p in s.parts)
     draft_ms = s.draft_ms + sum(
         sl.per_request_ms * (batch - s.batch) for sl in m.slopes if sl.name == "draft"
     )
@@ -122,13 +122,16 @@ def _measured(fit: WidthFit, s: Scenario, frm: int, to: int) -> float:
     return at(to) - at(frm)
 
 
-def _moved(part: Part, slopes: tuple[PartSlope, ...], extra: int) -> Part:
+def _moved(part: Part, slopes: tuple[PartSlope, ...], extra: int, batch_now: int = 1) -> Part:
     """A part's GPU busy time moved by its slope over ``extra`` more requests (never below 0); a
     part run once per request, all of it by its forwards (a Python loop over the rows costs its
     launches and host time per row, not only GPU time)."""
     for slope in slopes:
         if slope.name == part.name and slope.per_row and part.forwards > 0:
-            return part.with_forwards(part.forwards + slope.forwards_per_request * extra)
+            # the rows added catch up at this state's share, not the captures' (another k)
+            share = part.forwards / max(slope.forwards_at(batch_now), 1e-9)
+            added = slope.forwards_per_request * extra * share
+            return part.with_forwards(max(part.forwards + added, 0.0))
         if slope.name == part.name:
             busy = max(part.busy_ms + slope.per_request_ms * extra, 0.0)
             return replace(part, busy_ms=busy)

@@ -24,6 +24,7 @@ from verifyprof.model.cycle.throughput import Cycle
 from verifyprof.model.cycle.verify_cost import width_scaling
 from verifyprof.model.cycle.width_fit import fit_widths
 from verifyprof.model.fixes.base import Candidate, Scenario, Skip, edited, predicted
+from verifyprof.model.fixes.catch_up import caught_up
 from verifyprof.model.inputs.acceptance import Survival
 from verifyprof.model.inputs.leviathan import expected_tokens
 from verifyprof.model.inputs.profile import VerifyProfile
@@ -157,7 +158,8 @@ def at_drafts(
         parts = tuple(p.scaled(scale[0]) if p.name == "draft" else p for p in s.parts)
     else:
         parts = tuple(_drafted(p, k, k2) if p.name == "draft" else p for p in s.parts)
-    parts, caught = _caught_up(profile, s, k, k2, parts)
+    slopes = s.measured.slopes if s.measured else ()
+    parts, caught = caught_up(parts, slopes, lambda: _survival(profile, s, k)[0], k, k2)
     notes = [*notes, *caught]
     ratio = scale[0] if scale is not None else k2 / k
     draft_ms = sum(p.cost_ms for p in parts if p.name == "draft") if s.parts else s.draft_ms * ratio
@@ -165,33 +167,6 @@ def at_drafts(
         s, accept_len=tau, draft_ms=draft_ms, num_draft=k2, survival=None, parts=parts
     )
     return after, s_after, notes
-
-
-def _caught_up(
-    profile: VerifyProfile, s: Scenario, k: int, k2: int, parts: tuple[Part, ...]
-) -> tuple[tuple[Part, ...], list[str]]:
-    """Parts the captures show run once per request (a catch-up per fully accepted row, say) at
-    ``k2`` drafts: their forwards follow the share of requests that accept every draft, which a
-    chain's accept length gives as L(k) - L(k-1) (the survival at k)."""
-    rows = {sl.name for sl in s.measured.slopes if sl.per_row} if s.measured else set()
-    mine = [p for p in parts if p.name in rows and p.forwards > 0]
-    if not mine or k2 == k or k < 1 or k2 < 1:
-        return parts, []
-    survival, _ = _survival(profile, s, k)
-
-    def full(n: int) -> float:
-        return survival.accept_len(n) - survival.accept_len(n - 1)
-
-    if full(k) <= 0:
-        return parts, []
-    ratio = max(full(k2), 0.0) / full(k)
-    out = tuple(p.with_forwards(p.forwards * ratio) if p in mine else p for p in parts)
-    names = ", ".join(sorted({p.name for p in mine}))
-    return out, [
-        f"{names}: run once per request (the captures' forwards per cycle grow with the batch):"
-        f" x{ratio:.2f} at {counted(k2, 'draft')}, the share of requests accepting every draft"
-        f" ({full(k2):.2f} against {full(k):.2f} at {k})"
-    ]
 
 
 def _drafted(part: Part, k: int, k2: int) -> Part:

@@ -24,6 +24,11 @@ class PartSlope:
     name: str
     per_request_ms: float
     forwards_per_request: float = 0.0
+    forwards_at_zero: float = 0.0  # the fit's intercept: forwards = at_zero + per_request x batch
+
+    def forwards_at(self, batch: float) -> float:
+        """The fitted forwards per cycle at ``batch``, at the captures' draft count."""
+        return self.forwards_at_zero + self.forwards_per_request * batch
 
     @property
     def per_row(self) -> bool:
@@ -53,7 +58,9 @@ def slopes_of(captures: list[Any]) -> tuple[PartSlope, ...]:
         rows, at0 = line_fit(batches, forwards)
         top = at0 + rows * max(batches)
         per_row = rows > 0 and rows * max(batches) >= PER_ROW_SHARE * top
-        out.append(PartSlope(name, max(slope, 0.0), rows if per_row else 0.0))
+        out.append(
+            PartSlope(name, max(slope, 0.0), rows if per_row else 0.0, at0 if per_row else 0.0)
+        )
     return tuple(out)
 
 
