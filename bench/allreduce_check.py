@@ -5,7 +5,8 @@ model of :mod:`verifyprof.model.inputs.allreduce` predicts for that size, on the
 link (``data/hardware``). What "measured" means depends on the trace, and the rows say which:
 
 * ``transfer``: several ranks in the trace, the call matched across them: own end minus the
-  latest rank's start (:mod:`verifyprof.attribution.comm`). This is what the model predicts.
+  latest rank's start (:mod:`verifyprof.attribution.collective_waits`). This is what the model
+  predicts.
 * ``kernel``: one rank only: the whole kernel time, which also holds the wait for the other ranks
   to join. An upper bound of the transfer; in a training step or a skewed server it can be many
   times the transfer, so a model that undershoots it is not necessarily wrong.
@@ -34,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution.assignment import AttributedSteps, attributed_steps
-from verifyprof.attribution.comm import collective_calls, collective_kernels
+from verifyprof.attribution.collective_waits import collective_calls, collective_kernels
 from verifyprof.attribution.steps import NO_STEP, gpu_ops
 from verifyprof.attribution.taxonomy import Taxonomy, load_taxonomy
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError

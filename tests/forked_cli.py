@@ -47,7 +47,7 @@ PREIMPORT = (  # what the analysis commands import; nothing that reads the envir
     "plotly.graph_objects",
     "verifyprof.cli",
     "verifyprof.pipeline.run",
-    "verifyprof.pipeline.inputs",
+    "verifyprof.pipeline.command_checks",
     "verifyprof.pipeline.reading",
     "verifyprof.trace.nsys.reader",
     "verifyprof.trace.nsys.shared_read",
@@ -59,7 +59,7 @@ PREIMPORT = (  # what the analysis commands import; nothing that reads the envir
     "verifyprof.model.decision.compare",
     "verifyprof.report.console",
     "verifyprof.report.files",
-    "verifyprof.report.whatif",
+    "verifyprof.report.whatif_console",
     "verifyprof.report.html",
 )
 # With every PYTHON* variable, read when a process starts; VERIFYPROF_PROCTABLE is read when

@@ -188,6 +188,38 @@ def test_no_function_is_over_80_lines():
     assert long == {}
 
 
+# Module file names that may repeat under verifyprof/, each with why: a module's name says what it
+# holds, so that "compare.py" or "inputs.py" never leaves a reader asking which one.
+SHARED_NAMES = {
+    "reader.py": "trace/nsys and trace/kineto: each format's entry point, one role in each package",
+}
+
+
+def repeated_names(root: Path) -> dict[str, list[str]]:
+    """Each module file name (``__init__`` and ``__main__`` aside) that two or more modules under
+    ``root`` have, with their paths."""
+    by_name: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.name not in ("__init__.py", "__main__.py"):
+            by_name.setdefault(path.name, []).append(path.relative_to(root).as_posix())
+    return {name: paths for name, paths in by_name.items() if len(paths) > 1}
+
+
+def test_no_two_modules_share_a_name_unless_listed_with_a_reason():
+    repeated = repeated_names(PACKAGE)
+    assert {name: paths for name, paths in repeated.items() if name not in SHARED_NAMES} == {}
+    assert sorted(set(SHARED_NAMES) - set(repeated)) == []  # listed, but no longer repeated
+
+
+def test_the_name_check_sees_a_repeated_module_name(tmp_path):
+    for folder in ("trace", "report"):
+        (tmp_path / folder).mkdir()
+        for name in ("__init__.py", "files.py"):
+            (tmp_path / folder / name).write_text("")
+    (tmp_path / "trace" / "reader.py").write_text("")
+    assert repeated_names(tmp_path) == {"files.py": ["report/files.py", "trace/files.py"]}
+
+
 def test_the_checker_sees_a_backward_import(tmp_path, monkeypatch):
     """The rule can fail: a trace module importing the model is reported."""
     fake = tmp_path / "verifyprof"

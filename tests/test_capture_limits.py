@@ -58,7 +58,7 @@ def test_a_workload_past_its_deadline_ends_the_capture_with_what_finished(tmp_pa
 
 
 def test_the_workload_limits_have_defaults_a_user_can_live_with():
-    from verifyprof.capture.options import CaptureOptions
+    from verifyprof.capture.request import CaptureOptions
 
     opts = CaptureOptions(out=None)
     assert opts.request_timeout <= 300 and opts.deadline <= 3600

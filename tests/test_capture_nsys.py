@@ -21,8 +21,8 @@ from capture_helpers import (
 )
 
 from verifyprof.capture import nsys
-from verifyprof.capture.options import server_address
 from verifyprof.capture.profile_window import profile_body
+from verifyprof.capture.request import server_address
 from verifyprof.contracts.errors import ToolMissingError, VerifyprofError
 
 
@@ -252,7 +252,7 @@ def test_nsys_missing_for_a_program_suggests_backend_none_not_the_servers_torch_
     monkeypatch.setattr(nsys, "_SEARCH", ())
     from rich.console import Console
 
-    from verifyprof.capture.options import CaptureOptions
+    from verifyprof.capture.request import CaptureOptions
     from verifyprof.capture.session import CaptureSession
 
     run = CaptureSession(

@@ -264,8 +264,8 @@ def test_written_files_are_named_on_stderr(tmp_path):
 def test_capture_summary_lines_are_single_lines(tmp_path):
     import sys
 
+    from verifyprof.capture.flow import CaptureOptions, capture
     from verifyprof.capture.results import summary_lines
-    from verifyprof.capture.run import CaptureOptions, capture
 
     result = capture(
         CaptureOptions(

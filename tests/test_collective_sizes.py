@@ -18,7 +18,7 @@ from rich.console import Console
 from tracebuilder import late_joiner_allreduce
 
 from verifyprof.attribution.breakdown import breakdown
-from verifyprof.attribution.comm import busbw_factor, collective_kernels, with_bandwidth
+from verifyprof.attribution.collective_waits import busbw_factor, collective_kernels, with_bandwidth
 from verifyprof.attribution.steps import gpu_ops
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.report.console import print_breakdown

@@ -19,7 +19,7 @@ from rich.console import Console
 from verifyprof import pipeline
 from verifyprof.attribution.kernel_names import short_kernel_name as short_name
 from verifyprof.report import console as show
-from verifyprof.report import whatif as show_whatif
+from verifyprof.report import whatif_console as show_whatif
 from verifyprof.report.layout import fit, fit_label
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from verifyprof.trace.events import (
     RANGE_KIND_PUSHPOP,
     RANGE_KIND_STARTEND,
 )
-from verifyprof.trace.nsys.ranges import nvtx_depth
+from verifyprof.trace.nsys.nvtx_ranges import nvtx_depth
 from verifyprof.trace.nsys.reader import read_nsys_sqlite
 
 REPO = Path(__file__).resolve().parents[1]

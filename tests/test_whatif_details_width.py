@@ -19,7 +19,7 @@ from cli_helpers import verifyprof
 from conftest import OWN_TRACES
 from rich.console import Console
 
-from verifyprof.report import whatif as show
+from verifyprof.report import whatif_console as show
 
 TRACES = sorted(
     p.name

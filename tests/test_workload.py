@@ -409,7 +409,7 @@ def test_tensor_parallel_2_ranks_on_gloo_emit_the_single_process_tokens(tmp_path
 
 
 def test_trace_manifest_carries_the_commands_results_and_summary(tmp_path):
-    from verifyprof.workload import manifest
+    from verifyprof.workload import write_manifest
 
     directory = tmp_path / "workload-dense-eager"
     directory.mkdir()
@@ -419,7 +419,9 @@ def test_trace_manifest_carries_the_commands_results_and_summary(tmp_path):
     (directory / "trace.sqlite.gz").write_bytes(b"\x1f\x8b" + b"\0" * 100)
     profiler = ["nsys", "profile", "-o", "trace"]
     target = [sys.executable, "-m", "verifyprof.workload", "--steps", "3"]
-    assert manifest.main([str(directory), "--target-from", "4", "--", *profiler, *target]) == 0
+    assert (
+        write_manifest.main([str(directory), "--target-from", "4", "--", *profiler, *target]) == 0
+    )
     doc = json.loads((directory / "manifest.json").read_text())
     assert doc["schema"] == "verifyprof.capture/1" and doc["name"] == "workload-dense-eager"
     assert doc["command"]["profiler"] == profiler + target and doc["command"]["target"] == target
@@ -433,9 +435,9 @@ def test_trace_manifest_carries_the_commands_results_and_summary(tmp_path):
 
 
 def test_trace_manifest_fails_when_a_gzipped_export_exceeds_16_mib(tmp_path, capsys):
-    from verifyprof.workload import manifest
+    from verifyprof.workload import write_manifest
 
     with open(tmp_path / "trace.sqlite.gz", "wb") as f:
-        f.truncate(manifest.MAX_GZ_BYTES + 1)
-    assert manifest.main([str(tmp_path)]) == 1
+        f.truncate(write_manifest.MAX_GZ_BYTES + 1)
+    assert write_manifest.main([str(tmp_path)]) == 1
     assert "over 16 MiB" in capsys.readouterr().err

@@ -118,7 +118,7 @@ def test_a_run_with_nothing_to_measure_exits_2(tmp_path, capsys):
 
 
 def test_pipelined_only_manifest_reports_the_pipelined_verify_time(tmp_path):
-    from verifyprof.workload import manifest
+    from verifyprof.workload import write_manifest
 
     directory = tmp_path / "workload-dense-pipelined-eager"
     directory.mkdir()
@@ -126,7 +126,9 @@ def test_pipelined_only_manifest_reports_the_pipelined_verify_time(tmp_path):
         directory, "--steps", "0", "--decode-steps", "0", "--widths", "", "--pipelined", "3"
     )
     assert (
-        manifest.main([str(directory), "--script", "traces/capture_pipelined.sh", "--", "python"])
+        write_manifest.main(
+            [str(directory), "--script", "traces/capture_pipelined.sh", "--", "python"]
+        )
         == 0
     )
     doc = json.loads((directory / "manifest.json").read_text())

@@ -73,7 +73,7 @@ capture() {  # capture NAME required|optional WORKLOAD-ARGS...
         && nsys stats -q -r "$reports" --format csv -o "$dir/stats" "$dir/trace.sqlite" >"$dir/stats.log" 2>&1; then
         gzip -9 "$dir/trace.sqlite"
         [ "${KEEP_REP:-0}" = 1 ] || mv "$dir/trace.nsys-rep" "$WORK/$name.nsys-rep"
-        "$PY" -m verifyprof.workload.manifest "$dir" --target-from "${#profiler[@]}" -- "${profiler[@]}" "${target[@]}" \
+        "$PY" -m verifyprof.workload.write_manifest "$dir" --target-from "${#profiler[@]}" -- "${profiler[@]}" "${target[@]}" \
             || failed+=("$name (size)")
         echo "[$(date +%T)] $name: $(du -h "$dir/trace.sqlite.gz" | cut -f1) gzipped; $(grep -E '^(spec|decode|pipe)' "$dir/profile.log" | tr '\n' ';')"
     else

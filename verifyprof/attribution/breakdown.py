@@ -19,7 +19,7 @@ import pandas as pd
 
 from verifyprof.attribution.assignment import AttributedSteps, attributed_steps
 from verifyprof.attribution.context import busy_of, op_call_ends, queue_seams
-from verifyprof.attribution.integrity import check_links, mark_steps
+from verifyprof.attribution.step_integrity import check_links, mark_steps
 from verifyprof.attribution.step_rows import (
     LevelInputs,
     add_idle_steps,
@@ -213,7 +213,7 @@ def _add_collectives(
 ) -> None:
     """The step table, and the collective kernels and (``match``) calls (their steps, per
     level)."""
-    from verifyprof.attribution.comm import (
+    from verifyprof.attribution.collective_waits import (
         collective_calls,
         collective_kernels,
         step_collectives,

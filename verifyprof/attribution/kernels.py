@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution.assignment import AttributedSteps, attributed_steps
-from verifyprof.attribution.integrity import check_links
 from verifyprof.attribution.kernel_names import short_names
+from verifyprof.attribution.step_integrity import check_links
 from verifyprof.attribution.steps import NO_STEP, GpuOps, find_steps, gpu_ops
 from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts import phases, ranges

@@ -13,7 +13,7 @@ import pandas as pd
 
 from verifyprof.attribution.rank_part import RankPart
 from verifyprof.trace.events import NO_ID
-from verifyprof.trace.kineto.files import device_offsets as kineto_device_offsets
+from verifyprof.trace.kineto.rank_files import device_offsets as kineto_device_offsets
 
 KEY_SHIFT = 32  # the Kineto merge's per-file pid/tid offset
 

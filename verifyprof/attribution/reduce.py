@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from verifyprof.attribution.breakdown import Breakdown
-from verifyprof.attribution.comm import (
+from verifyprof.attribution.collective_waits import (
     busbw_factor,
     collective_calls,
     step_collectives,
@@ -43,7 +43,7 @@ from verifyprof.attribution.rank_part import KERNEL_FIELDS, RankPart
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace import integrity
 from verifyprof.trace.events import NO_ID, StringTable, Trace
-from verifyprof.trace.kineto.files import check_run_entries
+from verifyprof.trace.kineto.rank_files import check_run_entries
 
 SUMMED_META = ("files", "events", "python_function_events", "graph_trace_rows")
 _COUNTED = re.compile(r"(\d+) (.+)")

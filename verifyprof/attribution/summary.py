@@ -91,7 +91,7 @@ def summarize(
         "collective_kernels": kernel_stats,
     }
     if collectives is not None:
-        from verifyprof.attribution.comm import summarize_calls
+        from verifyprof.attribution.collective_waits import summarize_calls
 
         summary["collectives"] = summarize_calls(collectives)
     return summary

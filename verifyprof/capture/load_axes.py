@@ -17,7 +17,7 @@ import itertools
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from verifyprof.capture.options import CaptureOptions, validate
+from verifyprof.capture.request import CaptureOptions, validate
 from verifyprof.capture.results import CaptureResult
 from verifyprof.contracts.errors import VerifyprofError
 

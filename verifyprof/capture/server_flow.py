@@ -18,13 +18,13 @@ from rich.progress import (
 )
 
 from verifyprof.capture import driver
-from verifyprof.capture.options import workloads
 from verifyprof.capture.profile_window import (
     TORCH_TRACE_DIR,
     close_window,
     start_profile,
     stop_profile,
 )
+from verifyprof.capture.request import workloads
 from verifyprof.capture.server import (
     CaptureError,
     http_get,

@@ -15,20 +15,20 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape as markup_escape
 
-from verifyprof.capture import driver, manifest, nsys
+from verifyprof.capture import driver, manifest_probes, nsys
 from verifyprof.capture.hooks.api import main_module_problem
 from verifyprof.capture.hooks.search_path import (
     importable_from,
     is_main_module,
     program_folder,
 )
-from verifyprof.capture.options import (
+from verifyprof.capture.process import ManagedProcess, StopReport
+from verifyprof.capture.request import (
     CaptureOptions,
     check_out_dir,
     server_address,
     split_server_cmd,
 )
-from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.server import check_port_free
 from verifyprof.capture.signal_mask import stop_signals_deferred
 from verifyprof.capture.target_hooks import hook_presets, hooks_env, hooks_record
@@ -108,8 +108,8 @@ class CaptureSession:
             workload=None,
             results=self.summary or None,
             window=self.window or None,
-            traces=manifest.list_traces(self.out),
-            files=manifest.list_files(self.out),
+            traces=manifest_probes.list_traces(self.out),
+            files=manifest_probes.list_files(self.out),
             target={
                 "exit_code": self.exit_code,
                 "stopped_by": self.stop_report.stopped_by if self.stop_report else None,
@@ -150,9 +150,11 @@ class CaptureSession:
 
     def write_manifest(self) -> dict:
         doc = self.manifest()
-        manifest.write(self.out, doc)
+        manifest_probes.write(self.out, doc)
         if self.results:
-            manifest.write_jsonl(self.out / "requests.jsonl", (r.to_json() for r in self.results))
+            manifest_probes.write_jsonl(
+                self.out / "requests.jsonl", (r.to_json() for r in self.results)
+            )
         return doc
 
     def fail(self, message: str) -> None:
@@ -203,7 +205,7 @@ class CaptureSession:
             )
         else:
             self.command = list(self.target)
-        self.versions = manifest.versions(self.nsys_version)
+        self.versions = manifest_probes.versions(self.nsys_version)
         return env  # nothing made yet: a rejected capture leaves nothing (make_out comes next)
 
     def make_out(self) -> None:

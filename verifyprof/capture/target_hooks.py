@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifyprof.capture.options import CaptureOptions
+from verifyprof.capture.request import CaptureOptions
 
 DEFAULT_SERVER_HOOKS = ("sglang",)
 _STATE_RANK = {"patched": 0, "pending": 1, "unsupported": 2, "missing": 3, "absent": 4}

@@ -50,7 +50,11 @@ def _as_cli() -> bool:
 
 
 try:
-    from verifyprof.cli import analysis, before_after, capture_cmds  # noqa: E402, F401 - register
+    # each module registers its commands; the import order is --help's order
+    from verifyprof.cli import analysis, compare_report_cmds  # noqa: E402, F401 - register
+
+    # isort: split
+    from verifyprof.cli import capture_cmds  # noqa: E402, F401 - register
     from verifyprof.cli.app import app  # noqa: E402
     from verifyprof.cli.args import interrupted  # noqa: E402
 finally:

@@ -17,7 +17,7 @@ from verifyprof.cli.load_declarations import (
     capture_contexts,
     load_options,
 )
-from verifyprof.cli.options import (
+from verifyprof.cli.option_aliases import (
     AcceptLenOpt,
     AlphaOpt,
     AssumeCapturableOpt,
@@ -182,7 +182,7 @@ def breakdown(
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
     ):
-        from verifyprof.report import console, files, integrity
+        from verifyprof.report import console, files, integrity_warnings
 
         parallel = _parallel(workers, scheduler, strict, shown)
         run, whole = _steps_or_whole_trace(traces, options, parallel, taxonomy)
@@ -203,7 +203,7 @@ def breakdown(
                 _wrote(path)
     if as_json:
         files.print_breakdown_json(result, verdict)  # the verdict as whatif --json has it
-        integrity.warn_integrity(result.integrity_records(), ", ".join(traces))
+        integrity_warnings.warn_integrity(result.integrity_records(), ", ".join(traces))
         return
     if outputs.writes_stdout(csv, parquet):  # the rows alone on stdout
         return
@@ -255,13 +255,13 @@ def kernels(
     from verifyprof.report import progress  # after the checks; the rest under the status line
 
     with _nsys_hint(trace), progress.status(f"reading {trace[:60]}", quiet):
-        from verifyprof.report import console, files, integrity
+        from verifyprof.report import console, files, integrity_warnings
 
         table = pipeline.kernels(trace, options, scope, taxonomy)
     data = {"schema": pipeline.KERNELS_SCHEMA, "unit": "ns", **table.to_json(top)}
     if as_json:
         files.print_json(data)
-        integrity.warn_integrity(data.get("integrity", []), trace)
+        integrity_warnings.warn_integrity(data.get("integrity", []), trace)
     else:
         console.print_kernels(data)
 
@@ -350,7 +350,7 @@ def _print_plain(options, as_json: bool, details: bool) -> None:
     """``whatif`` without a breakdown: plain numbers."""
     from verifyprof import pipeline
     from verifyprof.report import files
-    from verifyprof.report import whatif as show
+    from verifyprof.report import whatif_console as show
 
     plain = pipeline.open_run([], options).ranking  # plain numbers: a run of no inputs
     result = {"schema": pipeline.WHATIF_SCHEMA, "unit": "ms", **plain.to_json()}
@@ -360,15 +360,15 @@ def _print_plain(options, as_json: bool, details: bool) -> None:
 def _print_ranking(run, ranking, source: str, as_json: bool, details: bool) -> None:
     """``whatif`` of a breakdown: the ranking, or the one line saying why there is none, with the
     trace's problems and every capture that did not finish."""
-    from verifyprof.report import files, integrity
-    from verifyprof.report import whatif as show
+    from verifyprof.report import files, integrity_warnings
+    from verifyprof.report import whatif_console as show
 
     for capture, said in run.unfinished:  # a capture that did not finish is said, always
-        integrity.warn_integrity([{"message": said}], capture)
+        integrity_warnings.warn_integrity([{"message": said}], capture)
     problems = run.frame.integrity  # the trace's, as breakdown names them (issue 22)
     if ranking is None:
-        integrity.warn_integrity(problems, source)
+        integrity_warnings.warn_integrity(problems, source)
         run.ranked(source)  # the one line saying why there is no plan
     data = ranking.to_json() | ({"integrity": problems} if problems else {})
     files.print_json(data) if as_json else show.print_ranking(data, details=details)
-    integrity.warn_integrity(problems, source)
+    integrity_warnings.warn_integrity(problems, source)

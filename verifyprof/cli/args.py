@@ -196,8 +196,8 @@ def _refuse_picks(width: int | None, mode: str | None, scope: str | None) -> Non
 
 def _check_run(**parts: Any) -> Any:
     """A command's inputs, file options, numbers and outputs, checked before any work (issue 22):
-    :func:`verifyprof.pipeline.inputs.check_run`, imported only when a command runs."""
-    from verifyprof.pipeline.inputs import check_run
+    :func:`verifyprof.pipeline.command_checks.check_run`, imported only when a command runs."""
+    from verifyprof.pipeline.command_checks import check_run
 
     return check_run(**parts)
 

@@ -47,7 +47,7 @@ from verifyprof.cli.capture_options import (
     UnprofiledRequestsOpt,
     WarmupOpt,
 )
-from verifyprof.cli.options import JsonOpt
+from verifyprof.cli.option_aliases import JsonOpt
 
 
 @app.command(context_settings={"allow_interspersed_args": False})

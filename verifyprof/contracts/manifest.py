@@ -1,6 +1,6 @@
 """The capture manifest (``manifest.json`` beside a trace): its schema, keys and records, defined
 once for both writers (``verifyprof capture``: ``capture/session.py``; the workload's traces:
-``workload/manifest.py``) and the reader (``whatif --manifest``).
+``workload/write_manifest.py``) and the reader (``whatif --manifest``).
 
 Schema ``verifyprof.capture/1`` (every key in ``KEYS`` present; values null when unknown)::
 

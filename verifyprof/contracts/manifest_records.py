@@ -1,6 +1,7 @@
-"""The records the manifest's writers (``capture/manifest.py``, ``workload/manifest.py``) put in
-it: timestamps, ``versions``, the GPUs ``nvidia-smi`` sees, ``traces`` and ``dilation``. The
-schema, its keys and the reader: :mod:`verifyprof.contracts.manifest`.
+"""The records the manifest's writers (``capture/manifest_probes.py``,
+``workload/write_manifest.py``) put in it: timestamps, ``versions``, the GPUs ``nvidia-smi`` sees,
+``traces`` and ``dilation``. The schema, its keys and the reader:
+:mod:`verifyprof.contracts.manifest`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 is a :class:`~verifyprof.pipeline.run.Run` of its own (read and resolved once), a member of
 today's run (``open_run(captures, options, captures=True)``: :attr:`Run.members`); this module
 joins them: the model makes one model of them
-(:func:`verifyprof.model.decision.captures.one_model`) and ranks today's run, the first, with
+(:func:`verifyprof.model.decision.pooled_captures.one_model`) and ranks today's run, the first, with
 every other capture's steps as measured points of its load and draft-count curves. A server
 capture driven at several loads (``capture --concurrency 1,8,32``) is split by its steps' ``bs=``
 tags into one measured point per batch.
@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import unfinished
-from verifyprof.model.decision.captures import one_model
+from verifyprof.model.decision.pooled_captures import one_model
 from verifyprof.model.decision.whatif import Given, Prepared, WhatifOptions, prepare
 from verifyprof.model.inputs.step_attrs import with_attr_columns
 from verifyprof.pipeline.capture_inputs import expand_captures  # noqa: F401 - re-exported

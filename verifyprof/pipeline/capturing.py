@@ -4,13 +4,13 @@ commands runs."""
 
 from __future__ import annotations
 
+from verifyprof.capture.flow import capture
 from verifyprof.capture.hooks import api as hook_api
 from verifyprof.capture.hooks.search_path import is_main_module, program_folder
 from verifyprof.capture.load_axes import capture_loads, load_record, parse_values
 from verifyprof.capture.log_results import parse_result_specs
-from verifyprof.capture.options import CaptureOptions
+from verifyprof.capture.request import CaptureOptions
 from verifyprof.capture.results import summary_lines
-from verifyprof.capture.run import capture
 
 __all__ = [
     "parse_result_specs",

@@ -33,7 +33,7 @@ from verifyprof.pipeline.map_task import (
     MapTask,
     default_workers,
 )
-from verifyprof.trace.kineto.files import without_merged
+from verifyprof.trace.kineto.rank_files import without_merged
 from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.sources import expand
 

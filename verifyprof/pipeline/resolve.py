@@ -18,7 +18,7 @@ from verifyprof.contracts.schema import BreakdownFrame, variant
 from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
 from verifyprof.pipeline.option_checks import CYCLE_PARTS, check  # noqa: F401 - re-exported
-from verifyprof.trace.inputs import kept_breakdown
+from verifyprof.trace.path_checks import kept_breakdown
 from verifyprof.trace.sources import is_breakdown_json
 
 if TYPE_CHECKING:  # a breakdown is made by reading, the model's state by the runs that

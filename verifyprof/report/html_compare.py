@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifyprof.report import figures
-from verifyprof.report.compare import PREDICTION_ROWS, side_headers, table_label
+from verifyprof.report.compare_console import PREDICTION_ROWS, side_headers, table_label
 from verifyprof.report.data import ReportData
 from verifyprof.report.markup import Cell, chart, esc, table
 

@@ -28,7 +28,7 @@ from verifyprof.trace.formats import (
     NSYS_SUFFIXES,
     SQLITE_MAGIC,
 )
-from verifyprof.trace.inputs import is_directory, list_directory
+from verifyprof.trace.path_checks import is_directory, list_directory
 
 if TYPE_CHECKING:  # Trace (pandas) only in annotations: sniffing and expanding names import no
     # pandas, so a command refused before any read (pipeline.inputs) has not paid for it

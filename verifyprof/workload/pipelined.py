@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from verifyprof.contracts.ranges import VERIFY
-from verifyprof.workload.timing import stats
+from verifyprof.workload.clock import stats
 
 
 def run_pipelined(workload: Any, mode: str, steps: int) -> dict[str, Any]:

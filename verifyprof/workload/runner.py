@@ -43,6 +43,7 @@ from verifyprof.contracts.ranges import (
     VERIFY,
 )
 from verifyprof.workload.accept import solve_alpha, survival_curve
+from verifyprof.workload.clock import Clock
 from verifyprof.workload.compiled import CompiledVerify
 from verifyprof.workload.config import ModelConfig, RunConfig
 from verifyprof.workload.graphs import PhaseGraphs
@@ -50,7 +51,6 @@ from verifyprof.workload.model import DecoderLM
 from verifyprof.workload.pipelined import run_pipelined
 from verifyprof.workload.runs import add_speedups, run_decode, run_spec, run_sweep
 from verifyprof.workload.spec import SpecState
-from verifyprof.workload.timing import Clock
 from verifyprof.workload.tp import TP
 
 

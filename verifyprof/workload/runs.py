@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifyprof.workload.accept import accepted_drafts
-from verifyprof.workload.timing import stats
+from verifyprof.workload.clock import stats
 
 SPEC_PHASES = ("draft", "verify", "accept", "draft_extend")
 

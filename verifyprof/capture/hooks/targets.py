@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifyprof.capture.hooks import compiled, import_watch
+from verifyprof.capture.hooks import compile_patch, import_watch
 from verifyprof.capture.hooks.lookup import Target, not_found, pending_detail, resolve, unsupported
 from verifyprof.capture.hooks.wrappers import (
     FIRST_FIRE_LISTENERS,
@@ -247,7 +247,7 @@ def _rebind(patch: _Patch, module_names: Iterable[str]) -> None:
             continue
 
 
-_torch_patched = False  # torch.compile replaced (compiled.py), once torch is imported
+_torch_patched = False  # torch.compile replaced (compile_patch.py), once torch is imported
 _torch_wanted = False  # something is hooked: replace torch.compile when torch is imported
 
 
@@ -259,7 +259,7 @@ def watch_torch() -> None:
     if _torch_patched:
         return
     if "torch" in sys.modules:
-        compiled.patch_torch(sys.modules["torch"])
+        compile_patch.patch_torch(sys.modules["torch"])
         _torch_patched = True
     else:
         import_watch.install(_watched, _on_imported)
@@ -270,7 +270,7 @@ def _on_imported(module_name: str, module: Any) -> None:
     """Called by the finder right after ``module_name`` executed."""
     global _torch_patched
     if module_name == "torch" and not _torch_patched:
-        compiled.patch_torch(module)
+        compile_patch.patch_torch(module)
         _torch_patched = True
     with _lock:
         changed = False
@@ -373,7 +373,7 @@ def restore_all() -> None:
         import_watch.uninstall()
         global _torch_patched, _torch_wanted
         if _torch_patched and "torch" in sys.modules:
-            compiled.unpatch_torch(sys.modules["torch"])
+            compile_patch.unpatch_torch(sys.modules["torch"])
         _torch_patched = _torch_wanted = False
 
 

@@ -10,7 +10,7 @@ Wrappers never break the host program: predicates and extractors that raise are 
 the wrapped function is called exactly once with the original arguments. While Dynamo traces
 (``torch.compile``), a wrapper emits nothing and only calls the original, so a hooked function
 inside a compiled region is traced as if unhooked; ``torch.compile`` of a wrapper itself is
-handled by :mod:`~verifyprof.capture.hooks.compiled` (the range stays on the host around the
+handled by :mod:`~verifyprof.capture.hooks.compile_patch` (the range stays on the host around the
 compiled callable).
 """
 

@@ -1,6 +1,6 @@
 """What a capture's manifest says its program ran at (batch, context, draft count): the
 program's own results first, then its command line. One reading for one capture's model and for
-several captures' (``captures``)."""
+several captures' (``pooled_captures``)."""
 
 from __future__ import annotations
 

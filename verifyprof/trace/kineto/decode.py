@@ -25,7 +25,7 @@ from typing import Any, Iterator, Union
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.formats import GZIP_MAGIC
-from verifyprof.trace.inputs import regular_file
+from verifyprof.trace.path_checks import regular_file
 
 try:  # declared dependency; the fallback keeps the reader usable where it is missing
     import msgspec

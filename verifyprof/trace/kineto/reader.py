@@ -1,9 +1,9 @@
 """PyTorch profiler (Kineto) JSON, one file or one per rank -> one :class:`Trace`.
 
-Per file (:mod:`~verifyprof.trace.kineto.decode`, :mod:`~verifyprof.trace.kineto.events`): decode,
-split events by category, pull the needed fields column-wise; :mod:`~verifyprof.trace.kineto.files`
-says what each file is, :mod:`~verifyprof.trace.kineto.tables` turns it into model rows. Then the
-files are merged here:
+Per file (:mod:`~verifyprof.trace.kineto.decode`, :mod:`~verifyprof.trace.kineto.file_events`):
+decode, split events by category, pull the needed fields column-wise;
+:mod:`~verifyprof.trace.kineto.rank_files` says what each file is,
+:mod:`~verifyprof.trace.kineto.tables` turns it into model rows. Then the files are merged here:
 
 * **rank**: ``distributedInfo.rank``, else ``-TP-(\\d+)`` in the file name (SGLang's
   ``{id}-TP-{r}[-DP-..][-PP-..][-EP-..][-EXTEND|-DECODE].trace.json.gz``), else -1.
@@ -44,8 +44,8 @@ from verifyprof.trace.events import (
     Trace,
     conform,
 )
-from verifyprof.trace.kineto.events import category_counts
-from verifyprof.trace.kineto.files import (
+from verifyprof.trace.kineto.file_events import category_counts
+from verifyprof.trace.kineto.rank_files import (
     RankFile,
     align_clocks,
     assign_device_offsets,

@@ -23,7 +23,7 @@ from verifyprof.trace.events import (
     conform,
 )
 from verifyprof.trace.kineto.fields import Table
-from verifyprof.trace.kineto.files import RankFile
+from verifyprof.trace.kineto.rank_files import RankFile
 from verifyprof.trace.nesting import nesting_depth
 
 # cudaLaunchKernel_v7000, cuMemcpyDtoH_v2, cudaMemcpyAsync_ptsz, hipGetDevicePropertiesR0600

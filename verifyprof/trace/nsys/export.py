@@ -3,9 +3,9 @@
 Exports from nsys 2022.2 (schema 2.9) to current (3.2x) differ in table and column sets, so
 columns are selected by name (``PRAGMA table_info``) and absent (lazy) tables read as empty.
 The file is opened read-only (``mode=ro``) and never written: no indexes, no temp tables in it.
-The table readers (:mod:`~verifyprof.trace.nsys.activity`, :mod:`~verifyprof.trace.nsys.ranges`,
-:mod:`~verifyprof.trace.nsys.processes`) share what is here: the connection, schema checks and
-metadata, the ``StringIds`` lookup, and how nsys packs process ids.
+The table readers (:mod:`~verifyprof.trace.nsys.activity`, ``nvtx_ranges``, ``processes``)
+share what is here: the connection, schema checks and metadata, the ``StringIds`` lookup, and how
+nsys packs process ids.
 
 ``pid`` = ``host_pid`` = OS pid, ``(globalPid >> 24) & 0xFFFFFF`` (runtime calls and NVTX
 ranges: the same bits of ``globalTid``); ``tid`` = the full ``globalTid``.
@@ -24,7 +24,6 @@ import pandas as pd
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable
 from verifyprof.trace.formats import is_wal_mode, read_head, sqlite_header_problem
-from verifyprof.trace.inputs import regular_file
 from verifyprof.trace.nsys.columns import (
     NotNumeric,
     Query,
@@ -32,6 +31,7 @@ from verifyprof.trace.nsys.columns import (
     rowid_slices,
     run_queries,
 )
+from verifyprof.trace.path_checks import regular_file
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"

@@ -38,7 +38,7 @@ from verifyprof.trace.nsys.activity import correlation_key
 from verifyprof.trace.nsys.columns import Rows, TableQuery, run_queries
 from verifyprof.trace.nsys.export import ProcessFilter
 from verifyprof.trace.nsys.nccl_join import join_sizes
-from verifyprof.trace.nsys.ranges import NVTX_PUSHPOP, NVTX_STARTEND
+from verifyprof.trace.nsys.nvtx_ranges import NVTX_PUSHPOP, NVTX_STARTEND
 
 HEADER_BYTES = 32
 SIZE_FIELDS = ("Message size [bytes]", "Bytes")

@@ -9,7 +9,7 @@ joined in numpy. The parts, each in its own module:
 * :mod:`~verifyprof.trace.nsys.export`: the read-only export, its schema and metadata,
 ``StringIds``.
 * :mod:`~verifyprof.trace.nsys.activity`: ``kernels``, ``copies``, ``graphs``, ``api``.
-* :mod:`~verifyprof.trace.nsys.ranges`: NVTX ``ranges`` (domains, payloads, nesting depth).
+* :mod:`~verifyprof.trace.nsys.nvtx_ranges`: NVTX ``ranges`` (domains, payloads, nesting depth).
 * :mod:`~verifyprof.trace.nsys.processes`: ``devices``, ``processes`` and ranks.
 * :mod:`~verifyprof.trace.nsys.shared_read`: a share's kernel and API rows taken from one read
   of the export made for all its shares (when the map's process made one).
@@ -56,8 +56,8 @@ from verifyprof.trace.nsys.export import (
     schema_warnings,
 )
 from verifyprof.trace.nsys.nccl_payloads import nccl_collective_args
+from verifyprof.trace.nsys.nvtx_ranges import nvtx_query, ranges_table
 from verifyprof.trace.nsys.processes import devices_table, gpu_uuids, processes_table
-from verifyprof.trace.nsys.ranges import nvtx_query, ranges_table
 from verifyprof.trace.nsys.shared_read import API, KERNELS, big_jobs, take_share
 from verifyprof.trace.validation import checked
 

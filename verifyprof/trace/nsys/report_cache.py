@@ -34,7 +34,7 @@ from verifyprof.contracts.errors import ToolMissingError, TraceError
 from verifyprof.contracts.plumbing.outputs import cleanup_on_signals
 from verifyprof.contracts.plumbing.paths import name_bytes
 from verifyprof.trace.cache import cache_dir, cache_fault, stored_sqlite_problem
-from verifyprof.trace.inputs import regular_file
+from verifyprof.trace.path_checks import regular_file
 
 NSYS_ENV = "VERIFYPROF_NSYS"  # path of the nsys binary, when it is not on PATH
 CACHE_DIR = ".verifyprof-cache"

@@ -6,7 +6,7 @@ process it started are stopped, what was captured is kept and listed in the mani
 error says what happened in one line (plus the server log's tail where that is the evidence).
 
 This module only sequences the steps and turns the outcome into an error or a result; the steps
-live in ``options`` (what was asked, checked before anything starts), ``session`` (one capture's
+live in ``request`` (what was asked, checked before anything starts), ``session`` (one capture's
 state, setup, start, manifest), ``server_flow`` / ``program_flow`` (the two kinds of target),
 ``profile_window`` (start/stop profile), ``cleanup`` (signals, stopping, export) and ``results``
 (what the CLI prints).
@@ -20,9 +20,9 @@ from rich.markup import escape as markup_escape
 from verifyprof.capture import driver
 from verifyprof.capture.cleanup import cleanup, sigterm_as_interrupt
 from verifyprof.capture.decode_baseline import run_decode_baseline
-from verifyprof.capture.options import CaptureOptions, validate
 from verifyprof.capture.process import become_subreaper
 from verifyprof.capture.program_flow import run_baseline, wait_program
+from verifyprof.capture.request import CaptureOptions, validate
 from verifyprof.capture.results import CaptureResult
 from verifyprof.capture.server import (
     LOG_TAIL_LINES,

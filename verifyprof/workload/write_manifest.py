@@ -1,5 +1,5 @@
-"""``python -m verifyprof.workload.manifest DIR --target-from N -- ARGV...``: the manifest of one
-trace.
+"""``python -m verifyprof.workload.write_manifest DIR --target-from N -- ARGV...``: the manifest
+of one trace.
 
 Written by ``traces/capture_workload.sh`` beside each captured trace, after the SQLite export is
 gzipped. It follows ``verifyprof.capture/1`` (:mod:`verifyprof.contracts.manifest`: its keys;
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     own, command = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     )
-    p = argparse.ArgumentParser(prog="python -m verifyprof.workload.manifest")
+    p = argparse.ArgumentParser(prog="python -m verifyprof.workload.write_manifest")
     p.add_argument("directory", type=Path)
     p.add_argument("--target-from", type=int, default=0)
     p.add_argument("--status", default="ok")

@@ -21,9 +21,9 @@ import numpy as np
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, TIME_LIMIT_NS
 from verifyprof.trace.formats import KINETO_SUFFIXES
-from verifyprof.trace.inputs import is_directory, list_directory
 from verifyprof.trace.kineto.decode import decode_file
-from verifyprof.trace.kineto.events import FileEvents, extract
+from verifyprof.trace.kineto.file_events import FileEvents, extract
+from verifyprof.trace.path_checks import is_directory, list_directory
 
 RANK_IN_NAME = re.compile(r"-TP-(\d+)")
 

@@ -24,7 +24,7 @@ from verifyprof.contracts.plumbing.inputs import InputRegistry, check_file_optio
 from verifyprof.contracts.plumbing.outputs import check_output, is_stdout
 from verifyprof.contracts.plumbing.paths import is_pattern, user_path, user_paths
 from verifyprof.trace.formats import NSYS_SUFFIXES
-from verifyprof.trace.inputs import is_directory, kept_breakdown, list_directory, stat_input
+from verifyprof.trace.path_checks import is_directory, kept_breakdown, list_directory, stat_input
 from verifyprof.trace.sources import expand
 
 TAXONOMY_FILE = "taxonomy.toml"

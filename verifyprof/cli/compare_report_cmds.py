@@ -18,7 +18,7 @@ from verifyprof.cli.load_declarations import (
     capture_contexts,
     load_options,
 )
-from verifyprof.cli.options import (
+from verifyprof.cli.option_aliases import (
     BaselineTpsOpt,
     BatchOpt,
     ContextOpt,
@@ -35,7 +35,7 @@ from verifyprof.cli.options import (
     WidthOpt,
 )
 
-# compare's and report's own options (the shared ones: cli/options.py)
+# compare's and report's own options (the shared ones: cli/option_aliases.py)
 BeforeOpt = Annotated[
     str, typer.Argument(help="a trace or a breakdown JSON", metavar="BEFORE", show_default=False)
 ]
@@ -145,7 +145,7 @@ def compare(
     )
     asked = pipeline.WhatifOptions(accept_len=accept_len, step=step, step_range=step_range)
     _checked(asked, manifest)  # --gate: a finite number in _check_run
-    from verifyprof.report import compare as show  # after the checks
+    from verifyprof.report import compare_console as show  # after the checks
     from verifyprof.report import files, progress
 
     given = replace(asked, manifest=manifest, whole_trace=whole_trace, width=width, mode=mode)
