@@ -6,6 +6,7 @@ accepted row up with one drafter call of its own (``draft_extend``, bs=1)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,15 @@ def test_rows_added_at_another_draft_count_catch_up_at_its_share():
     at_k1 = _part(8 * 0.77)  # batch 8 at k = 1: 0.77 a request, 2.2x the captures' share
     moved = _moved(at_k1, (slope,), 56, 8)  # to batch 64
     assert moved.forwards == pytest.approx(64 * 0.77)
+
+
+def test_a_batched_capture_reporting_no_per_request_rate_is_cautioned(tmp_path):
+    folder = tmp_path / "batch-8"
+    shutil.copytree(B / "batch-8", folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    del manifest["results"]["tokens_per_s_per_request"]  # "Average tokens/sec" alone
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    cautions = whatif_json(str(folder), "--capture-context", "71")["verdict_parts"]["cautions"]
+    assert any("ran at batch 8 and reported tokens_per_s with no" in c for c in cautions)
+    told = whatif_json(str(B / "batch-8"), "--capture-context", "71")["verdict_parts"]["cautions"]
+    assert not any("tokens_per_s_per_request" in c for c in told)

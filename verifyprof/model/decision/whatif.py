@@ -96,7 +96,9 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given) -> Prepared:
         context_given=o.context is not None and o.context != traced_context,
         drafter_gain=o.drafter_gain,
         accept_basis=acc.basis,
-        cautions=given.cautions + ((rates.warning,) if rates.warning else ()),
+        cautions=given.cautions
+        + ((rates.warning,) if rates.warning else ())
+        + _batch_rate_caution(manifest, given.batch),
         published=given.published,
         notes=notes
         + ([f"trace ranks {ranks}"] if len(ranks) > 1 else [])
@@ -249,6 +251,23 @@ def anchor_of(manifest: Manifest | None) -> Anchor | None:
         manifest.dilation_runs,
         manifest.dilation_source or "baseline run",
         manifest.dilation,
+    )
+
+
+def _batch_rate_caution(manifest: Manifest | None, batch: int) -> tuple[str, ...]:
+    """A capture at batch > 1 whose rates carry no per-request figure: its ``tokens_per_s`` may
+    be its batch's (a batched program's "Average tokens/sec"), which would anchor today's cycle
+    ``batch`` times too fast; say so rather than guess which it is."""
+    if manifest is None or batch <= 1 or not manifest.dilation or manifest.rate_scale < 1:
+        return ()
+    results = manifest.raw.get("results") if isinstance(manifest.raw, dict) else None
+    if not isinstance(results, dict) or results.get("tokens_per_s_per_request") is not None:
+        return ()
+    return (
+        f"the capture ran at batch {batch} and reported tokens_per_s with no"
+        " tokens_per_s_per_request: today's cycle is anchored on it as a request's rate; if it is"
+        " the batch's, report the per-request rate too (results.json, or capture --result"
+        " 'tokens_per_s_per_request=...')",
     )
 
 
