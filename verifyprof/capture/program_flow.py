@@ -21,6 +21,7 @@ from verifyprof.capture.results import program_results
 from verifyprof.capture.server import CaptureError, with_log_tail
 from verifyprof.capture.session import CaptureSession
 from verifyprof.capture.signal_mask import stop_signals_deferred
+from verifyprof.contracts.bounds import positive_numbers
 from verifyprof.contracts.manifest_records import dilation_record
 
 BASELINE_DIR = "baseline"
@@ -136,13 +137,9 @@ def _sample_medians(profiled: dict, unprofiled: dict) -> dict | None:
     where each printed at least :data:`MIN_SAMPLES`: a program that averages its samples counts
     its first, cold one (cuBLAS handles, the allocator, first launches) as if it were steady."""
     runs = [r.get("tokens_per_s_samples") for r in (profiled, unprofiled)]
-    ok = all(
-        isinstance(r, list)
-        and len(r) >= MIN_SAMPLES
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in r)
-        for r in runs
-    )
-    if not ok:
+    if not all(
+        isinstance(r, list) and len(positive_numbers(r)) == len(r) >= MIN_SAMPLES for r in runs
+    ):
         return None
     return {
         "profiled": runs[0],

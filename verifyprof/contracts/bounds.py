@@ -107,6 +107,17 @@ RESULTS_FIELDS: dict[str, Bound] = {
 }
 
 
+def positive_numbers(value: Any) -> tuple[float, ...]:
+    """A number or a list of them as the positive finite floats among them (bools, strings,
+    zero, negatives, NaN and infinity left out): a rate, or a run's rates, as JSON gave them."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return tuple(
+        float(v)
+        for v in values
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+    )
+
+
 def check_number(
     name: str, value: Any, bound: Bound, path: str | Path | None = None
 ) -> float | int:

@@ -8,21 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from verifyprof.contracts.bounds import manifest_number
+from verifyprof.contracts.bounds import manifest_number, positive_numbers
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_bytes
-
-
-def _numbers_of(values: Any) -> tuple[float, ...]:
-    """Positive finite numbers of a JSON list (anything else: none)."""
-    if not isinstance(values, list):
-        return ()
-    ok = all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
-        for v in values
-    )
-    return tuple(float(v) for v in values) if ok else ()
-
 
 ROUNDING = 0.99  # a per-request rate this close to the total is the same rate, rounded (batch 1)
 
@@ -36,11 +24,11 @@ def _per_request_scale(manifest: Any, dilation: dict) -> float:
     results = manifest.raw.get("results") if isinstance(manifest.raw, dict) else None
     if not isinstance(results, dict):
         return 1.0
-    total, each = results.get("tokens_per_s"), results.get("tokens_per_s_per_request")
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (total, each))
-    if not numbers or not 0 < each < total < float("inf") or each / total > ROUNDING:
+    total = positive_numbers(results.get("tokens_per_s"))
+    each = positive_numbers(results.get("tokens_per_s_per_request"))
+    if not total or not each or each[0] / total[0] > ROUNDING:
         return 1.0
-    return float(each) / float(total)
+    return each[0] / total[0]
 
 
 def with_dilation(manifest: Any, dilation: Any) -> Any:
@@ -70,15 +58,11 @@ def with_dilation(manifest: Any, dilation: Any) -> Any:
         )
     samples = dilation.get("samples")
     if isinstance(samples, dict):
-        pair = [_numbers_of(samples.get(k)) for k in ("profiled", "unprofiled")]
+        pair = [positive_numbers(samples.get(k) or []) for k in ("profiled", "unprofiled")]
         manifest.dilation_samples = (pair[0], pair[1]) if all(pair) else None
     runs = dilation.get("baseline_runs_tokens_per_s")
     if isinstance(runs, list):
-        manifest.dilation_runs = tuple(
-            float(v) * scale
-            for v in runs
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-        )
+        manifest.dilation_runs = tuple(v * scale for v in positive_numbers(runs))
     plain = dilation.get("unprofiled_baseline_tokens_per_s")
     if plain is None and manifest.dilation_source == "baseline run":
         plain = _baseline_run_plain(manifest.path)

@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from verifyprof.contracts.bounds import positive_numbers
 from verifyprof.contracts.manifest import Manifest
 
 # the least disagreement flagged: one call has no spread, two close calls almost none, and a
@@ -80,16 +81,6 @@ class Rates:
         }
 
 
-def _numbers(value: Any) -> tuple[float, ...]:
-    """A rate or a list of rates, as positive finite floats (anything else: none)."""
-    values = value if isinstance(value, (list, tuple)) else [value]
-    return tuple(
-        float(v)
-        for v in values
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
-    )
-
-
 def rate_sources(manifest: Manifest | None) -> list[RateSource]:
     """Every anchoring rate the capture measured, by source."""
     if manifest is None:
@@ -101,15 +92,15 @@ def rate_sources(manifest: Manifest | None) -> list[RateSource]:
     scale = manifest.rate_scale  # a batched program's aggregate rates, per request
     if manifest.dilation_source == "baseline run":
         runs = manifest.dilation_runs or tuple(
-            r * scale for r in _numbers(dilation.get("unprofiled_tokens_per_s"))
+            r * scale for r in positive_numbers(dilation.get("unprofiled_tokens_per_s"))
         )
         if runs:
             out.append(RateSource(SPECULATING, BASELINE, runs))
-    own = tuple(r * scale for r in _numbers(results.get("unprofiled_tokens_per_s")))
+    own = tuple(r * scale for r in positive_numbers(results.get("unprofiled_tokens_per_s")))
     if own:
         out.append(RateSource(SPECULATING, OWN_CALLS, own))
     source = str(results.get("baseline_source") or "")
-    decode = _numbers(results.get("baseline_tokens_per_s"))
+    decode = positive_numbers(results.get("baseline_tokens_per_s"))
     if decode and source.startswith("--decode-cmd"):
         out.append(RateSource(PLAIN, "--decode-cmd runs (unprofiled)", decode))
     if manifest.unprofiled_baseline_tps:
