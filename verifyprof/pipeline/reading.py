@@ -148,7 +148,9 @@ def kernels(
 def read_breakdown_json(path: Path) -> BreakdownFrame:
     try:
         data = parse_json(
-            read_bytes(path, "breakdown JSON", BREAKDOWN_JSON_LIMIT), "breakdown JSON", path
+            read_bytes(path, "breakdown JSON", BREAKDOWN_JSON_LIMIT, gunzip=True),
+            "breakdown JSON",
+            path,
         )
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise VerifyprofError(f"not valid JSON: {exc}", path) from None

@@ -59,12 +59,16 @@ def list_directory(path: Path) -> list[Path]:
         raise TraceError(f"cannot list the folder: {path_problem(exc, path)}", path) from None
 
 
+KEPT = ("breakdown.json", "breakdown.json.gz")  # a kept capture's breakdown, plain or gzipped
+
+
 def kept_breakdown(folder: Path) -> Path | None:
-    """A capture folder kept as its breakdown (``manifest.json`` and ``breakdown.json``, no
-    trace: bench/results): that breakdown; else None."""
-    kept = folder / "breakdown.json"
-    if not ((folder / MANIFEST).is_file() and kept.is_file()):
+    """A capture folder kept as its breakdown (``manifest.json`` and ``breakdown.json``, or
+    ``breakdown.json.gz``, no trace: bench/results): that breakdown; else None."""
+    kept = next((k for k in KEPT if (folder / k).is_file()), None)
+    if kept is None or not (folder / MANIFEST).is_file():
         return None
     names = ("*.sqlite", "*.sqlite.gz", "*.nsys-rep", "*.json.gz", "*.pt.trace.json")
-    holds = any(next(folder.glob(n), None) for n in names) or (folder / "torch").is_dir()
-    return None if holds else kept
+    traces = (p for n in names for p in folder.glob(n) if p.name not in KEPT)
+    holds = next(traces, None) is not None or (folder / "torch").is_dir()
+    return None if holds else folder / kept

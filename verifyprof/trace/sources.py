@@ -46,8 +46,12 @@ def is_breakdown_json(path: Path) -> bool:
         return False
     with path.open("rb") as handle:
         head = handle.read(4096)
-    if head.startswith(GZIP_MAGIC):
-        return False  # gzipped JSON is a Kineto trace; breakdowns are written plain
+        if head.startswith(GZIP_MAGIC):  # a kept breakdown gzipped (breakdown.json.gz) says so
+            handle.seek(0)
+            try:
+                return bool(_BREAKDOWN_SCHEMA.search(_gzip_head(handle, path, 4096)))
+            except TraceError:
+                return False  # not readable as gzip: sniff names the problem
     return bool(_BREAKDOWN_SCHEMA.search(head)) or (
         path.suffix == ".json" and b'"steps"' in head and b'"traceEvents"' not in head
     )
@@ -90,15 +94,15 @@ def sniff(path: Path) -> str:
     )
 
 
-def _gzip_head(handle: BinaryIO, path: Path) -> bytes:
-    """The first bytes inside a gzip file, read from its open handle."""
+def _gzip_head(handle: BinaryIO, path: Path, size: int = 16) -> bytes:
+    """The first ``size`` bytes inside a gzip file, read from its open handle."""
     import gzip
     import zlib
 
     try:
         handle.seek(0)
         with gzip.GzipFile(fileobj=handle, mode="rb") as inner:
-            return inner.read(16)
+            return inner.read(size)
     except (OSError, EOFError, zlib.error) as exc:
         raise TraceError(f"corrupt or truncated gzip: {exc}", path) from None
 
@@ -110,6 +114,7 @@ NOT_TRACES = (
     "summary.json",
     "workload.json",
     "breakdown.json",
+    "breakdown.json.gz",
     "whatif.json",
     "kernels.json",
 )
