@@ -40,6 +40,7 @@ what was measured.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import shlex
 import subprocess
@@ -56,7 +57,11 @@ TARGET_DIM = 4096
 KS = "0,1,2,3,4,5,6"
 BATCHES = "1,2,4,8,16,32,64"
 PROMPT = "the quick brown fox jumps over the lazy dog and writes a quicksort in python"
-PROMPTS_B = [PROMPT, "you are an expert programmer write a quicksort in python", PROMPT + " again"]
+# B's capture runs the sweep's workload (one prompt, NEW_B tokens, the program's sampling): three
+# samples of it, the first cold. Its accept length is then the one the sweep's rows decode at;
+# B2 captured three other prompts at 48 tokens and accepted 3.39 at k=4 where the sweep took 2.58
+PROMPTS_B = [PROMPT] * 3
+NEW_B = 32
 SPLIT = 15 * 1024 * 1024  # files back from the device: at most 16 MiB each
 RESULTS_A = [
     "tokens_per_s=Average tokens/sec: ([0-9.]+)",
@@ -212,7 +217,7 @@ def cap_a(a: argparse.Namespace, ck: Path, out: Path) -> None:
 
 
 def cap_b(a: argparse.Namespace, ck: Path, out: Path, prompts: Path) -> None:
-    new, batches = (16, "2") if a.smoke else (48, a.batches_b)
+    new, batches = (16, "2") if a.smoke else (NEW_B, a.batches_b)
     # no --decode-cmd: the fork cannot decode plainly as launched (its main passes callback=None,
     # which its decode_n_tokens calls: TypeError); the model predicts plain decoding
     cli = capture_cli(out / "gfb-batch", hooks(True), RESULTS_B, None, ["--batches", batches])
@@ -248,7 +253,7 @@ def sweep(a: argparse.Namespace, ck: Path, out: Path, part: str) -> None:
             "--ks",
             KS,
             "--max-new-tokens",
-            "32" if batched else "100",
+            str(NEW_B) if batched else "100",
             "--rounds",
             str(a.rounds_b if batched else a.rounds_a),
         ]
@@ -275,8 +280,9 @@ def sweep(a: argparse.Namespace, ck: Path, out: Path, part: str) -> None:
 
 
 def slim(out: Path) -> None:
-    """Each capture's trace replaced by its breakdown JSON (what ``whatif`` reads back the same):
-    raw eager traces at batch 8 and more overflow what a device run can send back."""
+    """Each capture's trace replaced by its breakdown JSON, gzipped (``breakdown.json.gz``, what
+    ``whatif`` reads back the same): raw eager traces at batch 8 and more overflow what a device
+    run can send back, and even their breakdowns are 0.2-0.6 MB plain."""
     for manifest in sorted(out.rglob("manifest.json")):
         folder = manifest.parent
         traces = [p for p in folder.iterdir() if p.name.startswith("capture.") and p.is_file()]
@@ -287,6 +293,9 @@ def slim(out: Path) -> None:
             code = subprocess.run(cli, stdout=fh, timeout=300).returncode
         print(f"slim: {folder.relative_to(out)}: breakdown exit {code}", flush=True)
         if code == 0:
+            kept = folder / "breakdown.json"
+            (folder / "breakdown.json.gz").write_bytes(gzip.compress(kept.read_bytes(), mtime=0))
+            kept.unlink()
             for t in traces:
                 t.unlink()
 
