@@ -6,6 +6,7 @@ accepted row up with one drafter call of its own (``draft_extend``, bs=1)."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -147,3 +148,30 @@ def test_a_batched_capture_reporting_no_per_request_rate_is_cautioned(tmp_path):
     assert any("ran at batch 8 and reported tokens_per_s with no" in c for c in cautions)
     told = whatif_json(str(B / "batch-8"), "--capture-context", "71")["verdict_parts"]["cautions"]
     assert not any("tokens_per_s_per_request" in c for c in told)
+
+
+def test_plain_decoding_from_the_verify_carries_the_share_the_dilation_took_out_of_it():
+    # batch 32: the verify is 72.37 ms traced and 54.45 ms once the program's 1.44x dilation is
+    # spread over the cycle by host time; plain decoding rests on that verify alone, and its
+    # width-1 twin measured 67.6 ms in the sweep: the band holds the 33% taken out
+    plain = plain_at_today(B / "batch-32")
+    assert plain["basis"] == "extrapolated"
+    assert plain["band"] == pytest.approx(math.hypot(0.2, 72.367 / 54.453 - 1), abs=0.01)
+
+
+def plain_at_today(folder: Path) -> dict:
+    """Plain decoding's point at the capture's own batch (32) and context (71)."""
+    at = ("--context", "71", "--batch", "1,32")
+    j = whatif_json(str(folder), "--capture-context", "71", "--model", str(MODEL), *at)
+    row = next(r for r in j["load_curve"]["contexts"][0]["rows"] if r["batch"] == 32)
+    return next(p for p in row["points"] if not p["num_draft"])
+
+
+def test_plain_decoding_on_the_traced_basis_keeps_the_plain_from_verify_band(tmp_path):
+    folder = tmp_path / "batch-32"  # the same capture, its baseline run as fast as the profiled
+    shutil.copytree(B / "batch-32", folder)
+    doc = json.loads((folder / "manifest.json").read_text())
+    d = doc["dilation"]
+    d["factor"], d["unprofiled_tokens_per_s"] = 1.0, d["profiled_tokens_per_s"]
+    (folder / "manifest.json").write_text(json.dumps(doc))
+    assert plain_at_today(folder)["band"] == pytest.approx(0.2, abs=0.005)

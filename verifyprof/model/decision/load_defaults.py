@@ -15,6 +15,7 @@ from verifyprof.model.cycle.batch_cost import (
 )
 from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.fixes.base import Scenario
+from verifyprof.model.fixes.draft import dilation_share
 from verifyprof.model.fixes.measured import PartSlope
 
 MAX_BATCH = 512  # the default batches stop here (or where the KV cache no longer fits)
@@ -181,8 +182,16 @@ def _plain_note(s: Scenario) -> list[str]:
     )
     if measured:
         return []
+    shares = [dilation_share(c.profile, c.scenario) for c in s.measured.captures]
+    taken = (
+        f"; and with the share of the verify the profiler's dilation took out (up to"
+        f" {100 * max(shares):.0f}% here: the dilation is the program's, how it falls on the"
+        " verify is unmeasured)"
+        if max(shares, default=0.0) >= 0.005
+        else ""
+    )
     return [
         "plain decoding (k = 0) is predicted from the verify's kernels at width 1 (band at least"
-        ' 20%: a decode step often runs another attention path): capture --decode-cmd "..." or'
-        " whatif --decode-ms measures it"
+        f" 20%: a decode step often runs another attention path{taken}): capture --decode-cmd"
+        ' "..." or whatif --decode-ms measures it'
     ]
