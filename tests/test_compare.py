@@ -295,3 +295,19 @@ def test_table_titles_wrap_at_the_terminal_width_unpadded():
     assert len(lines[title]) > 64 and lines[title] == lines[title].rstrip()
     assert all(len(line) <= 100 for line in lines[title : title + 2])
     assert not [line for line in lines if line.startswith("Prediction") and line != line.rstrip()]
+
+
+def test_compare_step_decode_predicts_one_token_a_step_as_whatif_does():
+    # the bundled folders' manifests hold the speculative accept length (2.025); a decode step
+    # makes one token per request, whatif --step decode says so, and compare's check agrees
+    done = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", "compare", str(EAGER.parent), str(GRAPH.parent)]
+        + ["--step", "decode", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (check,) = json.loads(done.stdout)["predictions"]
+    assert check["predicted_accept_len"] == check["accept_len"] == 1.0
+    assert check["measured_tokens_per_s"] == pytest.approx(1e3 / check["measured_cycle_ms"])

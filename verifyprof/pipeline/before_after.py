@@ -30,9 +30,7 @@ class ComparedRun(Protocol):
     reasons: list[str]
     prepared: Prepared | None
 
-    def under(
-        self, options: WhatifOptions, beside: bool = True, one_token: bool = True
-    ) -> ComparedRun: ...
+    def under(self, options: WhatifOptions, beside: bool = True) -> ComparedRun: ...
 
 
 def compare_runs(before: ComparedRun, after: ComparedRun) -> Comparison:
@@ -120,7 +118,7 @@ def _state(run: ComparedRun, accept_len: float | None, manifest: Path | None, pi
     """A side's model state under the prediction's options (its step, width and mode picked)."""
     step, width, mode = picked
     o = WhatifOptions(accept_len=accept_len, manifest=manifest, step=step, mode=mode, width=width)
-    side = run.under(o, beside=False, one_token=False)  # --step decode: as compare predicted
+    side = run.under(o, beside=False)  # --step decode: one token a step, as whatif models it
     if side.prepared is None:
         raise VerifyprofError("; ".join(side.reasons))
     return side.prepared

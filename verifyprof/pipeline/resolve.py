@@ -171,14 +171,13 @@ def resolve_frame(
     manifest: dict | None = None,
     model: bool = True,
     profiles: Profiles | None = None,
-    one_token: bool = True,
 ) -> Resolved:
     """The manifest, step, story and (``model``) prepared state of a breakdown already made.
     ``parts``: ``--step draft`` (a part of the cycle) makes that part's group the story, the
     verdict still about the verify (breakdown, kernels). ``manifest``: its JSON, when read
-    already; else read here, once. ``profiles``: the run's, when it has made some already.
-    ``one_token=False``: a decode or prefill step keeps the accept length asked (compare's
-    prediction check, as it always modelled them), not one token a step."""
+    already; else read here, once. ``profiles``: the run's, when it has made some already. A
+    decode or prefill step in the verify's place makes one token a step, for whatif and compare's
+    prediction check alike."""
     from verifyprof.contracts.manifest import manifest_json
 
     notes = []
@@ -204,7 +203,7 @@ def resolve_frame(
     if story is not None and picked:
         story = replace(story, why=mode_why(story.why, picked))
     options = replace(options, step=None if part else name)  # the model's: the verify
-    if one_token and name is not None and ranges.phase_of(name) in ("decode", "prefill"):
+    if name is not None and ranges.phase_of(name) in ("decode", "prefill"):
         options = _one_token_steps(options, name, notes)
     out = Resolved(inputs, frame, result, options, story=story, notes=notes)
     out.manifest, out.profiles, out.picked = manifest, profiles, picked

@@ -172,7 +172,6 @@ class Run:
             self.manifest_data,
             model=False,
             profiles=self.profiles,
-            one_token=self.one_token,
         )
 
     @property
@@ -319,13 +318,10 @@ class Run:
 
         return compare_runs(self, other)
 
-    one_token = True  # a decode or prefill step makes one token (resolve_frame's one_token)
-
-    def under(self, options: WhatifOptions, beside: bool = True, one_token: bool = True) -> Run:
+    def under(self, options: WhatifOptions, beside: bool = True) -> Run:
         """This run's inputs under other options (compare's prediction check), what was read
         shared; ``beside=False``: its manifest is ``options.manifest``, not a capture folder's."""
         run = Run(self.sources, options, self.parallel, self.taxonomy, self.parts, self.keep_trace)
-        run.one_token = one_token
         run.inputs = [i if beside else replace(i, manifest=None) for i in self.inputs]
         shared = ("trace", "breakdown", "frame", "profiles", "attributed", "verify_kernels")
         run.__dict__.update({k: self.__dict__[k] for k in shared if k in self.__dict__})
