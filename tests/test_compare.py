@@ -311,3 +311,12 @@ def test_compare_step_decode_predicts_one_token_a_step_as_whatif_does():
     (check,) = json.loads(done.stdout)["predictions"]
     assert check["predicted_accept_len"] == check["accept_len"] == 1.0
     assert check["measured_tokens_per_s"] == pytest.approx(1e3 / check["measured_cycle_ms"])
+
+
+def test_a_run_under_other_step_windows_cuts_its_own_steps(eager):
+    steps = len(eager.frame.steps)
+    whole = eager.under(pipeline.WhatifOptions(whole_trace=True))
+    assert whole.trace is eager.trace  # read once
+    assert len(whole.frame.steps) == 1 < steps  # the whole trace as one step, not the verify's
+    same = eager.under(pipeline.WhatifOptions(step="decode"))
+    assert same.frame is eager.frame  # the same windows: what was made from them is shared
