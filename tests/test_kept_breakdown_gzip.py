@@ -4,8 +4,8 @@ captures stay in the tree (bench/results/external_h100_b4). Read back, it is the
 whatif on the folder prints what it prints on the plain one; named directly it is a breakdown
 JSON, not a Kineto trace; a broken gzip is still one line naming the file.
 
-Real captures: program B's batch-1 and batch-8 captures on an H100 (bench/results/external_h100_b2),
-copied, their breakdowns gzipped in the copy."""
+Real captures: program B's batch-1 and batch-8 captures on an H100 (bench/results/external_h100_b2,
+kept gzipped), copied, their breakdowns gunzipped in the plain copy."""
 
 from __future__ import annotations
 
@@ -24,14 +24,15 @@ MODEL = ["--model", str(ROOT / "bench/models/gptfast-7b.toml"), "--capture-conte
 
 
 def copied(tmp_path: Path, gz: bool) -> Path:
-    """B2's batch-1 and batch-8 captures under tmp_path, with their breakdowns gzipped if gz."""
+    """B2's batch-1 and batch-8 captures under tmp_path, their breakdowns kept gzipped (as B2
+    keeps them) if gz, else gunzipped to a plain ``breakdown.json``."""
     out = tmp_path / ("gz" if gz else "plain")
     for name in ("batch-1", "batch-8"):
         shutil.copytree(B2 / name, out / name)
-        plain = out / name / "breakdown.json"
-        if plain.is_file() and gz:
-            (out / name / "breakdown.json.gz").write_bytes(gzip.compress(plain.read_bytes()))
-            plain.unlink()
+        kept = out / name / "breakdown.json.gz"
+        if not gz:
+            (out / name / "breakdown.json").write_bytes(gzip.decompress(kept.read_bytes()))
+            kept.unlink()
     return out
 
 
@@ -43,6 +44,7 @@ def test_a_gzipped_kept_breakdown_is_the_folders_breakdown(tmp_path: Path) -> No
 
 def test_whatif_on_gzipped_captures_prints_what_it_prints_on_plain_ones(tmp_path: Path) -> None:
     folders = {gz: copied(tmp_path, gz) for gz in (False, True)}
+    assert kept_breakdown(folders[False] / "batch-1") == folders[False] / "batch-1/breakdown.json"
     runs = {gz: verifyprof("whatif", str(folders[gz]), *MODEL) for gz in folders}
     for done in runs.values():
         assert done.returncode == 0, done.stderr
