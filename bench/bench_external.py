@@ -216,7 +216,7 @@ def report(p: Proof, pred: dict, res: dict, lines: list[str], t: dict) -> None:
     print(bench_load.table(res))
     n_in, n, ok = t["within_band"]
     print(
-        f"target: within band {pad}+ spread: {n_in} of {n} ({100 * n_in / n:.0f}%, >= 90%):"
+        f"target: within band {pad}+ spread: {n_in} of {n} ({100 * n_in / n:.1f}%, >= 90%):"
         f" {'met' if ok else 'MISSED'}"
     )
     if "median_error" in t:

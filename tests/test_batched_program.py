@@ -175,3 +175,35 @@ def test_plain_decoding_on_the_traced_basis_keeps_the_plain_from_verify_band(tmp
     d["factor"], d["unprofiled_tokens_per_s"] = 1.0, d["profiled_tokens_per_s"]
     (folder / "manifest.json").write_text(json.dumps(doc))
     assert plain_at_today(folder)["band"] == pytest.approx(0.2, abs=0.005)
+
+
+def test_launches_per_forward_that_grow_with_the_batch_are_fitted_for_the_verify_and_draft(
+    measured,
+):
+    # the fork's verify launches 1804, 2220 and 3756 kernels at batch 1, 8 and 32 (a row-by-row
+    # KV-cache update in every layer: 63 more per row), its drafter 1246, 1862, 3974 a forward
+    assert measured.launches.per_request == pytest.approx(63, rel=0.05)
+    draft = next(sl for sl in measured.slopes if sl.name == "draft")
+    assert draft.launches.per_request == pytest.approx(88, rel=0.05)
+    catch_up = next(sl for sl in measured.slopes if sl.name == "draft_extend")
+    assert catch_up.launches is None  # bs=1 calls: its forwards carry its growth instead
+
+
+def test_past_the_last_capture_an_eager_verify_pays_for_its_extra_launches():
+    j = whatif_json(str(B), "--model", str(MODEL), "--capture-context", "71", *SWEPT, "1,64")
+    row = next(r for c in j["load_curve"]["contexts"] for r in c["rows"] if r["batch"] == 64)
+    rate = {p["num_draft"]: p["tokens_per_s"] for p in row["points"]}
+    # measured unprofiled at batch 64 (B2's sweeps): plain 9.43 / 9.33, k = 6 4.62 / 4.56 tok/s
+    # per request; with the verify's and the drafter's launch gaps held at batch 32's, 16.5 and
+    # 5.9 were predicted
+    assert rate[0] == pytest.approx(9.38, rel=0.4)
+    assert rate[6] == pytest.approx(4.59, rel=0.1)
+
+
+def test_launches_that_barely_grow_make_no_line():
+    from verifyprof.model.fixes.launch_growth import launch_line
+
+    assert launch_line([(1, 1000.0), (8, 1020.0)]) is None  # 2%: the same kernels at any batch
+    assert launch_line([(8, 1000.0)]) is None  # one batch
+    # B2's verify at batch 1 and 32, drawn to 64: B4's batch-64 capture launched 5773
+    assert launch_line([(1, 1804.0), (32, 3756.0)]).at(64) == pytest.approx(5773, rel=1e-3)

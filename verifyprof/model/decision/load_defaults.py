@@ -16,6 +16,7 @@ from verifyprof.model.cycle.batch_cost import (
 from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.fixes.base import Scenario
 from verifyprof.model.fixes.draft import dilation_share
+from verifyprof.model.fixes.launch_growth import launch_words
 from verifyprof.model.fixes.measured import PartSlope
 
 MAX_BATCH = 512  # the default batches stop here (or where the KV cache no longer fits)
@@ -123,6 +124,7 @@ def curve_notes(s: Scenario, slopes: tuple[PartSlope, ...], fit: WidthFit | None
                 ),
                 "per-request acceptance unchanged with the batch",
             ]
+            + launch_words(s.measured.launches, s.measured.slopes)
             + _plain_note(s)
         )
     model = s.model

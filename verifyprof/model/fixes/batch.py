@@ -3,9 +3,11 @@ phases moved by the change of their roofline floor (:mod:`verifyprof.model.cycle
 the rest of the cycle as measured.
 
 What changes with the batch: the tokens of one forward (batch x width), so the GEMMs' FLOPs, and
-the KV cache read by attention (batch x context). What does not, in this model: kernel counts,
-launches, the host's work per cycle (the draft's forwards, the accept's sync, the program's loop)
-and per-request acceptance (every request of a chain verifies its own k+1 tokens). The drafter's
+the KV cache read by attention (batch x context); with several captures of an eager program whose
+launches per forward grow with the batch, those launches and the host time issuing them
+(:mod:`verifyprof.model.fixes.launch_growth`). What does not, in this model: the host's other
+work per cycle (the draft's forwards, the accept's sync, the program's loop) and per-request
+acceptance (every request of a chain verifies its own k+1 tokens). The drafter's
 GPU time is kept too: a drafter's own bytes and FLOPs are not in the target's model file, and a
 small drafter stays bandwidth- and launch-bound far longer than its target (said in the notes).
 Where a second measured batch is given (``BatchAnchor``), the draft and the rest of the cycle
@@ -134,5 +136,16 @@ def _moved(part: Part, slopes: tuple[PartSlope, ...], extra: int, batch_now: int
             return part.with_forwards(max(part.forwards + added, 0.0))
         if slope.name == part.name:
             busy = max(part.busy_ms + slope.per_request_ms * extra, 0.0)
-            return replace(part, busy_ms=busy)
+            return _launched(replace(part, busy_ms=busy), slope, batch_now, batch_now + extra)
     return part
+
+
+def _launched(part: Part, slope: PartSlope, frm: int, to: int) -> Part:
+    """An eager part whose launches per forward grow with the batch: its kernels and the host
+    time that issues them (all of its host idle but its once-a-cycle fixed part) follow them."""
+    if slope.launches is None or part.mode != "eager" or frm == to:
+        return part
+    ratio = slope.launches.ratio(frm, to)
+    fixed = min(part.fixed_ms, part.host_idle_ms)
+    host = fixed + (part.host_idle_ms - fixed) * ratio
+    return replace(part, host_idle_ms=host, kernels=part.kernels * ratio)

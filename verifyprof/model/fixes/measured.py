@@ -30,6 +30,7 @@ from verifyprof.model.cycle.phase_fit import (
 from verifyprof.model.cycle.width_fit import WidthFit
 from verifyprof.model.fixes.base import Scenario, Skip, cycle_of
 from verifyprof.model.fixes.cycle import plain_measured, plain_state
+from verifyprof.model.fixes.launch_growth import LaunchLine, launch_gap_delta, verify_line
 from verifyprof.model.fixes.part_slopes import PartSlope, slopes_of
 from verifyprof.model.inputs.model_config import ModelConfig
 from verifyprof.model.inputs.profile import VerifyProfile
@@ -72,6 +73,7 @@ class Measured:
     points: tuple[Point, ...] = ()
     sweeps: tuple[tuple[Point, dict[int, float]], ...] = ()
     plain_points: tuple[Point, ...] = ()  # plain decoding's measured steps (``decode``'s)
+    launches: LaunchLine | None = None  # the eager verify's launches per forward over batch
     _moe: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -213,6 +215,7 @@ class Measured:
             _add(deltas, {MOE: v.get(MOE, 0.0) * (u.scale(frm.tokens, to.tokens) - 1.0)})
         if r is not None:  # the routing along its measured curve over tokens, not the line
             _add(deltas, {ROUTING: r.at(to.tokens)[0] - r.at(frm.tokens)[0]})
+        _add(deltas, launch_gap_delta(self.launches, profile.verify, frm.batch, to.batch))
         value = fit.at(to.batch, to.width, to.context, growth)
         return deltas, value.basis, value.band + (u.band if u is not None else 0.0)
 
@@ -360,6 +363,7 @@ def measured_from(captures: list[Capture]) -> Measured:
         tuple(points),
         tuple(sweeps),
         tuple(plain_points),
+        launches=verify_line(captures),
     )
     for c in captures:  # each capture's own state knows the others (its draft counts, say)
         c.scenario = replace(c.scenario, measured=m)

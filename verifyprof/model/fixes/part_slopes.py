@@ -10,6 +10,7 @@ from typing import Any
 from verifyprof.model.cycle.fit_checks import check_finite
 from verifyprof.model.cycle.phase_fit import line_fit
 from verifyprof.model.fixes.base import Scenario
+from verifyprof.model.fixes.launch_growth import LaunchLine, launch_line
 
 PER_ROW_SHARE = 0.5  # of a part's forwards at the largest captured batch: grown with the batch
 
@@ -25,6 +26,9 @@ class PartSlope:
     per_request_ms: float
     forwards_per_request: float = 0.0
     forwards_at_zero: float = 0.0  # the fit's intercept: forwards = at_zero + per_request x batch
+    # an eager part whose launches per forward grow with the batch (a loop over the rows inside
+    # its forward): its host time follows them (:mod:`verifyprof.model.fixes.launch_growth`)
+    launches: LaunchLine | None = None
 
     def forwards_at(self, batch: float) -> float:
         """The fitted forwards per cycle at ``batch``, at the captures' draft count."""
@@ -58,10 +62,26 @@ def slopes_of(captures: list[Any]) -> tuple[PartSlope, ...]:
         rows, at0 = line_fit(batches, forwards)
         top = at0 + rows * max(batches)
         per_row = rows > 0 and rows * max(batches) >= PER_ROW_SHARE * top
+        line = None if per_row else launch_line(_launches(same, name))
         out.append(
-            PartSlope(name, max(slope, 0.0), rows if per_row else 0.0, at0 if per_row else 0.0)
+            PartSlope(
+                name, max(slope, 0.0), rows if per_row else 0.0, at0 if per_row else 0.0, line
+            )
         )
     return tuple(out)
+
+
+def _launches(captures: list[Any], name: str) -> list[tuple[int, float]]:
+    """(batch, kernels per forward) of an eager part in each capture; none where a capture ran
+    it otherwise (a graph replay launches its kernels from the GPU)."""
+    out = []
+    for c in captures:
+        parts = [p for p in c.scenario.parts if p.name == name]
+        forwards = sum(p.forwards for p in parts)
+        if forwards <= 0 or any(p.mode != "eager" for p in parts):
+            return []
+        out.append((c.batch, sum(p.kernels for p in parts) / forwards))
+    return out
 
 
 def _forwards(s: Scenario, name: str) -> float:
