@@ -167,7 +167,7 @@ def plain_at_today(folder: Path) -> dict:
     return next(p for p in row["points"] if not p["num_draft"])
 
 
-def test_plain_decoding_on_the_traced_basis_keeps_the_plain_from_verify_band(tmp_path):
+def test_plain_decoding_with_no_dilation_keeps_the_plain_from_verify_band(tmp_path):
     folder = tmp_path / "batch-32"  # the same capture, its baseline run as fast as the profiled
     shutil.copytree(B / "batch-32", folder)
     doc = json.loads((folder / "manifest.json").read_text())

@@ -320,3 +320,9 @@ def test_a_run_under_other_step_windows_cuts_its_own_steps(eager):
     assert len(whole.frame.steps) == 1 < steps  # the whole trace as one step, not the verify's
     same = eager.under(pipeline.WhatifOptions(step="decode"))
     assert same.frame is eager.frame  # the same windows: what was made from them is shared
+
+
+def test_compare_refuses_a_speculative_accept_length_for_a_decode_step_as_whatif_does():
+    code, out = cli("compare", str(EAGER), str(GRAPH), "--step", "decode", "--accept-len", "2")
+    assert code == 2
+    assert "--step decode: a decode step makes one token per request, not 2" in out

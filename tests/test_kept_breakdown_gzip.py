@@ -68,3 +68,14 @@ def test_a_truncated_gzipped_breakdown_is_one_line_naming_it(tmp_path: Path) -> 
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and str(kept) in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_folder_keeping_both_a_plain_and_a_gzipped_breakdown_is_refused_naming_it(tmp_path):
+    folder = copied(tmp_path, gz=True) / "batch-1"
+    with gzip.open(folder / "breakdown.json.gz") as src:
+        (folder / "breakdown.json").write_bytes(src.read())
+    done = verifyprof("whatif", str(folder))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(folder) in lines[0], done.stderr
+    assert "breakdown.json and breakdown.json.gz" in lines[0]

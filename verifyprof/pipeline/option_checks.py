@@ -17,6 +17,12 @@ def check(options: WhatifOptions, parts: bool = False) -> None:
     check_options(options)
     if options.step in CYCLE_PARTS and options.step_range is not None and not parts:
         raise VerifyprofError(f"--step {options.step}: not a verify step (see --step's help)")
+    one_token = options.step in ("decode", "prefill")  # resolve_frame says so of a step's name
+    if one_token and options.accept_len is not None and options.accept_len != 1.0:
+        raise VerifyprofError(
+            f"--step {options.step}: a {options.step} step makes one token per request, not"
+            f" {options.accept_len:g}: give no --accept-len (or 1), or model a verify step"
+        )
     if options.step_range is not None:  # one line before any file is read, not one per file
         compile_regex(
             options.step_range,

@@ -65,9 +65,12 @@ KEPT = ("breakdown.json", "breakdown.json.gz")  # a kept capture's breakdown, pl
 def kept_breakdown(folder: Path) -> Path | None:
     """A capture folder kept as its breakdown (``manifest.json`` and ``breakdown.json``, or
     ``breakdown.json.gz``, no trace: bench/results): that breakdown; else None."""
-    kept = next((k for k in KEPT if (folder / k).is_file()), None)
-    if kept is None or not (folder / MANIFEST).is_file():
+    found = [k for k in KEPT if (folder / k).is_file()]
+    if not found or not (folder / MANIFEST).is_file():
         return None
+    if len(found) > 1:  # which is the capture's? a stale one would be read without a word
+        raise TraceError(f"holds both {' and '.join(found)}: keep one", folder)
+    kept = found[0]
     names = ("*.sqlite", "*.sqlite.gz", "*.nsys-rep", "*.json.gz", "*.pt.trace.json")
     traces = (p for n in names for p in folder.glob(n) if p.name not in KEPT)
     holds = next(traces, None) is not None or (folder / "torch").is_dir()

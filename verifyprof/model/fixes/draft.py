@@ -190,16 +190,16 @@ PLAIN_FROM_VERIFY_BAND = 0.2
 
 
 def dilation_share(profile: VerifyProfile, s: Scenario) -> float:
-    """The share of the verify's unprofiled time that the profiler's dilation took out (0 on the
-    traced basis). The dilation is one rate for the whole program, spread over the cycle's parts
-    by their host time; how it really falls on the verify is unmeasured, so a number resting on
-    the verify alone (plain decoding from its width 1) is uncertain by that much. Program B's
-    batch-32 verify came out at 54.5 ms from 72.4 traced; its width-1 twin ran 57-68 ms
-    unprofiled (bench/README, B4)."""
+    """The share of the verify's unprofiled time that the profiler's dilation took out, or put in
+    where the anchor stretched it (0 on the traced basis). The dilation is one rate for the whole
+    program, spread over the cycle's parts by their host time; how it really falls on the verify
+    is unmeasured, so a number resting on the verify alone (plain decoding from its width 1) is
+    uncertain by that much. Program B's batch-32 verify came out at 54.5 ms from 72.4 traced;
+    its width-1 twin ran 57-68 ms unprofiled (bench/README, B4)."""
     traced, now = s.traced_verify_ms, profile.verify.wall_ms
     if s.basis != "unprofiled" or traced is None or now <= 0:
         return 0.0
-    return max(traced / now - 1.0, 0.0)
+    return abs(traced / now - 1.0)  # stretched or shrunk: unmeasured either way
 
 
 WIDTH_BASIS = {"measured": MEASURED, "fitted": INTERPOLATED, "extrapolated": EXTRAPOLATED}
