@@ -79,3 +79,12 @@ def test_a_folder_keeping_both_a_plain_and_a_gzipped_breakdown_is_refused_naming
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and str(folder) in lines[0], done.stderr
     assert "breakdown.json and breakdown.json.gz" in lines[0]
+
+
+def test_breakdown_of_a_kept_capture_says_which_commands_read_it(tmp_path: Path) -> None:
+    folder = copied(tmp_path, gz=True) / "batch-1"
+    done = verifyprof("breakdown", str(folder))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert str(folder) in line and "kept as its breakdown (breakdown.json.gz)" in line
+    assert "whatif, compare or report" in line

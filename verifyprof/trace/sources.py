@@ -159,6 +159,15 @@ def expand(spec: str | Path) -> list[Path]:
     if not paths and (path / "torch").is_dir():
         return expand(path / "torch")
     if not paths:
+        from verifyprof.trace.path_checks import kept_breakdown
+
+        kept = kept_breakdown(path)
+        if kept is not None:  # what reads it is elsewhere: say where, not that nothing is here
+            raise TraceError(
+                f"a capture kept as its breakdown ({kept.name}), no trace: breakdown and kernels"
+                " read traces; give the folder to whatif, compare or report",
+                path,
+            )
         raise TraceError(
             "folder holds no trace: no nsys export (.sqlite, .sqlite.gz, .nsys-rep) and no"
             " PyTorch-profiler trace files (*.json, *.json.gz)",
