@@ -318,8 +318,10 @@ def test_a_run_under_other_step_windows_cuts_its_own_steps(eager):
     whole = eager.under(pipeline.WhatifOptions(whole_trace=True))
     assert whole.trace is eager.trace  # read once
     assert len(whole.frame.steps) == 1 < steps  # the whole trace as one step, not the verify's
-    same = eager.under(pipeline.WhatifOptions(step="decode"))
+    same = eager.under(pipeline.WhatifOptions(step="verifyprof.verify"))  # a name: no ranges added
     assert same.frame is eager.frame  # the same windows: what was made from them is shared
+    prefill = eager.under(pipeline.WhatifOptions(step="prefill"))  # its phase's ranges added
+    assert prefill.trace is eager.trace and prefill.frame is not eager.frame
 
 
 def test_compare_refuses_a_speculative_accept_length_for_a_decode_step_as_whatif_does():

@@ -117,10 +117,12 @@ def _prediction_check(
 def _state(run: ComparedRun, accept_len: float | None, manifest: Path | None, picked) -> Prepared:
     """A side's model state under the prediction's options (its step, width and mode picked)."""
     step, width, mode = picked
-    cut = {"step_range": run.options.step_range, "whole_trace": run.options.whole_trace}
+    from verifyprof.pipeline.resolve import step_regex
+
+    cut = {"step_range": step_regex(run.options), "whole_trace": run.options.whole_trace}
     o = WhatifOptions(
         accept_len=accept_len, manifest=manifest, step=step, mode=mode, width=width, **cut
-    )  # its steps as the run cut them (--range, --whole-trace): what it made from them shared
+    )  # its steps as the run cut them (its ranges, --whole-trace): what it made from them shared
     side = run.under(o, beside=False)  # --step decode: one token a step, as whatif models it
     if side.prepared is None:
         raise VerifyprofError("; ".join(side.reasons))

@@ -324,8 +324,8 @@ class Run:
         run = Run(self.sources, options, self.parallel, self.taxonomy, self.parts, self.keep_trace)
         run.inputs = [i if beside else replace(i, manifest=None) for i in self.inputs]
         shared = ("trace", "breakdown", "frame", "profiles", "attributed", "verify_kernels")
-        o = self.options  # other step windows (--range, --whole-trace): only the trace shared
-        if (options.step_range, options.whole_trace) != (o.step_range, o.whole_trace):
+        o = self.options  # other step windows (the ranges cut, --whole-trace): only the trace
+        if (step_regex(options), options.whole_trace) != (step_regex(o), o.whole_trace):
             shared = ("trace",)
         run.__dict__.update({k: self.__dict__[k] for k in shared if k in self.__dict__})
         if options.manifest is not None and Path(options.manifest) == self.manifest:
