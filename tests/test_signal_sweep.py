@@ -83,7 +83,10 @@ def start_up_outcome(ms: float, cache: Path) -> str:
     if err == "":
         assert code == -signal.SIGINT, (ms, code)
         return "before python's handler"
-    assert (code, err) == (130, "verifyprof: interrupted\n"), (ms, code, err)
+    # exit 130, or death by SIGINT after the one line (Python at exit, as the sweep above takes
+    # it: a shell shows 130 either way; seen at 70 ms in a full suite on 2 busy cores)
+    assert code in (130, -signal.SIGINT), (ms, code, err)
+    assert err == "verifyprof: interrupted\n", (ms, code, err)
     return "verifyprof"
 
 
