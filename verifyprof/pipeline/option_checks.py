@@ -17,14 +17,20 @@ def check(options: WhatifOptions, parts: bool = False) -> None:
     check_options(options)
     if options.step in CYCLE_PARTS and options.step_range is not None and not parts:
         raise VerifyprofError(f"--step {options.step}: not a verify step (see --step's help)")
-    one_token = options.step in ("decode", "prefill")  # resolve_frame says so of a step's name
-    if one_token and options.accept_len is not None and options.accept_len != 1.0:
-        raise VerifyprofError(
-            f"--step {options.step}: a {options.step} step makes one token per request, not"
-            f" {options.accept_len:g}: give no --accept-len (or 1), or model a verify step"
-        )
+    if options.step in ("decode", "prefill"):  # resolve_frame checks a step's name alike
+        check_one_token(options.step, options.step, options.accept_len)
     if options.step_range is not None:  # one line before any file is read, not one per file
         compile_regex(
             options.step_range,
             f"--range '{options.step_range:.80}' is not a valid regular expression",
+        )
+
+
+def check_one_token(step: str, phase: str, accept_len: float | None) -> None:
+    """A decode or prefill step makes one token per request: a speculative accept length with it
+    is an impossible combination, refused in one line."""
+    if accept_len is not None and accept_len != 1.0:
+        raise VerifyprofError(
+            f"--step {step}: a {phase} step makes one token per request, not {accept_len:g}:"
+            " give no --accept-len (or 1), or model a verify step"
         )

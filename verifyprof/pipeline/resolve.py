@@ -17,7 +17,11 @@ from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.contracts.schema import BreakdownFrame, variant
 from verifyprof.model.inputs.options import WhatifOptions
 from verifyprof.model.inputs.profile import VerifyProfile, verify_profile
-from verifyprof.pipeline.option_checks import CYCLE_PARTS, check  # noqa: F401 - re-exported
+from verifyprof.pipeline.option_checks import (  # noqa: F401 - CYCLE_PARTS, check re-exported
+    CYCLE_PARTS,
+    check,
+    check_one_token,
+)
 from verifyprof.trace.path_checks import kept_breakdown
 from verifyprof.trace.sources import is_breakdown_json
 
@@ -301,11 +305,7 @@ def _verify_name(name: str) -> bool:
 def _one_token_steps(options: WhatifOptions, name: str, notes: list[str]) -> WhatifOptions:
     """A decode or prefill step in the verify's place makes one token a step: accept length 1
     (a speculative accept length there is an impossible combination: refused)."""
-    if options.accept_len is not None and options.accept_len != 1.0:
-        raise VerifyprofError(
-            f"--step {name}: a {ranges.phase_of(name)} step makes one token per request, not"
-            f" {options.accept_len:g}: give no --accept-len (or 1), or model a verify step"
-        )
+    check_one_token(name, ranges.phase_of(name), options.accept_len)
     notes.append(
         f"{name} steps make one token each: accept length 1 (plain decoding's step), the"
         " manifest's speculative accept length not used"
