@@ -225,9 +225,20 @@ def _nsys_hint(trace: str) -> Iterator[None]:
         raise
 
 
-def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, shown):
+def _parallel(
+    workers: Optional[int],
+    scheduler: Optional[str],
+    strict: bool,
+    shown,
+    read_ahead: Optional[list[str]] = None,
+):
     """The CLI's map: failed files as warning lines; ``shown`` (the status line) counts the files
-    mapped and is paused while workers fork."""
+    mapped and is paused while workers fork. ``read_ahead``: a breakdown's traces, whose big read
+    (one nsys export's) starts first, to run beside the imports of the map and the analysis."""
+    from verifyprof import pipeline
+
+    if read_ahead is not None:
+        pipeline.start_read_ahead(read_ahead, workers, scheduler)
     from verifyprof.pipeline import ParallelOptions
 
     warn = lambda failure: print(
