@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -237,6 +238,7 @@ def _parallel(
     (one nsys export's) starts first, to run beside the imports of the map and the analysis."""
     from verifyprof import pipeline
 
+    _numpy_with_one_blas_thread()
     if read_ahead is not None:
         pipeline.start_read_ahead(read_ahead, workers, scheduler)
     from verifyprof.pipeline import ParallelOptions
@@ -254,6 +256,21 @@ def _parallel(
         pause=shown.paused,
         progress=shown.count,
     )  # both do nothing where no line is drawn
+
+
+def _numpy_with_one_blas_thread() -> None:
+    """numpy loaded with its BLAS on the calling thread alone: OpenBLAS otherwise starts a thread
+    per CPU as numpy loads, each spinning ~0.1 s for work the analysis never gives it (no matrix
+    is large enough to split), beside the read-ahead and the imports (~0.1 CPU-s on 2 CPUs, ~1.5
+    on 16). This process's alone: the variable is gone once numpy has loaded, so no program the
+    CLI starts sees it; one the user set is left as it is."""
+    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
 
 
 def _check_manifest(path: Path) -> None:
