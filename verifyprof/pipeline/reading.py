@@ -99,8 +99,10 @@ def breakdown(
 
 def _load_model() -> None:
     """Imported while the map's workers run, where this process would only wait: a run's verdict
-    needs the model after the map (~0.1 CPU-s)."""
+    needs the model, the verdicts and the captures' join after the map (~0.1 CPU-s)."""
     import verifyprof.model.decision.whatif  # noqa: F401
+    import verifyprof.pipeline.captures  # noqa: F401
+    import verifyprof.pipeline.verdicts  # noqa: F401
 
 
 def _forks(parallel: ParallelOptions | None) -> bool:
