@@ -94,3 +94,24 @@ def test_a_program_calling_main_exits_as_python_does(tmp_path):
     )
     assert done.returncode == 0
     assert "exit handlers ran" in done.stderr and "torn down" in done.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts /proc/self/task")
+def test_the_map_loads_numpy_with_one_blas_thread_and_leaves_the_environment_as_it_was():
+    probe = (
+        "import os; from verifyprof.cli.args import _numpy_with_one_blas_thread as load; load();"
+        " print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))"
+    )
+    env = {k: v for k, v in _env().items() if k != "OPENBLAS_NUM_THREADS"}
+    for given, seen in ((None, "None"), ("2", "2")):  # one the user set is theirs
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            env=env if given is None else {**env, "OPENBLAS_NUM_THREADS": given},
+            cwd=REPO,
+            timeout=120,
+        )
+        threads, variable = done.stdout.split()
+        assert variable == seen, done.stderr
+        assert given is not None or threads == "1"  # no BLAS thread beside this one

@@ -9,7 +9,9 @@ from __future__ import annotations
 import multiprocessing
 import shutil
 import sqlite3
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -145,3 +147,52 @@ def test_tables_larger_than_the_one_read_may_hold_are_left_to_each_share(four_ra
     assert split == 0
     for a, b in zip(by_sql, once):
         assert_same_trace(a, b)
+
+
+def counted_reads(monkeypatch) -> list[str]:
+    """The name of the thread of each one read of the big tables, as they are made."""
+    reads: list[str] = []
+    real = shared_read._read_split
+
+    def counted(path, shares):
+        reads.append(threading.current_thread().name)
+        return real(path, shares)
+
+    monkeypatch.setattr(shared_read, "_read_split", counted)
+    return reads
+
+
+def test_a_read_started_ahead_is_the_one_read_the_map_takes(four_ranks, monkeypatch):
+    reads = counted_reads(monkeypatch)
+    shares = process_shares(four_ranks, 2, min_kernels=0)
+    by_sql = [load_trace(four_ranks, share) for share in shares]
+    shared_read.read_ahead(lambda: (four_ranks, shares))
+    with shared_read.read_once(four_ranks, shares):
+        assert threading.active_count() == 1  # the read thread ended: workers may fork
+        once = [load_trace(four_ranks, share) for share in shares]
+    assert reads == ["verifyprof-read-ahead"]
+    for a, b in zip(by_sql, once):
+        assert_same_trace(a, b)
+
+
+def test_a_read_ahead_for_other_shares_is_dropped_and_the_map_reads_its_own(
+    four_ranks, monkeypatch
+):
+    reads = counted_reads(monkeypatch)
+    shares = process_shares(four_ranks, 2, min_kernels=0)
+    shared_read.read_ahead(lambda: (four_ranks, process_shares(four_ranks, 3, min_kernels=0)))
+    with shared_read.read_once(four_ranks, shares):
+        assert threading.active_count() == 1
+        assert len(shared_read._SHARES) == 2
+    assert reads == ["verifyprof-read-ahead", threading.current_thread().name]
+
+
+def test_the_read_ahead_loads_no_pandas_so_pandas_loads_beside_it():
+    probe = (
+        "import sys; import verifyprof.pipeline.read_ahead, verifyprof.trace.nsys.shared_read;"
+        " print('pandas' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.stdout.strip() == "False", done.stdout + done.stderr

@@ -182,9 +182,9 @@ def breakdown(
         _nsys_hint(traces[0]),
         progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
     ):
+        parallel = _parallel(workers, scheduler, strict, shown, read_ahead=traces)
         from verifyprof.report import console, files, integrity_warnings
 
-        parallel = _parallel(workers, scheduler, strict, shown)
         run, whole = _steps_or_whole_trace(traces, options, parallel, taxonomy)
     result = run.breakdown
     if result is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -225,9 +226,21 @@ def _nsys_hint(trace: str) -> Iterator[None]:
         raise
 
 
-def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, shown):
+def _parallel(
+    workers: Optional[int],
+    scheduler: Optional[str],
+    strict: bool,
+    shown,
+    read_ahead: Optional[list[str]] = None,
+):
     """The CLI's map: failed files as warning lines; ``shown`` (the status line) counts the files
-    mapped and is paused while workers fork."""
+    mapped and is paused while workers fork. ``read_ahead``: a breakdown's traces, whose big read
+    (one nsys export's) starts first, to run beside the imports of the map and the analysis."""
+    from verifyprof import pipeline
+
+    _numpy_with_one_blas_thread()
+    if read_ahead is not None:
+        pipeline.start_read_ahead(read_ahead, workers, scheduler)
     from verifyprof.pipeline import ParallelOptions
 
     warn = lambda failure: print(
@@ -243,6 +256,21 @@ def _parallel(workers: Optional[int], scheduler: Optional[str], strict: bool, sh
         pause=shown.paused,
         progress=shown.count,
     )  # both do nothing where no line is drawn
+
+
+def _numpy_with_one_blas_thread() -> None:
+    """numpy loaded with its BLAS on the calling thread alone: OpenBLAS otherwise starts a thread
+    per CPU as numpy loads, each spinning ~0.1 s for work the analysis never gives it (no matrix
+    is large enough to split), beside the read-ahead and the imports (~0.1 CPU-s on 2 CPUs, ~1.5
+    on 16). This process's alone: the variable is gone once numpy has loaded, so no program the
+    CLI starts sees it; one the user set is left as it is."""
+    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
 
 
 def _check_manifest(path: Path) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the names below, imported when first used (a command import
     from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline.model_files import prepared_of
     from verifyprof.pipeline.parallel import ParallelOptions
+    from verifyprof.pipeline.read_ahead import start_read_ahead
     from verifyprof.pipeline.reading import (
         breakdown,
         breakdown_frame,
@@ -61,6 +62,7 @@ _HOME = {
     "report_of": "verifyprof.pipeline.report_page",
     "check": "verifyprof.pipeline.option_checks",
     "story_group": "verifyprof.pipeline.resolve",
+    "start_read_ahead": "verifyprof.pipeline.read_ahead",
     "Run": "verifyprof.pipeline.run",
     "open_run": "verifyprof.pipeline.run",
     "Trace": "verifyprof.trace.events",
@@ -100,6 +102,7 @@ __all__ = [
     "read_breakdown_json",
     "report",
     "report_of",
+    "start_read_ahead",
     "story_group",
     "whatif",
 ]

@@ -47,7 +47,7 @@ _PRELOAD = [
     "verifyprof.trace.kineto.reader",
     "verifyprof.trace.cache",
     "pyarrow",
-    "adbc_driver_sqlite.dbapi",
+    "adbc_driver_sqlite",
 ]
 
 

@@ -10,12 +10,16 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from verifyprof.attribution.rank_part import RankPart, rank_part
-from verifyprof.attribution.taxonomy import Taxonomy
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
 from verifyprof.trace import load_trace
 from verifyprof.trace.nsys.export import ProcessFilter
+
+if TYPE_CHECKING:  # the attribution where a file is mapped: default_workers imports no pandas
+    # (pipeline/read_ahead.py)
+    from verifyprof.attribution.rank_part import RankPart
+    from verifyprof.attribution.taxonomy import Taxonomy
 
 STAGE = re.compile(r"-(EXTEND|DECODE)(?=[.-]|$)")
 
@@ -50,6 +54,8 @@ def map_file(
 ) -> RankPart:
     """Read one file (or one share of its processes) and break it down into its part (runs in a
     worker)."""
+    from verifyprof.attribution.rank_part import rank_part
+
     trace = load_trace(path, share)
     return rank_part(
         trace, index, options.step_regex, options.taxonomy, options.whole_trace, stage_of(path)

@@ -25,15 +25,13 @@ from verifyprof.pipeline.parallel import (
     ParallelOptions,
     ShareWithoutSteps,
     breakdown_files,
-    default_workers,
     rank_files,
 )
+from verifyprof.pipeline.read_ahead import export_and_shares, one_file
 from verifyprof.trace import load_trace
 from verifyprof.trace.events import Trace
-from verifyprof.trace.nsys.export import ProcessFilter, readable_database
 from verifyprof.trace.nsys.shared_read import read_once
-from verifyprof.trace.shares import process_shares
-from verifyprof.trace.sources import NSYS_KINDS, is_breakdown_json, nsys_sqlite, sniff
+from verifyprof.trace.sources import is_breakdown_json
 
 
 def load(source: str | Path) -> Trace:
@@ -70,8 +68,8 @@ def breakdown(
             )
             return breakdown_files(files, options, parallel, notes)
         source = specs[0] if notes and len(specs) == 1 else files[0]  # one file: read as always
-        found = _one_file(files[0])  # sniffed and its export found once, for both reads below
-        export, shares = _process_shares(found, parallel)
+        found = one_file(files[0])  # sniffed and its export found once, for both reads below
+        export, shares = export_and_shares(found, parallel.workers if parallel else None)
         # a large many-process nsys export: mapped in shares of its processes, like per-rank
         # files
         if shares:
@@ -101,8 +99,10 @@ def breakdown(
 
 def _load_model() -> None:
     """Imported while the map's workers run, where this process would only wait: a run's verdict
-    needs the model after the map (~0.1 CPU-s)."""
+    needs the model, the verdicts and the captures' join after the map (~0.1 CPU-s)."""
     import verifyprof.model.decision.whatif  # noqa: F401
+    import verifyprof.pipeline.captures  # noqa: F401
+    import verifyprof.pipeline.verdicts  # noqa: F401
 
 
 def _forks(parallel: ParallelOptions | None) -> bool:
@@ -110,31 +110,6 @@ def _forks(parallel: ParallelOptions | None) -> bool:
     pause stops it), and so inherit the big tables read once here (a fork server's do not)."""
     paused = parallel is not None and parallel.pause is not None
     return sys.platform == "linux" and (paused or threading.active_count() == 1)
-
-
-def _one_file(path: Path) -> tuple[Path, str | None, Path | None]:
-    """A file's format and, for nsys, the plain SQLite export to read (a decompressed or exported
-    copy, found or made once): (path, kind or None for a directory, export or None)."""
-    path = Path(path)
-    kind = sniff(path) if path.is_file() else None
-    return path, kind, nsys_sqlite(path, kind) if kind in NSYS_KINDS else None
-
-
-def _process_shares(
-    found: tuple[Path, str | None, Path | None], parallel: ParallelOptions | None
-) -> tuple[Path | None, list[ProcessFilter] | None]:
-    """The SQLite export of an nsys file (``.sqlite``, ``.sqlite.gz``, ``.nsys-rep``) and shares of
-    its processes, one per local worker; (None, None) for other files or when it is read whole."""
-    _, kind, sqlite = found
-    if kind not in NSYS_KINDS or sqlite is None:
-        return None, None
-    workers = (
-        parallel.workers if parallel is not None and parallel.workers else default_workers(1 << 30)
-    )
-    if workers < 2:
-        return None, None
-    export = readable_database(sqlite)  # the same cached copy, export or WAL checkpoint as the read
-    return export, process_shares(export, workers)
 
 
 def kernels(

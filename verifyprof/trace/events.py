@@ -39,12 +39,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from verifyprof.contracts.plumbing.paths import shown
+
+if TYPE_CHECKING:  # pandas is imported where a table is made: the nsys read's modules load
+    # without it, beside it (pipeline/read_ahead.py)
+    import pandas as pd
 
 NO_ID = -1
 TIME_LIMIT_NS = 1 << 62  # beyond this a time is not one: sums of such values overflow int64
@@ -159,11 +162,15 @@ TABLES: dict[str, dict[str, str]] = {
 
 
 def empty_table(columns: dict[str, str]) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({c: np.empty(0, dtype=dt) for c, dt in columns.items()})
 
 
 def conform(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     """Cast a reader's frame to the table's column set and dtypes (cheap when already right)."""
+    import pandas as pd
+
     out = {}
     for col, dtype in columns.items():
         if col not in frame:
@@ -197,6 +204,8 @@ class StringTable:
 
     def intern(self, texts: np.ndarray | pd.Series | list[str]) -> np.ndarray:
         """Ids for texts, appending unseen ones. Vectorised via pandas factorisation."""
+        import pandas as pd
+
         codes, uniques = pd.factorize(pd.Series(texts, dtype=object), sort=False)
         mapping = np.empty(len(uniques), dtype=np.int32)
         if self._index is None:

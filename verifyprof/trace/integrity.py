@@ -26,12 +26,14 @@ Kinds (see :data:`KINDS` for the words):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from verifyprof.trace.events import MISSING_TIME, NO_ID, TIME_LIMIT_NS
+
+if TYPE_CHECKING:  # pandas in annotations only (trace/events.py says why)
+    import pandas as pd
 
 KINDS: dict[str, str] = {
     "duplicate_rows": "are exact copies of another row (written twice): dropped, one of each kept",

@@ -15,9 +15,9 @@ kept if a GPU op references their correlation id or they synchronize.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from verifyprof.trace.events import (
     API_COLUMNS,
@@ -45,6 +45,9 @@ from verifyprof.trace.nsys.export import (
     os_pid,
 )
 from verifyprof.trace.nsys.names import kernel_name_ids, name_columns
+
+if TYPE_CHECKING:  # pandas where a table is made (trace/events.py says why)
+    import pandas as pd
 
 # CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER, stable across schema versions) -> copy names
 COPY_NAMES = {
@@ -305,6 +308,8 @@ def graphs_table(rows: Rows) -> pd.DataFrame:
 def api_table(
     rows: Rows, candidates: dict[int, str], strings: StringTable, gpu_keys: np.ndarray
 ) -> pd.DataFrame:
+    import pandas as pd
+
     if not rows.n:
         return model_table({}, API_DTYPES)
     nsys_name = rows.take("name", "int64")
@@ -346,6 +351,8 @@ def api_table(
 
 def graph_warnings(kernels: pd.DataFrame, graphs: pd.DataFrame) -> list[str]:
     """Whole-graph rows whose kernels were not recorded (--cuda-graph-trace=graph)."""
+    import pandas as pd
+
     if not len(graphs):
         return []
     kernel_keys = correlation_key(kernels["pid"], kernels["correlation"])

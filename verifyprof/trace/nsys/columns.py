@@ -105,20 +105,40 @@ class Query:
         raise NotImplementedError
 
 
-def _reader(uri: str, query: str, batch_rows: int) -> tuple[Any, Any, pa.RecordBatchReader]:
-    """(connection, cursor, RecordBatchReader) on a fresh read-only ADBC connection."""
-    import adbc_driver_sqlite.dbapi as adbc
+def _reader(uri: str, query: str, batch_rows: int) -> tuple[_Closing, pa.RecordBatchReader]:
+    """(its handles, RecordBatchReader) on a fresh read-only ADBC connection, through
+    the driver manager's own bindings: its DB-API module imports ``pyarrow.dataset`` (and with it
+    pandas, ~25 ms of a CLI run's start-up) for nothing a read here uses."""
+    import adbc_driver_manager
+    import adbc_driver_sqlite
 
-    con = adbc.connect(uri)
-    cur = con.cursor()
+    db = adbc_driver_sqlite.connect(uri)
+    handles = [db]
     try:
-        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
-        cur.execute(query)
-        return con, cur, cur.fetch_record_batch()
+        con = adbc_driver_manager.AdbcConnection(db)
+        handles.append(con)
+        stmt = adbc_driver_manager.AdbcStatement(con)
+        handles.append(stmt)
+        stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
+        stmt.set_sql_query(query)
+        stream, _ = stmt.execute_query()
+        reader = pa.RecordBatchReader._import_from_c(stream.address)
+        handles.append(reader)
+        return _Closing(handles), reader
     except BaseException:
-        cur.close()
-        con.close()
+        _Closing(handles).close()
         raise
+
+
+class _Closing:
+    """The database, connection, statement and reader of one read, closed last to first."""
+
+    def __init__(self, handles: list[Any]):
+        self.handles = handles
+
+    def close(self) -> None:
+        for handle in reversed(self.handles):
+            handle.close()
 
 
 def _with_retry(work: Callable[[int], Any]) -> Any:
@@ -144,12 +164,11 @@ class TableQuery(Query):
 
     def run(self, uri: str, i: int) -> None:
         def work(batch_rows: int) -> pa.Table:
-            con, cur, reader = _reader(uri, self.queries[i], batch_rows)
+            handles, reader = _reader(uri, self.queries[i], batch_rows)
             try:
                 return reader.read_all()  # releases the GIL
             finally:
-                cur.close()
-                con.close()
+                handles.close()
 
         self.result = _with_retry(work)
 
@@ -186,7 +205,7 @@ class SlicedQuery(Query):
 
     def run(self, uri: str, i: int) -> None:
         def work(batch_rows: int) -> None:
-            con, cur, reader = _reader(uri, self.queries[i], batch_rows)
+            handles, reader = _reader(uri, self.queries[i], batch_rows)
             try:
                 pos = int(self.offsets[i])
                 limit = int(self.offsets[i + 1])
@@ -209,8 +228,7 @@ class SlicedQuery(Query):
                     pos += n
                 self.filled[i] = pos - int(self.offsets[i])
             finally:
-                cur.close()
-                con.close()
+                handles.close()
 
         _with_retry(work)
 

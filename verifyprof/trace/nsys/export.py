@@ -16,10 +16,9 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
-import pandas as pd
 
 from verifyprof.contracts.errors import TraceError
 from verifyprof.trace.events import NO_ID, StringTable
@@ -32,6 +31,9 @@ from verifyprof.trace.nsys.columns import (
     run_queries,
 )
 from verifyprof.trace.path_checks import regular_file
+
+if TYPE_CHECKING:  # pandas where a table is made (trace/events.py says why)
+    import pandas as pd
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -83,10 +85,8 @@ class NsysExport:
             rows = self.con.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
             ).fetchall()
-        except (
-            sqlite3.DatabaseError,
-            UnicodeDecodeError,
-        ) as exc:  # a garbled schema: undecodable SQL or names
+        # a garbled schema: undecodable SQL or names
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             self.close()
             raise TraceError(
                 f"corrupt or truncated SQLite file ({one_line(exc)})", self.path
@@ -126,10 +126,8 @@ class NsysExport:
         assert self.con is not None
         try:
             return self.con.execute(query, params).fetchall()
-        except (
-            sqlite3.DatabaseError,
-            UnicodeDecodeError,
-        ) as exc:  # a garbled schema: undecodable SQL or names
+        # a garbled schema: undecodable SQL or names
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(
                 f"corrupt or truncated SQLite export ({one_line(exc)})", self.path
             ) from None
@@ -352,6 +350,8 @@ def os_pid(global_id: np.ndarray) -> np.ndarray:
 
 def model_table(columns: dict[str, np.ndarray], dtypes: dict[str, str]) -> pd.DataFrame:
     """The model table, sorted by start (gathered column by column to bound peak memory)."""
+    import pandas as pd
+
     if not columns:
         columns = {c: np.empty(0, dtype=dt) for c, dt in dtypes.items()}
     start = columns["start"]

@@ -16,13 +16,20 @@ one the query reads, and every value of it read was an integer (no NULL, REAL or
 comparison numpy's would not reproduce). Otherwise, when the tables hold more than
 :data:`MAX_ROWS` rows (the map's process would hold more than a share's memory), and when the one
 read fails, the shares read as before (and name the file's problem).
+
+The one read may start early, in a thread (:func:`read_ahead`: the CLI starts it before pandas
+and the analysis load, which take the GIL while SQLite steps without it); :func:`read_once` then
+waits for it and takes its split if it read the same file for the same shares, else drops it and
+reads. Either way no read thread runs once :func:`read_once` is entered (its workers fork).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +63,52 @@ Split = tuple[dict[str, np.ndarray], np.ndarray]
 _SHARES: dict[tuple[tuple, ProcessFilter], tuple[int, dict[str, Split]]] = {}
 
 
+@dataclass
+class _Ahead:
+    """A read started early: its thread, and once it ends the (file identity, shares) it read
+    and its split (None: not split, or the read failed; the run's own read names why)."""
+
+    thread: threading.Thread | None = None
+    key: tuple | None = None
+    split: dict[str, Split] | None = None
+
+
+_AHEAD: list[_Ahead] = []  # the read started early, until read_once takes it
+
+
+def read_ahead(find: Callable[[], tuple[Path, list[ProcessFilter]] | None]) -> None:
+    """Start, in a daemon thread, the read :func:`read_once` would make of the export and shares
+    that ``find`` names (None: nothing to read ahead); any failure is left to the run's own
+    read."""
+    ahead = _Ahead()
+
+    def read() -> None:
+        with contextlib.suppress(Exception):
+            found = find()
+            if found is None or not ENABLED:
+                return
+            path, shares = found
+            ahead.key = (_identity(path), tuple(shares))
+            ahead.split = _read_split(path, shares)
+
+    ahead.thread = threading.Thread(target=read, name="verifyprof-read-ahead", daemon=True)
+    _AHEAD.append(ahead)
+    ahead.thread.start()
+
+
+def _taken_ahead(key: tuple, shares: list[ProcessFilter]) -> tuple[bool, dict[str, Split] | None]:
+    """(whether a read started early read this file for these shares, its split): every such
+    read ended first (none runs when the workers fork)."""
+    found: tuple[bool, dict[str, Split] | None] = (False, None)
+    while _AHEAD:
+        ahead = _AHEAD.pop()
+        if ahead.thread is not None:
+            ahead.thread.join()
+        if ahead.key == (key, tuple(shares)):
+            found = (True, ahead.split)
+    return found
+
+
 def big_jobs(export: NsysExport, api_names: dict[int, str]) -> dict[str, SlicedQuery]:
     """The kernel and runtime/driver queries of :func:`~verifyprof.trace.nsys.reader`'s read."""
     return {
@@ -73,8 +126,10 @@ def read_once(path: Path, shares: list[ProcessFilter]) -> Iterator[None]:
     """While inside: the big tables of ``path`` read once and split by ``shares``, for the map's
     workers forked here to take (nothing is kept when a split would not be exact)."""
     key = _identity(path)
+    taken, split = _taken_ahead(key, shares)
     try:
-        split = _read_split(path, shares) if ENABLED else None
+        if not taken:
+            split = _read_split(path, shares) if ENABLED else None
     except Exception:  # noqa: BLE001 - the shares' own reads name the problem
         split = None
     release_free_memory()  # the read's Arrow batches: the workers forked next start without them
