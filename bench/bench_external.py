@@ -3,20 +3,22 @@
 For each program, the product's path on its capture folder as a user types it (``whatif DIR
 --model M``: :func:`verifyprof.pipeline.open_run` of the folder's captures, every one in it),
 then every measured (batch, k) of its sweeps against the load curve's prediction, and the issue's
-targets with met / missed. Data: ``bench/results/external_h100`` (issue 41: program A) and
+targets with met / missed. Data: ``bench/results/external_h100`` (issue 41: program A),
 ``external_h100_b2`` (program B, captured at batch 1, 8 and 32; B's first lease, one capture, is
 in git history), ``external_h100_b4`` (B again, captured at 1, 4, 16 and 64 on the sweep's own
-workload, a noisy lease), which the project did not write, and ``bench/results/moe_spec_h100``
-(issue 42: the project's MoE; ``moe_spec_h100_2`` its re-measurement, ``--moe-dir``).
+workload, a noisy lease) and ``external_h100_b5`` (B4's design in a quiet lease, judged blind: no
+model change between its lease and its verdict), programs the project did not write, and
+``bench/results/moe_spec_h100`` (issue 42: the project's MoE; ``moe_spec_h100_2`` its
+re-measurement, ``--moe-dir``).
 
-    python bench/bench_external.py                  # A, B2, B4 and MoE
+    python bench/bench_external.py                  # A, B2, B4, B5 and MoE
     python bench/bench_external.py --only A --json out.json
     python bench/bench_external.py --only MoE --moe-dir DIR   # another lease's MoE campaign
                                     # (bench_moe_campaign.py's run unpacked: captures/, measure-M*)
 
 Targets, per program:
 
-* issue 41 (A, B2, B4): >= 90% of points within their band + 3% + their measured spread; median
+* issue 41 (A, B2, B4, B5): >= 90% of points within their band + 3% + their measured spread; median
   |error| <= 10%; at every batch the predicted best k's measured rate within 3% of the measured
   best;
 * issue 42 (MoE): at every batch the predicted best (plain decoding is k = 0) measures within 5%
@@ -51,6 +53,7 @@ from verifyprof.pipeline import WhatifOptions, open_run  # noqa: E402
 EXT = ROOT / "bench" / "results" / "external_h100"
 EXT_B2 = ROOT / "bench" / "results" / "external_h100_b2"  # B again: batches 1, 8 and 32
 EXT_B4 = ROOT / "bench" / "results" / "external_h100_b4"  # B on the sweep's workload: 1, 4, 16, 64
+EXT_B5 = ROOT / "bench" / "results" / "external_h100_b5"  # B4's design, a quiet lease, judged blind
 MOE = ROOT / "bench" / "results" / "moe_spec_h100"
 KS = (0, 1, 2, 3, 4, 5, 6)
 
@@ -100,6 +103,17 @@ PROOFS = {
         (EXT_B4 / "sweepB1.json", EXT_B4 / "sweepB2.json", EXT_B4 / "sweepB2b.json"),
         (1, 2, 4, 8, 16, 32, 64),
         56.0,  # 18 + 32 new + 4 + 1, rounded up to gpt-fast's multiple of 8: the sweep's
+        56.0,
+    ),
+    "B5": Proof(
+        "B5: phillip-kravtsov/gpt-fast generate.py 6f68835 (batched, eager), the sweep's workload"
+        ", captured at 1, 4, 16, 64; blind (no model change after its lease)",
+        41,
+        EXT_B5 / "captures-b",
+        ROOT / "bench/models/gptfast-7b.toml",
+        (EXT_B5 / "sweepB1.json", EXT_B5 / "sweepB2.json"),
+        (1, 2, 4, 8, 16, 32, 64),
+        56.0,  # as B4's
         56.0,
     ),
     "MoE": Proof(
@@ -255,7 +269,7 @@ def run(key: str) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="A,B2,B4,MoE", help="which programs: A, B2, B4, MoE")
+    ap.add_argument("--only", default="A,B2,B4,B5,MoE", help="which programs: A, B2, B4, B5, MoE")
     ap.add_argument("--json", type=Path, help="write every table and target here")
     ap.add_argument("--moe-dir", type=Path, help="the MoE's captures/ and measure-M*.json here")
     a = ap.parse_args()

@@ -36,5 +36,5 @@ def test_the_committed_output_is_reproduced_from_the_kept_inputs():
         cwd=ROOT,
     )
     log = (ROOT / "bench/results/external_h100/bench_external.log").read_text()
-    assert out.returncode == 1  # targets are missed (README: B2's bands)
+    assert out.returncode == 1  # targets are missed (bench/README.md: B4 and B5, the blind check)
     assert out.stdout + out.stderr == log
