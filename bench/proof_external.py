@@ -57,10 +57,12 @@ TARGET_DIM = 4096
 KS = "0,1,2,3,4,5,6"
 BATCHES = "1,2,4,8,16,32,64"
 PROMPT = "the quick brown fox jumps over the lazy dog and writes a quicksort in python"
-# B's capture runs the sweep's workload (one prompt, NEW_B tokens, the program's sampling): three
-# samples of it, the first cold. Its accept length is then the one the sweep's rows decode at;
-# B2 captured three other prompts at 48 tokens and accepted 3.39 at k=4 where the sweep took 2.58
-PROMPTS_B = [PROMPT] * 3
+# B's capture runs the sweep's workload (one prompt, NEW_B tokens, the program's sampling):
+# --samples-b samples of it, the first cold. Its accept length is then the one the sweep's rows
+# decode at; B2 captured three other prompts at 48 tokens and accepted 3.39 at k=4 where the
+# sweep took 2.58. B4 and B5 ran three samples; the fork's rate kept rising for five (bench/README,
+# B5's probe), so three anchored batch 16 13.5% under its sweep: six from B6 on
+SAMPLES_B = 6
 NEW_B = 32
 SPLIT = 15 * 1024 * 1024  # files back from the device: at most 16 MiB each
 RESULTS_A = [
@@ -329,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds-b", type=int, default=1, help="sweepB rounds per process")
     ap.add_argument("--batches-b", default="1,8", help="capB's --batches")
     ap.add_argument(
+        "--samples-b", type=int, default=SAMPLES_B, help="capB's samples (prompts), B4-B5: 3"
+    )
+    ap.add_argument(
         "--slim",
         action="store_true",
         help="pack each capture as its breakdown.json (verifyprof breakdown --json), no traces",
@@ -367,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
         make_weights(a.ckpt, set(parts), a.out)
         times["weights"] = time.perf_counter() - t0
         prompts = a.out / "prompts.jsonl"
-        prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS_B))
+        prompts.write_text(
+            "".join(json.dumps({"prompt": PROMPT}) + "\n" for _ in range(a.samples_b))
+        )
         for part in parts:
             t1 = time.perf_counter()
             if part == "capA":

@@ -89,3 +89,35 @@ def test_plain_decodings_rates_that_disagree_are_one_caution(tmp_path):
     (caution,) = whatif_json(capture)["verdict_parts"]["cautions"]
     assert caution.startswith("plain decoding's measured rates disagree: --decode-cmd runs")
     assert "137.2 tok/s (n=1) against the baseline run's own plain decoding 120.0" in caution
+
+
+B5_16 = C1.parents[1] / "external_h100_b5" / "captures-b" / "batch-16"  # a batched gpt-fast
+
+
+def capture_with_samples(tmp_path: Path, unprofiled: list[float]) -> Path:
+    """A copy of B5's batch-16 capture whose baseline run printed these per-sample rates."""
+    out = tmp_path / B5_16.name
+    shutil.copytree(B5_16, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["dilation"]["samples"]["unprofiled"] = unprofiled
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def test_a_cold_first_sample_with_two_warm_ones_is_one_unsettled_anchor_caution():
+    data = whatif_json(B5_16)  # its baseline samples 123.8, 149.1, 156.0 tok/s: 13.5% under
+    (caution,) = data["verdict_parts"]["cautions"]
+    assert caution.startswith("the unprofiled baseline's per-sample rates start cold")
+    assert "run 6 or more samples" in caution
+
+
+def test_settled_samples_carry_no_unsettled_caution(tmp_path):
+    for samples in ([149.1, 156.0, 150.2], [77.7, 190.7, 169.7, 182.5, 188.9, 198.2]):
+        data = whatif_json(capture_with_samples(tmp_path / str(len(samples)), samples))
+        assert not any("start cold" in c for c in data["verdict_parts"]["cautions"]), samples
+
+
+def test_every_capture_of_a_folder_that_starts_cold_says_it_once():
+    folder = B5_16.parent  # four captures, each with a cold first sample
+    screen = verifyprof("whatif", str(folder), env={"COLUMNS": "80"}).stdout
+    assert " ".join(screen.split()).count("per-sample rates start cold") == 1

@@ -18,7 +18,7 @@ from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
 from verifyprof.model.fixes.anchor import Anchor
 from verifyprof.model.fixes.base import current_cycle
 from verifyprof.model.fixes.setup import with_cycle
-from verifyprof.model.inputs.anchor_rates import Rates, robust_rates
+from verifyprof.model.inputs.anchor_rates import Rates, robust_rates, unsettled
 from verifyprof.model.inputs.given import Given
 from verifyprof.model.inputs.options import (
     Acceptance,
@@ -98,6 +98,7 @@ def prepare(frame: BreakdownFrame, o: WhatifOptions, given: Given) -> Prepared:
         accept_basis=acc.basis,
         cautions=given.cautions
         + ((rates.warning,) if rates.warning else ())
+        + tuple(filter(None, [unsettled(manifest)]))
         + _batch_rate_caution(manifest, given.batch),
         published=given.published,
         notes=notes

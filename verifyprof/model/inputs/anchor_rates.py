@@ -19,6 +19,16 @@ from verifyprof.contracts.manifest import Manifest
 # the least disagreement flagged: one call has no spread, two close calls almost none, and a
 # host's processes differ by a few percent (bench/README: 2-4% between H200 sessions)
 MIN_SPREAD = 0.03
+# a first per-sample rate this far under the median of the rest is a cold start; a median of fewer
+# warm samples than SETTLED may be under the settled rate: a batched gpt-fast at batch 16 ran 78,
+# 191, 170, 182, 189, 198 and 134, 176, 167, 180, 188, 194 tok/s in two processes, and a capture's
+# three samples (124, 149, 156) anchored it 13.5% under its sweep (bench/README.md, B5)
+COLD_BELOW, SETTLED = 0.9, 5
+UNSETTLED = (
+    "the unprofiled baseline's per-sample rates start cold and fewer than 5 warm samples follow:"
+    " a program that starts cold can take several samples to settle, so the anchor may be under"
+    " its settled rate; run 6 or more samples (--details: each capture's samples)"
+)
 SPECULATING, PLAIN = "speculating", "plain decoding"
 BASELINE = "baseline runs (--baseline-run, unprofiled)"
 OWN_CALLS = "the profiled process's own unprofiled calls"
@@ -134,6 +144,19 @@ def robust_rates(manifest: Manifest | None) -> Rates:
         f" the median of the {len(runs)} agreeing runs"
     )
     return Rates(tuple(sources), rate, runs, warning)
+
+
+def unsettled(manifest: Manifest | None) -> str | None:
+    """:data:`UNSETTLED` where the baseline's unprofiled per-sample rates start with a cold sample
+    (under :data:`COLD_BELOW` of the rest's median) and fewer than :data:`SETTLED` follow it. The
+    words carry no numbers, so several captures that say it say it once."""
+    samples = manifest.dilation_samples if manifest is not None else None
+    if not samples or len(samples[1]) < 2:
+        return None
+    first, rest = samples[1][0], samples[1][1:]
+    if len(rest) >= SETTLED or first >= COLD_BELOW * statistics.median(rest):
+        return None
+    return UNSETTLED
 
 
 def _plain_apart(sources: list[RateSource]) -> str | None:
