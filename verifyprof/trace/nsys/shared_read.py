@@ -88,8 +88,9 @@ def read_ahead(find: Callable[[], tuple[Path, list[ProcessFilter]] | None]) -> N
             if found is None or not ENABLED:
                 return
             path, shares = found
-            ahead.key = (_identity(path), tuple(shares))
+            key = (_identity(path), tuple(shares))
             ahead.split = _read_split(path, shares)
+            ahead.key = key  # only once read: a read that failed here is made again by read_once
 
     ahead.thread = threading.Thread(target=read, name="verifyprof-read-ahead", daemon=True)
     _AHEAD.append(ahead)
