@@ -66,7 +66,7 @@ _SHARES: dict[tuple[tuple, ProcessFilter], tuple[int, dict[str, Split]]] = {}
 @dataclass
 class _Ahead:
     """A read started early: its thread, and once it ends the (file identity, shares) it read
-    and its split (None: not split, or the read failed; the run's own read names why)."""
+    and its split (None: not split); no key where it failed (read_once then reads)."""
 
     thread: threading.Thread | None = None
     key: tuple | None = None
