@@ -187,6 +187,24 @@ def test_a_read_ahead_for_other_shares_is_dropped_and_the_map_reads_its_own(
     assert reads == ["verifyprof-read-ahead", threading.current_thread().name]
 
 
+def test_a_read_ahead_that_failed_is_made_again_by_the_map(four_ranks, monkeypatch):
+    reads = counted_reads(monkeypatch)
+    counted = shared_read._read_split
+
+    def fails_in_its_thread(path, shares):
+        if threading.current_thread().name == "verifyprof-read-ahead":
+            reads.append("failed")
+            raise MemoryError("the read-ahead's own failure")
+        return counted(path, shares)
+
+    monkeypatch.setattr(shared_read, "_read_split", fails_in_its_thread)
+    shares = process_shares(four_ranks, 2, min_kernels=0)
+    shared_read.read_ahead(lambda: (four_ranks, shares))
+    with shared_read.read_once(four_ranks, shares):
+        assert len(shared_read._SHARES) == 2  # the workers still take the one read
+    assert reads == ["failed", threading.current_thread().name]
+
+
 def test_the_read_ahead_loads_no_pandas_so_pandas_loads_beside_it():
     probe = (
         "import sys; import verifyprof.pipeline.read_ahead, verifyprof.trace.nsys.shared_read;"

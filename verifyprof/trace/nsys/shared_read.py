@@ -66,7 +66,7 @@ _SHARES: dict[tuple[tuple, ProcessFilter], tuple[int, dict[str, Split]]] = {}
 @dataclass
 class _Ahead:
     """A read started early: its thread, and once it ends the (file identity, shares) it read
-    and its split (None: not split, or the read failed; the run's own read names why)."""
+    and its split (None: not split); no key where it failed (read_once then reads)."""
 
     thread: threading.Thread | None = None
     key: tuple | None = None
@@ -88,8 +88,9 @@ def read_ahead(find: Callable[[], tuple[Path, list[ProcessFilter]] | None]) -> N
             if found is None or not ENABLED:
                 return
             path, shares = found
-            ahead.key = (_identity(path), tuple(shares))
+            key = (_identity(path), tuple(shares))
             ahead.split = _read_split(path, shares)
+            ahead.key = key  # only once read: a read that failed here is made again by read_once
 
     ahead.thread = threading.Thread(target=read, name="verifyprof-read-ahead", daemon=True)
     _AHEAD.append(ahead)
