@@ -346,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", help="A's --device (CPU checks); B is CUDA-only")
     ap.add_argument("--backend", default="nsys", help="capture's --backend (none: CPU checks)")
     a = ap.parse_args(argv)
+    if a.samples_b < 2:
+        ap.error("--samples-b: at least 2 (the first is cold)")
     globals().update(TARGET=a.target, TARGET_DIM=a.target_dim, DRAFT_A=a.draft_a)
     BACKEND[:] = ["--backend", a.backend]
     globals()["SMOKE"] = a.smoke

@@ -216,3 +216,24 @@ def test_the_read_ahead_loads_no_pandas_so_pandas_loads_beside_it():
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=60
     )
     assert done.stdout.strip() == "False", done.stdout + done.stderr
+
+
+def test_a_breakdown_that_fails_after_its_read_ahead_started_keeps_nothing_of_it(
+    four_ranks, tmp_path
+):
+    bad = tmp_path / "taxonomy.toml"
+    bad.write_text("[[kernel]\nname = ")  # fails as the run loads it, after the read started
+    program = (
+        "import sys\n"
+        "from verifyprof.cli import main\n"
+        "from verifyprof.trace.nsys import shared_read\n"
+        f"sys.argv = ['verifyprof', 'breakdown', {str(four_ranks)!r}, '--workers', '2',"
+        f" '--taxonomy', {str(bad)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as done:\n    print('exit', done.code)\n"
+        "print('held', len(shared_read._AHEAD))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert done.stdout.split() == ["exit", "2", "held", "0"], done.stdout + done.stderr
+    assert "taxonomy" in done.stderr and "Traceback" not in done.stderr

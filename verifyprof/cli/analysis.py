@@ -170,23 +170,16 @@ def breakdown(
         outputs={"--csv": csv, "--parquet": parquet},
         numbers={"--accept-len": accept_len, "--workers": workers},
     )
-    from verifyprof.report import progress  # after the checks; the rest under the status line
-
     on_stdout = "--json" if as_json else None  # then no output may be stdout
     outputs.protect(
         [p for spec in traces for p in pipeline.expand(spec)], (csv, parquet), on_stdout
     )
     if manifest is not None:
         _check_manifest(manifest)
-    with (
-        _nsys_hint(traces[0]),
-        progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
-    ):
-        parallel = _parallel(workers, scheduler, strict, shown, read_ahead=traces)
-        from verifyprof.report import console, files, integrity_warnings
-
-        run, whole = _steps_or_whole_trace(traces, options, parallel, taxonomy)
+    run, whole = _broken_down(traces, options, (workers, scheduler, strict), quiet, taxonomy)
     result = run.breakdown
+    from verifyprof.report import console, files, integrity_warnings  # loaded under the status
+
     if result is None:
         raise VerifyprofError(
             "breakdown reads traces; this is a breakdown JSON already (give it to whatif --from,"
@@ -215,6 +208,28 @@ def breakdown(
     console.print_verdict(
         verdict["verdict"], scope.words() if scope and scope.devices > 1 else None
     )
+
+
+def _broken_down(traces: list[str], options, mapping: tuple, quiet: bool, taxonomy):
+    """The breakdown's run under the status line, the map's (workers, scheduler, strict) and its
+    read started ahead; the report modules load meanwhile. A read started early and not taken
+    (the run failed first) is not kept."""
+    from verifyprof import pipeline
+    from verifyprof.report import progress
+
+    try:
+        with (
+            _nsys_hint(traces[0]),
+            progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
+        ):
+            parallel = _parallel(*mapping, shown, read_ahead=traces)
+            from verifyprof.report import console, files, integrity_warnings  # noqa: F401
+
+            run, whole = _steps_or_whole_trace(traces, options, parallel, taxonomy)
+        run.breakdown  # noqa: B018 - made here, after the status line, as it was
+        return run, whole
+    finally:
+        pipeline.drop_read_ahead()
 
 
 @app.command()

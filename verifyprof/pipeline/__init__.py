@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the names below, imported when first used (a command import
     from verifyprof.model.decision.whatif import WhatifOptions
     from verifyprof.pipeline.model_files import prepared_of
     from verifyprof.pipeline.parallel import ParallelOptions
-    from verifyprof.pipeline.read_ahead import start_read_ahead
+    from verifyprof.pipeline.read_ahead import drop_read_ahead, start_read_ahead
     from verifyprof.pipeline.reading import (
         breakdown,
         breakdown_frame,
@@ -63,6 +63,7 @@ _HOME = {
     "check": "verifyprof.pipeline.option_checks",
     "story_group": "verifyprof.pipeline.resolve",
     "start_read_ahead": "verifyprof.pipeline.read_ahead",
+    "drop_read_ahead": "verifyprof.pipeline.read_ahead",
     "Run": "verifyprof.pipeline.run",
     "open_run": "verifyprof.pipeline.run",
     "Trace": "verifyprof.trace.events",
@@ -103,6 +104,7 @@ __all__ = [
     "report",
     "report_of",
     "start_read_ahead",
+    "drop_read_ahead",
     "story_group",
     "whatif",
 ]

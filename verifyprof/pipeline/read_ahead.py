@@ -17,7 +17,7 @@ from pathlib import Path
 from verifyprof.pipeline.map_task import default_workers
 from verifyprof.trace.formats import is_wal_mode, read_head
 from verifyprof.trace.nsys.export import ProcessFilter, readable_database
-from verifyprof.trace.nsys.shared_read import read_ahead
+from verifyprof.trace.nsys.shared_read import drop_ahead, read_ahead
 from verifyprof.trace.shares import process_shares
 from verifyprof.trace.sources import NSYS_KINDS, nsys_sqlite, sniff
 
@@ -35,6 +35,11 @@ def start_read_ahead(traces: list[str], workers: int | None, scheduler: str | No
         return
     if a_file:
         read_ahead(lambda: _plain_export_shares(Path(traces[0]), workers))
+
+
+def drop_read_ahead() -> None:
+    """After a breakdown, ended or failed: nothing read early is kept for a later run."""
+    drop_ahead()
 
 
 def _plain_export_shares(

@@ -21,13 +21,16 @@ from verifyprof.contracts.manifest import Manifest
 MIN_SPREAD = 0.03
 # a first per-sample rate this far under the median of the rest is a cold start; a median of fewer
 # warm samples than SETTLED may be under the settled rate: a batched gpt-fast at batch 16 ran 78,
-# 191, 170, 182, 189, 198 and 134, 176, 167, 180, 188, 194 tok/s in two processes, and a capture's
-# three samples (124, 149, 156) anchored it 13.5% under its sweep (bench/README.md, B5)
+# 191, 170, 182, 189, 198 and 134, 176, 167, 180, 188, 194 tok/s in two processes (its first two
+# warm samples 2-7% under the five's median), and a capture of three samples (124, 149, 156)
+# anchored it 13.5% under its sweep, its two warm ones alone 12% (bench/README.md, B5): more
+# samples narrow such a gap, and need not close it
 COLD_BELOW, SETTLED = 0.9, 5
 UNSETTLED = (
-    "the unprofiled baseline's per-sample rates start cold and fewer than 5 warm samples follow:"
-    " a program that starts cold can take several samples to settle, so the anchor may be under"
-    " its settled rate; run 6 or more samples (--details: each capture's samples)"
+    f"the unprofiled baseline's per-sample rates start cold and fewer than {SETTLED} warm samples"
+    " follow: a program that starts cold can take several samples to settle, so the anchor may"
+    f" be under its settled rate; run {SETTLED + 1} or more samples (--details: each capture's"
+    " samples)"
 )
 SPECULATING, PLAIN = "speculating", "plain decoding"
 BASELINE = "baseline runs (--baseline-run, unprofiled)"

@@ -137,8 +137,15 @@ class _Closing:
         self.handles = handles
 
     def close(self) -> None:
+        """Every handle, even after one fails to close; then the first failure."""
+        failed: BaseException | None = None
         for handle in reversed(self.handles):
-            handle.close()
+            try:
+                handle.close()
+            except BaseException as err:  # noqa: BLE001 - raised below, after the rest closed
+                failed = failed or err
+        if failed is not None:
+            raise failed
 
 
 def _with_retry(work: Callable[[int], Any]) -> Any:

@@ -97,6 +97,13 @@ def read_ahead(find: Callable[[], tuple[Path, list[ProcessFilter]] | None]) -> N
     ahead.thread.start()
 
 
+def drop_ahead() -> None:
+    """Forget every read started early that no run took (the run failed first, or read another
+    way): a program that calls the CLI's ``main()`` would otherwise hold its split (~110 MB for
+    1M kernels) until its next read. A thread still reading ends by itself; nothing waits."""
+    _AHEAD.clear()
+
+
 def _taken_ahead(key: tuple, shares: list[ProcessFilter]) -> tuple[bool, dict[str, Split] | None]:
     """(whether a read started early read this file for these shares, its split): every such
     read ended first (none runs when the workers fork)."""
