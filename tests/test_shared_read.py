@@ -237,3 +237,26 @@ def test_a_breakdown_that_fails_after_its_read_ahead_started_keeps_nothing_of_it
     )
     assert done.stdout.split() == ["exit", "2", "held", "0"], done.stdout + done.stderr
     assert "taxonomy" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_cli_breakdown_takes_its_read_ahead_as_its_one_read(four_ranks):
+    program = (
+        "import sys, threading\n"
+        "from verifyprof.cli import main\n"
+        "from verifyprof.trace.nsys import shared_read\n"
+        "reads, split = [], shared_read._read_split\n"
+        "def counted(path, shares):\n"
+        "    reads.append(threading.current_thread().name)\n"
+        "    return split(path, shares)\n"
+        "shared_read._read_split = counted\n"
+        "import verifyprof.trace.shares as shares\n"
+        "shares.SHARE_MIN_KERNELS = 0  # the fixture's 12,000 kernels are shared out too\n"
+        f"sys.argv = ['verifyprof', 'breakdown', {str(four_ranks)!r}, '--workers', '2', '--json']\n"
+        "try:\n    main()\nexcept SystemExit as done:\n    assert not done.code, done.code\n"
+        "print('reads', *reads, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.split()[-2:] == ["reads", "verifyprof-read-ahead"], done.stderr
