@@ -64,6 +64,19 @@ def test_the_dilation_of_a_program_printing_samples_is_their_medians(tmp_path, t
     assert manifest_of(out / "manifest.json").dilation_samples == ((12, 30, 28), (14, 36, 33))
 
 
+def test_a_capture_whose_samples_start_cold_with_two_warm_ones_says_they_are_unsettled(
+    tmp_path, tag
+):
+    out = tmp_path / "cap"
+    proc = capture_program(
+        out, program(tmp_path), "--baseline-run", "--result", RATE, "--result", SAMPLES, tag=tag
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "its unprofiled samples 14.0, 36.0, 33.0 tok/s start cold" in said
+    assert "run 6 or more samples for a settled rate" in said
+
+
 def test_without_samples_the_dilation_is_the_programs_average(tmp_path, tag):
     out = tmp_path / "cap"
     proc = capture_program(out, program(tmp_path), "--baseline-run", "--result", RATE, tag=tag)

@@ -16,6 +16,7 @@ from verifyprof.contracts.manifest import (
     MANIFEST,
     to_tokens_per_verify,
 )
+from verifyprof.contracts.manifest_dilation import SETTLED, starts_cold_unsettled
 from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_text
 from verifyprof.contracts.plumbing.text import safe_text
 
@@ -123,6 +124,13 @@ def dilation_line(dilation: dict | None) -> str | None:
         source += (
             f", the median of {len(runs)}: {', '.join(f'{v:,.1f}' for v in runs)} tok/s,"
             f" spread {100 * (max(runs) - min(runs)) / unprofiled:.0f}%"
+        )
+    unprofiled = (dilation.get("samples") or {}).get("unprofiled")
+    if starts_cold_unsettled(unprofiled):
+        source += (
+            f"; its unprofiled samples {', '.join(f'{v:,.1f}' for v in unprofiled)} tok/s start"
+            f" cold and fewer than {SETTLED} warm ones follow: run {SETTLED + 1} or more samples"
+            " for a settled rate"
         )
     return (
         f"profiler dilation: {factor:.2f}x (unprofiled {dilation['unprofiled_tokens_per_s']:,.1f}"

@@ -13,6 +13,25 @@ from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.plumbing.inputs import MANIFEST_LIMIT, parse_json, read_bytes
 
 ROUNDING = 0.99  # a per-request rate this close to the total is the same rate, rounded (batch 1)
+# a first per-sample rate this far under the median of the rest is a cold start; a median of fewer
+# warm samples than SETTLED may be under the settled rate: a batched gpt-fast at batch 16 ran 78,
+# 191, 170, 182, 189, 198 and 134, 176, 167, 180, 188, 194 tok/s in two processes (its first two
+# warm samples 2-7% under the five's median), and a capture of three samples (124, 149, 156)
+# anchored it 13.5% under its sweep, its two warm ones alone 12% (bench/README.md, B5): more
+# samples narrow such a gap, and need not close it
+COLD_BELOW, SETTLED = 0.9, 5
+
+
+def starts_cold_unsettled(samples: Any) -> bool:
+    """Whether per-sample rates start with a cold sample (under :data:`COLD_BELOW` of the rest's
+    median) and fewer than :data:`SETTLED` warm ones follow it: their median may be unsettled."""
+    rates = positive_numbers(samples or [])
+    if len(rates) < 2 or len(rates) - 1 >= SETTLED:
+        return False
+    rest = sorted(rates[1:])
+    middle = len(rest) // 2
+    median = rest[middle] if len(rest) % 2 else (rest[middle - 1] + rest[middle]) / 2
+    return rates[0] < COLD_BELOW * median
 
 
 def _per_request_scale(manifest: Any, dilation: dict) -> float:

@@ -15,17 +15,11 @@ from typing import Any
 
 from verifyprof.contracts.bounds import positive_numbers
 from verifyprof.contracts.manifest import Manifest
+from verifyprof.contracts.manifest_dilation import SETTLED, starts_cold_unsettled
 
 # the least disagreement flagged: one call has no spread, two close calls almost none, and a
 # host's processes differ by a few percent (bench/README: 2-4% between H200 sessions)
 MIN_SPREAD = 0.03
-# a first per-sample rate this far under the median of the rest is a cold start; a median of fewer
-# warm samples than SETTLED may be under the settled rate: a batched gpt-fast at batch 16 ran 78,
-# 191, 170, 182, 189, 198 and 134, 176, 167, 180, 188, 194 tok/s in two processes (its first two
-# warm samples 2-7% under the five's median), and a capture of three samples (124, 149, 156)
-# anchored it 13.5% under its sweep, its two warm ones alone 12% (bench/README.md, B5): more
-# samples narrow such a gap, and need not close it
-COLD_BELOW, SETTLED = 0.9, 5
 UNSETTLED = (
     f"the unprofiled baseline's per-sample rates start cold and fewer than {SETTLED} warm samples"
     " follow: a program that starts cold can take several samples to settle, so the anchor may"
@@ -151,15 +145,10 @@ def robust_rates(manifest: Manifest | None) -> Rates:
 
 def unsettled(manifest: Manifest | None) -> str | None:
     """:data:`UNSETTLED` where the baseline's unprofiled per-sample rates start with a cold sample
-    (under :data:`COLD_BELOW` of the rest's median) and fewer than :data:`SETTLED` follow it. The
-    words carry no numbers, so several captures that say it say it once."""
+    (``contracts.manifest_dilation``: under 0.9x the rest's median) and fewer than five follow it.
+    The words carry no numbers, so several captures that say it say it once."""
     samples = manifest.dilation_samples if manifest is not None else None
-    if not samples or len(samples[1]) < 2:
-        return None
-    first, rest = samples[1][0], samples[1][1:]
-    if len(rest) >= SETTLED or first >= COLD_BELOW * statistics.median(rest):
-        return None
-    return UNSETTLED
+    return UNSETTLED if samples and starts_cold_unsettled(samples[1]) else None
 
 
 def _plain_apart(sources: list[RateSource]) -> str | None:
