@@ -222,7 +222,10 @@ def cap_b(a: argparse.Namespace, ck: Path, out: Path, prompts: Path) -> None:
     new, batches = (16, "2") if a.smoke else (NEW_B, a.batches_b)
     # no --decode-cmd: the fork cannot decode plainly as launched (its main passes callback=None,
     # which its decode_n_tokens calls: TypeError); the model predicts plain decoding
-    cli = capture_cli(out / "gfb-batch", hooks(True), RESULTS_B, None, ["--batches", batches])
+    extra = ["--batches", batches]
+    if a.baseline_repeat_b > 1:  # several baseline processes: the anchor's spread between them
+        extra += ["--baseline-repeat", str(a.baseline_repeat_b)]
+    cli = capture_cli(out / "gfb-batch", hooks(True), RESULTS_B, None, extra)
     sh([*cli, "--", *program_b(ck, "{batch}", "4", new, prompts)], out / "logs/capB.log", B)
     whatif(out / "gfb-batch", out / "logs/whatif-b.log")
 
@@ -330,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds-a", type=int, default=2, help="sweepA rounds per process")
     ap.add_argument("--rounds-b", type=int, default=1, help="sweepB rounds per process")
     ap.add_argument("--batches-b", default="1,8", help="capB's --batches")
+    ap.add_argument(
+        "--baseline-repeat-b", type=int, default=1, help="capB's --baseline-repeat (B2-B5: 1)"
+    )
     ap.add_argument(
         "--samples-b", type=int, default=SAMPLES_B, help="capB's samples (prompts), B4-B5: 3"
     )
