@@ -176,8 +176,9 @@ def breakdown(
     )
     if manifest is not None:
         _check_manifest(manifest)
-    run, whole = _broken_down(traces, options, (workers, scheduler, strict), quiet, taxonomy)
-    result = run.breakdown
+    run, whole, result = _broken_down(
+        traces, options, (workers, scheduler, strict), quiet, taxonomy
+    )
     from verifyprof.report import console, files, integrity_warnings  # loaded under the status
 
     if result is None:
@@ -211,9 +212,9 @@ def breakdown(
 
 
 def _broken_down(traces: list[str], options, mapping: tuple, quiet: bool, taxonomy):
-    """The breakdown's run under the status line, the map's (workers, scheduler, strict) and its
-    read started ahead; the report modules load meanwhile. A read started early and not taken
-    (the run failed first) is not kept."""
+    """The breakdown's run (and whole-trace reason, and breakdown) under the status line, the
+    map's (workers, scheduler, strict) and its read started ahead; the report modules load
+    meanwhile. A read started early and not taken (the run failed first) is not kept."""
     from verifyprof import pipeline
     from verifyprof.report import progress
 
@@ -226,8 +227,7 @@ def _broken_down(traces: list[str], options, mapping: tuple, quiet: bool, taxono
             from verifyprof.report import console, files, integrity_warnings  # noqa: F401
 
             run, whole = _steps_or_whole_trace(traces, options, parallel, taxonomy)
-        run.breakdown  # noqa: B018 - made here, after the status line, as it was
-        return run, whole
+        return run, whole, run.breakdown
     finally:
         pipeline.drop_read_ahead()
 

@@ -5,6 +5,7 @@ the ``Manifest`` it is handed (typed ``Any``: this module is below the one that 
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,7 @@ def starts_cold_unsettled(samples: Any) -> bool:
     rates = positive_numbers(samples or [])
     if len(rates) < 2 or len(rates) - 1 >= SETTLED:
         return False
-    rest = sorted(rates[1:])
-    middle = len(rest) // 2
-    median = rest[middle] if len(rest) % 2 else (rest[middle - 1] + rest[middle]) / 2
-    return rates[0] < COLD_BELOW * median
+    return rates[0] < COLD_BELOW * statistics.median(rates[1:])
 
 
 def _per_request_scale(manifest: Any, dilation: dict) -> float:
