@@ -323,7 +323,8 @@ def whatif(
     breakdown."""
     from verifyprof import pipeline
 
-    captures, source = _captures(given_source, source)
+    specs = list(given_source or []) or ([source] if source is not None else [])
+    captures, source = _captures(given_source, source)  # specs' captures, checked below
     today_batch, batches = _number_list(batch, "--batch", int)  # one number, or the load curve's
     today_context, contexts = _number_list(context, "--context", float)
     options = pipeline.WhatifOptions(  # each option by its name, so each can be followed
@@ -356,7 +357,7 @@ def whatif(
     pipeline.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
         parallel = _parallel(workers, scheduler, strict, shown)
-        run = pipeline.open_run(captures, options, parallel, captures=True)
+        run = pipeline.open_run(specs, options, parallel, captures=True)  # its left-outs said
         ranking = run.ranking  # of every capture's model (run.joined), or today's alone
     _print_ranking(run, ranking, source, as_json, details)
 

@@ -22,7 +22,10 @@ from verifyprof.contracts.manifest import unfinished
 from verifyprof.model.decision.pooled_captures import one_model
 from verifyprof.model.decision.whatif import Given, Prepared, WhatifOptions, prepare
 from verifyprof.model.inputs.step_attrs import with_attr_columns
-from verifyprof.pipeline.capture_inputs import expand_captures  # noqa: F401 - re-exported
+from verifyprof.pipeline.capture_inputs import (  # noqa: F401 - re-exported
+    expand_captures,
+    expanded_captures,
+)
 from verifyprof.pipeline.model_files import resolve_given
 from verifyprof.pipeline.resolve import Resolved
 

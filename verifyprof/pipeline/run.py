@@ -387,13 +387,14 @@ def open_run(
     if isinstance(sources, (str, Path)):
         sources = [sources]
     if captures:
-        from verifyprof.pipeline.captures import capture_options, expand_captures
+        from verifyprof.pipeline.captures import capture_options, expanded_captures
 
-        found = expand_captures([str(s) for s in sources])
+        found, left_out = expanded_captures([str(s) for s in sources])
         if not found:
             raise VerifyprofError("no captures given")
         options = capture_options(found, options or WhatifOptions())
         run = Run(found[:1], replace(options, source=found[0]), parallel, **kw)
         run.captures = tuple(found)
+        run.unfinished += left_out  # said, as a capture that did not finish is
         return run
     return Run(list(sources), options, parallel, **kw)

@@ -1,0 +1,65 @@
+"""A ``capture --batches`` folder whose last capture was cut short before it wrote a trace (B6 on
+an H100: the device call's deadline stopped batch 64's profiled run; its manifest still says
+"running", its folder holds no trace): ``whatif DIR`` and ``report DIR`` read the captures that
+finished and say, in one warning, which one was left out and why. A capture named on its own is
+still refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_helpers import verifyprof
+
+ROOT = Path(__file__).resolve().parents[1]
+B6 = ROOT / "bench" / "results" / "external_h100_b6" / "captures-b"
+MODEL = ("--model", str(ROOT / "bench" / "models" / "gptfast-7b.toml"))
+DECLARED = ("--capture-context", "56")  # the program states no context
+
+
+@pytest.fixture
+def cut_short(tmp_path: Path) -> Path:
+    """The real sweep folder, as capture left it: batch 1 and 4 finished, batch 64 cut short."""
+    out = tmp_path / "captures-b"
+    for name in ("batch-1", "batch-4", "batch-64"):
+        shutil.copytree(B6 / name, out / name)
+    return out
+
+
+def test_the_cut_short_capture_is_in_the_real_folder_as_capture_left_it():
+    manifest = json.loads((B6 / "batch-64" / "manifest.json").read_text())
+    assert manifest["status"] == "running"
+    assert not [p for p in (B6 / "batch-64").iterdir() if p.is_file() and "capture." in p.name]
+
+
+def test_whatif_reads_the_finished_captures_and_names_the_one_left_out(cut_short):
+    ran = verifyprof("whatif", str(cut_short), *MODEL, *DECLARED, "--json")
+    assert ran.returncode == 0, ran.stderr
+    notes = " ".join(json.loads(ran.stdout)["load_curve"]["notes"])
+    assert "2 capture" in notes, notes  # batch 1 and 4, one model
+    warned = [line for line in ran.stderr.splitlines() if "batch-64" in line]
+    assert len(warned) == 1, ran.stderr
+    assert "never finished" in warned[0] and "left no trace" in warned[0]
+
+
+def test_report_reads_the_same_folder(cut_short, tmp_path):
+    ran = verifyprof("report", str(cut_short), *MODEL, *DECLARED, "-o", str(tmp_path / "r.html"))
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "r.html").stat().st_size > 0
+
+
+def test_a_cut_short_capture_named_on_its_own_is_refused_in_one_line(cut_short):
+    ran = verifyprof("whatif", str(cut_short / "batch-64"), *MODEL, *DECLARED)
+    assert ran.returncode == 2
+    assert ran.stderr.count("\n") == 1 and "batch-64" in ran.stderr, ran.stderr
+    assert "Traceback" not in ran.stderr
+
+
+def test_a_folder_of_nothing_but_cut_short_captures_is_refused_naming_one(tmp_path):
+    only = tmp_path / "captures-b"
+    shutil.copytree(B6 / "batch-64", only / "batch-64")
+    ran = verifyprof("whatif", str(only), *MODEL, *DECLARED)
+    assert ran.returncode == 2
+    assert "batch-64" in ran.stderr and "no trace" in ran.stderr, ran.stderr
