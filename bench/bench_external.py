@@ -11,7 +11,7 @@ model change between its lease and its verdict), programs the project did not wr
 ``bench/results/moe_spec_h100`` (issue 42: the project's MoE; ``moe_spec_h100_2`` its
 re-measurement, ``--moe-dir``).
 
-    python bench/bench_external.py                  # A, B2, B4, B5 and MoE
+    python bench/bench_external.py                  # A, B2, B4, B5, B6 and MoE
     python bench/bench_external.py --only A --json out.json
     python bench/bench_external.py --only MoE --moe-dir DIR   # another lease's MoE campaign
                                     # (bench_moe_campaign.py's run unpacked: captures/, measure-M*)
@@ -54,6 +54,7 @@ EXT = ROOT / "bench" / "results" / "external_h100"
 EXT_B2 = ROOT / "bench" / "results" / "external_h100_b2"  # B again: batches 1, 8 and 32
 EXT_B4 = ROOT / "bench" / "results" / "external_h100_b4"  # B on the sweep's workload: 1, 4, 16, 64
 EXT_B5 = ROOT / "bench" / "results" / "external_h100_b5"  # B4's design, a quiet lease, judged blind
+EXT_B6 = ROOT / "bench" / "results" / "external_h100_b6"  # six samples an anchor, judged blind
 MOE = ROOT / "bench" / "results" / "moe_spec_h100"
 KS = (0, 1, 2, 3, 4, 5, 6)
 
@@ -112,6 +113,18 @@ PROOFS = {
         EXT_B5 / "captures-b",
         ROOT / "bench/models/gptfast-7b.toml",
         (EXT_B5 / "sweepB1.json", EXT_B5 / "sweepB2.json"),
+        (1, 2, 4, 8, 16, 32, 64),
+        56.0,  # as B4's
+        56.0,
+    ),
+    "B6": Proof(
+        "B6: phillip-kravtsov/gpt-fast generate.py 6f68835 (batched, eager), the sweep's workload"
+        ", six samples a run, captured at 1, 4, 16 (64 cut by the call's deadline); blind (the"
+        " model as at 588b36d)",
+        41,
+        EXT_B6 / "captures-b",
+        ROOT / "bench/models/gptfast-7b.toml",
+        (EXT_B6 / "sweepB1.json", EXT_B6 / "sweepB2.json"),
         (1, 2, 4, 8, 16, 32, 64),
         56.0,  # as B4's
         56.0,
@@ -269,7 +282,7 @@ def run(key: str) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="A,B2,B4,B5,MoE", help="which programs: A, B2, B4, B5, MoE")
+    ap.add_argument("--only", default="A,B2,B4,B5,B6,MoE", help="which programs: A, B2, B4-B6, MoE")
     ap.add_argument("--json", type=Path, help="write every table and target here")
     ap.add_argument("--moe-dir", type=Path, help="the MoE's captures/ and measure-M*.json here")
     a = ap.parse_args()
