@@ -44,10 +44,13 @@ def test_whatif_reads_the_finished_captures_and_names_the_one_left_out(cut_short
     assert "never finished" in warned[0] and "left no trace" in warned[0]
 
 
-def test_report_reads_the_same_folder(cut_short, tmp_path):
-    ran = verifyprof("report", str(cut_short), *MODEL, *DECLARED, "-o", str(tmp_path / "r.html"))
+def test_report_reads_the_same_folder_and_its_page_names_the_one_left_out(cut_short):
+    ran = verifyprof("report", str(cut_short), *MODEL, *DECLARED, "--json")
     assert ran.returncode == 0, ran.stderr
-    assert (tmp_path / "r.html").stat().st_size > 0
+    notes = json.loads(ran.stdout)["notes"]
+    assert any("2 captures" in n for n in notes), notes
+    left = [n for n in notes if "batch-64" in n]
+    assert len(left) == 1 and "left no trace" in left[0], notes
 
 
 def test_a_cut_short_capture_named_on_its_own_is_refused_in_one_line(cut_short):

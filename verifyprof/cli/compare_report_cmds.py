@@ -226,7 +226,7 @@ def report(
     from verifyprof.report import progress
 
     with progress.status(f"reading {', '.join(captures)[:60]} for the report", quiet):
-        data = pipeline.report(captures, compare_with, taxonomy=taxonomy, options=options)
+        data = pipeline.report(sources, compare_with, taxonomy=taxonomy, options=options)
     if out is not None:
         from verifyprof.report import html
 

@@ -86,7 +86,6 @@ def report(
     it (``open_run(..., captures=True)``: the same run). ``options``: the
     command's own, typed and whole (the CLI's: the load curve's options too); else made of the
     keywords here."""
-    from verifyprof.pipeline.captures import expand_captures
     from verifyprof.pipeline.run import open_run
 
     if options is None:
@@ -102,8 +101,8 @@ def report(
             mode=mode,
         )
     sources = [str(s) for s in (source if isinstance(source, list) else [source])]
-    captures = expand_captures(sources)
-    run = open_run(captures, options, taxonomy=taxonomy, keep_trace=True, captures=True)
+    run = open_run(sources, options, taxonomy=taxonomy, keep_trace=True, captures=True)
+    captures = list(run.captures)  # a --batches folder's, any cut short left out (and said)
     combined = run.joined
     after = None
     if compare_with is not None:
@@ -139,6 +138,7 @@ def report_of(
     if resolved.story is not None:
         data.group_mode = mode
     data.notes += resolved.notes + _captures_note(captures or [], combined)
+    data.notes += [f"{shown(c)}: {why}" for c, why in run.unfinished]  # as whatif warns
     run.prepared  # noqa: B018 - a model input refused fails the report, as whatif's would
     _whatif_of(data, run, combined)
     data.group_why = _about(data, resolved.story)
