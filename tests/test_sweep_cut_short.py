@@ -37,8 +37,11 @@ def test_the_cut_short_capture_is_in_the_real_folder_as_capture_left_it():
 def test_whatif_reads_the_finished_captures_and_names_the_one_left_out(cut_short):
     ran = verifyprof("whatif", str(cut_short), *MODEL, *DECLARED, "--json")
     assert ran.returncode == 0, ran.stderr
-    notes = " ".join(json.loads(ran.stdout)["load_curve"]["notes"])
+    data = json.loads(ran.stdout)
+    notes = " ".join(data["load_curve"]["notes"])
     assert "2 capture" in notes, notes  # batch 1 and 4, one model
+    (left,) = data["unfinished_captures"]  # the JSON says what stderr warns of
+    assert left["capture"].endswith("batch-64") and "left no trace" in left["why"]
     warned = [line for line in ran.stderr.splitlines() if "batch-64" in line]
     assert len(warned) == 1, ran.stderr
     assert "never finished" in warned[0] and "left no trace" in warned[0]
@@ -51,6 +54,8 @@ def test_report_reads_the_same_folder_and_its_page_names_the_one_left_out(cut_sh
     assert any("2 captures" in n for n in notes), notes
     left = [n for n in notes if "batch-64" in n]
     assert len(left) == 1 and "left no trace" in left[0], notes
+    warned = [line for line in ran.stderr.splitlines() if "batch-64" in line]
+    assert len(warned) == 1 and "left no trace" in warned[0], ran.stderr
 
 
 def test_a_cut_short_capture_named_on_its_own_is_refused_in_one_line(cut_short):
@@ -66,3 +71,33 @@ def test_a_folder_of_nothing_but_cut_short_captures_is_refused_naming_one(tmp_pa
     ran = verifyprof("whatif", str(only), *MODEL, *DECLARED)
     assert ran.returncode == 2
     assert "batch-64" in ran.stderr and "no trace" in ran.stderr, ran.stderr
+
+
+def manifest_of(folder: Path, **fields) -> None:
+    path = folder / "manifest.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | fields))
+
+
+def test_the_warning_keeps_the_manifests_whole_error(cut_short):
+    manifest_of(cut_short / "batch-64", status="failed", error="RuntimeError: nsys: deadline")
+    ran = verifyprof("whatif", str(cut_short), *MODEL, *DECLARED)
+    assert ran.returncode == 0, ran.stderr
+    (warned,) = [line for line in ran.stderr.splitlines() if "batch-64" in line]
+    assert "failed (RuntimeError: nsys: deadline), and it left no trace" in warned
+
+
+def test_a_failed_capture_holding_several_traces_is_refused_not_left_out(cut_short):
+    for name in ("r0.nsys-rep", "r1.nsys-rep"):
+        (cut_short / "batch-64" / name).write_bytes(b"")
+    ran = verifyprof("whatif", str(cut_short), *MODEL, *DECLARED)
+    assert ran.returncode == 2
+    assert "batch-64" in ran.stderr and "several nsys traces" in ran.stderr, ran.stderr
+
+
+def test_a_cut_short_first_capture_says_which_is_today_now(cut_short):
+    manifest_of(cut_short / "batch-1", status="running")
+    (cut_short / "batch-1" / "breakdown.json.gz").unlink()
+    ran = verifyprof("whatif", str(cut_short), *MODEL, *DECLARED)
+    assert ran.returncode == 0, ran.stderr
+    (warned,) = [line for line in ran.stderr.splitlines() if "batch-1:" in line]
+    assert "today's capture is batch-4" in warned, ran.stderr

@@ -386,5 +386,7 @@ def _print_ranking(run, ranking, source: str, as_json: bool, details: bool) -> N
         integrity_warnings.warn_integrity(problems, source)
         run.ranked(source)  # the one line saying why there is no plan
     data = ranking.to_json() | ({"integrity": problems} if problems else {})
+    if run.unfinished:  # what stderr warns of, for a reader of the JSON alone
+        data["unfinished_captures"] = [{"capture": c, "why": w} for c, w in run.unfinished]
     files.print_json(data) if as_json else show.print_ranking(data, details=details)
     integrity_warnings.warn_integrity(problems, source)

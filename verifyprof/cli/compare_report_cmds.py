@@ -227,6 +227,10 @@ def report(
 
     with progress.status(f"reading {', '.join(captures)[:60]} for the report", quiet):
         data = pipeline.report(sources, compare_with, taxonomy=taxonomy, options=options)
+    from verifyprof.report import integrity_warnings
+
+    for capture, said in data.unfinished:  # as whatif warns: never used without a word
+        integrity_warnings.warn_integrity([{"message": said}], capture)
     if out is not None:
         from verifyprof.report import html
 

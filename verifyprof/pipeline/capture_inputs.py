@@ -19,9 +19,9 @@ def expand_captures(specs: list[str]) -> list[str]:
 
 def expanded_captures(specs: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """:func:`expand_captures`, and the captures of such a folder left out, each with why: one
-    that stopped before it wrote a trace (its manifest not "ok", and nothing in its folder to
-    read: a sweep cut short at its last load). The folder's other captures are still one
-    program's; a capture named on its own is never left out (it is read, or refused)."""
+    that stopped before it wrote a trace (its manifest not "ok", and no trace in its folder: a
+    sweep cut short at its last load). The folder's other captures are still one program's; a
+    capture named on its own is never left out (it is read, or refused)."""
     out: list[str] = []
     left: list[tuple[str, str]] = []
     for spec in specs:
@@ -29,33 +29,41 @@ def expanded_captures(specs: list[str]) -> tuple[list[str], list[tuple[str, str]
         if not found:
             out.append(spec)
             continue
-        for folder in found:
-            why = _stopped_without_trace(folder)
-            if why is None:
-                out.append(str(folder))
-            else:
+        reasons = [_stopped_without_trace(f) for f in found]
+        kept = [f for f, why in zip(found, reasons) if why is None]
+        for n, (folder, why) in enumerate(zip(found, reasons)):
+            if why is not None and kept and n < found.index(kept[0]):  # today's was this one
+                why += f"; today's capture is {kept[0].name}, the smallest load read"
+            if why is not None:
                 left.append((str(folder), why))
+        out += [str(f) for f in kept]
     if specs and not out and left:  # nothing left to read: the first one's own refusal
         out.append(left.pop(0)[0])
     return out, left
 
 
+NO_TRACE = "folder holds no trace"  # trace.sources' refusal of a folder with nothing to read
+
+
 def _stopped_without_trace(folder: Path) -> str | None:
-    """Why a sweep's capture folder is left out, None where it is read."""
+    """Why a sweep's capture folder is left out, None where it is read (or refused by the run:
+    an unreadable manifest or folder, several traces)."""
     try:
         said = unfinished(manifest_json(folder / "manifest.json"))
-    except VerifyprofError:  # an unreadable manifest: the run says so
+    except VerifyprofError:
         return None
     if said is None:
         return None
     from verifyprof.trace.path_checks import kept_breakdown
     from verifyprof.trace.sources import expand
 
-    if kept_breakdown(folder) is not None:  # read in the trace's place
-        return None
     try:
+        if kept_breakdown(folder) is not None:  # read in the trace's place
+            return None
         expand(folder)
         return None
-    except VerifyprofError:  # no trace, nor a breakdown kept in its place
-        head = said.split(":")[0]  # "its manifest says the capture never finished"
-        return f"{head}, and it left no trace: left out, the folder's other captures are used"
+    except VerifyprofError as err:
+        if not err.problem.startswith(NO_TRACE):
+            return None
+    how = said.rpartition(": its numbers are")[0]  # "its manifest says the capture ... (error)"
+    return f"{how}, and it left no trace: left out, the folder's other captures are used"

@@ -138,7 +138,8 @@ def report_of(
     if resolved.story is not None:
         data.group_mode = mode
     data.notes += resolved.notes + _captures_note(captures or [], combined)
-    data.notes += [f"{shown(c)}: {why}" for c, why in run.unfinished]  # as whatif warns
+    data.unfinished = list(run.unfinished)  # warned as whatif warns, and noted on the page
+    data.notes += [f"{shown(c)}: {why}" for c, why in run.unfinished]
     run.prepared  # noqa: B018 - a model input refused fails the report, as whatif's would
     _whatif_of(data, run, combined)
     data.group_why = _about(data, resolved.story)

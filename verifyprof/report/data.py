@@ -31,6 +31,8 @@ class ReportData:
     compare: dict[str, Any] | None = None  # Comparison.to_json()
     comparison: Any = None  # the model's Comparison (typed)
     notes: list[str] = field(default_factory=list)
+    # (capture, why) of each capture that did not finish or was left out: warned on stderr too
+    unfinished: list[tuple[str, str]] = field(default_factory=list)
 
 
 def ms(ns: float) -> str:
