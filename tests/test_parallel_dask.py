@@ -36,7 +36,7 @@ def cluster():
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
-            dashboard_address=None,
+            dashboard_address=":0",  # a free port: two xdist processes never both want 8787
             silence_logs=50,
         )
     with environment_kept():

@@ -167,6 +167,6 @@ def test_an_address_of_another_form_is_one_line(address, problem):
 def test_a_real_dask_scheduler_passes_the_check():
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
-        n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address=None
+        n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address=":0"
     ) as cluster:
         check_scheduler(cluster.scheduler_address)  # raises if it were refused
