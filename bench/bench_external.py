@@ -74,6 +74,23 @@ class Proof:
     sweep_context: float
 
 
+def sweep_workload_b(key: str, how: str, folder: Path, sweeps=("sweepB1", "sweepB2")) -> Proof:
+    """Program B on the sweep's own workload (B4's design, and B5's and B6's leases): its
+    captures in ``folder/captures-b``, its sweeps beside them, every batch 1..64 swept at context
+    56 (18 + 32 new + 4 + 1, rounded up to gpt-fast's multiple of 8), which it was captured at."""
+    return Proof(
+        f"{key}: phillip-kravtsov/gpt-fast generate.py 6f68835 (batched, eager), the sweep's"
+        f" workload, {how}",
+        41,
+        folder / "captures-b",
+        ROOT / "bench/models/gptfast-7b.toml",
+        tuple(folder / f"{name}.json" for name in sweeps),
+        (1, 2, 4, 8, 16, 32, 64),
+        56.0,
+        56.0,
+    )
+
+
 PROOFS = {
     "A": Proof(
         "A: pytorch-labs/gpt-fast generate.py bc04265 (batch 1, eager)",
@@ -95,39 +112,17 @@ PROOFS = {
         71.0,  # 18 + 48 new + 4 + 1
         56.0,  # 18 + 32 new + k + 1, rounded up to gpt-fast's multiple of 8
     ),
-    "B4": Proof(
-        "B4: phillip-kravtsov/gpt-fast generate.py 6f68835 (batched, eager), the sweep's workload"
-        ", captured at 1, 4, 16, 64",
-        41,
-        EXT_B4 / "captures-b",
-        ROOT / "bench/models/gptfast-7b.toml",
-        (EXT_B4 / "sweepB1.json", EXT_B4 / "sweepB2.json", EXT_B4 / "sweepB2b.json"),
-        (1, 2, 4, 8, 16, 32, 64),
-        56.0,  # 18 + 32 new + 4 + 1, rounded up to gpt-fast's multiple of 8: the sweep's
-        56.0,
+    "B4": sweep_workload_b(
+        "B4", "captured at 1, 4, 16, 64", EXT_B4, ("sweepB1", "sweepB2", "sweepB2b")
     ),
-    "B5": Proof(
-        "B5: phillip-kravtsov/gpt-fast generate.py 6f68835 (batched, eager), the sweep's workload"
-        ", captured at 1, 4, 16, 64; blind (no model change after its lease)",
-        41,
-        EXT_B5 / "captures-b",
-        ROOT / "bench/models/gptfast-7b.toml",
-        (EXT_B5 / "sweepB1.json", EXT_B5 / "sweepB2.json"),
-        (1, 2, 4, 8, 16, 32, 64),
-        56.0,  # as B4's
-        56.0,
+    "B5": sweep_workload_b(
+        "B5", "captured at 1, 4, 16, 64; blind (no model change after its lease)", EXT_B5
     ),
-    "B6": Proof(
-        "B6: phillip-kravtsov/gpt-fast generate.py 6f68835 (batched, eager), the sweep's workload"
-        ", six samples a run, captured at 1, 4, 16 (64 cut by the call's deadline); blind (the"
+    "B6": sweep_workload_b(
+        "B6",
+        "six samples a run, captured at 1, 4, 16 (64 cut by the call's deadline); blind (the"
         " model as at 588b36d)",
-        41,
-        EXT_B6 / "captures-b",
-        ROOT / "bench/models/gptfast-7b.toml",
-        (EXT_B6 / "sweepB1.json", EXT_B6 / "sweepB2.json"),
-        (1, 2, 4, 8, 16, 32, 64),
-        56.0,  # as B4's
-        56.0,
+        EXT_B6,
     ),
     "MoE": Proof(
         "MoE: bench/programs/moe_spec.py (64 experts top-6, grouped GEMM, CUDA graphs)",

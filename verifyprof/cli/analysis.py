@@ -72,19 +72,24 @@ from verifyprof.contracts.bounds import TOP_KERNELS
 from verifyprof.contracts.errors import VerifyprofError
 
 
-def _captures(given: list[str] | None, source: str | None) -> tuple[list[str], str | None]:
-    """The captures whatif models (arguments, or --from; a --batches folder stands for its
-    captures) and today's, the first."""
+def _captures(
+    given: list[str] | None, source: str | None
+) -> tuple[list[str], list[str], str | None]:
+    """The inputs whatif models (arguments, or --from), their captures (a --batches folder stands
+    for its captures, any cut short left out) and today's, the first: (inputs, captures, today's).
+    The run is opened on the inputs, so that it says which were left out."""
     from verifyprof.pipeline.capture_inputs import expand_captures
 
-    captures = expand_captures(list(given or []))
+    specs = list(given or [])
+    captures = expand_captures(specs)
     if captures and source is not None and captures != [source]:
         raise VerifyprofError(
             f"two inputs: {captures[0]} and --from {source}; give the captures as arguments"
         )
     if not captures and source is not None:
-        captures = expand_captures([source])
-    return captures, (captures[0] if captures else None)
+        specs = [source]
+        captures = expand_captures(specs)
+    return specs, captures, (captures[0] if captures else None)
 
 
 def _number_list(text: str | None, option: str, kind: type) -> tuple:
@@ -323,8 +328,7 @@ def whatif(
     breakdown."""
     from verifyprof import pipeline
 
-    specs = list(given_source or []) or ([source] if source is not None else [])
-    captures, source = _captures(given_source, source)  # specs' captures, checked below
+    specs, captures, source = _captures(given_source, source)  # captures checked below
     today_batch, batches = _number_list(batch, "--batch", int)  # one number, or the load curve's
     today_context, contexts = _number_list(context, "--context", float)
     options = pipeline.WhatifOptions(  # each option by its name, so each can be followed
