@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics as st
 import sys
 from pathlib import Path
@@ -32,14 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import bench_external  # noqa: E402
 
-
-def anchor_error(samples: list[float]) -> float:
-    """The relative standard error of a median of ``samples`` (MAD-based), 0 under 3 samples."""
-    if len(samples) < 3:
-        return 0.0
-    med = st.median(samples)
-    mad = st.median(abs(x - med) for x in samples)
-    return 1.2533 * 1.4826 * mad / med / math.sqrt(len(samples))
+from verifyprof.model.inputs.anchor_rates import median_error  # noqa: E402
 
 
 def sweep_runs(proof) -> dict[tuple[int, int], list[dict]]:
@@ -88,7 +80,7 @@ def split(key: str) -> None:
         if samples:
             print(
                 f"{capture.name}: unprofiled samples {', '.join(f'{v:,.1f}' for v in samples)}"
-                f" tok/s; the median's standard error {100 * anchor_error(samples):.1f}%"
+                f" tok/s; the median's standard error {100 * median_error(samples):.1f}%"
             )
 
 

@@ -86,10 +86,11 @@ def measured_point(
     if own is not None:
         c = cycle_of(own.profile, own.scenario)
         basis = EXTRAPOLATED if own.predicted else MEASURED
+        band = MIN_BAND if not own.predicted else _PREDICTED_BAND
         return _fields(own.scenario, k, own.profile.width or k + 1, c, batch, context) | {
             "source": f"{basis} ({own.label})",
             "basis": basis,
-            "band": MIN_BAND if not own.predicted else _PREDICTED_BAND,
+            **_bands(band, own.scenario),
             "from_capture": own.label,
         }
     a = m.anchor(batch, context, k)
@@ -105,7 +106,7 @@ def measured_point(
     return _fields(s, k, st.width, c, batch, context) | {
         "source": f"{basis} (from {a.label})",
         "basis": basis,
-        "band": round(math.hypot(band, st.band) if st.basis != MEASURED else max(band, st.band), 4),
+        **_bands(math.hypot(band, st.band) if st.basis != MEASURED else max(band, st.band), st.s),
         "from_capture": a.label,
     }
 
@@ -127,7 +128,7 @@ def _plain_point(m: Measured, a: Capture, batch: int, context: float) -> dict[st
     return _fields(plain, 0, 1, c, batch, context) | {
         "source": f"{v.basis} (plain decoding's steps, from {a.label})",
         "basis": v.basis,
-        "band": round(v.band + max(PLAIN_RUN_BAND - MIN_BAND, 0.0), 4),  # its floor raised
+        **_bands(v.band + max(PLAIN_RUN_BAND - MIN_BAND, 0.0), a.scenario),  # its floor raised
         "from_capture": a.label,
     }
 
@@ -143,6 +144,18 @@ def _measured_plain(m: Measured, batch: int, context: float) -> tuple[float, Cap
                 continue
             return cycle_of(state, plain).cycle_ms, c
     return None
+
+
+def _bands(band: float, anchored_on: Scenario) -> dict[str, float]:
+    """A point's ``band`` (how far it may lie from the capture's own cycle moved here: what
+    comparisons between k use) and, where the capture's anchor is the median of samples that
+    spread, its ``anchor_band`` (the median's standard error, common to every k at the capture's
+    load) and ``rate_band``, the two in quadrature: how far the rate itself may lie."""
+    out = {"band": round(band, 4)}
+    if anchored_on.anchor_band > 0:
+        out["anchor_band"] = round(anchored_on.anchor_band, 4)
+        out["rate_band"] = round(math.hypot(band, anchored_on.anchor_band), 4)
+    return out
 
 
 def _fields(s: Scenario, k: int, width: int, c, batch: int, context: float) -> dict[str, Any]:

@@ -252,6 +252,7 @@ def anchor_of(manifest: Manifest | None) -> Anchor | None:
         manifest.dilation_runs,
         manifest.dilation_source or "baseline run",
         manifest.dilation,
+        manifest.dilation_samples,
     )
 
 

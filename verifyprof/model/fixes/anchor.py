@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from verifyprof.model.cycle.parts import HOST_IDLE, host_part
 from verifyprof.model.cycle.timing import UNRANGED, Costs
 from verifyprof.model.fixes.base import Scenario, edited_group, state_parts
+from verifyprof.model.inputs.anchor_rates import median_error
 from verifyprof.model.inputs.profile import VerifyProfile
 from verifyprof.model.inputs.step_group import StepGroup
 
@@ -39,6 +40,8 @@ class Anchor:
     runs: tuple[float, ...] = ()  # every unprofiled run's rate
     source: str = "baseline run"
     recorded: float | None = None  # the manifest's own factor (unprofiled / profiled rate)
+    # the program's per-sample rates, (profiled, unprofiled), whose medians the rates are
+    samples: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
     @property
     def factor(self) -> float | None:
@@ -70,6 +73,15 @@ class Anchor:
             )
         return None
 
+    @property
+    def error(self) -> float:
+        """The relative standard error of the rate :meth:`target` reproduces: the median of the
+        unprofiled samples (or runs) where the dilation applies, of the profiled samples where
+        it does not; 0 where fewer than three say it."""
+        if self.factor is not None and self.noise is None:
+            return median_error(self.samples[1] if self.samples else self.runs)
+        return median_error(self.samples[0]) if self.samples and self.profiled_tps else 0.0
+
     def target(self) -> tuple[float, str] | None:
         """The rate today's cycle reproduces, and what it is."""
         if self.factor is not None and self.noise is None:
@@ -99,7 +111,8 @@ def anchored(
     if target is None:
         return profile, s, []
     rate, what = target
-    s = replace(s, basis="unprofiled" if anchor.noise is None and anchor.factor else "traced run")
+    applied = anchor.noise is None and anchor.factor
+    s = replace(s, basis="unprofiled" if applied else "traced run", anchor_band=anchor.error)
     measured_ms = s.accept_len / rate * 1e3
     parts = state_parts(profile, s)
     traced = sum(p.cost_ms for p in parts)

@@ -64,6 +64,10 @@ class Scenario:
     # "unprofiled" once anchored to a capture's unprofiled rate (model.fixes.anchor)
     traced_verify_ms: float | None = None
     basis: str = "traced"
+    # the relative standard error of the rate today's cycle is anchored to (the median of its
+    # samples or runs: model.inputs.anchor_rates.median_error); every k and every fix at this
+    # load moves with it, so it widens a point's rate band and never a comparison between k
+    anchor_band: float = 0.0
     # every capture of the program given (this one first) and the fits made from them
     # (model.fixes.measured); None: the plain-numbers path
     measured: Any = None  # model.fixes.measured.Measured (it imports this module)

@@ -1,0 +1,57 @@
+"""A point's rate band carries its anchor's own uncertainty (issues 41 and 42, B6): a capture's
+unprofiled rate is the median of a few samples that spread, and every k at that load moves with
+it. The point keeps ``band`` (what comparisons between k use) and gains ``anchor_band`` (the
+median's standard error) and ``rate_band`` (the two in quadrature), on B6's real captures."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from cli_helpers import verifyprof
+
+from verifyprof.model.inputs.anchor_rates import median_error
+
+ROOT = Path(__file__).resolve().parents[1]
+B6 = ROOT / "bench" / "results" / "external_h100_b6" / "captures-b"
+ARGS = ("--model", str(ROOT / "bench/models/gptfast-7b.toml"), "--capture-context", "56")
+
+
+def _points() -> dict[tuple[int, int], dict]:
+    ran = verifyprof("whatif", str(B6), *ARGS, "--json")
+    assert ran.returncode == 0, ran.stderr
+    rows = json.loads(ran.stdout)["load_curve"]["contexts"][0]["rows"]
+    return {(r["batch"], p["num_draft"]): p for r in rows for p in r["points"]}
+
+
+def test_the_median_error_is_the_mad_based_standard_error_of_a_median():
+    samples = [113.7, 146.5, 99.7, 113.2, 151.6, 154.8]  # B6 batch 16's unprofiled samples
+    med = 130.1  # (113.7 + 146.5) / 2
+    mad = 19.2  # median of |x - med| (16.4, 16.4, 16.9, 21.5, 24.7, 30.4)
+    assert math.isclose(
+        median_error(samples), 1.2533 * 1.4826 * mad / med / math.sqrt(6), rel_tol=1e-3
+    )
+
+
+def test_fewer_than_three_rates_give_no_median_error():
+    assert median_error([150.0, 100.0]) == 0.0
+
+
+def test_every_point_resting_on_a_capture_carries_that_captures_anchor_error():
+    manifest = json.loads((B6 / "batch-16" / "manifest.json").read_text())
+    expected = median_error(manifest["dilation"]["samples"]["unprofiled"])
+    points = _points()
+    for k in range(7):  # every k at the captured load, plain decoding included
+        assert points[(16, k)]["anchor_band"] == round(expected, 4)
+
+
+def test_the_rate_band_is_the_band_and_the_anchor_error_in_quadrature():
+    for p in _points().values():
+        assert math.isclose(p["rate_band"], math.hypot(p["band"], p["anchor_band"]), abs_tol=1e-4)
+
+
+def test_a_measured_point_keeps_its_own_band_for_comparisons_between_k():
+    point = _points()[(16, 4)]
+    assert point["basis"] == "measured"
+    assert point["band"] == 0.035 and point["rate_band"] > 0.1
