@@ -125,3 +125,18 @@ def test_step_phase_header_is_words_not_the_regex(phase):
     assert shown.returncode == 0, shown.stderr
     header = next(line for line in shown.stdout.splitlines() if line.startswith("steps:"))
     assert "(?:" not in header and f"every spelling of {phase}" in header
+
+
+@pytest.mark.parametrize("sweep", ["external_h100_b5", "external_h100_b6"])
+def test_a_strangers_batches_folder_fits_40_rows_of_80_columns_commands_included(sweep):
+    """gpt-fast's batched fork captured with --batches on an H100 (B5, B6): its capture command
+    is ten rows at 80 columns; the measuring captures print as ``capture --again``, one line
+    each, so the screen, every line counted by the rows it wraps to, fits 40."""
+    root = OWN_TRACES.parent
+    folder = root / "bench/results" / sweep / "captures-b"
+    model = str(root / "bench/models/gptfast-7b.toml")
+    shown = verifyprof("whatif", str(folder), "--model", model, env={"COLUMNS": "80"})
+    assert shown.returncode == 0, shown.stderr
+    rows = sum(max(1, -(-len(line) // 80)) for line in shown.stdout.splitlines())
+    assert rows <= 40
+    assert "capture --again" in shown.stdout

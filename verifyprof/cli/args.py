@@ -15,6 +15,7 @@ from typing import Any, Optional
 import typer
 from typer.core import TyperGroup
 
+from verifyprof.cli.again import expanded
 from verifyprof.contracts.errors import (
     EXIT_BAD_INPUT,
     EXIT_CLOSED_PIPE,
@@ -58,7 +59,8 @@ class _Group(TyperGroup):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
-            _check_repeats(self, list(sys.argv[1:] if args is None else args))
+            args = expanded(self, list(sys.argv[1:] if args is None else args), args is None)
+            _check_repeats(self, args)
             code = super().main(
                 args=args,
                 prog_name=prog_name or "verifyprof",

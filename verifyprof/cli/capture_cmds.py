@@ -12,6 +12,7 @@ import typer
 from verifyprof.cli.app import app
 from verifyprof.cli.capture_options import (
     AcceptLenConventionOpt,
+    AgainOpt,
     AllowMissingHooksOpt,
     BackendOpt,
     BaselineRepeatOpt,
@@ -86,6 +87,7 @@ def capture(
     contexts: ContextsOpt = None,
     program_context: ProgramContextOpt = None,
     result: ResultOpt = None,
+    again: AgainOpt = None,  # expanded before parsing (cli/again.py): listed for --help
 ) -> None:
     """Run a server (or program) under nsys with verifyprof's NVTX hooks, drive a workload, and
     write the trace plus manifest.json (accept length, tok/s, versions) for breakdown/whatif."""

@@ -66,6 +66,20 @@ BatchesOpt = Annotated[
     ),
 ]
 
+AgainOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--again",
+        help=(
+            "run a capture's own recorded command again (its folder, a --batches folder or its"
+            " manifest.json): the options given here replace the same ones, its --out and load"
+            " lists are never carried over, {batch}/{context}/{num_draft} not swept are its own"
+            " values, and a program after -- replaces its program"
+        ),
+        show_default=False,
+    ),
+]
+
 NumDraftsOpt = Annotated[
     Optional[str],
     typer.Option(

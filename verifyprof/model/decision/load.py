@@ -112,6 +112,7 @@ class ContextCurve:
     measured: tuple[tuple[int, float], ...] = ()  # the captures' (batch, context)
     server: bool = False  # an SGLang server's: capture --concurrency measures another load
     program: tuple[str, ...] | None = None  # the captures' command, its batch as {batch}
+    source: str | None = None  # the capture that recorded it, for capture --again
 
     @property
     def stops_paying_at(self) -> int | None:
@@ -206,7 +207,7 @@ class ContextCurve:
         if self.server:
             return f'verifyprof capture --server-cmd "..." --concurrency {loads}{at}'
         several = len({c for _, c in self.measured}) > 1  # which context the "..." runs at
-        return capture_command(self.program, loads, self.context, not here or several)
+        return capture_command(self.program, loads, self.context, not here or several, self.source)
 
     def measure_range(self, first: int, last: int) -> str:
         """The capture that measures a load range: its first and last batch (a server at those
@@ -215,7 +216,7 @@ class ContextCurve:
         if self.server:
             return f'verifyprof capture --server-cmd "..." --concurrency {loads}'
         elsewhere = self.context not in {c for _, c in self.measured}
-        return capture_command(self.program, loads, self.context, elsewhere)
+        return capture_command(self.program, loads, self.context, elsewhere, self.source)
 
     @property
     def k_words(self) -> str | None:
@@ -366,7 +367,15 @@ def load_curve(
             rows.append(Row(batch, points))
         ridge = {k: _first_bound(s, fitting, k + 1) for k in ks}
         curves.append(
-            ContextCurve(float(context), rows, ridge, _measured_at(s), s.sglang, s.program_template)
+            ContextCurve(
+                float(context),
+                rows,
+                ridge,
+                _measured_at(s),
+                s.sglang,
+                s.program_template,
+                s.program_source,
+            )
         )
     if not curves:  # no load given can run: no curve to show, only why
         raise Skip("no load curve: " + "; ".join(n for n in notes if "no rate given" in n))

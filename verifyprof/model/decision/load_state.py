@@ -19,6 +19,7 @@ from verifyprof.model.decision.load import LoadCurve, load_curve
 from verifyprof.model.decision.measure_commands import (
     BATCH_OPTIONS,
     CONTEXT_OPTIONS,
+    again_source,
     program_template,
 )
 from verifyprof.model.decision.plain_numbers import DEFAULT_CONTEXT
@@ -185,7 +186,8 @@ def load_of(
     program = s.program_template or program_template(
         manifest, BATCH_OPTIONS | _declared(o, "batch"), CONTEXT_OPTIONS | _declared(o, "context")
     )
-    s = replace(s, model=model, context=context, program_template=program)
+    source = s.program_source if s.program_template else again_source(manifest)
+    s = replace(s, model=model, context=context, program_template=program, program_source=source)
     k = s.num_draft or ((profile.width - 1) if profile.width else 0)
     if s.measured is None and k:  # one capture (or a predicted state): a model of one point
         label = "this capture" if measured else "the state after the plan"

@@ -6,7 +6,9 @@ known, the placeholder form ``PROGRAM ... --batch {batch}`` says what to fill in
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
+from verifyprof.contracts.capture_again import LOAD_CAPTURE_OPTIONS
 from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.decision import capture_facts as facts
 from verifyprof.model.decision.capture_facts import load_axis, load_template, target_of
@@ -15,19 +17,6 @@ PLACEHOLDER_PROGRAM = "PROGRAM ... --batch {batch}"
 # the options read by name as a program's batch and context (capture_facts': one list)
 BATCH_OPTIONS = frozenset(facts.BATCH_OPTIONS)
 CONTEXT_OPTIONS = frozenset(facts.CONTEXT_OPTIONS)
-
-
-# capture's options that say where the capture goes and which loads it takes: the suggestion
-# gives its own (name -> whether it takes a value)
-LOAD_CAPTURE_OPTIONS = {
-    "--out": True,
-    "-o": True,
-    "--batches": True,
-    "--num-drafts": True,
-    "--contexts": True,
-    "--concurrency": True,
-    "--program-context": True,
-}
 
 
 def program_template(
@@ -51,6 +40,16 @@ def program_template(
         argv = _placed(list(target_of(manifest)), batch_options, "{batch}")
         argv = _placed(argv, context_options, "{context}")
     return (*_capture_options(manifest), "--", *argv) if argv else None
+
+
+def again_source(manifest: Manifest | None) -> str | None:
+    """The capture folder ``capture --again`` can repeat at other batches: one whose manifest
+    recorded its command with the batch as ``{batch}`` (``capture --batches``); else None."""
+    template = load_template(manifest)
+    if manifest is None or template is None or not any("{batch}" in a for a in template):
+        return None
+    path = Path(manifest.path)
+    return str(path.parent if path.name.endswith(".json") else path)
 
 
 def _capture_options(manifest: Manifest | None) -> list[str]:
@@ -88,12 +87,26 @@ def _placed(argv: list[str], options: frozenset[str], placeholder: str) -> list[
 
 
 def capture_command(
-    template: tuple[str, ...] | None, loads: str, context: float, say_context: bool
+    template: tuple[str, ...] | None,
+    loads: str,
+    context: float,
+    say_context: bool,
+    source: str | None = None,
 ) -> str:
     """``verifyprof capture [its options] --batches LOADS --out DIR -- <the program>`` at
     ``context`` (``say_context``: it differs from, or is one of several of, the captures'
     contexts), every argument quoted for a POSIX shell; what the command cannot say (no known
-    batch or context option) follows it as a comment."""
+    batch or context option) follows it as a comment. Where ``source`` recorded that command
+    (:func:`again_source`), ``verifyprof capture --again SOURCE --batches LOADS --out DIR``."""
+    if template is not None and source is not None:
+        program = template[template.index("--") + 1 :]
+        has_context = any("{context}" in a for a in program)
+        command = f"verifyprof capture --again {shlex.quote(source)} --batches {loads}"
+        command += f" --contexts {context:g}" if say_context and has_context else ""
+        command += " --out DIR"
+        if say_context and not has_context:
+            command += f"  # and its context option at {context:g}: its program after --"
+        return command
     if template is None:
         ctx = f" --context {context:g}" if say_context else ""
         return f"verifyprof capture --batches {loads} --out DIR -- {PLACEHOLDER_PROGRAM}{ctx}"

@@ -29,6 +29,7 @@ from verifyprof.model.decision.load_state import ASSUMED_CONTEXT
 from verifyprof.model.decision.measure_commands import (
     BATCH_OPTIONS,
     CONTEXT_OPTIONS,
+    again_source,
     program_template,
 )
 from verifyprof.model.decision.whatif import Prepared, WhatifOptions, _attr_float
@@ -163,7 +164,12 @@ def one_model(
         BATCH_OPTIONS | {n for n, a in found_all.items() if a == "batch"},
         CONTEXT_OPTIONS | {n for n, a in found_all.items() if a == "context"},
     )
-    scenario = replace(lead.scenario, measured=measured, program_template=program)
+    scenario = replace(
+        lead.scenario,
+        measured=measured,
+        program_template=program,
+        program_source=again_source(first_manifest),
+    )
     scenario.notes = [*scenario.notes, *measured.notes(), *where_notes, *_apart(runs)]
     return replace(first, profile=lead.profile, scenario=scenario)
 

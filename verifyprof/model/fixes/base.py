@@ -80,6 +80,9 @@ class Scenario:
     # the captures' own command with its batch as {batch} (issue 41): what the load curve's
     # "measured by" capture runs; None: the batch option is not known
     program_template: tuple[str, ...] | None = None
+    # the capture folder whose manifest recorded that template with its {batch}: the measuring
+    # capture is then ``capture --again FOLDER`` (cli/again.py), one line; None: the whole command
+    program_source: str | None = None
     # where the accept length came from: "given" (an option: --accept-len, --alpha, --survival)
     # or "measured" (a manifest, the trace)
     accept_basis: str = "measured"

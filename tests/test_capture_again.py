@@ -1,0 +1,91 @@
+"""``capture --again CAPTURE``: a capture's own recorded command run again with what the user
+changes (issue 42's one screen: the command that would measure a load is one line, not the whole
+capture command twice). On real processes: a Python program that prints its arguments, captured
+with ``--batches`` and its own batch option, then captured again at other batches."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from capture_helpers import read_manifest, run_capture
+from cli_helpers import verifyprof
+
+from verifyprof.capture.load_axes import capture_folders
+
+PROGRAM = ["python", "-c", "import sys; print(sys.argv)"]
+RESULT = ("--result", "tokens_per_s=tok/s ([0-9.]+)")
+
+
+def _first(tmp_path, tag):
+    out = tmp_path / "first"
+    args = ["--backend", "none", "--batches", "1,8", *RESULT, "--out", str(out)]
+    proc = run_capture([*args, "--", *PROGRAM, "--batches", "{batch}", "--ks", "4"], tag)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_again_runs_the_recorded_program_at_the_batches_given(tmp_path, tag):
+    first = _first(tmp_path, tag)
+    again = tmp_path / "again"
+    proc = run_capture(["--again", str(first), "--batches", "16,32", "--out", str(again)], tag)
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in capture_folders(again)] == ["batch-16", "batch-32"]
+    doc = read_manifest(again / "batch-32")
+    assert doc["command"]["target"][-4:] == ["--batches", "32", "--ks", "4"]
+    assert doc["load"]["axes"]["batch"]["value"] == 32
+
+
+def test_again_keeps_the_recorded_options_and_records_the_whole_command(tmp_path, tag):
+    first = _first(tmp_path, tag)
+    again = tmp_path / "again"
+    proc = run_capture(["--again", str(first / "batch-8"), "--out", str(again)], tag)
+    assert proc.returncode == 0, proc.stderr
+    argv = read_manifest(again)["command"]["verifyprof"]
+    assert "--again" not in argv
+    assert argv[argv.index("--result") + 1] == RESULT[1]  # the recorded option, carried over
+    assert argv[argv.index("--out") + 1] == str(again)  # the user's, never the recorded one
+    assert read_manifest(again)["command"]["target"][-4:] == ["--batches", "8", "--ks", "4"]
+
+
+def test_an_option_given_again_replaces_the_recorded_one(tmp_path, tag):
+    first = _first(tmp_path, tag)
+    again = tmp_path / "again"
+    other = ("--result", "tokens_per_s=rate ([0-9.]+)")
+    proc = run_capture(["--again", str(first), *other, "--out", str(again)], tag)
+    assert proc.returncode == 0, proc.stderr
+    argv = read_manifest(again)["command"]["verifyprof"]
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--result"] == [other[1]]
+
+
+def test_again_on_a_folder_with_no_capture_is_one_line_and_exit_2(tmp_path):
+    ran = verifyprof("capture", "--again", str(tmp_path), "--out", str(tmp_path / "x"))
+    assert ran.returncode == 2
+    assert ran.stderr.count("\n") == 1 and str(tmp_path) in ran.stderr
+    assert "no capture manifest" in ran.stderr
+
+
+def test_again_with_a_placeholder_the_capture_never_filled_asks_for_its_sweep(tmp_path):
+    folder = tmp_path / "cap"
+    folder.mkdir()
+    argv = ["verifyprof", "capture", "--contexts", "512", "--out", "x", "--", "p", "{context}"]
+    (folder / "manifest.json").write_text(json.dumps({"command": {"verifyprof": argv}}))
+    ran = verifyprof("capture", "--again", str(folder), "--out", str(tmp_path / "y"))
+    assert ran.returncode == 2
+    assert "{context}" in ran.stderr and "give --contexts" in ran.stderr
+
+
+def test_whatif_names_the_measuring_capture_as_capture_again(tmp_path):
+    """On B6's real captures (an H100, gpt-fast's batched fork captured with --batches): the
+    command that would measure the load curve's unmeasured rows is ``capture --again``."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    b6 = root / "bench/results/external_h100_b6/captures-b"
+    ran = verifyprof("whatif", str(b6), "--model", str(root / "bench/models/gptfast-7b.toml"))
+    assert ran.returncode == 0, ran.stderr
+    commands = [ln.strip() for ln in ran.stdout.splitlines() if "verifyprof capture" in ln]
+    assert commands and all(
+        shlex.split(c)[:4] == ["verifyprof", "capture", "--again", str(b6 / "batch-1")]
+        for c in commands
+    )

@@ -1,0 +1,43 @@
+"""``capture --again CAPTURE``: the arguments expanded before click parses them (the recorded
+command is :mod:`verifyprof.contracts.capture_again`'s), so the capture runs, and records in its
+manifest, the whole command as if typed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from verifyprof.contracts.capture_again import AGAIN, again_argv
+from verifyprof.contracts.errors import VerifyprofError
+
+
+def expanded(group, args: list[str], from_argv: bool) -> list[str]:
+    """``args`` with ``capture --again PATH`` replaced by the recorded command; unchanged for
+    every other command. ``from_argv``: they are the process's own (``sys.argv`` then says the
+    expanded command, which the capture's manifest records). ``group``: the CLI's click group
+    (typer's own click: its parameters are read by their attributes)."""
+    if args[:1] != ["capture"]:
+        return args
+    head = args[1:]
+    cut = head.index("--") if "--" in head else len(head)
+    at = next((i for i, a in enumerate(head[:cut]) if a.split("=", 1)[0] == AGAIN), None)
+    if at is None:
+        return args
+    word = head[at]
+    if "=" in word:
+        path, rest = word.split("=", 1)[1], head[:at] + head[at + 1 :]
+    elif at + 1 < cut:
+        path, rest = head[at + 1], head[:at] + head[at + 2 :]
+    else:
+        raise VerifyprofError(f"{AGAIN} needs a capture folder or its manifest.json")
+    capture = group.commands["capture"]
+    valued = {
+        name
+        for p in capture.params
+        if p.param_type_name == "option" and not getattr(p, "is_flag", True)
+        for name in (*p.opts, *p.secondary_opts)
+    }
+    out = ["capture", *again_argv(Path(path), rest, valued.__contains__)]
+    if from_argv:
+        sys.argv[1:] = out
+    return out
