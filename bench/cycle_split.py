@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import bench_external  # noqa: E402
 
-from verifyprof.model.inputs.anchor_rates import median_error  # noqa: E402
+from verifyprof.contracts.manifest_dilation import median_error  # noqa: E402
 
 
 def sweep_runs(proof) -> dict[tuple[int, int], list[dict]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cli_helpers import verifyprof
 
-from verifyprof.model.inputs.anchor_rates import median_error
+from verifyprof.contracts.manifest_dilation import median_error
 
 ROOT = Path(__file__).resolve().parents[1]
 B6 = ROOT / "bench" / "results" / "external_h100_b6" / "captures-b"

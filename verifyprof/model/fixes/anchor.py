@@ -21,10 +21,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
+from verifyprof.contracts.manifest_dilation import median_error
 from verifyprof.model.cycle.parts import HOST_IDLE, host_part
 from verifyprof.model.cycle.timing import UNRANGED, Costs
 from verifyprof.model.fixes.base import Scenario, edited_group, state_parts
-from verifyprof.model.inputs.anchor_rates import median_error
 from verifyprof.model.inputs.profile import VerifyProfile
 from verifyprof.model.inputs.step_group import StepGroup
 

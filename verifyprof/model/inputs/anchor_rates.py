@@ -9,7 +9,6 @@ profiled process made 203.5 and 205.2, and two sweep processes 205.1 and 211.5).
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -142,19 +141,6 @@ def robust_rates(manifest: Manifest | None) -> Rates:
         f" the median of the {len(runs)} agreeing runs"
     )
     return Rates(tuple(sources), rate, runs, warning)
-
-
-def median_error(rates: tuple[float, ...] | list[float]) -> float:
-    """The relative standard error of the median of ``rates`` (1.2533 x the MAD-based sigma over
-    sqrt(n), over the median), 0 under three: how far an anchor that is such a median may lie
-    from the program's settled rate. Program B's six unprofiled samples a capture gave 11-16%,
-    where a measured point's band was 4% (bench/README.md, B6)."""
-    values = positive_numbers(rates)
-    if len(values) < 3:
-        return 0.0
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
-    return 1.2533 * 1.4826 * mad / med / math.sqrt(len(values))
 
 
 def unsettled(manifest: Manifest | None) -> str | None:
