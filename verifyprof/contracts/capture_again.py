@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.plumbing.paths import user_path
 
 AGAIN = "--again"
 # capture's options that say where the capture goes and which loads it takes (name -> whether
@@ -36,6 +37,7 @@ SWEPT_BY = {"batch": "--batches", "context": "--contexts", "num_draft": "--num-d
 def capture_manifest(path: Path) -> tuple[Path, dict]:
     """The manifest ``--again`` repeats: ``path/manifest.json``, a manifest named directly, or
     (a ``capture --batches`` folder) its first capture's that recorded a command."""
+    path = user_path(path, AGAIN)
     if path.is_file():
         found = [path]
     else:

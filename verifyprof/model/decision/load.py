@@ -206,8 +206,8 @@ class ContextCurve:
         at = "" if here else f" (at context {self.context:g})"
         if self.server:
             return f'verifyprof capture --server-cmd "..." --concurrency {loads}{at}'
-        several = len({c for _, c in self.measured}) > 1  # which context the "..." runs at
-        return capture_command(self.program, loads, self.context, not here or several, self.source)
+        say = not here or len({c for _, c in self.measured}) > 1  # several: say which context
+        return capture_command(self.program, loads, self.context, say, self.source)
 
     def measure_range(self, first: int, last: int) -> str:
         """The capture that measures a load range: its first and last batch (a server at those
@@ -366,17 +366,8 @@ def load_curve(
                 points = [roofline_point(st, batch, context, slopes, fit) for st in states]
             rows.append(Row(batch, points))
         ridge = {k: _first_bound(s, fitting, k + 1) for k in ks}
-        curves.append(
-            ContextCurve(
-                float(context),
-                rows,
-                ridge,
-                _measured_at(s),
-                s.sglang,
-                s.program_template,
-                s.program_source,
-            )
-        )
+        program = (s.sglang, s.program_template, s.program_source)  # what measures it
+        curves.append(ContextCurve(float(context), rows, ridge, _measured_at(s), *program))
     if not curves:  # no load given can run: no curve to show, only why
         raise Skip("no load curve: " + "; ".join(n for n in notes if "no rate given" in n))
     n0 = profile.width or k0 + 1
