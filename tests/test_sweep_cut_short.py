@@ -101,3 +101,15 @@ def test_a_cut_short_first_capture_says_which_is_today_now(cut_short):
     assert ran.returncode == 0, ran.stderr
     (warned,) = [line for line in ran.stderr.splitlines() if "batch-1:" in line]
     assert "today's capture is batch-4" in warned, ran.stderr
+
+
+def test_whatif_on_the_folder_opens_each_captures_files_once(tmp_path):
+    """The folder's expansion (which captures were cut short) looks for each capture's trace
+    first and reads a manifest only where there is none; the CLI hands that expansion to the
+    run: every manifest and breakdown opened once (each manifest was opened three times)."""
+    from open_counts import counted_run
+
+    kids = sorted(p for p in B6.iterdir() if p.is_dir())
+    found = counted_run(kids, tmp_path / "counts.json", "whatif", str(B6), *MODEL, "--json")
+    assert found["opened"] and set(found["opened"].values()) == {1}
+    assert "batch-64/manifest.json" in found["opened"]  # the cut-short one: read to say why

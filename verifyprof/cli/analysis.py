@@ -72,24 +72,23 @@ from verifyprof.contracts.bounds import TOP_KERNELS
 from verifyprof.contracts.errors import VerifyprofError
 
 
-def _captures(
-    given: list[str] | None, source: str | None
-) -> tuple[list[str], list[str], str | None]:
-    """The inputs whatif models (arguments, or --from), their captures (a --batches folder stands
-    for its captures, any cut short left out) and today's, the first: (inputs, captures, today's).
-    The run is opened on the inputs, so that it says which were left out."""
-    from verifyprof.pipeline.capture_inputs import expand_captures
+def _captures(given: list[str] | None, source: str | None) -> tuple[tuple, list[str], str | None]:
+    """What whatif models (arguments, or --from): ``expanded_captures``' (captures, left out: a
+    --batches folder stands for its captures, any cut short left out), the captures, and
+    today's, the first. The run is opened on that expansion, so that it says which were left
+    out, and reads each capture's manifest for it once."""
+    from verifyprof.pipeline.capture_inputs import expanded_captures
 
-    specs = list(given or [])
-    captures = expand_captures(specs)
+    found = expanded_captures(list(given or []))
+    captures = found[0]
     if captures and source is not None and captures != [source]:
         raise VerifyprofError(
             f"two inputs: {captures[0]} and --from {source}; give the captures as arguments"
         )
     if not captures and source is not None:
-        specs = [source]
-        captures = expand_captures(specs)
-    return specs, captures, (captures[0] if captures else None)
+        found = expanded_captures([source])
+        captures = found[0]
+    return found, captures, (captures[0] if captures else None)
 
 
 def _number_list(text: str | None, option: str, kind: type) -> tuple:
@@ -328,7 +327,7 @@ def whatif(
     breakdown."""
     from verifyprof import pipeline
 
-    specs, captures, source = _captures(given_source, source)  # captures checked below
+    found, captures, source = _captures(given_source, source)  # captures checked below
     today_batch, batches = _number_list(batch, "--batch", int)  # one number, or the load curve's
     today_context, contexts = _number_list(context, "--context", float)
     options = pipeline.WhatifOptions(  # each option by its name, so each can be followed
@@ -361,7 +360,7 @@ def whatif(
     pipeline.check(options)
     with progress.status(f"breaking down {source[:60]} and ranking fixes", quiet) as shown:
         parallel = _parallel(workers, scheduler, strict, shown)
-        run = pipeline.open_run(specs, options, parallel, captures=True)  # its left-outs said
+        run = pipeline.open_run(captures, options, parallel, captures=True, expanded=found)
         ranking = run.ranking  # of every capture's model (run.joined), or today's alone
     _print_ranking(run, ranking, source, as_json, details)
 

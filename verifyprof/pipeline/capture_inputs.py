@@ -47,13 +47,9 @@ NO_TRACE = "folder holds no trace"  # trace.sources' refusal of a folder with no
 
 def _stopped_without_trace(folder: Path) -> str | None:
     """Why a sweep's capture folder is left out, None where it is read (or refused by the run:
-    an unreadable manifest or folder, several traces)."""
-    try:
-        said = unfinished(manifest_json(folder / "manifest.json"))
-    except VerifyprofError:
-        return None
-    if said is None:
-        return None
+    an unreadable manifest or folder, several traces). Its trace is looked for first: a folder
+    holding one is read whatever its manifest says, so its manifest is opened by the run alone
+    (once a command), and only a folder with no trace has its manifest read here."""
     from verifyprof.trace.path_checks import kept_breakdown
     from verifyprof.trace.sources import expand
 
@@ -65,5 +61,11 @@ def _stopped_without_trace(folder: Path) -> str | None:
     except VerifyprofError as err:
         if not err.problem.startswith(NO_TRACE):
             return None
+    try:
+        said = unfinished(manifest_json(folder / "manifest.json"))
+    except VerifyprofError:
+        return None
+    if said is None:
+        return None
     how = said.rpartition(": its numbers are")[0]  # "its manifest says the capture ... (error)"
     return f"{how}, and it left no trace: left out, the folder's other captures are used"

@@ -377,19 +377,19 @@ def open_run(
     parallel: ParallelOptions | None = None,
     *,
     captures: bool = False,
+    expanded: tuple[list[str], list[tuple[str, str]]] | None = None,
     **kw: Any,
 ) -> Run:
     """The one way into the pipeline: a :class:`Run` of the inputs (a trace, a capture folder, a
     breakdown JSON, or several trace files) under the options. ``captures``: the inputs are
     captures of one program (``whatif CAP...``, ``report CAP...``; a ``capture --batches``
-    folder stands for its captures): the run is today's, the first, and the others its
-    :attr:`~Run.members`. No inputs: plain numbers (``whatif --verify-ms ...``)."""
-    if isinstance(sources, (str, Path)):
-        sources = [sources]
+    folder stands for its captures, ``expanded`` where the caller has them): the run is
+    today's, the first, the others its :attr:`~Run.members`. No inputs: plain numbers."""
+    sources = [sources] if isinstance(sources, (str, Path)) else sources
     if captures:
         from verifyprof.pipeline.captures import capture_options, expanded_captures
 
-        found, left_out = expanded_captures([str(s) for s in sources])
+        found, left_out = expanded or expanded_captures([str(s) for s in sources])
         if not found:
             raise VerifyprofError("no captures given")
         options = capture_options(found, options or WhatifOptions())
