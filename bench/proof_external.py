@@ -254,7 +254,7 @@ def sweep(a: argparse.Namespace, ck: Path, out: Path, part: str) -> None:
     else:
         grid = [
             "--batches",
-            BATCHES if batched else "1",
+            a.sweep_batches_b if batched else "1",
             "--ks",
             KS,
             "--max-new-tokens",
@@ -333,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds-a", type=int, default=2, help="sweepA rounds per process")
     ap.add_argument("--rounds-b", type=int, default=1, help="sweepB rounds per process")
     ap.add_argument("--batches-b", default="1,8", help="capB's --batches")
+    ap.add_argument(
+        "--sweep-batches-b", default=BATCHES, help="sweepB's batches (B7: 1,2,4 in a short lease)"
+    )
     ap.add_argument(
         "--baseline-repeat-b", type=int, default=1, help="capB's --baseline-repeat (B2-B5: 1)"
     )
