@@ -55,6 +55,7 @@ EXT_B2 = ROOT / "bench" / "results" / "external_h100_b2"  # B again: batches 1, 
 EXT_B4 = ROOT / "bench" / "results" / "external_h100_b4"  # B on the sweep's workload: 1, 4, 16, 64
 EXT_B5 = ROOT / "bench" / "results" / "external_h100_b5"  # B4's design, a quiet lease, judged blind
 EXT_B6 = ROOT / "bench" / "results" / "external_h100_b6"  # six samples an anchor, judged blind
+EXT_B7 = ROOT / "bench" / "results" / "external_h100_b7"  # a short lease: batch 1-16, blind
 MOE = ROOT / "bench" / "results" / "moe_spec_h100"
 KS = (0, 1, 2, 3, 4, 5, 6)
 
@@ -123,6 +124,16 @@ PROOFS = {
         "six samples a run, captured at 1, 4, 16 (64 cut by the call's deadline); blind (the"
         " model as at 588b36d)",
         EXT_B6,
+    ),
+    "B7": replace(
+        sweep_workload_b(
+            "B7",
+            "six samples a run, captured at 1 and 4, swept at 1-16 (a lease of 400 s); blind (the"
+            " model as at 2d82dec: rate bands carry the anchor's standard error)",
+            EXT_B7,
+            ("sweepB1", "sweepB2", "sweepB1-8-16", "sweepB2-8-16"),
+        ),
+        batches=(1, 2, 4, 8, 16),
     ),
     "MoE": Proof(
         "MoE: bench/programs/moe_spec.py (64 experts top-6, grouped GEMM, CUDA graphs)",
@@ -277,7 +288,7 @@ def run(key: str) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="A,B2,B4,B5,B6,MoE", help="which programs: A, B2, B4-B6, MoE")
+    ap.add_argument("--only", default="A,B2,B4,B5,B6,B7,MoE", help="programs: A, B2, B4-B7, MoE")
     ap.add_argument("--json", type=Path, help="write every table and target here")
     ap.add_argument("--moe-dir", type=Path, help="the MoE's captures/ and measure-M*.json here")
     a = ap.parse_args()
