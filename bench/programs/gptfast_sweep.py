@@ -36,6 +36,13 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--top-k", type=int, default=200)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument(
+        "--seed",
+        type=int,
+        default=1234,
+        help="torch's seed: the sampled acceptance is one draw per seed (give each process its"
+        " own, so that the processes' spread holds the draw's)",
+    )
     ap.add_argument("--out", type=Path, required=True)
     return ap.parse_args(argv)
 
@@ -124,6 +131,7 @@ def write(a: argparse.Namespace, rows: list[dict], grid: list, extra: dict) -> d
         "prompt": a.prompt,
         "max_new_tokens": a.max_new_tokens,
         "temperature": a.temperature,
+        "seed": a.seed,
         "top_k": a.top_k,
         "rounds": a.rounds,
         "device": torch.cuda.get_device_name() if a.device.startswith("cuda") else a.device,
@@ -171,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     grid = [(b, k) for b in batches for k in ks]
     rows: list[dict] = []
-    torch.manual_seed(1234)
+    torch.manual_seed(a.seed)
     for b, k in grid:  # warm-up: first launches, cuBLAS handles, allocator
         run_one(gen, models, encoded, b, k, a.warmup_tokens, a)
     for r in range(a.rounds):
