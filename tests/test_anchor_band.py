@@ -55,3 +55,12 @@ def test_a_measured_point_keeps_its_own_band_for_comparisons_between_k():
     point = _points()[(16, 4)]
     assert point["basis"] == "measured"
     assert point["band"] == 0.035 and point["rate_band"] > 0.1
+
+
+def test_todays_draft_count_curve_carries_the_same_anchor_error():
+    ran = verifyprof("whatif", str(B6), *ARGS, "--json")
+    points = json.loads(ran.stdout)["draft_curve"]["points"]
+    manifest = json.loads((B6 / "batch-1" / "manifest.json").read_text())
+    expected = round(median_error(manifest["dilation"]["samples"]["unprofiled"]), 4)
+    assert {p["anchor_band"] for p in points} == {expected}
+    assert all(p["rate_band"] >= p["band"] for p in points)

@@ -206,6 +206,17 @@ WIDTH_BASIS = {"measured": MEASURED, "fitted": INTERPOLATED, "extrapolated": EXT
 
 
 def draft_count_basis(profile: VerifyProfile, s: Scenario, k0: int, k2: int) -> dict[str, Any]:
+    """:func:`_draft_count_basis`, with the anchor's standard error where today's rate has one
+    (``anchor_band``, common to every k) and the rate's band (``rate_band``: both in quadrature),
+    as the load curve's points carry them (``band`` stays what comparisons between k use)."""
+    out = _draft_count_basis(profile, s, k0, k2)
+    if s.anchor_band > 0:
+        out["anchor_band"] = round(s.anchor_band, 4)
+        out["rate_band"] = round(math.hypot(out["band"], s.anchor_band), 4)
+    return out
+
+
+def _draft_count_basis(profile: VerifyProfile, s: Scenario, k0: int, k2: int) -> dict[str, Any]:
     """How the point of ``k2`` drafts at today's load is had (issue 32): ``measured`` at the
     traced k (or a capture at this load that measured k2), else the least confident of the
     verify at its width (the width model) and the draft at k2 drafts (a fit over the captures'
