@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
 from capture_helpers import read_manifest, run_capture
 from cli_helpers import verifyprof
 
 from verifyprof.capture.load_axes import capture_folders
+from verifyprof.contracts.capture_again import number_word
 
 PROGRAM = ["python", "-c", "import sys; print(sys.argv)"]
 RESULT = ("--result", "tokens_per_s=tok/s ([0-9.]+)")
@@ -41,11 +43,36 @@ def test_again_keeps_the_recorded_options_and_records_the_whole_command(tmp_path
     again = tmp_path / "again"
     proc = run_capture(["--again", str(first / "batch-8"), "--out", str(again)], tag)
     assert proc.returncode == 0, proc.stderr
-    argv = read_manifest(again)["command"]["verifyprof"]
+    doc = read_manifest(again / "batch-8")  # swept at its own batch: its load recorded again
+    argv = doc["command"]["verifyprof"]
     assert "--again" not in argv
     assert argv[argv.index("--result") + 1] == RESULT[1]  # the recorded option, carried over
     assert argv[argv.index("--out") + 1] == str(again)  # the user's, never the recorded one
-    assert read_manifest(again)["command"]["target"][-4:] == ["--batches", "8", "--ks", "4"]
+    assert doc["command"]["target"][-4:] == ["--batches", "8", "--ks", "4"]
+    assert doc["load"]["axes"]["batch"]["value"] == 8
+
+
+def test_a_capture_made_again_can_be_made_again_at_other_batches(tmp_path, tag):
+    first = _first(tmp_path, tag)
+    again, third = tmp_path / "again", tmp_path / "third"
+    assert run_capture(["--again", str(first), "--out", str(again)], tag).returncode == 0
+    proc = run_capture(["--again", str(again), "--batches", "4", "--out", str(third)], tag)
+    assert proc.returncode == 0, proc.stderr
+    assert read_manifest(third / "batch-4")["command"]["target"][-4:] == [
+        "--batches",
+        "4",
+        "--ks",
+        "4",
+    ]
+
+
+def test_again_on_a_batches_folder_repeats_its_smallest_load(tmp_path, tag):
+    out = tmp_path / "first"
+    args = ["--backend", "none", "--batches", "2,16", "--out", str(out)]
+    assert run_capture([*args, "--", *PROGRAM, "--bs", "{batch}"], tag).returncode == 0
+    again = tmp_path / "again"  # batch-16 sorts before batch-2 by name; 2 is the smaller load
+    assert run_capture(["--again", str(out), "--out", str(again)], tag).returncode == 0
+    assert [p.name for p in capture_folders(again)] == ["batch-2"]
 
 
 def test_an_option_given_again_replaces_the_recorded_one(tmp_path, tag):
@@ -54,8 +81,30 @@ def test_an_option_given_again_replaces_the_recorded_one(tmp_path, tag):
     other = ("--result", "tokens_per_s=rate ([0-9.]+)")
     proc = run_capture(["--again", str(first), *other, "--out", str(again)], tag)
     assert proc.returncode == 0, proc.stderr
-    argv = read_manifest(again)["command"]["verifyprof"]
+    argv = read_manifest(again / "batch-1")["command"]["verifyprof"]
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--result"] == [other[1]]
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--again", "A", "--again", "B"], "given 2 times"),
+        (["--again="], "needs a capture folder"),
+        (["--again", "FIRST", "python", "other.py"], "goes after --"),
+    ],
+    ids=["twice", "empty", "program-without-dashes"],
+)
+def test_again_refuses_what_it_cannot_take_in_one_line(tmp_path, tag, args, said):
+    first = _first(tmp_path, tag)
+    args = [str(first) if a == "FIRST" else a for a in args]
+    ran = verifyprof("capture", *args, "--out", str(tmp_path / "x"))
+    assert ran.returncode == 2 and ran.stderr.count("\n") == 1
+    assert said in ran.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_load_value_is_written_as_capture_writes_it():
+    assert number_word(1048576.0) == "1048576" and number_word(0.5) == "0.5"
 
 
 def test_again_on_a_folder_with_no_capture_is_one_line_and_exit_2(tmp_path):
@@ -89,3 +138,24 @@ def test_whatif_names_the_measuring_capture_as_capture_again(tmp_path):
         shlex.split(c)[:4] == ["verifyprof", "capture", "--again", str(b6 / "batch-1")]
         for c in commands
     )
+
+
+def test_the_printed_again_command_always_says_the_context_its_template_takes():
+    """A capture swept at --contexts 512,2048: the row at 2048 was measured, so the context
+    needs no saying in the whole command, but --again would fill {context} with the smallest
+    capture's 512: the command names it."""
+    from verifyprof.model.decision.measure_commands import capture_command
+
+    template = (
+        "--backend",
+        "none",
+        "--",
+        "python",
+        "p.py",
+        "--bs",
+        "{batch}",
+        "--ctx",
+        "{context}",
+    )
+    said = capture_command(template, "1,8", 2048.0, False, "DIR0")
+    assert said == "verifyprof capture --again DIR0 --batches 1,8 --contexts 2048 --out DIR"

@@ -20,15 +20,19 @@ def expanded(group, args: list[str], from_argv: bool) -> list[str]:
         return args
     head = args[1:]
     cut = head.index("--") if "--" in head else len(head)
-    at = next((i for i, a in enumerate(head[:cut]) if a.split("=", 1)[0] == AGAIN), None)
-    if at is None:
+    found = [i for i, a in enumerate(head[:cut]) if a.split("=", 1)[0] == AGAIN]
+    if not found:
         return args
-    word = head[at]
+    if len(found) > 1:
+        raise VerifyprofError(f"{AGAIN} given {len(found)} times: give one capture to repeat")
+    at, word = found[0], head[found[0]]
     if "=" in word:
         path, rest = word.split("=", 1)[1], head[:at] + head[at + 1 :]
     elif at + 1 < cut:
         path, rest = head[at + 1], head[:at] + head[at + 2 :]
     else:
+        path, rest = "", head
+    if not path:
         raise VerifyprofError(f"{AGAIN} needs a capture folder or its manifest.json")
     capture = group.commands["capture"]
     valued = {

@@ -4,14 +4,17 @@ would measure a load was the whole command, hooks and result patterns included, 
 columns, printed twice; now it is one line).
 
 The recorded options are kept except those that say where a capture goes and which loads it
-takes (:data:`LOAD_CAPTURE_OPTIONS`) and any the user gives again (theirs replace them). The
-program is the recorded one, its load placeholders (``{batch}``, ``{context}``,
-``{num_draft}``) kept where the user sweeps that axis and filled with the capture's own value
-where not; a program after ``--`` replaces it."""
+takes (:data:`LOAD_CAPTURE_OPTIONS`; ``--program-context`` stays unless ``--contexts`` or
+another ``--program-context`` is given) and any the user gives again (theirs replace them).
+The program is the recorded one, its load placeholders (``{batch}``, ``{context}``,
+``{num_draft}``) kept: an axis the user does not sweep is swept at the capture's own value
+(``--batches 8``), so the new capture records its load as the first did; a program after ``--``
+replaces the recorded one."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,63 +33,120 @@ LOAD_CAPTURE_OPTIONS = {
     "--concurrency": True,
     "--program-context": True,
 }
-# each load placeholder and the capture option that sweeps it
-SWEPT_BY = {"batch": "--batches", "context": "--contexts", "num_draft": "--num-drafts"}
+# each load placeholder's axis and the capture option that sweeps it
+SWEPT_BY = {"batch": "--batches", "num_draft": "--num-drafts", "context": "--contexts"}
 
 
 def capture_manifest(path: Path) -> tuple[Path, dict]:
     """The manifest ``--again`` repeats: ``path/manifest.json``, a manifest named directly, or
-    (a ``capture --batches`` folder) its first capture's that recorded a command."""
+    (a ``capture --batches`` folder) its smallest load's, as ``whatif`` takes today's."""
     path = user_path(path, AGAIN)
     if path.is_file():
         found = [path]
+    elif (path / "manifest.json").is_file():
+        found = [path / "manifest.json"]
     else:
-        found = [path / "manifest.json"] if (path / "manifest.json").is_file() else []
-        found += sorted(path.glob("*/manifest.json"))
+        found = sorted(path.glob("*/manifest.json"))
+    recorded = []
     for manifest in found:
         try:
             data = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise VerifyprofError(f"not a readable capture manifest: {err}", manifest) from None
         if isinstance(data, dict) and _recorded(data) is not None:
-            return manifest, data
-    raise VerifyprofError(
-        f"{AGAIN}: no capture manifest with a recorded capture command here (a folder written by"
-        " verifyprof capture, or its manifest.json)",
-        path,
-    )
+            recorded.append((_load_key(data), str(manifest), manifest, data))
+    if not recorded:
+        raise VerifyprofError(
+            f"{AGAIN}: no capture manifest with a recorded capture command here (a folder"
+            " written by verifyprof capture, or its manifest.json)",
+            path,
+        )
+    _, _, manifest, data = min(recorded, key=lambda r: r[:2])
+    return manifest, data
 
 
 def again_argv(path: Path, given: list[str], takes_value: Callable[[str], bool]) -> list[str]:
     """``capture``'s arguments for ``capture --again path *given``: the recorded command with the
-    user's options in place of the same ones, and its program's unswept placeholders filled.
-    ``takes_value(name)`` says whether a capture option takes a value."""
+    user's options in place of the same ones, each load placeholder the user does not sweep
+    swept at the capture's own value. ``takes_value(name)`` says whether an option takes one."""
     manifest, data = capture_manifest(path)
     options, program = _recorded(data)
     cut = given.index("--") if "--" in given else len(given)
     mine, own_program = given[:cut], given[cut + 1 :]
-    named = {_name(a) for a in _option_words(mine, takes_value)}
+    stray = [o[0] for o in _options(mine, takes_value) if not o[0].startswith("-")]
+    if stray:
+        raise VerifyprofError(
+            f"{AGAIN}: {stray[0]!r} is not an option: a program to run instead of the recorded"
+            " one goes after --"
+        )
+    named = {_name(o[0]) for o in _options(mine, takes_value)}
+    dropped = {*LOAD_CAPTURE_OPTIONS, *named} - {"--program-context"}
+    if named & {"--contexts", "--program-context"}:
+        dropped.add("--program-context")
     kept = [
         word
         for option in _options(options, takes_value)
-        if _name(option[0]) not in {*LOAD_CAPTURE_OPTIONS, *named}
+        if _name(option[0]) not in dropped
         for word in option
     ]
-    filled = _filler(data, named, manifest)
-    program = own_program or [filled(a) for a in program]
-    return [*(filled(a) for a in kept), *mine, "--", *program]
+    program = own_program or program
+    return [*kept, *_own_loads(data, [*kept, *program], named, manifest), *mine, "--", *program]
+
+
+def number_word(value: float) -> str:
+    """A load value as capture writes it: an integer without a decimal point (1048576, not
+    1.04858e+06), else the float's shortest form."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _recorded(data: dict) -> tuple[list[str], list[str]] | None:
     """The recorded capture's options and program (``command.verifyprof``), or None."""
     command = data.get("command")
     argv = command.get("verifyprof") if isinstance(command, dict) else None
-    if not isinstance(argv, list) or "capture" not in argv or "--" not in argv:
+    if not isinstance(argv, list) or "capture" not in argv:
         return None
     argv = [str(a) for a in argv]
     tail = argv[argv.index("capture") + 1 :]
+    if "--" not in tail:
+        return None
     cut = tail.index("--")
     return tail[:cut], tail[cut + 1 :]
+
+
+def _axes(data: dict) -> dict:
+    load = data.get("load") if isinstance(data.get("load"), dict) else {}
+    return load.get("axes") if isinstance(load.get("axes"), dict) else {}
+
+
+def _value(data: dict, axis: str) -> float | None:
+    entry = _axes(data).get(axis)
+    value = entry.get("value") if isinstance(entry, dict) else None
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _load_key(data: dict) -> tuple[float, ...]:
+    """A capture's load, smallest first: batch, draft count, context (unknown: last)."""
+    return tuple(v if v is not None else math.inf for v in (_value(data, a) for a in SWEPT_BY))
+
+
+def _own_loads(data: dict, words: list[str], named: set[str], manifest: Path) -> list[str]:
+    """``--batches N`` (``--num-drafts``, ``--contexts``) at the capture's own value for each
+    placeholder in ``words`` whose axis the user does not sweep."""
+    out: list[str] = []
+    for axis, option in SWEPT_BY.items():
+        placeholder = "{" + axis + "}"
+        if option in named or not any(placeholder in w for w in words):
+            continue
+        value = _value(data, axis)
+        if value is None:
+            raise VerifyprofError(
+                f"{AGAIN}: the recorded command holds {placeholder} and the capture recorded"
+                f" no {axis}: give {option}",
+                manifest,
+            )
+        out += [option, number_word(value)]
+    return out
 
 
 def _options(words: list[str], takes_value: Callable[[str], bool]) -> list[list[str]]:
@@ -104,33 +164,5 @@ def _options(words: list[str], takes_value: Callable[[str], bool]) -> list[list[
     return out
 
 
-def _option_words(words: list[str], takes_value: Callable[[str], bool]) -> list[str]:
-    return [o[0] for o in _options(words, takes_value) if o[0].startswith("-")]
-
-
 def _name(word: str) -> str:
     return word.split("=", 1)[0]
-
-
-def _filler(data: dict, named: set[str], manifest: Path) -> Callable[[str], str]:
-    """Fills each placeholder the user does not sweep with the capture's own recorded value."""
-    load = data.get("load") if isinstance(data.get("load"), dict) else {}
-    axes = load.get("axes") if isinstance(load.get("axes"), dict) else {}
-
-    def fill(word: str) -> str:
-        for axis, option in SWEPT_BY.items():
-            placeholder = "{" + axis + "}"
-            if placeholder not in word or option in named:
-                continue
-            entry = axes.get(axis)
-            value = entry.get("value") if isinstance(entry, dict) else None
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                raise VerifyprofError(
-                    f"{AGAIN}: the recorded command holds {placeholder} and the capture recorded"
-                    f" no {axis}: give {option}",
-                    manifest,
-                )
-            word = word.replace(placeholder, f"{value:g}")
-        return word
-
-    return fill

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from verifyprof.contracts.capture_again import LOAD_CAPTURE_OPTIONS
+from verifyprof.contracts.capture_again import LOAD_CAPTURE_OPTIONS, number_word
 from verifyprof.contracts.manifest import Manifest
 from verifyprof.model.decision import capture_facts as facts
 from verifyprof.model.decision.capture_facts import load_axis, load_template, target_of
@@ -102,7 +102,7 @@ def capture_command(
         program = template[template.index("--") + 1 :]
         has_context = any("{context}" in a for a in program)
         command = f"verifyprof capture --again {shlex.quote(source)} --batches {loads}"
-        command += f" --contexts {context:g}" if say_context and has_context else ""
+        command += f" --contexts {number_word(context)}" if has_context else ""  # never its own
         command += " --out DIR"
         if say_context and not has_context:
             command += f"  # and its context option at {context:g}: its program after --"
