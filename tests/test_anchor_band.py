@@ -64,3 +64,18 @@ def test_todays_draft_count_curve_carries_the_same_anchor_error():
     expected = round(median_error(manifest["dilation"]["samples"]["unprofiled"]), 4)
     assert {p["anchor_band"] for p in points} == {expected}
     assert all(p["rate_band"] >= p["band"] for p in points)
+
+
+def test_one_baseline_runs_samples_are_shown_as_an_anchoring_rate():
+    """B7's batch-4 capture: one baseline run of six samples (aggregate rates, four rows). Its
+    anchoring rates were shown nowhere (the sources read only several runs' rates); now the
+    samples are, per request, with n, median and spread (issue 42 item 5)."""
+    b7 = ROOT / "bench/results/external_h100_b7/captures-b/batch-4"
+    ran = verifyprof("whatif", str(b7), "--json")
+    assert ran.returncode == 0, ran.stderr
+    current = json.loads(ran.stdout)["current"]
+    notes = [n for n in current["notes"] if n.startswith("anchoring rate")]
+    assert notes == [
+        "anchoring rate: speculating, the baseline run's per-sample rates (--baseline-run,"
+        " unprofiled): n=6, median 22.7 tok/s, spread 51.6% (13.5, 22.9, 23.7, 25.2, 21.5, 22.5)"
+    ]

@@ -28,6 +28,7 @@ UNSETTLED = (
 )
 SPECULATING, PLAIN = "speculating", "plain decoding"
 BASELINE = "baseline runs (--baseline-run, unprofiled)"
+SAMPLES = "the baseline run's per-sample rates (--baseline-run, unprofiled)"
 OWN_CALLS = "the profiled process's own unprofiled calls"
 
 
@@ -103,6 +104,11 @@ def rate_sources(manifest: Manifest | None) -> list[RateSource]:
         )
         if runs:
             out.append(RateSource(SPECULATING, BASELINE, runs))
+        elif manifest.dilation_samples:  # one run: its samples, whose median the anchor is
+            samples = tuple(r * scale for r in manifest.dilation_samples[1])
+            out.append(RateSource(SPECULATING, SAMPLES, samples))
+        elif manifest.unprofiled_tps:  # one run of one rate
+            out.append(RateSource(SPECULATING, BASELINE, (manifest.unprofiled_tps,)))
     own = tuple(r * scale for r in positive_numbers(results.get("unprofiled_tokens_per_s")))
     if own:
         out.append(RateSource(SPECULATING, OWN_CALLS, own))
@@ -122,7 +128,7 @@ def robust_rates(manifest: Manifest | None) -> Rates:
     the median of the runs of every source that agrees with those calls."""
     sources = rate_sources(manifest)
     own = next((s for s in sources if s.source == OWN_CALLS), None)
-    base = next((s for s in sources if s.source == BASELINE), None)
+    base = next((s for s in sources if s.source in (BASELINE, SAMPLES)), None)
     if own is None or base is None:
         return Rates(tuple(sources), warning=_plain_apart(sources))
     tolerance = max(own.spread, MIN_SPREAD)
