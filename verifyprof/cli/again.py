@@ -5,10 +5,10 @@ manifest, the whole command as if typed."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from verifyprof.contracts.capture_again import AGAIN, again_argv
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.plumbing.paths import user_path
 
 
 def expanded(group, args: list[str], from_argv: bool) -> list[str]:
@@ -34,14 +34,17 @@ def expanded(group, args: list[str], from_argv: bool) -> list[str]:
         path, rest = "", head
     if not path:
         raise VerifyprofError(f"{AGAIN} needs a capture folder or its manifest.json")
-    capture = group.commands["capture"]
+    command = group.commands["capture"]
     valued = {
         name
-        for p in capture.params
+        for p in command.params
         if p.param_type_name == "option" and not getattr(p, "is_flag", True)
         for name in (*p.opts, *p.secondary_opts)
     }
-    out = ["capture", *again_argv(Path(path), rest, valued.__contains__)]
+    from verifyprof.pipeline.capture_inputs import smallest_capture  # only for --again
+
+    capture = smallest_capture(user_path(path, AGAIN))  # a --batches folder: its smallest load
+    out = ["capture", *again_argv(capture, rest, valued.__contains__)]
     if from_argv:
         sys.argv[1:] = out
     return out

@@ -38,30 +38,22 @@ SWEPT_BY = {"batch": "--batches", "num_draft": "--num-drafts", "context": "--con
 
 
 def capture_manifest(path: Path) -> tuple[Path, dict]:
-    """The manifest ``--again`` repeats: ``path/manifest.json``, a manifest named directly, or
-    (a ``capture --batches`` folder) its smallest load's, as ``whatif`` takes today's."""
+    """The manifest ``--again`` repeats: ``path/manifest.json``, or a manifest named directly (a
+    ``capture --batches`` folder is its smallest load's capture folder by then: cli/again.py)."""
     path = user_path(path, AGAIN)
-    if path.is_file():
-        found = [path]
-    elif (path / "manifest.json").is_file():
-        found = [path / "manifest.json"]
-    else:
-        found = sorted(path.glob("*/manifest.json"))
-    recorded = []
-    for manifest in found:
+    manifest = path if path.is_file() else path / "manifest.json"
+    data = None
+    if manifest.is_file():
         try:
             data = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise VerifyprofError(f"not a readable capture manifest: {err}", manifest) from None
-        if isinstance(data, dict) and _recorded(data) is not None:
-            recorded.append((_load_key(data), str(manifest), manifest, data))
-    if not recorded:
+    if not isinstance(data, dict) or _recorded(data) is None:
         raise VerifyprofError(
             f"{AGAIN}: no capture manifest with a recorded capture command here (a folder"
             " written by verifyprof capture, or its manifest.json)",
             path,
         )
-    _, _, manifest, data = min(recorded, key=lambda r: r[:2])
     return manifest, data
 
 
@@ -123,11 +115,6 @@ def _value(data: dict, axis: str) -> float | None:
     value = entry.get("value") if isinstance(entry, dict) else None
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
-
-
-def _load_key(data: dict) -> tuple[float, ...]:
-    """A capture's load, smallest first: batch, draft count, context (unknown: last)."""
-    return tuple(v if v is not None else math.inf for v in (_value(data, a) for a in SWEPT_BY))
 
 
 def _own_loads(data: dict, words: list[str], named: set[str], manifest: Path) -> list[str]:

@@ -17,6 +17,13 @@ def expand_captures(specs: list[str]) -> list[str]:
     return expanded_captures(specs)[0]
 
 
+def smallest_capture(path: Path) -> Path:
+    """A ``capture --batches`` folder's smallest load (``capture --again`` repeats it, as whatif
+    takes it for today's); any other path itself."""
+    found = capture_folders(path)
+    return found[0] if found else path
+
+
 def expanded_captures(specs: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """:func:`expand_captures`, and the captures of such a folder left out, each with why: one
     that stopped before it wrote a trace (its manifest not "ok", and no trace in its folder: a
