@@ -11,7 +11,7 @@ import typer
 from verifyprof.contracts.bounds import CONTEXT, check_number
 from verifyprof.contracts.errors import VerifyprofError
 
-AXES = ("batch", "num_draft", "context")
+AXES = ("batch", "num_draft", "context", "none")
 
 LoadOptionOpt = Annotated[
     Optional[list[str]],
@@ -19,7 +19,9 @@ LoadOptionOpt = Annotated[
         "--load-option",
         help=(
             "a program option that sets the load, not what runs: NAME=batch|num_draft|context"
-            " (e.g. --load-option --speculate-k=num_draft); captures may differ in it (repeatable)"
+            " (e.g. --load-option --speculate-k=num_draft), or NAME=none for one that names only"
+            " an input's or output's path (--prompts=none); captures may differ in it"
+            " (repeatable)"
         ),
     ),
 ]
@@ -37,14 +39,15 @@ CaptureContextOpt = Annotated[
 
 
 def load_options(given: list[str] | None) -> tuple[tuple[str, str], ...]:
-    """``--load-option NAME=AXIS`` as (NAME, AXIS) pairs."""
+    """``--load-option NAME=AXIS`` as (NAME, AXIS) pairs (AXIS ``none``: not load, but captures
+    may differ in it, as in an input's path that each capture's folder holds a copy of)."""
     out = []
     for text in given or []:
         name, eq, axis = text.rpartition("=")
         if not eq or not name or axis not in AXES:
             raise VerifyprofError(
                 f"--load-option {text!r:.60}: NAME=AXIS, AXIS one of {', '.join(AXES)} (e.g."
-                " --load-option --batch-size=batch)"
+                " --load-option --batch-size=batch, or --load-option --prompts=none for a path)"
             )
         out.append((name, axis))
     return tuple(out)

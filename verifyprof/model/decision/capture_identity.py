@@ -5,7 +5,8 @@ An argument is load, not identity, where the capture itself says so (its ``load`
 template put a ``{batch}``, ``{num_draft}`` or ``{context}`` there), where the evidence of both
 captures confirms its values as a load (the trace's ``bs=`` tags a batch, the verify's width
 k + 1 a draft count, the program's results a batch, draft count or context), where the user
-declared it (``whatif --load-option NAME=AXIS``), or where its name is one of a few well-known
+declared it (``whatif --load-option NAME=AXIS``; ``NAME=none``: not load, but captures may differ
+in it, as in an input file's path), or where its name is one of a few well-known
 load and bookkeeping options (:data:`LOAD_OPTIONS`, a convenience). Any other difference is
 refused in one line naming both captures, the options and how to declare them.
 """
@@ -52,6 +53,7 @@ LOAD_OPTIONS = frozenset(
         "--requests",
     }
 )
+NOT_LOAD = "none"  # a declared option captures may differ in that sets no load (a path)
 PLACEHOLDERS = {"{batch}": "batch", "{num_draft}": "num_draft", "{context}": "context"}
 AXIS_WORDS = {"batch": "batch", "num_draft": "draft count", "context": "context"}
 
@@ -163,8 +165,10 @@ def load_differences(
     for command in (first, other):  # declared and well-known load options: set aside
         mine = []
         for item in items(command):
-            if item.name in names or item.name in LOAD_OPTIONS:
-                found[item.name] = names.get(item.name) or _named_axis(item.name)
+            if item.name in names:
+                found[item.name] = None if names[item.name] == NOT_LOAD else names[item.name]
+            elif item.name in LOAD_OPTIONS:
+                found[item.name] = _named_axis(item.name)
             else:
                 mine.append(item)
         kept.append(mine)
@@ -231,7 +235,7 @@ def _refusal(first: str, other: str, diffs: list[tuple[str | None, str, str]]) -
     declare = (
         f"; if {'they set' if len(named) > 1 else 'it sets'} the load, declare"
         f" {'them' if len(named) > 1 else 'it'}: whatif --load-option {how}"
-        " (AXIS: batch, num_draft or context)"
+        " (AXIS: batch, num_draft or context; none for a path to the same input)"
         if named
         else "; a positional argument cannot be declared: capture them with a placeholder"
         " (capture --batches ... {batch})"

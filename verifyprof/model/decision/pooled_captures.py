@@ -24,7 +24,7 @@ from verifyprof.model.decision.capture_facts import (
     stated_context,
     target_of,
 )
-from verifyprof.model.decision.capture_identity import command_of, load_differences
+from verifyprof.model.decision.capture_identity import NOT_LOAD, command_of, load_differences
 from verifyprof.model.decision.load_state import ASSUMED_CONTEXT
 from verifyprof.model.decision.measure_commands import (
     BATCH_OPTIONS,
@@ -68,7 +68,9 @@ def where_taken(
     nor the load curve's ``--context``)."""
     o = o or WhatifOptions()
     s, res, target = prepared.scenario, results_of(manifest), target_of(manifest)
-    load_options = [(n, a) for n, a in [*(found or {}).items(), *o.load_options] if a]
+    load_options = [
+        (n, a) for n, a in [*(found or {}).items(), *o.load_options] if a and a != NOT_LOAD
+    ]
     by_axis = dict((axis, name) for name, axis in load_options)
     batch, b_from = _first(
         (prepared.profile.batch, "the trace's bs= tags"),
