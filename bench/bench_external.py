@@ -56,6 +56,7 @@ EXT_B4 = ROOT / "bench" / "results" / "external_h100_b4"  # B on the sweep's wor
 EXT_B5 = ROOT / "bench" / "results" / "external_h100_b5"  # B4's design, a quiet lease, judged blind
 EXT_B6 = ROOT / "bench" / "results" / "external_h100_b6"  # six samples an anchor, judged blind
 EXT_B7 = ROOT / "bench" / "results" / "external_h100_b7"  # a short lease: batch 1-16, blind
+EXT_B8 = ROOT / "bench" / "results" / "external_h100_b8"  # the whole grid, blind, six samples
 MOE = ROOT / "bench" / "results" / "moe_spec_h100"
 KS = (0, 1, 2, 3, 4, 5, 6)
 
@@ -73,6 +74,7 @@ class Proof:
     batches: tuple[int, ...]
     capture_context: float | None  # what --capture-context declares (None: the capture says)
     sweep_context: float
+    load_options: tuple[tuple[str, str], ...] = ()  # what --load-option declares
 
 
 def sweep_workload_b(key: str, how: str, folder: Path, sweeps=("sweepB1", "sweepB2")) -> Proof:
@@ -135,6 +137,17 @@ PROOFS = {
         ),
         batches=(1, 2, 4, 8, 16),
     ),
+    "B8": replace(
+        sweep_workload_b(
+            "B8",
+            "six samples a run, captured at 1, 4, 16 and 64 (64 by a second capture --batches"
+            " into its own folder), swept at 1-64; blind (the model as at 02c8f6f)",
+            EXT_B8,
+            ("sweepB1", "sweepB2", "sweepB1-32-64", "sweepB2-32-64"),
+        ),
+        # the second capture's --prompts is its own folder's copy of the same file
+        load_options=(("--prompts", "none"),),
+    ),
     "MoE": Proof(
         "MoE: bench/programs/moe_spec.py (64 experts top-6, grouped GEMM, CUDA graphs)",
         42,
@@ -168,6 +181,7 @@ def predict(p: Proof) -> dict[str, Any]:
         batches=p.batches,
         contexts=(p.sweep_context,),
         capture_contexts=((None, p.capture_context),) if p.capture_context else (),
+        load_options=p.load_options,
     )
     # as the CLI does: a --batches / --num-drafts folder stands for its captures, today's first
     run = open_run([str(p.folder)], o, captures=True)
@@ -196,6 +210,8 @@ def verdict(p: Proof) -> list[str]:
     cmd = [sys.executable, "-m", "verifyprof.cli", "whatif", str(p.folder), "--model", str(p.model)]
     if p.capture_context:
         cmd += ["--capture-context", f"{p.capture_context:g}"]
+    for name, axis in p.load_options:
+        cmd += [f"--load-option={name}={axis}"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     if out.returncode:
         raise VerifyprofError(f"whatif exited {out.returncode}: {out.stderr.strip()}", p.folder)
@@ -288,7 +304,7 @@ def run(key: str) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="A,B2,B4,B5,B6,B7,MoE", help="programs: A, B2, B4-B7, MoE")
+    ap.add_argument("--only", default="A,B2,B4,B5,B6,B7,B8,MoE", help="programs: A, B2, B4-B8, MoE")
     ap.add_argument("--json", type=Path, help="write every table and target here")
     ap.add_argument("--moe-dir", type=Path, help="the MoE's captures/ and measure-M*.json here")
     a = ap.parse_args()

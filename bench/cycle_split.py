@@ -86,7 +86,7 @@ def split(key: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="B5,B6", help="which proofs of bench_external (B4-B6)")
+    ap.add_argument("--only", default="B5,B6", help="which proofs of bench_external (B4-B8)")
     for key in ap.parse_args().only.split(","):
         split(key)
     return 0
