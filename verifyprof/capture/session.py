@@ -22,6 +22,7 @@ from verifyprof.capture.hooks.search_path import (
     is_main_module,
     program_folder,
 )
+from verifyprof.capture.input_digests import input_digests
 from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.request import (
     CaptureOptions,
@@ -63,6 +64,7 @@ class CaptureSession:
         self.base_url = ""
         self.deadline: tuple[float, float] | None = None  # --deadline: (monotonic, seconds)
         self.target: list[str] = []
+        self.inputs: list[dict] = []  # fingerprints of the files the target names
         self.command: list[str] = []
         self.presets = hook_presets(opts)
         self.hook_env: dict[str, str] = {}
@@ -101,7 +103,12 @@ class CaptureSession:
             backend=opts.backend,
             started_at=self.started_at,
             finished_at=None if self.status == "running" else now_iso(),
-            command={"verifyprof": opts.argv, "target": self.target, "profiler": self.command},
+            command={
+                "verifyprof": opts.argv,
+                "target": self.target,
+                "profiler": self.command,
+                "inputs": self.inputs,
+            },
             options=options,
             versions=self.versions,
             hooks=self.hooks(),
@@ -189,6 +196,7 @@ class CaptureSession:
             self.target = argv
         else:
             self.target = list(opts.program)
+        self.inputs = input_digests(self.target)
         self.hook_env = hooks_env(self.presets, opts.hook_targets, (self.out / "hooks").resolve())
         self.program_folder = program_folder(self.target)
         self._check_user_targets()

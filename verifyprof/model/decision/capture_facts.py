@@ -14,6 +14,19 @@ def target_of(manifest: Manifest | None) -> list[str]:
     return [str(a) for a in target] if isinstance(target, list) else []
 
 
+def inputs_of(manifest: Manifest | None) -> dict[int, str]:
+    """The fingerprints ``capture`` took of the files its command names: argument index in
+    ``target_of`` -> digest (none for captures made before it took them)."""
+    raw = manifest.raw if manifest is not None else {}
+    command = raw.get("command") if isinstance(raw, dict) else None
+    inputs = command.get("inputs") if isinstance(command, dict) else None
+    return {
+        int(x["arg"]): str(x["digest"])
+        for x in inputs or []
+        if isinstance(x, dict) and isinstance(x.get("arg"), int) and x.get("digest")
+    }
+
+
 def results_of(manifest: Manifest | None) -> dict:
     raw = manifest.raw if manifest is not None else {}
     res = raw.get("results") if isinstance(raw, dict) else None

@@ -23,6 +23,7 @@ from verifyprof.model.decision.capture_facts import (
     CONTEXT_OPTIONS,
     as_int,
     as_num,
+    inputs_of,
     load_template,
     results_of,
     target_of,
@@ -68,6 +69,7 @@ class Command:
     args: tuple[str, ...]
     templated: dict[int, str] = field(default_factory=dict)  # argument index -> axis
     evidence: dict[str, frozenset[int]] = field(default_factory=dict)  # axis -> values
+    digests: dict[int, str] = field(default_factory=dict)  # argument index -> file fingerprint
 
 
 def program_index(target: list[str]) -> int:
@@ -108,7 +110,8 @@ def command_of(label: str, manifest: Manifest | None, batch: int | None, width: 
     clean = {
         axis: frozenset(v for v in values if v is not None) for axis, values in evidence.items()
     }
-    return Command(label, program, args, templated, clean)
+    digests = {i - at - 1: d for i, d in inputs_of(manifest).items() if i > at}
+    return Command(label, program, args, templated, clean, digests)
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ class Item:
     name: str | None
     value: str | None
     axis: str | None = None
+    digest: str | None = None  # the fingerprint of the file the value names, where taken
 
     @property
     def key(self) -> str:
@@ -132,18 +136,19 @@ class Item:
 def items(command: Command) -> list[Item]:
     """A command's arguments as options with their values, flags and positionals."""
     args, out, i = command.args, [], 0
+    digest = command.digests.get
     while i < len(args):
         arg, axis = args[i], command.templated.get(i)
         if _is_option(arg) and "=" in arg:
             name, _, value = arg.partition("=")
-            out.append(Item(name, value, axis))
+            out.append(Item(name, value, axis, digest(i)))
         elif _is_option(arg) and i + 1 < len(args) and not _is_option(args[i + 1]):
-            out.append(Item(arg, args[i + 1], command.templated.get(i + 1)))
+            out.append(Item(arg, args[i + 1], command.templated.get(i + 1), digest(i + 1)))
             i += 1
         elif _is_option(arg):
             out.append(Item(arg, None))
         else:
-            out.append(Item(None, arg, axis))
+            out.append(Item(None, arg, axis, digest(i)))
         i += 1
     return out
 
@@ -184,13 +189,14 @@ def load_differences(
             f" arguments {' '.join(other.args)} against {' '.join(first.args)}",
             other.label,
         )
-    unexplained: list[tuple[str | None, str, str]] = []
+    unexplained: list[tuple[str | None, str, str, str]] = []  # name, values, a note
     for a, b in zip(a_items, b_items):
-        if a.value == b.value:
-            continue
+        if a.value == b.value or (a.digest is not None and a.digest == b.digest):
+            continue  # the same value, or two paths to files of the same content
         axis = a.axis or b.axis or _confirmed(first, other, a.value or "", b.value or "")
         if axis is None:
-            unexplained.append((a.name, a.value or "", b.value or ""))
+            contents = " (files of other contents)" if a.digest and b.digest else ""
+            unexplained.append((a.name, a.value or "", b.value or "", contents))
         else:
             found[a.key] = axis
     if unexplained:
@@ -224,13 +230,13 @@ def _named_axis(name: str) -> str | None:
     return None
 
 
-def _refusal(first: str, other: str, diffs: list[tuple[str | None, str, str]]) -> str:
+def _refusal(first: str, other: str, diffs: list[tuple[str | None, str, str, str]]) -> str:
     """One line: both captures, the options they differ in and how to declare them."""
     shown = ", ".join(
-        f"{name} {vb} against {va}" if name else f"argument {vb!r} against {va!r}"
-        for name, va, vb in diffs
+        (f"{name} {vb} against {va}" if name else f"argument {vb!r} against {va!r}") + note
+        for name, va, vb, note in diffs
     )
-    named = [name for name, _, _ in diffs if name]
+    named = [name for name, *_ in diffs if name]
     how = " --load-option ".join(f"{n}=AXIS" for n in dict.fromkeys(named)) if named else ""
     declare = (
         f"; if {'they set' if len(named) > 1 else 'it sets'} the load, declare"

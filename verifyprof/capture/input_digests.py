@@ -1,0 +1,48 @@
+"""Fingerprints of the files a captured command names (issue 41): two captures whose commands
+differ only in the path of an input (each ``capture --batches`` run handed its own copy of one
+prompts file) are of one program when the files' contents are the same. Taken before the program
+starts, relative paths from the directory it runs in."""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+from pathlib import Path
+
+WHOLE = 64 << 20  # files up to this size are hashed whole
+ENDS = 1 << 20  # larger ones (checkpoints): their size and first and last MiB
+
+
+def input_digests(target: list[str], cwd: Path | None = None) -> list[dict]:
+    """Per argument after the first that names a regular file (``PATH`` or ``--opt=PATH``): its
+    index in ``target``, size and digest (``sha256:`` of the whole file, ``sha256-ends:`` of its
+    size and ends). Unreadable paths are left out: a fingerprint is evidence, never a need."""
+    out = []
+    for index, arg in enumerate(target[1:], start=1):
+        value = arg.partition("=")[2] if arg.startswith("-") else arg
+        if not value:
+            continue
+        path = Path(value) if cwd is None else cwd / value
+        try:
+            info = path.stat()
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            digest = _digest(path, info.st_size)
+        except (OSError, ValueError):  # ValueError: a NUL in the argument
+            continue
+        out.append({"arg": index, "bytes": info.st_size, "digest": digest})
+    return out
+
+
+def _digest(path: Path, size: int) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        if size <= WHOLE:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+            return f"sha256:{h.hexdigest()}"
+        h.update(str(size).encode())
+        h.update(f.read(ENDS))
+        f.seek(size - ENDS)
+        h.update(f.read(ENDS))
+        return f"sha256-ends:{h.hexdigest()}"
