@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import shlex
 
+import forked_cli
 import pytest
-from capture_helpers import read_manifest, run_capture
+from capture_helpers import read_manifest, run_capture, tagged_env
 from cli_helpers import verifyprof
 
 from verifyprof.capture.load_axes import capture_folders
@@ -159,3 +160,22 @@ def test_the_printed_again_command_always_says_the_context_its_template_takes():
     )
     said = capture_command(template, "1,8", 2048.0, False, "DIR0")
     assert said == "verifyprof capture --again DIR0 --batches 1,8 --contexts 2048 --out DIR"
+
+
+def test_again_from_another_directory_names_the_one_the_program_ran_in(tmp_path, tag):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "prog.py").write_text("import sys; print(sys.argv)\n")
+    out = tmp_path / "first"
+    args = ["--backend", "none", "--out", str(out), "--", "python", "prog.py", "--n", "1"]
+    first = forked_cli.run(
+        ["capture", *args], env=tagged_env(tag), cwd=home, text=True, timeout=120
+    )
+    assert first.returncode == 0, first.stderr
+    assert read_manifest(out)["command"]["cwd"] == str(home)
+    again = run_capture(["--again", str(out), "--out", str(tmp_path / "again")], tag)
+    assert again.returncode == 2
+    (line,) = again.stderr.strip().splitlines()
+    assert f"the capture ran its program in {home}, and its prog.py is relative to it" in line
+    assert f"(cd {home})" in line
+    assert not (tmp_path / "again").exists()

@@ -65,6 +65,7 @@ class CaptureSession:
         self.deadline: tuple[float, float] | None = None  # --deadline: (monotonic, seconds)
         self.target: list[str] = []
         self.inputs: list[dict] = []  # fingerprints of the files the target names
+        self.cwd = os.getcwd()  # where the target runs: its relative paths are from here
         self.command: list[str] = []
         self.presets = hook_presets(opts)
         self.hook_env: dict[str, str] = {}
@@ -108,6 +109,7 @@ class CaptureSession:
                 "target": self.target,
                 "profiler": self.command,
                 "inputs": self.inputs,
+                "cwd": self.cwd,
             },
             options=options,
             versions=self.versions,

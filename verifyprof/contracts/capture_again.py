@@ -81,8 +81,33 @@ def again_argv(path: Path, given: list[str], takes_value: Callable[[str], bool])
         if _name(option[0]) not in dropped
         for word in option
     ]
+    if not own_program:
+        _check_cwd(data, program, manifest)
     program = own_program or program
     return [*kept, *_own_loads(data, [*kept, *program], named, manifest), *mine, "--", *program]
+
+
+def _check_cwd(data: dict, program: list[str], manifest: Path) -> None:
+    """The recorded program runs from here as it ran there: refused, naming the directory, where
+    a relative path of its command names a file there and nothing here (``generate.py``)."""
+    command = data.get("command")
+    cwd = command.get("cwd") if isinstance(command, dict) else None
+    if not isinstance(cwd, str) or not cwd or Path(cwd) == Path.cwd():
+        return
+    for word in program:
+        value = word.partition("=")[2] if word.startswith("-") else word
+        if not value or Path(value).is_absolute():
+            continue
+        try:
+            there, here = (Path(cwd) / value).exists(), Path(value).exists()
+        except (OSError, ValueError):
+            continue
+        if there and not here:
+            raise VerifyprofError(
+                f"{AGAIN}: the capture ran its program in {cwd}, and its {value} is relative to"
+                f" it: run this from there (cd {cwd}), or give the program after --",
+                manifest,
+            )
 
 
 def number_word(value: float) -> str:

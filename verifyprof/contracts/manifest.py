@@ -8,7 +8,8 @@ Schema ``verifyprof.capture/1`` (every key in ``KEYS`` present; values null when
     mode ("server" | "program"), backend ("nsys" | "torch" | "none"),
     started_at, finished_at (ISO 8601 UTC),
     command {verifyprof: argv, target: argv, profiler: argv (the full command started), inputs:
-             [{arg: index in target, bytes, digest}] (the files the target names)},
+             [{arg: index in target, bytes, digest}] (the files the target names), cwd (the
+             directory the target ran in)},
     options {...the capture options...},
     versions {verifyprof, python, platform, nsys, torch, torch_cuda, [nccl, nvtx_backend,] server,
               gpus: [{index, name, driver, memory_mib, pci_bus_id}]},
