@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 import forked_cli
 import pytest
@@ -162,20 +163,40 @@ def test_the_printed_again_command_always_says_the_context_its_template_takes():
     assert said == "verifyprof capture --again DIR0 --batches 1,8 --contexts 2048 --out DIR"
 
 
-def test_again_from_another_directory_names_the_one_the_program_ran_in(tmp_path, tag):
+def _elsewhere(tmp_path, tag, *program: str):
+    """A capture run in ``home``, where its program's files are."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "prog.py").write_text("import sys; print(sys.argv)\n")
+    (home / "p.jsonl").write_text("{}\n")
     out = tmp_path / "first"
-    args = ["--backend", "none", "--out", str(out), "--", "python", "prog.py", "--n", "1"]
+    args = ["--backend", "none", "--out", str(out), "--", "python", *program]
     first = forked_cli.run(
         ["capture", *args], env=tagged_env(tag), cwd=home, text=True, timeout=120
     )
     assert first.returncode == 0, first.stderr
-    assert read_manifest(out)["command"]["cwd"] == str(home)
+    return home.resolve(), out
+
+
+def test_again_from_another_directory_names_the_one_the_program_ran_in(tmp_path, tag):
+    home, out = _elsewhere(tmp_path, tag, "prog.py", "--n", "1")
+    assert Path(read_manifest(out)["command"]["cwd"]).resolve() == home
     again = run_capture(["--again", str(out), "--out", str(tmp_path / "again")], tag)
     assert again.returncode == 2
     (line,) = again.stderr.strip().splitlines()
-    assert f"the capture ran its program in {home}, and its prog.py is relative to it" in line
+    assert f"prog.py names a file in {home}, where the capture ran its program" in line
     assert f"(cd {home})" in line
     assert not (tmp_path / "again").exists()
+
+
+def test_again_names_an_input_given_as_option_equals_path(tmp_path, tag):
+    _, out = _elsewhere(tmp_path, tag, "-c", "print(1)", "--prompts=p.jsonl")
+    again = run_capture(["--again", str(out), "--out", str(tmp_path / "again")], tag)
+    assert again.returncode == 2
+    assert "p.jsonl names a file in" in again.stderr
+
+
+def test_again_from_another_directory_runs_a_program_given_after_the_separator(tmp_path, tag):
+    _, out = _elsewhere(tmp_path, tag, "prog.py")
+    given = ["--again", str(out), "--out", str(tmp_path / "again"), "--", *PROGRAM]
+    assert run_capture(given, tag).returncode == 0

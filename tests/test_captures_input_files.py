@@ -58,19 +58,22 @@ def test_a_large_file_is_fingerprinted_by_its_size_and_ends(tmp_path, monkeypatc
     middle.write_bytes(b"head" + b"y" * 100 + b"tail")  # only the unread middle differs
     (one,), (two,) = (digests.input_digests(["p", str(p)]) for p in (big, middle))
     assert one["digest"].startswith("sha256-ends:") and one["digest"] == two["digest"]
+    big.write_bytes(b"head" + b"x" * 101 + b"tail")  # one byte more: another size
+    (three,) = digests.input_digests(["p", str(big)])
+    assert three["digest"] != one["digest"]
 
 
 def test_directories_and_missing_paths_are_not_fingerprinted(tmp_path):
     assert digests.input_digests(["python", str(tmp_path), str(tmp_path / "none"), "-v"]) == []
 
 
-def _with_inputs(src: Path, dst: Path, contents: bytes) -> Path:
+def _with_inputs(src: Path, dst: Path, contents: bytes, digest: str | None = None) -> Path:
     """A copy of a real capture whose manifest holds the record capture now writes for its
     ``--prompts`` file (these captures were taken before it was written)."""
     shutil.copytree(src, dst)
     doc = json.loads((dst / "manifest.json").read_text())
     target = doc["command"]["target"]
-    digest = "sha256:" + hashlib.sha256(contents).hexdigest()
+    digest = digest or "sha256:" + hashlib.sha256(contents).hexdigest()
     arg = target.index("--prompts") + 1
     doc["command"]["inputs"] = [{"arg": arg, "bytes": len(contents), "digest": digest}]
     (dst / "manifest.json").write_text(json.dumps(doc))
@@ -92,4 +95,39 @@ def test_captures_whose_input_files_differ_are_refused_saying_so(tmp_path):
     proc = verifyprof("whatif", str(one), str(other), *MODEL)
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
-    assert "--prompts /tmp/px64/prompts.jsonl against /tmp/px/prompts.jsonl (files of other" in line
+    assert "--prompts /tmp/px64/prompts.jsonl against /tmp/px/prompts.jsonl (the files'" in line
+    assert "none where" not in line  # two files, not two paths to one
+
+
+def test_files_declared_none_whose_contents_differ_are_refused_naming_both(tmp_path):
+    one = _with_inputs(B8 / "batch-1", tmp_path / "batch-1", b"prompts")
+    other = _with_inputs(B8 / "batch-64", tmp_path / "batch-64", b"other prompts")
+    proc = verifyprof("whatif", str(one), str(other), *MODEL, "--load-option", "--prompts=none")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert (
+        "--prompts /tmp/px64/prompts.jsonl against /tmp/px/prompts.jsonl is declared none" in line
+    )
+    assert "the files' contents differ" in line
+
+
+def test_large_files_matching_in_size_and_ends_only_are_not_taken_as_one(tmp_path):
+    ends = "sha256-ends:" + "0" * 64
+    one = _with_inputs(B8 / "batch-1", tmp_path / "batch-1", b"", digest=ends)
+    other = _with_inputs(B8 / "batch-64", tmp_path / "batch-64", b"", digest=ends)
+    proc = verifyprof("whatif", str(one), str(other), *MODEL)
+    assert proc.returncode == 2
+    assert "none where it only names a path to one input" in proc.stderr
+
+
+def test_a_capture_run_in_a_folder_named_for_sglang_is_not_an_sglang_server(tmp_path):
+    plain = verifyprof("whatif", str(B8 / "batch-1"), "--json")
+    named = tmp_path / "batch-1"
+    shutil.copytree(B8 / "batch-1", named)
+    doc = json.loads((named / "manifest.json").read_text())
+    doc["command"]["cwd"] = "/home/u/sglang-experiments"
+    (named / "manifest.json").write_text(json.dumps(doc))
+    moved = verifyprof("whatif", str(named), "--json")
+    assert plain.returncode == moved.returncode == 0, moved.stderr
+    before, after = (json.loads(p.stdout)["plain_decoding"] for p in (plain, moved))
+    assert after["decode_ms"] == before["decode_ms"] and "SGLang" not in after["source"]

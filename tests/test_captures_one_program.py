@@ -142,8 +142,8 @@ def test_a_difference_no_evidence_confirms_is_refused_in_one_line_saying_how_to_
     (line,) = err.strip().splitlines()
     assert "k1 is not a capture of the same program as k4: --draft-len 2 against 5" in line
     assert line.endswith(
-        "declare it: whatif --load-option --draft-len=AXIS (AXIS: batch, num_draft or context;"
-        " none for a path to the same input)"
+        "declare it: whatif --load-option --draft-len=AXIS (AXIS: batch, num_draft or context"
+        " where it sets the load; none where it only names a path to one input)"
     )
 
 

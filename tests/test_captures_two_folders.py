@@ -18,12 +18,13 @@ FOLDERS = (B8 / "batch-1", B8 / "batch-64")
 
 
 def test_two_folders_whose_inputs_differ_only_in_path_are_refused_saying_none_declares_it():
+    """B8's captures predate the inputs' fingerprints: nothing says the two files are one."""
     proc = verifyprof("whatif", *map(str, FOLDERS), *MODEL)
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert "batch-64 is not a capture of the same program as batch-1: --prompts" in line
     assert "whatif --load-option --prompts=AXIS" in line
-    assert "none for a path to the same input" in line
+    assert "none where it only names a path to one input" in line
 
 
 def test_an_option_declared_none_joins_the_captures_without_making_it_a_load():
@@ -42,3 +43,16 @@ def test_a_declaration_names_one_of_the_axes_or_none(axis):
     proc = verifyprof("whatif", *map(str, FOLDERS), "--load-option", f"--prompts={axis}")
     assert proc.returncode == 2
     assert "AXIS one of batch, num_draft, context, none" in proc.stderr
+
+
+def test_none_on_an_option_known_to_set_a_load_is_refused():
+    proc = verifyprof("whatif", *map(str, FOLDERS), "--load-option", "--batch=none")
+    assert proc.returncode == 2
+    assert "--load-option --batch=none: --batch sets the batch" in proc.stderr
+
+
+def test_an_option_declared_twice_is_refused():
+    twice = ("--load-option", "--prompts=none", "--load-option", "--prompts=batch")
+    proc = verifyprof("whatif", *map(str, FOLDERS), *twice)
+    assert proc.returncode == 2
+    assert "--load-option: --prompts given twice" in proc.stderr

@@ -19,9 +19,8 @@ LoadOptionOpt = Annotated[
         "--load-option",
         help=(
             "a program option that sets the load, not what runs: NAME=batch|num_draft|context"
-            " (e.g. --load-option --speculate-k=num_draft), or NAME=none for one that names only"
-            " an input's or output's path (--prompts=none); captures may differ in it"
-            " (repeatable)"
+            " (e.g. --load-option --speculate-k=num_draft), or NAME=none for one that only"
+            " names a path to one input (--prompts=none); captures may differ in it (repeatable)"
         ),
     ),
 ]
@@ -49,6 +48,8 @@ def load_options(given: list[str] | None) -> tuple[tuple[str, str], ...]:
                 f"--load-option {text!r:.60}: NAME=AXIS, AXIS one of {', '.join(AXES)} (e.g."
                 " --load-option --batch-size=batch, or --load-option --prompts=none for a path)"
             )
+        if any(n == name for n, _ in out):
+            raise VerifyprofError(f"--load-option: {name} given twice")
         out.append((name, axis))
     return tuple(out)
 

@@ -89,23 +89,31 @@ def again_argv(path: Path, given: list[str], takes_value: Callable[[str], bool])
 
 def _check_cwd(data: dict, program: list[str], manifest: Path) -> None:
     """The recorded program runs from here as it ran there: refused, naming the directory, where
-    a relative path of its command names a file there and nothing here (``generate.py``)."""
+    a relative path that named a file when it ran (``command.inputs``: ``generate.py``,
+    ``--prompts p.jsonl``) names one there and nothing here. Outputs the run made are not inputs."""
     command = data.get("command")
     cwd = command.get("cwd") if isinstance(command, dict) else None
-    if not isinstance(cwd, str) or not cwd or Path(cwd) == Path.cwd():
+    inputs = command.get("inputs") if isinstance(command, dict) else None
+    if not isinstance(cwd, str) or not cwd or not isinstance(inputs, list):
         return
-    for word in program:
+    if Path(cwd).resolve() == Path.cwd().resolve():
+        return
+    for entry in inputs:
+        at = entry.get("arg") if isinstance(entry, dict) else None
+        if not isinstance(at, int) or not 0 <= at < len(program):
+            continue
+        word = program[at]
         value = word.partition("=")[2] if word.startswith("-") else word
         if not value or Path(value).is_absolute():
             continue
         try:
-            there, here = (Path(cwd) / value).exists(), Path(value).exists()
+            there, here = (Path(cwd) / value).is_file(), Path(value).exists()
         except (OSError, ValueError):
             continue
         if there and not here:
             raise VerifyprofError(
-                f"{AGAIN}: the capture ran its program in {cwd}, and its {value} is relative to"
-                f" it: run this from there (cd {cwd}), or give the program after --",
+                f"{AGAIN}: {value} names a file in {cwd}, where the capture ran its program,"
+                f" and nothing here: run this from there (cd {cwd}), or give the program after --",
                 manifest,
             )
 

@@ -165,18 +165,25 @@ def load_differences(
             other.label,
         )
     names = dict(declared)
+    _refuse_none_on_load(names)
     found: dict[str, str | None] = {}
+    listed = (items(first), items(other))
+    in_both = {x.name for x in listed[0]} & {x.name for x in listed[1]}
     kept = []
-    for command in (first, other):  # declared and well-known load options: set aside
+    for command_items in listed:  # declared and well-known load options: set aside
         mine = []
-        for item in items(command):
-            if item.name in names:
-                found[item.name] = None if names[item.name] == NOT_LOAD else names[item.name]
+        for item in command_items:
+            axis = names.get(item.name) if item.name else None
+            if axis == NOT_LOAD and item.name in in_both:  # a path to one input in both
+                found[item.name] = None
+            elif axis is not None and axis != NOT_LOAD:
+                found[item.name] = axis
             elif item.name in LOAD_OPTIONS:
                 found[item.name] = _named_axis(item.name)
             else:
                 mine.append(item)
         kept.append(mine)
+    _refuse_other_files(first, other, listed, names)
     a_items, b_items = kept
     if [x.name for x in a_items] != [x.name for x in b_items]:
         only = [x.text() for x in b_items if x.name not in {y.name for y in a_items}]
@@ -191,17 +198,51 @@ def load_differences(
         )
     unexplained: list[tuple[str | None, str, str, str]] = []  # name, values, a note
     for a, b in zip(a_items, b_items):
-        if a.value == b.value or (a.digest is not None and a.digest == b.digest):
+        if a.value == b.value or _same_file(a.digest, b.digest):
             continue  # the same value, or two paths to files of the same content
         axis = a.axis or b.axis or _confirmed(first, other, a.value or "", b.value or "")
         if axis is None:
-            contents = " (files of other contents)" if a.digest and b.digest else ""
-            unexplained.append((a.name, a.value or "", b.value or "", contents))
+            differ = bool(a.digest and b.digest)  # a size-and-ends match is no proof either way
+            note = " (the files' contents differ)" if differ and a.digest != b.digest else ""
+            unexplained.append((a.name, a.value or "", b.value or "", note))
         else:
             found[a.key] = axis
     if unexplained:
         raise VerifyprofError(_refusal(first.label, other.label, unexplained), None)
     return found
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    """Two fingerprints of one content: whole-file hashes only (a large file's size and ends
+    can match where its middle differs: two fine-tunes of one model)."""
+    return a is not None and a == b and a.startswith("sha256:")
+
+
+def _refuse_none_on_load(names: dict[str, str]) -> None:
+    """``--load-option NAME=none`` on an option known to set a load is refused: it would set
+    the option aside here and still be read as that load elsewhere."""
+    for name, axis in names.items():
+        known = _named_axis(name) if name in LOAD_OPTIONS else None
+        if axis == NOT_LOAD and known is not None:
+            raise VerifyprofError(
+                f"--load-option {name}=none: {name} sets the {AXIS_WORDS[known]}; declare it"
+                f" {name}={known} or leave it out"
+            )
+
+
+def _refuse_other_files(first: Command, other: Command, listed, names: dict[str, str]) -> None:
+    """An option declared ``none`` whose files both captures fingerprinted differently names
+    two inputs, not two paths to one: refused, naming both."""
+    a_items, b_items = ({x.name: x for x in found if x.name} for found in listed)
+    for name, axis in names.items():
+        a, b = a_items.get(name), b_items.get(name)
+        if axis == NOT_LOAD and a and b and a.digest and b.digest and a.digest != b.digest:
+            raise VerifyprofError(
+                f"{other.label} is not a capture of the same program as {first.label}: {name}"
+                f" {b.value} against {a.value} is declared none (a path to the same input), but"
+                " the files' contents differ",
+                None,
+            )
 
 
 def _is_option(arg: str) -> bool:
@@ -238,10 +279,12 @@ def _refusal(first: str, other: str, diffs: list[tuple[str | None, str, str, str
     )
     named = [name for name, *_ in diffs if name]
     how = " --load-option ".join(f"{n}=AXIS" for n in dict.fromkeys(named)) if named else ""
+    paths = (
+        "" if any(note for *_, note in diffs) else "; none where it only names a path to one input"
+    )
     declare = (
-        f"; if {'they set' if len(named) > 1 else 'it sets'} the load, declare"
-        f" {'them' if len(named) > 1 else 'it'}: whatif --load-option {how}"
-        " (AXIS: batch, num_draft or context; none for a path to the same input)"
+        f"; declare {'them' if len(named) > 1 else 'it'}: whatif --load-option {how}"
+        f" (AXIS: batch, num_draft or context where it sets the load{paths})"
         if named
         else "; a positional argument cannot be declared: capture them with a placeholder"
         " (capture --batches ... {batch})"

@@ -217,7 +217,7 @@ def _sglang_graphs(manifest: Manifest | None, sglang: bool) -> bool | None:
     """SGLang decodes in CUDA graphs unless the captured server's arguments turn them off."""
     if not sglang:
         return None
-    command = str((manifest.raw.get("command") if manifest is not None else None) or "")
+    command = _program_words(manifest)
     return "--disable-cuda-graph" not in command.replace("--disable-cuda-graph-padding", "")
 
 
@@ -226,8 +226,16 @@ def _is_sglang(frame: BreakdownFrame, manifest: Manifest | None) -> bool:
     names = frame.steps["name"].astype(str)
     if names.str.contains("TARGET_VERIFY|TARGET_DECODE", regex=True).any():
         return True
+    return "sglang" in _program_words(manifest)
+
+
+def _program_words(manifest: Manifest | None) -> str:
+    """The captured program's command (``command.target``; a manifest of another writer: its
+    ``command``), never the capture's own options or folders (an ``--out`` or working directory
+    named for SGLang is not an SGLang server)."""
     command = manifest.raw.get("command") if manifest is not None else None
-    return "sglang" in str(command or "")
+    target = command.get("target") if isinstance(command, dict) else command
+    return " ".join(map(str, target)) if isinstance(target, list) else str(target or "")
 
 
 def anchor_of(manifest: Manifest | None) -> Anchor | None:
