@@ -157,18 +157,17 @@ def verify_profile(
 def _critical(main: pd.DataFrame, notes: list[str]) -> tuple[StepGroup, int]:
     """The mean step of the slowest device (under tensor parallelism every rank waits for it),
     and how many devices ran the steps."""
-    groups = [
-        _mean_group(str(main["name"].iloc[0]), int(dev), rows)
-        for dev, rows in main.groupby("device", sort=False)
-    ]
-    critical = max(groups, key=lambda g: g.wall_ms)
-    if len(groups) > 1:
+    by_device = list(main.groupby("device", sort=False))
+    walls = [float(rows["cost_ns"].mean()) / NS_PER_MS for _, rows in by_device]  # as StepGroup's
+    slowest = max(range(len(walls)), key=walls.__getitem__)  # the first of equals, as max()
+    dev, rows = by_device[slowest]
+    critical = _mean_group(str(main["name"].iloc[0]), int(dev), rows)  # only its whole mean
+    if len(walls) > 1:
         notes.append(
-            f"{len(groups)} devices: modelling device {critical.device} (rank {critical.rank}), the"
-            f" slowest ({critical.wall_ms:.3f} ms vs fastest"
-            f" {min(g.wall_ms for g in groups):.3f} ms)"
+            f"{len(walls)} devices: modelling device {critical.device} (rank {critical.rank}), the"
+            f" slowest ({critical.wall_ms:.3f} ms vs fastest {min(walls):.3f} ms)"
         )
-    return critical, len(groups)
+    return critical, len(walls)
 
 
 def _width_times(
@@ -336,29 +335,48 @@ def _any_compiled(variants: list[str]) -> bool:
 
 def _mean_group(name: str, device: int, rows: pd.DataFrame) -> StepGroup:
     has_comm = all(c in rows.columns for c in COMM_COLUMNS)
+    kept = [p for p in phases.ALL if p not in phases.OTHER]
+    m = _column_means(
+        rows,
+        [
+            "cost_ns", "gpu_span_ns", "kernels", "launches", "graph_launches", "wall_ns",
+            "other_work", *kept, *(f"total_{p}" for p in phases.TOTALS),
+            *(f"count_{p}" for p in phases.PRIORITY), *(COMM_COLUMNS if has_comm else ()),
+        ],
+    )  # fmt: skip
     return StepGroup(
         name=name,
         device=device,
         rank=int(rows["rank"].iloc[0]),
         steps=len(rows),
         mode=str(_most_frequent(rows["mode"])),
-        wall_ms=float(rows["cost_ns"].mean()) / NS_PER_MS,
-        gpu_span_ms=float(rows["gpu_span_ns"].mean()) / NS_PER_MS,
-        phases_ms={
-            p: float(rows[p].mean()) / NS_PER_MS for p in phases.ALL if p not in phases.OTHER
-        },
-        totals_ms={p: float(rows[f"total_{p}"].mean()) / NS_PER_MS for p in phases.TOTALS},
-        kernels=float(rows["kernels"].mean()),
-        launches=float(rows["launches"].mean()),
-        graph_launches=float(rows["graph_launches"].mean()),
-        comm_calls=float(rows["comm_calls"].mean()) if has_comm else None,
-        comm_wait_ms=float(rows["comm_wait_ns"].mean()) / NS_PER_MS if has_comm else None,
-        counts={p: float(rows[f"count_{p}"].mean()) for p in phases.PRIORITY},
+        wall_ms=m["cost_ns"] / NS_PER_MS,
+        gpu_span_ms=m["gpu_span_ns"] / NS_PER_MS,
+        phases_ms={p: m[p] / NS_PER_MS for p in kept},
+        totals_ms={p: m[f"total_{p}"] / NS_PER_MS for p in phases.TOTALS},
+        kernels=m["kernels"],
+        launches=m["launches"],
+        graph_launches=m["graph_launches"],
+        comm_calls=m["comm_calls"] if has_comm else None,
+        comm_wait_ms=m["comm_wait_ns"] / NS_PER_MS if has_comm else None,
+        counts={p: m[f"count_{p}"] for p in phases.PRIORITY},
         attrs=dict(rows["attrs"].iloc[0]),
-        window_ms=float(rows["wall_ns"].mean()) / NS_PER_MS,
-        other_work_ms=float(rows["other_work"].mean()) / NS_PER_MS,
+        window_ms=m["wall_ns"] / NS_PER_MS,
+        other_work_ms=m["other_work"] / NS_PER_MS,
         **_host_sync_fields(rows),
     )
+
+
+def _column_means(rows: pd.DataFrame, names: list[str]) -> dict[str, float]:
+    """``float(rows[c].mean())`` of each column, bit for bit, without a Series per column: pandas
+    sums an int64 column's contiguous values as float64, then divides by the count; each row of
+    the transposed block is summed alone, as such a column is."""
+    names = list(dict.fromkeys(names))
+    if len(rows) and (rows.dtypes[names] == np.dtype(np.int64)).all():
+        block = np.ascontiguousarray(rows[names].to_numpy(np.int64).T)
+        count = np.float64(len(rows))
+        return {c: float(values.sum(dtype=np.float64) / count) for c, values in zip(names, block)}
+    return {c: float(rows[c].mean()) for c in names}
 
 
 def _host_sync_fields(rows: pd.DataFrame) -> dict[str, float]:
