@@ -1,5 +1,6 @@
-"""Stage timings of one many-rank nsys export in one process: read, breakdown, summary and the
-whole ``--json`` output (steps and summary, into a discarding sink), best of N, plus one rank file
+"""Stage timings of one many-rank nsys export in one process: read, breakdown, summary, the
+whole ``--json`` output (steps and summary, into a discarding sink) and the verdict's verify
+profile, best of N, plus one rank file
 mapped in a fresh worker process vs in a
 worker that mapped one before (what the persistent local workers save), and the parent's work
 after a map of the 8 rank files (reduce, summary, ``--json`` output: first calls in a process).
@@ -29,6 +30,7 @@ OUT = HERE / "out" / "ranks"
 def stages(trace_path: Path, repeat: int) -> dict[str, float]:
     from verifyprof import pipeline
     from verifyprof.attribution.breakdown import breakdown
+    from verifyprof.model.inputs.profile import verify_profile
     from verifyprof.report.files import stream_breakdown_json
 
     best: dict[str, float] = {}
@@ -42,11 +44,16 @@ def stages(trace_path: Path, repeat: int) -> dict[str, float]:
         t3 = time.perf_counter()
         stream_breakdown_json(result, _Discard())
         t4 = time.perf_counter()
+        frame = result.frame()
+        t5 = time.perf_counter()
+        verify_profile(frame)  # what the verdict models: the serial tail's largest model step
+        t6 = time.perf_counter()
         for name, seconds in (
             ("read", t1 - t0),
             ("breakdown", t2 - t1),
             ("summary", t3 - t2),
             ("--json output", t4 - t3),
+            ("verify profile", t6 - t5),
         ):
             best[name] = min(best.get(name, seconds), seconds)
     return best
