@@ -85,8 +85,11 @@ def test_captures_whose_input_paths_hold_the_same_contents_join_with_nothing_dec
     other = _with_inputs(B8 / "batch-64", tmp_path / "batch-64", b"prompts")
     proc = verifyprof("whatif", str(one), str(other), *MODEL, "--json")
     assert proc.returncode == 0, proc.stderr
-    notes = json.loads(proc.stdout)["load_curve"]["notes"]
-    assert any(n.startswith("one model from 2 capture(s)") for n in notes)
+    result = json.loads(proc.stdout)
+    assert any(n.startswith("one model from 2 capture(s)") for n in result["load_curve"]["notes"])
+    notes = result["current"]["notes"]  # beside where each capture was taken
+    said = "--prompts: another path in some captures to a file of the same contents"
+    assert any(n.startswith(said) for n in notes)
 
 
 def test_captures_whose_input_files_differ_are_refused_saying_so(tmp_path):

@@ -212,6 +212,16 @@ def load_differences(
     return found
 
 
+def same_file_options(first: Command, other: Command) -> list[str]:
+    """The arguments whose values differ between the two commands but name files that hash
+    alike whole (what the join took as one input, for the notes)."""
+    return [
+        a.key
+        for a, b in zip(items(first), items(other))
+        if a.name == b.name and a.value != b.value and _same_file(a.digest, b.digest)
+    ]
+
+
 def _same_file(a: str | None, b: str | None) -> bool:
     """Two fingerprints of one content: whole-file hashes only (a large file's size and ends
     can match where its middle differs: two fine-tunes of one model)."""

@@ -24,7 +24,12 @@ from verifyprof.model.decision.capture_facts import (
     stated_context,
     target_of,
 )
-from verifyprof.model.decision.capture_identity import NOT_LOAD, command_of, load_differences
+from verifyprof.model.decision.capture_identity import (
+    NOT_LOAD,
+    command_of,
+    load_differences,
+    same_file_options,
+)
 from verifyprof.model.decision.load_state import ASSUMED_CONTEXT
 from verifyprof.model.decision.measure_commands import (
     BATCH_OPTIONS,
@@ -129,7 +134,7 @@ def one_model(
     first_label, first, first_manifest, gpu = runs[0]
     head = _command(first_label, first, first_manifest)
     ident = _identity(first, gpu)
-    wheres, found_all = [], dict(o.load_options)
+    wheres, found_all, same_files = [], dict(o.load_options), {}
     for label, prepared, manifest, gpu_name in runs:
         command = _command(label, prepared, manifest)
         if command.program != head.program:  # another program: said before what else differs
@@ -139,6 +144,7 @@ def one_model(
             raise VerifyprofError(_differs(ident, other, first_label), label)
         found = load_differences(head, command, o.load_options)
         found_all |= {n: a for n, a in found.items() if a}
+        same_files |= dict.fromkeys(same_file_options(head, command))
         wheres.append(where_taken(prepared, manifest, label, found, o))
     assumed = _context_assumption(runs, wheres)
     captures = []
@@ -155,6 +161,11 @@ def one_model(
     captures = _pooled_widths(captures)
     lead = captures[0]
     where_notes = [w.words(c.label) for c, w in zip(captures, wheres)]
+    if same_files:
+        where_notes.append(
+            f"{', '.join(same_files)}: another path in some captures to a file of the same"
+            " contents (its fingerprint, sha256): taken as one input"
+        )
     try:
         measured: Measured = measured_from(captures)
     except UnusableFit as err:  # costs what rests on the fit (the load curve), not the answer
