@@ -30,7 +30,7 @@ OUT = HERE / "out" / "ranks"
 def stages(trace_path: Path, repeat: int) -> dict[str, float]:
     from verifyprof import pipeline
     from verifyprof.attribution.breakdown import breakdown
-    from verifyprof.model.inputs.profile import verify_profile
+    from verifyprof.pipeline.resolve import Profiles  # the verdict's profile, as a run makes it
     from verifyprof.report.files import stream_breakdown_json
 
     best: dict[str, float] = {}
@@ -46,7 +46,7 @@ def stages(trace_path: Path, repeat: int) -> dict[str, float]:
         t4 = time.perf_counter()
         frame = result.frame()
         t5 = time.perf_counter()
-        verify_profile(frame)  # what the verdict models: the serial tail's largest model step
+        Profiles(frame).get(None, None, None)  # what the verdict models, made once per frame
         t6 = time.perf_counter()
         for name, seconds in (
             ("read", t1 - t0),
