@@ -113,3 +113,13 @@ def test_whatif_on_the_folder_opens_each_captures_files_once(tmp_path):
     found = counted_run(kids, tmp_path / "counts.json", "whatif", str(B6), *MODEL, "--json")
     assert found["opened"] and set(found["opened"].values()) == {1}
     assert "batch-64/manifest.json" in found["opened"]  # the cut-short one: read to say why
+
+
+def test_report_on_the_folder_opens_each_captures_files_once(tmp_path):
+    """As whatif: the report's command hands its expansion of the folder to the run (it expanded
+    the folder twice, once for its checks and once in the run)."""
+    from open_counts import counted_run
+
+    kids = sorted(p for p in B6.iterdir() if p.is_dir())
+    found = counted_run(kids, tmp_path / "counts.json", "report", str(B6), *MODEL, "--json")
+    assert found["opened"] and set(found["opened"].values()) == {1}

@@ -193,14 +193,15 @@ def report(
     from verifyprof.cli.analysis import _number_list
     from verifyprof.contracts.errors import VerifyprofError
     from verifyprof.contracts.plumbing.outputs import writes_stdout
-    from verifyprof.pipeline.capture_inputs import expand_captures
+    from verifyprof.pipeline.capture_inputs import expanded_captures
 
     _refuse_picks(None, mode, "--whole-trace" if whole_trace else None)  # --width: its width
     if out is None and not as_json:
         raise VerifyprofError("report: give -o FILE for the page, or --json for its numbers")
     if as_json and out is not None and writes_stdout(out):
         raise VerifyprofError("report: -o - and --json both print on stdout: give -o a file")
-    captures = expand_captures(sources)
+    found = expanded_captures(sources)  # once: the run is opened on it
+    captures = found[0]
     today_batch, batches = _number_list(batch, "--batch", int)  # one number, or the load curve's
     today_context, contexts = _number_list(context, "--context", float)
     declared = load_options(load_option), capture_contexts(capture_context)
@@ -226,7 +227,9 @@ def report(
     from verifyprof.report import progress
 
     with progress.status(f"reading {', '.join(captures)[:60]} for the report", quiet):
-        data = pipeline.report(sources, compare_with, taxonomy=taxonomy, options=options)
+        data = pipeline.report(
+            sources, compare_with, taxonomy=taxonomy, options=options, expanded=found
+        )
     from verifyprof.report import integrity_warnings
 
     for capture, said in data.unfinished:  # as whatif warns: never used without a word

@@ -78,14 +78,15 @@ def report(
     mode: str | None = None,
     *,
     options: WhatifOptions | None = None,
+    expanded: tuple[list[str], list[tuple[str, str]]] | None = None,
 ):
     """``verifyprof report``: everything the HTML report shows (a ReportData), from a trace or
     breakdown JSON, about the step group the verdict is about (``step``, ``width``, ``mode``: as
     ``--step``, ``--width`` and ``--mode`` pick it for every command). ``source``: one input, or
     several captures of one program, today's first, made one model as ``whatif CAP...`` makes
-    it (``open_run(..., captures=True)``: the same run). ``options``: the
-    command's own, typed and whole (the CLI's: the load curve's options too); else made of the
-    keywords here."""
+    it (``open_run(..., captures=True)``: the same run; ``expanded``: the sources' expansion where
+    the caller has it, each capture folder listed once). ``options``: the command's own, typed
+    and whole (the CLI's: the load curve's options too); else made of the keywords here."""
     from verifyprof.pipeline.run import open_run
 
     if options is None:
@@ -101,7 +102,9 @@ def report(
             mode=mode,
         )
     sources = [str(s) for s in (source if isinstance(source, list) else [source])]
-    run = open_run(sources, options, taxonomy=taxonomy, keep_trace=True, captures=True)
+    run = open_run(
+        sources, options, taxonomy=taxonomy, keep_trace=True, captures=True, expanded=expanded
+    )
     captures = list(run.captures)  # a --batches folder's, any cut short left out (and said)
     combined = run.joined
     after = None
