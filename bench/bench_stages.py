@@ -1,9 +1,8 @@
 """Stage timings of one many-rank nsys export in one process: read, breakdown, summary, the
 whole ``--json`` output (steps and summary, into a discarding sink) and the verdict's verify
-profile, best of N, plus one rank file
-mapped in a fresh worker process vs in a
-worker that mapped one before (what the persistent local workers save), and the parent's work
-after a map of the 8 rank files (reduce, summary, ``--json`` output: first calls in a process).
+profile, best of N, plus one rank file mapped in a fresh worker process vs in a worker that
+mapped one before (what the persistent local workers save), and the parent's work after a map
+of the 8 rank files (reduce, summary, ``--json`` output: first calls in a process).
 
     python bench/bench_stages.py                                  # the bench_ranks 8-rank inputs
     python bench/bench_stages.py --trace X.sqlite --rank-file R.sqlite --repeat 5
@@ -11,7 +10,9 @@ after a map of the 8 rank files (reduce, summary, ``--json`` output: first calls
 Inputs default to ``bench/out/ranks/`` (made by ``bench/bench_ranks.py``). Run it from another
 checkout (``PYTHONPATH=OTHER python bench/bench_stages.py``) to compare two versions of the code.
 
-A stage-level micro-benchmark: each stage timed on its own, below any run.
+A stage-level micro-benchmark: each stage timed on its own, below any run; its verify profile
+stage (``model.inputs.profile.verify_profile``, the largest model step of the CLI's serial tail
+after the map) is a model-level micro-benchmark.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ OUT = HERE / "out" / "ranks"
 def stages(trace_path: Path, repeat: int) -> dict[str, float]:
     from verifyprof import pipeline
     from verifyprof.attribution.breakdown import breakdown
-    from verifyprof.pipeline.resolve import Profiles  # the verdict's profile, as a run makes it
+    from verifyprof.model.inputs.profile import verify_profile
     from verifyprof.report.files import stream_breakdown_json
 
     best: dict[str, float] = {}
@@ -46,7 +47,7 @@ def stages(trace_path: Path, repeat: int) -> dict[str, float]:
         t4 = time.perf_counter()
         frame = result.frame()
         t5 = time.perf_counter()
-        Profiles(frame).get(None, None, None)  # what the verdict models, made once per frame
+        verify_profile(frame)  # what the verdict models
         t6 = time.perf_counter()
         for name, seconds in (
             ("read", t1 - t0),

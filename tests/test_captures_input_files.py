@@ -134,3 +134,16 @@ def test_a_capture_run_in_a_folder_named_for_sglang_is_not_an_sglang_server(tmp_
     assert plain.returncode == moved.returncode == 0, moved.stderr
     before, after = (json.loads(p.stdout)["plain_decoding"] for p in (plain, moved))
     assert after["decode_ms"] == before["decode_ms"] and "SGLang" not in after["source"]
+
+
+def test_the_note_names_a_same_file_option_beside_a_bookkeeping_option_only_one_has():
+    """The arguments set aside (``--warmup``, in one command only) do not shift the pairing that
+    finds the paths to one file."""
+    from verifyprof.model.decision.capture_identity import Command, load_differences
+
+    same = "sha256:" + "1" * 64
+    first = Command("a", "prog.py", ("--warmup", "2", "--prompts", "/a/p"), digests={3: same})
+    other = Command("b", "prog.py", ("--prompts", "/b/p"), digests={1: same})
+    found: list[str] = []
+    assert load_differences(first, other, same_files=found) == {"--warmup": None}
+    assert found == ["--prompts"]

@@ -154,10 +154,15 @@ def items(command: Command) -> list[Item]:
 
 
 def load_differences(
-    first: Command, other: Command, declared: tuple[tuple[str, str], ...] = ()
+    first: Command,
+    other: Command,
+    declared: tuple[tuple[str, str], ...] = (),
+    same_files: list[str] | None = None,
 ) -> dict[str, str | None]:
     """The options in which ``other`` differs from ``first`` as load (option -> axis, None for a
-    bookkeeping option); a difference nothing explains is refused, naming both captures."""
+    bookkeeping option); a difference nothing explains is refused, naming both captures.
+    ``same_files`` collects the arguments whose paths differ and whose files hash alike whole
+    (the join took them as one input: the notes say so)."""
     if other.program != first.program:
         raise VerifyprofError(
             f"not a capture of the same program as {first.label}: {other.program or '(none)'}"
@@ -198,8 +203,12 @@ def load_differences(
         )
     unexplained: list[tuple[str | None, str, str, str]] = []  # name, values, a note
     for a, b in zip(a_items, b_items):
-        if a.value == b.value or _same_file(a.digest, b.digest):
-            continue  # the same value, or two paths to files of the same content
+        if a.value == b.value:
+            continue
+        if _same_file(a.digest, b.digest):  # two paths to files of the same content
+            if same_files is not None:
+                same_files.append(a.key)
+            continue
         axis = a.axis or b.axis or _confirmed(first, other, a.value or "", b.value or "")
         if axis is None:
             differ = bool(a.digest and b.digest)  # a size-and-ends match is no proof either way
@@ -210,16 +219,6 @@ def load_differences(
     if unexplained:
         raise VerifyprofError(_refusal(first.label, other.label, unexplained), None)
     return found
-
-
-def same_file_options(first: Command, other: Command) -> list[str]:
-    """The arguments whose values differ between the two commands but name files that hash
-    alike whole (what the join took as one input, for the notes)."""
-    return [
-        a.key
-        for a, b in zip(items(first), items(other))
-        if a.name == b.name and a.value != b.value and _same_file(a.digest, b.digest)
-    ]
 
 
 def _same_file(a: str | None, b: str | None) -> bool:

@@ -24,12 +24,7 @@ from verifyprof.model.decision.capture_facts import (
     stated_context,
     target_of,
 )
-from verifyprof.model.decision.capture_identity import (
-    NOT_LOAD,
-    command_of,
-    load_differences,
-    same_file_options,
-)
+from verifyprof.model.decision.capture_identity import NOT_LOAD, command_of, load_differences
 from verifyprof.model.decision.load_state import ASSUMED_CONTEXT
 from verifyprof.model.decision.measure_commands import (
     BATCH_OPTIONS,
@@ -142,9 +137,10 @@ def one_model(
         other = _identity(prepared, gpu_name)
         if other != ident:
             raise VerifyprofError(_differs(ident, other, first_label), label)
-        found = load_differences(head, command, o.load_options)
+        same: list[str] = []
+        found = load_differences(head, command, o.load_options, same)
         found_all |= {n: a for n, a in found.items() if a}
-        same_files |= dict.fromkeys(same_file_options(head, command))
+        same_files |= dict.fromkeys(same)
         wheres.append(where_taken(prepared, manifest, label, found, o))
     assumed = _context_assumption(runs, wheres)
     captures = []
