@@ -210,12 +210,9 @@ def report(
         files={"--manifest": manifest, "--taxonomy": taxonomy},
         data={"--hardware": hardware, "--model": model},
         outputs={"-o": out} if out is not None else {},
-        numbers={
-            "--accept-len": accept_len,
-            "--baseline-tps": baseline_tps,
-            "--decode-ms": decode_ms,
-        },
-    )
+        numbers={"--accept-len": accept_len, "--baseline-tps": baseline_tps,
+                 "--decode-ms": decode_ms},
+    )  # fmt: skip
     asked = pipeline.WhatifOptions(  # the page's model: each option by its name
         accept_len=accept_len, step=step, step_range=step_range, baseline_tps=baseline_tps,
         decode_ms=decode_ms, batch=today_batch, batches=batches, context=today_context,
