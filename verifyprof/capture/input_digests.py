@@ -9,6 +9,8 @@ import hashlib
 import stat
 from pathlib import Path
 
+from verifyprof.contracts.command_record import argument_value
+
 WHOLE = 64 << 20  # files up to this size are hashed whole
 ENDS = 1 << 20  # larger ones (checkpoints): their size and first and last MiB
 
@@ -19,7 +21,7 @@ def input_digests(target: list[str], cwd: Path | None = None) -> list[dict]:
     size and ends). Unreadable paths are left out: a fingerprint is evidence, never a need."""
     out = []
     for index, arg in enumerate(target[1:], start=1):
-        value = arg.partition("=")[2] if arg.startswith("-") else arg
+        value = argument_value(arg)
         if not value:
             continue
         path = Path(value) if cwd is None else cwd / value

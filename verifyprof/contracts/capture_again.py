@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from verifyprof.contracts.command_record import argument_value, recorded_inputs
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.plumbing.paths import user_path
 
@@ -93,17 +94,13 @@ def _check_cwd(data: dict, program: list[str], manifest: Path) -> None:
     ``--prompts p.jsonl``) names one there and nothing here. Outputs the run made are not inputs."""
     command = data.get("command")
     cwd = command.get("cwd") if isinstance(command, dict) else None
-    inputs = command.get("inputs") if isinstance(command, dict) else None
-    if not isinstance(cwd, str) or not cwd or not isinstance(inputs, list):
+    inputs = recorded_inputs(data)
+    if not isinstance(cwd, str) or not cwd or not inputs:
         return
     if Path(cwd).resolve() == Path.cwd().resolve():
         return
-    for entry in inputs:
-        at = entry.get("arg") if isinstance(entry, dict) else None
-        if not isinstance(at, int) or not 0 <= at < len(program):
-            continue
-        word = program[at]
-        value = word.partition("=")[2] if word.startswith("-") else word
+    for at in inputs:
+        value = argument_value(program[at]) if 0 <= at < len(program) else ""
         if not value or Path(value).is_absolute():
             continue
         try:

@@ -4,6 +4,7 @@ several captures' (``pooled_captures``)."""
 
 from __future__ import annotations
 
+from verifyprof.contracts.command_record import recorded_inputs
 from verifyprof.contracts.manifest import Manifest
 
 
@@ -17,14 +18,7 @@ def target_of(manifest: Manifest | None) -> list[str]:
 def inputs_of(manifest: Manifest | None) -> dict[int, str]:
     """The fingerprints ``capture`` took of the files its command names: argument index in
     ``target_of`` -> digest (none for captures made before it took them)."""
-    raw = manifest.raw if manifest is not None else {}
-    command = raw.get("command") if isinstance(raw, dict) else None
-    inputs = command.get("inputs") if isinstance(command, dict) else None
-    return {
-        int(x["arg"]): str(x["digest"])
-        for x in inputs or []
-        if isinstance(x, dict) and isinstance(x.get("arg"), int) and x.get("digest")
-    }
+    return recorded_inputs(manifest.raw if manifest is not None else None)
 
 
 def results_of(manifest: Manifest | None) -> dict:

@@ -14,6 +14,7 @@ from verifyprof.contracts.manifest import Manifest
 from verifyprof.contracts.schema import BreakdownFrame
 from verifyprof.model.cycle.throughput import decode_ms_from
 from verifyprof.model.decision.candidates import Scenario
+from verifyprof.model.decision.capture_facts import target_of
 from verifyprof.model.decision.plain_numbers import plain_numbers, plain_verdict
 from verifyprof.model.fixes.anchor import Anchor
 from verifyprof.model.fixes.base import current_cycle
@@ -233,9 +234,9 @@ def _program_words(manifest: Manifest | None) -> str:
     """The captured program's command (``command.target``; a manifest of another writer: its
     ``command``), never the capture's own options or folders (an ``--out`` or working directory
     named for SGLang is not an SGLang server)."""
-    command = manifest.raw.get("command") if manifest is not None else None
-    target = command.get("target") if isinstance(command, dict) else command
-    return " ".join(map(str, target)) if isinstance(target, list) else str(target or "")
+    words = target_of(manifest)
+    command = manifest.raw.get("command") if manifest is not None and not words else None
+    return " ".join(words) if words else command if isinstance(command, str) else ""
 
 
 def anchor_of(manifest: Manifest | None) -> Anchor | None:
