@@ -211,8 +211,8 @@ def load_differences(
             continue
         axis = a.axis or b.axis or _confirmed(first, other, a.value or "", b.value or "")
         if axis is None:
-            differ = bool(a.digest and b.digest)  # a size-and-ends match is no proof either way
-            note = " (the files' contents differ)" if differ and a.digest != b.digest else ""
+            differ = a.digest and b.digest and a.digest != b.digest  # equal ends prove nothing
+            note = " (the files' contents differ)" if differ else ""
             unexplained.append((a.name, a.value or "", b.value or "", note))
         else:
             found[a.key] = axis

@@ -15,8 +15,8 @@ def with_attr_columns(steps: pd.DataFrame) -> pd.DataFrame:
     ``_sweep``, ``_graph`` and ``_accept_len`` (NaN / None where a step does not say), and
     ``_phase``: the phase each step's name has in data/ranges.toml (``draft_propose`` is a
     draft), ``cycle`` for the derived cycle windows, "" for none. Each is worked out once per
-    distinct attribute dict and step name (the steps of one range text share theirs: a few
-    dicts for an 8-rank minute's 19k steps: 6 objects), then spread over the steps."""
+    distinct attribute dict and step name, then spread over the steps (the steps of one range
+    text share their dict: 6 dict objects for an 8-rank minute's 19k steps)."""
     attrs, codes = _attr_frame(steps["attrs"].tolist())
     out = steps.copy(deep=False)  # new columns only: the steps' own are shared, never written
     names, distinct = pd.factorize(out["name"], use_na_sentinel=False)
