@@ -16,7 +16,7 @@ from verifyprof import pipeline
 from verifyprof.attribution.breakdown import breakdown
 from verifyprof.contracts.schema import frame_from_json, step_records
 from verifyprof.pipeline.parallel import ParallelOptions
-from verifyprof.report.step_json import steps_json
+from verifyprof.report.step_json import steps_json, steps_json_batches
 from verifyprof.trace import load_trace
 
 OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -114,3 +114,18 @@ def test_names_and_counts_of_other_types_encode_as_the_records_path_encodes_them
     ]  # equal values of distinct types
     rows["kernels"] = rows["kernels"].astype(np.uint64) + np.uint64(1 << 63)  # past int64
     assert steps_json(rows) == records_json(rows)
+
+
+@pytest.mark.parametrize("encodable", [True, False], ids=["encoder", "records-path"])
+def test_batches_join_to_the_whole_frames_records_marks_included(encodable):
+    """The output is written a batch of steps at a time; every batch's records have the keys the
+    whole frame's have (a step mark in one batch only is still in every record)."""
+    rows = breakdown(load_trace(OWN_TRACES / "workload-moe-graph" / "trace.sqlite.gz")).steps
+    rows = rows.assign(integrity=np.zeros(len(rows), np.int64))
+    rows.loc[rows.index[1], "integrity"] = 2  # only the first batch has a marked step
+    if not encodable:
+        rows["wall_ns"] = rows["wall_ns"].astype(float)
+    batches = list(steps_json_batches(rows, 3))
+    assert len(batches) == -(-len(rows) // 3) > 2
+    assert b"".join(batches) == records_json(rows) == steps_json(rows)
+    assert all(r["integrity"] in (0, 2) for r in json.loads(b"[" + b"".join(batches) + b"]"))

@@ -150,9 +150,12 @@ def marks(rows: pd.DataFrame) -> tuple[str, ...]:
     return ("integrity",) if column is not None and column.to_numpy().any() else ()
 
 
-def step_records(rows: pd.DataFrame) -> list[dict[str, Any]]:
+def step_records(
+    rows: pd.DataFrame, mark_columns: tuple[str, ...] | None = None
+) -> list[dict[str, Any]]:
     """The JSON ``steps`` records of a steps frame (one dict per row: output assembly): the
-    scalars of :data:`RECORD_SCALARS`, ``attrs``, then the :func:`record_blocks`."""
+    scalars of :data:`RECORD_SCALARS`, ``attrs``, then the :func:`record_blocks`, then the
+    marks (``mark_columns``: those of the whole frame, when ``rows`` is a slice of it)."""
     keys = [key for key, _ in RECORD_SCALARS]
     scalars = [rows[column].tolist() for _, column in RECORD_SCALARS]
     blocks = [
@@ -160,7 +163,8 @@ def step_records(rows: pd.DataFrame) -> list[dict[str, Any]]:
         for block, names, cols in record_blocks(rows.columns)
     ]
     attrs = rows["attrs"].tolist()
-    marked = [(m, rows[m].to_numpy(dtype=np.int64).tolist()) for m in marks(rows)]
+    mark_columns = marks(rows) if mark_columns is None else mark_columns
+    marked = [(m, rows[m].to_numpy(dtype=np.int64).tolist()) for m in mark_columns]
     records = []
     for i, values in enumerate(zip(*scalars)):
         record = dict(zip(keys, values))

@@ -14,7 +14,7 @@ from verifyprof.contracts.bounds import require_finite
 from verifyprof.contracts.plumbing.outputs import atomic_path, stdout_bytes, write_bytes
 from verifyprof.contracts.plumbing.text import undecodable_data
 from verifyprof.contracts.schema import flat_rows
-from verifyprof.report.step_json import steps_json
+from verifyprof.report.step_json import steps_json_batches
 
 STEP_BATCH = 8192  # step rows encoded at a time: bounds the output's working memory
 
@@ -53,10 +53,8 @@ def stream_breakdown_json(
     require_finite({"trace": head, "summary": summary, **after}, "the breakdown JSON")
     header = orjson.dumps(head, option=options)
     stream.write(header[:-1] + b',"steps":[')
-    steps = result.steps
-    for start in range(0, len(steps), STEP_BATCH):
-        body = steps_json(steps.iloc[start : start + STEP_BATCH])
-        stream.write(body if start == 0 else b"," + body)
+    for body in steps_json_batches(result.steps, STEP_BATCH):
+        stream.write(body)
     stream.write(b'],"summary":' + orjson.dumps(summary, option=options))
     for key, value in after.items():
         stream.write(b"," + orjson.dumps(key) + b":" + orjson.dumps(value, option=options))
