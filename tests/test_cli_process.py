@@ -115,3 +115,53 @@ def test_the_map_loads_numpy_with_one_blas_thread_and_leaves_the_environment_as_
         threads, variable = done.stdout.split()
         assert variable == seen, done.stderr
         assert given is not None or threads == "1"  # no BLAS thread beside this one
+
+
+def _collections_counted(tmp_path: Path) -> Path:
+    """A ``sitecustomize`` that counts the collector's runs and says, as the process exits,
+    whether the collector is on, how many objects are frozen and how many runs there were."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, gc, sys\n"
+        "RUNS = [0]\n"
+        "def count(phase, info):\n"
+        "    RUNS[0] += phase == 'stop'\n"
+        "gc.callbacks.append(count)\n"
+        "atexit.register(lambda: sys.__stderr__.write(\n"
+        "    f'collector {gc.isenabled()} {gc.get_freeze_count()} {RUNS[0]}\\n'))\n"
+    )
+    return tmp_path
+
+
+def test_the_cli_process_loads_its_modules_without_collecting_and_ends_with_the_collector_on(
+    tmp_path,
+):
+    done = subprocess.run(
+        [sys.executable, "-m", "verifyprof.cli", "breakdown", str(EXPORT), "--whole-trace"],
+        capture_output=True,
+        text=True,
+        env=_env(first=str(_collections_counted(tmp_path))),
+        cwd=REPO,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    enabled, frozen, runs = done.stderr.split("collector ")[-1].split()
+    assert enabled == "True"  # never left off
+    assert int(frozen) > 50_000  # typer, pandas and the analysis: frozen once loaded
+    assert int(runs) < 120  # ~230 when the collector looked at every module as it loaded
+
+
+def test_a_program_importing_the_cli_keeps_its_collector_as_it_set_it(tmp_path):
+    probe = (
+        "import gc, sys; import verifyprof.cli; from verifyprof import pipeline;"
+        " pipeline.breakdown(sys.argv[1], whole_trace=True);"
+        " print(gc.isenabled(), gc.get_freeze_count())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(EXPORT)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.stdout.split() == ["True", "0"], done.stderr

@@ -49,14 +49,20 @@ def _as_cli() -> bool:
     return os.path.basename(sys.argv[0] if sys.argv else "") in ("verifyprof", "-m")
 
 
-try:
-    # each module registers its commands; the import order is --help's order
-    from verifyprof.cli import analysis, compare_report_cmds  # noqa: E402, F401 - register
+from verifyprof.contracts.plumbing import collector  # noqa: E402
 
-    # isort: split
-    from verifyprof.cli import capture_cmds  # noqa: E402, F401 - register
-    from verifyprof.cli.app import app  # noqa: E402
-    from verifyprof.cli.args import interrupted  # noqa: E402
+if _as_cli():  # the collector pauses while this process loads modules (plumbing/collector.py)
+    collector.take_over()
+
+try:
+    with collector.loading():
+        # each module registers its commands; the import order is --help's order
+        from verifyprof.cli import analysis, compare_report_cmds  # noqa: E402, F401 - register
+
+        # isort: split
+        from verifyprof.cli import capture_cmds  # noqa: E402, F401 - register
+        from verifyprof.cli.app import app  # noqa: E402
+        from verifyprof.cli.args import interrupted  # noqa: E402
 finally:
     if _previous is not None and not _as_cli():
         signal.signal(signal.SIGINT, _previous)  # imported by a program: its Ctrl-C is its own

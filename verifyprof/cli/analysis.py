@@ -70,6 +70,7 @@ from verifyprof.cli.option_aliases import (
 )
 from verifyprof.contracts.bounds import TOP_KERNELS
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.plumbing import collector
 
 
 def _captures(given: list[str] | None, source: str | None) -> tuple[tuple, list[str], str | None]:
@@ -227,8 +228,10 @@ def _broken_down(traces: list[str], options, mapping: tuple, quiet: bool, taxono
             _nsys_hint(traces[0]),
             progress.status(f"breaking down {', '.join(traces)[:60]}", quiet) as shown,
         ):
-            parallel = _parallel(*mapping, shown, read_ahead=traces)
-            from verifyprof.report import console, files, integrity_warnings  # noqa: F401
+            with collector.loading():  # pandas, the analysis, the run's and report's modules
+                parallel = _parallel(*mapping, shown, read_ahead=traces)
+                from verifyprof.pipeline import reading, resolve  # noqa: F401
+                from verifyprof.report import console, files, integrity_warnings  # noqa: F401
 
             run, whole = _steps_or_whole_trace(traces, options, parallel, taxonomy)
         return run, whole, run.breakdown

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from verifyprof.attribution.rank_part import RankPart
+from verifyprof.contracts.plumbing import collector
 from verifyprof.contracts.plumbing.lifetime import die_with_parent
 from verifyprof.contracts.plumbing.outputs import CLEANUP_SIGNALS
 from verifyprof.pipeline.heap import keep_freed_memory
@@ -210,8 +211,9 @@ def _stop(worker: _Worker) -> None:
 
 def _context():
     if sys.platform == "linux" and threading.active_count() == 1:
-        for module in _PRELOAD:  # imported once here, not in every task
-            importlib.import_module(module)
+        with collector.loading():
+            for module in _PRELOAD:  # imported once here, not in every task
+                importlib.import_module(module)
         return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(_PRELOAD)

@@ -18,6 +18,7 @@ from verifyprof.attribution.kernels import KernelTable, kernel_table
 from verifyprof.attribution.taxonomy import load_taxonomy
 from verifyprof.contracts import ranges
 from verifyprof.contracts.errors import VerifyprofError
+from verifyprof.contracts.plumbing import collector
 from verifyprof.contracts.plumbing.inputs import BREAKDOWN_JSON_LIMIT, parse_json, read_bytes
 from verifyprof.contracts.schema import BreakdownFrame, frame_from_json
 from verifyprof.pipeline.parallel import (
@@ -100,9 +101,10 @@ def breakdown(
 def _load_model() -> None:
     """Imported while the map's workers run, where this process would only wait: a run's verdict
     needs the model, the verdicts and the captures' join after the map (~0.1 CPU-s)."""
-    import verifyprof.model.decision.whatif  # noqa: F401
-    import verifyprof.pipeline.captures  # noqa: F401
-    import verifyprof.pipeline.verdicts  # noqa: F401
+    with collector.loading():
+        import verifyprof.model.decision.whatif  # noqa: F401
+        import verifyprof.pipeline.captures  # noqa: F401
+        import verifyprof.pipeline.verdicts  # noqa: F401
 
 
 def _forks(parallel: ParallelOptions | None) -> bool:
