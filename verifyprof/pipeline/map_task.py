@@ -4,7 +4,6 @@ The map modules import this; :mod:`verifyprof.pipeline.parallel` drives them (no
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from verifyprof.contracts.errors import NoStepsError, VerifyprofError
+from verifyprof.contracts.plumbing.cpus import usable_cpus
 from verifyprof.trace import load_trace
 from verifyprof.trace.nsys.export import ProcessFilter
 
@@ -80,11 +80,7 @@ def safe_map(
 
 
 def default_workers(n_files: int) -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(n_files, cpus))
+    return max(1, min(n_files, usable_cpus()))
 
 
 def task_key(index: int) -> str:

@@ -9,7 +9,6 @@ numpy columns plus a batch per thread, not a second Arrow copy.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
@@ -20,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from verifyprof.contracts.plumbing.cpus import usable_cpus
 from verifyprof.contracts.plumbing.paths import sqlite_uri
 from verifyprof.trace.events import NO_ID
 
@@ -51,7 +51,7 @@ def rowid_slices(
             (f'SELECT {select} FROM "{table}" WHERE rowid >= {lo} AND rowid <= {hi}{cond}', rows)
         ]
     span = hi - lo + 1
-    parts = max(1, min(-(-span // SLICE_ROWS), (os.cpu_count() or 1) * 2))
+    parts = max(1, min(-(-span // SLICE_ROWS), usable_cpus() * 2))
     bounds = [
         lo + span * k // parts for k in range(parts + 1)
     ]  # Python ints: exact up to int64 max
@@ -71,7 +71,7 @@ def rowid_slices(
 def run_queries(uri: str, jobs: list[Query]) -> None:
     """Run every job's queries on parallel connections; results land in the jobs."""
     tasks = [(job, i) for job in jobs for i in range(len(job.queries))]
-    threads = max(1, min(len(tasks), os.cpu_count() or 1, MAX_THREADS))
+    threads = max(1, min(len(tasks), usable_cpus(), MAX_THREADS))
     if threads == 1:
         for job, i in tasks:
             job.run(uri, i)

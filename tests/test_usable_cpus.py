@@ -1,0 +1,36 @@
+"""A process confined to some CPUs (taskset, a cpuset) splits its work for those CPUs, not for
+every CPU of the machine: the export's read threads and slices, the map's workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+PROBE = """
+import os
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU of those given
+from verifyprof.pipeline.map_task import default_workers
+from verifyprof.trace.nsys.columns import rowid_slices
+slices = rowid_slices("CUPTI_ACTIVITY_KIND_KERNEL", "start", "", 1, 1_000_000)
+print(len(slices), default_workers(8))
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity and two CPUs to confine a process to one",
+)
+def test_a_process_confined_to_one_cpu_reads_in_two_slices_and_maps_in_this_process():
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert done.stdout.split() == ["2", "1"], done.stderr  # 2 slices a CPU, one worker
