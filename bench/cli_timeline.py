@@ -1,7 +1,7 @@
 """Where one CLI ``breakdown`` run's wall time goes (issue 43 item 6): wall-clock marks, from this
 process's start, around the imports of the heavy modules and the stages (the read, the map and
 each worker's file, reduce, the verdict's profile, the table), in the CLI's own process and its
-forked workers, on stderr.
+forked workers, and the garbage collector's runs in the CLI's process, on stderr.
 
     python bench/cli_timeline.py bench/out/ranks/nsys_1000000_8r.sqlite [breakdown options]
 
@@ -78,7 +78,29 @@ class _Marks(importlib.abc.MetaPathFinder):
         return spec
 
 
+class _Collections:
+    """The garbage collector's runs: each one of 5 ms or more marked (a forked worker's too, by
+    its pid), and the count and time of this process's at the end."""
+
+    def __init__(self) -> None:
+        self.runs, self.seconds, self.began = 0, 0.0, 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.began = time.perf_counter()
+            return
+        took = time.perf_counter() - self.began
+        self.runs += 1
+        self.seconds += took
+        if took >= 0.005:
+            mark(f"collector: generation {info['generation']}, {took * 1000:.1f} ms")
+
+
 def main() -> None:
+    import gc
+
+    collections = _Collections()
+    gc.callbacks.append(collections)
     sys.meta_path.insert(0, _Marks())
     mark("start")
     sys.argv = ["verifyprof", "breakdown", *sys.argv[1:]]
@@ -88,7 +110,8 @@ def main() -> None:
         cli.main()
     except SystemExit:
         pass
-    mark("end")
+    ms = collections.seconds * 1000
+    mark(f"end; the collector ran {collections.runs} times in this process, {ms:.0f} ms")
 
 
 if __name__ == "__main__":
