@@ -164,6 +164,32 @@ def test_streamed_json_equals_the_in_memory_document():
     assert json.loads(sink.getvalue()) == json.loads(json.dumps(result.to_json()))
 
 
+def test_a_streamed_breakdown_of_many_batches_equals_the_in_memory_document_marks_included():
+    """More steps than one written batch (8192), a step mark in the first batch only: every
+    streamed record has the mark, as the in-memory document's records do."""
+    import dataclasses
+    import io
+
+    import numpy as np
+    import pandas as pd
+
+    from verifyprof.attribution.breakdown import breakdown
+    from verifyprof.report.files import STEP_BATCH, stream_breakdown_json
+    from verifyprof.trace import load_trace
+
+    result = breakdown(load_trace(OWN_TRACES / "workload-moe-graph" / "trace.sqlite.gz"))
+    steps = pd.concat([result.steps] * (2 * STEP_BATCH // len(result.steps) + 1), ignore_index=True)
+    steps["integrity"] = np.zeros(len(steps), np.int64)
+    steps.loc[1, "integrity"] = 3
+    result = dataclasses.replace(result, steps=steps)
+    sink = io.BytesIO()
+    stream_breakdown_json(result, sink)
+    streamed = json.loads(sink.getvalue())
+    assert len(streamed["steps"]) > 2 * STEP_BATCH
+    assert streamed == json.loads(json.dumps(result.to_json()))
+    assert all("integrity" in record for record in streamed["steps"])
+
+
 FOLDER = OWN_TRACES / "workload-dense-eager"  # a capture folder: its manifest gives the plan
 
 

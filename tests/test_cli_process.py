@@ -150,18 +150,42 @@ def test_the_cli_process_loads_its_modules_without_collecting_and_ends_with_the_
     assert int(runs) < 120  # ~230 when the collector looked at every module as it loaded
 
 
-def test_a_program_importing_the_cli_keeps_its_collector_as_it_set_it(tmp_path):
-    probe = (
-        "import gc, sys; import verifyprof.cli; from verifyprof import pipeline;"
-        " pipeline.breakdown(sys.argv[1], whole_trace=True);"
-        " print(gc.isenabled(), gc.get_freeze_count())"
-    )
+def _two_ranks(folder: Path) -> Path:
+    """Two rank files of the HTA A100 trace: a map that forks its workers (and loads the model
+    while they run), where the CLI's process pauses its collector."""
+    from test_parallel import rank_file
+
+    folder.mkdir()
+    source = PUBLIC / "kineto" / "hta_nccl_data_a100_rank0of2.json.gz"
+    for rank in (0, 1):
+        rank_file(source, folder / f"run-TP-{rank}.trace.json.gz", rank, rank * 1_000_000)
+    return folder
+
+
+MAPPING_PROGRAM = (
+    "import gc, sys\n"
+    "import verifyprof.cli\n"
+    "from verifyprof import pipeline\n"
+    "from verifyprof.pipeline.parallel import ParallelOptions\n"
+    "pipeline.breakdown([sys.argv[-1]], whole_trace=True, parallel=ParallelOptions(workers=2))\n"
+    "print(gc.isenabled(), gc.get_freeze_count())\n"
+)
+
+
+@pytest.mark.parametrize("started", ["-c", "-m"])
+def test_a_program_importing_the_cli_keeps_its_collector_as_it_set_it(tmp_path, started):
+    """Run as ``python -c`` or as ``python -m tool`` (whose ``sys.argv[0]`` is ``-m`` while its
+    package imports verifyprof), a program's map forks workers and loads the model as the CLI's
+    does: its collector stays on and none of its objects are frozen."""
+    ranks = _two_ranks(tmp_path / "ranks")
+    if started == "-m":
+        (tmp_path / "tool").mkdir()
+        (tmp_path / "tool" / "__init__.py").write_text(MAPPING_PROGRAM)
+        (tmp_path / "tool" / "__main__.py").write_text("")
+        argv = [sys.executable, "-m", "tool", str(ranks)]
+    else:
+        argv = [sys.executable, "-c", MAPPING_PROGRAM, str(ranks)]
     done = subprocess.run(
-        [sys.executable, "-c", probe, str(EXPORT)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=tmp_path,
-        timeout=120,
+        argv, capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120
     )
     assert done.stdout.split() == ["True", "0"], done.stderr

@@ -45,8 +45,16 @@ import signal  # noqa: E402
 
 
 def _as_cli() -> bool:
-    """The console script or ``python -m verifyprof.cli``: the guard stays until main()."""
-    return os.path.basename(sys.argv[0] if sys.argv else "") in ("verifyprof", "-m")
+    """The console script or ``python -m verifyprof.cli``: the guard stays until main(). While
+    ``-m`` imports a module's packages ``sys.argv[0]`` is ``-m`` for any module: the command line
+    as given says which (a program run as ``python -m tool`` that imports this is not the CLI)."""
+    started = os.path.basename(sys.argv[0] if sys.argv else "")
+    if started != "-m":
+        return started == "verifyprof"
+    given = list(getattr(sys, "orig_argv", []))
+    return any(a == "-m" and b == "verifyprof.cli" for a, b in zip(given, given[1:])) or any(
+        a == "-mverifyprof.cli" for a in given
+    )
 
 
 from verifyprof.contracts.plumbing import collector  # noqa: E402

@@ -39,27 +39,27 @@ def steps_json(rows: pd.DataFrame) -> bytes:
 
 def steps_json_batches(rows: pd.DataFrame, batch: int) -> Iterator[bytes]:
     """:func:`steps_json` of ``rows``, ``batch`` records at a time (the output's working memory
-    is a batch's), each batch after the first led by its comma. The frame is looked at once:
-    its columns, distinct texts and attrs objects are taken for every batch."""
+    is a batch's), each batch after the first led by its comma. The frame's layout and columns
+    are looked at once for every batch; its texts and attrs are coded a batch at a time."""
     encoder = _Encoder.of(rows)
     mark_columns = marks(rows)  # the whole frame's: every record has the same keys
     for start in range(0, len(rows), batch):
         stop = min(start + batch, len(rows))
-        if encoder is None:  # not the frame the tool makes
+        body = encoder.encode(start, stop) if encoder is not None else None
+        if body is None:  # not the frame the tool makes
             records = step_records(rows.iloc[start:stop], mark_columns)
             body = orjson.dumps(records, option=ORJSON_OPTIONS)[1:-1]
-        else:
-            body = encoder.encode(start, stop)
         yield body if start == 0 else b"," + body
 
 
 @dataclass(frozen=True)
 class _Encoder:
-    """A frame's record layout: the literal before each value, and each value's column (an
-    integer array, or a coded text: its distinct values serialised and each row's code)."""
+    """A frame's record layout: the literal before each value, and each value's column (a text
+    column or ``attrs``, coded per batch, or an integer column, cast per batch)."""
 
+    rows: pd.DataFrame
     literals: list[pa.Scalar]  # before each value, then the record's close
-    values: list[str | tuple[pa.Array, np.ndarray]]  # integer column name, or (encoded, codes)
+    values: list[str]  # each value's column
     integers: list[np.ndarray]  # each integer column's values (the frame's own arrays)
     at: dict[str, int]  # integer column -> its place in ``integers``
 
@@ -67,21 +67,12 @@ class _Encoder:
     def of(cls, rows: pd.DataFrame) -> _Encoder | None:
         if rows.empty or not _encodable(rows):
             return None
-        texts = {field: _text_column(rows[field]) for field in TEXT_FIELDS}
-        if any(coded is None for coded in texts.values()):
-            return None
         literals: list[pa.Scalar] = []
-        values: list[str | tuple[pa.Array, np.ndarray]] = []
+        values: list[str] = []
         separator = "{"
         for key, column in (*RECORD_SCALARS, ("attrs", "attrs")):  # step_records' key order
             literals.append(_literal(f'{separator}"{key}":'))
-            values.append(
-                texts[column]  # type: ignore[arg-type]
-                if column in texts
-                else _attrs(rows["attrs"])
-                if column == "attrs"
-                else column
-            )
+            values.append(column)
             separator = ","
         close = ""
         for block, names, columns in record_blocks(rows.columns):
@@ -96,13 +87,21 @@ class _Encoder:
             values.append(mark)
             close = ""
         literals.append(_literal(close + "},"))
-        names = list(dict.fromkeys(v for v in values if isinstance(v, str)))
+        coded = {*TEXT_FIELDS, "attrs"}
+        names = list(dict.fromkeys(v for v in values if v not in coded))
         integers = [rows[column].to_numpy() for column in names]
-        return cls(literals, values, integers, {c: n for n, c in enumerate(names)})
+        return cls(rows, literals, values, integers, {c: n for n, c in enumerate(names)})
 
-    def encode(self, start: int, stop: int) -> bytes:
-        """Records ``start:stop``, comma-separated."""
+    def encode(self, start: int, stop: int) -> bytes | None:
+        """Records ``start:stop``, comma-separated; None where a text column holds a value
+        that is no string (the records path writes those)."""
         count = stop - start
+        coded: dict[str, pa.Array | None] = {
+            field: _text_column(self.rows[field].iloc[start:stop]) for field in TEXT_FIELDS
+        }
+        if any(column is None for column in coded.values()):
+            return None
+        coded["attrs"] = _attrs(self.rows["attrs"].iloc[start:stop])
         # every integer of the batch cast to text at once, column by column: each column's
         # texts are then one slice of the result (no copy)
         block = np.empty((len(self.integers), count), dtype=np.int64)
@@ -111,11 +110,7 @@ class _Encoder:
         text = pc.cast(pa.array(block.ravel()), pa.large_string()).cast(pa.large_binary())
         pieces: list[pa.Scalar | pa.Array] = []
         for literal, value in zip(self.literals, self.values):
-            if isinstance(value, str):
-                row = self.at[value]
-                encoded = text.slice(row * count, count)
-            else:
-                encoded = value[0].take(pa.array(value[1][start:stop]))
+            encoded = coded[value] if value in coded else text.slice(self.at[value] * count, count)
             pieces += [literal, encoded]
         pieces.append(self.literals[-1])
         joined = pc.binary_join_element_wise(
@@ -140,25 +135,25 @@ def _encodable(rows: pd.DataFrame) -> bool:
     return all(isinstance(dtypes[c], np.dtype) and dtypes[c].kind == "i" for c in numeric)
 
 
-def _text_column(values: pd.Series) -> tuple[pa.Array, np.ndarray] | None:
-    """Each distinct string serialised once, and each row's code; None when a value is not a
-    string or None (numbers, NaN, pd.NA: equal values of other types would be merged, the
-    records path keeps them apart)."""
+def _text_column(values: pd.Series) -> pa.Array | None:
+    """Each distinct string serialised once; None when a value is not a string or None
+    (numbers, NaN, pd.NA: equal values of other types would be merged, the records path keeps
+    them apart)."""
     codes, uniques = pd.factorize(values.to_numpy(object), use_na_sentinel=False)
     if not all(u is None or isinstance(u, str) for u in uniques):
         return None
-    return _encoded([orjson.dumps(u) for u in uniques]), codes
+    return _take([orjson.dumps(u) for u in uniques], codes)
 
 
-def _attrs(values: pd.Series) -> tuple[pa.Array, np.ndarray]:
+def _attrs(values: pd.Series) -> pa.Array:
     """Each distinct attrs object (steps of one range text share theirs) serialised once."""
     objects = values.tolist()
     codes, firsts = shared_objects(objects)
-    return _encoded([orjson.dumps(objects[i], option=ORJSON_OPTIONS) for i in firsts]), codes
+    return _take([orjson.dumps(objects[i], option=ORJSON_OPTIONS) for i in firsts], codes)
 
 
-def _encoded(encoded: list[bytes]) -> pa.Array:
-    return pa.array(encoded, type=pa.large_binary())
+def _take(encoded: list[bytes], codes: np.ndarray) -> pa.Array:
+    return pa.array(encoded, type=pa.large_binary()).take(pa.array(codes))
 
 
 def _literal(text: str) -> pa.Scalar:
