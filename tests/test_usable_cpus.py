@@ -34,3 +34,33 @@ def test_a_process_confined_to_one_cpu_reads_in_two_slices_and_maps_in_this_proc
         timeout=120,
     )
     assert done.stdout.split() == ["2", "1"], done.stderr  # 2 slices a CPU, one worker
+
+
+QUERIES = """
+import os, threading
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from verifyprof.trace.nsys.columns import Query, run_queries
+class Seen(Query):
+    queries = ["q1", "q2", "q3", "q4"]
+    threads = set()
+    def run(self, uri, i):
+        self.threads.add(threading.get_ident())
+run_queries("file:unused", [Seen()])
+print(Seen.threads == {threading.get_ident()})
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity and two CPUs to confine a process to one",
+)
+def test_a_process_confined_to_one_cpu_runs_its_queries_on_its_own_thread():
+    done = subprocess.run(
+        [sys.executable, "-c", QUERIES],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert done.stdout.split() == ["True"], done.stderr  # no pool of threads for one CPU
