@@ -10,6 +10,11 @@ import sys
 import pytest
 from conftest import REPO
 
+CONFINABLE = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity and two CPUs to confine a process to one",
+)
+
 PROBE = """
 import os
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU of those given
@@ -20,20 +25,9 @@ print(len(slices), default_workers(8))
 """
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="needs CPU affinity and two CPUs to confine a process to one",
-)
+@CONFINABLE
 def test_a_process_confined_to_one_cpu_reads_in_two_slices_and_maps_in_this_process():
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        timeout=120,
-    )
-    assert done.stdout.split() == ["2", "1"], done.stderr  # 2 slices a CPU, one worker
+    assert _confined(PROBE) == ["2", "1"]  # 2 slices a CPU, one worker
 
 
 QUERIES = """
@@ -50,17 +44,20 @@ print(Seen.threads == {threading.get_ident()})
 """
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="needs CPU affinity and two CPUs to confine a process to one",
-)
+@CONFINABLE
 def test_a_process_confined_to_one_cpu_runs_its_queries_on_its_own_thread():
+    assert _confined(QUERIES) == ["True"]  # no pool of threads for one CPU
+
+
+def _confined(probe: str) -> list[str]:
+    """What ``probe`` prints, run in a fresh process that confines itself to one CPU."""
     done = subprocess.run(
-        [sys.executable, "-c", QUERIES],
+        [sys.executable, "-c", probe],
         capture_output=True,
         text=True,
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         timeout=120,
     )
-    assert done.stdout.split() == ["True"], done.stderr  # no pool of threads for one CPU
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
