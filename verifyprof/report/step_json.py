@@ -41,8 +41,8 @@ def steps_json_batches(rows: pd.DataFrame, batch: int) -> Iterator[bytes]:
     """:func:`steps_json` of ``rows``, ``batch`` records at a time (the output's working memory
     is a batch's), each batch after the first led by its comma. The frame's layout and columns
     are looked at once for every batch; its texts and attrs are coded a batch at a time."""
-    encoder = _Encoder.of(rows)
     mark_columns = marks(rows)  # the whole frame's: every record has the same keys
+    encoder = _Encoder.of(rows, mark_columns)
     for start in range(0, len(rows), batch):
         stop = min(start + batch, len(rows))
         body = encoder.encode(start, stop) if encoder is not None else None
@@ -64,8 +64,8 @@ class _Encoder:
     at: dict[str, int]  # integer column -> its place in ``integers``
 
     @classmethod
-    def of(cls, rows: pd.DataFrame) -> _Encoder | None:
-        if rows.empty or not _encodable(rows):
+    def of(cls, rows: pd.DataFrame, mark_columns: tuple[str, ...]) -> _Encoder | None:
+        if rows.empty or not _encodable(rows, mark_columns):
             return None
         literals: list[pa.Scalar] = []
         values: list[str] = []
@@ -82,7 +82,7 @@ class _Encoder:
                 values.append(column)
                 separator = ","
             close = "}"
-        for mark in marks(rows):
+        for mark in mark_columns:
             literals.append(_literal(f'{close},"{mark}":'))
             values.append(mark)
             close = ""
@@ -124,10 +124,10 @@ class _Encoder:
         )  # the last record's comma dropped
 
 
-def _encodable(rows: pd.DataFrame) -> bool:
+def _encodable(rows: pd.DataFrame, mark_columns: tuple[str, ...]) -> bool:
     """Every number column a plain signed integer array (no nullable ``Int64``, no ``uint64``),
     each name once: what the cast writes is then what orjson writes."""
-    numeric = [*INT_FIELDS, *marks(rows)]
+    numeric = [*INT_FIELDS, *mark_columns]
     numeric += [c for _, _, cols in record_blocks(rows.columns) for c in cols]
     if not rows.columns.is_unique:
         return False
