@@ -1,5 +1,6 @@
 """The CLI as a user runs it, in a real process: its first output comes before the analysis
-loads, and it ends once its output is written, without tearing the interpreter down."""
+loads, it hands the GIL between its threads sooner than Python does, and it ends once its output
+is written, without tearing the interpreter down."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import PUBLIC, REPO
+
+from verifyprof.contracts.plumbing import threads
 
 EXPORT = PUBLIC / "nsys" / "flameox_cudagraph_rtx3060_nsys2025.5.sqlite"  # real, not gzipped
 
@@ -119,7 +122,8 @@ def test_the_map_loads_numpy_with_one_blas_thread_and_leaves_the_environment_as_
 
 def _collections_counted(tmp_path: Path) -> Path:
     """A ``sitecustomize`` that counts the collector's runs and says, as the process exits,
-    whether the collector is on, how many objects are frozen and how many runs there were."""
+    whether the collector is on, how many objects are frozen and how many runs there were, and
+    the switch interval."""
     (tmp_path / "sitecustomize.py").write_text(
         "import atexit, gc, sys\n"
         "RUNS = [0]\n"
@@ -127,12 +131,13 @@ def _collections_counted(tmp_path: Path) -> Path:
         "    RUNS[0] += phase == 'stop'\n"
         "gc.callbacks.append(count)\n"
         "atexit.register(lambda: sys.__stderr__.write(\n"
-        "    f'collector {gc.isenabled()} {gc.get_freeze_count()} {RUNS[0]}\\n'))\n"
+        "    f'collector {gc.isenabled()} {gc.get_freeze_count()} {RUNS[0]}"
+        " {sys.getswitchinterval()}\\n'))\n"
     )
     return tmp_path
 
 
-def test_the_cli_process_loads_its_modules_without_collecting_and_ends_with_the_collector_on(
+def test_the_cli_process_loads_its_modules_without_collecting_and_switches_threads_sooner(
     tmp_path,
 ):
     done = subprocess.run(
@@ -144,10 +149,11 @@ def test_the_cli_process_loads_its_modules_without_collecting_and_ends_with_the_
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    enabled, frozen, runs = done.stderr.split("collector ")[-1].split()
+    enabled, frozen, runs, switch = done.stderr.split("collector ")[-1].split()
     assert enabled == "True"  # never left off
     assert int(frozen) > 50_000  # typer, pandas and the analysis: frozen once loaded
     assert int(runs) < 120  # ~230 when the collector looked at every module as it loaded
+    assert float(switch) == threads.SWITCH_S < sys.getswitchinterval()  # Python's own: 5 ms
 
 
 def _two_ranks(folder: Path) -> Path:
@@ -168,7 +174,7 @@ MAPPING_PROGRAM = (
     "from verifyprof import pipeline\n"
     "from verifyprof.pipeline.parallel import ParallelOptions\n"
     "pipeline.breakdown([sys.argv[-1]], whole_trace=True, parallel=ParallelOptions(workers=2))\n"
-    "print(gc.isenabled(), gc.get_freeze_count())\n"
+    "print(gc.isenabled(), gc.get_freeze_count(), sys.getswitchinterval())\n"
 )
 
 
@@ -176,7 +182,8 @@ MAPPING_PROGRAM = (
 def test_a_program_importing_the_cli_keeps_its_collector_as_it_set_it(tmp_path, started):
     """Run as ``python -c`` or as ``python -m tool`` (whose ``sys.argv[0]`` is ``-m`` while its
     package imports verifyprof), a program's map forks workers and loads the model as the CLI's
-    does: its collector stays on and none of its objects are frozen."""
+    does: its collector stays on, none of its objects are frozen, its switch interval is its
+    own."""
     ranks = _two_ranks(tmp_path / "ranks")
     if started == "-m":
         (tmp_path / "tool").mkdir()
@@ -188,4 +195,4 @@ def test_a_program_importing_the_cli_keeps_its_collector_as_it_set_it(tmp_path, 
     done = subprocess.run(
         argv, capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120
     )
-    assert done.stdout.split() == ["True", "0"], done.stderr
+    assert done.stdout.split() == ["True", "0", str(sys.getswitchinterval())], done.stderr

@@ -57,10 +57,11 @@ def _as_cli() -> bool:
     )
 
 
-from verifyprof.contracts.plumbing import collector  # noqa: E402
+from verifyprof.contracts.plumbing import collector, threads  # noqa: E402
 
 if _as_cli():  # the collector pauses while this process loads modules (plumbing/collector.py)
     collector.take_over()
+    threads.switch_often()  # the read's and the JSON's threads beside the main one (threads.py)
 
 try:
     with collector.loading():

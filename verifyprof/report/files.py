@@ -13,10 +13,12 @@ import pandas as pd
 from verifyprof.contracts.bounds import require_finite
 from verifyprof.contracts.plumbing.outputs import atomic_path, stdout_bytes, write_bytes
 from verifyprof.contracts.plumbing.text import undecodable_data
+from verifyprof.contracts.plumbing.threads import ahead
 from verifyprof.contracts.schema import flat_rows
 from verifyprof.report.step_json import steps_json_batches
 
 STEP_BATCH = 8192  # step rows encoded at a time: bounds the output's working memory
+STEP_BATCHES_AHEAD = 4  # batches encoded while the summary is summed, before a byte is written
 
 
 def dumps(data: Any) -> bytes:
@@ -45,16 +47,20 @@ def stream_breakdown_json(
 ) -> None:
     """``result.to_json()`` written piecewise: same bytes once parsed, but the steps are
     encoded a batch of rows at a time (column-wise, :mod:`~verifyprof.report.step_json`), so a
-    million-kernel trace's output never sits in memory as one object tree. ``after``: keys
+    million-kernel trace's output never sits in memory as one object tree. The first batches
+    are encoded in a thread while this one sums the summary (Arrow's casts and joins run
+    without the GIL), at most :data:`STEP_BATCHES_AHEAD` of them held. ``after``: keys
     written after the summary (``breakdown``'s verdict)."""
     options = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-    head, summary, after = result.header(), result.summary(), after or {}
-    # before a byte
-    require_finite({"trace": head, "summary": summary, **after}, "the breakdown JSON")
-    header = orjson.dumps(head, option=options)
-    stream.write(header[:-1] + b',"steps":[')
-    for body in steps_json_batches(result.steps, STEP_BATCH):
-        stream.write(body)
+    batches = steps_json_batches(result.steps, STEP_BATCH)
+    with ahead(batches, STEP_BATCHES_AHEAD, "verifyprof-json") as bodies:
+        head, summary, after = result.header(), result.summary(), after or {}
+        # before a byte
+        require_finite({"trace": head, "summary": summary, **after}, "the breakdown JSON")
+        header = orjson.dumps(head, option=options)
+        stream.write(header[:-1] + b',"steps":[')
+        for body in bodies:
+            stream.write(body)
     stream.write(b'],"summary":' + orjson.dumps(summary, option=options))
     for key, value in after.items():
         stream.write(b"," + orjson.dumps(key) + b":" + orjson.dumps(value, option=options))

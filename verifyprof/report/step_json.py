@@ -40,9 +40,16 @@ def steps_json(rows: pd.DataFrame) -> bytes:
 def steps_json_batches(rows: pd.DataFrame, batch: int) -> Iterator[bytes]:
     """:func:`steps_json` of ``rows``, ``batch`` records at a time (the output's working memory
     is a batch's), each batch after the first led by its comma. The frame's layout and columns
-    are looked at once for every batch; its texts and attrs are coded a batch at a time."""
+    are looked at once for every batch, here (the batches may be encoded in another thread
+    while this one reads the frame: they touch its columns only); its texts and attrs are coded
+    a batch at a time."""
     mark_columns = marks(rows)  # the whole frame's: every record has the same keys
-    encoder = _Encoder.of(rows, mark_columns)
+    return _batches(rows, batch, mark_columns, _Encoder.of(rows, mark_columns))
+
+
+def _batches(
+    rows: pd.DataFrame, batch: int, mark_columns: tuple[str, ...], encoder: _Encoder | None
+) -> Iterator[bytes]:
     for start in range(0, len(rows), batch):
         stop = min(start + batch, len(rows))
         body = encoder.encode(start, stop) if encoder is not None else None
@@ -57,7 +64,7 @@ class _Encoder:
     """A frame's record layout: the literal before each value, and each value's column (a text
     column or ``attrs``, coded per batch, or an integer column, cast per batch)."""
 
-    rows: pd.DataFrame
+    texts: dict[str, pd.Series]  # the text columns and ``attrs``
     literals: list[pa.Scalar]  # before each value, then the record's close
     values: list[str]  # each value's column
     integers: list[np.ndarray]  # each integer column's values (the frame's own arrays)
@@ -90,18 +97,19 @@ class _Encoder:
         coded = {*TEXT_FIELDS, "attrs"}
         names = list(dict.fromkeys(v for v in values if v not in coded))
         integers = [rows[column].to_numpy() for column in names]
-        return cls(rows, literals, values, integers, {c: n for n, c in enumerate(names)})
+        texts = {column: rows[column] for column in coded}
+        return cls(texts, literals, values, integers, {c: n for n, c in enumerate(names)})
 
     def encode(self, start: int, stop: int) -> bytes | None:
         """Records ``start:stop``, comma-separated; None where a text column holds a value
         that is no string (the records path writes those)."""
         count = stop - start
         coded: dict[str, pa.Array | None] = {
-            field: _text_column(self.rows[field].iloc[start:stop]) for field in TEXT_FIELDS
+            field: _text_column(self.texts[field].iloc[start:stop]) for field in TEXT_FIELDS
         }
         if any(column is None for column in coded.values()):
             return None
-        coded["attrs"] = _attrs(self.rows["attrs"].iloc[start:stop])
+        coded["attrs"] = _attrs(self.texts["attrs"].iloc[start:stop])
         # every integer of the batch cast to text at once, column by column: each column's
         # texts are then one slice of the result (no copy)
         block = np.empty((len(self.integers), count), dtype=np.int64)
