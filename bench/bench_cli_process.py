@@ -7,6 +7,7 @@ run (every contender once per round, interleaved; ratios taken within a round, m
     python bench/bench_cli_process.py --kernels 200000 --rounds 3     # quick
     python bench/bench_cli_process.py --json out.json
     python bench/bench_cli_process.py --against ../main     # the code before, in the same rounds
+    python bench/bench_cli_process.py --against .head --against .variant  # several, each named
 
 Contenders, each a fresh process started here (``time.perf_counter`` around ``Popen`` ..
 ``wait``; stdout to /dev/null):
@@ -19,9 +20,10 @@ Contenders, each a fresh process started here (``time.perf_counter`` around ``Po
 * ``start-up``: ``python -m verifyprof.cli breakdown FILE`` with stderr on a pseudo-terminal,
   timed to the first byte it writes there (the status line: the user's first output).
 
-``--against DIR``: ``table`` and ``--json`` also run on another checkout's code (the code before a
-change), each right after this checkout's, in the same rounds, with their own ratios to the same
-round's ``fetchall``; the targets are checked on this checkout's alone.
+``--against DIR`` (repeatable): ``table`` and ``--json`` also run on another checkout's code (the
+code before a change, or a variant of it), each right after this checkout's, in the same rounds,
+with their own ratios to the same round's ``fetchall``, named ``table (DIR's name)``; the targets
+are checked on this checkout's alone.
 
 Targets (issue 43 item 6): table and --json at most 0.6x of fetchall on 16 cores, at most 1.0x on
 2 idle cores; start-up to first output under 0.3 s. The core count is this machine's
@@ -56,7 +58,6 @@ r = con.execute('SELECT start, "end", globalTid, correlationId, nameId'
 print(len(k), len(r))
 """
 CLI = [sys.executable, "-m", "verifyprof.cli", "breakdown"]
-AGAINST = " (--against)"
 TARGETS = {16: 0.6, 2: 1.0}  # cores: the most a CLI run may take, as a share of fetchall's time
 STARTUP_UNDER = 0.3
 
@@ -125,20 +126,23 @@ def export(kernels: int, out: Path) -> Path:
     return export_for(kernels, 8, out, regenerate=False)
 
 
-def run(path: Path, rounds: int, against: Path | None = None) -> dict:
+def run(path: Path, rounds: int, against: list[Path] = ()) -> dict:
     contenders = {"fetchall": lambda: measured([sys.executable, "-c", FETCHALL, str(path)])}
+    others = {f"{code.name}": code for code in against}
+    if len(others) != len(against):
+        raise SystemExit("--against: give checkouts of distinct folder names (each names its row)")
     for name, extra in (("table", []), ("--json", ["--json"])):
         contenders[name] = lambda extra=extra: measured([*CLI, str(path), *extra])
-        if against is not None:
-            contenders[name + AGAINST] = lambda extra=extra: measured(
-                [*CLI, str(path), *extra], against
+        for label, code in others.items():
+            contenders[f"{name} ({label})"] = lambda extra=extra, code=code: measured(
+                [*CLI, str(path), *extra], code
             )
     times: dict[str, list[float]] = {name: [] for name in contenders}
     cpu: dict[str, list[float]] = {name: [] for name in contenders}
     startup: list[float] = []
     timed([*CLI, str(path)])  # the page cache and bytecode warm before round 1, for every one
-    if against is not None:
-        measured([*CLI, str(path)], against)
+    for code in against:
+        measured([*CLI, str(path)], code)
     for r in range(rounds):
         for name, go in contenders.items():
             one = go()
@@ -158,7 +162,7 @@ def run(path: Path, rounds: int, against: Path | None = None) -> dict:
     }
     return {
         "file": str(path),
-        "against": str(against) if against is not None else None,
+        "against": [str(code) for code in against],
         "cores": len(os.sched_getaffinity(0)),
         "seconds": {n: statistics.median(v) for n, v in times.items()},
         "cpu_s": {n: statistics.median(v) for n, v in cpu.items()},
@@ -181,11 +185,21 @@ def verdicts(result: dict) -> list[tuple[str, bool | None]]:
     limit = TARGETS.get(cores)
     out = []
     for name, ratio in result["ratios"].items():
-        if name.endswith(AGAINST):
-            out.append((f"{name} {ratio:.2f}x of fetchall (the other checkout)", None))
+        if name not in ("table", "--json"):
+            low, high = result["ratio_range"][name]
+            out.append(
+                (f"{name} {ratio:.3f}x of fetchall, rounds {low:.2f}-{high:.2f} (another)", None)
+            )
             continue
+        low, high = result["ratio_range"][name]
         met = None if limit is None else ratio <= limit
-        out.append((f"{name} {ratio:.2f}x of fetchall (target on {cores} cores: {limit})", met))
+        out.append(
+            (
+                f"{name} {ratio:.3f}x of fetchall, rounds {low:.2f}-{high:.2f}"
+                f" (target on {cores} cores: {limit})",
+                met,
+            )
+        )
     s = result["startup_s"]
     out.append((f"start-up to first output {s:.3f} s (target < {STARTUP_UNDER} s)", s < 0.3))
     return out
@@ -201,13 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--against",
         type=Path,
-        help="another checkout (the code before a change): table and --json also run on its"
-        " code, right after this checkout's, in the same rounds",
+        action="append",
+        default=[],
+        help="another checkout (the code before a change, a variant; repeatable): table and"
+        " --json also run on its code, right after this checkout's, in the same rounds",
     )
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.file or export(args.kernels, args.out)
-    result = run(path, args.rounds, args.against.resolve() if args.against else None)
+    result = run(path, args.rounds, [code.resolve() for code in args.against])
     print(
         f"{path.name}: {result['cores']} cores, medians of {args.rounds} rounds: "
         + ", ".join(f"{n} {s:.2f} s" for n, s in result["seconds"].items())

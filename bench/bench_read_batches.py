@@ -1,13 +1,17 @@
-"""The export's big read beside the CLI's imports, by Arrow batch size (``BATCH_ROWS``): each of
-the read's threads takes the GIL once per batch and column to copy it out, while the main thread
-loads pandas and the analysis; larger batches take it fewer times.
+"""The export's big read beside the CLI's imports, by Arrow batch size (``BATCH_ROWS``) and the
+interpreter's switch interval: each of the read's threads takes the GIL once per batch and column
+to copy it out, while the main thread loads pandas and the analysis; larger batches take it fewer
+times, and a shorter interval makes the main thread hand it over sooner (Python's 5 ms: a thread
+asking for the GIL held by a busy thread waits that long).
 
     python bench/bench_read_batches.py --kernels 1000000 --rounds 5 --batches 16384 65536
+    python bench/bench_read_batches.py --switch 0.005 0.0005      # each batch size with each
 
-Each round runs one fresh process per batch size, interleaved: the process starts the read of
-the export's kernel and runtime tables (``shared_read._read_split``, the shares the CLI would use
-on this machine's CPUs) in a thread, imports what the CLI imports meanwhile, and reports the
-read's wall time and the time to both done. Medians, and each size's against the first's.
+Each round runs one fresh process per variant (batch size, interval), interleaved: the process
+sets the interval, starts the read of the export's kernel and runtime tables
+(``shared_read._read_split``, the shares the CLI would use on this machine's CPUs) in a thread,
+imports what the CLI imports meanwhile, and reports the read's wall time and the time to both
+done. Medians, and each variant's against the first's.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import verifyprof.trace.nsys.columns as columns
 from verifyprof.trace.nsys import shared_read
 from verifyprof.trace.shares import process_shares
 columns.BATCH_ROWS = int(sys.argv[2])
+sys.setswitchinterval(float(sys.argv[3]))
 path = Path(sys.argv[1])
 shares = process_shares(path, min(8, columns.usable_cpus()))
 took = {}
@@ -51,16 +56,20 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, nargs="+", default=[16_384, 65_536])
+    parser.add_argument(
+        "--switch", type=float, nargs="+", default=[0.005], help="switch intervals, seconds"
+    )
     args = parser.parse_args()
     from bench_cli_process import _env, export
 
     path = export(args.kernels, HERE / "out" / "ranks")
-    runs: dict[int, list[tuple[float, float]]] = {b: [] for b in args.batches}
+    variants = [(b, s) for b in args.batches for s in args.switch]
+    runs: dict[tuple[int, float], list[tuple[float, float]]] = {v: [] for v in variants}
     for n in range(args.rounds):
         line = []
-        for batch in args.batches:
+        for batch, switch in variants:
             done = subprocess.run(
-                [sys.executable, "-c", PROBE, str(path), str(batch)],
+                [sys.executable, "-c", PROBE, str(path), str(batch), str(switch)],
                 capture_output=True,
                 text=True,
                 env=_env(HERE.parent),
@@ -68,14 +77,17 @@ def main() -> None:
                 check=True,
             )
             read, both = map(float, done.stdout.split())
-            runs[batch].append((read, both))
-            line.append(f"{batch}: read {read:.3f} s, with the imports {both:.3f} s")
+            runs[batch, switch].append((read, both))
+            line.append(f"{batch}/{switch * 1000:g} ms: read {read:.3f} s, both {both:.3f} s")
         print(f"round {n + 1}: " + "; ".join(line), flush=True)
-    first = statistics.median(b for _, b in runs[args.batches[0]])
-    for batch, seen in runs.items():
+    first = statistics.median(b for _, b in runs[variants[0]])
+    for (batch, switch), seen in runs.items():
         read = statistics.median(r for r, _ in seen)
         both = statistics.median(b for _, b in seen)
-        print(f"batch {batch}: medians read {read:.3f} s, both {both:.3f} s ({both / first:.2f}x)")
+        print(
+            f"batch {batch}, switch interval {switch * 1000:g} ms: medians read {read:.3f} s,"
+            f" both {both:.3f} s ({both / first:.2f}x)"
+        )
 
 
 if __name__ == "__main__":
