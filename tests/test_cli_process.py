@@ -196,3 +196,23 @@ def test_a_program_importing_the_cli_keeps_its_collector_as_it_set_it(tmp_path, 
         argv, capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120
     )
     assert done.stdout.split() == ["True", "0", str(sys.getswitchinterval())], done.stderr
+
+
+def test_the_cli_parses_its_options_without_loading_pydantic():
+    """typer 0.29 coerces every option through a pydantic TypeAdapter: the import and the
+    adapters doubled the start-up before the first output (bench/README, typer's versions);
+    pyproject keeps typer below it."""
+    probe = (
+        "import sys\n"
+        "sys.argv = ['verifyprof', 'breakdown', 'no-such-trace.sqlite', '--json']\n"
+        "from verifyprof import cli\n"
+        "try:\n"
+        "    cli.main()\n"
+        "except SystemExit as done:\n"
+        "    print(done.code, 'pydantic' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=_env(), cwd=REPO,
+        timeout=120,
+    )  # fmt: skip
+    assert done.stdout.split() == ["2", "False"], done.stderr
