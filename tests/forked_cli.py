@@ -41,7 +41,6 @@ PREIMPORT = (  # what the analysis commands import; nothing that reads the envir
     "sqlite3",
     "adbc_driver_sqlite.dbapi",
     "typer",
-    "typer._adapters",
     "typer._click.decorators",
     "rich.console",
     "plotly.graph_objects",
