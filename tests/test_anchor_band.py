@@ -79,3 +79,14 @@ def test_one_baseline_runs_samples_are_shown_as_an_anchoring_rate():
         "anchoring rate: speculating, the baseline run's per-sample rates (--baseline-run,"
         " unprofiled): n=6, median 22.7 tok/s, spread 51.6% (13.5, 22.9, 23.7, 25.2, 21.5, 22.5)"
     ]
+
+
+def test_the_console_shows_the_rate_band_beside_the_best_rate():
+    """The best k's line is a rate a user holds against a measurement: its band is the rate's
+    (``rate_band``); "within the band" still compares k by ``band``."""
+    curve = json.loads(verifyprof("whatif", str(B6), *ARGS, "--json").stdout)["draft_curve"]
+    best = next(p for p in curve["points"] if p["num_draft"] == curve["best_num_draft"])
+    assert f"{best['rate_band']:.0%}" != f"{best['band']:.0%}"  # the two differ here
+    shown = verifyprof("whatif", str(B6), *ARGS, env={"COLUMNS": "200"})
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("Best draft count"))
+    assert f"+/-{best['rate_band']:.0%}," in line and f"+/-{best['band']:.0%}" not in line

@@ -13,6 +13,7 @@ from typing import Any
 from rich.markup import escape
 
 from verifyprof.contracts.plumbing.text import counted
+from verifyprof.model.decision.load_points import rate_band
 from verifyprof.report.layout import Console
 
 NUMBERS = ("Today:", "After the")  # the verdict's sentences the lines below say in numbers
@@ -145,8 +146,9 @@ def _best_k(result: dict[str, Any], width: int) -> list[str]:
     best = next(p for p in curve["points"] if p["num_draft"] == curve["best_num_draft"])
     top = max(p["num_draft"] for p in curve["points"])
     basis = best.get("basis") or best.get("verify_source") or "predicted"
-    if best.get("band") and basis not in ("measured", "given"):  # a given number has no band
-        basis += f" +/-{best['band']:.0%}"
+    band = rate_band(best)  # the rate's own: "within the band" below compares k by ``band``
+    if band and basis not in ("measured", "given"):  # a given number has no band
+        basis += f" +/-{band:.0%}"
     when = " today" if _after_plan(result) else ""  # a load after the plan stands below
     ks = curve.get("best_num_draft_set") or []
     also = f", k={ks[0]}-{ks[-1]} within the band" if len(ks) > 1 else ""

@@ -8,6 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from verifyprof.model.decision.load_points import rate_band
 from verifyprof.report.figures import COLOURS
 
 # A point's basis, from the most to the least confident, as a colour of the colour table: its
@@ -24,7 +25,7 @@ BASIS_COLOURS = {
 def basis_words(point: dict[str, Any]) -> str:
     """``measured``, ``extrapolated +/-12%``: a point's basis and band, as whatif prints it."""
     basis = point.get("basis") or point.get("verify_source") or "predicted"
-    band = point.get("band") or 0.0
+    band = rate_band(point) or 0.0
     return basis if basis == "measured" or not band else f"{basis} +/-{band:.0%}"
 
 
@@ -46,7 +47,7 @@ def add_bands(fig: go.Figure, xs: list, points: list[dict[str, Any]], y: str, na
                 mode="markers",
                 error_y={
                     "type": "data",
-                    "array": [p[y] * (p.get("band") or 0.0) for _, p in chosen],
+                    "array": [p[y] * (rate_band(p) or 0.0) for _, p in chosen],
                     "color": colour,
                     "thickness": 1.5,
                 },

@@ -4,6 +4,7 @@ server settings per load range (the same numbers as ``whatif``'s console and ``l
 
 from __future__ import annotations
 
+from verifyprof.model.decision.load_points import rate_band
 from verifyprof.report import figures_load
 from verifyprof.report.data import ReportData
 from verifyprof.report.figures_basis import basis_words
@@ -33,7 +34,7 @@ def load_section(data: ReportData) -> list[str]:
                     ("plain", "-" if plain is None else f"{plain['tokens_per_s']:.1f}"),
                     ("bound", "compute" if best["compute_bound"] else "bandwidth"),
                     ("basis", shown.get("basis") or "-"),
-                    ("band", f"+/-{shown['band']:.0%}" if shown.get("band") else "-"),
+                    ("band", f"+/-{band:.0%}" if (band := rate_band(best)) else "-"),
                 ]
             )
         out.append(

@@ -6,6 +6,7 @@ curve and the tokens/s heatmap."""
 from __future__ import annotations
 
 from verifyprof.model.decision.candidates import Ranking
+from verifyprof.model.decision.load_points import rate_band
 from verifyprof.model.decision.verdict import accept_reach
 from verifyprof.report import figures_cycle
 from verifyprof.report.data import ReportData
@@ -290,7 +291,7 @@ def _drafts_table(r: Ranking) -> str:
                 ("accept_len", f"{p['accept_len']:.2f}"),
                 ("tokens_per_s", f"{p['tokens_per_s']:.1f}"),
                 ("basis", p.get("basis") or "-"),
-                ("band", f"+/-{p['band']:.0%}" if p.get("band") else "-"),
+                ("band", f"+/-{band:.0%}" if (band := rate_band(p)) else "-"),
             ]
             for p in r.curve.points
         ],

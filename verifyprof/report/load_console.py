@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from verifyprof.model.decision.load_points import rate_band
 from verifyprof.report.layout import Col, Console, fitted_table, hanging
 
 
@@ -118,7 +119,7 @@ def _basis(row: dict[str, Any], best: dict[str, Any]) -> str:
     """What the row's answer rests on and its band: ``extrap +/-12%``, ``~`` bound marks."""
     basis = row.get("basis") or best.get("basis") or best.get("source", "")
     word = BASIS_WORDS.get(basis, basis)
-    band = row.get("band")
+    band = rate_band(best)  # the row's rate is its best point's
     return f"{word} +/-{band:.0%}" if band and basis != "measured" else word
 
 

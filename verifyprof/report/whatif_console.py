@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from verifyprof.contracts.plumbing.text import counted
+from verifyprof.model.decision.load_points import rate_band
 from verifyprof.model.decision.verdict import accept_reach
 from verifyprof.report.assumptions import print_assumptions, verdict_warnings
 from verifyprof.report.console_decision import print_decision
@@ -323,7 +324,7 @@ def _basis_band(point: dict[str, Any]) -> str:
     """The point's basis and band (the rate's), as the one screen words them."""
     if not point.get("basis"):
         return ""
-    band = point.get("band")
+    band = rate_band(point)
     return SHORT.get(point["basis"], point["basis"]) + (
         f" +/-{100 * band:.0f}%" if band is not None else ""
     )

@@ -146,6 +146,13 @@ def _measured_plain(m: Measured, batch: int, context: float) -> tuple[float, Cap
     return None
 
 
+def rate_band(point: dict[str, Any]) -> float | None:
+    """The band to show beside a point's rate: how far the rate itself may lie (``rate_band``,
+    with its capture's anchor error, where it has one), not ``band`` (what comparisons between
+    k use: the best-k set, the verdict; docs/GLOSSARY.md)."""
+    return point.get("rate_band", point.get("band"))
+
+
 def _bands(band: float, anchored_on: Scenario) -> dict[str, float]:
     """A point's ``band`` (how far it may lie from the capture's own cycle moved here: what
     comparisons between k use) and, where the capture's anchor is the median of samples that
