@@ -51,8 +51,10 @@ def test_a_process_confined_to_one_cpu_runs_its_queries_on_its_own_thread():
     assert _confined(QUERIES) == ["True"]  # no pool of threads for one CPU
 
 
-def _confined(probe: str) -> list[str]:
-    """What ``probe`` prints, run in a fresh process that confines itself to one CPU."""
+def _confined(probe: str, cgroup: Path | None = None) -> list[str]:
+    """What ``probe`` prints, run in a fresh process (that confines itself to one CPU, or that
+    joins the cgroup in folder ``cgroup`` before it starts)."""
+    join = None if cgroup is None else lambda: (cgroup / "tasks").write_text(str(os.getpid()))
     done = subprocess.run(
         [sys.executable, "-c", probe],
         capture_output=True,
@@ -60,6 +62,7 @@ def _confined(probe: str) -> list[str]:
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         timeout=120,
+        preexec_fn=join,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
@@ -108,21 +111,6 @@ def cgroup(tmp_path):
         folder.rmdir()
 
 
-def _in_cgroup(probe: str, folder: Path) -> list[str]:
-    """What ``probe`` prints, run in a fresh process that joins the cgroup in ``folder``."""
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        timeout=120,
-        preexec_fn=lambda: (folder / "tasks").write_text(str(os.getpid())),
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()
-
-
 SPLIT = """
 from verifyprof.contracts.plumbing.cpus import usable_cpus
 from verifyprof.pipeline.map_task import default_workers
@@ -134,18 +122,18 @@ print(usable_cpus(), len(slices), default_workers(8))
 
 @QUOTA
 def test_a_process_under_half_a_cpu_of_quota_reads_in_two_slices_and_maps_in_this_process(cgroup):
-    assert _in_cgroup(SPLIT, cgroup(0.5)) == ["1", "2", "1"]  # half a CPU: one, rounded up
+    assert _confined(SPLIT, cgroup(0.5)) == ["1", "2", "1"]  # half a CPU: one, rounded up
 
 
 @QUOTA
 @CONFINABLE
 def test_a_quota_of_one_and_a_half_cpus_is_two(cgroup):
-    assert _in_cgroup(SPLIT, cgroup(1.5))[0] == "2"
+    assert _confined(SPLIT, cgroup(1.5))[0] == "2"
 
 
 @QUOTA
 def test_the_quota_of_a_cgroup_above_this_one_binds_too(cgroup):
-    assert _in_cgroup(SPLIT, cgroup(0, parent=cgroup(0.5)))[0] == "1"  # no quota of its own
+    assert _confined(SPLIT, cgroup(0, parent=cgroup(0.5)))[0] == "1"  # no quota of its own
 
 
 def test_a_cgroup_v2_quota_is_read_from_cpu_max_of_the_tightest_level(tmp_path):
