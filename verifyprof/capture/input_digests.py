@@ -36,6 +36,16 @@ def input_digests(target: list[str], cwd: Path | None = None) -> list[dict]:
     return out
 
 
+def file_digest(path: Path) -> str | None:
+    """One file's fingerprint, as :func:`input_digests` takes it; None where it is no regular
+    file that can be read (a fingerprint is evidence, never a need)."""
+    try:
+        info = path.stat()
+        return _digest(path, info.st_size) if stat.S_ISREG(info.st_mode) else None
+    except (OSError, ValueError):
+        return None
+
+
 def _digest(path: Path, size: int) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:

@@ -22,7 +22,7 @@ from verifyprof.capture.hooks.search_path import (
     is_main_module,
     program_folder,
 )
-from verifyprof.capture.input_digests import input_digests
+from verifyprof.capture.input_digests import file_digest, input_digests
 from verifyprof.capture.process import ManagedProcess, StopReport
 from verifyprof.capture.request import (
     CaptureOptions,
@@ -70,6 +70,7 @@ class CaptureSession:
         self.presets = hook_presets(opts)
         self.hook_env: dict[str, str] = {}
         self.prompts: list[driver.Prompt] = []
+        self.prompts_digest: str | None = None  # the --prompts file's fingerprint
         self.program_folder: Path | None = None  # what the target's Python puts first on sys.path
         self.trace_ranges: int | None = None  # verifyprof ranges in the exported nsys trace
         self.no_ranges = False  # hooks were asked for and no verifyprof range was recorded
@@ -139,6 +140,7 @@ class CaptureSession:
                 "input_len": opts.input_len,
                 "output_len": opts.output_len,
                 "prompts": str(opts.prompts) if opts.prompts else "builtin",
+                "prompts_digest": self.prompts_digest,  # taken before the server started
                 "warmup": opts.warmup,
                 "temperature": opts.temperature,
                 "completed": len(self.results),
@@ -192,6 +194,7 @@ class CaptureSession:
             self.prompts = (
                 driver.load_prompts(opts.prompts) if opts.prompts else driver.builtin_prompts()
             )
+            self.prompts_digest = file_digest(Path(opts.prompts)) if opts.prompts else None
             argv, host, port = server_address(split_server_cmd(opts.server_cmd or ""), opts.port)
             check_port_free(port, host)
             self.base_url = f"http://{host}:{port}"

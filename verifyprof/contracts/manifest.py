@@ -249,9 +249,10 @@ def read_manifest(
                 f"manifest field 'results' must be an object, got {results!r}", path
             )
         values = {name: results.get(key) for name, key in RESULT_KEYS.items()}
-        # what ran, at which loads, when and where: several captures are one program's (model.
-        # decision.captures), a --concurrency list splits one trace into measured points
-        what = ("command", "loads", "load", "started_at", "versions")
+        # what ran (a server's: driven by which workload), at which loads, when and where:
+        # several captures are one program's (model.decision.captures), a --concurrency list
+        # splits one trace into measured points
+        what = ("command", "loads", "load", "started_at", "versions", "workload")
         kept = {"results": results} | {k: data[k] for k in what if k in data}
         check_kept(kept, path)
         return with_dilation(_manifest(path, values, kept), data.get("dilation"))

@@ -13,9 +13,17 @@ from verifyprof.contracts.errors import VerifyprofError
 
 
 def check_kept(kept: dict[str, Any], path: Path) -> None:
-    """The fields several captures compare, each as capture writes it: ``loads`` a list of
-    load records (a number was a TypeError, a string counted its letters as loads) and
-    ``started_at`` a time with its UTC offset (one without, beside one with, was a TypeError)."""
+    """The fields several captures compare, each as capture writes it: ``workload`` an object,
+    ``loads`` a list of load records (a number was a TypeError, a string counted its letters as
+    loads) and ``started_at`` a time with its UTC offset (one without, beside one with, was a
+    TypeError)."""
+    workload = kept.get("workload")
+    if workload is not None and not isinstance(workload, dict):
+        raise VerifyprofError(
+            f"manifest field 'workload' must be an object (a server capture's workload), got"
+            f" {workload!r:.60}",
+            path,
+        )
     loads = kept.get("loads")
     if loads is not None and not (
         isinstance(loads, list) and all(isinstance(load, dict) for load in loads)

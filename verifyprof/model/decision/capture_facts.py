@@ -21,6 +21,35 @@ def inputs_of(manifest: Manifest | None) -> dict[int, str]:
     return recorded_inputs(manifest.raw if manifest is not None else None)
 
 
+# what a server capture's workload sets, as the capture options that set it: a server's captures
+# are of one program where its command and these agree (the prompts by their contents, where
+# the capture fingerprinted them; --input-len sizes each prompt: a context; --temperature changes
+# what is accepted). --concurrency and --requests are its load and run length, --output-len too.
+WORKLOAD_OPTIONS = (
+    ("prompts", "--prompts"),
+    ("input_len", "--input-len"),
+    ("temperature", "--temperature"),
+)
+
+
+def workload_args(manifest: Manifest | None) -> tuple[list[str], dict[int, str]]:
+    """A server capture's workload as capture options, to follow its server's command: (the
+    arguments, their index -> the ``--prompts`` file's fingerprint); none for a program's."""
+    raw = manifest.raw if manifest is not None else {}
+    workload = raw.get("workload") if isinstance(raw, dict) else None
+    if not isinstance(workload, dict):
+        return [], {}
+    args: list[str] = []
+    digests: dict[int, str] = {}
+    for key, option in WORKLOAD_OPTIONS:
+        if workload.get(key) is None:
+            continue
+        args += [option, str(workload[key])]
+        if key == "prompts" and workload.get("prompts_digest"):
+            digests[len(args) - 1] = str(workload["prompts_digest"])
+    return args, digests
+
+
 def results_of(manifest: Manifest | None) -> dict:
     raw = manifest.raw if manifest is not None else {}
     res = raw.get("results") if isinstance(raw, dict) else None

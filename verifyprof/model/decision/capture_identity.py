@@ -1,5 +1,6 @@
 """Whether several captures are of one program (issue 41): their commands compared argument by
-argument, the program's identity being its command with its load masked.
+argument, the program's identity being its command with its load masked (a server's capture:
+its server's command, then the capture options of the workload that drove it).
 
 An argument is load, not identity, where the capture itself says so (its ``load`` record's
 template put a ``{batch}``, ``{num_draft}`` or ``{context}`` there), where the evidence of both
@@ -27,10 +28,12 @@ from verifyprof.model.decision.capture_facts import (
     load_template,
     results_of,
     target_of,
+    workload_args,
 )
 
-# a program's options that set its load, or only name its outputs and run length: captures may
-# differ in these without the evidence (a convenience, not the only way in: see the module)
+# a program's options that set its load, or only name its outputs, run length or address:
+# captures may differ in these without the evidence (a convenience, not the only way in: see the
+# module)
 LOAD_OPTIONS = frozenset(
     {
         "--batch",
@@ -52,6 +55,8 @@ LOAD_OPTIONS = frozenset(
         "--sweep-steps",
         "--concurrency",
         "--requests",
+        "--port",  # where a server listens: two captures of one server on two ports
+        "--host",
     }
 )
 NOT_LOAD = "none"  # a declared option captures may differ in that sets no load (a path)
@@ -111,7 +116,9 @@ def command_of(label: str, manifest: Manifest | None, batch: int | None, width: 
         axis: frozenset(v for v in values if v is not None) for axis, values in evidence.items()
     }
     digests = {i - at - 1: d for i, d in inputs_of(manifest).items() if i > at}
-    return Command(label, program, args, templated, clean, digests)
+    workload, fingerprints = workload_args(manifest)  # a server's: after its command
+    digests |= {len(args) + i: d for i, d in fingerprints.items()}
+    return Command(label, program, args + tuple(workload), templated, clean, digests)
 
 
 @dataclass(frozen=True)
