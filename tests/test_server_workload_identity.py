@@ -13,6 +13,7 @@ from test_capture_cli import untraced_capture_args
 
 from verifyprof.contracts.errors import VerifyprofError
 from verifyprof.contracts.manifest import read_manifest as manifest_of
+from verifyprof.model.decision.capture_facts import stated_context
 from verifyprof.model.decision.capture_identity import command_of, load_differences
 
 PROMPTS = [{"prompt": "Explain speculative decoding in one line.", "max_new_tokens": 16}]
@@ -21,17 +22,19 @@ OTHER = [{"prompt": "Write a haiku about GPUs.", "max_new_tokens": 16}]
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory):
-    """Three captures of one server: prompts A, the same prompts at another path, prompts B."""
+    """Captures of one server: prompts A, the same prompts at another path, prompts B; prompts A
+    grown to 32 and to 256 tokens (``--input-len``)."""
     root = tmp_path_factory.mktemp("server-workloads")
     tag = new_tag()
-    files = {"a": PROMPTS, "a-copy": PROMPTS, "b": OTHER}
+    files = {"a": PROMPTS, "a-copy": PROMPTS, "b": OTHER, "short": PROMPTS, "long": PROMPTS}
+    lengths = {"short": ("--input-len", "32"), "long": ("--input-len", "256")}
     made = {}
     try:
         for name, prompts in files.items():
             path = root / f"{name}.jsonl"
             path.write_text("".join(json.dumps(p) + "\n" for p in prompts))
             out = root / name
-            extra = ("--prompts", str(path))
+            extra = ("--prompts", str(path), *lengths.get(name, ()))
             ran = run_capture(untraced_capture_args(out, free_port(), extra=extra), tag)
             assert ran.returncode == 0, ran.stderr
             made[name] = (out, path)
@@ -72,3 +75,13 @@ def test_a_manifest_whose_workload_is_no_object_is_refused_naming_it(captures, t
     edited.write_text(json.dumps(doc))
     with pytest.raises(VerifyprofError, match="manifest field 'workload' must be an object"):
         manifest_of(edited)
+
+
+def test_prompts_of_two_lengths_are_two_contexts_once_declared(captures):
+    short, long = _command(captures, "short"), _command(captures, "long")
+    with pytest.raises(VerifyprofError, match="--input-len 256 against 32"):
+        load_differences(short, long)
+    declared = (("--input-len", "context"),)
+    assert load_differences(short, long, declared) == {"--input-len": "context", "--port": None}
+    manifest = manifest_of(captures["long"][0] / "manifest.json")
+    assert stated_context(manifest, None, "long", declared) == (256, "its command's --input-len")

@@ -135,7 +135,7 @@ def stated_context(
     found = load_axis(manifest, "context")
     if found is not None:
         return found
-    target = target_of(manifest)
+    target = target_of(manifest) + workload_args(manifest)[0]  # a server's workload too
     names = [n for n, axis in load_options if axis == "context"] + list(CONTEXT_OPTIONS)
     for name in names:
         value = as_num(option_of(target, name))
