@@ -178,18 +178,19 @@ MAPPING_PROGRAM = (
 )
 
 
-@pytest.mark.parametrize("started", ["-c", "-m"])
+@pytest.mark.parametrize("started", ["-c", "-m", "-m, the CLI's -m among its arguments"])
 def test_a_program_importing_the_cli_keeps_its_collector_as_it_set_it(tmp_path, started):
     """Run as ``python -c`` or as ``python -m tool`` (whose ``sys.argv[0]`` is ``-m`` while its
     package imports verifyprof), a program's map forks workers and loads the model as the CLI's
     does: its collector stays on, none of its objects are frozen, its switch interval is its
     own."""
     ranks = _two_ranks(tmp_path / "ranks")
-    if started == "-m":
+    if started.startswith("-m"):
         (tmp_path / "tool").mkdir()
         (tmp_path / "tool" / "__init__.py").write_text(MAPPING_PROGRAM)
         (tmp_path / "tool" / "__main__.py").write_text("")
-        argv = [sys.executable, "-m", "tool", str(ranks)]
+        forwarded = ["-m", "verifyprof.cli"] if "among" in started else []  # a launcher's
+        argv = [sys.executable, "-m", "tool", *forwarded, str(ranks)]
     else:
         argv = [sys.executable, "-c", MAPPING_PROGRAM, str(ranks)]
     done = subprocess.run(

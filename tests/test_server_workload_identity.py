@@ -23,7 +23,7 @@ OTHER = [{"prompt": "Write a haiku about GPUs.", "max_new_tokens": 16}]
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory):
     """Captures of one server: prompts A, the same prompts at another path, prompts B; prompts A
-    grown to 32 and to 256 tokens (``--input-len``)."""
+    grown to 32 and to 256 tokens (``--input-len``); one path whose file changed between two."""
     root = tmp_path_factory.mktemp("server-workloads")
     tag = new_tag()
     files = {"a": PROMPTS, "a-copy": PROMPTS, "b": OTHER, "short": PROMPTS, "long": PROMPTS}
@@ -38,6 +38,13 @@ def captures(tmp_path_factory):
             ran = run_capture(untraced_capture_args(out, free_port(), extra=extra), tag)
             assert ran.returncode == 0, ran.stderr
             made[name] = (out, path)
+        shared = root / "shared.jsonl"  # one path, its file edited between two captures
+        for name, prompts in (("same-1", PROMPTS), ("same-2", OTHER)):
+            shared.write_text("".join(json.dumps(p) + "\n" for p in prompts))
+            extra = ("--prompts", str(shared))
+            ran = run_capture(untraced_capture_args(root / name, free_port(), extra=extra), tag)
+            assert ran.returncode == 0, ran.stderr
+            made[name] = (root / name, shared)
     finally:
         kill_tagged(tag)
     return made
@@ -59,6 +66,11 @@ def test_server_captures_driven_by_prompts_of_other_contents_are_not_one_program
     with pytest.raises(VerifyprofError, match=r"--prompts .*b\.jsonl against .*a\.jsonl"
                        r" \(the files' contents differ\)"):  # fmt: skip
         load_differences(_command(captures, "a"), _command(captures, "b"))
+
+
+def test_one_prompts_path_whose_file_changed_between_captures_is_not_one_input(captures):
+    with pytest.raises(VerifyprofError, match=r"--prompts (\S+) against \1 \(the files' contents"):
+        load_differences(_command(captures, "same-1"), _command(captures, "same-2"))
 
 
 def test_the_same_prompts_at_another_path_are_one_input(captures):

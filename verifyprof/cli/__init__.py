@@ -47,14 +47,17 @@ import signal  # noqa: E402
 def _as_cli() -> bool:
     """The console script or ``python -m verifyprof.cli``: the guard stays until main(). While
     ``-m`` imports a module's packages ``sys.argv[0]`` is ``-m`` for any module: the command line
-    as given says which (a program run as ``python -m tool`` that imports this is not the CLI)."""
+    as given says which, at the interpreter's own ``-m`` (the element before the program's
+    arguments: a program run as ``python -m tool -m verifyprof.cli`` that imports this is not
+    the CLI)."""
     started = os.path.basename(sys.argv[0] if sys.argv else "")
     if started != "-m":
         return started == "verifyprof"
     given = list(getattr(sys, "orig_argv", []))
-    return any(a == "-m" and b == "verifyprof.cli" for a, b in zip(given, given[1:])) or any(
-        a == "-mverifyprof.cli" for a in given
-    )
+    at = len(given) - len(sys.argv)  # sys.argv is ["-m", *the program's arguments]
+    if at < 1:
+        return False
+    return given[at] == "-mverifyprof.cli" or given[at - 1 : at + 1] == ["-m", "verifyprof.cli"]
 
 
 from verifyprof.contracts.plumbing import collector, threads  # noqa: E402
