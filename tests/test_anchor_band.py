@@ -90,3 +90,15 @@ def test_the_console_shows_the_rate_band_beside_the_best_rate():
     shown = verifyprof("whatif", str(B6), *ARGS, env={"COLUMNS": "200"})
     line = next(x for x in shown.stdout.splitlines() if x.startswith("Best draft count"))
     assert f"+/-{best['rate_band']:.0%}," in line and f"+/-{best['band']:.0%}" not in line
+
+
+def test_the_load_rows_carry_their_best_rates_band_and_the_console_words_it_so():
+    curve = json.loads(verifyprof("whatif", str(B6), *ARGS, "--json").stdout)["load_curve"]
+    rows = curve["contexts"][0]["rows"]
+    for row in rows:
+        best = next(p for p in row["points"] if p["num_draft"] == row["best_num_draft"])
+        assert row["rate_band"] == best["rate_band"] and row["band"] == best["band"]
+    start = curve["contexts"][0]["extrapolated_from_batch"]
+    widest = max(r["rate_band"] for r in rows if r["batch"] >= start)
+    shown = verifyprof("whatif", str(B6), *ARGS, env={"COLUMNS": "200"}).stdout
+    assert f"batch {start} and up extrapolated (up to +/-{widest:.0%})" in shown

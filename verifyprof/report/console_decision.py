@@ -179,8 +179,8 @@ def _load(result: dict[str, Any], width: int) -> list[str]:
             head += f" ({_load_basis(curve)})"
         lines += _wrap(f"{head}: {_ranges_words(curve)}", width)
         if curve.get("extrapolated_from_batch") is not None:  # where measurements stop
-            band = max(
-                (r.get("band") or 0.0)
+            band = max(  # how far the rows' rates may lie, as the load table shows them
+                (rate_band(r) or 0.0)
                 for r in curve["rows"]
                 if r["batch"] >= curve["extrapolated_from_batch"]
             )
@@ -258,7 +258,7 @@ def _load_basis(curve: dict[str, Any]) -> str:
             kind = point.get("basis") or (
                 "measured" if "measured" in str(point.get("source", "")) else "roofline"
             )
-            band = max(band, float(point.get("band") or 0.0))
+            band = max(band, float(rate_band(point) or 0.0))
             if kind not in kinds:
                 kinds.append(kind)
     return "/".join(kinds) + (f", within {band:.0%}" if band else "")
