@@ -156,6 +156,45 @@ def test_a_cgroup_v2_quota_is_read_from_cpu_max_of_the_tightest_level(tmp_path):
     assert quota_cpus(proc) == 3
 
 
+def _proc(tmp_path: Path, cgroup: str, mounts: list[tuple[str, Path]]) -> Path:
+    """/proc/self's cgroup and mountinfo of a cgroup v2 process: its cgroup's path, and each
+    unified mount's (root, folder)."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "cgroup").write_text(f"0::{cgroup}\n")
+    (proc / "mountinfo").write_text(
+        "".join(
+            f"{30 + i} 25 0:{26 + i} {root} {point} rw - cgroup2 cgroup2 rw\n"
+            for i, (root, point) in enumerate(mounts)
+        )
+    )
+    return proc
+
+
+def test_a_cgroup_mount_that_does_not_hold_this_process_sets_it_no_quota(tmp_path):
+    from verifyprof.contracts.plumbing.cpus import quota_cpus
+
+    host, vm = tmp_path / "host", tmp_path / "vm"
+    (host / "user.slice" / "s.scope").mkdir(parents=True)
+    vm.mkdir()
+    (vm / "cpu.max").write_text("100000 100000\n")  # another machine's cgroup: 1 CPU
+    proc = _proc(tmp_path, "/user.slice/s.scope", [("/", host), ("/machine.slice/vm1", vm)])
+    assert quota_cpus(proc) is None
+
+
+def test_a_cgroup_outside_the_namespace_reads_its_mount_alone(tmp_path):
+    """With a cgroup namespace, a process moved out of it shows ``/../x``: nothing above the
+    mount is read; the mount's own folder is its cgroup as far as it can see."""
+    from verifyprof.contracts.plumbing.cpus import quota_cpus
+
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    (mount / "cpu.max").write_text("200000 100000\n")
+    (tmp_path / "cpu.max").write_text("100000 100000\n")  # above the mount: never read
+    proc = _proc(tmp_path, "/../../system.slice/x.service", [("/", mount)])
+    assert quota_cpus(proc) == 2
+
+
 def test_no_cgroup_file_system_is_no_quota(tmp_path):
     from verifyprof.contracts.plumbing.cpus import quota_cpus
 

@@ -40,33 +40,52 @@ def quota_cpus(proc: Path = PROC) -> int | None:
 
 def _cpu_folders(groups: list[str], mounts: list[str]) -> list[Path]:
     """The folders of this process's CPU cgroup and of each cgroup above it, inside the mount
-    of its hierarchy (v2: the one unified hierarchy; v1: the one with the ``cpu`` controller)."""
+    of its hierarchy that holds it (v2: the unified hierarchy; v1: the one with the ``cpu``
+    controller); where no mount holds it (a path outside the cgroup namespace, ``/../x``), the
+    mount's own folder alone, as the JVM reads it."""
     mine: dict[str, str] = {}  # hierarchy ("" for v2, else its controllers) -> this cgroup's path
     for line in groups:
         parts = line.split(":", 2)
         if len(parts) == 3:
-            mine[parts[1]] = parts[2]
+            path = parts[2] or "/"  # "/../x": outside this cgroup namespace, kept as given
+            mine[parts[1]] = path if ".." in path.split("/") else os.path.normpath(path)
     v1 = next((path for names, path in mine.items() if "cpu" in names.split(",")), None)
     folders: list[Path] = []
-    for line in mounts:  # id parent dev root point options [tags] - type source super-options
-        mount, _, kind = line.partition(" - ")
-        fields, described = mount.split(), kind.split()
-        if len(fields) < 5 or len(described) < 3:
+    for path, kind in ((mine.get(""), "cgroup2"), (v1, "cgroup")):
+        if path is None:
             continue
-        if described[0] == "cgroup2" and "" in mine:
-            path = mine[""]
-        elif described[0] == "cgroup" and v1 is not None and "cpu" in described[2].split(","):
-            path = v1
-        else:
-            continue
-        root, point = Path(fields[3]), Path(fields[4])
-        inside = Path(path).relative_to(root) if Path(path).is_relative_to(root) else Path()
-        folder = point / inside
-        folders.append(folder)
-        while folder != point and folder.parent != folder:  # each cgroup above, to the mount
-            folder = folder.parent
+        found = _mounts(mounts, kind)
+        holding = [(root, point) for root, point in found if _under(path, root)]
+        for root, point in holding:
+            folder = point / os.path.relpath(path, root)
             folders.append(folder)
+            while folder != point:  # each cgroup above, to the mount
+                folder = folder.parent
+                folders.append(folder)
+        if found and not holding:
+            folders.append(found[0][1])
     return folders
+
+
+def _mounts(mounts: list[str], kind: str) -> list[tuple[str, Path]]:
+    """(root, mount point) of each mount of ``kind`` (v1: those with the ``cpu`` controller)."""
+    out = []
+    for line in mounts:  # id parent dev root point options [tags] - type source super-options
+        mount, _, described = line.partition(" - ")
+        fields, tail = mount.split(), described.split()
+        if len(fields) < 5 or len(tail) < 3 or tail[0] != kind:
+            continue
+        if kind == "cgroup" and "cpu" not in tail[2].split(","):
+            continue
+        out.append((os.path.normpath(fields[3]), Path(fields[4])))
+    return out
+
+
+def _under(path: str, root: str) -> bool:
+    """The cgroup at ``path`` is inside a mount of the hierarchy at ``root``."""
+    if ".." in path.split("/"):
+        return False
+    return root == "/" or path == root or path.startswith(root + "/")
 
 
 def _quota(folder: Path) -> float | None:
