@@ -1,13 +1,17 @@
 """An iterable produced in a thread ahead of its consumer (the breakdown JSON's steps, encoded
 while the summary is summed): every item in order, the producer's error where it happened, and
-no thread left behind however the consumer leaves."""
+no thread left behind however the consumer leaves, and no thread at all on one CPU."""
 
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
+from conftest import REPO
 
 from verifyprof.contracts.plumbing.threads import ahead
 
@@ -64,3 +68,43 @@ def test_an_error_in_the_block_stops_the_thread_and_is_the_one_raised():
     with pytest.raises(KeyError, match="summary"), ahead(endless(), 2, NAME):
         raise KeyError("summary")
     assert not _alive()
+
+
+def test_leaving_ahead_early_closes_the_generator_it_was_given():
+    closed = threading.Event()
+
+    def endless():
+        try:
+            yield from itertools.count()
+        finally:
+            closed.set()  # a generator's own cleanup
+
+    with ahead(endless(), 2, NAME) as got:
+        next(got)
+    assert closed.is_set() and not _alive()
+
+
+ONE_CPU = """
+import os, threading
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from verifyprof.contracts.plumbing.threads import ahead
+made_in = []
+def items():
+    for n in range(3):
+        made_in.append(threading.current_thread().name)
+        yield n
+with ahead(items(), 4, "verifyprof-test-ahead") as got:
+    print(list(got), set(made_in))
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity and two CPUs to confine a process to one",
+)
+def test_with_one_usable_cpu_ahead_iterates_in_the_consumers_thread():
+    done = subprocess.run(
+        [sys.executable, "-c", ONE_CPU], capture_output=True, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120,
+    )  # fmt: skip
+    assert done.stdout.strip() == "[0, 1, 2] {'MainThread'}", done.stderr

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
+from verifyprof.contracts.plumbing.cpus import usable_cpus
+
 SWITCH_S = 0.0005  # the CLI's switch interval (bench/bench_read_batches.py measures others)
 
 T = TypeVar("T")
@@ -32,22 +34,32 @@ def switch_often() -> None:
 
 @contextlib.contextmanager
 def ahead(items: Iterable[T], depth: int, name: str) -> Iterator[Iterator[T]]:
-    """``items`` iterated in a thread, at most ``depth`` items ahead of the consumer (its memory
-    is ``depth`` items), while the block does other work: the block's iterator yields them in
-    order, and raises what iterating them raised. Leaving the block, however it is left, stops
-    the thread after the item it is on, and waits for it."""
+    """``items`` iterated in a thread, ``depth`` items ahead of the consumer at most (its memory
+    is ``depth`` + 2 items: those queued, the one the thread holds, the one consumed), while
+    the block does other work: the block's iterator yields them in order, and raises what
+    iterating them raised (dropped if the block never asks for it). Leaving the block, however
+    it is left, stops the thread after the item it is on and closes ``items``. With one usable
+    CPU there is nothing to overlap: the block iterates ``items`` itself."""
+    if usable_cpus() < 2:
+        yield iter(items)
+        return
     made: queue.Queue = queue.Queue(maxsize=max(1, depth))
     stop = threading.Event()
 
     def produce() -> None:
+        source = iter(items)
         try:
-            for item in items:
+            for item in source:
                 made.put((item, None))
                 if stop.is_set():
                     return
             made.put((_END, None))
         except BaseException as err:  # noqa: BLE001 - handed to the consumer, raised there
             made.put((_END, err))
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()  # a generator stopped early runs its own cleanup here
 
     def consume() -> Iterator[T]:
         while True:
@@ -64,7 +76,19 @@ def ahead(items: Iterable[T], depth: int, name: str) -> Iterator[Iterator[T]]:
         yield consume()
     finally:
         stop.set()
-        while thread.is_alive():  # a put waiting for room: make it, so the thread sees stop
+        _drain(made, thread)
+
+
+def _drain(made: queue.Queue, thread: threading.Thread) -> None:
+    """Take what the thread queues until it ends (a put waiting for room must be made for it to
+    see ``stop``); a Ctrl-C meanwhile is raised once it has ended, never leaving it blocked."""
+    interrupted: BaseException | None = None
+    while thread.is_alive():
+        try:
             with contextlib.suppress(queue.Empty):
                 made.get(timeout=0.01)
-        thread.join()
+        except BaseException as err:  # noqa: BLE001 - raised below, once the thread ended
+            interrupted = interrupted or err
+    thread.join()
+    if interrupted is not None:
+        raise interrupted
