@@ -44,7 +44,9 @@ def workload_args(manifest: Manifest | None) -> tuple[list[str], dict[int, str]]
     for key, option in WORKLOAD_OPTIONS:
         if workload.get(key) is None:
             continue
-        args += [option, str(workload[key])]
+        value = workload[key]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        args += [option, format(value, "g") if number else str(value)]  # 0 as 0.0
         if key == "prompts" and workload.get("prompts_digest"):
             digests[len(args) - 1] = str(workload["prompts_digest"])
     return args, digests

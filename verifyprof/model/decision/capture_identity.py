@@ -55,10 +55,9 @@ LOAD_OPTIONS = frozenset(
         "--sweep-steps",
         "--concurrency",
         "--requests",
-        "--port",  # where a server listens: two captures of one server on two ports
-        "--host",
     }
 )
+ADDRESS_OPTIONS = frozenset({"--port", "--host"})  # where a server listens: servers' captures
 NOT_LOAD = "none"  # a declared option captures may differ in that sets no load (a path)
 PLACEHOLDERS = {"{batch}": "batch", "{num_draft}": "num_draft", "{context}": "context"}
 AXIS_WORDS = {"batch": "batch", "num_draft": "draft count", "context": "context"}
@@ -75,6 +74,7 @@ class Command:
     templated: dict[int, str] = field(default_factory=dict)  # argument index -> axis
     evidence: dict[str, frozenset[int]] = field(default_factory=dict)  # axis -> values
     digests: dict[int, str] = field(default_factory=dict)  # argument index -> file fingerprint
+    server: bool = False  # a server's capture (a workload drove it)
 
 
 def program_index(target: list[str]) -> int:
@@ -118,7 +118,9 @@ def command_of(label: str, manifest: Manifest | None, batch: int | None, width: 
     digests = {i - at - 1: d for i, d in inputs_of(manifest).items() if i > at}
     workload, fingerprints = workload_args(manifest)  # a server's: after its command
     digests |= {len(args) + i: d for i, d in fingerprints.items()}
-    return Command(label, program, args + tuple(workload), templated, clean, digests)
+    return Command(
+        label, program, args + tuple(workload), templated, clean, digests, bool(workload)
+    )
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,8 @@ def load_differences(
                 found[item.name] = axis
             elif item.name in LOAD_OPTIONS:
                 found[item.name] = _named_axis(item.name)
+            elif item.name in ADDRESS_OPTIONS & in_both and first.server and other.server:
+                found[item.name] = None  # one server's captures, each on a port of its own
             else:
                 mine.append(item)
         kept.append(mine)
