@@ -83,7 +83,7 @@ def test_one_baseline_runs_samples_are_shown_as_an_anchoring_rate():
 
 def test_the_console_shows_the_rate_band_beside_the_best_rate():
     """The best k's line is a rate a user holds against a measurement: its band is the rate's
-    (``rate_band``); "within the band" still compares k by ``band``."""
+    (``rate_band``); "within the between-k band" still compares k by ``band``."""
     curve = json.loads(verifyprof("whatif", str(B6), *ARGS, "--json").stdout)["draft_curve"]
     best = next(p for p in curve["points"] if p["num_draft"] == curve["best_num_draft"])
     assert f"{best['rate_band']:.0%}" != f"{best['band']:.0%}"  # the two differ here

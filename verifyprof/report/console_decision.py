@@ -146,12 +146,12 @@ def _best_k(result: dict[str, Any], width: int) -> list[str]:
     best = next(p for p in curve["points"] if p["num_draft"] == curve["best_num_draft"])
     top = max(p["num_draft"] for p in curve["points"])
     basis = best.get("basis") or best.get("verify_source") or "predicted"
-    band = rate_band(best)  # the rate's own: "within the band" below compares k by ``band``
+    band = rate_band(best)  # the rate's own; "the between-k band" below compares k by ``band``
     if band and basis not in ("measured", "given"):  # a given number has no band
         basis += f" +/-{band:.0%}"
     when = " today" if _after_plan(result) else ""  # a load after the plan stands below
     ks = curve.get("best_num_draft_set") or []
-    also = f", k={ks[0]}-{ks[-1]} within the band" if len(ks) > 1 else ""
+    also = f", k={ks[0]}-{ks[-1]} within the between-k band" if len(ks) > 1 else ""
     line = (
         f"Best draft count{when}: k={best['num_draft']}, {best['tokens_per_s']:.1f} tok/s"
         f" ({basis}{also};"
