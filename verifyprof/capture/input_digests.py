@@ -22,27 +22,27 @@ def input_digests(target: list[str], cwd: Path | None = None) -> list[dict]:
     out = []
     for index, arg in enumerate(target[1:], start=1):
         value = argument_value(arg)
-        if not value:
-            continue
-        path = Path(value) if cwd is None else cwd / value
-        try:
-            info = path.stat()
-            if not stat.S_ISREG(info.st_mode):
-                continue
-            digest = _digest(path, info.st_size)
-        except (OSError, ValueError):  # ValueError: a NUL in the argument
-            continue
-        out.append({"arg": index, "bytes": info.st_size, "digest": digest})
+        found = _fingerprint(Path(value) if cwd is None else cwd / value) if value else None
+        if found is not None:
+            out.append({"arg": index, "bytes": found[0], "digest": found[1]})
     return out
 
 
 def file_digest(path: Path) -> str | None:
     """One file's fingerprint, as :func:`input_digests` takes it; None where it is no regular
     file that can be read (a fingerprint is evidence, never a need)."""
+    found = _fingerprint(path)
+    return None if found is None else found[1]
+
+
+def _fingerprint(path: Path) -> tuple[int, str] | None:
+    """(size, digest) of a regular file; None for anything else, or one that cannot be read."""
     try:
         info = path.stat()
-        return _digest(path, info.st_size) if stat.S_ISREG(info.st_mode) else None
-    except (OSError, ValueError):
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return info.st_size, _digest(path, info.st_size)
+    except (OSError, ValueError):  # ValueError: a NUL in the argument
         return None
 
 

@@ -222,8 +222,7 @@ def load_differences(
             continue
         axis = a.axis or b.axis or _confirmed(first, other, a.value or "", b.value or "")
         if axis is None:
-            differ = a.digest and b.digest and a.digest != b.digest  # equal ends prove nothing
-            note = " (the files' contents differ)" if differ else ""
+            note = " (the files' contents differ)" if _other_contents(a.digest, b.digest) else ""
             unexplained.append((a.name, a.value or "", b.value or "", note))
         else:
             found[a.key] = axis
@@ -233,9 +232,11 @@ def load_differences(
 
 
 def _other_contents(a: str | None, b: str | None) -> bool:
-    """Two fingerprints of one kind that differ: the files' contents differ (a file edited
-    between two captures that name it alike, or one relative name run from two folders)."""
-    return a is not None and b is not None and a != b and a.split(":")[0] == b.split(":")[0]
+    """Two fingerprints that differ: the files' contents differ (one content gives one size,
+    so one kind of fingerprint and one value; equal ends, by contrast, prove nothing). Also
+    under one path: a file edited between two captures, or one relative name from two
+    folders."""
+    return a is not None and b is not None and a != b
 
 
 def _same_file(a: str | None, b: str | None) -> bool:
