@@ -79,7 +79,8 @@ def test_leaving_ahead_early_closes_the_generator_it_was_given():
         finally:
             closed.set()  # a generator's own cleanup
 
-    with ahead(endless(), 2, NAME) as got:
+    source = endless()  # still referenced here: only an explicit close runs its cleanup
+    with ahead(source, 2, NAME) as got:
         next(got)
     assert closed.is_set() and not _alive()
 
